@@ -1,0 +1,144 @@
+//! Provider ids and `sbx_…` sandbox ids.
+//!
+//! Why allocate sandbox ids from the OS CSPRNG rather than a counter? The id is handed to
+//! callers and stamped into provider labels before launch; it must not be guessable, must
+//! not collide across processes, and must never reveal the provider's own sandbox id.
+
+use crate::core::CoreError;
+
+/// Longest provider id accepted, in bytes.
+pub const MAX_PROVIDER_ID_LEN: usize = 64;
+
+/// Validates a provider id: non-empty, at most 64 bytes, `[a-z0-9][a-z0-9._-]*`.
+pub fn validate_provider_id(id: &str) -> Result<(), CoreError> {
+    let bytes = id.as_bytes();
+    if bytes.is_empty() {
+        return Err(CoreError::InvalidProviderId { reason: "must not be empty" });
+    }
+    if bytes.len() > MAX_PROVIDER_ID_LEN {
+        return Err(CoreError::InvalidProviderId { reason: "must be at most 64 characters" });
+    }
+    if !matches!(bytes[0], b'a'..=b'z' | b'0'..=b'9') {
+        return Err(CoreError::InvalidProviderId {
+            reason: "must start with a lowercase letter or a digit",
+        });
+    }
+    if !bytes[1..]
+        .iter()
+        .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-'))
+    {
+        return Err(CoreError::InvalidProviderId {
+            reason: "may contain only lowercase letters, digits, '.', '_' and '-'",
+        });
+    }
+    Ok(())
+}
+
+/// Prefix of every router sandbox id.
+pub const SANDBOX_ID_PREFIX: &str = "sbx_";
+
+/// A source of sandbox ids that draws from the OS CSPRNG in batches.
+///
+/// Drawing 16 bytes per id from the kernel costs a syscall each; a 4 KiB buffer amortizes
+/// it to one syscall per 256 ids without weakening the ids (each byte is still used once).
+#[derive(Debug)]
+pub struct SandboxIdSource {
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+const ID_BYTES: usize = 16;
+const BATCH: usize = 4096;
+
+impl Default for SandboxIdSource {
+    fn default() -> Self {
+        SandboxIdSource { buf: vec![0; BATCH], pos: BATCH }
+    }
+}
+
+impl SandboxIdSource {
+    /// Returns a fresh `sbx_` + 32 lowercase hex id.
+    pub fn next_id(&mut self) -> Result<String, CoreError> {
+        if self.pos + ID_BYTES > self.buf.len() {
+            getrandom::fill(&mut self.buf).map_err(|_| CoreError::RandomUnavailable)?;
+            self.pos = 0;
+        }
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut out = String::with_capacity(SANDBOX_ID_PREFIX.len() + 2 * ID_BYTES);
+        out.push_str(SANDBOX_ID_PREFIX);
+        for b in &self.buf[self.pos..self.pos + ID_BYTES] {
+            out.push(HEX[(b >> 4) as usize] as char);
+            out.push(HEX[(b & 0xf) as usize] as char);
+        }
+        // Overwrite the used bytes so they cannot be read back from the buffer.
+        self.buf[self.pos..self.pos + ID_BYTES].fill(0);
+        self.pos += ID_BYTES;
+        Ok(out)
+    }
+}
+
+/// True when `id` is `sbx_` followed by exactly 32 lowercase hex digits.
+pub fn is_sandbox_id(id: &str) -> bool {
+    id.len() == SANDBOX_ID_PREFIX.len() + 2 * ID_BYTES
+        && id.starts_with(SANDBOX_ID_PREFIX)
+        && id.as_bytes()[SANDBOX_ID_PREFIX.len()..]
+            .iter()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Validates a sandbox id, with a typed error.
+pub fn validate_sandbox_id(id: &str) -> Result<(), CoreError> {
+    if is_sandbox_id(id) {
+        Ok(())
+    } else {
+        Err(CoreError::InvalidSandboxId)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn provider_id_accepts_lowercase_with_separators() {
+        for ok in ["a", "primary-eu", "e2b", "pool.1_x", "0abc"] {
+            assert!(validate_provider_id(ok).is_ok(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn provider_id_rejects_bad_forms() {
+        let long = "a".repeat(65);
+        for bad in ["", "Primary", "-a", ".a", "a b", "a/b", "é", long.as_str()] {
+            let err = validate_provider_id(bad).unwrap_err();
+            assert_eq!(err.code(), "INVALID_PROVIDER_ID", "{bad}");
+        }
+        assert!(validate_provider_id(&"a".repeat(64)).is_ok());
+    }
+
+    #[test]
+    fn sandbox_ids_are_well_formed_and_unique() {
+        let mut src = SandboxIdSource::default();
+        let mut seen = HashSet::new();
+        for _ in 0..2000 {
+            let id = src.next_id().unwrap();
+            assert!(is_sandbox_id(&id), "{id}");
+            assert!(seen.insert(id));
+        }
+    }
+
+    #[test]
+    fn sandbox_id_validation_rejects_near_misses() {
+        assert!(validate_sandbox_id("sbx_0123456789abcdef0123456789abcdef").is_ok());
+        for bad in [
+            "sbx_0123456789ABCDEF0123456789abcdef",
+            "sbx_0123456789abcdef0123456789abcde",
+            "sbx-0123456789abcdef0123456789abcdef",
+            "0123456789abcdef0123456789abcdef",
+            "sbx_0123456789abcdef0123456789abcdeg",
+        ] {
+            assert_eq!(validate_sandbox_id(bad).unwrap_err().code(), "INVALID_SANDBOX_ID");
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! The routing core: plain Rust, no napi.
+//!
+//! Why a separate core? The router's decisions (which pools may serve a request, in what
+//! order, when a failure may fall back, whether capacity admits a launch) are pure
+//! functions of declarations and outcomes. Keeping them free of napi lets `cargo test`
+//! and the property tests exercise every rule without Node, and keeps the JS glue a thin
+//! translation layer. The core is a synchronous state machine (sans-IO): it decides, the
+//! caller performs the I/O (a provider launch, a mapping write) and feeds the outcome back.
+#![forbid(unsafe_code)]
+
+pub mod capabilities;
+pub mod error;
+pub mod explain;
+pub mod fallback;
+pub mod ids;
+pub mod json;
+pub mod mapping;
+pub mod ranking;
+pub mod reasons;
+pub mod registry;
+pub mod request;
+pub mod requirements;
+pub mod signals;
+
+pub use error::CoreError;

@@ -1,0 +1,176 @@
+//! Deterministic ranking of eligible pools.
+//!
+//! Why min-max normalization over the *current eligible set*? Cost, latency and
+//! reliability have unrelated units; normalizing over the pools that can actually serve
+//! this request makes each dimension span [0, 1] and keeps the 35/25/40 weights
+//! meaningful. A dimension with no spread gives every pool the same value, so it favours
+//! no one. Registration order never matters: ties fall to the provider id in byte order.
+//!
+//! Region preference (without `required`) is a tier, applied before the strategy: pools
+//! declaring the first preferred region rank ahead of pools declaring only the second,
+//! and so on; pools in no preferred region come last. A preference is the caller's
+//! explicit statement of where the workload should run, so it outranks a cheaper pool
+//! elsewhere; it never excludes a pool (that is what `required` does).
+
+use crate::core::request::{Objective, Request, Strategy};
+use crate::core::signals::Signals;
+use std::cmp::Ordering;
+
+/// Balanced-strategy weight of cost.
+pub const COST_WEIGHT: f64 = 0.35;
+/// Balanced-strategy weight of the latency objective.
+pub const LATENCY_WEIGHT: f64 = 0.25;
+/// Balanced-strategy weight of completion-within-budget reliability.
+pub const RELIABILITY_WEIGHT: f64 = 0.40;
+
+/// One ranking dimension of one pool.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Dimension {
+    /// The signal value.
+    pub raw: f64,
+    /// Min-max normalized over the eligible set, 1 = best.
+    pub normalized: f64,
+}
+
+/// An eligible pool with its score breakdown.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ranked {
+    /// Index of the pool in the candidate list given to [`rank`].
+    pub index: usize,
+    /// Provider id (for the tie-break).
+    pub id: String,
+    /// Region-preference tier (0 best); `usize::MAX` when capacity order applies.
+    pub tier: usize,
+    /// Position in `providerOrder` when capacity routing applies.
+    pub order_position: Option<usize>,
+    /// Score in [0, 1] under the strategy (balanced: weighted sum; others: that dimension).
+    pub score: f64,
+    /// Cost dimension (lower raw is better).
+    pub cost: Dimension,
+    /// Latency dimension under the objective (lower raw is better).
+    pub latency: Dimension,
+    /// Reliability dimension (higher raw is better).
+    pub reliability: Dimension,
+    /// True when the id decided this pool's place against an equal neighbour.
+    pub tie_break: bool,
+}
+
+/// A pool that passed every filter, with the inputs ranking needs.
+#[derive(Debug, Clone)]
+pub struct Candidate<'a> {
+    /// Caller's index for the pool.
+    pub index: usize,
+    /// Provider id.
+    pub id: &'a str,
+    /// The pool's regions.
+    pub regions: &'a [String],
+    /// Its (validated) signals.
+    pub signals: Signals,
+}
+
+fn spread(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| (lo.min(x), hi.max(x)))
+}
+
+fn lower_is_better(x: f64, (lo, hi): (f64, f64)) -> f64 {
+    if hi > lo {
+        ((hi - x) / (hi - lo)).clamp(0.0, 1.0)
+    } else {
+        1.0
+    }
+}
+
+fn higher_is_better(x: f64, (lo, hi): (f64, f64)) -> f64 {
+    if hi > lo {
+        ((x - lo) / (hi - lo)).clamp(0.0, 1.0)
+    } else {
+        1.0
+    }
+}
+
+/// The latency signal a request's objective selects.
+pub fn latency_of(s: &Signals, objective: Objective) -> f64 {
+    match objective {
+        Objective::Cold => s.cold_start_latency_ms,
+        Objective::Ready => s.ready_latency_ms,
+    }
+}
+
+fn region_tier(regions: &[String], preferred: &[String]) -> usize {
+    if preferred.is_empty() {
+        return 0;
+    }
+    preferred.iter().position(|p| regions.contains(p)).unwrap_or(preferred.len())
+}
+
+/// Primary ordering of two ranked pools (before the id tie-break).
+fn primary(a: &Ranked, b: &Ranked, strategy: Strategy) -> Ordering {
+    if let (Some(x), Some(y)) = (a.order_position, b.order_position) {
+        return x.cmp(&y);
+    }
+    a.tier.cmp(&b.tier).then_with(|| match strategy {
+        Strategy::Cost => a.cost.raw.total_cmp(&b.cost.raw),
+        Strategy::Latency => a.latency.raw.total_cmp(&b.latency.raw),
+        Strategy::Reliability => b.reliability.raw.total_cmp(&a.reliability.raw),
+        Strategy::Balanced => b.score.total_cmp(&a.score),
+    })
+}
+
+/// Scores and orders candidates. With `provider_order`, candidates are ordered by their
+/// position in it (callers must already have removed unlisted pools). `limit` keeps only
+/// the best `limit` pools (the provision path needs at most the attempt bound) at O(n).
+pub fn rank(candidates: &[Candidate<'_>], req: &Request, provider_order: Option<&[String]>, limit: Option<usize>) -> Vec<Ranked> {
+    let objective = req.latency_objective;
+    let costs = spread(candidates.iter().map(|c| c.signals.estimated_cost));
+    let lats = spread(candidates.iter().map(|c| latency_of(&c.signals, objective)));
+    let rels = spread(candidates.iter().map(|c| c.signals.completion_within_budget_rate));
+    let mut ranked: Vec<Ranked> = candidates
+        .iter()
+        .map(|c| {
+            let s = &c.signals;
+            let cost = Dimension { raw: s.estimated_cost, normalized: lower_is_better(s.estimated_cost, costs) };
+            let lat_raw = latency_of(s, objective);
+            let latency = Dimension { raw: lat_raw, normalized: lower_is_better(lat_raw, lats) };
+            let rel_raw = s.completion_within_budget_rate;
+            let reliability = Dimension { raw: rel_raw, normalized: higher_is_better(rel_raw, rels) };
+            let score = match req.strategy {
+                Strategy::Cost => cost.normalized,
+                Strategy::Latency => latency.normalized,
+                Strategy::Reliability => reliability.normalized,
+                Strategy::Balanced => (COST_WEIGHT * cost.normalized
+                    + LATENCY_WEIGHT * latency.normalized
+                    + RELIABILITY_WEIGHT * reliability.normalized)
+                    .clamp(0.0, 1.0),
+            };
+            let order_position = provider_order.and_then(|o| o.iter().position(|p| p == c.id));
+            Ranked {
+                index: c.index,
+                id: c.id.to_string(),
+                tier: if provider_order.is_some() { usize::MAX } else { region_tier(c.regions, &req.region_preferred) },
+                order_position,
+                score,
+                cost,
+                latency,
+                reliability,
+                tie_break: false,
+            }
+        })
+        .collect();
+    let strategy = req.strategy;
+    let cmp = |a: &Ranked, b: &Ranked| primary(a, b, strategy).then_with(|| a.id.as_bytes().cmp(b.id.as_bytes()));
+    if let Some(k) = limit {
+        if k == 0 {
+            ranked.clear();
+        } else if k < ranked.len() {
+            ranked.select_nth_unstable_by(k - 1, cmp);
+            ranked.truncate(k);
+        }
+    }
+    ranked.sort_unstable_by(cmp);
+    for i in 0..ranked.len() {
+        let tied_prev = i > 0 && primary(&ranked[i - 1], &ranked[i], strategy) == Ordering::Equal;
+        let tied_next = i + 1 < ranked.len() && primary(&ranked[i], &ranked[i + 1], strategy) == Ordering::Equal;
+        ranked[i].tie_break = tied_prev || tied_next;
+    }
+    ranked
+}

@@ -1,0 +1,126 @@
+//! Rejection reasons: constants with one meaning each.
+//!
+//! Why constants and not free text? (Kubernetes' `ErrReason…` pattern.) An explanation
+//! can then count them across pools ("3 missing capability pty"), tests can assert them,
+//! and callers can branch on them without parsing prose.
+
+/// Why a pool cannot serve a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Reason {
+    /// The request names another provider id.
+    ProviderIdMismatch,
+    /// Detached launch requested, the runtime has no `launchDetached`.
+    DetachedUnsupported,
+    /// The credential-readiness port answered `false`.
+    CredentialsUnavailable,
+    /// A required named capability is not declared.
+    RequiredCapabilityMissing,
+    /// A forbidden named capability is declared.
+    ForbiddenCapabilityPresent,
+    /// Image identity differs or is undeclared.
+    ImageMismatch,
+    /// A required binary is not declared in the image.
+    RequiredBinaryMissing,
+    /// Egress class not acceptable or undeclared.
+    EgressMismatch,
+    /// A required timeout semantics is not declared.
+    TimeoutSemanticsMissing,
+    /// Timeout granularity is coarser than allowed, or undeclared.
+    TimeoutGranularity,
+    /// Sandbox lifetime unknown or shorter than required.
+    SandboxLifetime,
+    /// State durability below the requirement, or undeclared.
+    StateDurability,
+    /// A required restriction is not enforced.
+    RestrictionMissing,
+    /// The pool's regions are outside a required region set.
+    RegionMismatch,
+    /// A resource need exceeds the pool's declared limit.
+    ResourcesInsufficient,
+    /// Isolation below the requirement, or undeclared.
+    IsolationInsufficient,
+    /// The signal resolver threw or did not answer.
+    SignalsUnresolved,
+    /// Signals are missing, non-finite, negative or out of range.
+    InvalidSignals,
+    /// The pool reports `available: false`.
+    Unavailable,
+    /// The latency objective's signal exceeds `maxReadyLatencyMs`.
+    LatencyBudget,
+    /// Capacity routing is on and the pool is not in `providerOrder`.
+    NotInProviderOrder,
+}
+
+impl Reason {
+    /// The stable code.
+    pub fn code(self) -> &'static str {
+        match self {
+            Reason::ProviderIdMismatch => "PROVIDER_ID_MISMATCH",
+            Reason::DetachedUnsupported => "DETACHED_UNSUPPORTED",
+            Reason::CredentialsUnavailable => "CREDENTIALS_UNAVAILABLE",
+            Reason::RequiredCapabilityMissing => "REQUIRED_CAPABILITY_MISSING",
+            Reason::ForbiddenCapabilityPresent => "FORBIDDEN_CAPABILITY_PRESENT",
+            Reason::ImageMismatch => "IMAGE_MISMATCH",
+            Reason::RequiredBinaryMissing => "REQUIRED_BINARY_MISSING",
+            Reason::EgressMismatch => "EGRESS_MISMATCH",
+            Reason::TimeoutSemanticsMissing => "TIMEOUT_SEMANTICS_MISSING",
+            Reason::TimeoutGranularity => "TIMEOUT_GRANULARITY",
+            Reason::SandboxLifetime => "SANDBOX_LIFETIME",
+            Reason::StateDurability => "STATE_DURABILITY",
+            Reason::RestrictionMissing => "RESTRICTION_MISSING",
+            Reason::RegionMismatch => "REGION_MISMATCH",
+            Reason::ResourcesInsufficient => "RESOURCES_INSUFFICIENT",
+            Reason::IsolationInsufficient => "ISOLATION_INSUFFICIENT",
+            Reason::SignalsUnresolved => "SIGNALS_UNRESOLVED",
+            Reason::InvalidSignals => "INVALID_SIGNALS",
+            Reason::Unavailable => "UNAVAILABLE",
+            Reason::LatencyBudget => "LATENCY_BUDGET",
+            Reason::NotInProviderOrder => "NOT_IN_PROVIDER_ORDER",
+        }
+    }
+
+    /// Every reason, for documentation and tests.
+    pub const ALL: [Reason; 21] = [
+        Reason::ProviderIdMismatch,
+        Reason::DetachedUnsupported,
+        Reason::CredentialsUnavailable,
+        Reason::RequiredCapabilityMissing,
+        Reason::ForbiddenCapabilityPresent,
+        Reason::ImageMismatch,
+        Reason::RequiredBinaryMissing,
+        Reason::EgressMismatch,
+        Reason::TimeoutSemanticsMissing,
+        Reason::TimeoutGranularity,
+        Reason::SandboxLifetime,
+        Reason::StateDurability,
+        Reason::RestrictionMissing,
+        Reason::RegionMismatch,
+        Reason::ResourcesInsufficient,
+        Reason::IsolationInsufficient,
+        Reason::SignalsUnresolved,
+        Reason::InvalidSignals,
+        Reason::Unavailable,
+        Reason::LatencyBudget,
+        Reason::NotInProviderOrder,
+    ];
+}
+
+/// One reason a pool was rejected, with a detail and the phrase used in summaries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejection {
+    /// The reason constant.
+    pub reason: Reason,
+    /// Detail for this pool, e.g. `cpu 4 > 2` (never a secret: only declarations and
+    /// request requirements).
+    pub detail: String,
+    /// Pool-independent phrase that summaries count, e.g. `missing capability pty`.
+    pub phrase: String,
+}
+
+impl Rejection {
+    /// Builds a rejection.
+    pub fn new(reason: Reason, detail: impl Into<String>, phrase: impl Into<String>) -> Self {
+        Rejection { reason, detail: detail.into(), phrase: phrase.into() }
+    }
+}

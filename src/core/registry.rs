@@ -1,0 +1,232 @@
+//! Registered pools and the routing decision over them.
+//!
+//! Why parse declarations once, at registration? A provision asks "who may serve this?"
+//! on every call; re-reading every pool's declaration per request would cost more than
+//! the decision itself. Pools are stored validated, so a decision is a scan over plain
+//! structs, and the order of filters is the spec's: exact provider and requirements,
+//! then (request-scoped) signals, then availability and the latency budget, then rank.
+
+use crate::core::capabilities::Capabilities;
+use crate::core::ids::validate_provider_id;
+use crate::core::json::FieldError;
+use crate::core::ranking::{latency_of, rank, Candidate, Ranked};
+use crate::core::reasons::{Reason, Rejection};
+use crate::core::request::Request;
+use crate::core::requirements::{check, CheckContext, Sink};
+use crate::core::signals::{signal_state, SignalError, SignalState};
+use crate::core::CoreError;
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// A registered provider pool.
+#[derive(Debug, Clone)]
+pub struct Pool {
+    /// Provider id.
+    pub id: String,
+    /// Declared envelope.
+    pub capabilities: Capabilities,
+    /// Registered signals (a resolver may override them per request).
+    pub signals: SignalState,
+    /// Whether its runtime has `launchDetached`.
+    pub has_launch_detached: bool,
+}
+
+impl Pool {
+    /// Builds a pool from `{ id, capabilities, signals }` JSON (the runtime stays in JS).
+    pub fn from_json(value: &Value, has_launch_detached: bool) -> Result<Pool, CoreError> {
+        let id = value.get("id").and_then(Value::as_str).unwrap_or("");
+        validate_provider_id(id)?;
+        let bad = |e: FieldError| CoreError::InvalidProviderDefinition {
+            provider: id.to_string(),
+            field: e.field,
+            expectation: e.expectation,
+        };
+        let capabilities = match value.get("capabilities") {
+            None => {
+                return Err(bad(FieldError::new(
+                    "capabilities",
+                    "is required (declare the pool's envelope; an empty object declares nothing)",
+                )))
+            }
+            Some(v) => Capabilities::read(v, "capabilities").map_err(bad)?,
+        };
+        let signals = match value.get("signals") {
+            None => Err(SignalError { reason: Reason::InvalidSignals, detail: "signals is required".into() }),
+            Some(v) => signal_state(v),
+        };
+        Ok(Pool { id: id.to_string(), capabilities, signals, has_launch_detached })
+    }
+}
+
+/// Pools by registration, with an id index.
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    pools: Vec<Pool>,
+    index: HashMap<String, usize>,
+}
+
+impl Registry {
+    /// Adds a pool; a duplicate id is an error and leaves the registry unchanged.
+    pub fn add(&mut self, pool: Pool) -> Result<usize, CoreError> {
+        if self.index.contains_key(&pool.id) {
+            return Err(CoreError::DuplicateProvider(pool.id));
+        }
+        let i = self.pools.len();
+        self.index.insert(pool.id.clone(), i);
+        self.pools.push(pool);
+        Ok(i)
+    }
+
+    /// All pools, in registration order.
+    pub fn pools(&self) -> &[Pool] {
+        &self.pools
+    }
+
+    /// Index of a pool by id.
+    pub fn position(&self, id: &str) -> Option<usize> {
+        self.index.get(id).copied()
+    }
+}
+
+/// Per-request inputs beyond the request itself.
+#[derive(Debug, Default, Clone)]
+pub struct RouteOptions<'a> {
+    /// The request is `provisionDetached`.
+    pub detached: bool,
+    /// Pools whose credential-readiness answered `false`.
+    pub credentials_unavailable: &'a [usize],
+    /// Request-scoped signals from a resolver, by pool index; these replace registered
+    /// signals. A pool absent from the map keeps its registered signals.
+    pub signals: Option<&'a HashMap<usize, SignalState>>,
+    /// Capacity routing: explicit order replacing strategy ranking.
+    pub provider_order: Option<&'a [String]>,
+    /// Keep only the best `limit` eligible pools.
+    pub limit: Option<usize>,
+    /// Collect every rejection reason (explain, events, errors) instead of a verdict.
+    pub detail: bool,
+}
+
+/// A rejected pool and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolRejection {
+    /// Index in the pool list.
+    pub index: usize,
+    /// Why (empty in verdict mode).
+    pub reasons: Vec<Rejection>,
+}
+
+/// The outcome of routing one request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// Eligible pools, best first.
+    pub eligible: Vec<Ranked>,
+    /// Rejected pools (only filled when `detail` is set).
+    pub rejected: Vec<PoolRejection>,
+    /// How many pools were rejected.
+    pub rejected_count: usize,
+    /// How many pools were considered.
+    pub total: usize,
+}
+
+/// Pools that pass the hard requirements (and credentials); the set a signal resolver runs for.
+pub fn requirement_survivors(pools: &[Pool], req: &Request, opts: &RouteOptions<'_>) -> Vec<usize> {
+    (0..pools.len())
+        .filter(|&i| {
+            let p = &pools[i];
+            if opts.credentials_unavailable.contains(&i) {
+                return false;
+            }
+            let mut sink = Sink::verdict();
+            check(&p.id, &p.capabilities, req, ctx(p, opts), &mut sink);
+            !sink.failed()
+        })
+        .collect()
+}
+
+fn ctx(p: &Pool, opts: &RouteOptions<'_>) -> CheckContext {
+    CheckContext { detached: opts.detached, has_launch_detached: p.has_launch_detached }
+}
+
+fn fmt_ms(x: f64) -> String {
+    if x.fract() == 0.0 { format!("{}", x as i64) } else { format!("{x}") }
+}
+
+/// Routes `req` over `pools` in the spec's order of filters.
+pub fn route(pools: &[Pool], req: &Request, opts: &RouteOptions<'_>) -> Decision {
+    let mut candidates: Vec<Candidate<'_>> = Vec::new();
+    let mut rejected = Vec::new();
+    let mut rejected_count = 0;
+    for (i, p) in pools.iter().enumerate() {
+        let mut reasons = Vec::new();
+        let failed = {
+            let mut sink = if opts.detail { Sink::collect(&mut reasons) } else { Sink::verdict() };
+            if opts.credentials_unavailable.contains(&i) {
+                sink.reject(Reason::CredentialsUnavailable, || {
+                    ("readiness port answered false".into(), "credentials unavailable".into())
+                });
+            }
+            if !sink.failed() || opts.detail {
+                check(&p.id, &p.capabilities, req, ctx(p, opts), &mut sink);
+            }
+            if !sink.failed() {
+                operational(p, i, req, opts, &mut sink, &mut candidates);
+            }
+            sink.failed()
+        };
+        if failed {
+            rejected_count += 1;
+            if opts.detail {
+                rejected.push(PoolRejection { index: i, reasons });
+            }
+        }
+    }
+    let eligible = rank(&candidates, req, opts.provider_order, opts.limit);
+    Decision { eligible, rejected, rejected_count, total: pools.len() }
+}
+
+/// Signals, availability, latency budget and capacity order, for a pool that met every
+/// requirement. Pushes it to `candidates` when it passes.
+fn operational<'p>(
+    p: &'p Pool,
+    i: usize,
+    req: &Request,
+    opts: &RouteOptions<'_>,
+    sink: &mut Sink<'_>,
+    candidates: &mut Vec<Candidate<'p>>,
+) {
+    let state = opts.signals.and_then(|m| m.get(&i)).unwrap_or(&p.signals);
+    let signals = match state {
+        Ok(s) => *s,
+        Err(e) => {
+            let phrase = if e.reason == Reason::InvalidSignals { "invalid signals" } else { "signal resolver failed" };
+            sink.reject(e.reason, || (e.detail.clone(), phrase.into()));
+            return;
+        }
+    };
+    if !signals.available {
+        sink.reject(Reason::Unavailable, || ("signals.available is false".into(), "unavailable".into()));
+        return;
+    }
+    if let Some(budget) = req.max_ready_latency_ms {
+        let latency = latency_of(&signals, req.latency_objective);
+        if latency > budget {
+            let objective = req.latency_objective.name();
+            sink.reject(Reason::LatencyBudget, || {
+                (
+                    format!("{objective} latency {} ms > {} ms", fmt_ms(latency), fmt_ms(budget)),
+                    format!("{objective} latency over {} ms", fmt_ms(budget)),
+                )
+            });
+            return;
+        }
+    }
+    if let Some(order) = opts.provider_order {
+        if !order.iter().any(|o| *o == p.id) {
+            sink.reject(Reason::NotInProviderOrder, || {
+                ("capacity routing lists only providerOrder".into(), "not in providerOrder".into())
+            });
+            return;
+        }
+    }
+    candidates.push(Candidate { index: i, id: &p.id, regions: &p.capabilities.regions, signals });
+}

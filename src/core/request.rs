@@ -1,0 +1,419 @@
+//! Sandbox requests: parsing, validation and defaults.
+//!
+//! Why refuse unknown keys instead of warning? Inside `requires`, `routing` and
+//! `resources`, a misspelled key (`requiredCapabilites`) would otherwise be ignored and
+//! *widen* eligibility: the request would be served by pools that lack what the caller
+//! meant to require. A typed error at the call site is the only outcome that cannot
+//! silently place a workload somewhere unsafe. The same strictness applies to every
+//! other object in the request, so one rule covers all.
+
+use crate::core::capabilities::{
+    is_capability_name, Resources, DURABILITY_LEVELS, EGRESS_CLASSES, ISOLATION_LEVELS, RESOURCE_KEYS,
+    TIMEOUT_SEMANTICS,
+};
+use crate::core::json::{object, FieldError, Obj};
+use crate::core::CoreError;
+use serde_json::Value;
+
+/// The label key under which the router stamps its own `sbx_…` id before launch.
+pub const SANDBOX_ID_LABEL: &str = "agent-relay-sbx-id";
+
+/// Default number of launch attempts.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+/// Upper bound on launch attempts.
+pub const MAX_ATTEMPTS_LIMIT: u32 = 10;
+/// Default deadline for one launch, in ms (5 minutes).
+pub const DEFAULT_ACQUISITION_TIMEOUT_MS: u64 = 300_000;
+/// Largest accepted launch deadline, in ms (1 hour).
+pub const MAX_ACQUISITION_TIMEOUT_MS: i64 = 3_600_000;
+
+/// Ranking strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// Lowest `estimatedCost` first.
+    Cost,
+    /// Lowest latency (per the objective) first.
+    Latency,
+    /// Highest `completionWithinBudgetRate` first.
+    Reliability,
+    /// 35% cost, 25% latency, 40% reliability over min-max normalized values.
+    Balanced,
+}
+
+impl Strategy {
+    /// The wire name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Cost => "cost",
+            Strategy::Latency => "latency",
+            Strategy::Reliability => "reliability",
+            Strategy::Balanced => "balanced",
+        }
+    }
+}
+
+/// Which latency signal a latency comparison uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Objective {
+    /// `coldStartLatencyMs`: until the provider's create call returns.
+    Cold,
+    /// `readyLatencyMs`: until the workload is ready (default).
+    Ready,
+}
+
+impl Objective {
+    /// The wire name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Objective::Cold => "cold",
+            Objective::Ready => "ready",
+        }
+    }
+}
+
+/// A validated request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// Exact pool constraint.
+    pub provider_id: Option<String>,
+    /// Capabilities the pool must declare.
+    pub required_capabilities: Vec<String>,
+    /// Capabilities the pool must not declare.
+    pub forbidden_capabilities: Vec<String>,
+    /// Image identity the pool must launch.
+    pub image_identity: Option<String>,
+    /// Binaries the pool's image must contain.
+    pub required_binaries: Vec<String>,
+    /// Acceptable egress classes (empty: any, including undeclared).
+    pub egress: Vec<&'static str>,
+    /// Timeout semantics the pool must honour.
+    pub timeout_semantics: Vec<&'static str>,
+    /// Coarsest acceptable timeout granularity, ms.
+    pub timeout_granularity_ms: Option<f64>,
+    /// Latency budget for the chosen objective, ms.
+    pub max_ready_latency_ms: Option<f64>,
+    /// Expected completion budget, ms (informational; passed to signal resolvers).
+    pub completion_budget_ms: Option<f64>,
+    /// Sandbox life the workload needs, ms.
+    pub required_lifetime_ms: Option<f64>,
+    /// Minimum state durability.
+    pub durability: Option<&'static str>,
+    /// Restrictions the pool must enforce.
+    pub restrictions: Vec<String>,
+    /// Minimum isolation level.
+    pub isolation: Option<&'static str>,
+    /// Per-sandbox resource needs.
+    pub resources: Resources,
+    /// Preferred regions, best first.
+    pub region_preferred: Vec<String>,
+    /// When true, pools outside `region_preferred` are rejected.
+    pub region_required: bool,
+    /// Ranking strategy (default balanced).
+    pub strategy: Strategy,
+    /// Latency objective (default ready).
+    pub latency_objective: Objective,
+    /// Whether a classified-retryable failure may advance to the next pool (default true).
+    pub fallback_allowed: bool,
+    /// Launch attempts bound (default 3, 1..=10; 1 when fallback is forbidden).
+    pub max_attempts: u32,
+    /// Deadline for one launch, ms.
+    pub acquisition_timeout_ms: u64,
+    /// Caller labels, in input order.
+    pub labels: Vec<(String, String)>,
+}
+
+impl Default for Request {
+    fn default() -> Self {
+        Request {
+            provider_id: None,
+            required_capabilities: Vec::new(),
+            forbidden_capabilities: Vec::new(),
+            image_identity: None,
+            required_binaries: Vec::new(),
+            egress: Vec::new(),
+            timeout_semantics: Vec::new(),
+            timeout_granularity_ms: None,
+            max_ready_latency_ms: None,
+            completion_budget_ms: None,
+            required_lifetime_ms: None,
+            durability: None,
+            restrictions: Vec::new(),
+            isolation: None,
+            resources: Resources::default(),
+            region_preferred: Vec::new(),
+            region_required: false,
+            strategy: Strategy::Balanced,
+            latency_objective: Objective::Ready,
+            fallback_allowed: true,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            acquisition_timeout_ms: DEFAULT_ACQUISITION_TIMEOUT_MS,
+            labels: Vec::new(),
+        }
+    }
+}
+
+const TOP_KEYS: &[&str] =
+    &["providerId", "requires", "resources", "region", "routing", "placement", "nodeAffinity", "launch"];
+const REQUIRES_KEYS: &[&str] = &[
+    "requiredCapabilities",
+    "forbiddenCapabilities",
+    "image",
+    "egress",
+    "timeout",
+    "stateDurability",
+    "restrictions",
+    "isolation",
+];
+const TIMEOUT_KEYS: &[&str] =
+    &["semantics", "granularityMs", "maxReadyLatencyMs", "completionBudgetMs", "requiredSandboxLifetimeMs"];
+const ROUTING_KEYS: &[&str] =
+    &["strategy", "latencyObjective", "acquisitionFallback", "maxAcquisitionAttempts", "acquisitionTimeoutMs"];
+const LAUNCH_KEYS: &[&str] = &["name", "env", "labels", "createTimeoutSeconds"];
+
+fn invalid(e: FieldError) -> CoreError {
+    CoreError::InvalidRequest { field: e.field, expectation: e.expectation }
+}
+
+/// Refuses requests that are not this router's to place: `placement.authority` of
+/// `fleet` or `none`, or any `nodeAffinity` (top level or under `placement`). Runs before
+/// any other validation, so such a request never reaches a pool.
+pub fn check_placement(value: &Value) -> Result<(), CoreError> {
+    let Value::Object(top) = value else { return Ok(()) };
+    if top.contains_key("nodeAffinity") {
+        return Err(CoreError::RoutingNotApplicable(
+            "nodeAffinity selects a concrete node; fleet placement owns that decision",
+        ));
+    }
+    if let Some(Value::Object(p)) = top.get("placement") {
+        if p.contains_key("nodeAffinity") {
+            return Err(CoreError::RoutingNotApplicable(
+                "placement.nodeAffinity selects a concrete node; fleet placement owns that decision",
+            ));
+        }
+        match p.get("authority").and_then(Value::as_str) {
+            Some("fleet") => {
+                return Err(CoreError::RoutingNotApplicable(
+                    "placement.authority is fleet: the fleet scheduler places this workload",
+                ))
+            }
+            Some("none") => {
+                return Err(CoreError::RoutingNotApplicable(
+                    "placement.authority is none: this workload needs no sandbox",
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Parses and validates a request (`undefined`/`null` at the JS side arrive as `{}`).
+pub fn parse_request(value: &Value) -> Result<Request, CoreError> {
+    check_placement(value)?;
+    read(value).map_err(invalid)
+}
+
+fn capability_names(o: &Obj<'_>, key: &str) -> Result<Vec<String>, FieldError> {
+    let names = o.strings(key)?.unwrap_or_default();
+    for (i, n) in names.iter().enumerate() {
+        if !is_capability_name(n) {
+            return Err(FieldError::new(
+                format!("{}[{i}]", o.field(key)),
+                "must be a known capability name or start with x-",
+            ));
+        }
+    }
+    Ok(names)
+}
+
+fn read(value: &Value) -> Result<Request, FieldError> {
+    let top = object(value, "", TOP_KEYS)?;
+    let mut req = Request { provider_id: top.string("providerId")?.map(str::to_string), ..Request::default() };
+    if let Some(p) = top.object("placement", &["authority"])? {
+        p.choice("authority", &["router"])?;
+    }
+    if let Some(r) = top.object("requires", REQUIRES_KEYS)? {
+        req.required_capabilities = capability_names(&r, "requiredCapabilities")?;
+        req.forbidden_capabilities = capability_names(&r, "forbiddenCapabilities")?;
+        if let Some(both) = req.required_capabilities.iter().find(|c| req.forbidden_capabilities.contains(c)) {
+            return Err(FieldError::new(
+                "requires.forbiddenCapabilities",
+                format!("must not also list a required capability ({both})"),
+            ));
+        }
+        if let Some(image) = r.object("image", &["identity", "requiredBinaries"])? {
+            req.image_identity = image.string("identity")?.map(str::to_string);
+            req.required_binaries = image.strings("requiredBinaries")?.unwrap_or_default();
+        }
+        req.egress = match r.get("egress") {
+            None => Vec::new(),
+            Some(Value::Array(_)) => r.choices("egress", EGRESS_CLASSES)?.unwrap_or_default(),
+            Some(_) => vec![r.choice("egress", EGRESS_CLASSES)?.unwrap_or("none")],
+        };
+        if r.get("egress").is_some() && req.egress.is_empty() {
+            return Err(FieldError::new("requires.egress", "must name at least one egress class"));
+        }
+        if let Some(t) = r.object("timeout", TIMEOUT_KEYS)? {
+            req.timeout_semantics = t.choices("semantics", TIMEOUT_SEMANTICS)?.unwrap_or_default();
+            req.timeout_granularity_ms = t.non_negative("granularityMs")?;
+            req.max_ready_latency_ms = t.non_negative("maxReadyLatencyMs")?;
+            req.completion_budget_ms = t.non_negative("completionBudgetMs")?;
+            req.required_lifetime_ms = t.non_negative("requiredSandboxLifetimeMs")?;
+        }
+        req.durability = r.choice("stateDurability", DURABILITY_LEVELS)?;
+        req.restrictions = r.strings("restrictions")?.unwrap_or_default();
+        req.isolation = r.choice("isolation", ISOLATION_LEVELS)?;
+    }
+    if let Some(res) = top.object("resources", RESOURCE_KEYS)? {
+        req.resources = Resources::read(&res)?;
+    }
+    if let Some(region) = top.object("region", &["preferred", "required"])? {
+        req.region_preferred = region.strings("preferred")?.unwrap_or_default();
+        req.region_required = region.boolean("required")?.unwrap_or(false);
+        if req.region_required && req.region_preferred.is_empty() {
+            return Err(FieldError::new(
+                "region.preferred",
+                "must name at least one region when region.required is true",
+            ));
+        }
+    }
+    if let Some(routing) = top.object("routing", ROUTING_KEYS)? {
+        req.strategy = match routing.choice("strategy", &["cost", "latency", "reliability", "balanced"])? {
+            Some("cost") => Strategy::Cost,
+            Some("latency") => Strategy::Latency,
+            Some("reliability") => Strategy::Reliability,
+            _ => Strategy::Balanced,
+        };
+        req.latency_objective = match routing.choice("latencyObjective", &["cold", "ready"])? {
+            Some("cold") => Objective::Cold,
+            _ => Objective::Ready,
+        };
+        req.fallback_allowed = routing.choice("acquisitionFallback", &["allowed", "forbidden"])? != Some("forbidden");
+        let attempts = routing.integer_in("maxAcquisitionAttempts", 1, i64::from(MAX_ATTEMPTS_LIMIT))?;
+        req.max_attempts = attempts.map_or(DEFAULT_MAX_ATTEMPTS, |a| a as u32);
+        if let Some(ms) = routing.integer_in("acquisitionTimeoutMs", 1, MAX_ACQUISITION_TIMEOUT_MS)? {
+            req.acquisition_timeout_ms = ms as u64;
+        }
+    }
+    if !req.fallback_allowed {
+        req.max_attempts = 1;
+    }
+    if let Some(launch) = top.object("launch", LAUNCH_KEYS)? {
+        launch.string("name")?;
+        launch.string_map("env")?;
+        if let Some(Value::Number(n)) = launch.get("createTimeoutSeconds") {
+            if n.as_f64().is_none_or(|x| x <= 0.0) {
+                return Err(FieldError::new("launch.createTimeoutSeconds", "must be a finite number > 0"));
+            }
+        } else if launch.get("createTimeoutSeconds").is_some() {
+            return Err(FieldError::new("launch.createTimeoutSeconds", "must be a finite number > 0"));
+        }
+        req.labels = launch.string_map("labels")?.unwrap_or_default();
+        if req.labels.iter().any(|(k, _)| k == SANDBOX_ID_LABEL) {
+            return Err(FieldError::new(
+                format!("launch.labels.{SANDBOX_ID_LABEL}"),
+                "is reserved: the router stamps its own sandbox id under this key",
+            ));
+        }
+    }
+    Ok(req)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn field_of(v: Value) -> String {
+        match parse_request(&v).unwrap_err() {
+            CoreError::InvalidRequest { field, .. } => field,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn empty_request_gets_documented_defaults() {
+        let r = parse_request(&json!({})).unwrap();
+        assert_eq!(r.strategy, Strategy::Balanced);
+        assert_eq!(r.latency_objective, Objective::Ready);
+        assert_eq!(r.max_attempts, 3);
+        assert!(r.fallback_allowed);
+        assert_eq!(r.acquisition_timeout_ms, DEFAULT_ACQUISITION_TIMEOUT_MS);
+    }
+
+    #[test]
+    fn attempts_bound_fires_outside_1_to_10() {
+        for bad in [json!(0), json!(11), json!(2.5), json!("3"), Value::Null] {
+            assert_eq!(field_of(json!({"routing": {"maxAcquisitionAttempts": bad}})), "routing.maxAcquisitionAttempts");
+        }
+    }
+
+    #[test]
+    fn attempts_bound_does_not_fire_inside_1_to_10() {
+        for ok in [1, 10] {
+            let r = parse_request(&json!({"routing": {"maxAcquisitionAttempts": ok}})).unwrap();
+            assert_eq!(r.max_attempts, ok as u32);
+        }
+    }
+
+    #[test]
+    fn forbidden_fallback_means_one_attempt() {
+        let r = parse_request(&json!({"routing": {"acquisitionFallback": "forbidden", "maxAcquisitionAttempts": 5}}))
+            .unwrap();
+        assert_eq!(r.max_attempts, 1);
+    }
+
+    #[test]
+    fn misspelled_requirement_key_is_an_error() {
+        assert_eq!(field_of(json!({"requires": {"requiredCapabilites": ["pty"]}})), "requires.requiredCapabilites");
+        assert_eq!(field_of(json!({"resources": {"cpus": 2}})), "resources.cpus");
+        assert_eq!(field_of(json!({"routing": {"stratgy": "cost"}})), "routing.stratgy");
+    }
+
+    #[test]
+    fn unknown_strategy_and_objective_are_errors() {
+        assert_eq!(field_of(json!({"routing": {"strategy": "cheapest"}})), "routing.strategy");
+        assert_eq!(field_of(json!({"routing": {"latencyObjective": "warm"}})), "routing.latencyObjective");
+    }
+
+    #[test]
+    fn negative_or_null_resources_are_errors() {
+        assert_eq!(field_of(json!({"resources": {"cpu": -1}})), "resources.cpu");
+        assert_eq!(field_of(json!({"resources": {"memoryMb": null}})), "resources.memoryMb");
+    }
+
+    #[test]
+    fn placement_guard_fires_before_validation() {
+        let v = json!({"placement": {"authority": "fleet"}, "routing": {"strategy": "nonsense"}});
+        assert_eq!(parse_request(&v).unwrap_err().code(), "ROUTING_NOT_APPLICABLE");
+        let v = json!({"nodeAffinity": "node-7"});
+        assert_eq!(parse_request(&v).unwrap_err().code(), "ROUTING_NOT_APPLICABLE");
+        let v = json!({"placement": {"authority": "none"}});
+        assert_eq!(parse_request(&v).unwrap_err().code(), "ROUTING_NOT_APPLICABLE");
+    }
+
+    #[test]
+    fn placement_guard_does_not_fire_for_router_authority() {
+        assert!(parse_request(&json!({"placement": {"authority": "router"}})).is_ok());
+    }
+
+    #[test]
+    fn reserved_label_is_refused_and_other_labels_are_kept() {
+        let v = json!({"launch": {"labels": {SANDBOX_ID_LABEL: "x"}}});
+        assert_eq!(field_of(v), format!("launch.labels.{SANDBOX_ID_LABEL}"));
+        let r = parse_request(&json!({"launch": {"labels": {"team": "a"}}})).unwrap();
+        assert_eq!(r.labels, vec![("team".to_string(), "a".to_string())]);
+    }
+
+    #[test]
+    fn required_region_needs_a_region() {
+        assert_eq!(field_of(json!({"region": {"required": true}})), "region.preferred");
+    }
+
+    #[test]
+    fn error_messages_never_echo_values() {
+        let err = parse_request(&json!({"launch": {"env": {"TOKEN": 42}}})).unwrap_err();
+        assert!(!err.to_string().contains("42"));
+        assert_eq!(err.field(), Some("launch.env.TOKEN"));
+    }
+}

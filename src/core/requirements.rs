@@ -1,0 +1,322 @@
+//! Hard requirements: does a pool's declared envelope satisfy a request?
+//!
+//! Why collect every reason instead of stopping at the first? An explanation should say
+//! everything that keeps a pool out ("missing pty *and* cpu 4 > 2"), so an operator fixes
+//! a registration once. The hot path (provision without an observer) asks only for a
+//! yes/no and stops at the first failure, allocating nothing.
+
+use crate::core::capabilities::{rank_of, Capabilities, Lifetime, Resources, DURABILITY_LEVELS, ISOLATION_LEVELS};
+use crate::core::reasons::{Reason, Rejection};
+use crate::core::request::Request;
+
+/// Where rejections go: nowhere (fast yes/no) or into a list (explain, events, errors).
+pub struct Sink<'a> {
+    out: Option<&'a mut Vec<Rejection>>,
+    failed: bool,
+}
+
+impl<'a> Sink<'a> {
+    /// A sink that only records whether anything failed.
+    pub fn verdict() -> Sink<'static> {
+        Sink { out: None, failed: false }
+    }
+
+    /// A sink that collects every rejection.
+    pub fn collect(out: &'a mut Vec<Rejection>) -> Sink<'a> {
+        Sink { out: Some(out), failed: false }
+    }
+
+    /// Records a rejection; returns `true` if checking should continue.
+    pub fn reject(&mut self, reason: Reason, text: impl FnOnce() -> (String, String)) -> bool {
+        self.failed = true;
+        match self.out.as_deref_mut() {
+            Some(out) => {
+                let (detail, phrase) = text();
+                out.push(Rejection::new(reason, detail, phrase));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether any rejection was recorded.
+    pub fn failed(&self) -> bool {
+        self.failed
+    }
+}
+
+macro_rules! reject {
+    ($sink:expr, $reason:expr, $detail:expr, $phrase:expr) => {
+        if !$sink.reject($reason, || ($detail, $phrase)) {
+            return;
+        }
+    };
+}
+
+fn list(items: &[impl AsRef<str>]) -> String {
+    let joined: Vec<&str> = items.iter().map(AsRef::as_ref).collect();
+    format!("[{}]", joined.join(", "))
+}
+
+fn num(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{}", x as i64)
+    } else {
+        format!("{x}")
+    }
+}
+
+/// Context of a check beyond the request itself.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CheckContext {
+    /// The request is `provisionDetached`.
+    pub detached: bool,
+    /// The pool's runtime has `launchDetached`.
+    pub has_launch_detached: bool,
+}
+
+/// Checks every hard requirement of `req` against pool `id` with declaration `caps`.
+pub fn check(id: &str, caps: &Capabilities, req: &Request, ctx: CheckContext, sink: &mut Sink<'_>) {
+    if let Some(want) = &req.provider_id {
+        if want != id {
+            reject!(sink, Reason::ProviderIdMismatch, format!("request names {want}"), format!("not provider {want}"));
+        }
+    }
+    if ctx.detached && !ctx.has_launch_detached {
+        reject!(
+            sink,
+            Reason::DetachedUnsupported,
+            "runtime has no launchDetached".into(),
+            "no detached launch".into()
+        );
+    }
+    for cap in &req.required_capabilities {
+        if !caps.has(cap) {
+            reject!(sink, Reason::RequiredCapabilityMissing, cap.clone(), format!("missing capability {cap}"));
+        }
+    }
+    for cap in &req.forbidden_capabilities {
+        if caps.has(cap) {
+            reject!(sink, Reason::ForbiddenCapabilityPresent, cap.clone(), format!("forbidden capability {cap}"));
+        }
+    }
+    if let Some(want) = &req.image_identity {
+        if caps.image_identity.as_deref() != Some(want.as_str()) {
+            let have = caps.image_identity.as_deref().unwrap_or("undeclared");
+            reject!(sink, Reason::ImageMismatch, format!("{have} != {want}"), format!("image not {want}"));
+        }
+    }
+    for bin in &req.required_binaries {
+        if !caps.binaries.iter().any(|b| b == bin) {
+            reject!(sink, Reason::RequiredBinaryMissing, bin.clone(), format!("missing binary {bin}"));
+        }
+    }
+    if !req.egress.is_empty() && !caps.egress.is_some_and(|e| req.egress.contains(&e)) {
+        let have = caps.egress.unwrap_or("undeclared");
+        reject!(
+            sink,
+            Reason::EgressMismatch,
+            format!("{have} not in {}", list(&req.egress)),
+            format!("egress not in {}", list(&req.egress))
+        );
+    }
+    for sem in &req.timeout_semantics {
+        if !caps.timeout_semantics.contains(sem) {
+            reject!(sink, Reason::TimeoutSemanticsMissing, (*sem).into(), format!("missing timeout semantics {sem}"));
+        }
+    }
+    if let Some(max) = req.timeout_granularity_ms {
+        match caps.timeout_granularity_ms {
+            Some(g) if g <= max => {}
+            other => reject!(
+                sink,
+                Reason::TimeoutGranularity,
+                match other {
+                    Some(g) => format!("{} ms > {} ms", num(g), num(max)),
+                    None => "undeclared".into(),
+                },
+                format!("timeout granularity coarser than {} ms", num(max))
+            ),
+        }
+    }
+    if let Some(need) = req.required_lifetime_ms {
+        match caps.max_lifetime {
+            Lifetime::Unbounded => {}
+            Lifetime::Capped(cap) if cap >= need => {}
+            Lifetime::Capped(cap) => reject!(
+                sink,
+                Reason::SandboxLifetime,
+                format!("{} ms < {} ms", num(cap), num(need)),
+                format!("sandbox lifetime under {} ms", num(need))
+            ),
+            Lifetime::Unknown => {
+                reject!(sink, Reason::SandboxLifetime, "unknown".into(), "sandbox lifetime unknown".into())
+            }
+        }
+    }
+    if let Some(min) = req.durability {
+        if !caps.durability.is_some_and(|d| rank_of(DURABILITY_LEVELS, d) >= rank_of(DURABILITY_LEVELS, min)) {
+            let have = caps.durability.unwrap_or("undeclared");
+            reject!(sink, Reason::StateDurability, format!("{have} < {min}"), format!("state durability below {min}"));
+        }
+    }
+    for r in &req.restrictions {
+        if !caps.restrictions.iter().any(|c| c == r) {
+            reject!(sink, Reason::RestrictionMissing, r.clone(), format!("missing restriction {r}"));
+        }
+    }
+    if req.region_required && !caps.regions.iter().any(|r| req.region_preferred.contains(r)) {
+        reject!(
+            sink,
+            Reason::RegionMismatch,
+            format!("{} not in {}", list(&caps.regions), list(&req.region_preferred)),
+            format!("region not in {}", list(&req.region_preferred))
+        );
+    }
+    for (name, get) in Resources::DIMENSIONS {
+        let (need, have) = (get(&req.resources), get(&caps.resources));
+        if need > 0.0 && need > have {
+            reject!(
+                sink,
+                Reason::ResourcesInsufficient,
+                format!("{name} {} > {}", num(need), num(have)),
+                format!("insufficient {name}")
+            );
+        }
+    }
+    if let Some(min) = req.isolation {
+        if !caps.isolation.is_some_and(|i| rank_of(ISOLATION_LEVELS, i) >= rank_of(ISOLATION_LEVELS, min)) {
+            let have = caps.isolation.unwrap_or("undeclared");
+            reject!(
+                sink,
+                Reason::IsolationInsufficient,
+                format!("{have} < {min}"),
+                format!("isolation below {min}")
+            );
+        }
+    }
+}
+
+/// Convenience: every rejection of a pool.
+pub fn rejections(id: &str, caps: &Capabilities, req: &Request, ctx: CheckContext) -> Vec<Rejection> {
+    let mut out = Vec::new();
+    check(id, caps, req, ctx, &mut Sink::collect(&mut out));
+    out
+}
+
+/// Convenience: whether the pool passes every requirement.
+pub fn satisfies(id: &str, caps: &Capabilities, req: &Request, ctx: CheckContext) -> bool {
+    let mut sink = Sink::verdict();
+    check(id, caps, req, ctx, &mut sink);
+    !sink.failed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::request::parse_request;
+    use serde_json::json;
+
+    fn caps(v: serde_json::Value) -> Capabilities {
+        Capabilities::read(&v, "c").unwrap()
+    }
+
+    fn codes(c: &Capabilities, req: serde_json::Value) -> Vec<&'static str> {
+        let r = parse_request(&req).unwrap();
+        rejections("p", c, &r, CheckContext::default()).iter().map(|x| x.reason.code()).collect()
+    }
+
+    #[test]
+    fn required_capability_fires_when_missing_and_not_when_declared() {
+        let req = json!({"requires": {"requiredCapabilities": ["pty"]}});
+        assert_eq!(codes(&caps(json!({})), req.clone()), ["REQUIRED_CAPABILITY_MISSING"]);
+        assert!(codes(&caps(json!({"supported": ["pty"]})), req).is_empty());
+    }
+
+    #[test]
+    fn forbidden_capability_fires_when_declared_and_not_when_absent() {
+        let req = json!({"requires": {"forbiddenCapabilities": ["nestedUserNamespaces"]}});
+        assert_eq!(
+            codes(&caps(json!({"supported": ["nestedUserNamespaces"]})), req.clone()),
+            ["FORBIDDEN_CAPABILITY_PRESENT"]
+        );
+        assert!(codes(&caps(json!({})), req).is_empty());
+    }
+
+    #[test]
+    fn lifetime_unknown_and_short_fire_and_inclusive_cap_and_unbounded_pass() {
+        let req = json!({"requires": {"timeout": {"requiredSandboxLifetimeMs": 1000}}});
+        assert_eq!(codes(&caps(json!({})), req.clone()), ["SANDBOX_LIFETIME"]);
+        assert_eq!(codes(&caps(json!({"timeout": {"maxSandboxLifetimeMs": 999}})), req.clone()), ["SANDBOX_LIFETIME"]);
+        assert!(codes(&caps(json!({"timeout": {"maxSandboxLifetimeMs": 1000}})), req.clone()).is_empty());
+        assert!(codes(&caps(json!({"timeout": {"maxSandboxLifetimeMs": null}})), req).is_empty());
+    }
+
+    #[test]
+    fn resources_fire_above_limit_and_not_at_limit() {
+        let c = caps(json!({"resources": {"cpu": 2, "memoryMb": 4096}}));
+        let r = parse_request(&json!({"resources": {"cpu": 4}})).unwrap();
+        let rej = rejections("p", &c, &r, CheckContext::default());
+        assert_eq!(rej[0].detail, "cpu 4 > 2");
+        assert!(codes(&c, json!({"resources": {"cpu": 2, "memoryMb": 4096}})).is_empty());
+        assert_eq!(codes(&c, json!({"resources": {"gpu": 1}})), ["RESOURCES_INSUFFICIENT"]);
+    }
+
+    #[test]
+    fn undeclared_properties_are_never_yes() {
+        let req = json!({"requires": {
+            "image": {"identity": "agent-v4", "requiredBinaries": ["node"]},
+            "egress": "open", "timeout": {"semantics": ["idle"], "granularityMs": 1000},
+            "stateDurability": "ephemeral", "restrictions": ["read-only-root"], "isolation": "none"},
+            "region": {"preferred": ["eu-west"], "required": true}});
+        let got = codes(&caps(json!({})), req);
+        for code in [
+            "IMAGE_MISMATCH", "REQUIRED_BINARY_MISSING", "EGRESS_MISMATCH", "TIMEOUT_SEMANTICS_MISSING",
+            "TIMEOUT_GRANULARITY", "STATE_DURABILITY", "RESTRICTION_MISSING", "REGION_MISMATCH",
+            "ISOLATION_INSUFFICIENT",
+        ] {
+            assert!(got.contains(&code), "{code} in {got:?}");
+        }
+    }
+
+    #[test]
+    fn fully_declared_pool_satisfies_the_same_request() {
+        let req = json!({"requires": {
+            "image": {"identity": "agent-v4", "requiredBinaries": ["node"]},
+            "egress": ["none", "open"], "timeout": {"semantics": ["idle"], "granularityMs": 1000},
+            "stateDurability": "session", "restrictions": ["read-only-root"], "isolation": "container"},
+            "region": {"preferred": ["eu-west"], "required": true}});
+        let c = caps(json!({"image": {"identity": "agent-v4", "binaries": ["node", "git"]}, "egress": "open",
+            "timeout": {"semantics": ["idle"], "granularityMs": 500}, "stateDurability": "persistent",
+            "restrictions": ["read-only-root"], "isolation": "microvm", "regions": ["eu-west", "us-east"]}));
+        assert!(codes(&c, req).is_empty());
+    }
+
+    #[test]
+    fn ordered_levels_fire_below_and_not_at_or_above() {
+        let req = json!({"requires": {"isolation": "container", "stateDurability": "session"}});
+        assert_eq!(
+            codes(&caps(json!({"isolation": "process", "stateDurability": "ephemeral"})), req.clone()),
+            ["STATE_DURABILITY", "ISOLATION_INSUFFICIENT"]
+        );
+        assert!(codes(&caps(json!({"isolation": "container", "stateDurability": "session"})), req).is_empty());
+    }
+
+    #[test]
+    fn detached_needs_launch_detached() {
+        let r = parse_request(&json!({})).unwrap();
+        let c = Capabilities::default();
+        let no = CheckContext { detached: true, has_launch_detached: false };
+        let yes = CheckContext { detached: true, has_launch_detached: true };
+        assert!(!satisfies("p", &c, &r, no));
+        assert!(satisfies("p", &c, &r, yes));
+    }
+
+    #[test]
+    fn verdict_mode_agrees_with_collect_mode() {
+        let c = caps(json!({"supported": ["pty"]}));
+        let r = parse_request(&json!({"requires": {"requiredCapabilities": ["pty", "ssh"]}})).unwrap();
+        assert!(!satisfies("p", &c, &r, CheckContext::default()));
+        assert_eq!(rejections("p", &c, &r, CheckContext::default()).len(), 1);
+    }
+}
