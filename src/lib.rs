@@ -1,1 +1,2 @@
+pub mod binding;
 pub mod core;

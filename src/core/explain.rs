@@ -81,6 +81,8 @@ pub fn explain(pools: &[Pool], req: &Request, d: &Decision) -> Value {
         "summary": summary(d.eligible.len(), d.total, &d.rejected),
         "strategy": req.strategy.name(),
         "latencyObjective": objective,
+        "maxAcquisitionAttempts": req.max_attempts,
+        "acquisitionFallback": if req.fallback_allowed { "allowed" } else { "forbidden" },
         "eligible": eligible,
         "rejected": rejected,
     })

@@ -1,0 +1,33 @@
+'use strict';
+// @agent-relay/sandbox-router: the public CommonJS entry. `index.mjs` re-exports these
+// very objects, so classes (and `instanceof`) are identical in ESM and CommonJS.
+
+const errors = require('./lib/errors.js');
+const { asProviderId, InMemoryProviderRegistry } = require('./lib/registry.js');
+const { InMemoryMappingStore } = require('./lib/mappings.js');
+const { SandboxRouter, SANDBOX_ID_LABEL } = require('./lib/router.js');
+const { routeProviders } = require('./lib/route-providers.js');
+
+module.exports = {
+  asProviderId,
+  InMemoryProviderRegistry,
+  InMemoryMappingStore,
+  SandboxRouter,
+  routeProviders,
+  SANDBOX_ID_LABEL,
+  SandboxRouterError: errors.SandboxRouterError,
+  SandboxRequestValidationError: errors.SandboxRequestValidationError,
+  RoutingNotApplicableError: errors.RoutingNotApplicableError,
+  NoEligibleProviderError: errors.NoEligibleProviderError,
+  ProviderRegistryError: errors.ProviderRegistryError,
+  SandboxRouterConfigurationError: errors.SandboxRouterConfigurationError,
+  ProviderRuntimeError: errors.ProviderRuntimeError,
+  ProviderProvisioningError: errors.ProviderProvisioningError,
+  ProvisioningAvailabilityError: errors.ProvisioningAvailabilityError,
+  ProviderCapacityExhaustedError: errors.ProviderCapacityExhaustedError,
+  MappingPersistenceError: errors.MappingPersistenceError,
+  SandboxNotFoundError: errors.SandboxNotFoundError,
+  AcquisitionTimeoutError: errors.AcquisitionTimeoutError,
+  ProviderPackageMissingError: errors.ProviderPackageMissingError,
+  SandboxRouterInternalError: errors.SandboxRouterInternalError,
+};

@@ -1,0 +1,605 @@
+'use strict';
+// The SandboxRouter: JS drives the I/O, the native core decides.
+//
+// Why is the provision loop in JS? Every adapter call returns a JS promise. Awaiting it
+// from Rust costs a ThreadsafeFunction round trip (~150 µs measured here) per hop; awaiting
+// it here costs a microtask. So the core is a synchronous state machine: one native call
+// validates, routes and allocates the `sbx_…` id; JS launches; a failure goes back to the
+// core, which sanitizes the classification and says advance, stop or give up. On the
+// success path a provision makes two native calls (plan, mapping write).
+
+const { binding } = require('./binding.js');
+const {
+  SandboxRequestValidationError,
+  SandboxRouterConfigurationError,
+  ProviderRuntimeError,
+  ProviderProvisioningError,
+  ProvisioningAvailabilityError,
+  MappingPersistenceError,
+  SandboxNotFoundError,
+  AcquisitionTimeoutError,
+  ProviderRegistryError,
+  fromNative,
+  callNative,
+} = require('./errors.js');
+const { nativeView } = require('./registry.js');
+const { InMemoryMappingStore, SYNC } = require('./mappings.js');
+const { serialize } = require('./serialize.js');
+
+/** Label key under which the router stamps its `sbx_…` id into every launch. */
+const SANDBOX_ID_LABEL = 'agent-relay-sbx-id';
+/** Default bound on caller callbacks (readiness, resolver, classifier, mapping store). */
+const DEFAULT_CALLBACK_TIMEOUT_MS = 10_000;
+
+// Debug switch, read once: SANDBOX_ROUTER_DEBUG=1 (or DEBUG containing sandbox-router)
+// logs each routing decision (ids and codes only) to stderr.
+const DEBUG =
+  process.env.SANDBOX_ROUTER_DEBUG === '1' || /(^|,)\s*sandbox-router\s*(,|$)/.test(process.env.DEBUG || '');
+function debug(line) {
+  if (DEBUG) process.stderr.write(`[sandbox-router] ${line}\n`);
+}
+
+const noop = () => {};
+const TIMED_OUT = Symbol('timed-out');
+
+/** Awaits `value` for at most `ms`; resolves to TIMED_OUT after that. Never rejects on timeout. */
+function within(value, ms) {
+  if (!value || typeof value.then !== 'function') return Promise.resolve(value);
+  let timer;
+  const timeout = new Promise((resolve) => {
+    timer = setTimeout(resolve, ms, TIMED_OUT);
+  });
+  return Promise.race([value, timeout]).finally(() => clearTimeout(timer));
+}
+
+function configError(field, expectation) {
+  return new SandboxRouterConfigurationError(`invalid router options: ${field} ${expectation}`, 'INVALID_CONFIGURATION', { field });
+}
+
+function isFn(x) {
+  return typeof x === 'function';
+}
+
+function observerOf(observer) {
+  if (observer === undefined || observer === null) return null;
+  if (isFn(observer)) return observer;
+  if (typeof observer === 'object') {
+    if (isFn(observer.emit)) return (e) => observer.emit(e);
+    if (isFn(observer.onEvent)) return (e) => observer.onEvent(e);
+    if (isFn(observer.event)) return (e) => observer.event(e);
+  }
+  throw configError('observer', 'must be a function or an object with emit(event)');
+}
+
+function launchOptionsOf(launch, labels) {
+  const out = { labels };
+  if (launch && typeof launch === 'object') {
+    if (launch.name !== undefined) out.name = launch.name;
+    if (launch.env !== undefined) out.env = { ...launch.env };
+    if (launch.createTimeoutSeconds !== undefined) out.createTimeoutSeconds = launch.createTimeoutSeconds;
+  }
+  return out;
+}
+
+function parsePlan(text) {
+  const parts = text.split('|');
+  return {
+    id: parts[0],
+    maxAttempts: Number(parts[1]),
+    fallbackAllowed: parts[2] === '1',
+    timeoutMs: Number(parts[3]),
+    order: parts[4] === '' ? [] : parts[4].split(',').map(Number),
+  };
+}
+
+// Pools are named by id only: a definition holds the caller's runtime, which may hold a
+// credential, and nothing we return may carry one.
+function publicExplanation(raw) {
+  const strip = ({ index, ...rest }) => rest;
+  return {
+    summary: raw.summary,
+    strategy: raw.strategy,
+    latencyObjective: raw.latencyObjective,
+    maxAcquisitionAttempts: raw.maxAcquisitionAttempts,
+    acquisitionFallback: raw.acquisitionFallback,
+    eligible: raw.eligible.map(strip),
+    rejected: raw.rejected.map(strip),
+  };
+}
+
+function isNotFound(error) {
+  if (!error || typeof error !== 'object') return false;
+  const status = error.status ?? error.statusCode ?? error.response?.status;
+  return status === 404 || error.code === 'NOT_FOUND' || error.code === 'ENOENT';
+}
+
+class SandboxRouter {
+  #registry;
+  #mappings;
+  #fastMappings;
+  #observer;
+  #classifier;
+  #resolver;
+  #provisioning;
+  #callbackTimeoutMs;
+  /** @type {Map<string, object>} handles from launch, by sbx id (process-local cache) */
+  #handles = new Map();
+
+  /**
+   * @param {import('../index').SandboxRouterOptions} options
+   */
+  constructor(options) {
+    if (options === null || typeof options !== 'object') throw configError('options', 'must be an object');
+    const { registry, mappings, observer, classifyProviderFailure, resolveRoutingSignals, provisioning } = options;
+    if (!registry || typeof registry !== 'object' || !isFn(registry.list)) {
+      throw configError('registry', 'must be a ProviderRegistry (an object with list())');
+    }
+    if (mappings !== undefined && (mappings === null || !isFn(mappings.put) || !isFn(mappings.get) || !isFn(mappings.delete))) {
+      throw configError('mappings', 'must be a mapping store (put, get and delete methods)');
+    }
+    if (classifyProviderFailure !== undefined && !isFn(classifyProviderFailure)) {
+      throw configError('classifyProviderFailure', 'must be a function');
+    }
+    if (resolveRoutingSignals !== undefined && !isFn(resolveRoutingSignals)) {
+      throw configError('resolveRoutingSignals', 'must be a function');
+    }
+    if (provisioning !== undefined && (provisioning === null || !isFn(provisioning.hasAvailableCredentials))) {
+      throw configError('provisioning', 'must have hasAvailableCredentials(providerId)');
+    }
+    const cb = options.callbackTimeoutMs ?? DEFAULT_CALLBACK_TIMEOUT_MS;
+    if (!Number.isInteger(cb) || cb < 1 || cb > 3_600_000) {
+      throw configError('callbackTimeoutMs', 'must be an integer from 1 to 3600000');
+    }
+    this.#registry = registry;
+    this.#mappings = mappings ?? new InMemoryMappingStore();
+    this.#fastMappings = this.#mappings instanceof InMemoryMappingStore;
+    this.#observer = observerOf(observer);
+    this.#classifier = classifyProviderFailure ?? null;
+    this.#resolver = resolveRoutingSignals ?? null;
+    this.#provisioning = provisioning ?? null;
+    this.#callbackTimeoutMs = cb;
+  }
+
+  /** Acquires a sandbox on the best eligible pool. */
+  provision(request) {
+    return this.#provision(request, false);
+  }
+
+  /** Like `provision`, through the runtime's `launchDetached` (pools without it are ineligible). */
+  provisionDetached(request) {
+    return this.#provision(request, true);
+  }
+
+  /**
+   * The attempt order `provision` would use with the registered signals, synchronously:
+   * at most `maxAcquisitionAttempts` provider ids, best first. Credential readiness and a
+   * signal resolver are async and are not consulted; `explain` consults them.
+   */
+  route(request, options = {}) {
+    const json = this.#serialize(request);
+    const view = nativeView(this.#registry);
+    const plan = parsePlan(callNative(() => view.native.plan(json, options.detached === true, null, false)));
+    return plan.order.map((i) => view.definitions[i].id);
+  }
+
+  /**
+   * Explains the decision for `request` without launching anything: every pool's rank and
+   * score breakdown, or its rejection reasons, and a one-line summary. Runs credential
+   * readiness and the signal resolver as `provision` would.
+   */
+  async explain(request, options = {}) {
+    const detached = options.detached === true;
+    const json = this.#serialize(request);
+    const view = nativeView(this.#registry);
+    const extras = await this.#extras(view, json, detached, request);
+    const raw = JSON.parse(callNative(() => view.native.explain(json, detached, extras)));
+    return publicExplanation(raw);
+  }
+
+  #serialize(request) {
+    const json = serialize(request);
+    if (json === null) {
+      throw new SandboxRequestValidationError('invalid request: (root) must be serializable (no cycles, no throwing toJSON)', 'INVALID_REQUEST', {
+        field: '(root)',
+      });
+    }
+    return json;
+  }
+
+  #emit(type, fields) {
+    const sink = this.#observer;
+    if (sink === null) return;
+    const event = { type, at: new Date().toISOString(), ...fields };
+    try {
+      const r = sink(event);
+      if (r && isFn(r.then)) r.then(undefined, noop);
+    } catch {
+      // An observer never affects routing.
+    }
+  }
+
+  async #extras(view, json, detached, request) {
+    if (this.#provisioning === null && this.#resolver === null) return null;
+    callNative(() => binding.checkRequest(json));
+    const extras = {};
+    if (this.#provisioning !== null) extras.credentialsUnavailable = await this.#readiness(view);
+    if (this.#resolver !== null) extras.signalsJson = await this.#resolveSignals(view, json, detached, extras, request);
+    return extras;
+  }
+
+  async #readiness(view) {
+    const port = this.#provisioning;
+    const answers = await Promise.all(
+      view.definitions.map(async (def, i) => {
+        let answer;
+        try {
+          answer = await within(port.hasAvailableCredentials(def.id), this.#callbackTimeoutMs);
+        } catch {
+          answer = TIMED_OUT;
+        }
+        if (typeof answer !== 'boolean') {
+          const what = answer === TIMED_OUT ? 'failed or timed out' : 'answered a non-boolean';
+          throw new ProvisioningAvailabilityError(`credential readiness for ${def.id} ${what}`, 'PROVISIONING_AVAILABILITY_FAILED', {
+            providerId: def.id,
+          });
+        }
+        return answer ? -1 : i;
+      }),
+    );
+    return answers.filter((i) => i >= 0);
+  }
+
+  async #resolveSignals(view, json, detached, extras, request) {
+    const survivors = callNative(() => view.native.survivors(json, detached, extras));
+    const out = {};
+    await Promise.all(
+      survivors.map(async (i) => {
+        const def = view.definitions[i];
+        try {
+          const s = await within(this.#resolver(def, request), this.#callbackTimeoutMs);
+          out[i] = s === TIMED_OUT ? { $unresolved: 'resolver timed out' } : s === undefined ? null : s;
+        } catch {
+          out[i] = { $unresolved: 'resolver threw' };
+        }
+      }),
+    );
+    return serialize(out);
+  }
+
+  async #provision(request, detached) {
+    const json = this.#serialize(request);
+    const view = nativeView(this.#registry);
+    const extras = await this.#extras(view, json, detached, request);
+    let plan;
+    try {
+      plan = parsePlan(view.native.plan(json, detached, extras, true));
+    } catch (e) {
+      const err = fromNative(e);
+      if (err.code === 'NO_ELIGIBLE_PROVIDER') {
+        debug(`no eligible provider: ${err.summary}`);
+        if (this.#observer !== null) {
+          this.#emit('provision.validated', { sandboxId: err.sandboxId, detached });
+          for (const r of err.rejections) this.#emit('provider.rejected', { sandboxId: err.sandboxId, providerId: r.providerId, reasons: r.reasons });
+          this.#emit('provision.exhausted', { sandboxId: err.sandboxId, code: err.code, summary: err.summary });
+        }
+      }
+      throw err;
+    }
+    const { id, order } = plan;
+    if (this.#observer !== null) this.#emitDecision(view, json, detached, extras, plan);
+    if (DEBUG) debug(`${id}: attempt order ${order.map((i) => view.definitions[i].id).join(', ')}`);
+    const labels = { ...(request && request.launch && request.launch.labels), [SANDBOX_ID_LABEL]: id };
+    const launchOptions = launchOptionsOf(request && request.launch, labels);
+    const attempts = [];
+    let pos = 0;
+    for (let made = 1; ; made++) {
+      const def = view.definitions[order[pos]];
+      const providerId = def.id;
+      this.#emit('attempt.started', { sandboxId: id, providerId, attempt: made });
+      let handle;
+      try {
+        handle = await this.#launch(def, launchOptions, detached, plan.timeoutMs, id);
+      } catch (failure) {
+        if (failure instanceof AcquisitionTimeoutError) {
+          attempts.push({ providerId, code: failure.code, retryable: false });
+          this.#emit('attempt.failed', { sandboxId: id, providerId, attempt: made, code: failure.code, retryable: false });
+          this.#emit('provision.exhausted', { sandboxId: id, code: failure.code });
+          failure.attempts = attempts;
+          throw failure;
+        }
+        const runtimeError = new ProviderRuntimeError(providerId, detached ? 'launchDetached' : 'launch');
+        const c = await this.#classify(runtimeError, def);
+        const decision = binding.decideAfterFailure(c.code, c.retryable, plan.fallbackAllowed, made, plan.maxAttempts, order.length);
+        const [verdict, a, b] = decision.split(':');
+        const code = verdict === 'ADVANCE' ? b : a;
+        const retryable = verdict !== 'TERMINAL';
+        attempts.push({ providerId, code, retryable });
+        this.#emit('attempt.failed', { sandboxId: id, providerId, attempt: made, code, retryable });
+        if (verdict === 'ADVANCE') {
+          pos = Number(a);
+          this.#emit('fallback.advanced', { sandboxId: id, fromProviderId: providerId, toProviderId: view.definitions[order[pos]].id, attempt: made + 1 });
+          continue;
+        }
+        const exhausted = verdict === 'EXHAUSTED';
+        const errCode = exhausted ? 'PROVIDER_ACQUISITION_EXHAUSTED' : code;
+        this.#emit('provision.exhausted', { sandboxId: id, code: errCode });
+        throw new ProviderProvisioningError(
+          exhausted
+            ? `acquisition exhausted after ${made} attempt(s): ${attempts.map((x) => `${x.providerId} ${x.code}`).join(', ')}`
+            : `acquisition failed on ${providerId}: ${code}`,
+          errCode,
+          { providerId, sandboxId: id, attempts },
+        );
+      }
+      if (handle === null || typeof handle !== 'object' || typeof handle.id !== 'string' || handle.id === '') {
+        const code = 'PROVIDER_MALFORMED_HANDLE';
+        attempts.push({ providerId, code, retryable: false });
+        this.#emit('attempt.failed', { sandboxId: id, providerId, attempt: made, code, retryable: false });
+        this.#emit('provision.exhausted', { sandboxId: id, code });
+        throw new ProviderProvisioningError(
+          `provider ${providerId} returned a malformed handle; the sandbox may exist (label ${SANDBOX_ID_LABEL}=${id})`,
+          code,
+          { providerId, sandboxId: id, attempts },
+        );
+      }
+      this.#emit('attempt.succeeded', { sandboxId: id, providerId, attempt: made });
+      await this.#persist(def, handle, { id, providerId, providerSandboxId: handle.id, labels, createdAt: new Date().toISOString(), detached });
+      this.#handles.set(id, handle);
+      return { id, providerId, labels: { ...labels } };
+    }
+  }
+
+  #emitDecision(view, json, detached, extras, plan) {
+    let raw;
+    try {
+      raw = JSON.parse(view.native.explain(json, detached, extras));
+    } catch {
+      return;
+    }
+    this.#emit('provision.validated', { sandboxId: plan.id, detached });
+    for (const r of raw.rejected) this.#emit('provider.rejected', { sandboxId: plan.id, providerId: r.providerId, reasons: r.reasons });
+    this.#emit('provision.ranked', {
+      sandboxId: plan.id,
+      summary: raw.summary,
+      providerIds: plan.order.map((i) => view.definitions[i].id),
+    });
+  }
+
+  #launch(def, options, detached, timeoutMs, id) {
+    const rt = def.runtime;
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const timer = setTimeout(() => {
+        settled = true;
+        reject(
+          new AcquisitionTimeoutError(
+            `launch on ${def.id} did not settle within ${timeoutMs} ms; outcome unknown (label ${SANDBOX_ID_LABEL}=${id})`,
+            'ACQUISITION_TIMEOUT',
+            { providerId: def.id, sandboxId: id, timeoutMs },
+          ),
+        );
+      }, timeoutMs);
+      let pending;
+      try {
+        pending = detached ? rt.launchDetached(options) : rt.launch(options);
+      } catch (error) {
+        settled = true;
+        clearTimeout(timer);
+        reject(error);
+        return;
+      }
+      Promise.resolve(pending).then(
+        (handle) => {
+          if (settled) {
+            this.#lateSuccess(def, handle, id);
+            return;
+          }
+          settled = true;
+          clearTimeout(timer);
+          resolve(handle);
+        },
+        (error) => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          reject(error);
+        },
+      );
+    });
+  }
+
+  // A launch that succeeds after its deadline already failed the provision: nobody holds
+  // its id, so it is destroyed rather than left running unrecorded.
+  async #lateSuccess(def, handle, id) {
+    let succeeded = false;
+    if (handle && typeof handle === 'object' && typeof handle.id === 'string') {
+      try {
+        await def.runtime.destroy(handle);
+        succeeded = true;
+      } catch {
+        succeeded = false;
+      }
+    }
+    this.#emit('cleanup.completed', { sandboxId: id, providerId: def.id, reason: 'late-launch', succeeded });
+  }
+
+  async #classify(error, def) {
+    if (this.#classifier === null) return { code: null, retryable: null };
+    try {
+      const r = await within(this.#classifier(error, def), this.#callbackTimeoutMs);
+      if (r && typeof r === 'object' && typeof r.code === 'string' && typeof r.retryable === 'boolean') {
+        return { code: r.code, retryable: r.retryable };
+      }
+    } catch {
+      // A throwing classifier proves nothing: outcome unknown.
+    }
+    return { code: null, retryable: null };
+  }
+
+  async #persist(def, handle, record) {
+    const { id, providerId } = record;
+    try {
+      if (this.#fastMappings) {
+        this.#mappings[SYNC](record);
+      } else {
+        const r = await within(this.#mappings.put(record), this.#callbackTimeoutMs);
+        if (r === TIMED_OUT) throw new Error('mapping store timed out');
+      }
+    } catch {
+      this.#emit('mapping.failed', { sandboxId: id, providerId });
+      let succeeded = false;
+      try {
+        const r = await within(def.runtime.destroy(handle), this.#callbackTimeoutMs);
+        succeeded = r !== TIMED_OUT;
+      } catch {
+        succeeded = false;
+      }
+      this.#emit('cleanup.completed', { sandboxId: id, providerId, reason: 'mapping-failed', succeeded });
+      throw new MappingPersistenceError(
+        succeeded
+          ? `sandbox acquired on ${providerId} but its mapping could not be stored; the sandbox was destroyed`
+          : `sandbox acquired on ${providerId} but its mapping could not be stored, and cleanup failed: find it by label ${SANDBOX_ID_LABEL}=${id}`,
+        'MAPPING_PERSISTENCE_FAILED',
+        { providerId, sandboxId: id, cleanup: succeeded ? 'destroyed' : 'failed' },
+      );
+    }
+    this.#emit('mapping.persisted', { sandboxId: id, providerId });
+  }
+
+  // --- operations by id: resolve the original provider through the mapping, never reroute.
+
+  async #lookup(id) {
+    if (typeof id !== 'string') {
+      throw new SandboxRequestValidationError('invalid sandbox id: must be a string', 'INVALID_SANDBOX_ID', { field: 'id' });
+    }
+    callNative(() => binding.checkSandboxId(id));
+    let record;
+    try {
+      record = await within(this.#mappings.get(id), this.#callbackTimeoutMs);
+    } catch {
+      record = TIMED_OUT;
+    }
+    if (record === TIMED_OUT) {
+      throw new MappingPersistenceError(`mapping store failed to read ${id}`, 'MAPPING_READ_FAILED', { sandboxId: id });
+    }
+    if (!record) throw new SandboxNotFoundError(`no sandbox ${id}`, 'SANDBOX_NOT_FOUND', { sandboxId: id });
+    const registry = this.#registry;
+    const def = isFn(registry.get) ? registry.get(record.providerId) : registry.list().find((d) => d.id === record.providerId);
+    if (!def) {
+      throw new ProviderRegistryError(`sandbox ${id} belongs to provider ${record.providerId}, which is not registered`, 'PROVIDER_NOT_REGISTERED', {
+        sandboxId: id,
+        providerId: record.providerId,
+      });
+    }
+    return { record, def };
+  }
+
+  async #handle(id, record, def, operation) {
+    const cached = this.#handles.get(id);
+    if (cached) return cached;
+    const rt = def.runtime;
+    if (!isFn(rt.getById)) return { id: record.providerSandboxId };
+    let handle;
+    try {
+      handle = await rt.getById(record.providerSandboxId);
+    } catch {
+      throw new ProviderRuntimeError(def.id, `${operation}: getById`);
+    }
+    return handle ?? null;
+  }
+
+  async #call(id, operation, args) {
+    const { record, def } = await this.#lookup(id);
+    const rt = def.runtime;
+    if (!isFn(rt[operation])) {
+      throw new ProviderRuntimeError(def.id, operation);
+    }
+    const handle = await this.#handle(id, record, def, operation);
+    if (handle === null) throw new SandboxNotFoundError(`sandbox ${id} no longer exists at ${def.id}`, 'SANDBOX_NOT_FOUND', { sandboxId: id, providerId: def.id });
+    try {
+      return await rt[operation](handle, ...args);
+    } catch {
+      throw new ProviderRuntimeError(def.id, operation);
+    }
+  }
+
+  /** Runs a command in the sandbox, on the provider that launched it. */
+  runScript(id, options) {
+    if (!options || typeof options !== 'object' || typeof options.command !== 'string') {
+      return Promise.reject(
+        new SandboxRequestValidationError('invalid runScript options: command must be a string', 'INVALID_REQUEST', { field: 'command' }),
+      );
+    }
+    return this.#call(id, 'runScript', [options]);
+  }
+
+  /** Uploads files into the sandbox. */
+  uploadBundle(id, bundle) {
+    if (!bundle || typeof bundle !== 'object' || !Array.isArray(bundle.files)) {
+      return Promise.reject(
+        new SandboxRequestValidationError('invalid bundle: files must be an array', 'INVALID_REQUEST', { field: 'files' }),
+      );
+    }
+    return this.#call(id, 'uploadBundle', [bundle]);
+  }
+
+  /** Stops the sandbox (where the runtime supports it). */
+  stop(id) {
+    return this.#call(id, 'stop', []);
+  }
+
+  /** Starts a stopped sandbox (where the runtime supports it). */
+  start(id) {
+    return this.#call(id, 'start', []);
+  }
+
+  /** The mapping record of a sandbox (a copy), or a `SandboxNotFoundError`. */
+  async getSandbox(id) {
+    const { record } = await this.#lookup(id);
+    return { ...record, labels: { ...record.labels } };
+  }
+
+  /**
+   * Destroys the sandbox and removes its mapping. An already-deleted provider sandbox is
+   * not an error; any other failure keeps the mapping so the call can be retried.
+   */
+  async destroy(id) {
+    const { record, def } = await this.#lookup(id);
+    const rt = def.runtime;
+    const handle = await this.#handle(id, record, def, 'destroy');
+    if (handle !== null) {
+      try {
+        await rt.destroy(handle);
+      } catch (error) {
+        if (!(await this.#gone(rt, record, error))) throw new ProviderRuntimeError(def.id, 'destroy');
+      }
+    }
+    try {
+      await this.#mappings.delete(id);
+    } catch {
+      throw new MappingPersistenceError(`sandbox ${id} was destroyed but its mapping could not be removed`, 'MAPPING_PERSISTENCE_FAILED', {
+        sandboxId: id,
+        providerId: def.id,
+        cleanup: 'destroyed',
+      });
+    }
+    this.#handles.delete(id);
+    this.#emit('sandbox.destroyed', { sandboxId: id, providerId: def.id });
+  }
+
+  async #gone(rt, record, error) {
+    if (isNotFound(error)) return true;
+    if (!isFn(rt.getById)) return false;
+    try {
+      return (await rt.getById(record.providerSandboxId)) === null;
+    } catch {
+      return false;
+    }
+  }
+
+  toJSON() {
+    return { type: 'SandboxRouter' };
+  }
+}
+
+module.exports = { SandboxRouter, SANDBOX_ID_LABEL, publicExplanation };

@@ -1,0 +1,395 @@
+//! napi glue: turns JS values into core types and back, and nothing else.
+//!
+//! Why strings across the seam? A request crosses as one JSON string (V8's
+//! `JSON.stringify` and serde_json are both faster than walking a JS object property by
+//! property through napi), and hot-path answers come back as compact strings the JS side
+//! splits. Errors cross as a JSON-encoded reason (`{"code","message","field"}`) that the
+//! JS layer turns into an instance of the right error class. Every entry point runs
+//! inside `guard`, so a Rust panic becomes a typed `INTERNAL_ERROR`, never a crash.
+
+use crate::core::explain::{explain, summary};
+use crate::core::fallback::{after_failure, sanitize, Next};
+use crate::core::ids::{validate_provider_id, validate_sandbox_id, SandboxIdSource};
+use crate::core::mapping::{Mapping, MappingStore};
+use crate::core::registry::{route, Decision, Pool, Registry, RouteOptions};
+use crate::core::request::{parse_request, Request};
+use crate::core::signals::{signal_state, unresolved, SignalState};
+use crate::core::CoreError;
+use napi::{Error, Result, Status};
+use napi_derive::napi;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+fn encode(code: &str, message: &str, field: Option<&str>, extra: Value) -> Error {
+    let mut v = json!({"code": code, "message": message});
+    if let Some(f) = field {
+        v["field"] = json!(f);
+    }
+    if let Value::Object(map) = extra {
+        for (k, x) in map {
+            v[k] = x;
+        }
+    }
+    Error::new(Status::GenericFailure, v.to_string())
+}
+
+fn core_err(e: CoreError) -> Error {
+    encode(e.code(), &e.to_string(), e.field(), Value::Null)
+}
+
+/// Runs `f`, turning a panic into a typed `INTERNAL_ERROR` (its payload is not exposed).
+fn guard<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(_) => Err(encode(
+            "INTERNAL_ERROR",
+            "internal error in the native routing core (a bug: please report it)",
+            None,
+            Value::Null,
+        )),
+    }
+}
+
+fn parse_json(text: &str, what: &str) -> Result<Value> {
+    serde_json::from_str(text).map_err(|_| {
+        encode("INVALID_REQUEST", &format!("invalid request: {what} is not serializable JSON"), Some(what), Value::Null)
+    })
+}
+
+fn request_from(text: &str) -> Result<Request> {
+    parse_request(&parse_json(text, "request")?).map_err(core_err)
+}
+
+/// Validates a provider id; throws an encoded `INVALID_PROVIDER_ID` error.
+#[napi]
+pub fn check_provider_id(id: String) -> Result<()> {
+    guard(|| validate_provider_id(&id).map_err(core_err))
+}
+
+/// Validates a sandbox id; throws an encoded `INVALID_SANDBOX_ID` error.
+#[napi]
+pub fn check_sandbox_id(id: String) -> Result<()> {
+    guard(|| validate_sandbox_id(&id).map_err(core_err))
+}
+
+/// Validates a request JSON; throws an encoded error.
+#[napi]
+pub fn check_request(request_json: String) -> Result<()> {
+    guard(|| request_from(&request_json).map(|_| ()))
+}
+
+/// Sanitizes a classifier answer and decides what follows a failed attempt.
+/// Returns `ADVANCE:<pos>:<code>`, `TERMINAL:<code>` or `EXHAUSTED:<code>`.
+#[napi]
+pub fn decide_after_failure(
+    code: Option<String>,
+    retryable: Option<bool>,
+    fallback_allowed: bool,
+    attempts_made: u32,
+    max_attempts: u32,
+    candidates: u32,
+) -> Result<String> {
+    guard(|| {
+        let c = sanitize(code.as_deref(), retryable);
+        Ok(match after_failure(&c, fallback_allowed, attempts_made as usize, max_attempts as usize, candidates as usize) {
+            Next::Advance(pos) => format!("ADVANCE:{pos}:{}", c.code),
+            Next::Terminal => format!("TERMINAL:{}", c.code),
+            Next::Exhausted => format!("EXHAUSTED:{}", c.code),
+        })
+    })
+}
+
+/// Deliberately panics inside `guard`; used by tests to prove a panic becomes a typed error.
+#[napi]
+pub fn debug_panic() -> Result<()> {
+    guard(|| panic!("deliberate panic for the FFI-boundary test"))
+}
+
+/// The registered pools of one registry, parsed once.
+#[napi]
+pub struct NativeRegistry {
+    registry: Registry,
+    ids: SandboxIdSource,
+}
+
+impl Default for NativeRegistry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Per-request routing inputs that only the slow paths use.
+#[napi(object)]
+pub struct RouteExtras {
+    /// Pool indices whose credential readiness answered false.
+    pub credentials_unavailable: Option<Vec<u32>>,
+    /// JSON object: pool index → signals object, or `{"$unresolved": "what happened"}`.
+    pub signals_json: Option<String>,
+    /// Capacity routing: the explicit provider order that replaces strategy ranking.
+    pub provider_order: Option<Vec<String>>,
+}
+
+fn signal_overrides(json_text: Option<&str>) -> Result<Option<HashMap<usize, SignalState>>> {
+    let Some(text) = json_text else { return Ok(None) };
+    let v = parse_json(text, "signals")?;
+    let mut out = HashMap::new();
+    if let Value::Object(map) = v {
+        for (k, s) in map {
+            let Ok(i) = k.parse::<usize>() else { continue };
+            let state = match s.get("$unresolved").and_then(Value::as_str) {
+                Some(what) => unresolved(what),
+                None => signal_state(&s),
+            };
+            out.insert(i, state);
+        }
+    }
+    Ok(Some(out))
+}
+
+#[napi]
+impl NativeRegistry {
+    /// An empty registry.
+    #[napi(constructor)]
+    pub fn new() -> Self {
+        NativeRegistry { registry: Registry::default(), ids: SandboxIdSource::default() }
+    }
+
+    /// Adds a pool from `{ id, capabilities, signals }` JSON; returns its index.
+    #[napi]
+    pub fn add_pool(&mut self, definition_json: String, has_launch_detached: bool) -> Result<u32> {
+        guard(|| {
+            let v = serde_json::from_str::<Value>(&definition_json).map_err(|_| {
+                encode("INVALID_PROVIDER_DEFINITION", "provider definition is not serializable", None, Value::Null)
+            })?;
+            let pool = Pool::from_json(&v, has_launch_detached).map_err(core_err)?;
+            self.registry.add(pool).map(|i| i as u32).map_err(core_err)
+        })
+    }
+
+    /// Number of pools.
+    #[napi(getter)]
+    pub fn size(&self) -> u32 {
+        self.registry.pools().len() as u32
+    }
+
+    /// A fresh `sbx_` id.
+    #[napi]
+    pub fn next_sandbox_id(&mut self) -> Result<String> {
+        guard(|| self.ids.next_id().map_err(core_err))
+    }
+
+    fn decide(&self, req: &Request, detached: bool, extras: Option<&RouteExtras>, limit: Option<usize>, detail: bool) -> Result<Decision> {
+        let unavailable: Vec<usize> = extras
+            .and_then(|e| e.credentials_unavailable.as_ref())
+            .map(|v| v.iter().map(|i| *i as usize).collect())
+            .unwrap_or_default();
+        let overrides = signal_overrides(extras.and_then(|e| e.signals_json.as_deref()))?;
+        let opts = RouteOptions {
+            detached,
+            credentials_unavailable: &unavailable,
+            signals: overrides.as_ref(),
+            provider_order: extras.and_then(|e| e.provider_order.as_deref()),
+            limit,
+            detail,
+        };
+        Ok(route(self.registry.pools(), req, &opts))
+    }
+
+    fn no_eligible(&self, req: &Request, detached: bool, extras: Option<&RouteExtras>, id: Option<&str>) -> Result<Error> {
+        let d = self.decide(req, detached, extras, None, true)?;
+        let pools = self.registry.pools();
+        let line = summary(0, d.total, &d.rejected);
+        let rejections: Vec<Value> = d
+            .rejected
+            .iter()
+            .map(|r| {
+                json!({"providerId": pools[r.index].id,
+                       "reasons": r.reasons.iter().map(|x| json!({"code": x.reason.code(), "detail": x.detail})).collect::<Vec<_>>()})
+            })
+            .collect();
+        Ok(encode("NO_ELIGIBLE_PROVIDER", &line, None, json!({"summary": line, "rejections": rejections, "sandboxId": id})))
+    }
+
+    /// The provision plan: validates, routes and (when `allocate_id`) allocates the
+    /// sandbox id, in one call. Returns `sbx_id|maxAttempts|fallback(0/1)|timeoutMs|i,j,k`
+    /// (pool indices, best first, at most `maxAttempts` unless capacity routing needs them
+    /// all; the id is empty when not allocated). Throws an encoded error when the request
+    /// is invalid or nothing is eligible (the error carries the allocated id).
+    #[napi]
+    pub fn plan(&mut self, request_json: String, detached: bool, extras: Option<RouteExtras>, allocate_id: bool) -> Result<String> {
+        guard(|| {
+            let req = request_from(&request_json)?;
+            let capacity = extras.as_ref().is_some_and(|e| e.provider_order.is_some());
+            // Capacity skips consume no attempt, so capacity routing needs every candidate.
+            let limit = if capacity { None } else { Some(req.max_attempts as usize) };
+            let d = self.decide(&req, detached, extras.as_ref(), limit, false)?;
+            let id = if allocate_id { self.ids.next_id().map_err(core_err)? } else { String::new() };
+            if d.eligible.is_empty() {
+                return Err(self.no_eligible(&req, detached, extras.as_ref(), allocate_id.then_some(id.as_str()))?);
+            }
+            let mut out = format!(
+                "{id}|{}|{}|{}|",
+                req.max_attempts,
+                u8::from(req.fallback_allowed),
+                req.acquisition_timeout_ms
+            );
+            for (n, r) in d.eligible.iter().enumerate() {
+                if n > 0 {
+                    out.push(',');
+                }
+                out.push_str(&r.index.to_string());
+            }
+            Ok(out)
+        })
+    }
+
+    /// Indices of pools that pass the hard requirements and credentials (for a resolver).
+    #[napi]
+    pub fn survivors(&self, request_json: String, detached: bool, extras: Option<RouteExtras>) -> Result<Vec<u32>> {
+        guard(|| {
+            let req = request_from(&request_json)?;
+            let unavailable: Vec<usize> = extras
+                .as_ref()
+                .and_then(|e| e.credentials_unavailable.as_ref())
+                .map(|v| v.iter().map(|i| *i as usize).collect())
+                .unwrap_or_default();
+            let opts = RouteOptions { detached, credentials_unavailable: &unavailable, ..RouteOptions::default() };
+            Ok(crate::core::registry::requirement_survivors(self.registry.pools(), &req, &opts)
+                .into_iter()
+                .map(|i| i as u32)
+                .collect())
+        })
+    }
+
+    /// Full explanation as JSON (every pool: rank and breakdown, or reasons).
+    #[napi]
+    pub fn explain(&self, request_json: String, detached: bool, extras: Option<RouteExtras>) -> Result<String> {
+        guard(|| {
+            let req = request_from(&request_json)?;
+            let d = self.decide(&req, detached, extras.as_ref(), None, true)?;
+            Ok(explain(self.registry.pools(), &req, &d).to_string())
+        })
+    }
+}
+
+/// Routes once over pools given as a JSON array (the pure `routeProviders` path).
+/// Returns the explanation JSON.
+#[napi]
+pub fn route_once(request_json: String, definitions_json: String) -> Result<String> {
+    guard(|| {
+        let req = request_from(&request_json)?;
+        let defs = parse_json(&definitions_json, "providers")?;
+        let Value::Array(items) = defs else {
+            return Err(encode("INVALID_PROVIDER_DEFINITION", "providers must be an array", None, Value::Null));
+        };
+        let mut registry = Registry::default();
+        for item in &items {
+            let has = item.get("$launchDetached").and_then(Value::as_bool).unwrap_or(false);
+            registry.add(Pool::from_json(item, has).map_err(core_err)?).map_err(core_err)?;
+        }
+        let d = route(registry.pools(), &req, &RouteOptions { detail: true, ..RouteOptions::default() });
+        Ok(explain(registry.pools(), &req, &d).to_string())
+    })
+}
+
+/// The default in-memory mapping store (sync core; the JS class adds the async contract).
+#[napi]
+pub struct NativeMappingStore {
+    store: MappingStore,
+}
+
+impl Default for NativeMappingStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A mapping record as JS sees it.
+#[napi(object)]
+pub struct MappingRecord {
+    /// Router id.
+    pub id: String,
+    /// Pool id.
+    pub provider_id: String,
+    /// Provider's sandbox id.
+    pub provider_sandbox_id: String,
+    /// Launch labels.
+    pub labels: HashMap<String, String>,
+    /// ISO-8601 creation time.
+    pub created_at: String,
+    /// From `provisionDetached`.
+    pub detached: bool,
+}
+
+fn to_record(m: &Mapping) -> MappingRecord {
+    MappingRecord {
+        id: m.id.clone(),
+        provider_id: m.provider_id.clone(),
+        provider_sandbox_id: m.provider_sandbox_id.clone(),
+        labels: m.labels.iter().cloned().collect(),
+        created_at: m.created_at.clone(),
+        detached: m.detached,
+    }
+}
+
+#[napi]
+impl NativeMappingStore {
+    /// An empty store.
+    #[napi(constructor)]
+    pub fn new() -> Self {
+        NativeMappingStore { store: MappingStore::default() }
+    }
+
+    /// Inserts or replaces a record. `labels_json` is a JSON object of strings.
+    #[napi]
+    pub fn put(
+        &mut self,
+        id: String,
+        provider_id: String,
+        provider_sandbox_id: String,
+        labels_json: String,
+        created_at: String,
+        detached: bool,
+    ) -> Result<()> {
+        guard(|| {
+            validate_sandbox_id(&id).map_err(core_err)?;
+            let labels = match serde_json::from_str::<Value>(&labels_json) {
+                Ok(Value::Object(map)) => map
+                    .into_iter()
+                    .map(|(k, v)| match v {
+                        Value::String(s) => Ok((k, s)),
+                        _ => Err(encode("INVALID_INPUT", "mapping labels must be strings", Some("labels"), Value::Null)),
+                    })
+                    .collect::<Result<Vec<_>>>()?,
+                _ => return Err(encode("INVALID_INPUT", "mapping labels must be an object", Some("labels"), Value::Null)),
+            };
+            self.store.put(Mapping { id, provider_id, provider_sandbox_id, labels, created_at, detached });
+            Ok(())
+        })
+    }
+
+    /// The record for `id`, or null.
+    #[napi]
+    pub fn get(&self, id: String) -> Option<MappingRecord> {
+        self.store.get(&id).map(to_record)
+    }
+
+    /// Removes `id`; true if it existed.
+    #[napi]
+    pub fn delete(&mut self, id: String) -> bool {
+        self.store.delete(&id)
+    }
+
+    /// Every record, ordered by id.
+    #[napi]
+    pub fn list(&self) -> Vec<MappingRecord> {
+        self.store.list().into_iter().map(to_record).collect()
+    }
+
+    /// Number of records.
+    #[napi(getter)]
+    pub fn size(&self) -> u32 {
+        self.store.len() as u32
+    }
+}
