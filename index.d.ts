@@ -1,0 +1,624 @@
+// Public types of @agent-relay/sandbox-router (native edition).
+// Names follow the 0.6 TypeScript package; see README "Migrating from 0.6" for differences.
+
+// ---------------------------------------------------------------------------------------
+// The runtime port (structural: any @agent-relay/sandbox adapter fits unchanged)
+// ---------------------------------------------------------------------------------------
+
+/** A provider sandbox as an adapter reports it. */
+export interface RuntimeHandle {
+  id: string;
+  state?: string;
+  createdAt?: string;
+  updatedAt?: string;
+  lastActivityAt?: string;
+  homeDir?: string;
+  workdir?: string;
+}
+
+/** Options of `SandboxRuntime.launch`. */
+export interface RuntimeLaunchOptions {
+  name?: string;
+  env?: Record<string, string>;
+  labels?: Record<string, string>;
+  createTimeoutSeconds?: number;
+}
+
+/** Options of the label queries. */
+export interface RuntimeLabelQueryOptions {
+  states?: readonly string[] | null;
+  limit?: number;
+  pageSize?: number;
+  owned?: boolean;
+  excludeIds?: readonly string[];
+  timeoutMs?: number;
+  maxCount?: number;
+}
+
+/** Options of `runScript`. */
+export interface RunScriptOptions {
+  command: string;
+  sessionId?: string;
+  timeoutMs?: number;
+  env?: Record<string, string>;
+}
+
+/** Result of `runScript`. */
+export interface RunScriptResult {
+  output: string;
+  stdout?: string;
+  stderr?: string;
+  exitCode: number | null;
+  cmdId?: string;
+}
+
+/** Files for `uploadBundle`. */
+export interface UploadBundle {
+  files: Array<{ source: string | Uint8Array; destination: string }>;
+}
+
+/**
+ * The `SandboxRuntime` port of `@agent-relay/sandbox`. The router accepts any object of
+ * this shape unchanged; it never infers capabilities from which methods exist.
+ */
+export interface SandboxRuntime {
+  readonly id: string;
+  launch(options?: RuntimeLaunchOptions): Promise<RuntimeHandle>;
+  launchDetached?(options?: RuntimeLaunchOptions): Promise<RuntimeHandle>;
+  getById?(id: string, options?: { states?: readonly string[] | null; owned?: boolean }): Promise<RuntimeHandle | null>;
+  findByLabels?(labels: Record<string, string>, options?: RuntimeLabelQueryOptions): Promise<RuntimeHandle | null>;
+  findAllByLabels?(labels: Record<string, string>, options?: RuntimeLabelQueryOptions): Promise<RuntimeHandle[]>;
+  countByLabels?(labels: Record<string, string>, options?: RuntimeLabelQueryOptions): Promise<number>;
+  uploadBundle?(handle: RuntimeHandle, bundle: UploadBundle): Promise<void>;
+  runScript?(handle: RuntimeHandle, options: RunScriptOptions): Promise<RunScriptResult>;
+  startScript?(handle: RuntimeHandle, options: RunScriptOptions): Promise<unknown>;
+  getScriptStatus?(handle: RuntimeHandle, cmdId: string): Promise<unknown>;
+  getScriptLogs?(handle: RuntimeHandle, cmdId: string): Promise<unknown>;
+  start?(handle: RuntimeHandle): Promise<RuntimeHandle>;
+  stop?(handle: RuntimeHandle): Promise<void>;
+  destroy(handle: RuntimeHandle): Promise<void>;
+  declaredCapabilities?: { warmLease?: boolean; lifecycle?: boolean };
+}
+
+// ---------------------------------------------------------------------------------------
+// Vocabulary
+// ---------------------------------------------------------------------------------------
+
+/** A validated provider id (lowercase `[a-z0-9][a-z0-9._-]*`, at most 64 characters). */
+export type ProviderId = string & { readonly __brand?: 'ProviderId' };
+
+/**
+ * Named capabilities. Custom ones must start with `x-` (e.g. `x-fpga`), so a misspelled
+ * known name is an error instead of a requirement that silently matches nothing.
+ */
+export type NamedCapability =
+  | 'syncExec'
+  | 'asyncExec'
+  | 'fileTransfer'
+  | 'pty'
+  | 'publicPorts'
+  | 'tailnet'
+  | 'longRunningProcesses'
+  | 'stablePid'
+  | 'processRestart'
+  | 'unattendedEnrollment'
+  | 'nestedUserNamespaces'
+  | 'privileged'
+  | 'docker'
+  | 'gpu'
+  | 'snapshots'
+  | 'warmLease'
+  | 'lifecycle'
+  | 'persistentVolumes'
+  | 'ssh'
+  | `x-${string}`;
+
+/** Egress classes, from closed to open. */
+export type EgressClass = 'none' | 'allowlist' | 'open';
+/** Timeout semantics a pool honours. */
+export type TimeoutSemantics = 'command-lifetime' | 'sandbox-lifetime' | 'idle';
+/** State durability, weakest first. A requirement is a minimum. */
+export type StateDurability = 'ephemeral' | 'session' | 'persistent';
+/** Isolation levels, weakest first. A requirement is a minimum. `none` = host process. */
+export type IsolationLevel = 'none' | 'process' | 'container' | 'gvisor' | 'microvm' | 'vm';
+/** Ranking strategy. Default `balanced`. */
+export type RoutingStrategy = 'cost' | 'latency' | 'reliability' | 'balanced';
+/** Which latency signal ranks and budgets: `cold` (create returns) or `ready` (default). */
+export type LatencyObjective = 'cold' | 'ready';
+
+/** Per-sandbox resources: a pool's maxima, or a request's needs. Undeclared = 0. */
+export interface SandboxResources {
+  /** vCPUs. */
+  cpu?: number;
+  /** Memory, MiB. */
+  memoryMb?: number;
+  /** Disk, MiB. */
+  diskMb?: number;
+  /** GPUs. */
+  gpu?: number;
+}
+
+/**
+ * What a pool declares it can do. Anything undeclared is treated as "no": an undeclared
+ * region, image, isolation or durability never satisfies a requirement.
+ */
+export interface SandboxCapabilities {
+  /** Named capabilities the pool provides. */
+  supported?: readonly NamedCapability[];
+  /** The image the pool launches and the binaries in it. */
+  image?: { identity?: string; binaries?: readonly string[] };
+  /** The pool's egress class. */
+  egress?: EgressClass;
+  /**
+   * Timeout behaviour. `maxSandboxLifetimeMs`: a number is an inclusive cap, `null` means
+   * unbounded, omitted means unknown (never satisfies a lifetime requirement).
+   */
+  timeout?: { semantics?: readonly TimeoutSemantics[]; granularityMs?: number; maxSandboxLifetimeMs?: number | null };
+  /** How long sandbox state survives. */
+  stateDurability?: StateDurability;
+  /** Restrictions the pool enforces (free-form names, matched exactly). */
+  restrictions?: readonly string[];
+  /** Regions the pool launches in. */
+  regions?: readonly string[];
+  /** Per-sandbox maxima. */
+  resources?: SandboxResources;
+  /** Isolation level. */
+  isolation?: IsolationLevel;
+}
+
+/**
+ * Comparable selection inputs, not charges. All fields are required; a missing,
+ * negative or non-finite value, or a rate outside [0, 1], makes the pool ineligible with
+ * `INVALID_SIGNALS` (never a NaN score).
+ */
+export interface ProviderRoutingSignals {
+  /** Expected cost of the relevant acquisition (any unit, consistent across pools). */
+  estimatedCost: number;
+  /** Time until the create call returns, ms. */
+  coldStartLatencyMs: number;
+  /** Time until the workload is actually ready, ms. */
+  readyLatencyMs: number;
+  /** Share of runs completing within budget, 0..1 (hangs count as failures). */
+  completionWithinBudgetRate: number;
+  /** Whether the pool accepts acquisitions now. */
+  available: boolean;
+}
+
+/** A registered provider pool. */
+export interface ProviderDefinition {
+  id: ProviderId;
+  /** Any object of the `SandboxRuntime` port, called as-is. */
+  runtime: SandboxRuntime;
+  capabilities: SandboxCapabilities;
+  signals: ProviderRoutingSignals;
+  /** Optional read-only capacity reader (see capacity routing). */
+  capacity?: CapacityReader;
+}
+
+/** Where definitions come from. `InMemoryProviderRegistry` is the reference. */
+export interface ProviderRegistry {
+  list(): readonly ProviderDefinition[];
+  get?(id: ProviderId): ProviderDefinition | undefined;
+}
+
+// ---------------------------------------------------------------------------------------
+// Requests
+// ---------------------------------------------------------------------------------------
+
+/** Hard requirements. Unknown keys are a `SandboxRequestValidationError` (never ignored). */
+export interface SandboxRequirements {
+  requiredCapabilities?: readonly NamedCapability[];
+  forbiddenCapabilities?: readonly NamedCapability[];
+  image?: { identity?: string; requiredBinaries?: readonly string[] };
+  /** Acceptable egress classes (one or several). */
+  egress?: EgressClass | readonly EgressClass[];
+  timeout?: {
+    semantics?: readonly TimeoutSemantics[];
+    /** Coarsest acceptable timeout granularity, ms. */
+    granularityMs?: number;
+    /** Budget for the latency objective's signal, ms. */
+    maxReadyLatencyMs?: number;
+    /** Expected completion budget, ms (informational; available to signal resolvers). */
+    completionBudgetMs?: number;
+    /** The sandbox must be allowed to live at least this long, ms. */
+    requiredSandboxLifetimeMs?: number;
+  };
+  /** Minimum durability. */
+  stateDurability?: StateDurability;
+  /** Restrictions the pool must enforce. */
+  restrictions?: readonly string[];
+  /** Minimum isolation. */
+  isolation?: IsolationLevel;
+}
+
+/** Routing options. */
+export interface SandboxRoutingOptions {
+  /** Default `balanced`. */
+  strategy?: RoutingStrategy;
+  /** Default `ready`. */
+  latencyObjective?: LatencyObjective;
+  /** Default `allowed`. `forbidden` means exactly one launch. */
+  acquisitionFallback?: 'allowed' | 'forbidden';
+  /** Integer 1..10, default 3. */
+  maxAcquisitionAttempts?: number;
+  /**
+   * Deadline for one launch, ms (integer 1..3,600,000; default 300,000). A launch that
+   * has not settled in time ends the provision with `AcquisitionTimeoutError` (outcome
+   * unknown, no fallback); if it succeeds later, that sandbox is destroyed.
+   */
+  acquisitionTimeoutMs?: number;
+}
+
+/** A request for one sandbox. Every field is optional. */
+export interface SandboxRequest {
+  /** Exact pool: only this provider id may serve the request. */
+  providerId?: ProviderId;
+  requires?: SandboxRequirements;
+  resources?: SandboxResources;
+  /** Preferred regions, best first. With `required`, other regions are rejected. */
+  region?: { preferred?: readonly string[]; required?: boolean };
+  routing?: SandboxRoutingOptions;
+  /** `fleet` or `none` refuse with `RoutingNotApplicableError`. */
+  placement?: { authority?: 'router' | 'fleet' | 'none'; nodeAffinity?: unknown };
+  /** Any value refuses with `RoutingNotApplicableError`. */
+  nodeAffinity?: unknown;
+  /** Passed to the runtime's launch. Labels gain the router's id label. */
+  launch?: RuntimeLaunchOptions;
+}
+
+/** What `provision` returns: the router's id, never the provider's. */
+export interface ProvisionedSandbox {
+  /** `sbx_` + 32 lowercase hex. */
+  id: string;
+  providerId: ProviderId;
+  /** Launch labels: the caller's plus `SANDBOX_ID_LABEL`. */
+  labels: Record<string, string>;
+}
+
+// ---------------------------------------------------------------------------------------
+// Explanations
+// ---------------------------------------------------------------------------------------
+
+/** Stable rejection codes. */
+export type RejectionCode =
+  | 'PROVIDER_ID_MISMATCH'
+  | 'DETACHED_UNSUPPORTED'
+  | 'CREDENTIALS_UNAVAILABLE'
+  | 'REQUIRED_CAPABILITY_MISSING'
+  | 'FORBIDDEN_CAPABILITY_PRESENT'
+  | 'IMAGE_MISMATCH'
+  | 'REQUIRED_BINARY_MISSING'
+  | 'EGRESS_MISMATCH'
+  | 'TIMEOUT_SEMANTICS_MISSING'
+  | 'TIMEOUT_GRANULARITY'
+  | 'SANDBOX_LIFETIME'
+  | 'STATE_DURABILITY'
+  | 'RESTRICTION_MISSING'
+  | 'REGION_MISMATCH'
+  | 'RESOURCES_INSUFFICIENT'
+  | 'ISOLATION_INSUFFICIENT'
+  | 'SIGNALS_UNRESOLVED'
+  | 'INVALID_SIGNALS'
+  | 'UNAVAILABLE'
+  | 'LATENCY_BUDGET'
+  | 'NOT_IN_PROVIDER_ORDER';
+
+/** One reason a pool was rejected. */
+export interface RejectionReason {
+  code: RejectionCode;
+  /** e.g. `pty`, `cpu 4 > 2`, `unknown`. */
+  detail: string;
+}
+
+/** One scoring dimension. */
+export interface ScoreDimension {
+  raw: number;
+  /** Min-max normalized over the eligible set; 1 is best. */
+  normalized: number;
+  /** Weight under `balanced`, else null. */
+  weight: number | null;
+}
+
+/** An eligible pool in an explanation. */
+export interface RankedProvider {
+  providerId: ProviderId;
+  /** 1 = first choice. */
+  rank: number;
+  /** In [0, 1]. */
+  score: number;
+  /** Region-preference tier (0 best), or null under capacity order. */
+  regionTier: number | null;
+  /** Position in `capacity.providerOrder` when capacity routing applies. */
+  providerOrderPosition: number | null;
+  breakdown: {
+    cost: ScoreDimension;
+    latency: ScoreDimension & { objective: LatencyObjective };
+    reliability: ScoreDimension;
+  };
+  /** `providerId` when an equal score was decided by the id's byte order. */
+  tieBreak: 'providerId' | null;
+}
+
+/** A rejected pool in an explanation. */
+export interface RejectedProvider {
+  providerId: ProviderId;
+  reasons: RejectionReason[];
+}
+
+/** A routing decision, explained. */
+export interface RoutingExplanation {
+  /** e.g. `0/5 providers eligible: 3 missing capability pty, 2 region not in [eu-west]`. */
+  summary: string;
+  strategy: RoutingStrategy;
+  latencyObjective: LatencyObjective;
+  maxAcquisitionAttempts: number;
+  acquisitionFallback: 'allowed' | 'forbidden';
+  eligible: RankedProvider[];
+  rejected: RejectedProvider[];
+}
+
+// ---------------------------------------------------------------------------------------
+// Router
+// ---------------------------------------------------------------------------------------
+
+/** A mapping record: `sbx_…` id ↔ provider ↔ provider sandbox id ↔ labels. */
+export interface SandboxMapping {
+  id: string;
+  providerId: ProviderId;
+  providerSandboxId: string;
+  labels: Record<string, string>;
+  /** ISO-8601. */
+  createdAt: string;
+  detached: boolean;
+}
+
+/** Where mappings live. Supply a durable one for cross-process identity. */
+export interface SandboxMappingStore {
+  put(record: SandboxMapping): Promise<void>;
+  get(id: string): Promise<SandboxMapping | null | undefined>;
+  delete(id: string): Promise<boolean | void>;
+  list?(): Promise<SandboxMapping[]>;
+}
+
+/** What a failure classifier answers. Only `retryable: true` may advance to another pool. */
+export interface ProviderFailureClassification {
+  /** SCREAMING_SNAKE code, 1-64 chars; anything else becomes PROVIDER_LAUNCH_OUTCOME_UNKNOWN. */
+  code: string;
+  retryable: boolean;
+}
+
+/** Caller-owned failure knowledge. Receives a sanitized error (provider id and operation only). */
+export type ProviderFailureClassifier = (
+  error: ProviderRuntimeError,
+  provider: ProviderDefinition,
+) => ProviderFailureClassification | Promise<ProviderFailureClassification>;
+
+/** Request-scoped signals (live health, workload knowledge). Throwing excludes the pool. */
+export type RoutingSignalResolver = (
+  provider: ProviderDefinition,
+  request: SandboxRequest,
+) => ProviderRoutingSignals | Promise<ProviderRoutingSignals>;
+
+/** Credential-readiness port: a boolean per provider, never credentials. */
+export interface ProvisioningAvailability {
+  hasAvailableCredentials(providerId: ProviderId): boolean | Promise<boolean>;
+}
+
+/** Event types the router emits. */
+export type RoutingEventType =
+  | 'provision.validated'
+  | 'provider.rejected'
+  | 'provision.ranked'
+  | 'capacity.skipped'
+  | 'capacity.admitted'
+  | 'attempt.started'
+  | 'attempt.failed'
+  | 'attempt.succeeded'
+  | 'fallback.advanced'
+  | 'mapping.persisted'
+  | 'mapping.failed'
+  | 'cleanup.completed'
+  | 'provision.exhausted'
+  | 'sandbox.destroyed';
+
+/** A structured event: ids and codes only, never credentials or provider text. */
+export interface RoutingEvent {
+  type: RoutingEventType;
+  /** ISO-8601. */
+  at: string;
+  sandboxId?: string;
+  providerId?: ProviderId;
+  attempt?: number;
+  code?: string;
+  retryable?: boolean;
+  reasons?: RejectionReason[];
+  providerIds?: ProviderId[];
+  summary?: string;
+  fromProviderId?: ProviderId;
+  toProviderId?: ProviderId;
+  succeeded?: boolean;
+  reason?: string;
+  detached?: boolean;
+  [key: string]: unknown;
+}
+
+/** An event sink: a function, or an object with `emit`. Never awaited; failures ignored. */
+export type RoutingObserver = ((event: RoutingEvent) => void | Promise<void>) | { emit(event: RoutingEvent): void | Promise<void> };
+
+/** Options of `new SandboxRouter`. */
+export interface SandboxRouterOptions {
+  registry: ProviderRegistry;
+  /** Default: a new `InMemoryMappingStore`. */
+  mappings?: SandboxMappingStore;
+  observer?: RoutingObserver;
+  /** Omit for the safe default: every launch failure is terminal. */
+  classifyProviderFailure?: ProviderFailureClassifier;
+  resolveRoutingSignals?: RoutingSignalResolver;
+  provisioning?: ProvisioningAvailability;
+  /** Capacity routing (see README). Omit to keep strategy ranking. */
+  capacity?: CapacityPolicy;
+  /** Bound on each caller callback (readiness, resolver, classifier, mapping store), ms. Default 10,000. */
+  callbackTimeoutMs?: number;
+}
+
+/** The router: filters, ranks, acquires with bounded fallback, and maps ids. */
+export declare class SandboxRouter {
+  constructor(options: SandboxRouterOptions);
+  /** Acquires a sandbox on the best eligible pool. */
+  provision(request?: SandboxRequest): Promise<ProvisionedSandbox>;
+  /** Acquires through `launchDetached`; pools without it are ineligible (`DETACHED_UNSUPPORTED`). */
+  provisionDetached(request?: SandboxRequest): Promise<ProvisionedSandbox>;
+  /**
+   * The attempt order `provision` would use with registered signals (synchronous; no
+   * readiness, resolver or capacity). At most `maxAcquisitionAttempts` ids.
+   */
+  route(request?: SandboxRequest, options?: { detached?: boolean }): ProviderId[];
+  /** Explains the decision without launching (runs readiness and the resolver). */
+  explain(request?: SandboxRequest, options?: { detached?: boolean }): Promise<RoutingExplanation>;
+  /** Reads every pool's capacity reader concurrently; never creates anything. */
+  getCapacity(): Promise<Record<string, CapacityMeasurement>>;
+  runScript(id: string, options: RunScriptOptions): Promise<RunScriptResult>;
+  uploadBundle(id: string, bundle: UploadBundle): Promise<void>;
+  start(id: string): Promise<RuntimeHandle>;
+  stop(id: string): Promise<void>;
+  /** The mapping record (a copy). */
+  getSandbox(id: string): Promise<SandboxMapping>;
+  /** Destroys and unmaps. An already-deleted provider sandbox is not an error. */
+  destroy(id: string): Promise<void>;
+}
+
+/** Reference registry held in memory. */
+export declare class InMemoryProviderRegistry implements ProviderRegistry {
+  constructor(definitions?: readonly ProviderDefinition[]);
+  register(definition: ProviderDefinition): this;
+  list(): ProviderDefinition[];
+  get(id: ProviderId): ProviderDefinition | undefined;
+  readonly size: number;
+}
+
+/** Reference mapping store held in memory (native). Not durable. */
+export declare class InMemoryMappingStore implements SandboxMappingStore {
+  constructor();
+  put(record: SandboxMapping): Promise<void>;
+  get(id: string): Promise<SandboxMapping | null>;
+  delete(id: string): Promise<boolean>;
+  list(): Promise<SandboxMapping[]>;
+  readonly size: number;
+}
+
+/** Validates a provider id; throws `ProviderRegistryError` (`INVALID_PROVIDER_ID`). */
+export declare function asProviderId(id: string): ProviderId;
+
+/** Pure, synchronous decision over a list of definitions (upstream signature). */
+export declare function routeProviders(request: SandboxRequest | undefined, providers: readonly ProviderDefinition[]): RoutingExplanation;
+
+/** The label key under which the router stamps its `sbx_…` id before every launch. */
+export declare const SANDBOX_ID_LABEL: 'agent-relay-sbx-id';
+
+// ---------------------------------------------------------------------------------------
+// Capacity
+// ---------------------------------------------------------------------------------------
+
+/** Why a measurement is unknown. */
+export type CapacityUnknownReason =
+  | 'LIMIT_NOT_CONFIGURED'
+  | 'NOT_SUPPORTED'
+  | 'DEMAND_NOT_CONFIGURED'
+  | 'TIMEOUT'
+  | 'READ_FAILED'
+  | 'MALFORMED'
+  | 'RATE_LIMITED'
+  | 'UNAUTHORIZED';
+
+/** One measured quota dimension. */
+export interface CapacityResource {
+  resource: 'cpu' | 'memory' | 'disk' | 'sandboxes' | (string & {});
+  used: number;
+  limit: number;
+  unit: 'vCPU' | 'MiB' | 'sandboxes' | (string & {});
+  headroom: number;
+  /** The configured pool's allocation per launch. */
+  required: number;
+}
+
+/** A point-in-time capacity observation (not a reservation). */
+export type CapacityMeasurement =
+  | { status: 'known'; resources: CapacityResource[] }
+  | { status: 'unknown'; reason: CapacityUnknownReason };
+
+/** Anything that can measure a pool's account capacity. */
+export interface CapacityReader {
+  getCapacity(): Promise<CapacityMeasurement>;
+}
+
+/** Router-level capacity routing policy. */
+export interface CapacityPolicy {
+  /** Explicit spillover order; replaces strategy ranking; unlisted pools are never selected. */
+  providerOrder: readonly ProviderId[];
+  /** Deadline for each read, ms. Default 5,000. */
+  timeoutMs?: number;
+}
+
+// ---------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------
+
+/** Base class of every error the router throws. */
+export declare class SandboxRouterError extends Error {
+  readonly code: string;
+  /** Field path, for validation errors. */
+  readonly field?: string;
+  readonly providerId?: ProviderId;
+  readonly sandboxId?: string;
+}
+/** `INVALID_REQUEST`, `RESERVED_LABEL`, `INVALID_SANDBOX_ID`, `INVALID_INPUT`. */
+export declare class SandboxRequestValidationError extends SandboxRouterError {}
+/** `ROUTING_NOT_APPLICABLE`: fleet placement, node affinity, or no sandbox. */
+export declare class RoutingNotApplicableError extends SandboxRouterError {}
+/** `NO_ELIGIBLE_PROVIDER`: nothing will change by retrying the same request. */
+export declare class NoEligibleProviderError extends SandboxRouterError {
+  readonly summary: string;
+  readonly rejections: RejectedProvider[];
+}
+/** `INVALID_PROVIDER_ID`, `DUPLICATE_PROVIDER`, `INVALID_PROVIDER_DEFINITION`, `PROVIDER_NOT_REGISTERED`. */
+export declare class ProviderRegistryError extends SandboxRouterError {}
+/** `INVALID_CONFIGURATION`. */
+export declare class SandboxRouterConfigurationError extends SandboxRouterError {}
+/** `PROVIDER_RUNTIME_ERROR`: only the provider id and the operation survive. */
+export declare class ProviderRuntimeError extends SandboxRouterError {
+  constructor(providerId: string, operation: string);
+  readonly providerId: ProviderId;
+  readonly operation: string;
+}
+/** Attempt record inside `ProviderProvisioningError`. */
+export interface AttemptRecord {
+  providerId: ProviderId;
+  code: string;
+  retryable: boolean;
+}
+/** The classification code, `PROVIDER_LAUNCH_OUTCOME_UNKNOWN`, `PROVIDER_MALFORMED_HANDLE` or `PROVIDER_ACQUISITION_EXHAUSTED`. */
+export declare class ProviderProvisioningError extends SandboxRouterError {
+  readonly attempts: AttemptRecord[];
+}
+/** `PROVISIONING_AVAILABILITY_FAILED`. */
+export declare class ProvisioningAvailabilityError extends SandboxRouterError {}
+/** `PROVIDER_CAPACITY_EXHAUSTED`: retry later, capacity changes. */
+export declare class ProviderCapacityExhaustedError extends SandboxRouterError {
+  readonly rejections: Array<{ providerId: ProviderId; status: 'UNKNOWN' | 'EXHAUSTED'; reason: string }>;
+}
+/** `MAPPING_PERSISTENCE_FAILED` (with `cleanup`: `destroyed` | `failed`) or `MAPPING_READ_FAILED`. */
+export declare class MappingPersistenceError extends SandboxRouterError {
+  readonly cleanup?: 'destroyed' | 'failed';
+}
+/** `SANDBOX_NOT_FOUND`. */
+export declare class SandboxNotFoundError extends SandboxRouterError {}
+/** `ACQUISITION_TIMEOUT`: outcome unknown; the sandbox may exist. */
+export declare class AcquisitionTimeoutError extends SandboxRouterError {
+  readonly timeoutMs: number;
+}
+/** `PROVIDER_PACKAGE_MISSING`: an optional provider package is not installed. */
+export declare class ProviderPackageMissingError extends SandboxRouterError {
+  readonly packageName: string;
+}
+/** `INTERNAL_ERROR`: a bug in the router (e.g. a caught native panic). */
+export declare class SandboxRouterInternalError extends SandboxRouterError {}

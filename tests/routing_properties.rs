@@ -1,0 +1,144 @@
+//! Property tests of the routing decision: invariants that must hold for every input.
+
+use agent_relay_sandbox_router::core::capabilities::{NAMED_CAPABILITIES, ISOLATION_LEVELS};
+use agent_relay_sandbox_router::core::registry::{route, Pool, Registry, RouteOptions};
+use agent_relay_sandbox_router::core::request::parse_request;
+use agent_relay_sandbox_router::core::requirements::{rejections, CheckContext};
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+fn pool_json() -> impl Strategy<Value = Value> {
+    (
+        prop::sample::subsequence(NAMED_CAPABILITIES.to_vec(), 0..5),
+        prop::sample::subsequence(vec!["eu-west", "us-east", "ap-south"], 0..3),
+        0u32..8,
+        prop::option::of(prop::sample::select(ISOLATION_LEVELS.to_vec())),
+        (0u32..5, 0u32..2000, 0u32..20000, 0u32..=100, prop::bool::weighted(0.9)),
+        prop::bool::weighted(0.1),
+    )
+        .prop_map(|(caps, regions, cpu, iso, (cost, cold, ready, rate, available), invalid)| {
+            let mut v = json!({
+                "capabilities": {"supported": caps, "regions": regions, "resources": {"cpu": cpu}},
+                "signals": {"estimatedCost": cost as f64 / 4.0, "coldStartLatencyMs": cold,
+                            "readyLatencyMs": ready, "completionWithinBudgetRate": rate as f64 / 100.0,
+                            "available": available},
+            });
+            if let Some(i) = iso {
+                v["capabilities"]["isolation"] = json!(i);
+            }
+            if invalid {
+                v["signals"]["estimatedCost"] = json!(-1);
+            }
+            v
+        })
+}
+
+fn request_json() -> impl Strategy<Value = Value> {
+    (
+        prop::sample::subsequence(NAMED_CAPABILITIES.to_vec(), 0..2),
+        prop::sample::subsequence(NAMED_CAPABILITIES.to_vec(), 0..2),
+        prop::sample::subsequence(vec!["eu-west", "us-east"], 0..2),
+        prop::bool::ANY,
+        0u32..6,
+        prop::sample::select(vec!["cost", "latency", "reliability", "balanced"]),
+        prop::sample::select(vec!["cold", "ready"]),
+        prop::option::of(0u32..20000),
+        prop::option::of(prop::sample::select(ISOLATION_LEVELS.to_vec())),
+    )
+        .prop_map(|(req, forb, regions, required, cpu, strategy, objective, budget, iso)| {
+            let forb: Vec<&str> = forb.into_iter().filter(|f| !req.contains(f)).collect();
+            let mut v = json!({
+                "requires": {"requiredCapabilities": req, "forbiddenCapabilities": forb},
+                "resources": {"cpu": cpu},
+                "routing": {"strategy": strategy, "latencyObjective": objective},
+            });
+            if !regions.is_empty() {
+                v["region"] = json!({"preferred": regions, "required": required});
+            }
+            if let Some(b) = budget {
+                v["requires"]["timeout"] = json!({"maxReadyLatencyMs": b});
+            }
+            if let Some(i) = iso {
+                v["requires"]["isolation"] = json!(i);
+            }
+            v
+        })
+}
+
+fn registry(pools: &[Value], order: &[usize]) -> Registry {
+    let mut r = Registry::default();
+    for &i in order {
+        let mut v = pools[i].clone();
+        v["id"] = json!(format!("p{i:03}"));
+        r.add(Pool::from_json(&v, false).unwrap()).unwrap();
+    }
+    r
+}
+
+fn order_of(r: &Registry, req: &Value) -> Vec<String> {
+    let req = parse_request(req).unwrap();
+    route(r.pools(), &req, &RouteOptions::default()).eligible.iter().map(|x| x.id.clone()).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn order_is_invariant_under_registration_order(
+        pools in prop::collection::vec(pool_json(), 1..12),
+        req in request_json(),
+        seed in any::<u64>(),
+    ) {
+        let n = pools.len();
+        let forward: Vec<usize> = (0..n).collect();
+        let mut shuffled = forward.clone();
+        // Deterministic Fisher-Yates from the seed.
+        let mut s = seed | 1;
+        for i in (1..n).rev() {
+            s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+            shuffled.swap(i, (s % (i as u64 + 1)) as usize);
+        }
+        prop_assert_eq!(order_of(&registry(&pools, &forward), &req), order_of(&registry(&pools, &shuffled), &req));
+    }
+
+    #[test]
+    fn no_eligible_pool_violates_a_requirement(pools in prop::collection::vec(pool_json(), 1..12), req in request_json()) {
+        let r = registry(&pools, &(0..pools.len()).collect::<Vec<_>>());
+        let parsed = parse_request(&req).unwrap();
+        let d = route(r.pools(), &parsed, &RouteOptions::default());
+        for e in &d.eligible {
+            let p = &r.pools()[e.index];
+            prop_assert!(rejections(&p.id, &p.capabilities, &parsed, CheckContext::default()).is_empty());
+            let s = p.signals.as_ref().expect("eligible pools have valid signals");
+            prop_assert!(s.available);
+            if let Some(b) = parsed.max_ready_latency_ms {
+                prop_assert!(agent_relay_sandbox_router::core::ranking::latency_of(s, parsed.latency_objective) <= b);
+            }
+        }
+        prop_assert_eq!(d.eligible.len() + d.rejected_count, pools.len());
+    }
+
+    #[test]
+    fn balanced_scores_are_finite_and_within_unit_interval(pools in prop::collection::vec(pool_json(), 1..12), req in request_json()) {
+        let mut req = req;
+        req["routing"]["strategy"] = json!("balanced");
+        let r = registry(&pools, &(0..pools.len()).collect::<Vec<_>>());
+        let d = route(r.pools(), &parse_request(&req).unwrap(), &RouteOptions::default());
+        for e in &d.eligible {
+            prop_assert!(e.score.is_finite() && (0.0..=1.0).contains(&e.score), "{}", e.score);
+            for x in [e.cost.normalized, e.latency.normalized, e.reliability.normalized] {
+                prop_assert!(x.is_finite() && (0.0..=1.0).contains(&x));
+            }
+        }
+    }
+
+    #[test]
+    fn limited_ranking_is_a_prefix_of_the_full_ranking(pools in prop::collection::vec(pool_json(), 1..20), req in request_json(), k in 1usize..5) {
+        let r = registry(&pools, &(0..pools.len()).collect::<Vec<_>>());
+        let parsed = parse_request(&req).unwrap();
+        let full: Vec<String> = route(r.pools(), &parsed, &RouteOptions::default()).eligible.iter().map(|x| x.id.clone()).collect();
+        let top: Vec<String> = route(r.pools(), &parsed, &RouteOptions { limit: Some(k), ..RouteOptions::default() })
+            .eligible.iter().map(|x| x.id.clone()).collect();
+        prop_assert_eq!(&full[..full.len().min(k)], &top[..]);
+    }
+}
