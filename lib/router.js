@@ -152,7 +152,8 @@ class SandboxRouter {
     }
     this.#registry = registry;
     this.#mappings = mappings ?? new InMemoryMappingStore();
-    this.#fastMappings = this.#mappings instanceof InMemoryMappingStore;
+    // Only the exact default class takes the synchronous path: a subclass may override put.
+    this.#fastMappings = Object.getPrototypeOf(this.#mappings) === InMemoryMappingStore.prototype;
     this.#observer = observerOf(observer);
     this.#classifier = classifyProviderFailure ?? null;
     this.#resolver = resolveRoutingSignals ?? null;

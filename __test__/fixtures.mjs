@@ -1,0 +1,89 @@
+// Shared test fixtures: port-shaped fake runtimes and definitions, as a user would build them.
+
+export const CANARY = 'canary-secret-7f3a9c1e';
+
+export function signals(overrides = {}) {
+  return {
+    estimatedCost: 0.1,
+    coldStartLatencyMs: 200,
+    readyLatencyMs: 1000,
+    completionWithinBudgetRate: 0.99,
+    available: true,
+    ...overrides,
+  };
+}
+
+/**
+ * A fake runtime of the SandboxRuntime port. `behaviour.launch` may be a function
+ * replacing launch; calls are recorded in `calls`.
+ */
+export function fakeRuntime(behaviour = {}) {
+  let n = 0;
+  const secret = behaviour.secret ?? CANARY;
+  const live = new Map();
+  const calls = [];
+  const rt = {
+    id: behaviour.kind ?? 'fake',
+    calls,
+    live,
+    async launch(options) {
+      calls.push({ op: 'launch', options });
+      if (behaviour.launch) return behaviour.launch(options, secret);
+      const handle = { id: `remote-${++n}`, state: 'started' };
+      live.set(handle.id, { handle, labels: options?.labels ?? {} });
+      return handle;
+    },
+    async runScript(handle, options) {
+      calls.push({ op: 'runScript', handle, options });
+      if (behaviour.runScript) return behaviour.runScript(handle, options, secret);
+      return { output: `ran ${options.command}`, exitCode: 0 };
+    },
+    async uploadBundle(handle, bundle) {
+      calls.push({ op: 'uploadBundle', handle, bundle });
+    },
+    async findAllByLabels(labels) {
+      return [...live.values()]
+        .filter((s) => Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+        .map((s) => s.handle);
+    },
+    async findByLabels(labels) {
+      return (await rt.findAllByLabels(labels))[0] ?? null;
+    },
+    async countByLabels(labels) {
+      return (await rt.findAllByLabels(labels)).length;
+    },
+    async getById(id) {
+      return live.get(id)?.handle ?? null;
+    },
+    async destroy(handle) {
+      calls.push({ op: 'destroy', handle });
+      if (behaviour.destroy) return behaviour.destroy(handle, secret);
+      live.delete(handle.id);
+    },
+  };
+  if (behaviour.detached) {
+    rt.launchDetached = async (options) => {
+      calls.push({ op: 'launchDetached', options });
+      const handle = { id: `remote-d${++n}`, state: 'starting' };
+      live.set(handle.id, { handle, labels: options?.labels ?? {} });
+      return handle;
+    };
+  }
+  return rt;
+}
+
+export function definition(id, { capabilities = {}, signals: s = {}, runtime = fakeRuntime(), ...rest } = {}) {
+  return { id, runtime, capabilities, signals: signals(s), ...rest };
+}
+
+/** Collects events; optionally throws or rejects on each. */
+export function recorder(mode = 'ok') {
+  const events = [];
+  const observer = (e) => {
+    events.push(e);
+    if (mode === 'throw') throw new Error(`observer ${CANARY}`);
+    if (mode === 'reject') return Promise.reject(new Error(`observer ${CANARY}`));
+    return undefined;
+  };
+  return { events, observer, types: () => events.map((e) => e.type) };
+}

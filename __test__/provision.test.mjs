@@ -1,0 +1,509 @@
+// The provisioning lifecycle: attempts, bounded fallback, ids, mappings, operations by id,
+// deadlines and events, each guard as a must-fire / must-not-fire pair.
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  InMemoryProviderRegistry,
+  InMemoryMappingStore,
+  SandboxRouter,
+  SANDBOX_ID_LABEL,
+  ProviderProvisioningError,
+  ProviderRuntimeError,
+  ProvisioningAvailabilityError,
+  MappingPersistenceError,
+  SandboxNotFoundError,
+  SandboxRequestValidationError,
+  AcquisitionTimeoutError,
+  NoEligibleProviderError,
+} from '../index.mjs';
+import { CANARY, definition, fakeRuntime, recorder } from './fixtures.mjs';
+
+const SBX = /^sbx_[0-9a-f]{32}$/;
+const failing = (error = new Error(`quota exceeded for key ${CANARY}`)) =>
+  fakeRuntime({
+    launch: async () => {
+      throw error;
+    },
+  });
+const retryable = () => ({ code: 'PROVIDER_CAPACITY_PRE_ALLOCATION', retryable: true });
+
+function setup(defs, options = {}) {
+  const rec = recorder(options.observerMode);
+  const registry = new InMemoryProviderRegistry(defs);
+  const router = new SandboxRouter({ registry, observer: rec.observer, ...options.router });
+  return { router, rec, registry };
+}
+
+// Two pools: "a" ranks first (cheaper), "b" second.
+const twoPools = (aRuntime, bRuntime = fakeRuntime()) => [
+  definition('a', { runtime: aRuntime, signals: { estimatedCost: 0.01 } }),
+  definition('b', { runtime: bRuntime, signals: { estimatedCost: 0.5 } }),
+];
+
+test('provision returns an sbx id, never the provider id, and stamps it into the labels', async () => {
+  const rt = fakeRuntime();
+  const { router } = setup([definition('a', { runtime: rt })]);
+  const s = await router.provision({ launch: { labels: { team: 'infra' } } });
+  assert.match(s.id, SBX);
+  assert.equal(s.providerId, 'a');
+  assert.deepEqual(s.labels, { team: 'infra', [SANDBOX_ID_LABEL]: s.id });
+  assert.deepEqual(rt.calls[0].options.labels, s.labels);
+  const m = await router.getSandbox(s.id);
+  assert.equal(m.providerSandboxId, 'remote-1');
+  assert.notEqual(s.id, m.providerSandboxId);
+  assert.equal(m.detached, false);
+  assert.match(m.createdAt, /^\d{4}-\d\d-\d\dT/);
+});
+
+test('labels: a caller label on the stamp key is a typed error (must-fire)', async () => {
+  const rt = fakeRuntime();
+  const { router } = setup([definition('a', { runtime: rt })]);
+  await assert.rejects(router.provision({ launch: { labels: { [SANDBOX_ID_LABEL]: 'mine' } } }), (e) => {
+    return e instanceof SandboxRequestValidationError && e.field === `launch.labels.${SANDBOX_ID_LABEL}`;
+  });
+  assert.equal(rt.calls.length, 0);
+});
+
+test('labels: other caller labels are kept (must-not-fire)', async () => {
+  const { router } = setup([definition('a')]);
+  const s = await router.provision({ launch: { labels: { 'agent-relay-sbx': 'x' } } });
+  assert.equal(s.labels['agent-relay-sbx'], 'x');
+});
+
+test('orphan-proof: a launch that allocates then throws is findable by the stamped label', async () => {
+  const rt = fakeRuntime();
+  const original = rt.launch;
+  rt.launch = async (options) => {
+    await original(options);
+    throw new Error('allocated then failed');
+  };
+  const { router, rec } = setup([definition('a', { runtime: rt })]);
+  await assert.rejects(router.provision({}), ProviderProvisioningError);
+  const sandboxId = rec.events.find((e) => e.type === 'attempt.failed').sandboxId;
+  const found = await rt.findAllByLabels({ [SANDBOX_ID_LABEL]: sandboxId });
+  assert.equal(found.length, 1);
+});
+
+test('fallback: retryable classification advances to the next pool when allowed (must-fire)', async () => {
+  const { router, rec } = setup(twoPools(failing()), { router: { classifyProviderFailure: retryable } });
+  const s = await router.provision({});
+  assert.equal(s.providerId, 'b');
+  assert.deepEqual(rec.types().filter((t) => t.startsWith('attempt') || t.startsWith('fallback')), [
+    'attempt.started',
+    'attempt.failed',
+    'fallback.advanced',
+    'attempt.started',
+    'attempt.succeeded',
+  ]);
+  const failed = rec.events.find((e) => e.type === 'attempt.failed');
+  assert.equal(failed.code, 'PROVIDER_CAPACITY_PRE_ALLOCATION');
+  assert.equal(failed.retryable, true);
+});
+
+test('fallback: forbidden means exactly one launch even when retryable (must-not-fire)', async () => {
+  const b = fakeRuntime();
+  const { router } = setup(twoPools(failing(), b), { router: { classifyProviderFailure: retryable } });
+  await assert.rejects(router.provision({ routing: { acquisitionFallback: 'forbidden' } }), (e) => {
+    return e instanceof ProviderProvisioningError && e.code === 'PROVIDER_CAPACITY_PRE_ALLOCATION' && e.attempts.length === 1;
+  });
+  assert.equal(b.calls.length, 0);
+});
+
+test('fallback: a non-retryable classification is terminal (must-not-fire)', async () => {
+  const b = fakeRuntime();
+  const { router, rec } = setup(twoPools(failing(), b), {
+    router: { classifyProviderFailure: () => ({ code: 'PROVIDER_QUOTA', retryable: false }) },
+  });
+  await assert.rejects(router.provision({}), (e) => e.code === 'PROVIDER_QUOTA');
+  assert.equal(b.calls.length, 0);
+  assert.equal(rec.events.find((e) => e.type === 'attempt.failed').retryable, false);
+});
+
+test('fallback: without a classifier every launch failure is terminal and outcome-unknown', async () => {
+  const b = fakeRuntime();
+  const { router, rec } = setup(twoPools(failing(), b));
+  await assert.rejects(router.provision({}), (e) => {
+    assert.ok(e instanceof ProviderProvisioningError);
+    assert.equal(e.code, 'PROVIDER_LAUNCH_OUTCOME_UNKNOWN');
+    assert.deepEqual(e.attempts, [{ providerId: 'a', code: 'PROVIDER_LAUNCH_OUTCOME_UNKNOWN', retryable: false }]);
+    return true;
+  });
+  assert.equal(b.calls.length, 0);
+  assert.equal(rec.events.find((e) => e.type === 'attempt.failed').retryable, false);
+});
+
+test('fallback: a classifier that throws, rejects or answers nonsense is terminal', async () => {
+  for (const classify of [
+    () => {
+      throw new Error(CANARY);
+    },
+    async () => Promise.reject(new Error(CANARY)),
+    () => ({ code: 'lowercase', retryable: true }),
+    () => ({ code: 'OK', retryable: 'yes' }),
+    () => 'RETRY',
+    () => undefined,
+  ]) {
+    const b = fakeRuntime();
+    const { router } = setup(twoPools(failing(), b), { router: { classifyProviderFailure: classify } });
+    await assert.rejects(router.provision({}), (e) => e.code === 'PROVIDER_LAUNCH_OUTCOME_UNKNOWN');
+    assert.equal(b.calls.length, 0);
+  }
+});
+
+test('fallback: the classifier receives a sanitized ProviderRuntimeError and the definition', async () => {
+  let seen;
+  const defs = twoPools(failing());
+  const { router } = setup(defs, {
+    router: {
+      classifyProviderFailure: (error, provider) => {
+        seen = { error, provider };
+        return retryable();
+      },
+    },
+  });
+  await router.provision({});
+  assert.ok(seen.error instanceof ProviderRuntimeError);
+  assert.equal(seen.error.providerId, 'a');
+  assert.equal(seen.error.operation, 'launch');
+  assert.equal(seen.error.cause, undefined);
+  assert.ok(!seen.error.message.includes(CANARY) && !seen.error.stack.includes(CANARY));
+  assert.equal(seen.provider, defs[0]);
+});
+
+test('attempts: the bound stops retryable failures and the error lists per-attempt codes', async () => {
+  const defs = ['a', 'b', 'c', 'd'].map((id) => definition(id, { runtime: failing() }));
+  const { router } = setup(defs, { router: { classifyProviderFailure: retryable } });
+  await assert.rejects(router.provision({ routing: { maxAcquisitionAttempts: 2 } }), (e) => {
+    assert.equal(e.code, 'PROVIDER_ACQUISITION_EXHAUSTED');
+    assert.deepEqual(e.attempts.map((a) => a.providerId), ['a', 'b']);
+    assert.ok(e.attempts.every((a) => a.code === 'PROVIDER_CAPACITY_PRE_ALLOCATION'));
+    assert.ok(!JSON.stringify(e).includes('quota exceeded'));
+    return true;
+  });
+  assert.equal(defs[2].runtime.calls.length, 0);
+});
+
+test('attempts: default bound is 3', async () => {
+  const defs = ['a', 'b', 'c', 'd'].map((id) => definition(id, { runtime: failing() }));
+  const { router } = setup(defs, { router: { classifyProviderFailure: retryable } });
+  await assert.rejects(router.provision({}), (e) => e.attempts.length === 3);
+});
+
+test('readiness: true keeps the pool (must-not-fire)', async () => {
+  const { router } = setup(twoPools(fakeRuntime()), { router: { provisioning: { hasAvailableCredentials: async () => true } } });
+  assert.equal((await router.provision({})).providerId, 'a');
+});
+
+test('readiness: false excludes the pool with CREDENTIALS_UNAVAILABLE (must-fire)', async () => {
+  const a = fakeRuntime();
+  const provisioning = { hasAvailableCredentials: (id) => id !== 'a' };
+  const { router } = setup(twoPools(a), { router: { provisioning } });
+  assert.equal((await router.provision({})).providerId, 'b');
+  assert.equal(a.calls.length, 0);
+  const e = await router.explain({});
+  assert.deepEqual(e.rejected[0], { providerId: 'a', reasons: [{ code: 'CREDENTIALS_UNAVAILABLE', detail: 'readiness port answered false' }] });
+});
+
+test('readiness: a throw or a non-boolean aborts with ProvisioningAvailabilityError before signals or launch', async () => {
+  for (const answer of [
+    () => {
+      throw new Error(CANARY);
+    },
+    async () => 'yes',
+    async () => undefined,
+  ]) {
+    let resolved = 0;
+    const a = fakeRuntime();
+    const { router } = setup(twoPools(a), {
+      router: {
+        provisioning: { hasAvailableCredentials: answer },
+        resolveRoutingSignals: (p) => {
+          resolved++;
+          return p.signals;
+        },
+      },
+    });
+    await assert.rejects(router.provision({}), (e) => {
+      return e instanceof ProvisioningAvailabilityError && e.code === 'PROVISIONING_AVAILABILITY_FAILED' && !e.message.includes(CANARY);
+    });
+    assert.equal(resolved, 0);
+    assert.equal(a.calls.length, 0);
+  }
+});
+
+test('resolver: runs only for pools that passed requirements, and its signals rank', async () => {
+  const asked = [];
+  const defs = [...twoPools(fakeRuntime()), definition('c', { capabilities: { supported: ['pty'] } })];
+  const { router } = setup(defs, {
+    router: {
+      resolveRoutingSignals: (p, request) => {
+        asked.push(p.id);
+        assert.deepEqual(request.requires, { forbiddenCapabilities: ['pty'] });
+        return { ...p.signals, estimatedCost: p.id === 'b' ? 0 : 1 };
+      },
+    },
+  });
+  const s = await router.provision({ requires: { forbiddenCapabilities: ['pty'] } });
+  assert.equal(s.providerId, 'b', 'resolved signals reorder a (registered cheaper) behind b');
+  assert.deepEqual(asked.sort(), ['a', 'b']);
+});
+
+test('resolver: a throwing or invalid resolver excludes that pool, not the request (must-fire)', async () => {
+  const { router } = setup(twoPools(fakeRuntime()), {
+    router: {
+      resolveRoutingSignals: (p) => {
+        if (p.id === 'a') throw new Error(CANARY);
+        return p.signals;
+      },
+    },
+  });
+  assert.equal((await router.provision({})).providerId, 'b');
+  const e = await router.explain({});
+  assert.equal(e.rejected[0].reasons[0].code, 'SIGNALS_UNRESOLVED');
+  assert.ok(!JSON.stringify(e).includes(CANARY));
+  const bad = setup(twoPools(fakeRuntime()), {
+    router: { resolveRoutingSignals: (p) => (p.id === 'a' ? { ...p.signals, completionWithinBudgetRate: 2 } : p.signals) },
+  });
+  assert.equal((await bad.router.provision({})).providerId, 'b');
+  assert.equal((await bad.router.explain({})).rejected[0].reasons[0].code, 'INVALID_SIGNALS');
+});
+
+test('detached: pools without launchDetached are ineligible with a reason (must-fire)', async () => {
+  const { router } = setup([definition('plain')]);
+  await assert.rejects(router.provisionDetached({}), (e) => {
+    return e instanceof NoEligibleProviderError && e.rejections[0].reasons[0].code === 'DETACHED_UNSUPPORTED';
+  });
+});
+
+test('detached: a pool with launchDetached is used and the mapping says detached (must-not-fire)', async () => {
+  const rt = fakeRuntime({ detached: true });
+  const { router } = setup([definition('d', { runtime: rt })]);
+  const s = await router.provisionDetached({});
+  assert.equal(rt.calls[0].op, 'launchDetached');
+  assert.equal((await router.getSandbox(s.id)).detached, true);
+});
+
+class FailingStore extends InMemoryMappingStore {
+  async put() {
+    throw new Error(`db down ${CANARY}`);
+  }
+}
+
+test('mapping: persistence failure destroys the sandbox and says so (cleanup ok)', async () => {
+  const rt = fakeRuntime();
+  const { router, rec } = setup([definition('a', { runtime: rt })], { router: { mappings: new FailingStore() } });
+  await assert.rejects(router.provision({}), (e) => {
+    return e instanceof MappingPersistenceError && e.code === 'MAPPING_PERSISTENCE_FAILED' && e.cleanup === 'destroyed' && /destroyed/.test(e.message);
+  });
+  assert.equal(rt.live.size, 0);
+  const cleanup = rec.events.find((e) => e.type === 'cleanup.completed');
+  assert.equal(cleanup.succeeded, true);
+  assert.ok(rec.types().includes('mapping.failed'));
+});
+
+test('mapping: persistence failure with failing cleanup says the sandbox may remain', async () => {
+  const rt = fakeRuntime({
+    destroy: async () => {
+      throw new Error(CANARY);
+    },
+  });
+  const { router, rec } = setup([definition('a', { runtime: rt })], { router: { mappings: new FailingStore() } });
+  await assert.rejects(router.provision({}), (e) => {
+    return e.code === 'MAPPING_PERSISTENCE_FAILED' && e.cleanup === 'failed' && e.message.includes(SANDBOX_ID_LABEL) && !e.message.includes(CANARY);
+  });
+  assert.equal(rec.events.find((e) => e.type === 'cleanup.completed').succeeded, false);
+});
+
+test('mapping: a caller store receives the full record (must-not-fire)', async () => {
+  const records = new Map();
+  const mappings = {
+    put: async (r) => void records.set(r.id, r),
+    get: async (id) => records.get(id) ?? null,
+    delete: async (id) => records.delete(id),
+  };
+  const { router } = setup([definition('a')], { router: { mappings } });
+  const s = await router.provision({});
+  const r = records.get(s.id);
+  assert.deepEqual(Object.keys(r).sort(), ['createdAt', 'detached', 'id', 'labels', 'providerId', 'providerSandboxId']);
+  await router.destroy(s.id);
+  assert.equal(records.size, 0);
+});
+
+test('operations by id resolve the original provider and never reroute', async () => {
+  const a = fakeRuntime();
+  const b = fakeRuntime();
+  const { router } = setup(twoPools(a, b));
+  const s = await router.provision({});
+  assert.equal(s.providerId, 'a');
+  const out = await router.runScript(s.id, { command: 'echo hello' });
+  assert.equal(out.output, 'ran echo hello');
+  await router.uploadBundle(s.id, { files: [{ source: 'x', destination: 'f.txt' }] });
+  assert.deepEqual(a.calls.map((c) => c.op), ['launch', 'runScript', 'uploadBundle']);
+  assert.equal(b.calls.length, 0);
+});
+
+test('operations by id: a runtime failure is sanitized to provider id + operation', async () => {
+  const rt = fakeRuntime({
+    runScript: async () => {
+      throw Object.assign(new Error(`boom ${CANARY}`), { secret: CANARY });
+    },
+  });
+  const { router } = setup([definition('a', { runtime: rt })]);
+  const s = await router.provision({});
+  await assert.rejects(router.runScript(s.id, { command: 'x' }), (e) => {
+    return e instanceof ProviderRuntimeError && e.operation === 'runScript' && !JSON.stringify(e).includes(CANARY) && e.cause === undefined;
+  });
+});
+
+test('operations by id: unknown ids are SANDBOX_NOT_FOUND, malformed ids a validation error', async () => {
+  const { router } = setup([definition('a')]);
+  await assert.rejects(router.runScript(`sbx_${'0'.repeat(32)}`, { command: 'x' }), (e) => e instanceof SandboxNotFoundError && e.code === 'SANDBOX_NOT_FOUND');
+  for (const bad of ['remote-1', 'sbx_XYZ', `sbx_${'A'.repeat(32)}`, 42]) {
+    await assert.rejects(router.destroy(bad), (e) => e instanceof SandboxRequestValidationError && e.code === 'INVALID_SANDBOX_ID');
+  }
+});
+
+test('destroy: removes the mapping after the provider destroys (must-not-fire)', async () => {
+  const rt = fakeRuntime();
+  const { router } = setup([definition('a', { runtime: rt })]);
+  const s = await router.provision({});
+  await router.destroy(s.id);
+  assert.equal(rt.live.size, 0);
+  await assert.rejects(router.getSandbox(s.id), SandboxNotFoundError);
+});
+
+test('destroy: an already-deleted provider sandbox is tolerated and unmapped', async () => {
+  const rt = fakeRuntime({
+    destroy: async () => {
+      throw Object.assign(new Error('not found'), { status: 404 });
+    },
+  });
+  const { router } = setup([definition('a', { runtime: rt })]);
+  const s = await router.provision({});
+  await router.destroy(s.id);
+  await assert.rejects(router.getSandbox(s.id), SandboxNotFoundError);
+});
+
+test('destroy: other failures keep the mapping for a retry (must-fire)', async () => {
+  let fail = true;
+  const rt = fakeRuntime({
+    destroy: async (h) => {
+      if (fail) throw new Error(`500 ${CANARY}`);
+    },
+  });
+  const { router } = setup([definition('a', { runtime: rt })]);
+  const s = await router.provision({});
+  await assert.rejects(router.destroy(s.id), (e) => e instanceof ProviderRuntimeError && e.operation === 'destroy');
+  assert.equal((await router.getSandbox(s.id)).id, s.id);
+  fail = false;
+  await router.destroy(s.id);
+  await assert.rejects(router.getSandbox(s.id), SandboxNotFoundError);
+});
+
+test('deadline: a launch that never settles ends with AcquisitionTimeoutError and no fallback (must-fire)', async () => {
+  const b = fakeRuntime();
+  const never = fakeRuntime({ launch: () => new Promise(() => {}) });
+  const { router } = setup(twoPools(never, b), { router: { classifyProviderFailure: retryable } });
+  const started = Date.now();
+  await assert.rejects(router.provision({ routing: { acquisitionTimeoutMs: 50 } }), (e) => {
+    return e instanceof AcquisitionTimeoutError && e.code === 'ACQUISITION_TIMEOUT' && e.timeoutMs === 50;
+  });
+  assert.ok(Date.now() - started < 2000);
+  assert.equal(b.calls.length, 0);
+});
+
+test('deadline: a launch that settles in time is not affected (must-not-fire)', async () => {
+  const slowish = fakeRuntime({ launch: () => new Promise((r) => setTimeout(r, 10, { id: 'ok-1' })) });
+  const { router } = setup([definition('a', { runtime: slowish })]);
+  const s = await router.provision({ routing: { acquisitionTimeoutMs: 2000 } });
+  assert.equal((await router.getSandbox(s.id)).providerSandboxId, 'ok-1');
+});
+
+test('deadline: a late success is destroyed, not left running unrecorded', async () => {
+  const destroyed = [];
+  const late = fakeRuntime({
+    launch: () => new Promise((r) => setTimeout(r, 80, { id: 'late-1' })),
+    destroy: async (h) => void destroyed.push(h.id),
+  });
+  const { router, rec } = setup([definition('a', { runtime: late })]);
+  await assert.rejects(router.provision({ routing: { acquisitionTimeoutMs: 20 } }), AcquisitionTimeoutError);
+  await new Promise((r) => setTimeout(r, 150));
+  assert.deepEqual(destroyed, ['late-1']);
+  const cleanup = rec.events.find((e) => e.type === 'cleanup.completed');
+  assert.equal(cleanup.reason, 'late-launch');
+  assert.equal(cleanup.succeeded, true);
+});
+
+test('robustness: sync throws, non-Error rejections and malformed handles become typed outcomes', async () => {
+  const cases = [
+    [() => {
+      throw new Error(CANARY);
+    }, 'PROVIDER_LAUNCH_OUTCOME_UNKNOWN'],
+    [() => Promise.reject(CANARY), 'PROVIDER_LAUNCH_OUTCOME_UNKNOWN'],
+    [() => Promise.reject({ message: CANARY }), 'PROVIDER_LAUNCH_OUTCOME_UNKNOWN'],
+    [() => Promise.reject(undefined), 'PROVIDER_LAUNCH_OUTCOME_UNKNOWN'],
+    [async () => ({}), 'PROVIDER_MALFORMED_HANDLE'],
+    [async () => ({ id: 42 }), 'PROVIDER_MALFORMED_HANDLE'],
+    [async () => null, 'PROVIDER_MALFORMED_HANDLE'],
+    [async () => ({ id: '' }), 'PROVIDER_MALFORMED_HANDLE'],
+  ];
+  for (const [launch, code] of cases) {
+    const rt = fakeRuntime();
+    rt.launch = launch;
+    const { router } = setup([definition('a', { runtime: rt })]);
+    await assert.rejects(router.provision({}), (e) => {
+      return e instanceof ProviderProvisioningError && e.code === code && !JSON.stringify(e).includes(CANARY) && !e.stack.includes(CANARY);
+    });
+  }
+});
+
+test('observer: a throwing or rejecting observer never changes the outcome', async () => {
+  let unhandled = 0;
+  const onUnhandled = () => unhandled++;
+  process.on('unhandledRejection', onUnhandled);
+  try {
+    for (const mode of ['throw', 'reject']) {
+      const { router, rec } = setup(twoPools(failing()), { observerMode: mode, router: { classifyProviderFailure: retryable } });
+      const s = await router.provision({});
+      assert.equal(s.providerId, 'b');
+      assert.ok(rec.events.length > 5);
+      await router.destroy(s.id);
+    }
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(unhandled, 0);
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
+  }
+});
+
+test('observer: events for every step carry ids and codes in order', async () => {
+  const { router, rec } = setup([...twoPools(failing()), definition('x', { capabilities: { supported: ['pty'] } })], {
+    router: { classifyProviderFailure: retryable },
+  });
+  await router.provision({ requires: { forbiddenCapabilities: ['pty'] } });
+  assert.deepEqual(rec.types(), [
+    'provision.validated',
+    'provider.rejected',
+    'provision.ranked',
+    'attempt.started',
+    'attempt.failed',
+    'fallback.advanced',
+    'attempt.started',
+    'attempt.succeeded',
+    'mapping.persisted',
+  ]);
+  const rejected = rec.events[1];
+  assert.deepEqual(rejected.reasons, [{ code: 'FORBIDDEN_CAPABILITY_PRESENT', detail: 'pty' }]);
+  assert.deepEqual(rec.events[2].providerIds, ['a', 'b']);
+  const ids = new Set(rec.events.map((e) => e.sandboxId));
+  assert.equal(ids.size, 1);
+  assert.match([...ids][0], SBX);
+});
+
+test('observer: an object sink with emit() works too', async () => {
+  const seen = [];
+  const registry = new InMemoryProviderRegistry([definition('a')]);
+  const router = new SandboxRouter({ registry, observer: { emit: (e) => seen.push(e.type) } });
+  await router.provision({});
+  assert.ok(seen.includes('attempt.succeeded'));
+});
