@@ -1,0 +1,106 @@
+// Compiled by `tsc --noEmit` in `npm test`: the upstream README's registry example, written
+// as a user would write it, checks the public types against real use.
+import {
+  InMemoryProviderRegistry,
+  SandboxRouter,
+  asProviderId,
+  routeProviders,
+  NoEligibleProviderError,
+  ProviderProvisioningError,
+  type ProviderDefinition,
+  type SandboxCapabilities,
+  type SandboxRuntime,
+  type SandboxMappingStore,
+  type SandboxMapping,
+  type RoutingEvent,
+  type ProviderRuntimeError,
+  type RoutingExplanation,
+} from '../index.js';
+
+declare const externallyConstructedRuntime: SandboxRuntime;
+const externallyDeclaredCapabilities: SandboxCapabilities = {
+  supported: ['pty', 'publicPorts'],
+  image: { identity: 'agent-v4', binaries: ['node'] },
+  timeout: { semantics: ['command-lifetime'], maxSandboxLifetimeMs: null },
+  regions: ['eu-west'],
+  resources: { cpu: 8, memoryMb: 16384 },
+  isolation: 'microvm',
+};
+
+const records = new Map<string, SandboxMapping>();
+const durableMappingStore: SandboxMappingStore = {
+  put: async (r) => void records.set(r.id, r),
+  get: async (id) => records.get(id) ?? null,
+  delete: async (id) => records.delete(id),
+};
+const structuredEventSink = (event: RoutingEvent): void => {
+  if (event.type === 'attempt.failed') console.log(event.providerId, event.code, event.retryable);
+};
+const isProvenPreAllocationCapacityFailure = (_error: ProviderRuntimeError, provider: ProviderDefinition): boolean =>
+  provider.id === 'primary-eu';
+
+const registry = new InMemoryProviderRegistry([
+  {
+    id: asProviderId('primary-eu'),
+    runtime: externallyConstructedRuntime,
+    capabilities: externallyDeclaredCapabilities,
+    signals: {
+      estimatedCost: 0.12,
+      coldStartLatencyMs: 850,
+      readyLatencyMs: 12_000,
+      completionWithinBudgetRate: 0.999,
+      available: true,
+    },
+  },
+]);
+
+const router = new SandboxRouter({
+  registry,
+  mappings: durableMappingStore,
+  observer: structuredEventSink,
+  classifyProviderFailure: (error, provider) => {
+    if (isProvenPreAllocationCapacityFailure(error, provider)) {
+      return { code: 'PROVIDER_CAPACITY_PRE_ALLOCATION', retryable: true };
+    }
+    return { code: 'PROVIDER_LAUNCH_OUTCOME_UNKNOWN', retryable: false };
+  },
+});
+
+export async function example(): Promise<string> {
+  try {
+    const sandbox = await router.provision({
+      resources: { cpu: 4, memoryMb: 8192 },
+      requires: {
+        requiredCapabilities: ['pty', 'publicPorts'],
+        forbiddenCapabilities: ['nestedUserNamespaces'],
+        image: { identity: 'agent-v4', requiredBinaries: ['node'] },
+        timeout: {
+          semantics: ['command-lifetime'],
+          maxReadyLatencyMs: 30_000,
+          completionBudgetMs: 1_800_000,
+        },
+      },
+      region: { preferred: ['eu-west'], required: true },
+      routing: {
+        strategy: 'balanced',
+        latencyObjective: 'ready',
+        acquisitionFallback: 'allowed',
+        maxAcquisitionAttempts: 3,
+      },
+    });
+    const result = await router.runScript(sandbox.id, { command: 'node --version' });
+    await router.destroy(sandbox.id);
+    return `${sandbox.providerId}: ${result.output} (${result.exitCode ?? 'killed'})`;
+  } catch (error) {
+    if (error instanceof NoEligibleProviderError) return error.summary;
+    if (error instanceof ProviderProvisioningError) return error.attempts.map((a) => a.code).join(',');
+    throw error;
+  }
+}
+
+const explanation: Promise<RoutingExplanation> = router.explain({ routing: { strategy: 'cost' } });
+const order: string[] = router.route();
+const pure = routeProviders(undefined, registry.list());
+void explanation;
+void order;
+void pure.eligible[0]?.breakdown.latency.objective;
