@@ -1,2 +1,3 @@
 pub mod binding;
 pub mod core;
+pub mod readers;

@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod capabilities;
+pub mod capacity;
 pub mod error;
 pub mod explain;
 pub mod fallback;

@@ -1,0 +1,1 @@
+//! Builtin capacity readers (filled in below).
