@@ -19,6 +19,7 @@ const {
   SandboxNotFoundError,
   AcquisitionTimeoutError,
   ProviderRegistryError,
+  ProviderCapacityExhaustedError,
   fromNative,
   callNative,
 } = require('./errors.js');
@@ -30,6 +31,10 @@ const { serialize } = require('./serialize.js');
 const SANDBOX_ID_LABEL = 'agent-relay-sbx-id';
 /** Default bound on caller callbacks (readiness, resolver, classifier, mapping store). */
 const DEFAULT_CALLBACK_TIMEOUT_MS = 10_000;
+/** Default deadline of one capacity read. */
+const DEFAULT_CAPACITY_TIMEOUT_MS = 5_000;
+/** Default life of a post-launch capacity assumption that no read has reflected yet. */
+const DEFAULT_RESERVATION_TTL_MS = 60_000;
 
 // Debug switch, read once: SANDBOX_ROUTER_DEBUG=1 (or DEBUG containing sandbox-router)
 // logs each routing decision (ids and codes only) to stderr.
@@ -69,6 +74,32 @@ function observerOf(observer) {
     if (isFn(observer.event)) return (e) => observer.event(e);
   }
   throw configError('observer', 'must be a function or an object with emit(event)');
+}
+
+function capacityPolicyOf(policy) {
+  if (policy === undefined) return null;
+  if (policy === null || typeof policy !== 'object') throw configError('capacity', 'must be an object');
+  const { providerOrder, timeoutMs = DEFAULT_CAPACITY_TIMEOUT_MS, reservationTtlMs = DEFAULT_RESERVATION_TTL_MS } = policy;
+  if (!Array.isArray(providerOrder) || providerOrder.length === 0) {
+    throw configError('capacity.providerOrder', 'must be a non-empty array of provider ids');
+  }
+  const seen = new Set();
+  providerOrder.forEach((id, i) => {
+    try {
+      callNative(() => binding.checkProviderId(String(id)));
+    } catch {
+      throw configError(`capacity.providerOrder[${i}]`, 'must be a valid provider id');
+    }
+    if (typeof id !== 'string' || seen.has(id)) throw configError(`capacity.providerOrder[${i}]`, 'must be a distinct provider id');
+    seen.add(id);
+  });
+  if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 600_000) {
+    throw configError('capacity.timeoutMs', 'must be an integer from 1 to 600000');
+  }
+  if (!Number.isInteger(reservationTtlMs) || reservationTtlMs < 1 || reservationTtlMs > 86_400_000) {
+    throw configError('capacity.reservationTtlMs', 'must be an integer from 1 to 86400000');
+  }
+  return { providerOrder: [...providerOrder], timeoutMs, ledger: new binding.NativeLedger(reservationTtlMs) };
 }
 
 function launchOptionsOf(launch, labels) {
@@ -122,6 +153,8 @@ class SandboxRouter {
   #resolver;
   #provisioning;
   #callbackTimeoutMs;
+  #capacity;
+  #capacityTimeoutMs;
   /** @type {Map<string, object>} handles from launch, by sbx id (process-local cache) */
   #handles = new Map();
 
@@ -159,6 +192,8 @@ class SandboxRouter {
     this.#resolver = resolveRoutingSignals ?? null;
     this.#provisioning = provisioning ?? null;
     this.#callbackTimeoutMs = cb;
+    this.#capacity = capacityPolicyOf(options.capacity);
+    this.#capacityTimeoutMs = this.#capacity?.timeoutMs ?? DEFAULT_CAPACITY_TIMEOUT_MS;
   }
 
   /** Acquires a sandbox on the best eligible pool. */
@@ -179,7 +214,8 @@ class SandboxRouter {
   route(request, options = {}) {
     const json = this.#serialize(request);
     const view = nativeView(this.#registry);
-    const plan = parsePlan(callNative(() => view.native.plan(json, options.detached === true, null, false)));
+    const extras = this.#capacity === null ? null : { providerOrder: this.#capacity.providerOrder };
+    const plan = parsePlan(callNative(() => view.native.plan(json, options.detached === true, extras, false)));
     return plan.order.map((i) => view.definitions[i].id);
   }
 
@@ -220,9 +256,10 @@ class SandboxRouter {
   }
 
   async #extras(view, json, detached, request) {
-    if (this.#provisioning === null && this.#resolver === null) return null;
+    if (this.#provisioning === null && this.#resolver === null && this.#capacity === null) return null;
     callNative(() => binding.checkRequest(json));
     const extras = {};
+    if (this.#capacity !== null) extras.providerOrder = this.#capacity.providerOrder;
     if (this.#provisioning !== null) extras.credentialsUnavailable = await this.#readiness(view);
     if (this.#resolver !== null) extras.signalsJson = await this.#resolveSignals(view, json, detached, extras, request);
     return extras;
@@ -292,15 +329,31 @@ class SandboxRouter {
     const labels = { ...(request && request.launch && request.launch.labels), [SANDBOX_ID_LABEL]: id };
     const launchOptions = launchOptionsOf(request && request.launch, labels);
     const attempts = [];
-    let pos = 0;
-    for (let made = 1; ; made++) {
+    const capacityRejections = [];
+    const capacity = this.#capacity;
+    const resourcesJson = capacity === null ? null : serialize(request && request.resources);
+    let made = 0;
+    for (let pos = 0; pos < order.length; pos++) {
       const def = view.definitions[order[pos]];
       const providerId = def.id;
+      let token = null;
+      if (capacity !== null) {
+        const verdict = await this.#admit(def, resourcesJson);
+        if (verdict.token === null) {
+          capacityRejections.push({ providerId, status: verdict.status, reason: verdict.reason });
+          this.#emit('capacity.skipped', { sandboxId: id, providerId, status: verdict.status, reason: verdict.reason });
+          continue;
+        }
+        token = verdict.token;
+        this.#emit('capacity.admitted', { sandboxId: id, providerId });
+      }
+      made++;
       this.#emit('attempt.started', { sandboxId: id, providerId, attempt: made });
       let handle;
       try {
         handle = await this.#launch(def, launchOptions, detached, plan.timeoutMs, id);
       } catch (failure) {
+        if (token !== null) capacity.ledger.settle(token, false);
         if (failure instanceof AcquisitionTimeoutError) {
           attempts.push({ providerId, code: failure.code, retryable: false });
           this.#emit('attempt.failed', { sandboxId: id, providerId, attempt: made, code: failure.code, retryable: false });
@@ -310,15 +363,15 @@ class SandboxRouter {
         }
         const runtimeError = new ProviderRuntimeError(providerId, detached ? 'launchDetached' : 'launch');
         const c = await this.#classify(runtimeError, def);
-        const decision = binding.decideAfterFailure(c.code, c.retryable, plan.fallbackAllowed, made, plan.maxAttempts, order.length);
+        const remaining = order.length - pos - 1;
+        const decision = binding.decideAfterFailure(c.code, c.retryable, plan.fallbackAllowed, made, plan.maxAttempts, made + remaining);
         const [verdict, a, b] = decision.split(':');
         const code = verdict === 'ADVANCE' ? b : a;
         const retryable = verdict !== 'TERMINAL';
         attempts.push({ providerId, code, retryable });
         this.#emit('attempt.failed', { sandboxId: id, providerId, attempt: made, code, retryable });
         if (verdict === 'ADVANCE') {
-          pos = Number(a);
-          this.#emit('fallback.advanced', { sandboxId: id, fromProviderId: providerId, toProviderId: view.definitions[order[pos]].id, attempt: made + 1 });
+          this.#emit('fallback.advanced', { sandboxId: id, fromProviderId: providerId, toProviderId: view.definitions[order[pos + 1]].id, attempt: made + 1 });
           continue;
         }
         const exhausted = verdict === 'EXHAUSTED';
@@ -329,9 +382,10 @@ class SandboxRouter {
             ? `acquisition exhausted after ${made} attempt(s): ${attempts.map((x) => `${x.providerId} ${x.code}`).join(', ')}`
             : `acquisition failed on ${providerId}: ${code}`,
           errCode,
-          { providerId, sandboxId: id, attempts },
+          { providerId, sandboxId: id, attempts, capacityRejections: capacity === null ? undefined : capacityRejections },
         );
       }
+      if (token !== null) capacity.ledger.settle(token, true);
       if (handle === null || typeof handle !== 'object' || typeof handle.id !== 'string' || handle.id === '') {
         const code = 'PROVIDER_MALFORMED_HANDLE';
         attempts.push({ providerId, code, retryable: false });
@@ -348,6 +402,67 @@ class SandboxRouter {
       this.#handles.set(id, handle);
       return { id, providerId, labels: { ...labels } };
     }
+    // Only capacity routing ends here: every remaining candidate was skipped for capacity.
+    if (made === 0) {
+      const line = capacityRejections.map((r) => `${r.providerId} ${r.status} ${r.reason}`).join(', ');
+      this.#emit('provision.exhausted', { sandboxId: id, code: 'PROVIDER_CAPACITY_EXHAUSTED' });
+      throw new ProviderCapacityExhaustedError(`no provider has capacity: ${line}`, 'PROVIDER_CAPACITY_EXHAUSTED', {
+        sandboxId: id,
+        rejections: capacityRejections,
+      });
+    }
+    this.#emit('provision.exhausted', { sandboxId: id, code: 'PROVIDER_ACQUISITION_EXHAUSTED' });
+    throw new ProviderProvisioningError(
+      `acquisition exhausted after ${made} attempt(s); the remaining providers had no capacity`,
+      'PROVIDER_ACQUISITION_EXHAUSTED',
+      { sandboxId: id, attempts, capacityRejections },
+    );
+  }
+
+  // --- capacity ---------------------------------------------------------------------
+
+  /** Reads one pool's capacity, bounded and strictly validated. Never throws. */
+  async #measure(def) {
+    const timeoutMs = this.#capacityTimeoutMs;
+    let raw;
+    try {
+      raw = await within(def.capacity.getCapacity({ timeoutMs }), timeoutMs);
+    } catch {
+      return { status: 'unknown', reason: 'READ_FAILED' };
+    }
+    if (raw === TIMED_OUT) return { status: 'unknown', reason: 'TIMEOUT' };
+    const json = serialize(raw) ?? 'null';
+    return JSON.parse(binding.validateMeasurement(json));
+  }
+
+  async #admit(def, resourcesJson) {
+    if (!def.capacity) return { token: null, status: 'UNKNOWN', reason: 'NO_CAPACITY_READER' };
+    const ledger = this.#capacity.ledger;
+    const seq = ledger.beginRead();
+    const m = await this.#measure(def);
+    const answer = callNative(() => ledger.admit(def.id, seq, JSON.stringify(m), resourcesJson));
+    const [kind, rest] = [answer.slice(0, answer.indexOf(':')), answer.slice(answer.indexOf(':') + 1)];
+    if (kind === 'ADMITTED') return { token: Number(rest) };
+    if (kind === 'EXHAUSTED') return { token: null, status: 'EXHAUSTED', reason: rest.slice(0, rest.indexOf(':')), detail: rest.slice(rest.indexOf(':') + 1) };
+    return { token: null, status: 'UNKNOWN', reason: rest };
+  }
+
+  /**
+   * Reads every pool that has a capacity reader, concurrently, each bounded by the
+   * capacity deadline. Only reads: nothing is launched, started or created.
+   */
+  async getCapacity() {
+    const view = nativeView(this.#registry);
+    const withReader = view.definitions.filter((d) => d.capacity);
+    const results = await Promise.all(withReader.map((d) => this.#measure(d)));
+    const out = {};
+    withReader
+      .map((d, i) => [d.id, results[i]])
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .forEach(([id, m]) => {
+        out[id] = m;
+      });
+    return out;
   }
 
   #emitDecision(view, json, detached, extras, plan) {

@@ -393,3 +393,66 @@ impl NativeMappingStore {
         self.store.len() as u32
     }
 }
+
+/// Validates a capacity measurement strictly and returns it normalized (JSON).
+/// Anything malformed comes back as `{ status: "unknown", reason: "MALFORMED" }`.
+#[napi]
+pub fn validate_measurement(measurement_json: String) -> Result<String> {
+    guard(|| {
+        let v = serde_json::from_str::<Value>(&measurement_json).unwrap_or(Value::Null);
+        Ok(crate::core::capacity::validate(&v).to_json().to_string())
+    })
+}
+
+/// In-process capacity reservations of one router (see `core::capacity::Ledger`).
+#[napi]
+pub struct NativeLedger {
+    ledger: crate::core::capacity::Ledger,
+    pools: HashMap<String, usize>,
+}
+
+#[napi]
+impl NativeLedger {
+    /// A ledger whose post-launch assumptions expire after `ttl_ms`.
+    #[napi(constructor)]
+    pub fn new(ttl_ms: u32) -> Self {
+        NativeLedger {
+            ledger: crate::core::capacity::Ledger::new(std::time::Duration::from_millis(u64::from(ttl_ms))),
+            pools: HashMap::new(),
+        }
+    }
+
+    /// Starts a read; pass the sequence to `admit`.
+    #[napi]
+    pub fn begin_read(&mut self) -> i64 {
+        self.ledger.begin_read() as i64
+    }
+
+    /// Admission check for a launch on `provider_id` given a raw measurement and the
+    /// request's resources. Returns `ADMITTED:<token>`, `EXHAUSTED:<resource>:<detail>` or
+    /// `UNKNOWN:<reason>`.
+    #[napi]
+    pub fn admit(&mut self, provider_id: String, read_seq: i64, measurement_json: String, resources_json: String) -> Result<String> {
+        use crate::core::capacity::{validate, Admission};
+        guard(|| {
+            let m = validate(&serde_json::from_str::<Value>(&measurement_json).unwrap_or(Value::Null));
+            let res_value = serde_json::from_str::<Value>(&resources_json).unwrap_or_else(|_| json!({}));
+            let resources = crate::core::json::object(&res_value, "resources", crate::core::capabilities::RESOURCE_KEYS)
+                .and_then(|o| crate::core::capabilities::Resources::read(&o))
+                .map_err(|e| encode("INVALID_REQUEST", &format!("invalid request: {} {}", e.field, e.expectation), Some(&e.field), Value::Null))?;
+            let next = self.pools.len();
+            let pool = *self.pools.entry(provider_id).or_insert(next);
+            Ok(match self.ledger.admit(pool, read_seq.max(0) as u64, &m, &resources) {
+                Admission::Admitted(t) => format!("ADMITTED:{t}"),
+                Admission::Exhausted { resource, detail } => format!("EXHAUSTED:{resource}:{detail}"),
+                Admission::Unknown(r) => format!("UNKNOWN:{}", r.code()),
+            })
+        })
+    }
+
+    /// Settles an admitted launch (failure releases; success becomes an assumption).
+    #[napi]
+    pub fn settle(&mut self, token: i64, success: bool) {
+        self.ledger.settle(token.max(0) as u64, success);
+    }
+}
