@@ -20,6 +20,7 @@ const {
   AcquisitionTimeoutError,
   ProviderRegistryError,
   ProviderCapacityExhaustedError,
+  ProviderPackageMissingError,
   fromNative,
   callNative,
 } = require('./errors.js');
@@ -354,6 +355,14 @@ class SandboxRouter {
         handle = await this.#launch(def, launchOptions, detached, plan.timeoutMs, id);
       } catch (failure) {
         if (token !== null) capacity.ledger.settle(token, false);
+        // Our own typed errors are safe to surface: a missing optional package (nothing was
+        // called, so nothing was allocated) and a launch deadline (outcome unknown).
+        if (failure instanceof ProviderPackageMissingError) {
+          attempts.push({ providerId, code: failure.code, retryable: false });
+          this.#emit('attempt.failed', { sandboxId: id, providerId, attempt: made, code: failure.code, retryable: false });
+          this.#emit('provision.exhausted', { sandboxId: id, code: failure.code });
+          throw failure;
+        }
         if (failure instanceof AcquisitionTimeoutError) {
           attempts.push({ providerId, code: failure.code, retryable: false });
           this.#emit('attempt.failed', { sandboxId: id, providerId, attempt: made, code: failure.code, retryable: false });
@@ -618,7 +627,8 @@ class SandboxRouter {
     let handle;
     try {
       handle = await rt.getById(record.providerSandboxId);
-    } catch {
+    } catch (error) {
+      if (error instanceof ProviderPackageMissingError) throw error;
       throw new ProviderRuntimeError(def.id, `${operation}: getById`);
     }
     return handle ?? null;
@@ -634,7 +644,8 @@ class SandboxRouter {
     if (handle === null) throw new SandboxNotFoundError(`sandbox ${id} no longer exists at ${def.id}`, 'SANDBOX_NOT_FOUND', { sandboxId: id, providerId: def.id });
     try {
       return await rt[operation](handle, ...args);
-    } catch {
+    } catch (error) {
+      if (error instanceof ProviderPackageMissingError) throw error;
       throw new ProviderRuntimeError(def.id, operation);
     }
   }
@@ -687,6 +698,7 @@ class SandboxRouter {
       try {
         await rt.destroy(handle);
       } catch (error) {
+        if (error instanceof ProviderPackageMissingError) throw error;
         if (!(await this.#gone(rt, record, error))) throw new ProviderRuntimeError(def.id, 'destroy');
       }
     }
