@@ -7,6 +7,8 @@ const { asProviderId, InMemoryProviderRegistry } = require('./lib/registry.js');
 const { InMemoryMappingStore } = require('./lib/mappings.js');
 const { SandboxRouter, SANDBOX_ID_LABEL } = require('./lib/router.js');
 const { routeProviders } = require('./lib/route-providers.js');
+const factory = require('./lib/factory.js');
+const capacityReaders = require('./lib/capacity-readers.js');
 
 module.exports = {
   asProviderId,
@@ -15,6 +17,16 @@ module.exports = {
   SandboxRouter,
   routeProviders,
   SANDBOX_ID_LABEL,
+  createSandboxRouter: factory.createSandboxRouter,
+  createProviderRuntime: factory.createProviderRuntime,
+  ConfiguredSandboxRouter: factory.ConfiguredSandboxRouter,
+  SUPPORTED_PROVIDERS: factory.SUPPORTED_PROVIDERS,
+  DEFAULT_CAPABILITIES: factory.DEFAULT_CAPABILITIES,
+  DEFAULT_SIGNALS: factory.DEFAULT_SIGNALS,
+  createCapacityReader: capacityReaders.createCapacityReader,
+  CAPACITY_READER_KINDS: capacityReaders.CAPACITY_READER_KINDS,
+  summarizeDaytonaCapacity: capacityReaders.summarizeDaytonaCapacity,
+  parseDaytonaCapacityLimits: capacityReaders.parseDaytonaCapacityLimits,
   SandboxRouterError: errors.SandboxRouterError,
   SandboxRequestValidationError: errors.SandboxRequestValidationError,
   RoutingNotApplicableError: errors.RoutingNotApplicableError,

@@ -147,8 +147,8 @@ test('config: unknown providers, options and empty provider sets are refused (mu
 test('lazy load: the first operation constructs the adapter with credentials and defaults, once', async () => {
   const { moduleLoader, constructed, loads } = fakeModules();
   const router = createSandboxRouter({ providers: { e2b: VALID.e2b, daytona: { ...VALID.daytona, signals: { estimatedCost: 9, coldStartLatencyMs: 1, readyLatencyMs: 1, completionWithinBudgetRate: 1, available: true } } }, moduleLoader });
-  const s = await router.provision({});
-  assert.equal(s.providerId, 'e2b');
+  const s = await router.provision({ routing: { strategy: 'cost' } });
+  assert.equal(s.providerId, 'e2b', 'placeholder signals (cost 1) beat the declared cost 9');
   const out = await router.runScript(s.id, { command: 'echo hello' });
   assert.equal(out.output, 'e2b:echo hello');
   await router.destroy(s.id);

@@ -8,6 +8,7 @@ const { binding } = require('./binding.js');
 const { callNative, SandboxRequestValidationError } = require('./errors.js');
 
 const SYNC = Symbol('sandbox-router.mapping-sync');
+const RECORD = Symbol('sandbox-router.mapping-record');
 
 function toRecord(r) {
   return r
@@ -67,9 +68,17 @@ class InMemoryMappingStore {
     );
   }
 
+  /**
+   * @internal the provision hot path: labels come from the compiled request (plus the id
+   * label) and createdAt from the native clock, so one native call stores the record.
+   */
+  [RECORD](compiledNative, id, providerId, providerSandboxId, detached) {
+    this.#native.record(compiledNative, id, providerId, providerSandboxId, detached);
+  }
+
   toJSON() {
     return { mappings: this.size };
   }
 }
 
-module.exports = { InMemoryMappingStore, SYNC };
+module.exports = { InMemoryMappingStore, SYNC, RECORD };

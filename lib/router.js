@@ -25,8 +25,10 @@ const {
   callNative,
 } = require('./errors.js');
 const { nativeView } = require('./registry.js');
-const { InMemoryMappingStore, SYNC } = require('./mappings.js');
+const { InMemoryMappingStore, SYNC, RECORD } = require('./mappings.js');
 const { serialize } = require('./serialize.js');
+const { compile } = require('./compile.js');
+const { Deadlines } = require('./deadlines.js');
 
 /** Label key under which the router stamps its `sbx_…` id into every launch. */
 const SANDBOX_ID_LABEL = 'agent-relay-sbx-id';
@@ -46,6 +48,8 @@ function debug(line) {
 }
 
 const noop = () => {};
+// One timer for every launch deadline (see deadlines.js).
+const DEADLINES = new Deadlines();
 const TIMED_OUT = Symbol('timed-out');
 
 /** Awaits `value` for at most `ms`; resolves to TIMED_OUT after that. Never rejects on timeout. */
@@ -113,15 +117,11 @@ function launchOptionsOf(launch, labels) {
   return out;
 }
 
+/** `sbx_id|i,j,k` → { id, order }. */
 function parsePlan(text) {
-  const parts = text.split('|');
-  return {
-    id: parts[0],
-    maxAttempts: Number(parts[1]),
-    fallbackAllowed: parts[2] === '1',
-    timeoutMs: Number(parts[3]),
-    order: parts[4] === '' ? [] : parts[4].split(',').map(Number),
-  };
+  const bar = text.indexOf('|');
+  const list = text.slice(bar + 1);
+  return { id: text.slice(0, bar), order: list === '' ? [] : list.split(',').map(Number) };
 }
 
 // Pools are named by id only: a definition holds the caller's runtime, which may hold a
@@ -213,11 +213,13 @@ class SandboxRouter {
    * signal resolver are async and are not consulted; `explain` consults them.
    */
   route(request, options = {}) {
-    const json = this.#serialize(request);
+    const compiled = compile(request);
     const view = nativeView(this.#registry);
     const extras = this.#capacity === null ? null : { providerOrder: this.#capacity.providerOrder };
-    const plan = parsePlan(callNative(() => view.native.plan(json, options.detached === true, extras, false)));
-    return plan.order.map((i) => view.definitions[i].id);
+    const plan = parsePlan(callNative(() => view.native.plan(compiled.native, options.detached === true, extras, false)));
+    const ids = new Array(plan.order.length);
+    for (let i = 0; i < ids.length; i++) ids[i] = view.definitions[plan.order[i]].id;
+    return ids;
   }
 
   /**
@@ -227,21 +229,11 @@ class SandboxRouter {
    */
   async explain(request, options = {}) {
     const detached = options.detached === true;
-    const json = this.#serialize(request);
+    const compiled = compile(request);
     const view = nativeView(this.#registry);
-    const extras = await this.#extras(view, json, detached, request);
-    const raw = JSON.parse(callNative(() => view.native.explain(json, detached, extras)));
+    const extras = await this.#extras(view, compiled, detached, request);
+    const raw = JSON.parse(callNative(() => view.native.explain(compiled.native, detached, extras)));
     return publicExplanation(raw);
-  }
-
-  #serialize(request) {
-    const json = serialize(request);
-    if (json === null) {
-      throw new SandboxRequestValidationError('invalid request: (root) must be serializable (no cycles, no throwing toJSON)', 'INVALID_REQUEST', {
-        field: '(root)',
-      });
-    }
-    return json;
   }
 
   #emit(type, fields) {
@@ -256,13 +248,12 @@ class SandboxRouter {
     }
   }
 
-  async #extras(view, json, detached, request) {
+  async #extras(view, compiled, detached, request) {
     if (this.#provisioning === null && this.#resolver === null && this.#capacity === null) return null;
-    callNative(() => binding.checkRequest(json));
     const extras = {};
     if (this.#capacity !== null) extras.providerOrder = this.#capacity.providerOrder;
     if (this.#provisioning !== null) extras.credentialsUnavailable = await this.#readiness(view);
-    if (this.#resolver !== null) extras.signalsJson = await this.#resolveSignals(view, json, detached, extras, request);
+    if (this.#resolver !== null) extras.signalsJson = await this.#resolveSignals(view, compiled, detached, extras, request);
     return extras;
   }
 
@@ -288,8 +279,8 @@ class SandboxRouter {
     return answers.filter((i) => i >= 0);
   }
 
-  async #resolveSignals(view, json, detached, extras, request) {
-    const survivors = callNative(() => view.native.survivors(json, detached, extras));
+  async #resolveSignals(view, compiled, detached, extras, request) {
+    const survivors = callNative(() => view.native.survivors(compiled.native, detached, extras));
     const out = {};
     await Promise.all(
       survivors.map(async (i) => {
@@ -306,12 +297,12 @@ class SandboxRouter {
   }
 
   async #provision(request, detached) {
-    const json = this.#serialize(request);
+    const compiled = compile(request);
     const view = nativeView(this.#registry);
-    const extras = await this.#extras(view, json, detached, request);
+    const extras = await this.#extras(view, compiled, detached, request);
     let plan;
     try {
-      plan = parsePlan(view.native.plan(json, detached, extras, true));
+      plan = parsePlan(view.native.plan(compiled.native, detached, extras, true));
     } catch (e) {
       const err = fromNative(e);
       if (err.code === 'NO_ELIGIBLE_PROVIDER') {
@@ -325,7 +316,7 @@ class SandboxRouter {
       throw err;
     }
     const { id, order } = plan;
-    if (this.#observer !== null) this.#emitDecision(view, json, detached, extras, plan);
+    if (this.#observer !== null) this.#emitDecision(view, compiled, detached, extras, plan);
     if (DEBUG) debug(`${id}: attempt order ${order.map((i) => view.definitions[i].id).join(', ')}`);
     const labels = { ...(request && request.launch && request.launch.labels), [SANDBOX_ID_LABEL]: id };
     const launchOptions = launchOptionsOf(request && request.launch, labels);
@@ -349,10 +340,10 @@ class SandboxRouter {
         this.#emit('capacity.admitted', { sandboxId: id, providerId });
       }
       made++;
-      this.#emit('attempt.started', { sandboxId: id, providerId, attempt: made });
+      if (this.#observer !== null) this.#emit('attempt.started', { sandboxId: id, providerId, attempt: made });
       let handle;
       try {
-        handle = await this.#launch(def, launchOptions, detached, plan.timeoutMs, id);
+        handle = await this.#launch(def, launchOptions, detached, compiled.timeoutMs, id);
       } catch (failure) {
         if (token !== null) capacity.ledger.settle(token, false);
         // Our own typed errors are safe to surface: a missing optional package (nothing was
@@ -373,7 +364,7 @@ class SandboxRouter {
         const runtimeError = new ProviderRuntimeError(providerId, detached ? 'launchDetached' : 'launch');
         const c = await this.#classify(runtimeError, def);
         const remaining = order.length - pos - 1;
-        const decision = binding.decideAfterFailure(c.code, c.retryable, plan.fallbackAllowed, made, plan.maxAttempts, made + remaining);
+        const decision = binding.decideAfterFailure(c.code, c.retryable, compiled.fallbackAllowed, made, compiled.maxAttempts, made + remaining);
         const [verdict, a, b] = decision.split(':');
         const code = verdict === 'ADVANCE' ? b : a;
         const retryable = verdict !== 'TERMINAL';
@@ -406,8 +397,8 @@ class SandboxRouter {
           { providerId, sandboxId: id, attempts },
         );
       }
-      this.#emit('attempt.succeeded', { sandboxId: id, providerId, attempt: made });
-      await this.#persist(def, handle, { id, providerId, providerSandboxId: handle.id, labels, createdAt: new Date().toISOString(), detached });
+      if (this.#observer !== null) this.#emit('attempt.succeeded', { sandboxId: id, providerId, attempt: made });
+      await this.#persist(def, handle, compiled, id, providerId, labels, detached);
       this.#handles.set(id, handle);
       return { id, providerId, labels: { ...labels } };
     }
@@ -474,10 +465,10 @@ class SandboxRouter {
     return out;
   }
 
-  #emitDecision(view, json, detached, extras, plan) {
+  #emitDecision(view, compiled, detached, extras, plan) {
     let raw;
     try {
-      raw = JSON.parse(view.native.explain(json, detached, extras));
+      raw = JSON.parse(view.native.explain(compiled.native, detached, extras));
     } catch {
       return;
     }
@@ -492,42 +483,32 @@ class SandboxRouter {
 
   #launch(def, options, detached, timeoutMs, id) {
     const rt = def.runtime;
+    let pending;
+    try {
+      pending = detached ? rt.launchDetached(options) : rt.launch(options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
     return new Promise((resolve, reject) => {
-      let settled = false;
-      const timer = setTimeout(() => {
-        settled = true;
+      const deadline = DEADLINES.add(timeoutMs, () =>
         reject(
           new AcquisitionTimeoutError(
             `launch on ${def.id} did not settle within ${timeoutMs} ms; outcome unknown (label ${SANDBOX_ID_LABEL}=${id})`,
             'ACQUISITION_TIMEOUT',
             { providerId: def.id, sandboxId: id, timeoutMs },
           ),
-        );
-      }, timeoutMs);
-      let pending;
-      try {
-        pending = detached ? rt.launchDetached(options) : rt.launch(options);
-      } catch (error) {
-        settled = true;
-        clearTimeout(timer);
-        reject(error);
-        return;
-      }
+        ),
+      );
       Promise.resolve(pending).then(
         (handle) => {
-          if (settled) {
+          if (!DEADLINES.settle(deadline)) {
             this.#lateSuccess(def, handle, id);
             return;
           }
-          settled = true;
-          clearTimeout(timer);
           resolve(handle);
         },
         (error) => {
-          if (settled) return;
-          settled = true;
-          clearTimeout(timer);
-          reject(error);
+          if (DEADLINES.settle(deadline)) reject(error);
         },
       );
     });
@@ -561,12 +542,12 @@ class SandboxRouter {
     return { code: null, retryable: null };
   }
 
-  async #persist(def, handle, record) {
-    const { id, providerId } = record;
+  async #persist(def, handle, compiled, id, providerId, labels, detached) {
     try {
       if (this.#fastMappings) {
-        this.#mappings[SYNC](record);
+        this.#mappings[RECORD](compiled.native, id, providerId, handle.id, detached);
       } else {
+        const record = { id, providerId, providerSandboxId: handle.id, labels, createdAt: new Date().toISOString(), detached };
         const r = await within(this.#mappings.put(record), this.#callbackTimeoutMs);
         if (r === TIMED_OUT) throw new Error('mapping store timed out');
       }
@@ -588,7 +569,7 @@ class SandboxRouter {
         { providerId, sandboxId: id, cleanup: succeeded ? 'destroyed' : 'failed' },
       );
     }
-    this.#emit('mapping.persisted', { sandboxId: id, providerId });
+    if (this.#observer !== null) this.#emit('mapping.persisted', { sandboxId: id, providerId });
   }
 
   // --- operations by id: resolve the original provider through the mapping, never reroute.

@@ -11,7 +11,8 @@ use crate::core::explain::{explain, summary};
 use crate::core::fallback::{after_failure, sanitize, Next};
 use crate::core::ids::{validate_provider_id, validate_sandbox_id, SandboxIdSource};
 use crate::core::mapping::{Mapping, MappingStore};
-use crate::core::registry::{route, Decision, Pool, Registry, RouteOptions};
+use crate::core::ranking::Slim;
+use crate::core::registry::{route, route_order, Decision, Pool, Registry, RouteOptions};
 use crate::core::request::{parse_request, Request};
 use crate::core::signals::{signal_state, unresolved, SignalState};
 use crate::core::CoreError;
@@ -73,10 +74,26 @@ pub fn check_sandbox_id(id: String) -> Result<()> {
     guard(|| validate_sandbox_id(&id).map_err(core_err))
 }
 
-/// Validates a request JSON; throws an encoded error.
+/// A validated, parsed request, reusable across calls. The JS layer caches these so a
+/// repeated request is parsed once (parsing costs more than routing six pools).
 #[napi]
-pub fn check_request(request_json: String) -> Result<()> {
-    guard(|| request_from(&request_json).map(|_| ()))
+pub struct CompiledRequest {
+    req: Request,
+}
+
+#[napi]
+impl CompiledRequest {
+    /// Parses and validates request JSON; throws an encoded error.
+    #[napi(constructor)]
+    pub fn new(request_json: String) -> Result<Self> {
+        guard(|| request_from(&request_json).map(|req| CompiledRequest { req }))
+    }
+
+    /// `maxAttempts|fallback(0/1)|acquisitionTimeoutMs`.
+    #[napi(getter)]
+    pub fn info(&self) -> String {
+        format!("{}|{}|{}", self.req.max_attempts, u8::from(self.req.fallback_allowed), self.req.acquisition_timeout_ms)
+    }
 }
 
 /// Sanitizes a classifier answer and decides what follows a failed attempt.
@@ -111,6 +128,7 @@ pub fn debug_panic() -> Result<()> {
 pub struct NativeRegistry {
     registry: Registry,
     ids: SandboxIdSource,
+    scratch: Vec<Slim>,
 }
 
 impl Default for NativeRegistry {
@@ -152,7 +170,7 @@ impl NativeRegistry {
     /// An empty registry.
     #[napi(constructor)]
     pub fn new() -> Self {
-        NativeRegistry { registry: Registry::default(), ids: SandboxIdSource::default() }
+        NativeRegistry { registry: Registry::default(), ids: SandboxIdSource::default(), scratch: Vec::new() }
     }
 
     /// Adds a pool from `{ id, capabilities, signals }` JSON; returns its index.
@@ -211,34 +229,52 @@ impl NativeRegistry {
         Ok(encode("NO_ELIGIBLE_PROVIDER", &line, None, json!({"summary": line, "rejections": rejections, "sandboxId": id})))
     }
 
-    /// The provision plan: validates, routes and (when `allocate_id`) allocates the
-    /// sandbox id, in one call. Returns `sbx_id|maxAttempts|fallback(0/1)|timeoutMs|i,j,k`
-    /// (pool indices, best first, at most `maxAttempts` unless capacity routing needs them
-    /// all; the id is empty when not allocated). Throws an encoded error when the request
-    /// is invalid or nothing is eligible (the error carries the allocated id).
+    /// The provision plan for a compiled request: routes on the hot path and (when
+    /// `allocate_id`) allocates the sandbox id, in one call. Returns `sbx_id|i,j,k` (pool
+    /// indices, best first, at most `maxAttempts` unless capacity routing needs them all;
+    /// the id is empty when not allocated). Throws an encoded `NO_ELIGIBLE_PROVIDER` error
+    /// (with the explained rejections and the allocated id) when nothing is eligible.
     #[napi]
-    pub fn plan(&mut self, request_json: String, detached: bool, extras: Option<RouteExtras>, allocate_id: bool) -> Result<String> {
+    pub fn plan(&mut self, request: &CompiledRequest, detached: bool, extras: Option<RouteExtras>, allocate_id: bool) -> Result<String> {
         guard(|| {
-            let req = request_from(&request_json)?;
+            let req = &request.req;
             let capacity = extras.as_ref().is_some_and(|e| e.provider_order.is_some());
             // Capacity skips consume no attempt, so capacity routing needs every candidate.
             let limit = if capacity { None } else { Some(req.max_attempts as usize) };
-            let d = self.decide(&req, detached, extras.as_ref(), limit, false)?;
+            let order = match &extras {
+                None => route_order(
+                    self.registry.pools(),
+                    req,
+                    &RouteOptions { detached, limit, ..RouteOptions::default() },
+                    &mut self.scratch,
+                ),
+                Some(e) => {
+                    let unavailable: Vec<usize> =
+                        e.credentials_unavailable.as_ref().map(|v| v.iter().map(|i| *i as usize).collect()).unwrap_or_default();
+                    let overrides = signal_overrides(e.signals_json.as_deref())?;
+                    let opts = RouteOptions {
+                        detached,
+                        credentials_unavailable: &unavailable,
+                        signals: overrides.as_ref(),
+                        provider_order: e.provider_order.as_deref(),
+                        limit,
+                        detail: false,
+                    };
+                    route_order(self.registry.pools(), req, &opts, &mut self.scratch)
+                }
+            };
             let id = if allocate_id { self.ids.next_id().map_err(core_err)? } else { String::new() };
-            if d.eligible.is_empty() {
-                return Err(self.no_eligible(&req, detached, extras.as_ref(), allocate_id.then_some(id.as_str()))?);
+            if order.is_empty() {
+                return Err(self.no_eligible(req, detached, extras.as_ref(), allocate_id.then_some(id.as_str()))?);
             }
-            let mut out = format!(
-                "{id}|{}|{}|{}|",
-                req.max_attempts,
-                u8::from(req.fallback_allowed),
-                req.acquisition_timeout_ms
-            );
-            for (n, r) in d.eligible.iter().enumerate() {
+            let mut out = String::with_capacity(id.len() + 1 + 4 * order.len());
+            out.push_str(&id);
+            out.push('|');
+            for (n, i) in order.iter().enumerate() {
                 if n > 0 {
                     out.push(',');
                 }
-                out.push_str(&r.index.to_string());
+                out.push_str(&i.to_string());
             }
             Ok(out)
         })
@@ -246,16 +282,16 @@ impl NativeRegistry {
 
     /// Indices of pools that pass the hard requirements and credentials (for a resolver).
     #[napi]
-    pub fn survivors(&self, request_json: String, detached: bool, extras: Option<RouteExtras>) -> Result<Vec<u32>> {
+    pub fn survivors(&self, request: &CompiledRequest, detached: bool, extras: Option<RouteExtras>) -> Result<Vec<u32>> {
         guard(|| {
-            let req = request_from(&request_json)?;
+            let req = &request.req;
             let unavailable: Vec<usize> = extras
                 .as_ref()
                 .and_then(|e| e.credentials_unavailable.as_ref())
                 .map(|v| v.iter().map(|i| *i as usize).collect())
                 .unwrap_or_default();
             let opts = RouteOptions { detached, credentials_unavailable: &unavailable, ..RouteOptions::default() };
-            Ok(crate::core::registry::requirement_survivors(self.registry.pools(), &req, &opts)
+            Ok(crate::core::registry::requirement_survivors(self.registry.pools(), req, &opts)
                 .into_iter()
                 .map(|i| i as u32)
                 .collect())
@@ -264,11 +300,11 @@ impl NativeRegistry {
 
     /// Full explanation as JSON (every pool: rank and breakdown, or reasons).
     #[napi]
-    pub fn explain(&self, request_json: String, detached: bool, extras: Option<RouteExtras>) -> Result<String> {
+    pub fn explain(&self, request: &CompiledRequest, detached: bool, extras: Option<RouteExtras>) -> Result<String> {
         guard(|| {
-            let req = request_from(&request_json)?;
-            let d = self.decide(&req, detached, extras.as_ref(), None, true)?;
-            Ok(explain(self.registry.pools(), &req, &d).to_string())
+            let req = &request.req;
+            let d = self.decide(req, detached, extras.as_ref(), None, true)?;
+            Ok(explain(self.registry.pools(), req, &d).to_string())
         })
     }
 }
@@ -364,6 +400,27 @@ impl NativeMappingStore {
                     .collect::<Result<Vec<_>>>()?,
                 _ => return Err(encode("INVALID_INPUT", "mapping labels must be an object", Some("labels"), Value::Null)),
             };
+            self.store.put(Mapping { id, provider_id, provider_sandbox_id, labels, created_at, detached });
+            Ok(())
+        })
+    }
+
+    /// The router's hot-path write: labels are the compiled request's caller labels plus
+    /// the router's id label, and `createdAt` is taken here. Returns `createdAt`.
+    #[napi]
+    pub fn record(
+        &mut self,
+        request: &CompiledRequest,
+        id: String,
+        provider_id: String,
+        provider_sandbox_id: String,
+        detached: bool,
+    ) -> Result<()> {
+        guard(|| {
+            validate_sandbox_id(&id).map_err(core_err)?;
+            let mut labels = request.req.labels.clone();
+            labels.push((crate::core::request::SANDBOX_ID_LABEL.to_string(), id.clone()));
+            let created_at = crate::core::clock::now_iso8601();
             self.store.put(Mapping { id, provider_id, provider_sandbox_id, labels, created_at, detached });
             Ok(())
         })

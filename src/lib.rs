@@ -1,3 +1,4 @@
 pub mod binding;
+pub mod binding_capacity;
 pub mod core;
 pub mod readers;

@@ -142,3 +142,21 @@ proptest! {
         prop_assert_eq!(&full[..full.len().min(k)], &top[..]);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// The hot path (verdict mode, compact buffer, top-k) agrees with the explained path.
+    #[test]
+    fn hot_path_order_equals_the_explained_order(pools in prop::collection::vec(pool_json(), 1..25), req in request_json(), k in 1usize..6) {
+        use agent_relay_sandbox_router::core::registry::route_order;
+        let r = registry(&pools, &(0..pools.len()).collect::<Vec<_>>());
+        let parsed = parse_request(&req).unwrap();
+        let full: Vec<usize> = route(r.pools(), &parsed, &RouteOptions::default()).eligible.iter().map(|x| x.index).collect();
+        let mut scratch = Vec::new();
+        let fast = route_order(r.pools(), &parsed, &RouteOptions { limit: Some(k), ..RouteOptions::default() }, &mut scratch);
+        prop_assert_eq!(&full[..full.len().min(k)], &fast[..]);
+        let all = route_order(r.pools(), &parsed, &RouteOptions::default(), &mut scratch);
+        prop_assert_eq!(full, all);
+    }
+}

@@ -10,6 +10,7 @@
 
 pub mod capabilities;
 pub mod capacity;
+pub mod clock;
 pub mod error;
 pub mod explain;
 pub mod fallback;

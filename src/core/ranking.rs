@@ -137,10 +137,7 @@ pub fn rank(candidates: &[Candidate<'_>], req: &Request, provider_order: Option<
                 Strategy::Cost => cost.normalized,
                 Strategy::Latency => latency.normalized,
                 Strategy::Reliability => reliability.normalized,
-                Strategy::Balanced => (COST_WEIGHT * cost.normalized
-                    + LATENCY_WEIGHT * latency.normalized
-                    + RELIABILITY_WEIGHT * reliability.normalized)
-                    .clamp(0.0, 1.0),
+                Strategy::Balanced => balanced(cost.normalized, latency.normalized, reliability.normalized),
             };
             let order_position = provider_order.and_then(|o| o.iter().position(|p| p == c.id));
             Ranked {
@@ -173,4 +170,73 @@ pub fn rank(candidates: &[Candidate<'_>], req: &Request, provider_order: Option<
         ranked[i].tie_break = tied_prev || tied_next;
     }
     ranked
+}
+
+/// The balanced score from normalized dimensions.
+fn balanced(cost: f64, latency: f64, reliability: f64) -> f64 {
+    (COST_WEIGHT * cost + LATENCY_WEIGHT * latency + RELIABILITY_WEIGHT * reliability).clamp(0.0, 1.0)
+}
+
+/// A compact eligible pool for the hot path: 32 bytes, no borrowed strings, so a
+/// decision over 10,000 pools fills one reused buffer instead of allocating per pool.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Slim {
+    /// Pool index.
+    pub index: u32,
+    /// Region tier, or position in `providerOrder` under capacity routing.
+    pub tier: u32,
+    /// `estimatedCost`.
+    pub cost: f64,
+    /// Latency under the objective.
+    pub latency: f64,
+    /// `completionWithinBudgetRate`.
+    pub reliability: f64,
+}
+
+/// Region tier of a pool for a request (0 best; `preferred.len()` when in none).
+pub fn tier_of(regions: &[String], preferred: &[String]) -> u32 {
+    region_tier(regions, preferred) as u32
+}
+
+/// The best `k` pool indices in the same order [`rank`] produces, without building the
+/// breakdowns: one pass for the spreads, one pass keeping a small sorted buffer.
+pub fn top_k<'a>(slims: &[Slim], id: impl Fn(u32) -> &'a str, strategy: Strategy, k: usize) -> Vec<u32> {
+    if k == 0 || slims.is_empty() {
+        return Vec::new();
+    }
+    let costs = spread(slims.iter().map(|c| c.cost));
+    let lats = spread(slims.iter().map(|c| c.latency));
+    let rels = spread(slims.iter().map(|c| c.reliability));
+    // Lower primary is better.
+    let primary = |c: &Slim| -> f64 {
+        match strategy {
+            Strategy::Cost => c.cost,
+            Strategy::Latency => c.latency,
+            Strategy::Reliability => -c.reliability,
+            Strategy::Balanced => -balanced(
+                lower_is_better(c.cost, costs),
+                lower_is_better(c.latency, lats),
+                higher_is_better(c.reliability, rels),
+            ),
+        }
+    };
+    let better = |a: &(u32, f64, u32), b: &(u32, f64, u32)| -> bool {
+        a.0.cmp(&b.0)
+            .then_with(|| a.1.total_cmp(&b.1))
+            .then_with(|| id(a.2).as_bytes().cmp(id(b.2).as_bytes()))
+            == Ordering::Less
+    };
+    let mut best: Vec<(u32, f64, u32)> = Vec::with_capacity(k.min(slims.len()) + 1);
+    for c in slims {
+        let key = (c.tier, primary(c), c.index);
+        if best.len() == k {
+            if !better(&key, &best[k - 1]) {
+                continue;
+            }
+            best.pop();
+        }
+        let at = best.iter().position(|b| better(&key, b)).unwrap_or(best.len());
+        best.insert(at, key);
+    }
+    best.into_iter().map(|(_, _, i)| i).collect()
 }

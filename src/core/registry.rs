@@ -9,11 +9,11 @@
 use crate::core::capabilities::Capabilities;
 use crate::core::ids::validate_provider_id;
 use crate::core::json::FieldError;
-use crate::core::ranking::{latency_of, rank, Candidate, Ranked};
+use crate::core::ranking::{latency_of, rank, tier_of, top_k, Candidate, Ranked, Slim};
 use crate::core::reasons::{Reason, Rejection};
 use crate::core::request::Request;
 use crate::core::requirements::{check, CheckContext, Sink};
-use crate::core::signals::{signal_state, SignalError, SignalState};
+use crate::core::signals::{signal_state, SignalError, SignalState, Signals};
 use crate::core::CoreError;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -194,18 +194,57 @@ fn operational<'p>(
     sink: &mut Sink<'_>,
     candidates: &mut Vec<Candidate<'p>>,
 ) {
+    if let Some(signals) = operational_signals(p, i, req, opts, sink) {
+        candidates.push(Candidate { index: i, id: &p.id, regions: &p.capabilities.regions, signals });
+    }
+}
+
+/// The order [`route`] would give, best first and at most `limit` long, as pool indices,
+/// computed in verdict mode over a reused buffer (the provision hot path). Returns the
+/// indices and the number of rejected pools.
+pub fn route_order(pools: &[Pool], req: &Request, opts: &RouteOptions<'_>, scratch: &mut Vec<Slim>) -> Vec<usize> {
+    scratch.clear();
+    for (i, p) in pools.iter().enumerate() {
+        if opts.credentials_unavailable.contains(&i) {
+            continue;
+        }
+        let mut sink = Sink::verdict();
+        check(&p.id, &p.capabilities, req, ctx(p, opts), &mut sink);
+        if sink.failed() {
+            continue;
+        }
+        let Some(s) = operational_signals(p, i, req, opts, &mut sink) else { continue };
+        let tier = match opts.provider_order {
+            Some(order) => order.iter().position(|o| *o == p.id).unwrap_or(usize::MAX) as u32,
+            None => tier_of(&p.capabilities.regions, &req.region_preferred),
+        };
+        scratch.push(Slim {
+            index: i as u32,
+            tier,
+            cost: s.estimated_cost,
+            latency: latency_of(&s, req.latency_objective),
+            reliability: s.completion_within_budget_rate,
+        });
+    }
+    let k = opts.limit.unwrap_or(scratch.len());
+    top_k(scratch, |i| pools[i as usize].id.as_str(), req.strategy, k).into_iter().map(|i| i as usize).collect()
+}
+
+/// Signals of a pool that met every requirement, if they are valid, it is available, it
+/// meets the latency budget and (under capacity routing) it is listed.
+fn operational_signals(p: &Pool, i: usize, req: &Request, opts: &RouteOptions<'_>, sink: &mut Sink<'_>) -> Option<Signals> {
     let state = opts.signals.and_then(|m| m.get(&i)).unwrap_or(&p.signals);
     let signals = match state {
         Ok(s) => *s,
         Err(e) => {
             let phrase = if e.reason == Reason::InvalidSignals { "invalid signals" } else { "signal resolver failed" };
             sink.reject(e.reason, || (e.detail.clone(), phrase.into()));
-            return;
+            return None;
         }
     };
     if !signals.available {
         sink.reject(Reason::Unavailable, || ("signals.available is false".into(), "unavailable".into()));
-        return;
+        return None;
     }
     if let Some(budget) = req.max_ready_latency_ms {
         let latency = latency_of(&signals, req.latency_objective);
@@ -217,7 +256,7 @@ fn operational<'p>(
                     format!("{objective} latency over {} ms", fmt_ms(budget)),
                 )
             });
-            return;
+            return None;
         }
     }
     if let Some(order) = opts.provider_order {
@@ -225,8 +264,8 @@ fn operational<'p>(
             sink.reject(Reason::NotInProviderOrder, || {
                 ("capacity routing lists only providerOrder".into(), "not in providerOrder".into())
             });
-            return;
+            return None;
         }
     }
-    candidates.push(Candidate { index: i, id: &p.id, regions: &p.capabilities.regions, signals });
+    Some(signals)
 }

@@ -8,7 +8,7 @@
 //! other object in the request, so one rule covers all.
 
 use crate::core::capabilities::{
-    is_capability_name, Resources, DURABILITY_LEVELS, EGRESS_CLASSES, ISOLATION_LEVELS, RESOURCE_KEYS,
+    capability_bit, is_capability_name, Resources, DURABILITY_LEVELS, EGRESS_CLASSES, ISOLATION_LEVELS, RESOURCE_KEYS,
     TIMEOUT_SEMANTICS,
 };
 use crate::core::json::{object, FieldError, Obj};
@@ -120,6 +120,15 @@ pub struct Request {
     pub acquisition_timeout_ms: u64,
     /// Caller labels, in input order.
     pub labels: Vec<(String, String)>,
+    /// Mask of the known required capabilities; `required_custom` is true when a custom
+    /// (`x-`) name is required, which the mask cannot express.
+    pub required_mask: u64,
+    /// Mask of the known forbidden capabilities.
+    pub forbidden_mask: u64,
+    /// A custom capability is required.
+    pub required_custom: bool,
+    /// A custom capability is forbidden.
+    pub forbidden_custom: bool,
 }
 
 impl Default for Request {
@@ -148,6 +157,10 @@ impl Default for Request {
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             acquisition_timeout_ms: DEFAULT_ACQUISITION_TIMEOUT_MS,
             labels: Vec::new(),
+            required_mask: 0,
+            forbidden_mask: 0,
+            required_custom: false,
+            forbidden_custom: false,
         }
     }
 }
@@ -297,6 +310,17 @@ fn read(value: &Value) -> Result<Request, FieldError> {
     }
     if !req.fallback_allowed {
         req.max_attempts = 1;
+    }
+    for (names, mask, custom) in [
+        (&req.required_capabilities, &mut req.required_mask, &mut req.required_custom),
+        (&req.forbidden_capabilities, &mut req.forbidden_mask, &mut req.forbidden_custom),
+    ] {
+        for n in names {
+            match capability_bit(n) {
+                Some(b) => *mask |= b,
+                None => *custom = true,
+            }
+        }
     }
     if let Some(launch) = top.object("launch", LAUNCH_KEYS)? {
         launch.string("name")?;

@@ -90,14 +90,20 @@ pub fn check(id: &str, caps: &Capabilities, req: &Request, ctx: CheckContext, si
             "no detached launch".into()
         );
     }
-    for cap in &req.required_capabilities {
-        if !caps.has(cap) {
-            reject!(sink, Reason::RequiredCapabilityMissing, cap.clone(), format!("missing capability {cap}"));
+    // One AND decides for known names; the per-name loop runs only to report, or for
+    // custom names the mask cannot hold.
+    if caps.mask & req.required_mask != req.required_mask || req.required_custom {
+        for cap in &req.required_capabilities {
+            if !caps.has(cap) {
+                reject!(sink, Reason::RequiredCapabilityMissing, cap.clone(), format!("missing capability {cap}"));
+            }
         }
     }
-    for cap in &req.forbidden_capabilities {
-        if caps.has(cap) {
-            reject!(sink, Reason::ForbiddenCapabilityPresent, cap.clone(), format!("forbidden capability {cap}"));
+    if caps.mask & req.forbidden_mask != 0 || req.forbidden_custom {
+        for cap in &req.forbidden_capabilities {
+            if caps.has(cap) {
+                reject!(sink, Reason::ForbiddenCapabilityPresent, cap.clone(), format!("forbidden capability {cap}"));
+            }
         }
     }
     if let Some(want) = &req.image_identity {

@@ -1,0 +1,455 @@
+// Native router vs plain JavaScript, in one run (`npm run bench`).
+//
+//   a. Routing decision over 6 / 100 / 1,000 / 10,000 pools: the registry-backed router
+//      (router.route vs plain routePrepared, limit 3) and the per-call path
+//      (routeProviders vs plain routePlain).
+//   b. Provision overhead with an instant in-memory runtime, 6 pools: sequential time per
+//      provision, and 10,000 concurrent provisions (throughput, peak RSS), each side in
+//      its own child process.
+//
+// Every ratio printed is computed from figures measured in this run. Ratio > 1 means
+// the native side is faster.
+
+import { Bench } from 'tinybench';
+import { spawnSync } from 'node:child_process';
+import { randomFillSync, randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import os from 'node:os';
+import { readFileSync } from 'node:fs';
+import v8 from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import assert from 'node:assert/strict';
+import { prepareRegistry, routePrepared, routePlain, planPrepared } from './plain-router.mjs';
+
+const SELF = fileURLToPath(import.meta.url);
+
+// A full GC before each task phase, so one task's garbage is not collected on another's clock.
+v8.setFlagsFromString('--expose-gc');
+const fullGc = globalThis.gc ?? runInNewContext('gc');
+const setup = () => fullGc();
+const SIZES = [6, 100, 1_000, 10_000];
+const CONCURRENT = 10_000;
+const SANDBOX_ID_LABEL = 'agent-relay-sbx-id';
+
+// ---------------------------------------------------------------------------------------
+// Seeded, realistic pool declarations.
+
+function mulberry32(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const FAMILIES = [
+  { name: 'e2b', isolation: 'microvm', egress: 'open', caps: ['syncExec', 'asyncExec', 'fileTransfer', 'pty', 'publicPorts', 'snapshots', 'lifecycle'] },
+  { name: 'daytona', isolation: 'container', egress: 'allowlist', caps: ['syncExec', 'fileTransfer', 'pty', 'ssh', 'docker', 'lifecycle', 'persistentVolumes'] },
+  { name: 'modal', isolation: 'gvisor', egress: 'open', caps: ['syncExec', 'asyncExec', 'fileTransfer', 'gpu', 'snapshots'] },
+  { name: 'fly', isolation: 'microvm', egress: 'open', caps: ['syncExec', 'fileTransfer', 'pty', 'publicPorts', 'longRunningProcesses', 'stablePid', 'processRestart', 'ssh'] },
+  { name: 'k8s', isolation: 'container', egress: 'none', caps: ['syncExec', 'asyncExec', 'fileTransfer', 'pty', 'docker', 'privileged', 'nestedUserNamespaces'] },
+  { name: 'local', isolation: 'process', egress: 'open', caps: ['syncExec', 'asyncExec', 'fileTransfer', 'pty', 'longRunningProcesses'] },
+];
+const REGIONS = ['eu-west', 'eu-central', 'us-east', 'us-west', 'ap-south', 'ap-northeast'];
+const EXTRA_CAPS = ['warmLease', 'tailnet', 'unattendedEnrollment', 'x-fpga'];
+
+function makeDefinitions(n, seed) {
+  const rnd = mulberry32(seed);
+  const pick = (xs) => xs[Math.floor(rnd() * xs.length)];
+  const round = (x, d) => Math.round(x * 10 ** d) / 10 ** d;
+  const defs = [];
+  for (let i = 0; i < n; i++) {
+    const fam = FAMILIES[i % FAMILIES.length];
+    const caps = fam.caps.filter(() => rnd() > 0.1);
+    if (rnd() < 0.3) caps.push(pick(EXTRA_CAPS));
+    const regions = [pick(REGIONS)];
+    if (rnd() < 0.4) {
+      const r2 = pick(REGIONS);
+      if (r2 !== regions[0]) regions.push(r2);
+    }
+    const cold = Math.round(100 + rnd() * 2900);
+    defs.push({
+      id: `${fam.name}-${regions[0]}-${i}`,
+      capabilities: {
+        supported: [...new Set(caps)],
+        image: { identity: pick(['agent-v4', 'agent-v5']), binaries: ['node', 'git', 'bash', ...(rnd() < 0.5 ? ['python3'] : [])] },
+        egress: fam.egress,
+        timeout: {
+          semantics: rnd() < 0.7 ? ['command-lifetime', 'sandbox-lifetime'] : ['command-lifetime', 'idle'],
+          granularityMs: pick([100, 1000]),
+          maxSandboxLifetimeMs: pick([3_600_000, 86_400_000, null]),
+        },
+        stateDurability: pick(['ephemeral', 'session', 'persistent']),
+        restrictions: rnd() < 0.5 ? ['read-only-root'] : [],
+        regions,
+        resources: {
+          cpu: pick([2, 4, 8, 16]),
+          memoryMb: pick([2048, 4096, 8192, 32768]),
+          diskMb: pick([10_240, 51_200, 102_400]),
+          gpu: fam.name === 'modal' ? pick([0, 1, 8]) : 0,
+        },
+        isolation: fam.isolation,
+      },
+      signals: {
+        estimatedCost: round(0.01 + rnd() * 0.5, 4),
+        coldStartLatencyMs: cold,
+        readyLatencyMs: cold + Math.round(200 + rnd() * 4800),
+        completionWithinBudgetRate: round(0.85 + rnd() * 0.149, 3),
+        available: rnd() < 0.95,
+      },
+    });
+  }
+  return defs;
+}
+
+// A request with a couple of requirements: a good share of pools stays eligible.
+const REQUEST = {
+  requires: { requiredCapabilities: ['pty', 'fileTransfer'], isolation: 'container' },
+  resources: { cpu: 2, memoryMb: 4096 },
+  region: { preferred: ['eu-west', 'eu-central'] },
+  routing: { strategy: 'balanced' },
+};
+
+const instantRuntime = () => {
+  let n = 0;
+  return { launch: async () => ({ id: String(n++) }), destroy: async () => {} };
+};
+
+// ---------------------------------------------------------------------------------------
+// Formatting.
+
+function table(headers, rows, align) {
+  const cells = [headers, ...rows].map((r) => r.map(String));
+  const widths = headers.map((_, c) => Math.max(...cells.map((r) => r[c].length)));
+  const line = (r) => '| ' + r.map((x, c) => ((align?.[c] ?? 'r') === 'l' ? x.padEnd(widths[c]) : x.padStart(widths[c]))).join(' | ') + ' |';
+  const sep = '|' + widths.map((w, c) => ((align?.[c] ?? 'r') === 'l' ? ':' + '-'.repeat(w + 1) : '-'.repeat(w + 1) + ':')).join('|') + '|';
+  console.log([line(cells[0]), sep, ...cells.slice(1).map(line)].join('\n'));
+}
+const fmtInt = (x) => Math.round(x).toLocaleString('en-US');
+function fmtTime(ms) {
+  if (ms < 1e-3) return `${(ms * 1e6).toFixed(0)} ns`;
+  if (ms < 1) return `${(ms * 1e3).toFixed(2)} µs`;
+  return `${ms.toFixed(2)} ms`;
+}
+const fmtRatio = (x) => `${x.toFixed(2)}x`;
+
+/** Per-operation mean (ms) and ops/s of a task whose every sample ran `batch` operations. */
+function perOp(task, batch) {
+  const r = task.result;
+  if (!r || r.state !== 'completed') throw new Error(`task ${task.name} did not complete: ${r?.state} ${r?.error?.stack ?? ''}`);
+  const mean = r.latency.mean / batch;
+  return { mean, hz: 1000 / mean, rme: r.latency.rme };
+}
+
+// ---------------------------------------------------------------------------------------
+// a. Routing decision.
+
+async function routingSection(native) {
+  const { SandboxRouter, InMemoryProviderRegistry, routeProviders } = native;
+  console.log('\n## a. Routing decision (time per decision; ratio = plain time / native time, > 1 means native faster)\n');
+  const rows = [];
+  const ratios = [];
+  for (const n of SIZES) {
+    const defs = makeDefinitions(n, 0x5eed + n);
+    const runtime = instantRuntime();
+    const registry = new InMemoryProviderRegistry(defs.map((d) => ({ ...d, runtime })));
+    const router = new SandboxRouter({ registry });
+    const plainRegistry = prepareRegistry(defs);
+
+    // Same answers before timing anything.
+    const nativeFull = routeProviders(REQUEST, defs);
+    const plainFull = routePlain(REQUEST, defs);
+    assert.deepEqual(plainFull.eligible, nativeFull.eligible.map((e) => e.providerId), `routeProviders vs routePlain at ${n} pools`);
+    assert.deepEqual(routePrepared(plainRegistry, REQUEST, { limit: 3 }), router.route(REQUEST), `router.route vs routePrepared at ${n} pools`);
+    const eligible = plainFull.eligible.length;
+
+    // Calls per sample, so one sample lasts well above the timer's resolution.
+    const fast = n <= 6 ? 500 : n <= 100 ? 50 : n <= 1000 ? 5 : 1;
+    const slow = n <= 6 ? 100 : n <= 100 ? 5 : 1;
+    const bench = new Bench({ time: n >= 10_000 ? 2000 : 1000, warmupTime: 250, iterations: 10, throws: true, setup });
+    let sink = 0;
+    bench
+      .add('native router.route', () => {
+        for (let i = 0; i < fast; i++) sink += router.route(REQUEST).length;
+      })
+      .add('plain routePrepared', () => {
+        for (let i = 0; i < fast; i++) sink += routePrepared(plainRegistry, REQUEST, { limit: 3 }).length;
+      })
+      .add('native routeProviders', () => {
+        for (let i = 0; i < slow; i++) sink += routeProviders(REQUEST, defs).eligible.length;
+      })
+      .add('plain routePlain', () => {
+        for (let i = 0; i < slow; i++) sink += routePlain(REQUEST, defs).eligible.length;
+      });
+    await bench.run();
+    if (sink === 0) throw new Error('nothing routed');
+    const [nr, pr, np, pp] = bench.tasks;
+    const r = { nr: perOp(nr, fast), pr: perOp(pr, fast), np: perOp(np, slow), pp: perOp(pp, slow) };
+    const label = `${fmtInt(n)} (${fmtInt(eligible)} eligible)`;
+    rows.push([label, 'registry-backed', 'native router.route', fmtInt(r.nr.hz), fmtTime(r.nr.mean), `±${r.nr.rme.toFixed(1)}%`]);
+    rows.push([label, 'registry-backed', 'plain routePrepared (limit 3)', fmtInt(r.pr.hz), fmtTime(r.pr.mean), `±${r.pr.rme.toFixed(1)}%`]);
+    rows.push([label, 'per call', 'native routeProviders', fmtInt(r.np.hz), fmtTime(r.np.mean), `±${r.np.rme.toFixed(1)}%`]);
+    rows.push([label, 'per call', 'plain routePlain', fmtInt(r.pp.hz), fmtTime(r.pp.mean), `±${r.pp.rme.toFixed(1)}%`]);
+    ratios.push({ n, registry: r.pr.mean / r.nr.mean, perCall: r.pp.mean / r.np.mean });
+  }
+  table(['pools', 'path', 'implementation', 'decisions/s', 'mean', 'rme'], rows, ['l', 'l', 'l']);
+  console.log(
+    '\nrouter.route and routePrepared return the same ids (checked above, before timing). routeProviders returns a full\n' +
+      'explanation (scores, breakdowns, every rejection reason); routePlain returns the eligible and rejected ids.\n',
+  );
+  const rrows = ratios.map(({ n, registry, perCall }) => {
+    const target = n === 6 ? 1 : n >= 1000 ? 5 : null;
+    const verdict = target === null ? '—' : `${target === 1 ? '≥ 1x (no slower)' : '≥ 5x'}: ${registry >= target ? 'met' : 'NOT met'}`;
+    return [fmtInt(n), fmtRatio(registry), verdict, fmtRatio(perCall)];
+  });
+  table(['pools', 'registry-backed speedup (plain time / native time)', 'target', 'per-call speedup (plain time / native time)'], rrows);
+  return ratios;
+}
+
+// ---------------------------------------------------------------------------------------
+// b. Provision overhead.
+
+/** The fair cheapest CSPRNG hex id: one randomFillSync per 256 ids (the native core batches the same way). */
+function idSource() {
+  const buf = Buffer.allocUnsafe(4096);
+  let pos = buf.length;
+  return () => {
+    if (pos + 16 > buf.length) {
+      randomFillSync(buf);
+      pos = 0;
+    }
+    const id = 'sbx_' + buf.toString('hex', pos, pos + 16);
+    pos += 16;
+    return id;
+  };
+}
+
+/**
+ * The plain-JS floor of a provision: (optionally) the routing decision, an id, a readiness
+ * check, the launch, a mapping record in a Map. A fresh floor = a fresh mapping store.
+ */
+function makeFloor(defs, plainRegistry, { route }) {
+  const byId = new Map(defs.map((d) => [d.id, d]));
+  const first = defs[0];
+  const nextId = idSource();
+  const mappings = new Map();
+  const ready = () => true;
+  async function provision(request) {
+    const def = route ? byId.get(planPrepared(plainRegistry, request).order[0]) : first;
+    const id = nextId();
+    if (!ready(def.id)) throw new Error(`credentials unavailable for ${def.id}`);
+    const labels = { ...request?.launch?.labels, [SANDBOX_ID_LABEL]: id };
+    const handle = await def.runtime.launch({ labels });
+    if (handle === null || typeof handle !== 'object' || typeof handle.id !== 'string') throw new Error('malformed handle');
+    mappings.set(id, { id, providerId: def.id, providerSandboxId: handle.id, labels, createdAt: new Date().toISOString(), detached: false });
+    return { id, providerId: def.id, labels: { ...labels } };
+  }
+  return { provision, mappings };
+}
+
+async function provisionSection(native) {
+  const { SandboxRouter, InMemoryProviderRegistry } = native;
+  console.log('\n## b. Provision overhead (instant in-memory runtime, 6 pools, default mapping store, no observer)\n');
+  const defs = makeDefinitions(6, 0x5eed + 6).map((d) => ({ ...d, runtime: instantRuntime() }));
+  const registry = new InMemoryProviderRegistry(defs);
+  const plainRegistry = prepareRegistry(defs);
+
+  // Same first choice on both sides.
+  const probe = await new SandboxRouter({ registry }).provision({});
+  assert.equal(probe.providerId, planPrepared(plainRegistry, {}).order[0]);
+
+  // (i) sequential. A fresh router / floor every 10,000 provisions keeps memory bounded.
+  const BATCH = 50;
+  const RENEW = 10_000;
+  let router = new SandboxRouter({ registry });
+  let routed = 0;
+  let floor = makeFloor(defs, plainRegistry, { route: true });
+  let floored = 0;
+  let bare = makeFloor(defs, plainRegistry, { route: false });
+  let bared = 0;
+  const bench = new Bench({ time: 2000, warmupTime: 300, iterations: 20, throws: true, setup });
+  bench
+    .add('native router.provision', async () => {
+      if (routed >= RENEW) {
+        router = new SandboxRouter({ registry });
+        routed = 0;
+      }
+      for (let i = 0; i < BATCH; i++) await router.provision({});
+      routed += BATCH;
+    })
+    .add('plain floor (route + id + readiness + launch + mapping)', async () => {
+      if (floored >= RENEW) {
+        floor = makeFloor(defs, plainRegistry, { route: true });
+        floored = 0;
+      }
+      for (let i = 0; i < BATCH; i++) await floor.provision({});
+      floored += BATCH;
+    })
+    .add('plain floor without routing (id + readiness + launch + mapping)', async () => {
+      if (bared >= RENEW) {
+        bare = makeFloor(defs, plainRegistry, { route: false });
+        bared = 0;
+      }
+      for (let i = 0; i < BATCH; i++) await bare.provision({});
+      bared += BATCH;
+    });
+  await bench.run();
+  const [n, f, b] = bench.tasks.map((t) => perOp(t, BATCH));
+  table(
+    ['sequential', 'provisions/s', 'per provision', 'rme', 'native/this (time)'],
+    [
+      ['native router.provision({})', fmtInt(n.hz), fmtTime(n.mean), `±${n.rme.toFixed(1)}%`, '1.00x'],
+      ['plain floor (route + id + readiness + launch + mapping)', fmtInt(f.hz), fmtTime(f.mean), `±${f.rme.toFixed(1)}%`, fmtRatio(n.mean / f.mean)],
+      ['plain floor without routing', fmtInt(b.hz), fmtTime(b.mean), `±${b.rme.toFixed(1)}%`, fmtRatio(n.mean / b.mean)],
+    ],
+    ['l'],
+  );
+
+  // Ids: what the floor pays for its id, and what the naive way would cost.
+  const nextId = idSource();
+  const idTime = (fn) => {
+    for (let i = 0; i < 20_000; i++) fn();
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < 200_000; i++) fn();
+    return Number(process.hrtime.bigint() - t0) / 200_000 / 1e6;
+  };
+  const batched = idTime(nextId);
+  const naive = idTime(() => 'sbx_' + randomBytes(16).toString('hex'));
+  console.log(`\nfloor id: batched randomFillSync ${fmtTime(batched)} per id (randomBytes(16).toString('hex') would cost ${fmtTime(naive)})`);
+
+  // (ii) 10,000 concurrent provisions, each side in its own child process.
+  console.log(`\n${fmtInt(CONCURRENT)} concurrent provisions (Promise.all), one child process per side, fresh router/store per batch, gc between batches:\n`);
+  const kinds = ['native', 'floor', 'bare'];
+  const results = Object.fromEntries(kinds.map((k) => [k, []]));
+  // Alternate the children so drift on the machine affects both sides alike.
+  for (let round = 0; round < 2; round++) {
+    for (const kind of kinds) results[kind].push(runChild(kind));
+  }
+  const summary = Object.fromEntries(
+    kinds.map((k) => {
+      const all = results[k].flatMap((r) => r.throughputs).sort((a, b) => a - b);
+      return [
+        k,
+        {
+          median: all[Math.floor(all.length / 2)],
+          best: all[all.length - 1],
+          maxRss: Math.max(...results[k].map((r) => r.maxRssKb)) / 1024,
+          baseRss: Math.max(...results[k].map((r) => r.baseRssMb)),
+        },
+      ];
+    }),
+  );
+  const names = { native: 'native router.provision({})', floor: 'plain floor (with routing)', bare: 'plain floor without routing' };
+  table(
+    ['concurrent', 'provisions/s (median)', 'best', 'peak RSS', 'RSS before batches', 'native/this (throughput)'],
+    kinds.map((k) => [
+      names[k],
+      fmtInt(summary[k].median),
+      fmtInt(summary[k].best),
+      `${summary[k].maxRss.toFixed(1)} MiB`,
+      `${summary[k].baseRss.toFixed(1)} MiB`,
+      fmtRatio(summary.native.median / summary[k].median),
+    ]),
+    ['l'],
+  );
+  return {
+    sequentialRatio: n.mean / f.mean,
+    sequentialRatioBare: n.mean / b.mean,
+    throughputRatio: summary.native.median / summary.floor.median,
+    throughputRatioBare: summary.native.median / summary.bare.median,
+  };
+}
+
+function runChild(kind) {
+  const r = spawnSync(process.execPath, [SELF, '--child', kind], { encoding: 'utf8', timeout: 120_000 });
+  if (r.status !== 0) throw new Error(`child ${kind} failed (${r.status ?? r.signal}): ${r.stderr}`);
+  return JSON.parse(r.stdout.trim().split('\n').pop());
+}
+
+/**
+ * Peak RSS of this process in KiB. /proc/self/status VmHWM is the high-water mark of this
+ * process image; getrusage's maxRSS is not usable here, because Linux carries it over
+ * fork and exec, so a child would report at least the parent's RSS at spawn time.
+ */
+function peakRssKb() {
+  try {
+    const m = /^VmHWM:\s+(\d+)\s+kB/m.exec(readFileSync('/proc/self/status', 'utf8'));
+    if (m) return Number(m[1]);
+  } catch {
+    // not Linux: fall back to getrusage
+  }
+  return process.resourceUsage().maxRSS;
+}
+
+async function child(kind) {
+  const defs = makeDefinitions(6, 0x5eed + 6).map((d) => ({ ...d, runtime: instantRuntime() }));
+  let fresh;
+  if (kind === 'native') {
+    const { SandboxRouter, InMemoryProviderRegistry } = await import('../index.js');
+    const registry = new InMemoryProviderRegistry(defs);
+    fresh = () => {
+      const router = new SandboxRouter({ registry });
+      return () => router.provision({});
+    };
+  } else {
+    const plainRegistry = prepareRegistry(defs);
+    fresh = () => makeFloor(defs, plainRegistry, { route: kind === 'floor' }).provision;
+  }
+  const batch = async () => {
+    const provision = fresh();
+    const t0 = process.hrtime.bigint();
+    const out = await Promise.all(Array.from({ length: CONCURRENT }, () => provision({})));
+    const s = Number(process.hrtime.bigint() - t0) / 1e9;
+    if (out.length !== CONCURRENT) throw new Error('lost provisions');
+    return CONCURRENT / s;
+  };
+  fullGc();
+  const baseRssMb = process.memoryUsage().rss / 1024 / 1024;
+  await batch(); // warmup
+  const throughputs = [];
+  for (let i = 0; i < 4; i++) {
+    fullGc();
+    throughputs.push(await batch());
+  }
+  const maxRssKb = peakRssKb();
+  process.stdout.write(JSON.stringify({ kind, throughputs, maxRssKb, baseRssMb }) + '\n');
+}
+
+// ---------------------------------------------------------------------------------------
+
+async function main() {
+  const native = await import('../index.js');
+  const cpu = os.cpus()[0]?.model ?? 'unknown cpu';
+  console.log(`# @agent-relay/sandbox-router: native vs plain JS`);
+  console.log(`node ${process.version}, ${os.cpus().length} cores (${cpu}), ${os.platform()}-${os.arch()}`);
+  const t0 = Date.now();
+  const routing = await routingSection(native);
+  const provision = await provisionSection(native);
+  console.log('\n## Summary (all ratios from this run; > 1 means native faster / higher)\n');
+  const at = (n) => routing.find((r) => r.n === n);
+  const ok = (b) => (b ? 'met' : 'NOT met');
+  table(
+    ['measure', 'value', 'target', 'verdict'],
+    [
+      ['route, 6 pools: plain time / native time', fmtRatio(at(6).registry), '≥ 1x', ok(at(6).registry >= 1)],
+      ['route, 1,000 pools: plain time / native time', fmtRatio(at(1000).registry), '≥ 5x', ok(at(1000).registry >= 5)],
+      ['route, 10,000 pools: plain time / native time', fmtRatio(at(10000).registry), '≥ 5x', ok(at(10000).registry >= 5)],
+      ['provision, sequential: native time / floor time', fmtRatio(provision.sequentialRatio), '≤ 1.5x', ok(provision.sequentialRatio <= 1.5)],
+      ['  (vs floor without routing)', fmtRatio(provision.sequentialRatioBare), '', ''],
+      ['provision, 10k concurrent: native / floor throughput', fmtRatio(provision.throughputRatio), '≥ 0.7x', ok(provision.throughputRatio >= 0.7)],
+      ['  (vs floor without routing)', fmtRatio(provision.throughputRatioBare), '', ''],
+    ],
+    ['l', 'r', 'r', 'l'],
+  );
+  console.log(`\n(total ${((Date.now() - t0) / 1000).toFixed(0)} s)`);
+}
+
+const at = process.argv.indexOf('--child');
+if (at >= 0) {
+  await child(process.argv[at + 1]);
+} else {
+  await main();
+}

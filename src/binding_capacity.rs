@@ -1,0 +1,194 @@
+//! napi glue for the builtin capacity readers and the Daytona display helpers.
+//!
+//! Why is `read_capacity` an async napi function that never rejects for provider problems?
+//! A capacity read is an observation: timeouts, 401s, 429s and malformed bodies are all
+//! `{"status":"unknown","reason":…}` measurements the router can skip, not exceptions. The
+//! read runs on napi's tokio runtime (HTTP and JSON parsing off the JS thread) inside a
+//! spawned task under `tokio::time::timeout`; on expiry the read future is dropped, which
+//! drops the in-flight request and closes its connection, so a slow provider is really
+//! cancelled, not just ignored. The only rejection is a caught panic (a bug), encoded as
+//! `INTERNAL_ERROR` like `binding.rs`'s `guard` does, without the panic's payload.
+//!
+//! The API key crosses the seam as an argument and is only ever used as a header value; it
+//! never appears in a result or an error.
+
+use crate::core::capacity::{Measurement, UnknownReason};
+use crate::core::json::FieldError;
+use crate::readers;
+use crate::readers::daytona_summary::{
+    inventory_items, parse_daytona_capacity_limits as parse_limits, parse_summary_options,
+    summarize_daytona_capacity as summarize,
+};
+use napi::{Error, Result, Status};
+use napi_derive::napi;
+use serde_json::{json, Value};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+fn encode(code: &str, message: &str, field: Option<&str>) -> Error {
+    let mut v = json!({"code": code, "message": message});
+    if let Some(f) = field {
+        v["field"] = json!(f);
+    }
+    Error::new(Status::GenericFailure, v.to_string())
+}
+
+fn internal() -> Error {
+    encode("INTERNAL_ERROR", "internal error in the native capacity readers (a bug: please report it)", None)
+}
+
+fn invalid(e: FieldError) -> Error {
+    encode("INVALID_INPUT", &format!("invalid input: {} {}", e.field, e.expectation), Some(&e.field))
+}
+
+fn guard<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| Err(internal()))
+}
+
+fn parse_json(text: &str, field: &str) -> Result<Value> {
+    serde_json::from_str(text)
+        .map_err(|_| encode("INVALID_INPUT", &format!("invalid input: {field} is not JSON"), Some(field)))
+}
+
+fn now_ms() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+}
+
+/// Reads one provider account's capacity without creating anything.
+///
+/// `kind`: `daytona` | `e2b` | `microsandbox` | `agent37` | `vercel` | `freestyle`.
+/// `config_json`: `{ baseUrl?, organizationId?, limits?, demand?, maxPages? (default 1000),
+/// pageSize? }` (memory/disk in GiB). `timeout_ms`: the read's deadline; on expiry the HTTP
+/// request is cancelled and the answer is `unknown: TIMEOUT`.
+///
+/// Resolves to the measurement JSON: `{"status":"known","resources":[…]}` or
+/// `{"status":"unknown","reason":"…"}`. Rejects only on an internal bug (`INTERNAL_ERROR`).
+#[napi]
+pub async fn read_capacity(kind: String, config_json: String, api_key: String, timeout_ms: u32) -> Result<String> {
+    let deadline = Duration::from_millis(u64::from(timeout_ms));
+    let m = contain(async move { read_with_deadline(&kind, &config_json, &api_key, deadline).await }).await?;
+    Ok(m.to_json().to_string())
+}
+
+/// One read under a deadline; on expiry the read future (and its HTTP request) is dropped.
+async fn read_with_deadline(kind: &str, config_json: &str, api_key: &str, deadline: Duration) -> Measurement {
+    let Ok(config) = serde_json::from_str::<Value>(config_json) else {
+        return Measurement::Unknown(UnknownReason::Malformed);
+    };
+    tokio::time::timeout(deadline, readers::read(kind, &config, api_key))
+        .await
+        .unwrap_or(Measurement::Unknown(UnknownReason::Timeout))
+}
+
+/// Runs `f` as its own task so that a panic inside it becomes `INTERNAL_ERROR` (payload
+/// dropped) instead of unwinding across the FFI boundary.
+async fn contain<F>(f: F) -> Result<Measurement>
+where
+    F: std::future::Future<Output = Measurement> + Send + 'static,
+{
+    tokio::spawn(f).await.map_err(|_| internal())
+}
+
+/// Strictly parses Daytona limits `{ cpu?, memory?, disk? }` (vCPU; GiB for memory/disk):
+/// finite numbers > 0, no unknown keys, at least one. Returns
+/// `{"cpu","memoryMiB","diskMiB","provided"}` as JSON; throws an encoded `INVALID_INPUT`
+/// naming the field.
+#[napi]
+pub fn parse_daytona_capacity_limits(limits_json: String) -> Result<String> {
+    guard(|| {
+        let v = parse_json(&limits_json, "limits")?;
+        Ok(parse_limits(&v).map_err(invalid)?.to_json().to_string())
+    })
+}
+
+/// Display summary of a Daytona inventory (array of sandboxes or a list page with `items`),
+/// against optional limits in the `parse_daytona_capacity_limits` input form (`null` for
+/// none), with options `{ warningRatio? (0.8), criticalRatio? (0.95), now?, idleAfterMs?
+/// (1800000), idleListLimit? (100) }`. Returns the summary JSON; throws an encoded
+/// `INVALID_INPUT` for invalid limits/options. Not used for admission
+/// (`provisioningCheck: "not_covered"`).
+#[napi]
+pub fn summarize_daytona_capacity(
+    items_json: String,
+    limits_json: String,
+    options_json: Option<String>,
+) -> Result<String> {
+    guard(|| {
+        let items_value = parse_json(&items_json, "items")?;
+        let items = inventory_items(&items_value).map_err(invalid)?;
+        let limits_value = parse_json(&limits_json, "limits")?;
+        let limits = match limits_value {
+            Value::Null => None,
+            ref v => Some(parse_limits(v).map_err(invalid)?),
+        };
+        let options_value = options_json.as_deref().map(|t| parse_json(t, "options")).transpose()?;
+        let options = parse_summary_options(options_value.as_ref(), now_ms()).map_err(invalid)?;
+        Ok(summarize(items, limits.as_ref(), &options).to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap()
+    }
+
+    #[test]
+    fn a_panicking_read_becomes_an_encoded_internal_error() {
+        let err = runtime().block_on(contain(async { panic!("deliberate panic with sk_canary") })).unwrap_err();
+        let v: Value = serde_json::from_str(&err.reason).unwrap();
+        assert_eq!(v["code"], "INTERNAL_ERROR");
+        assert!(!err.reason.contains("sk_canary"));
+    }
+
+    #[test]
+    fn must_fire_a_silent_server_times_out_and_sees_its_connection_dropped() {
+        runtime().block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let base = format!("http://{}", listener.local_addr().unwrap());
+            let server = tokio::spawn(async move {
+                let (mut sock, _) = listener.accept().await.unwrap();
+                let mut buf = vec![0u8; 4096];
+                let mut request = Vec::new();
+                // Read the request, never answer, and report when the client goes away.
+                loop {
+                    match sock.read(&mut buf).await {
+                        Ok(0) | Err(_) => {
+                            return (String::from_utf8_lossy(&request).to_string(), std::time::Instant::now())
+                        }
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+            });
+            let config = json!({"baseUrl": base, "limits": {"sandboxes": 5}}).to_string();
+            let started = std::time::Instant::now();
+            let m = read_with_deadline("e2b", &config, "e2b_key", Duration::from_millis(150)).await;
+            assert_eq!(m, Measurement::Unknown(UnknownReason::Timeout));
+            let (request, closed_at) =
+                tokio::time::timeout(Duration::from_secs(2), server).await.expect("connection not closed").unwrap();
+            assert!(closed_at.duration_since(started) < Duration::from_secs(1));
+            assert!(request.to_ascii_lowercase().contains("x-api-key: e2b_key"), "{request}");
+            assert!(request.starts_with("GET /v2/sandboxes?state=running&limit=100 "), "{request}");
+        });
+    }
+
+    #[test]
+    fn must_not_fire_invalid_config_json_is_malformed_without_waiting() {
+        let m = runtime().block_on(read_with_deadline("daytona", "{not json", "k", Duration::from_secs(5)));
+        assert_eq!(m, Measurement::Unknown(UnknownReason::Malformed));
+    }
+
+    #[test]
+    fn display_helpers_encode_field_errors() {
+        let err = parse_daytona_capacity_limits(r#"{"cpu": "10"}"#.into()).unwrap_err();
+        let v: Value = serde_json::from_str(&err.reason).unwrap();
+        assert_eq!((v["code"].as_str(), v["field"].as_str()), (Some("INVALID_INPUT"), Some("limits.cpu")));
+        let ok = summarize_daytona_capacity("[]".into(), "null".into(), Some(r#"{"now": 0}"#.into())).unwrap();
+        let v: Value = serde_json::from_str(&ok).unwrap();
+        assert_eq!(v["generatedAt"], "1970-01-01T00:00:00.000Z");
+        assert_eq!(v["provisioningCheck"], "not_covered");
+    }
+}

@@ -1,0 +1,680 @@
+//! Daytona capacity *display* helpers: a strict limits parser and an inventory summary.
+//!
+//! Ported in spirit from the cloud dashboard's Daytona capacity helper. Two pure functions:
+//!
+//! **`parse_daytona_capacity_limits(value)`** — strict. Input `{ cpu?, memory?, disk? }`
+//! (cpu in vCPU, memory/disk in **GiB**, as Daytona's API and pricing pages state them).
+//! Every given value must be a finite number > 0 (strings, `null`, booleans, zero and
+//! negatives are refused), unknown keys are refused (with a did-you-mean), and at least one
+//! limit must be present. Errors name the field (`limits.memory`), never the value. Output:
+//! ```json
+//! { "cpu": 10, "memoryMiB": 10240, "diskMiB": null, "provided": ["cpu", "memory"] }
+//! ```
+//! (absent limits are `null`; `provided` lists the given dimensions in cpu/memory/disk order).
+//!
+//! **`summarize_daytona_capacity(items, limits, options)`** — lenient, for display. `items`
+//! is the inventory: an array of Daytona sandboxes, or any list-page object carrying `items`.
+//! `limits` is the parser's input form (or none). Options (all optional, unknown keys refused):
+//! `warningRatio` (default 0.8), `criticalRatio` (default 0.95; must be ≥ `warningRatio`),
+//! `now` (RFC 3339 string or epoch milliseconds; default: the current time),
+//! `idleAfterMs` (default 1,800,000 = 30 min), `idleListLimit` (default 100). Output:
+//! ```json
+//! {
+//!   "provider": "daytona",
+//!   "generatedAt": "2026-11-30T06:00:00.000Z",
+//!   "organization": { "sandboxes": 3, "cpu": 7, "memoryMiB": 13312, "diskMiB": 33792,
+//!                     "accounted": { "cpu": 1, "memoryMiB": 1024, "diskMiB": 13312 } },
+//!   "byState": { "started": { "sandboxes": 1, "cpu": 1, "memoryMiB": 1024, "diskMiB": 3072 }, … },
+//!   "utilization": {
+//!     "cpu":    { "used": 7, "limit": 10, "unit": "vCPU", "headroom": 3, "ratio": 0.7,
+//!                 "percent": 70, "level": "ok", "limitSource": "configured" },
+//!     "memory": { "used": 13312, "limit": null, "unit": "MiB", "headroom": null, "ratio": null,
+//!                 "percent": null, "level": null, "limitSource": "not_configured" },
+//!     "disk":   { … }
+//!   },
+//!   "level": "ok",
+//!   "thresholds": { "warningRatio": 0.8, "criticalRatio": 0.95 },
+//!   "idle": { "idleAfterMs": 1800000, "sandboxes": 1, "cpu": 1, "memoryMiB": 1024, "diskMiB": 3072,
+//!             "unknownActivity": 0, "truncated": false,
+//!             "items": [ { "id": "…", "name": "…", "state": "started",
+//!                          "lastActivityAt": "…", "idleMs": 5400000,
+//!                          "cpu": 1, "memoryMiB": 1024, "diskMiB": 3072 } ] },
+//!   "dataQuality": { "coercedValues": 0, "skippedItems": 0 },
+//!   "provisioningCheck": "not_covered"
+//! }
+//! ```
+//!
+//! Semantics:
+//! - `organization` sums every listed sandbox across all states — the same conservative sum
+//!   the admission reader uses (it may overestimate: stopped sandboxes' cpu/memory count).
+//!   `organization.accounted` applies Daytona's own accounting for comparison (cpu/memory in
+//!   `creating restoring started starting stopping pending_build building_snapshot unknown
+//!   pulling_snapshot forking pausing resuming`; disk also in `stopped paused archiving
+//!   resizing snapshotting`).
+//! - `utilization.<dim>.used` is the all-state sum; `ratio = used / limit`; `level` is
+//!   `critical` when `ratio ≥ criticalRatio`, `warning` when `ratio ≥ warningRatio`, else `ok`.
+//!   A dimension without a limit has `limitSource: "not_configured"` and null limit/ratio/level
+//!   (never a guessed tier). Top-level `level` is the worst configured level, or null.
+//! - `idle` is per-sandbox ("workspace") detail: `started` sandboxes whose `lastActivityAt`
+//!   (falling back to `updatedAt`, then `createdAt`) is at least `idleAfterMs` before `now`,
+//!   most idle first, at most `idleListLimit` listed (`truncated` says if more exist); totals
+//!   cover all of them. `unknownActivity` counts started sandboxes with no parseable timestamp.
+//! - `provisioningCheck: "not_covered"`: this summary is for dashboards. Admission uses the
+//!   strict measurement (`readers::daytona`), which refuses what this helper coerces.
+//!
+//! Why lenient here? A dashboard should still render an inventory with one odd row. So
+//! numeric fields are coerced: a numeric string is parsed, and a missing, null, negative,
+//! non-finite or non-numeric value counts as 0; each coercion is counted in
+//! `dataQuality.coercedValues`, and non-object items are skipped (`skippedItems`). A state
+//! that is not a string is reported as `unknown`.
+
+use crate::core::json::{object, FieldError};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+const MIB_PER_GIB: f64 = 1024.0;
+/// Default `warningRatio`.
+pub const DEFAULT_WARNING_RATIO: f64 = 0.8;
+/// Default `criticalRatio`.
+pub const DEFAULT_CRITICAL_RATIO: f64 = 0.95;
+/// Default `idleAfterMs` (30 minutes).
+pub const DEFAULT_IDLE_AFTER_MS: f64 = 30.0 * 60.0 * 1000.0;
+/// Default `idleListLimit`.
+pub const DEFAULT_IDLE_LIST_LIMIT: usize = 100;
+
+const COMPUTE_STATES: &[&str] = &[
+    "creating",
+    "restoring",
+    "started",
+    "starting",
+    "stopping",
+    "pending_build",
+    "building_snapshot",
+    "unknown",
+    "pulling_snapshot",
+    "forking",
+    "pausing",
+    "resuming",
+];
+const DISK_ONLY_STATES: &[&str] = &["stopped", "paused", "archiving", "resizing", "snapshotting"];
+
+/// Validated Daytona limits in measured units.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DaytonaCapacityLimits {
+    /// vCPU.
+    pub cpu: Option<f64>,
+    /// MiB (input GiB × 1024).
+    pub memory_mib: Option<f64>,
+    /// MiB (input GiB × 1024).
+    pub disk_mib: Option<f64>,
+}
+
+impl DaytonaCapacityLimits {
+    /// The dimensions given, in cpu/memory/disk order.
+    pub fn provided(&self) -> Vec<&'static str> {
+        [("cpu", self.cpu), ("memory", self.memory_mib), ("disk", self.disk_mib)]
+            .into_iter()
+            .filter_map(|(n, v)| v.map(|_| n))
+            .collect()
+    }
+
+    /// `{ cpu, memoryMiB, diskMiB, provided }` (absent limits are null).
+    pub fn to_json(&self) -> Value {
+        json!({"cpu": self.cpu, "memoryMiB": self.memory_mib, "diskMiB": self.disk_mib, "provided": self.provided()})
+    }
+}
+
+/// Strictly parses `{ cpu?, memory?, disk? }` (memory/disk in GiB). See the module docs.
+pub fn parse_daytona_capacity_limits(value: &Value) -> Result<DaytonaCapacityLimits, FieldError> {
+    let o = object(value, "limits", &["cpu", "memory", "disk"])?;
+    let positive = |key: &str| -> Result<Option<f64>, FieldError> {
+        match o.get(key) {
+            None => Ok(None),
+            Some(Value::Number(n)) if n.as_f64().is_some_and(|x| x.is_finite() && x > 0.0) => Ok(n.as_f64()),
+            Some(_) => Err(FieldError::new(
+                o.field(key),
+                if key == "cpu" { "must be a finite number > 0 (vCPU)" } else { "must be a finite number > 0 (GiB)" },
+            )),
+        }
+    };
+    let limits = DaytonaCapacityLimits {
+        cpu: positive("cpu")?,
+        memory_mib: positive("memory")?.map(|g| g * MIB_PER_GIB),
+        disk_mib: positive("disk")?.map(|g| g * MIB_PER_GIB),
+    };
+    if limits.provided().is_empty() {
+        return Err(FieldError::new("limits", "must set at least one of cpu, memory, disk"));
+    }
+    Ok(limits)
+}
+
+/// Options of [`summarize_daytona_capacity`] (see the module docs for defaults).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SummaryOptions {
+    /// Ratio at which a dimension becomes `warning`.
+    pub warning_ratio: f64,
+    /// Ratio at which a dimension becomes `critical`.
+    pub critical_ratio: f64,
+    /// The summary's clock, epoch milliseconds.
+    pub now_ms: f64,
+    /// Minimum inactivity for a started sandbox to be idle.
+    pub idle_after_ms: f64,
+    /// Most idle sandboxes listed individually.
+    pub idle_list_limit: usize,
+}
+
+impl SummaryOptions {
+    /// Defaults with the given clock.
+    pub fn defaults(now_ms: f64) -> Self {
+        SummaryOptions {
+            warning_ratio: DEFAULT_WARNING_RATIO,
+            critical_ratio: DEFAULT_CRITICAL_RATIO,
+            now_ms,
+            idle_after_ms: DEFAULT_IDLE_AFTER_MS,
+            idle_list_limit: DEFAULT_IDLE_LIST_LIMIT,
+        }
+    }
+}
+
+/// Strictly parses summary options (`null`/absent → defaults); `default_now_ms` is used when
+/// `now` is not given.
+pub fn parse_summary_options(value: Option<&Value>, default_now_ms: f64) -> Result<SummaryOptions, FieldError> {
+    let mut out = SummaryOptions::defaults(default_now_ms);
+    let Some(value) = value.filter(|v| !v.is_null()) else { return Ok(out) };
+    let o = object(value, "options", &["warningRatio", "criticalRatio", "now", "idleAfterMs", "idleListLimit"])?;
+    let ratio = |key: &str| -> Result<Option<f64>, FieldError> {
+        match o.get(key) {
+            None => Ok(None),
+            Some(Value::Number(n)) if n.as_f64().is_some_and(|x| x.is_finite() && x > 0.0) => Ok(n.as_f64()),
+            Some(_) => Err(FieldError::new(o.field(key), "must be a finite number > 0")),
+        }
+    };
+    if let Some(w) = ratio("warningRatio")? {
+        out.warning_ratio = w;
+    }
+    if let Some(c) = ratio("criticalRatio")? {
+        out.critical_ratio = c;
+    }
+    if out.warning_ratio > out.critical_ratio {
+        return Err(FieldError::new(o.field("warningRatio"), "must not exceed criticalRatio"));
+    }
+    match o.get("now") {
+        None => {}
+        Some(Value::String(s)) => {
+            out.now_ms = parse_rfc3339_ms(s)
+                .ok_or_else(|| FieldError::new(o.field("now"), "must be an RFC 3339 timestamp or epoch milliseconds"))?
+        }
+        Some(Value::Number(n)) if n.as_f64().is_some_and(|x| x.is_finite() && x >= 0.0) => {
+            out.now_ms = n.as_f64().unwrap_or(0.0)
+        }
+        Some(_) => return Err(FieldError::new(o.field("now"), "must be an RFC 3339 timestamp or epoch milliseconds")),
+    }
+    if let Some(ms) = o.non_negative("idleAfterMs")? {
+        out.idle_after_ms = ms;
+    }
+    if let Some(n) = o.integer_in("idleListLimit", 0, 100_000)? {
+        out.idle_list_limit = n as usize;
+    }
+    Ok(out)
+}
+
+/// The inventory items: a bare array, or a list-page object with an `items` array.
+pub fn inventory_items(value: &Value) -> Result<&[Value], FieldError> {
+    match value {
+        Value::Array(items) => Ok(items),
+        Value::Object(map) => match map.get("items") {
+            Some(Value::Array(items)) => Ok(items),
+            _ => Err(FieldError::new("items.items", "must be an array of sandboxes")),
+        },
+        _ => Err(FieldError::new("items", "must be an array of sandboxes or a list page with items")),
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Sum {
+    sandboxes: u64,
+    cpu: f64,
+    memory_mib: f64,
+    disk_mib: f64,
+}
+
+impl Sum {
+    fn add(&mut self, cpu: f64, mem: f64, disk: f64) {
+        self.sandboxes += 1;
+        self.cpu += cpu;
+        self.memory_mib += mem;
+        self.disk_mib += disk;
+    }
+
+    fn to_json(self) -> Value {
+        json!({"sandboxes": self.sandboxes, "cpu": self.cpu, "memoryMiB": self.memory_mib, "diskMiB": self.disk_mib})
+    }
+}
+
+fn coerce(v: Option<&Value>, coerced: &mut u64) -> f64 {
+    let clean = |x: f64| x.is_finite() && x >= 0.0;
+    match v {
+        Some(Value::Number(n)) if n.as_f64().is_some_and(clean) => n.as_f64().unwrap_or(0.0),
+        Some(Value::String(s)) => {
+            *coerced += 1;
+            s.trim().parse::<f64>().ok().filter(|x| clean(*x)).unwrap_or(0.0)
+        }
+        _ => {
+            *coerced += 1;
+            0.0
+        }
+    }
+}
+
+struct Idle<'a> {
+    item: &'a Map<String, Value>,
+    state: &'a str,
+    activity: &'a str,
+    idle_ms: f64,
+    cpu: f64,
+    mem: f64,
+    disk: f64,
+}
+
+fn level(ratio: f64, o: &SummaryOptions) -> &'static str {
+    if ratio >= o.critical_ratio {
+        "critical"
+    } else if ratio >= o.warning_ratio {
+        "warning"
+    } else {
+        "ok"
+    }
+}
+
+fn severity(level: &str) -> u8 {
+    match level {
+        "critical" => 2,
+        "warning" => 1,
+        _ => 0,
+    }
+}
+
+/// Summarizes an inventory for display (see the module docs for the shape). Pure: the clock
+/// comes from `options.now_ms`.
+pub fn summarize_daytona_capacity(
+    items: &[Value],
+    limits: Option<&DaytonaCapacityLimits>,
+    options: &SummaryOptions,
+) -> Value {
+    let mut coerced = 0u64;
+    let mut skipped = 0u64;
+    let mut org = Sum::default();
+    let mut accounted = Sum::default();
+    let mut by_state: BTreeMap<&str, Sum> = BTreeMap::new();
+    let mut idle: Vec<Idle<'_>> = Vec::new();
+    let mut unknown_activity = 0u64;
+    for item in items {
+        let Value::Object(m) = item else {
+            skipped += 1;
+            continue;
+        };
+        let cpu = coerce(m.get("cpu"), &mut coerced);
+        let mem = coerce(m.get("memory"), &mut coerced) * MIB_PER_GIB;
+        let disk = coerce(m.get("disk"), &mut coerced) * MIB_PER_GIB;
+        let state = m.get("state").and_then(Value::as_str).unwrap_or("unknown");
+        org.add(cpu, mem, disk);
+        by_state.entry(state).or_default().add(cpu, mem, disk);
+        let compute = COMPUTE_STATES.contains(&state);
+        if compute || DISK_ONLY_STATES.contains(&state) {
+            accounted.disk_mib += disk;
+        }
+        if compute {
+            accounted.cpu += cpu;
+            accounted.memory_mib += mem;
+        }
+        if state == "started" {
+            let stamp = ["lastActivityAt", "updatedAt", "createdAt"]
+                .iter()
+                .filter_map(|k| m.get(*k).and_then(Value::as_str))
+                .find_map(|s| parse_rfc3339_ms(s).map(|ms| (s, ms)));
+            match stamp {
+                None => unknown_activity += 1,
+                Some((activity, ms)) => {
+                    let idle_ms = (options.now_ms - ms).max(0.0);
+                    if idle_ms >= options.idle_after_ms {
+                        idle.push(Idle { item: m, state, activity, idle_ms, cpu, mem, disk });
+                    }
+                }
+            }
+        }
+    }
+
+    let mut worst: Option<&'static str> = None;
+    let mut dim = |used: f64, limit: Option<f64>, unit: &str| -> Value {
+        match limit {
+            Some(limit) => {
+                let ratio = used / limit;
+                let lv = level(ratio, options);
+                if worst.is_none_or(|w| severity(lv) > severity(w)) {
+                    worst = Some(lv);
+                }
+                json!({"used": used, "limit": limit, "unit": unit, "headroom": limit - used, "ratio": ratio,
+                       "percent": (ratio * 1000.0).round() / 10.0, "level": lv, "limitSource": "configured"})
+            }
+            None => json!({"used": used, "limit": null, "unit": unit, "headroom": null, "ratio": null,
+                           "percent": null, "level": null, "limitSource": "not_configured"}),
+        }
+    };
+    let l = limits.copied().unwrap_or_default();
+    let utilization = json!({
+        "cpu": dim(org.cpu, l.cpu, "vCPU"),
+        "memory": dim(org.memory_mib, l.memory_mib, "MiB"),
+        "disk": dim(org.disk_mib, l.disk_mib, "MiB"),
+    });
+
+    idle.sort_by(|a, b| b.idle_ms.total_cmp(&a.idle_ms));
+    let mut idle_sum = Sum::default();
+    for i in &idle {
+        idle_sum.add(i.cpu, i.mem, i.disk);
+    }
+    let listed: Vec<Value> = idle
+        .iter()
+        .take(options.idle_list_limit)
+        .map(|i| {
+            json!({"id": i.item.get("id").and_then(Value::as_str), "name": i.item.get("name").and_then(Value::as_str),
+                   "state": i.state, "lastActivityAt": i.activity, "idleMs": i.idle_ms,
+                   "cpu": i.cpu, "memoryMiB": i.mem, "diskMiB": i.disk})
+        })
+        .collect();
+
+    let mut organization = org.to_json();
+    organization["accounted"] =
+        json!({"cpu": accounted.cpu, "memoryMiB": accounted.memory_mib, "diskMiB": accounted.disk_mib});
+    json!({
+        "provider": "daytona",
+        "generatedAt": format_rfc3339_ms(options.now_ms),
+        "organization": organization,
+        "byState": by_state.into_iter().map(|(k, s)| (k.to_string(), s.to_json())).collect::<Map<String, Value>>(),
+        "utilization": utilization,
+        "level": worst,
+        "thresholds": {"warningRatio": options.warning_ratio, "criticalRatio": options.critical_ratio},
+        "idle": {
+            "idleAfterMs": options.idle_after_ms,
+            "sandboxes": idle_sum.sandboxes, "cpu": idle_sum.cpu, "memoryMiB": idle_sum.memory_mib, "diskMiB": idle_sum.disk_mib,
+            "unknownActivity": unknown_activity,
+            "truncated": idle.len() > listed.len(),
+            "items": listed,
+        },
+        "dataQuality": {"coercedValues": coerced, "skippedItems": skipped},
+        "provisioningCheck": "not_covered",
+    })
+}
+
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` to epoch milliseconds.
+pub fn parse_rfc3339_ms(s: &str) -> Option<f64> {
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let part = b.get(r)?;
+        part.iter().all(u8::is_ascii_digit).then(|| part.iter().fold(0i64, |a, d| a * 10 + i64::from(d - b'0')))
+    };
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let (y, mo, d, h, mi, sec) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let month_days = [31, if leap { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    if !(1..=12).contains(&mo) || d < 1 || d > month_days[(mo - 1) as usize] || h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    let mut i = 19;
+    let mut frac_ms = 0.0;
+    if b.get(i) == Some(&b'.') {
+        let start = i + 1;
+        i = start;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        frac_ms = format!("0.{}", &s[start..i]).parse::<f64>().ok()? * 1000.0;
+    }
+    let offset_min = match b.get(i)? {
+        b'Z' | b'z' if i + 1 == b.len() => 0,
+        sign @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
+            let (oh, om) = (num(i + 1..i + 3)?, num(i + 4..i + 6)?);
+            if oh > 23 || om > 59 {
+                return None;
+            }
+            let m = oh * 60 + om;
+            if *sign == b'+' {
+                m
+            } else {
+                -m
+            }
+        }
+        _ => return None,
+    };
+    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + sec - offset_min * 60;
+    Some(secs as f64 * 1000.0 + frac_ms)
+}
+
+/// Formats epoch milliseconds as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+pub fn format_rfc3339_ms(ms: f64) -> String {
+    let total = ms.floor() as i64;
+    let (days, rem) = (total.div_euclid(86_400_000), total.rem_euclid(86_400_000));
+    let (y, m, d) = civil_from_days(days);
+    let (h, mi, s, milli) = (rem / 3_600_000, rem / 60_000 % 60, rem / 1000 % 60, rem % 1000);
+    format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{milli:03}Z")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: &str = "2026-11-30T12:00:00Z";
+
+    fn opts() -> SummaryOptions {
+        parse_summary_options(Some(&json!({"now": NOW})), 0.0).unwrap()
+    }
+
+    #[test]
+    fn limits_parser_converts_gib_to_mib_and_lists_what_was_provided() {
+        let l = parse_daytona_capacity_limits(&json!({"cpu": 10, "memory": 10, "disk": 30})).unwrap();
+        assert_eq!(l, DaytonaCapacityLimits { cpu: Some(10.0), memory_mib: Some(10_240.0), disk_mib: Some(30_720.0) });
+        assert_eq!(l.provided(), vec!["cpu", "memory", "disk"]);
+        let l = parse_daytona_capacity_limits(&json!({"memory": 0.5})).unwrap();
+        assert_eq!(l.to_json(), json!({"cpu": null, "memoryMiB": 512.0, "diskMiB": null, "provided": ["memory"]}));
+    }
+
+    #[test]
+    fn limits_parser_refuses_strings_negatives_zero_unknown_keys_and_empty() {
+        for (bad, field) in [
+            (json!({"cpu": "10"}), "limits.cpu"),
+            (json!({"cpu": -1}), "limits.cpu"),
+            (json!({"cpu": 0}), "limits.cpu"),
+            (json!({"memory": null}), "limits.memory"),
+            (json!({"disk": true}), "limits.disk"),
+            (json!({"cpus": 4}), "limits.cpus"),
+            (json!({"cpu": 4, "sandboxes": 1}), "limits.sandboxes"),
+            (json!({}), "limits"),
+            (json!([]), "limits"),
+            (json!(10), "limits"),
+        ] {
+            let err = parse_daytona_capacity_limits(&bad).unwrap_err();
+            assert_eq!(err.field, field, "{bad}");
+        }
+        let err = parse_daytona_capacity_limits(&json!({"cpus": 4})).unwrap_err();
+        assert!(err.expectation.contains("did you mean cpu"), "{}", err.expectation);
+    }
+
+    #[test]
+    fn options_are_strict_and_default_sensibly() {
+        let o = parse_summary_options(None, 5.0).unwrap();
+        assert_eq!(o, SummaryOptions::defaults(5.0));
+        assert_eq!(parse_summary_options(Some(&Value::Null), 5.0).unwrap(), SummaryOptions::defaults(5.0));
+        let o = parse_summary_options(Some(&json!({"warningRatio": 0.5, "criticalRatio": 0.9, "now": 1000, "idleAfterMs": 60000, "idleListLimit": 3})), 0.0).unwrap();
+        assert_eq!(
+            (o.warning_ratio, o.critical_ratio, o.now_ms, o.idle_after_ms, o.idle_list_limit),
+            (0.5, 0.9, 1000.0, 60000.0, 3)
+        );
+        for (bad, field) in [
+            (json!({"warningRatio": 0.99}), "options.warningRatio"),
+            (json!({"warningRatio": "0.5"}), "options.warningRatio"),
+            (json!({"criticalRatio": -1}), "options.criticalRatio"),
+            (json!({"now": "yesterday"}), "options.now"),
+            (json!({"now": -5}), "options.now"),
+            (json!({"idleAfterMs": -1}), "options.idleAfterMs"),
+            (json!({"warnRatio": 0.5}), "options.warnRatio"),
+        ] {
+            assert_eq!(parse_summary_options(Some(&bad), 0.0).unwrap_err().field, field, "{bad}");
+        }
+    }
+
+    #[test]
+    fn rfc3339_round_trips() {
+        assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:00Z"), Some(0.0));
+        assert_eq!(
+            parse_rfc3339_ms("2026-11-30T12:00:00.250Z").map(format_rfc3339_ms).as_deref(),
+            Some("2026-11-30T12:00:00.250Z")
+        );
+        assert_eq!(parse_rfc3339_ms("2026-11-30T13:30:00+01:30"), parse_rfc3339_ms("2026-11-30T12:00:00Z"));
+        assert_eq!(
+            parse_rfc3339_ms("2024-02-29T00:00:00Z").map(format_rfc3339_ms).as_deref(),
+            Some("2024-02-29T00:00:00.000Z")
+        );
+        for bad in [
+            "",
+            "2026-02-30T00:00:00Z",
+            "2026-11-30",
+            "2026-11-30T12:00:00",
+            "2026-11-30T12:00:00.Z",
+            "x026-11-30T12:00:00Z",
+            "2026-11-30T12:00:00Zjunk",
+        ] {
+            assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
+        }
+        assert_eq!(format_rfc3339_ms(1_764_504_000_000.0), "2025-11-30T12:00:00.000Z");
+    }
+
+    fn sb(id: &str, state: &str, cpu: Value, mem: Value, disk: Value, activity: &str) -> Value {
+        json!({"id": id, "name": format!("n-{id}"), "state": state, "cpu": cpu, "memory": mem, "disk": disk,
+               "lastActivityAt": activity, "createdAt": "2026-01-01T00:00:00Z"})
+    }
+
+    #[test]
+    fn totals_states_and_accounting() {
+        let items = vec![
+            sb("a", "started", json!(1), json!(1), json!(3), "2026-11-30T11:59:00Z"),
+            sb("b", "stopped", json!(2), json!(4), json!(10), "2026-11-30T10:00:00Z"),
+            sb("c", "archived", json!(4), json!(8), json!(20), "2026-11-30T10:00:00Z"),
+        ];
+        let s = summarize_daytona_capacity(&items, None, &opts());
+        assert_eq!(s["organization"]["sandboxes"], 3);
+        assert_eq!(s["organization"]["cpu"], 7.0);
+        assert_eq!(s["organization"]["memoryMiB"], 13.0 * 1024.0);
+        assert_eq!(s["organization"]["diskMiB"], 33.0 * 1024.0);
+        assert_eq!(s["organization"]["accounted"], json!({"cpu": 1.0, "memoryMiB": 1024.0, "diskMiB": 13.0 * 1024.0}));
+        assert_eq!(
+            s["byState"]["stopped"],
+            json!({"sandboxes": 1, "cpu": 2.0, "memoryMiB": 4096.0, "diskMiB": 10240.0})
+        );
+        assert_eq!(s["provisioningCheck"], "not_covered");
+        assert_eq!(s["generatedAt"], "2026-11-30T12:00:00.000Z");
+        // No limits: every dimension is not_configured, no level, never a guessed tier.
+        for d in ["cpu", "memory", "disk"] {
+            assert_eq!(s["utilization"][d]["limitSource"], "not_configured");
+            assert_eq!(s["utilization"][d]["limit"], Value::Null);
+            assert_eq!(s["utilization"][d]["level"], Value::Null);
+        }
+        assert_eq!(s["level"], Value::Null);
+    }
+
+    #[test]
+    fn thresholds_and_provenance() {
+        let items: Vec<Value> =
+            (0..8).map(|i| sb(&i.to_string(), "started", json!(1), json!(1), json!(1), NOW)).collect();
+        let limits = parse_daytona_capacity_limits(&json!({"cpu": 10, "memory": 8.2})).unwrap();
+        let s = summarize_daytona_capacity(&items, Some(&limits), &opts());
+        // cpu 8/10 = 0.8 → warning at the boundary; memory 8/8.2 ≈ 0.976 → critical; disk not configured.
+        assert_eq!(s["utilization"]["cpu"]["level"], "warning");
+        assert_eq!(s["utilization"]["cpu"]["percent"], 80.0);
+        assert_eq!(s["utilization"]["cpu"]["headroom"], 2.0);
+        assert_eq!(s["utilization"]["memory"]["level"], "critical");
+        assert_eq!(s["utilization"]["memory"]["limitSource"], "configured");
+        assert_eq!(s["utilization"]["disk"]["limitSource"], "not_configured");
+        assert_eq!(s["level"], "critical");
+        let o =
+            parse_summary_options(Some(&json!({"now": NOW, "warningRatio": 0.9, "criticalRatio": 0.99})), 0.0).unwrap();
+        let s = summarize_daytona_capacity(&items, Some(&limits), &o);
+        assert_eq!(s["utilization"]["cpu"]["level"], "ok");
+        assert_eq!(s["utilization"]["memory"]["level"], "warning");
+        assert_eq!(s["level"], "warning");
+    }
+
+    #[test]
+    fn lenient_coercion_is_counted() {
+        let items = vec![
+            sb("a", "started", json!("2"), json!(null), json!(-3), NOW),
+            json!("not an object"),
+            json!({"cpu": 1, "memory": 1, "disk": 1, "state": 7}),
+        ];
+        let s = summarize_daytona_capacity(&items, None, &opts());
+        assert_eq!(s["organization"]["cpu"], 3.0);
+        assert_eq!(s["organization"]["memoryMiB"], 1024.0);
+        assert_eq!(s["dataQuality"], json!({"coercedValues": 3, "skippedItems": 1}));
+        assert_eq!(s["byState"]["unknown"]["sandboxes"], 1);
+    }
+
+    #[test]
+    fn idle_sandboxes_are_listed_most_idle_first_and_truncated() {
+        let items = vec![
+            sb("fresh", "started", json!(1), json!(1), json!(1), "2026-11-30T11:50:00Z"),
+            sb("old", "started", json!(2), json!(2), json!(2), "2026-11-30T08:00:00Z"),
+            sb("older", "started", json!(4), json!(4), json!(4), "2026-11-29T12:00:00Z"),
+            sb("stopped", "stopped", json!(8), json!(8), json!(8), "2026-01-01T00:00:00Z"),
+            json!({"id": "nostamp", "state": "started", "cpu": 1, "memory": 1, "disk": 1}),
+        ];
+        let o = parse_summary_options(Some(&json!({"now": NOW, "idleListLimit": 1})), 0.0).unwrap();
+        let s = summarize_daytona_capacity(&items, None, &o);
+        let idle = &s["idle"];
+        assert_eq!(idle["sandboxes"], 2);
+        assert_eq!(idle["cpu"], 6.0);
+        assert_eq!(idle["unknownActivity"], 1);
+        assert_eq!(idle["truncated"], true);
+        assert_eq!(idle["items"].as_array().unwrap().len(), 1);
+        assert_eq!(idle["items"][0]["id"], "older");
+        assert_eq!(idle["items"][0]["idleMs"], 86_400_000.0);
+        assert_eq!(idle["items"][0]["memoryMiB"], 4096.0);
+    }
+
+    #[test]
+    fn inventory_accepts_arrays_and_list_pages() {
+        assert_eq!(inventory_items(&json!([1])).unwrap().len(), 1);
+        assert_eq!(inventory_items(&json!({"items": [1, 2], "nextCursor": null})).unwrap().len(), 2);
+        assert_eq!(inventory_items(&json!({"items": 3})).unwrap_err().field, "items.items");
+        assert_eq!(inventory_items(&json!("x")).unwrap_err().field, "items");
+    }
+}

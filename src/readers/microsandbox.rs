@@ -1,0 +1,161 @@
+//! Microsandbox (hosted): every sandbox in the account, counted against slots.
+//!
+//! `GET {base}/v1/sandboxes?limit=100` with `Authorization: Bearer <key>`, following
+//! `next_cursor` (as `cursor=`) while `has_more` is true. Body:
+//! `{"data": [...], "has_more": bool, "next_cursor": string|null}`.
+//!
+//! Why all states? The API has no state filter and the account's limit is on sandboxes that
+//! exist (created, stopped and failed ones included), so the conservative reading counts
+//! every listed sandbox against `limits.sandboxes`. `has_more: true` without a cursor is
+//! `MALFORMED` (we could not finish the count); a response without `has_more` continues
+//! only while a cursor is present.
+
+use super::http::{Auth, Fetch, HttpFetch};
+use super::{endpoint, page_size, parse_body, slot_plan, slots, PageGuard, ReaderConfig};
+use crate::core::capacity::{Measurement, UnknownReason};
+use serde::Deserialize;
+
+/// Default base URL.
+pub const DEFAULT_BASE_URL: &str = "https://api.microsandbox.dev";
+/// Default and maximum page size.
+pub const MAX_PAGE_SIZE: u32 = 100;
+
+#[derive(Debug, Deserialize)]
+struct Sandbox {
+    #[allow(dead_code, reason = "parsed to check the item's shape")]
+    id: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Page {
+    data: Vec<Sandbox>,
+    #[serde(default)]
+    has_more: Option<bool>,
+    #[serde(default)]
+    next_cursor: Option<String>,
+}
+
+/// Counts every sandbox through `fetch` and measures them against `limit`.
+pub async fn measure<F: Fetch>(cfg: &ReaderConfig, limit: f64, required: f64, fetch: &mut F) -> Measurement {
+    match count(cfg, fetch).await {
+        Ok(n) => slots(n, limit, required),
+        Err(r) => Measurement::Unknown(r),
+    }
+}
+
+async fn count<F: Fetch>(cfg: &ReaderConfig, fetch: &mut F) -> Result<usize, UnknownReason> {
+    let limit = page_size(cfg, MAX_PAGE_SIZE, MAX_PAGE_SIZE)?.to_string();
+    let base = endpoint(cfg, DEFAULT_BASE_URL, "/v1/sandboxes")?;
+    let mut guard = PageGuard::new(cfg.max_pages);
+    let mut cursor: Option<String> = None;
+    let mut total = 0usize;
+    loop {
+        let mut url = base.clone();
+        {
+            let mut q = url.query_pairs_mut();
+            q.append_pair("limit", &limit);
+            if let Some(c) = &cursor {
+                q.append_pair("cursor", c);
+            }
+        }
+        guard.before_fetch()?;
+        let fetched = fetch.get(url).await?;
+        let page: Page = parse_body(&fetched.body)?;
+        total += page.data.len();
+        let next = page.next_cursor.filter(|c| !c.is_empty());
+        match (page.has_more, next) {
+            (Some(false), _) | (None, None) => return Ok(total),
+            (Some(true), None) => return Err(UnknownReason::Malformed),
+            (_, Some(c)) => {
+                guard.cursor(&c)?;
+                cursor = Some(c);
+            }
+        }
+    }
+}
+
+/// Reads a Microsandbox account's sandbox count (see the module docs).
+pub async fn read(cfg: &ReaderConfig, api_key: &str) -> Measurement {
+    let (limit, required) = match slot_plan(cfg) {
+        Ok(p) => p,
+        Err(r) => return Measurement::Unknown(r),
+    };
+    let mut fetch = match HttpFetch::new(Auth::Bearer(api_key), &[]) {
+        Ok(f) => f,
+        Err(r) => return Measurement::Unknown(r),
+    };
+    measure(cfg, limit, required, &mut fetch).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::readers::parse_config;
+    use crate::readers::test_support::{block_on, MemoryFetch};
+    use serde_json::json;
+
+    fn cfg() -> ReaderConfig {
+        parse_config(&json!({"baseUrl": "http://h", "limits": {"sandboxes": 10}, "demand": {"sandboxes": 2}})).unwrap()
+    }
+
+    fn page(n: usize, has_more: bool, next: Option<&str>) -> String {
+        let data: Vec<_> = (0..n)
+            .map(|i| {
+                json!({"id": format!("u{i}"), "org_id": "o", "name": "x", "status": "stopped", "ephemeral": false,
+                            "created_at": "2026-01-01T00:00:00Z", "spec": null})
+            })
+            .collect();
+        json!({"data": data, "has_more": has_more, "next_cursor": next}).to_string()
+    }
+
+    #[test]
+    fn follows_next_cursor_while_has_more() {
+        let mut f = MemoryFetch::default()
+            .page("http://h/v1/sandboxes?limit=100", &page(2, true, Some("c1")))
+            .page("http://h/v1/sandboxes?limit=100&cursor=c1", &page(3, false, None));
+        let m = block_on(measure(&cfg(), 10.0, 2.0, &mut f));
+        let Measurement::Known(rs) = m else { panic!("{m:?}") };
+        assert_eq!((rs[0].used, rs[0].limit, rs[0].required), (5.0, 10.0, 2.0));
+    }
+
+    #[test]
+    fn must_fire_has_more_without_a_cursor_is_malformed() {
+        let mut f = MemoryFetch::default().page("http://h/v1/sandboxes?limit=100", &page(1, true, None));
+        assert_eq!(block_on(measure(&cfg(), 10.0, 1.0, &mut f)), Measurement::Unknown(UnknownReason::Malformed));
+    }
+
+    #[test]
+    fn must_not_fire_has_more_false_with_a_stale_cursor_ends() {
+        let mut f = MemoryFetch::default().page("http://h/v1/sandboxes?limit=100", &page(1, false, Some("stale")));
+        assert!(matches!(block_on(measure(&cfg(), 10.0, 1.0, &mut f)), Measurement::Known(_)));
+    }
+
+    #[test]
+    fn wrong_shapes_are_malformed() {
+        for body in [
+            r#"[]"#,
+            r#"{"data": {}}"#,
+            r#"{"data": [{"id": 1}]}"#,
+            r#"{"data": [], "has_more": "no"}"#,
+            r#"{"data": [], "next_cursor": 3}"#,
+        ] {
+            let mut f = MemoryFetch::default().page("http://h/v1/sandboxes?limit=100", body);
+            assert_eq!(
+                block_on(measure(&cfg(), 10.0, 1.0, &mut f)),
+                Measurement::Unknown(UnknownReason::Malformed),
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
+    fn must_fire_a_repeated_cursor_is_a_loop() {
+        let mut f = MemoryFetch::default()
+            .page("http://h/v1/sandboxes?limit=100", &page(1, true, Some("x")))
+            .page("http://h/v1/sandboxes?limit=100&cursor=x", &page(1, true, Some("x")));
+        assert_eq!(
+            block_on(measure(&cfg(), 10.0, 1.0, &mut f)),
+            Measurement::Unknown(UnknownReason::PageLimitExceeded)
+        );
+    }
+}
