@@ -243,7 +243,7 @@ impl NativeRegistry {
             let limit = if capacity { None } else { Some(req.max_attempts as usize) };
             let order = match &extras {
                 None => route_order(
-                    self.registry.pools(),
+                    &self.registry,
                     req,
                     &RouteOptions { detached, limit, ..RouteOptions::default() },
                     &mut self.scratch,
@@ -260,7 +260,7 @@ impl NativeRegistry {
                         limit,
                         detail: false,
                     };
-                    route_order(self.registry.pools(), req, &opts, &mut self.scratch)
+                    route_order(&self.registry, req, &opts, &mut self.scratch)
                 }
             };
             let id = if allocate_id { self.ids.next_id().map_err(core_err)? } else { String::new() };

@@ -163,3 +163,23 @@ fn exact_provider_constraint_selects_only_that_pool() {
     assert_eq!(ids(&r, json!({"providerId": "a"})), ["a"]);
     assert_eq!(ids(&r, json!({})), ["b", "a"]);
 }
+
+#[test]
+fn regions_beyond_the_64_interned_bits_still_route_exactly() {
+    use agent_relay_sandbox_router::core::registry::route_order;
+    let mut r = Registry::default();
+    for i in 0..70 {
+        let pool = json!({"id": format!("p{i:02}"), "capabilities": {"regions": [format!("region-{i}")]},
+                          "signals": signals(i as f64, 1.0, 1.0, 0.9)});
+        r.add(Pool::from_json(&pool, false).unwrap()).unwrap();
+    }
+    for target in [3, 64, 69] {
+        let req = parse_request(&json!({"region": {"preferred": [format!("region-{target}")], "required": true}})).unwrap();
+        let order = route_order(&r, &req, &RouteOptions::default(), &mut Vec::new());
+        assert_eq!(order, vec![target], "hot path, region-{target}");
+        let d = route(r.pools(), &req, &RouteOptions::default());
+        assert_eq!(d.eligible.iter().map(|x| x.index).collect::<Vec<_>>(), vec![target], "explained path");
+        let pref = parse_request(&json!({"region": {"preferred": [format!("region-{target}")]}, "routing": {"strategy": "cost"}})).unwrap();
+        assert_eq!(route_order(&r, &pref, &RouteOptions { limit: Some(2), ..RouteOptions::default() }, &mut Vec::new())[0], target);
+    }
+}

@@ -7,7 +7,44 @@ use agent_relay_sandbox_router::core::requirements::{rejections, CheckContext};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
+fn extras_json() -> impl Strategy<Value = Value> {
+    (
+        prop::option::of(prop::sample::select(vec!["none", "allowlist", "open"])),
+        prop::option::of(prop::sample::select(vec!["ephemeral", "session", "persistent"])),
+        prop::sample::subsequence(vec!["command-lifetime", "sandbox-lifetime", "idle"], 0..3),
+        prop::option::of(0u32..3000),
+        0u8..3,
+        0u32..5000,
+        prop::option::of(prop::sample::select(vec!["agent-v4", "agent-v5"])),
+        prop::sample::subsequence(vec!["read-only-root", "no-privilege"], 0..2),
+    )
+        .prop_map(|(egress, durability, semantics, granularity, lifetime_kind, lifetime, image, restrictions)| {
+            let mut v = json!({"semantics": semantics, "restrictions": restrictions});
+            if let Some(e) = egress { v["egress"] = json!(e); }
+            if let Some(d) = durability { v["durability"] = json!(d); }
+            if let Some(g) = granularity { v["granularity"] = json!(g); }
+            match lifetime_kind { 0 => {}, 1 => v["lifetime"] = Value::Null, _ => v["lifetime"] = json!(lifetime) }
+            if let Some(i) = image { v["image"] = json!(i); }
+            v
+        })
+}
+
 fn pool_json() -> impl Strategy<Value = Value> {
+    (pool_base(), extras_json()).prop_map(|(mut v, x)| {
+        let caps = &mut v["capabilities"];
+        let mut timeout = json!({"semantics": x["semantics"]});
+        if let Some(g) = x.get("granularity") { timeout["granularityMs"] = g.clone(); }
+        if let Some(l) = x.get("lifetime") { timeout["maxSandboxLifetimeMs"] = l.clone(); }
+        caps["timeout"] = timeout;
+        caps["restrictions"] = x["restrictions"].clone();
+        if let Some(e) = x.get("egress") { caps["egress"] = e.clone(); }
+        if let Some(d) = x.get("durability") { caps["stateDurability"] = d.clone(); }
+        if let Some(i) = x.get("image") { caps["image"] = json!({"identity": i, "binaries": ["node"]}); }
+        v
+    })
+}
+
+fn pool_base() -> impl Strategy<Value = Value> {
     (
         prop::sample::subsequence(NAMED_CAPABILITIES.to_vec(), 0..5),
         prop::sample::subsequence(vec!["eu-west", "us-east", "ap-south"], 0..3),
@@ -34,6 +71,25 @@ fn pool_json() -> impl Strategy<Value = Value> {
 }
 
 fn request_json() -> impl Strategy<Value = Value> {
+    (request_base(), extras_json(), prop::bool::weighted(0.5), prop::option::of(0usize..12)).prop_map(|(mut v, x, use_extras, only)| {
+        if use_extras {
+            let r = &mut v["requires"];
+            let mut timeout = r.get("timeout").cloned().unwrap_or(json!({}));
+            timeout["semantics"] = x["semantics"].clone();
+            if let Some(g) = x.get("granularity") { timeout["granularityMs"] = g.clone(); }
+            if let Some(l) = x.get("lifetime").and_then(Value::as_u64) { timeout["requiredSandboxLifetimeMs"] = json!(l); }
+            r["timeout"] = timeout;
+            r["restrictions"] = x["restrictions"].clone();
+            if let Some(e) = x.get("egress") { r["egress"] = json!([e, "open"]); }
+            if let Some(d) = x.get("durability") { r["stateDurability"] = d.clone(); }
+            if let Some(i) = x.get("image") { r["image"] = json!({"identity": i, "requiredBinaries": ["node"]}); }
+        }
+        if let Some(o) = only { v["providerId"] = json!(format!("p{o:03}")); }
+        v
+    })
+}
+
+fn request_base() -> impl Strategy<Value = Value> {
     (
         prop::sample::subsequence(NAMED_CAPABILITIES.to_vec(), 0..2),
         prop::sample::subsequence(NAMED_CAPABILITIES.to_vec(), 0..2),
@@ -154,9 +210,9 @@ proptest! {
         let parsed = parse_request(&req).unwrap();
         let full: Vec<usize> = route(r.pools(), &parsed, &RouteOptions::default()).eligible.iter().map(|x| x.index).collect();
         let mut scratch = Vec::new();
-        let fast = route_order(r.pools(), &parsed, &RouteOptions { limit: Some(k), ..RouteOptions::default() }, &mut scratch);
+        let fast = route_order(&r, &parsed, &RouteOptions { limit: Some(k), ..RouteOptions::default() }, &mut scratch);
         prop_assert_eq!(&full[..full.len().min(k)], &fast[..]);
-        let all = route_order(r.pools(), &parsed, &RouteOptions::default(), &mut scratch);
+        let all = route_order(&r, &parsed, &RouteOptions::default(), &mut scratch);
         prop_assert_eq!(full, all);
     }
 }

@@ -17,6 +17,7 @@ pub mod fallback;
 pub mod ids;
 pub mod json;
 pub mod mapping;
+pub mod profile;
 pub mod ranking;
 pub mod reasons;
 pub mod registry;

@@ -9,7 +9,8 @@
 use crate::core::capabilities::Capabilities;
 use crate::core::ids::validate_provider_id;
 use crate::core::json::FieldError;
-use crate::core::ranking::{latency_of, rank, tier_of, top_k, Candidate, Ranked, Slim};
+use crate::core::profile::{admits, tier, Profile, RegionTable, RequestProfile};
+use crate::core::ranking::{latency_of, rank, top_k, Candidate, Ranked, Slim};
 use crate::core::reasons::{Reason, Rejection};
 use crate::core::request::Request;
 use crate::core::requirements::{check, CheckContext, Sink};
@@ -58,11 +59,13 @@ impl Pool {
     }
 }
 
-/// Pools by registration, with an id index.
+/// Pools by registration, with an id index and the hot path's compact profiles.
 #[derive(Debug, Clone, Default)]
 pub struct Registry {
     pools: Vec<Pool>,
     index: HashMap<String, usize>,
+    profiles: Vec<Profile>,
+    regions: RegionTable,
 }
 
 impl Registry {
@@ -73,6 +76,8 @@ impl Registry {
         }
         let i = self.pools.len();
         self.index.insert(pool.id.clone(), i);
+        let regions = self.regions.intern(&pool.capabilities.regions);
+        self.profiles.push(Profile::of(&pool, regions));
         self.pools.push(pool);
         Ok(i)
     }
@@ -200,23 +205,47 @@ fn operational<'p>(
 }
 
 /// The order [`route`] would give, best first and at most `limit` long, as pool indices,
-/// computed in verdict mode over a reused buffer (the provision hot path). Returns the
-/// indices and the number of rejected pools.
-pub fn route_order(pools: &[Pool], req: &Request, opts: &RouteOptions<'_>, scratch: &mut Vec<Slim>) -> Vec<usize> {
+/// computed over the compact profiles into a reused buffer (the provision hot path).
+pub fn route_order(registry: &Registry, req: &Request, opts: &RouteOptions<'_>, scratch: &mut Vec<Slim>) -> Vec<usize> {
     scratch.clear();
-    for (i, p) in pools.iter().enumerate() {
-        if opts.credentials_unavailable.contains(&i) {
+    let pools = &registry.pools;
+    let q = RequestProfile::new(req, &registry.regions, |id| registry.position(id), opts.detached);
+    let plain = opts.signals.is_none() && opts.credentials_unavailable.is_empty() && opts.provider_order.is_none();
+    for (i, p) in registry.profiles.iter().enumerate() {
+        let regions = &pools[i].capabilities.regions;
+        if !admits(i, p, &q, req, regions) {
             continue;
         }
-        let mut sink = Sink::verdict();
-        check(&p.id, &p.capabilities, req, ctx(p, opts), &mut sink);
-        if sink.failed() {
-            continue;
-        }
-        let Some(s) = operational_signals(p, i, req, opts, &mut sink) else { continue };
+        let s = if plain && !q.needs_full_check {
+            // Every requirement was decided above; only the operational filters remain.
+            let Some(s) = p.signals else { continue };
+            if !s.available {
+                continue;
+            }
+            if let Some(budget) = req.max_ready_latency_ms {
+                if latency_of(&s, req.latency_objective) > budget {
+                    continue;
+                }
+            }
+            s
+        } else {
+            if opts.credentials_unavailable.contains(&i) {
+                continue;
+            }
+            let pool = &pools[i];
+            let mut sink = Sink::verdict();
+            if q.needs_full_check {
+                check(&pool.id, &pool.capabilities, req, ctx(pool, opts), &mut sink);
+                if sink.failed() {
+                    continue;
+                }
+            }
+            let Some(s) = operational_signals(pool, i, req, opts, &mut sink) else { continue };
+            s
+        };
         let tier = match opts.provider_order {
-            Some(order) => order.iter().position(|o| *o == p.id).unwrap_or(usize::MAX) as u32,
-            None => tier_of(&p.capabilities.regions, &req.region_preferred),
+            Some(order) => order.iter().position(|o| *o == pools[i].id).unwrap_or(usize::MAX) as u32,
+            None => tier(p, &q, req, regions),
         };
         scratch.push(Slim {
             index: i as u32,
