@@ -23,8 +23,14 @@ let empty = null;
 
 function wrap(json) {
   const native = callNative(() => new binding.CompiledRequest(json));
-  const [maxAttempts, fallback, timeoutMs] = native.info.split('|');
-  return Object.freeze({ native, maxAttempts: Number(maxAttempts), fallbackAllowed: fallback === '1', timeoutMs: Number(timeoutMs) });
+  const [maxAttempts, fallback, timeoutMs, key] = native.info.split('|');
+  return Object.freeze({
+    native,
+    key: Number(key),
+    maxAttempts: Number(maxAttempts),
+    fallbackAllowed: fallback === '1',
+    timeoutMs: Number(timeoutMs),
+  });
 }
 
 function isPlain(v) {

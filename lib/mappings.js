@@ -34,6 +34,7 @@ function checkRecord(record) {
 /** In-memory `sbx_…` ↔ provider mapping. A test/local reference, not durable storage. */
 class InMemoryMappingStore {
   #native = new binding.NativeMappingStore();
+  #key = this.#native.key;
 
   /** @param {import('../index').SandboxMapping} record */
   async put(record) {
@@ -72,8 +73,8 @@ class InMemoryMappingStore {
    * @internal the provision hot path: labels come from the compiled request (plus the id
    * label) and createdAt from the native clock, so one native call stores the record.
    */
-  [RECORD](compiledNative, id, providerId, providerSandboxId, detached) {
-    this.#native.record(compiledNative, id, providerId, providerSandboxId, detached);
+  [RECORD](requestKey, id, providerId, providerSandboxId, detached) {
+    binding.storeRecord(this.#key, requestKey, id, providerId, providerSandboxId, detached);
   }
 
   toJSON() {

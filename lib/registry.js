@@ -69,6 +69,7 @@ class InMemoryProviderRegistry {
   #native = new binding.NativeRegistry();
   /** @type {object[]} */
   #definitions = [];
+  #view = { native: this.#native, key: this.#native.key, definitions: this.#definitions };
   /** @type {Map<string, object>} */
   #byId = new Map();
 
@@ -111,9 +112,9 @@ class InMemoryProviderRegistry {
     return this.#definitions.length;
   }
 
-  /** @internal the parsed registry and the definitions by native index. */
+  /** @internal the parsed registry, its hot-path key and the definitions by native index. */
   [NATIVE]() {
-    return { native: this.#native, definitions: this.#definitions };
+    return this.#view;
   }
 
   toJSON() {

@@ -216,7 +216,12 @@ class SandboxRouter {
     const compiled = compile(request);
     const view = nativeView(this.#registry);
     const extras = this.#capacity === null ? null : { providerOrder: this.#capacity.providerOrder };
-    const plan = parsePlan(callNative(() => view.native.plan(compiled.native, options.detached === true, extras, false)));
+    const detached = options.detached === true;
+    const plan = parsePlan(
+      callNative(() =>
+        extras === null ? binding.registryPlan(view.key, compiled.key, detached, false) : view.native.plan(compiled.native, detached, extras, false),
+      ),
+    );
     const ids = new Array(plan.order.length);
     for (let i = 0; i < ids.length; i++) ids[i] = view.definitions[plan.order[i]].id;
     return ids;
@@ -302,7 +307,11 @@ class SandboxRouter {
     const extras = await this.#extras(view, compiled, detached, request);
     let plan;
     try {
-      plan = parsePlan(view.native.plan(compiled.native, detached, extras, true));
+      plan = parsePlan(
+        extras === null
+          ? binding.registryPlan(view.key, compiled.key, detached, true)
+          : view.native.plan(compiled.native, detached, extras, true),
+      );
     } catch (e) {
       const err = fromNative(e);
       if (err.code === 'NO_ELIGIBLE_PROVIDER') {
@@ -545,7 +554,7 @@ class SandboxRouter {
   async #persist(def, handle, compiled, id, providerId, labels, detached) {
     try {
       if (this.#fastMappings) {
-        this.#mappings[RECORD](compiled.native, id, providerId, handle.id, detached);
+        this.#mappings[RECORD](compiled.key, id, providerId, handle.id, detached);
       } else {
         const record = { id, providerId, providerSandboxId: handle.id, labels, createdAt: new Date().toISOString(), detached };
         const r = await within(this.#mappings.put(record), this.#callbackTimeoutMs);

@@ -10,9 +10,9 @@
 use crate::core::explain::{explain, summary};
 use crate::core::fallback::{after_failure, sanitize, Next};
 use crate::core::ids::{validate_provider_id, validate_sandbox_id, SandboxIdSource};
-use crate::core::mapping::{Mapping, MappingStore};
+use crate::core::mapping::{CreatedAt, Mapping, MappingStore};
 use crate::core::ranking::Slim;
-use crate::core::registry::{route, route_order, Decision, Pool, Registry, RouteOptions};
+use crate::core::registry::{route, route_order_into, Decision, Pool, Registry, RouteOptions};
 use crate::core::request::{parse_request, Request};
 use crate::core::signals::{signal_state, unresolved, SignalState};
 use crate::core::CoreError;
@@ -20,7 +20,61 @@ use napi::{Error, Result, Status};
 use napi_derive::napi;
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Rc;
+
+/// Objects reachable by integer key from the hot-path free functions.
+///
+/// Why? On this seam a call to a method of a napi class costs 3-4x a call to a free
+/// function (the wrapper must be unwrapped and borrow-checked). The classes stay the
+/// owners (their `Drop`, run when JS collects them, removes the entry); the provision hot
+/// path calls free functions with the keys instead.
+struct Slab<T> {
+    items: Vec<Option<T>>,
+    free: Vec<u32>,
+}
+
+impl<T: Clone> Slab<T> {
+    const fn new() -> Self {
+        Slab { items: Vec::new(), free: Vec::new() }
+    }
+
+    fn insert(&mut self, t: T) -> u32 {
+        match self.free.pop() {
+            Some(k) => {
+                self.items[k as usize] = Some(t);
+                k
+            }
+            None => {
+                self.items.push(Some(t));
+                (self.items.len() - 1) as u32
+            }
+        }
+    }
+
+    fn get(&self, k: u32) -> Option<T> {
+        self.items.get(k as usize).and_then(Clone::clone)
+    }
+
+    fn remove(&mut self, k: u32) {
+        if let Some(slot) = self.items.get_mut(k as usize) {
+            if slot.take().is_some() {
+                self.free.push(k);
+            }
+        }
+    }
+}
+
+thread_local! {
+    static REGISTRIES: RefCell<Slab<Rc<RefCell<RegistryInner>>>> = const { RefCell::new(Slab::new()) };
+    static REQUESTS: RefCell<Slab<Rc<Request>>> = const { RefCell::new(Slab::new()) };
+    static STORES: RefCell<Slab<Rc<RefCell<MappingStore>>>> = const { RefCell::new(Slab::new()) };
+}
+
+fn stale(what: &str) -> Error {
+    encode("INTERNAL_ERROR", &format!("internal error: unknown {what} handle"), None, Value::Null)
+}
 
 fn encode(code: &str, message: &str, field: Option<&str>, extra: Value) -> Error {
     let mut v = json!({"code": code, "message": message});
@@ -78,7 +132,14 @@ pub fn check_sandbox_id(id: String) -> Result<()> {
 /// repeated request is parsed once (parsing costs more than routing six pools).
 #[napi]
 pub struct CompiledRequest {
-    req: Request,
+    req: Rc<Request>,
+    key: u32,
+}
+
+impl Drop for CompiledRequest {
+    fn drop(&mut self) {
+        let _ = REQUESTS.try_with(|s| s.borrow_mut().remove(self.key));
+    }
 }
 
 #[napi]
@@ -86,13 +147,23 @@ impl CompiledRequest {
     /// Parses and validates request JSON; throws an encoded error.
     #[napi(constructor)]
     pub fn new(request_json: String) -> Result<Self> {
-        guard(|| request_from(&request_json).map(|req| CompiledRequest { req }))
+        guard(|| {
+            let req = Rc::new(request_from(&request_json)?);
+            let key = REQUESTS.with(|s| s.borrow_mut().insert(req.clone()));
+            Ok(CompiledRequest { req, key })
+        })
     }
 
-    /// `maxAttempts|fallback(0/1)|acquisitionTimeoutMs`.
+    /// `maxAttempts|fallback(0/1)|acquisitionTimeoutMs|key`.
     #[napi(getter)]
     pub fn info(&self) -> String {
-        format!("{}|{}|{}", self.req.max_attempts, u8::from(self.req.fallback_allowed), self.req.acquisition_timeout_ms)
+        format!(
+            "{}|{}|{}|{}",
+            self.req.max_attempts,
+            u8::from(self.req.fallback_allowed),
+            self.req.acquisition_timeout_ms,
+            self.key
+        )
     }
 }
 
@@ -126,9 +197,22 @@ pub fn debug_panic() -> Result<()> {
 /// The registered pools of one registry, parsed once.
 #[napi]
 pub struct NativeRegistry {
+    inner: Rc<RefCell<RegistryInner>>,
+    key: u32,
+}
+
+/// What a registry holds; shared by its class and its hot-path key.
+struct RegistryInner {
     registry: Registry,
     ids: SandboxIdSource,
     scratch: Vec<Slim>,
+    order: Vec<usize>,
+}
+
+impl Drop for NativeRegistry {
+    fn drop(&mut self) {
+        let _ = REGISTRIES.try_with(|s| s.borrow_mut().remove(self.key));
+    }
 }
 
 impl Default for NativeRegistry {
@@ -170,31 +254,142 @@ impl NativeRegistry {
     /// An empty registry.
     #[napi(constructor)]
     pub fn new() -> Self {
-        NativeRegistry { registry: Registry::default(), ids: SandboxIdSource::default(), scratch: Vec::new() }
+        let inner = Rc::new(RefCell::new(RegistryInner {
+            registry: Registry::default(),
+            ids: SandboxIdSource::default(),
+            scratch: Vec::new(),
+            order: Vec::new(),
+        }));
+        let key = REGISTRIES.with(|s| s.borrow_mut().insert(inner.clone()));
+        NativeRegistry { inner, key }
+    }
+
+    /// The key for the hot-path free functions.
+    #[napi(getter)]
+    pub fn key(&self) -> u32 {
+        self.key
     }
 
     /// Adds a pool from `{ id, capabilities, signals }` JSON; returns its index.
     #[napi]
-    pub fn add_pool(&mut self, definition_json: String, has_launch_detached: bool) -> Result<u32> {
+    pub fn add_pool(&self, definition_json: String, has_launch_detached: bool) -> Result<u32> {
         guard(|| {
             let v = serde_json::from_str::<Value>(&definition_json).map_err(|_| {
                 encode("INVALID_PROVIDER_DEFINITION", "provider definition is not serializable", None, Value::Null)
             })?;
             let pool = Pool::from_json(&v, has_launch_detached).map_err(core_err)?;
-            self.registry.add(pool).map(|i| i as u32).map_err(core_err)
+            self.inner.borrow_mut().registry.add(pool).map(|i| i as u32).map_err(core_err)
         })
     }
 
     /// Number of pools.
     #[napi(getter)]
     pub fn size(&self) -> u32 {
-        self.registry.pools().len() as u32
+        self.inner.borrow().registry.pools().len() as u32
     }
 
     /// A fresh `sbx_` id.
     #[napi]
-    pub fn next_sandbox_id(&mut self) -> Result<String> {
-        guard(|| self.ids.next_id().map_err(core_err))
+    pub fn next_sandbox_id(&self) -> Result<String> {
+        guard(|| self.inner.borrow_mut().ids.next_id().map_err(core_err))
+    }
+
+    /// The provision plan with per-request extras (readiness, resolver, capacity order);
+    /// see [`registry_plan`] for the result and errors.
+    #[napi]
+    pub fn plan(&self, request: &CompiledRequest, detached: bool, extras: Option<RouteExtras>, allocate_id: bool) -> Result<String> {
+        guard(|| self.inner.borrow_mut().plan(&request.req, detached, extras.as_ref(), allocate_id))
+    }
+
+    /// Indices of pools that pass the hard requirements and credentials (for a resolver).
+    #[napi]
+    pub fn survivors(&self, request: &CompiledRequest, detached: bool, extras: Option<RouteExtras>) -> Result<Vec<u32>> {
+        guard(|| {
+            let unavailable: Vec<usize> = extras
+                .as_ref()
+                .and_then(|e| e.credentials_unavailable.as_ref())
+                .map(|v| v.iter().map(|i| *i as usize).collect())
+                .unwrap_or_default();
+            let opts = RouteOptions { detached, credentials_unavailable: &unavailable, ..RouteOptions::default() };
+            let inner = self.inner.borrow();
+            Ok(crate::core::registry::requirement_survivors(inner.registry.pools(), &request.req, &opts)
+                .into_iter()
+                .map(|i| i as u32)
+                .collect())
+        })
+    }
+
+    /// Full explanation as JSON (every pool: rank and breakdown, or reasons).
+    #[napi]
+    pub fn explain(&self, request: &CompiledRequest, detached: bool, extras: Option<RouteExtras>) -> Result<String> {
+        guard(|| {
+            let inner = self.inner.borrow();
+            let d = inner.decide(&request.req, detached, extras.as_ref(), None, true)?;
+            Ok(explain(inner.registry.pools(), &request.req, &d).to_string())
+        })
+    }
+}
+
+/// The provision hot path: plan for registry `registry_key` and compiled request
+/// `request_key` without extras. Returns `sbx_id|i,j,k` (pool indices, best first, at
+/// most `maxAttempts`; the id is empty unless `allocate_id`). Throws an encoded
+/// `NO_ELIGIBLE_PROVIDER` error (with the explained rejections and the id) when nothing is
+/// eligible.
+#[napi]
+pub fn registry_plan(registry_key: u32, request_key: u32, detached: bool, allocate_id: bool) -> Result<String> {
+    guard(|| {
+        let inner = REGISTRIES.with(|s| s.borrow().get(registry_key)).ok_or_else(|| stale("registry"))?;
+        let req = REQUESTS.with(|s| s.borrow().get(request_key)).ok_or_else(|| stale("request"))?;
+        let mut inner = inner.borrow_mut();
+        inner.plan(&req, detached, None, allocate_id)
+    })
+}
+
+impl RegistryInner {
+    fn plan(&mut self, req: &Request, detached: bool, extras: Option<&RouteExtras>, allocate_id: bool) -> Result<String> {
+        let capacity = extras.is_some_and(|e| e.provider_order.is_some());
+        // Capacity skips consume no attempt, so capacity routing needs every candidate.
+        let limit = if capacity { None } else { Some(req.max_attempts as usize) };
+        let mut order = std::mem::take(&mut self.order);
+        match extras {
+            None => route_order_into(
+                &self.registry,
+                req,
+                &RouteOptions { detached, limit, ..RouteOptions::default() },
+                &mut self.scratch,
+                &mut order,
+            ),
+            Some(e) => {
+                let unavailable: Vec<usize> =
+                    e.credentials_unavailable.as_ref().map(|v| v.iter().map(|i| *i as usize).collect()).unwrap_or_default();
+                let overrides = signal_overrides(e.signals_json.as_deref())?;
+                let opts = RouteOptions {
+                    detached,
+                    credentials_unavailable: &unavailable,
+                    signals: overrides.as_ref(),
+                    provider_order: e.provider_order.as_deref(),
+                    limit,
+                    detail: false,
+                };
+                route_order_into(&self.registry, req, &opts, &mut self.scratch, &mut order)
+            }
+        }
+        let id = if allocate_id { self.ids.next_id().map_err(core_err)? } else { String::new() };
+        if order.is_empty() {
+            self.order = order;
+            return Err(self.no_eligible(req, detached, extras, allocate_id.then_some(id.as_str()))?);
+        }
+        use std::fmt::Write;
+        let mut out = id;
+        out.push('|');
+        for (n, i) in order.iter().enumerate() {
+            if n > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, "{i}");
+        }
+        self.order = order;
+        Ok(out)
     }
 
     fn decide(&self, req: &Request, detached: bool, extras: Option<&RouteExtras>, limit: Option<usize>, detail: bool) -> Result<Decision> {
@@ -228,85 +423,6 @@ impl NativeRegistry {
             .collect();
         Ok(encode("NO_ELIGIBLE_PROVIDER", &line, None, json!({"summary": line, "rejections": rejections, "sandboxId": id})))
     }
-
-    /// The provision plan for a compiled request: routes on the hot path and (when
-    /// `allocate_id`) allocates the sandbox id, in one call. Returns `sbx_id|i,j,k` (pool
-    /// indices, best first, at most `maxAttempts` unless capacity routing needs them all;
-    /// the id is empty when not allocated). Throws an encoded `NO_ELIGIBLE_PROVIDER` error
-    /// (with the explained rejections and the allocated id) when nothing is eligible.
-    #[napi]
-    pub fn plan(&mut self, request: &CompiledRequest, detached: bool, extras: Option<RouteExtras>, allocate_id: bool) -> Result<String> {
-        guard(|| {
-            let req = &request.req;
-            let capacity = extras.as_ref().is_some_and(|e| e.provider_order.is_some());
-            // Capacity skips consume no attempt, so capacity routing needs every candidate.
-            let limit = if capacity { None } else { Some(req.max_attempts as usize) };
-            let order = match &extras {
-                None => route_order(
-                    &self.registry,
-                    req,
-                    &RouteOptions { detached, limit, ..RouteOptions::default() },
-                    &mut self.scratch,
-                ),
-                Some(e) => {
-                    let unavailable: Vec<usize> =
-                        e.credentials_unavailable.as_ref().map(|v| v.iter().map(|i| *i as usize).collect()).unwrap_or_default();
-                    let overrides = signal_overrides(e.signals_json.as_deref())?;
-                    let opts = RouteOptions {
-                        detached,
-                        credentials_unavailable: &unavailable,
-                        signals: overrides.as_ref(),
-                        provider_order: e.provider_order.as_deref(),
-                        limit,
-                        detail: false,
-                    };
-                    route_order(&self.registry, req, &opts, &mut self.scratch)
-                }
-            };
-            let id = if allocate_id { self.ids.next_id().map_err(core_err)? } else { String::new() };
-            if order.is_empty() {
-                return Err(self.no_eligible(req, detached, extras.as_ref(), allocate_id.then_some(id.as_str()))?);
-            }
-            let mut out = String::with_capacity(id.len() + 1 + 4 * order.len());
-            out.push_str(&id);
-            out.push('|');
-            for (n, i) in order.iter().enumerate() {
-                if n > 0 {
-                    out.push(',');
-                }
-                out.push_str(&i.to_string());
-            }
-            Ok(out)
-        })
-    }
-
-    /// Indices of pools that pass the hard requirements and credentials (for a resolver).
-    #[napi]
-    pub fn survivors(&self, request: &CompiledRequest, detached: bool, extras: Option<RouteExtras>) -> Result<Vec<u32>> {
-        guard(|| {
-            let req = &request.req;
-            let unavailable: Vec<usize> = extras
-                .as_ref()
-                .and_then(|e| e.credentials_unavailable.as_ref())
-                .map(|v| v.iter().map(|i| *i as usize).collect())
-                .unwrap_or_default();
-            let opts = RouteOptions { detached, credentials_unavailable: &unavailable, ..RouteOptions::default() };
-            Ok(crate::core::registry::requirement_survivors(self.registry.pools(), req, &opts)
-                .into_iter()
-                .map(|i| i as u32)
-                .collect())
-        })
-    }
-
-    /// Full explanation as JSON (every pool: rank and breakdown, or reasons).
-    #[napi]
-    pub fn explain(&self, request: &CompiledRequest, detached: bool, extras: Option<RouteExtras>) -> Result<String> {
-        guard(|| {
-            let req = &request.req;
-            let d = self.decide(req, detached, extras.as_ref(), None, true)?;
-            Ok(explain(self.registry.pools(), req, &d).to_string())
-        })
-    }
 }
 
 /// Routes once over pools given as a JSON array (the pure `routeProviders` path).
@@ -332,13 +448,42 @@ pub fn route_once(request_json: String, definitions_json: String) -> Result<Stri
 /// The default in-memory mapping store (sync core; the JS class adds the async contract).
 #[napi]
 pub struct NativeMappingStore {
-    store: MappingStore,
+    store: Rc<RefCell<MappingStore>>,
+    key: u32,
+}
+
+impl Drop for NativeMappingStore {
+    fn drop(&mut self) {
+        let _ = STORES.try_with(|s| s.borrow_mut().remove(self.key));
+    }
 }
 
 impl Default for NativeMappingStore {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// The router's hot-path mapping write into store `store_key`: labels are the compiled
+/// request's caller labels plus the router's id label, and `createdAt` is taken here.
+#[napi]
+pub fn store_record(
+    store_key: u32,
+    request_key: u32,
+    id: String,
+    provider_id: String,
+    provider_sandbox_id: String,
+    detached: bool,
+) -> Result<()> {
+    guard(|| {
+        validate_sandbox_id(&id).map_err(core_err)?;
+        let store = STORES.with(|s| s.borrow().get(store_key)).ok_or_else(|| stale("mapping store"))?;
+        let req = REQUESTS.with(|s| s.borrow().get(request_key)).ok_or_else(|| stale("request"))?;
+        let created_at = CreatedAt::Millis(crate::core::clock::now_millis());
+        let labels = req.labels.clone();
+        store.borrow_mut().put(Mapping { id, provider_id, provider_sandbox_id, labels, stamped: true, created_at, detached });
+        Ok(())
+    })
 }
 
 /// A mapping record as JS sees it.
@@ -363,8 +508,8 @@ fn to_record(m: &Mapping) -> MappingRecord {
         id: m.id.clone(),
         provider_id: m.provider_id.clone(),
         provider_sandbox_id: m.provider_sandbox_id.clone(),
-        labels: m.labels.iter().cloned().collect(),
-        created_at: m.created_at.clone(),
+        labels: m.all_labels().into_iter().collect(),
+        created_at: m.created_at_text(),
         detached: m.detached,
     }
 }
@@ -374,13 +519,21 @@ impl NativeMappingStore {
     /// An empty store.
     #[napi(constructor)]
     pub fn new() -> Self {
-        NativeMappingStore { store: MappingStore::default() }
+        let store = Rc::new(RefCell::new(MappingStore::default()));
+        let key = STORES.with(|s| s.borrow_mut().insert(store.clone()));
+        NativeMappingStore { store, key }
+    }
+
+    /// The key for [`store_record`].
+    #[napi(getter)]
+    pub fn key(&self) -> u32 {
+        self.key
     }
 
     /// Inserts or replaces a record. `labels_json` is a JSON object of strings.
     #[napi]
     pub fn put(
-        &mut self,
+        &self,
         id: String,
         provider_id: String,
         provider_sandbox_id: String,
@@ -400,28 +553,9 @@ impl NativeMappingStore {
                     .collect::<Result<Vec<_>>>()?,
                 _ => return Err(encode("INVALID_INPUT", "mapping labels must be an object", Some("labels"), Value::Null)),
             };
-            self.store.put(Mapping { id, provider_id, provider_sandbox_id, labels, created_at, detached });
-            Ok(())
-        })
-    }
-
-    /// The router's hot-path write: labels are the compiled request's caller labels plus
-    /// the router's id label, and `createdAt` is taken here. Returns `createdAt`.
-    #[napi]
-    pub fn record(
-        &mut self,
-        request: &CompiledRequest,
-        id: String,
-        provider_id: String,
-        provider_sandbox_id: String,
-        detached: bool,
-    ) -> Result<()> {
-        guard(|| {
-            validate_sandbox_id(&id).map_err(core_err)?;
-            let mut labels = request.req.labels.clone();
-            labels.push((crate::core::request::SANDBOX_ID_LABEL.to_string(), id.clone()));
-            let created_at = crate::core::clock::now_iso8601();
-            self.store.put(Mapping { id, provider_id, provider_sandbox_id, labels, created_at, detached });
+            let labels = std::sync::Arc::new(labels);
+            let created_at = CreatedAt::Text(created_at);
+            self.store.borrow_mut().put(Mapping { id, provider_id, provider_sandbox_id, labels, stamped: false, created_at, detached });
             Ok(())
         })
     }
@@ -429,25 +563,25 @@ impl NativeMappingStore {
     /// The record for `id`, or null.
     #[napi]
     pub fn get(&self, id: String) -> Option<MappingRecord> {
-        self.store.get(&id).map(to_record)
+        self.store.borrow().get(&id).map(to_record)
     }
 
     /// Removes `id`; true if it existed.
     #[napi]
-    pub fn delete(&mut self, id: String) -> bool {
-        self.store.delete(&id)
+    pub fn delete(&self, id: String) -> bool {
+        self.store.borrow_mut().delete(&id)
     }
 
     /// Every record, ordered by id.
     #[napi]
     pub fn list(&self) -> Vec<MappingRecord> {
-        self.store.list().into_iter().map(to_record).collect()
+        self.store.borrow().list().into_iter().map(to_record).collect()
     }
 
     /// Number of records.
     #[napi(getter)]
     pub fn size(&self) -> u32 {
-        self.store.len() as u32
+        self.store.borrow().len() as u32
     }
 }
 

@@ -22,10 +22,14 @@ pub fn iso8601_millis(ms: i64) -> String {
     format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}.{milli:03}Z")
 }
 
+/// Milliseconds since the Unix epoch, now.
+pub fn now_millis() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
 /// Now, as [`iso8601_millis`].
 pub fn now_iso8601() -> String {
-    let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-    iso8601_millis(ms)
+    iso8601_millis(now_millis())
 }
 
 #[cfg(test)]

@@ -5,7 +5,18 @@
 //! reroutes. This in-memory store is the default and a test/local reference; durable,
 //! cross-process identity needs a caller-supplied store with the same contract.
 
+use crate::core::clock::iso8601_millis;
 use std::collections::HashMap;
+use std::sync::Arc;
+
+/// When a record was made: an instant taken by the router, or a caller's text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreatedAt {
+    /// Milliseconds since the Unix epoch (formatted on read: the write path stays cheap).
+    Millis(i64),
+    /// ISO-8601 text as given.
+    Text(String),
+}
 
 /// One sandbox's identity record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,12 +27,34 @@ pub struct Mapping {
     pub provider_id: String,
     /// The provider's own sandbox id (never handed out as the router id).
     pub provider_sandbox_id: String,
-    /// Labels stamped at launch (caller labels plus the router's id label).
-    pub labels: Vec<(String, String)>,
-    /// ISO-8601 creation time.
-    pub created_at: String,
+    /// Labels given at launch. Shared with the compiled request they came from, so
+    /// storing a record copies no label.
+    pub labels: Arc<Vec<(String, String)>>,
+    /// Whether the router's id label (`SANDBOX_ID_LABEL` = `id`) follows `labels`.
+    pub stamped: bool,
+    /// Creation time.
+    pub created_at: CreatedAt,
     /// Whether it came from `provisionDetached`.
     pub detached: bool,
+}
+
+impl Mapping {
+    /// Every label, the router's id label included.
+    pub fn all_labels(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = self.labels.iter().cloned().collect();
+        if self.stamped {
+            out.push((crate::core::request::SANDBOX_ID_LABEL.to_string(), self.id.clone()));
+        }
+        out
+    }
+
+    /// Creation time as ISO-8601.
+    pub fn created_at_text(&self) -> String {
+        match &self.created_at {
+            CreatedAt::Millis(ms) => iso8601_millis(*ms),
+            CreatedAt::Text(t) => t.clone(),
+        }
+    }
 }
 
 /// Records keyed by router id.
@@ -73,8 +106,9 @@ mod tests {
             id: id.into(),
             provider_id: "p".into(),
             provider_sandbox_id: "remote-1".into(),
-            labels: vec![],
-            created_at: "2026-01-01T00:00:00.000Z".into(),
+            labels: Arc::new(vec![]),
+            stamped: true,
+            created_at: CreatedAt::Millis(0),
             detached: false,
         }
     }
@@ -85,6 +119,8 @@ mod tests {
         s.put(m("sbx_b"));
         s.put(m("sbx_a"));
         assert_eq!(s.get("sbx_a").unwrap().provider_sandbox_id, "remote-1");
+        assert_eq!(s.get("sbx_a").unwrap().all_labels(), vec![(crate::core::request::SANDBOX_ID_LABEL.to_string(), "sbx_a".to_string())]);
+        assert_eq!(s.get("sbx_a").unwrap().created_at_text(), "1970-01-01T00:00:00.000Z");
         assert_eq!(s.list().iter().map(|x| x.id.as_str()).collect::<Vec<_>>(), ["sbx_a", "sbx_b"]);
         assert!(s.delete("sbx_a"));
         assert!(!s.delete("sbx_a"));

@@ -199,44 +199,79 @@ pub fn tier_of(regions: &[String], preferred: &[String]) -> u32 {
 }
 
 /// The best `k` pool indices in the same order [`rank`] produces, without building the
-/// breakdowns: one pass for the spreads, one pass keeping a small sorted buffer.
-pub fn top_k<'a>(slims: &[Slim], id: impl Fn(u32) -> &'a str, strategy: Strategy, k: usize) -> Vec<u32> {
+/// breakdowns: one pass for the spreads, one pass keeping a small sorted buffer. Writes
+/// into `out` (cleared first) so a caller can reuse it.
+pub fn top_k<'a>(slims: &[Slim], id: impl Fn(u32) -> &'a str, strategy: Strategy, k: usize, out: &mut Vec<usize>) {
+    out.clear();
     if k == 0 || slims.is_empty() {
-        return Vec::new();
+        return;
     }
-    let costs = spread(slims.iter().map(|c| c.cost));
-    let lats = spread(slims.iter().map(|c| c.latency));
-    let rels = spread(slims.iter().map(|c| c.reliability));
+    let balanced_spreads = (strategy == Strategy::Balanced).then(|| {
+        (
+            spread(slims.iter().map(|c| c.cost)),
+            spread(slims.iter().map(|c| c.latency)),
+            spread(slims.iter().map(|c| c.reliability)),
+        )
+    });
     // Lower primary is better.
     let primary = |c: &Slim| -> f64 {
-        match strategy {
-            Strategy::Cost => c.cost,
-            Strategy::Latency => c.latency,
-            Strategy::Reliability => -c.reliability,
-            Strategy::Balanced => -balanced(
+        match (strategy, balanced_spreads) {
+            (Strategy::Cost, _) => c.cost,
+            (Strategy::Latency, _) => c.latency,
+            (Strategy::Reliability, _) => -c.reliability,
+            (Strategy::Balanced, Some((costs, lats, rels))) => -balanced(
                 lower_is_better(c.cost, costs),
                 lower_is_better(c.latency, lats),
                 higher_is_better(c.reliability, rels),
             ),
+            (Strategy::Balanced, None) => 0.0,
         }
     };
     let better = |a: &(u32, f64, u32), b: &(u32, f64, u32)| -> bool {
-        a.0.cmp(&b.0)
-            .then_with(|| a.1.total_cmp(&b.1))
-            .then_with(|| id(a.2).as_bytes().cmp(id(b.2).as_bytes()))
-            == Ordering::Less
+        match a.0.cmp(&b.0).then_with(|| a.1.total_cmp(&b.1)) {
+            Ordering::Less => true,
+            Ordering::Greater => false,
+            Ordering::Equal => id(a.2).as_bytes() < id(b.2).as_bytes(),
+        }
     };
-    let mut best: Vec<(u32, f64, u32)> = Vec::with_capacity(k.min(slims.len()) + 1);
+    if k >= slims.len() {
+        let mut all: Vec<(u32, f64, u32)> = slims.iter().map(|c| (c.tier, primary(c), c.index)).collect();
+        all.sort_unstable_by(|a, b| {
+            if better(a, b) {
+                Ordering::Less
+            } else if better(b, a) {
+                Ordering::Greater
+            } else {
+                Ordering::Equal
+            }
+        });
+        out.extend(all.into_iter().map(|(_, _, i)| i as usize));
+        return;
+    }
+    // k is at most the attempt bound (10): a fixed buffer on the stack, insertion-sorted.
+    const CAP: usize = 16;
+    if k > CAP {
+        let mut all: Vec<(u32, f64, u32)> = slims.iter().map(|c| (c.tier, primary(c), c.index)).collect();
+        all.sort_unstable_by(|a, b| if better(a, b) { Ordering::Less } else if better(b, a) { Ordering::Greater } else { Ordering::Equal });
+        out.extend(all.into_iter().take(k).map(|(_, _, i)| i as usize));
+        return;
+    }
+    let mut best = [(0u32, 0f64, 0u32); CAP];
+    let mut len = 0usize;
     for c in slims {
         let key = (c.tier, primary(c), c.index);
-        if best.len() == k {
-            if !better(&key, &best[k - 1]) {
-                continue;
-            }
-            best.pop();
+        if len == k && !better(&key, &best[k - 1]) {
+            continue;
         }
-        let at = best.iter().position(|b| better(&key, b)).unwrap_or(best.len());
-        best.insert(at, key);
+        let mut at = len.min(k - 1);
+        if len < k {
+            len += 1;
+        }
+        while at > 0 && better(&key, &best[at - 1]) {
+            best[at] = best[at - 1];
+            at -= 1;
+        }
+        best[at] = key;
     }
-    best.into_iter().map(|(_, _, i)| i).collect()
+    out.extend(best[..len].iter().map(|(_, _, i)| *i as usize));
 }

@@ -205,8 +205,15 @@ fn operational<'p>(
 }
 
 /// The order [`route`] would give, best first and at most `limit` long, as pool indices,
-/// computed over the compact profiles into a reused buffer (the provision hot path).
+/// computed over the compact profiles into reused buffers (the provision hot path).
 pub fn route_order(registry: &Registry, req: &Request, opts: &RouteOptions<'_>, scratch: &mut Vec<Slim>) -> Vec<usize> {
+    let mut out = Vec::new();
+    route_order_into(registry, req, opts, scratch, &mut out);
+    out
+}
+
+/// [`route_order`] writing into `out` (cleared first).
+pub fn route_order_into(registry: &Registry, req: &Request, opts: &RouteOptions<'_>, scratch: &mut Vec<Slim>, out: &mut Vec<usize>) {
     scratch.clear();
     let pools = &registry.pools;
     let q = RequestProfile::new(req, &registry.regions, |id| registry.position(id), opts.detached);
@@ -256,7 +263,7 @@ pub fn route_order(registry: &Registry, req: &Request, opts: &RouteOptions<'_>, 
         });
     }
     let k = opts.limit.unwrap_or(scratch.len());
-    top_k(scratch, |i| pools[i as usize].id.as_str(), req.strategy, k).into_iter().map(|i| i as usize).collect()
+    top_k(scratch, |i| pools[i as usize].id.as_str(), req.strategy, k, out);
 }
 
 /// Signals of a pool that met every requirement, if they are valid, it is available, it

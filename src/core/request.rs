@@ -14,6 +14,7 @@ use crate::core::capabilities::{
 use crate::core::json::{object, FieldError, Obj};
 use crate::core::CoreError;
 use serde_json::Value;
+use std::sync::Arc;
 
 /// The label key under which the router stamps its own `sbx_…` id before launch.
 pub const SANDBOX_ID_LABEL: &str = "agent-relay-sbx-id";
@@ -118,8 +119,8 @@ pub struct Request {
     pub max_attempts: u32,
     /// Deadline for one launch, ms.
     pub acquisition_timeout_ms: u64,
-    /// Caller labels, in input order.
-    pub labels: Vec<(String, String)>,
+    /// Caller labels, in input order (shared with the mapping records made from it).
+    pub labels: Arc<Vec<(String, String)>>,
     /// Mask of the known required capabilities; `required_custom` is true when a custom
     /// (`x-`) name is required, which the mask cannot express.
     pub required_mask: u64,
@@ -156,7 +157,7 @@ impl Default for Request {
             fallback_allowed: true,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             acquisition_timeout_ms: DEFAULT_ACQUISITION_TIMEOUT_MS,
-            labels: Vec::new(),
+            labels: Arc::new(Vec::new()),
             required_mask: 0,
             forbidden_mask: 0,
             required_custom: false,
@@ -332,7 +333,7 @@ fn read(value: &Value) -> Result<Request, FieldError> {
         } else if launch.get("createTimeoutSeconds").is_some() {
             return Err(FieldError::new("launch.createTimeoutSeconds", "must be a finite number > 0"));
         }
-        req.labels = launch.string_map("labels")?.unwrap_or_default();
+        req.labels = Arc::new(launch.string_map("labels")?.unwrap_or_default());
         if req.labels.iter().any(|(k, _)| k == SANDBOX_ID_LABEL) {
             return Err(FieldError::new(
                 format!("launch.labels.{SANDBOX_ID_LABEL}"),
@@ -426,7 +427,7 @@ mod tests {
         let v = json!({"launch": {"labels": {SANDBOX_ID_LABEL: "x"}}});
         assert_eq!(field_of(v), format!("launch.labels.{SANDBOX_ID_LABEL}"));
         let r = parse_request(&json!({"launch": {"labels": {"team": "a"}}})).unwrap();
-        assert_eq!(r.labels, vec![("team".to_string(), "a".to_string())]);
+        assert_eq!(*r.labels, vec![("team".to_string(), "a".to_string())]);
     }
 
     #[test]
