@@ -38,46 +38,57 @@ function isPlain(v) {
   return proto === Object.prototype || proto === null || Array.isArray(v);
 }
 
-/** A deep copy of plain data, or null when anything in it is not plain data. */
+/** A snapshot of a plain object: its keys in order and the snapshots of their values. */
+class ObjectSnapshot {
+  constructor(keys, values) {
+    this.keys = keys;
+    this.values = values;
+  }
+}
+
+const NOT_PLAIN = Symbol('not-plain');
+
+/** A deep copy of plain data (arrays stay arrays, objects become ObjectSnapshots), or NOT_PLAIN. */
 function snapshot(v) {
-  if (v === null || typeof v !== 'object') return typeof v === 'function' || typeof v === 'symbol' ? null : { v };
-  if (!isPlain(v)) return null;
+  if (v === null || typeof v !== 'object') return typeof v === 'function' || typeof v === 'symbol' ? NOT_PLAIN : v;
+  if (!isPlain(v)) return NOT_PLAIN;
   if (Array.isArray(v)) {
     const out = new Array(v.length);
     for (let i = 0; i < v.length; i++) {
       const s = snapshot(v[i]);
-      if (s === null) return null;
-      out[i] = s.v;
+      if (s === NOT_PLAIN) return NOT_PLAIN;
+      out[i] = s;
     }
-    return { v: out };
+    return out;
   }
-  const out = {};
-  for (const k of Object.keys(v)) {
-    const s = snapshot(v[k]);
-    if (s === null) return null;
-    out[k] = s.v;
+  const keys = Object.keys(v);
+  const values = new Array(keys.length);
+  for (let i = 0; i < keys.length; i++) {
+    const s = snapshot(v[keys[i]]);
+    if (s === NOT_PLAIN) return NOT_PLAIN;
+    values[i] = s;
   }
-  return { v: out };
+  return new ObjectSnapshot(keys, values);
 }
 
-/** Structural equality of `a` (live) against a snapshot `b`, key order included. */
-function same(a, b) {
-  if (a === b) return true;
-  if (typeof a !== 'object' || a === null || typeof b !== 'object' || b === null) return false;
-  if (Array.isArray(b)) {
-    if (!Array.isArray(a) || a.length !== b.length) return false;
-    for (let i = 0; i < b.length; i++) if (!same(a[i], b[i])) return false;
+/** Whether live value `a` still equals snapshot `s` (key order included). Allocates nothing. */
+function same(a, s) {
+  if (s instanceof ObjectSnapshot) {
+    if (typeof a !== 'object' || a === null || Array.isArray(a) || !isPlain(a)) return false;
+    const keys = s.keys;
+    let n = 0;
+    for (const k in a) {
+      if (n >= keys.length || k !== keys[n] || !Object.hasOwn(a, k) || !same(a[k], s.values[n])) return false;
+      n++;
+    }
+    return n === keys.length;
+  }
+  if (Array.isArray(s)) {
+    if (!Array.isArray(a) || a.length !== s.length) return false;
+    for (let i = 0; i < s.length; i++) if (!same(a[i], s[i])) return false;
     return true;
   }
-  if (!isPlain(a) || Array.isArray(a)) return false;
-  const ka = Object.keys(a);
-  const kb = Object.keys(b);
-  if (ka.length !== kb.length) return false;
-  for (let i = 0; i < kb.length; i++) {
-    const k = kb[i];
-    if (ka[i] !== k || !same(a[k], b[k])) return false;
-  }
-  return true;
+  return a === s;
 }
 
 function isEmptyPlainObject(r) {
@@ -111,7 +122,7 @@ function compile(request) {
   }
   if (typeof request === 'object') {
     const snap = snapshot(request);
-    if (snap !== null) byIdentity.set(request, { snapshot: snap.v, compiled });
+    if (snap !== NOT_PLAIN) byIdentity.set(request, { snapshot: snap, compiled });
   }
   return compiled;
 }

@@ -117,11 +117,22 @@ function launchOptionsOf(launch, labels) {
   return out;
 }
 
-/** `sbx_id|i,j,k` → { id, order }. */
+/** `sbx_id|i,j,k` → { id, order } (a hand-rolled parse: this runs once per provision). */
 function parsePlan(text) {
   const bar = text.indexOf('|');
-  const list = text.slice(bar + 1);
-  return { id: text.slice(0, bar), order: list === '' ? [] : list.split(',').map(Number) };
+  const order = [];
+  let n = -1;
+  for (let i = bar + 1; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 44) {
+      order.push(n);
+      n = -1;
+    } else {
+      n = n < 0 ? c - 48 : n * 10 + (c - 48);
+    }
+  }
+  if (n >= 0) order.push(n);
+  return { id: text.slice(0, bar), order };
 }
 
 // Pools are named by id only: a definition holds the caller's runtime, which may hold a
@@ -212,18 +223,33 @@ class SandboxRouter {
    * at most `maxAcquisitionAttempts` provider ids, best first. Credential readiness and a
    * signal resolver are async and are not consulted; `explain` consults them.
    */
-  route(request, options = {}) {
+  route(request, options) {
     const compiled = compile(request);
     const view = nativeView(this.#registry);
-    const extras = this.#capacity === null ? null : { providerOrder: this.#capacity.providerOrder };
-    const detached = options.detached === true;
-    const plan = parsePlan(
-      callNative(() =>
-        extras === null ? binding.registryPlan(view.key, compiled.key, detached, false) : view.native.plan(compiled.native, detached, extras, false),
-      ),
-    );
-    const ids = new Array(plan.order.length);
-    for (let i = 0; i < ids.length; i++) ids[i] = view.definitions[plan.order[i]].id;
+    const detached = options !== undefined && options !== null && options.detached === true;
+    let text;
+    try {
+      text =
+        this.#capacity === null
+          ? binding.registryPlan(view.key, compiled.key, detached, false)
+          : view.native.plan(compiled.native, detached, { providerOrder: this.#capacity.providerOrder }, false);
+    } catch (error) {
+      throw fromNative(error);
+    }
+    // `|i,j,k` (no id was allocated): map indices straight to ids.
+    const defs = view.definitions;
+    const ids = [];
+    let n = -1;
+    for (let i = 1; i < text.length; i++) {
+      const c = text.charCodeAt(i);
+      if (c === 44) {
+        ids.push(defs[n].id);
+        n = -1;
+      } else {
+        n = n < 0 ? c - 48 : n * 10 + (c - 48);
+      }
+    }
+    if (n >= 0) ids.push(defs[n].id);
     return ids;
   }
 
@@ -253,8 +279,12 @@ class SandboxRouter {
     }
   }
 
+  get #needsExtras() {
+    return this.#provisioning !== null || this.#resolver !== null || this.#capacity !== null;
+  }
+
   async #extras(view, compiled, detached, request) {
-    if (this.#provisioning === null && this.#resolver === null && this.#capacity === null) return null;
+    if (!this.#needsExtras) return null;
     const extras = {};
     if (this.#capacity !== null) extras.providerOrder = this.#capacity.providerOrder;
     if (this.#provisioning !== null) extras.credentialsUnavailable = await this.#readiness(view);
@@ -304,7 +334,7 @@ class SandboxRouter {
   async #provision(request, detached) {
     const compiled = compile(request);
     const view = nativeView(this.#registry);
-    const extras = await this.#extras(view, compiled, detached, request);
+    const extras = this.#needsExtras ? await this.#extras(view, compiled, detached, request) : null;
     let plan;
     try {
       plan = parsePlan(
@@ -407,7 +437,9 @@ class SandboxRouter {
         );
       }
       if (this.#observer !== null) this.#emit('attempt.succeeded', { sandboxId: id, providerId, attempt: made });
-      await this.#persist(def, handle, compiled, id, providerId, labels, detached);
+      if (!this.#recordFast(compiled, id, providerId, handle.id, detached)) {
+        await this.#persist(def, handle, id, providerId, labels, detached);
+      }
       this.#handles.set(id, handle);
       return { id, providerId, labels: { ...labels } };
     }
@@ -551,15 +583,31 @@ class SandboxRouter {
     return { code: null, retryable: null };
   }
 
-  async #persist(def, handle, compiled, id, providerId, labels, detached) {
+  /**
+   * The default store's synchronous write. True when the record is stored; false when
+   * the caller's store must be used, or the write failed (then `#persist` runs the failure
+   * path: it retries nothing, it cleans up).
+   */
+  #recordFast(compiled, id, providerId, providerSandboxId, detached) {
+    if (!this.#fastMappings) return false;
+    try {
+      this.#mappings[RECORD](compiled.key, id, providerId, providerSandboxId, detached);
+    } catch {
+      return false;
+    }
+    if (this.#observer !== null) this.#emit('mapping.persisted', { sandboxId: id, providerId });
+    return true;
+  }
+
+  async #persist(def, handle, id, providerId, labels, detached) {
     try {
       if (this.#fastMappings) {
-        this.#mappings[RECORD](compiled.key, id, providerId, handle.id, detached);
-      } else {
-        const record = { id, providerId, providerSandboxId: handle.id, labels, createdAt: new Date().toISOString(), detached };
-        const r = await within(this.#mappings.put(record), this.#callbackTimeoutMs);
-        if (r === TIMED_OUT) throw new Error('mapping store timed out');
+        // #recordFast already failed for this record.
+        throw new Error('mapping write failed');
       }
+      const record = { id, providerId, providerSandboxId: handle.id, labels, createdAt: new Date().toISOString(), detached };
+      const r = await within(this.#mappings.put(record), this.#callbackTimeoutMs);
+      if (r === TIMED_OUT) throw new Error('mapping store timed out');
     } catch {
       this.#emit('mapping.failed', { sandboxId: id, providerId });
       let succeeded = false;
