@@ -9,16 +9,26 @@
 // an idle router never keeps the process alive.
 
 class Deadlines {
-  /** @type {{ at: number, onExpire: () => void, settled: boolean }[]} */
+  /** @type {{ at: number, settled: boolean }[]} */
   #q = [];
+  #onExpire;
   #head = 0;
   #live = 0;
   #timer = null;
   #armedAt = Infinity;
 
-  /** Registers `onExpire` to run after `ms` unless settled first; returns the entry. */
-  add(ms, onExpire) {
-    const entry = { at: Date.now() + ms, onExpire, settled: false };
+  /** @param {(entry: object) => void} onExpire called with an entry whose deadline passed */
+  constructor(onExpire) {
+    this.#onExpire = onExpire;
+  }
+
+  /**
+   * Tracks `entry` (any object; `at` and `settled` are set on it) until it is settled or
+   * `ms` pass, whichever is first. Returns the entry.
+   */
+  add(ms, entry) {
+    entry.at = Date.now() + ms;
+    entry.settled = false;
     const q = this.#q;
     let i = q.length;
     while (i > this.#head && q[i - 1].at > entry.at) i--;
@@ -80,7 +90,7 @@ class Deadlines {
     }
     this.#compact();
     if (this.#live > 0) this.#arm(this.#q[this.#head].at);
-    for (const entry of due) entry.onExpire();
+    for (const entry of due) this.#onExpire(entry);
   }
 }
 

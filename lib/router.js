@@ -48,8 +48,17 @@ function debug(line) {
 }
 
 const noop = () => {};
-// One timer for every launch deadline (see deadlines.js).
-const DEADLINES = new Deadlines();
+// One timer for every launch deadline (see deadlines.js). An entry carries what the
+// timeout error needs, so no closure is made per launch.
+const DEADLINES = new Deadlines((entry) =>
+  entry.reject(
+    new AcquisitionTimeoutError(
+      `launch on ${entry.providerId} did not settle within ${entry.timeoutMs} ms; outcome unknown (label ${SANDBOX_ID_LABEL}=${entry.sandboxId})`,
+      'ACQUISITION_TIMEOUT',
+      { providerId: entry.providerId, sandboxId: entry.sandboxId, timeoutMs: entry.timeoutMs },
+    ),
+  ),
+);
 const TIMED_OUT = Symbol('timed-out');
 
 /** Awaits `value` for at most `ms`; resolves to TIMED_OUT after that. Never rejects on timeout. */
@@ -531,15 +540,7 @@ class SandboxRouter {
       return Promise.reject(error);
     }
     return new Promise((resolve, reject) => {
-      const deadline = DEADLINES.add(timeoutMs, () =>
-        reject(
-          new AcquisitionTimeoutError(
-            `launch on ${def.id} did not settle within ${timeoutMs} ms; outcome unknown (label ${SANDBOX_ID_LABEL}=${id})`,
-            'ACQUISITION_TIMEOUT',
-            { providerId: def.id, sandboxId: id, timeoutMs },
-          ),
-        ),
-      );
+      const deadline = DEADLINES.add(timeoutMs, { reject, providerId: def.id, sandboxId: id, timeoutMs, at: 0, settled: false });
       Promise.resolve(pending).then(
         (handle) => {
           if (!DEADLINES.settle(deadline)) {

@@ -19,8 +19,8 @@ use crate::core::CoreError;
 use napi::{Error, Result, Status};
 use napi_derive::napi;
 use serde_json::{json, Value};
-use std::collections::HashMap;
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 
@@ -180,11 +180,19 @@ pub fn decide_after_failure(
 ) -> Result<String> {
     guard(|| {
         let c = sanitize(code.as_deref(), retryable);
-        Ok(match after_failure(&c, fallback_allowed, attempts_made as usize, max_attempts as usize, candidates as usize) {
-            Next::Advance(pos) => format!("ADVANCE:{pos}:{}", c.code),
-            Next::Terminal => format!("TERMINAL:{}", c.code),
-            Next::Exhausted => format!("EXHAUSTED:{}", c.code),
-        })
+        Ok(
+            match after_failure(
+                &c,
+                fallback_allowed,
+                attempts_made as usize,
+                max_attempts as usize,
+                candidates as usize,
+            ) {
+                Next::Advance(pos) => format!("ADVANCE:{pos}:{}", c.code),
+                Next::Terminal => format!("TERMINAL:{}", c.code),
+                Next::Exhausted => format!("EXHAUSTED:{}", c.code),
+            },
+        )
     })
 }
 
@@ -297,13 +305,24 @@ impl NativeRegistry {
     /// The provision plan with per-request extras (readiness, resolver, capacity order);
     /// see [`registry_plan`] for the result and errors.
     #[napi]
-    pub fn plan(&self, request: &CompiledRequest, detached: bool, extras: Option<RouteExtras>, allocate_id: bool) -> Result<String> {
+    pub fn plan(
+        &self,
+        request: &CompiledRequest,
+        detached: bool,
+        extras: Option<RouteExtras>,
+        allocate_id: bool,
+    ) -> Result<String> {
         guard(|| self.inner.borrow_mut().plan(&request.req, detached, extras.as_ref(), allocate_id))
     }
 
     /// Indices of pools that pass the hard requirements and credentials (for a resolver).
     #[napi]
-    pub fn survivors(&self, request: &CompiledRequest, detached: bool, extras: Option<RouteExtras>) -> Result<Vec<u32>> {
+    pub fn survivors(
+        &self,
+        request: &CompiledRequest,
+        detached: bool,
+        extras: Option<RouteExtras>,
+    ) -> Result<Vec<u32>> {
         guard(|| {
             let unavailable: Vec<usize> = extras
                 .as_ref()
@@ -346,7 +365,13 @@ pub fn registry_plan(registry_key: u32, request_key: u32, detached: bool, alloca
 }
 
 impl RegistryInner {
-    fn plan(&mut self, req: &Request, detached: bool, extras: Option<&RouteExtras>, allocate_id: bool) -> Result<String> {
+    fn plan(
+        &mut self,
+        req: &Request,
+        detached: bool,
+        extras: Option<&RouteExtras>,
+        allocate_id: bool,
+    ) -> Result<String> {
         let capacity = extras.is_some_and(|e| e.provider_order.is_some());
         // Capacity skips consume no attempt, so capacity routing needs every candidate.
         let limit = if capacity { None } else { Some(req.max_attempts as usize) };
@@ -360,8 +385,11 @@ impl RegistryInner {
                 &mut order,
             ),
             Some(e) => {
-                let unavailable: Vec<usize> =
-                    e.credentials_unavailable.as_ref().map(|v| v.iter().map(|i| *i as usize).collect()).unwrap_or_default();
+                let unavailable: Vec<usize> = e
+                    .credentials_unavailable
+                    .as_ref()
+                    .map(|v| v.iter().map(|i| *i as usize).collect())
+                    .unwrap_or_default();
                 let overrides = signal_overrides(e.signals_json.as_deref())?;
                 let opts = RouteOptions {
                     detached,
@@ -392,7 +420,14 @@ impl RegistryInner {
         Ok(out)
     }
 
-    fn decide(&self, req: &Request, detached: bool, extras: Option<&RouteExtras>, limit: Option<usize>, detail: bool) -> Result<Decision> {
+    fn decide(
+        &self,
+        req: &Request,
+        detached: bool,
+        extras: Option<&RouteExtras>,
+        limit: Option<usize>,
+        detail: bool,
+    ) -> Result<Decision> {
         let unavailable: Vec<usize> = extras
             .and_then(|e| e.credentials_unavailable.as_ref())
             .map(|v| v.iter().map(|i| *i as usize).collect())
@@ -409,7 +444,13 @@ impl RegistryInner {
         Ok(route(self.registry.pools(), req, &opts))
     }
 
-    fn no_eligible(&self, req: &Request, detached: bool, extras: Option<&RouteExtras>, id: Option<&str>) -> Result<Error> {
+    fn no_eligible(
+        &self,
+        req: &Request,
+        detached: bool,
+        extras: Option<&RouteExtras>,
+        id: Option<&str>,
+    ) -> Result<Error> {
         let d = self.decide(req, detached, extras, None, true)?;
         let pools = self.registry.pools();
         let line = summary(0, d.total, &d.rejected);
@@ -421,7 +462,12 @@ impl RegistryInner {
                        "reasons": r.reasons.iter().map(|x| json!({"code": x.reason.code(), "detail": x.detail})).collect::<Vec<_>>()})
             })
             .collect();
-        Ok(encode("NO_ELIGIBLE_PROVIDER", &line, None, json!({"summary": line, "rejections": rejections, "sandboxId": id})))
+        Ok(encode(
+            "NO_ELIGIBLE_PROVIDER",
+            &line,
+            None,
+            json!({"summary": line, "rejections": rejections, "sandboxId": id}),
+        ))
     }
 }
 
@@ -481,7 +527,15 @@ pub fn store_record(
         let req = REQUESTS.with(|s| s.borrow().get(request_key)).ok_or_else(|| stale("request"))?;
         let created_at = CreatedAt::Millis(crate::core::clock::now_millis());
         let labels = req.labels.clone();
-        store.borrow_mut().put(Mapping { id, provider_id, provider_sandbox_id, labels, stamped: true, created_at, detached });
+        store.borrow_mut().put(Mapping {
+            id,
+            provider_id,
+            provider_sandbox_id,
+            labels,
+            stamped: true,
+            created_at,
+            detached,
+        });
         Ok(())
     })
 }
@@ -548,14 +602,31 @@ impl NativeMappingStore {
                     .into_iter()
                     .map(|(k, v)| match v {
                         Value::String(s) => Ok((k, s)),
-                        _ => Err(encode("INVALID_INPUT", "mapping labels must be strings", Some("labels"), Value::Null)),
+                        _ => {
+                            Err(encode("INVALID_INPUT", "mapping labels must be strings", Some("labels"), Value::Null))
+                        }
                     })
                     .collect::<Result<Vec<_>>>()?,
-                _ => return Err(encode("INVALID_INPUT", "mapping labels must be an object", Some("labels"), Value::Null)),
+                _ => {
+                    return Err(encode(
+                        "INVALID_INPUT",
+                        "mapping labels must be an object",
+                        Some("labels"),
+                        Value::Null,
+                    ))
+                }
             };
             let labels = std::sync::Arc::new(labels);
             let created_at = CreatedAt::Text(created_at);
-            self.store.borrow_mut().put(Mapping { id, provider_id, provider_sandbox_id, labels, stamped: false, created_at, detached });
+            self.store.borrow_mut().put(Mapping {
+                id,
+                provider_id,
+                provider_sandbox_id,
+                labels,
+                stamped: false,
+                created_at,
+                detached,
+            });
             Ok(())
         })
     }
@@ -623,14 +694,28 @@ impl NativeLedger {
     /// request's resources. Returns `ADMITTED:<token>`, `EXHAUSTED:<resource>:<detail>` or
     /// `UNKNOWN:<reason>`.
     #[napi]
-    pub fn admit(&mut self, provider_id: String, read_seq: i64, measurement_json: String, resources_json: String) -> Result<String> {
+    pub fn admit(
+        &mut self,
+        provider_id: String,
+        read_seq: i64,
+        measurement_json: String,
+        resources_json: String,
+    ) -> Result<String> {
         use crate::core::capacity::{validate, Admission};
         guard(|| {
             let m = validate(&serde_json::from_str::<Value>(&measurement_json).unwrap_or(Value::Null));
             let res_value = serde_json::from_str::<Value>(&resources_json).unwrap_or_else(|_| json!({}));
-            let resources = crate::core::json::object(&res_value, "resources", crate::core::capabilities::RESOURCE_KEYS)
-                .and_then(|o| crate::core::capabilities::Resources::read(&o))
-                .map_err(|e| encode("INVALID_REQUEST", &format!("invalid request: {} {}", e.field, e.expectation), Some(&e.field), Value::Null))?;
+            let resources =
+                crate::core::json::object(&res_value, "resources", crate::core::capabilities::RESOURCE_KEYS)
+                    .and_then(|o| crate::core::capabilities::Resources::read(&o))
+                    .map_err(|e| {
+                        encode(
+                            "INVALID_REQUEST",
+                            &format!("invalid request: {} {}", e.field, e.expectation),
+                            Some(&e.field),
+                            Value::Null,
+                        )
+                    })?;
             let next = self.pools.len();
             let pool = *self.pools.entry(provider_id).or_insert(next);
             Ok(match self.ledger.admit(pool, read_seq.max(0) as u64, &m, &resources) {

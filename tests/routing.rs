@@ -71,10 +71,7 @@ fn ties_break_by_provider_id_bytes_not_registration() {
 
 #[test]
 fn dimension_without_spread_favours_no_one() {
-    let r = reg(vec![
-        ("a", json!({}), signals(0.5, 1.0, 10.0, 0.9)),
-        ("b", json!({}), signals(0.5, 1.0, 20.0, 0.9)),
-    ]);
+    let r = reg(vec![("a", json!({}), signals(0.5, 1.0, 10.0, 0.9)), ("b", json!({}), signals(0.5, 1.0, 20.0, 0.9))]);
     let d = route(r.pools(), &parse_request(&json!({})).unwrap(), &RouteOptions::default());
     assert_eq!(d.eligible[0].id, "a");
     assert_eq!(d.eligible[0].cost.normalized, d.eligible[1].cost.normalized);
@@ -97,8 +94,12 @@ fn region_preference_tiers_outrank_strategy_and_required_rejects() {
 #[test]
 fn invalid_signals_make_the_pool_ineligible_not_the_request() {
     let r = reg(vec![
-        ("bad", json!({}), json!({"estimatedCost": -1, "coldStartLatencyMs": 1, "readyLatencyMs": 1,
-                                  "completionWithinBudgetRate": 0.5, "available": true})),
+        (
+            "bad",
+            json!({}),
+            json!({"estimatedCost": -1, "coldStartLatencyMs": 1, "readyLatencyMs": 1,
+                                  "completionWithinBudgetRate": 0.5, "available": true}),
+        ),
         ("rate", json!({}), signals(0.1, 1.0, 1.0, 1.5)),
         ("good", json!({}), signals(0.1, 1.0, 1.0, 0.5)),
     ]);
@@ -128,7 +129,11 @@ fn unavailable_pool_is_rejected_after_requirements() {
     // Requirements fail first; operational signals are not consulted for that pool.
     assert_eq!(d.rejected[0].reasons.len(), 1);
     assert_eq!(d.rejected[0].reasons[0].reason.code(), "REQUIRED_CAPABILITY_MISSING");
-    let d = route(r.pools(), &parse_request(&json!({})).unwrap(), &RouteOptions { detail: true, ..RouteOptions::default() });
+    let d = route(
+        r.pools(),
+        &parse_request(&json!({})).unwrap(),
+        &RouteOptions { detail: true, ..RouteOptions::default() },
+    );
     assert_eq!(d.rejected[0].reasons[0].reason.code(), "UNAVAILABLE");
 }
 
@@ -137,12 +142,21 @@ fn explain_summary_counts_reasons_kubernetes_style() {
     let r = reg(vec![
         ("a", json!({"regions": ["us-east"], "resources": {"cpu": 8}}), signals(0.1, 1.0, 1.0, 0.9)),
         ("b", json!({"regions": ["us-east"], "resources": {"cpu": 8}}), signals(0.1, 1.0, 1.0, 0.9)),
-        ("c", json!({"supported": ["pty"], "regions": ["us-east"], "resources": {"cpu": 8}}), signals(0.1, 1.0, 1.0, 0.9)),
-        ("d", json!({"supported": ["pty"], "regions": ["eu-west"], "resources": {"cpu": 2}}), signals(0.1, 1.0, 1.0, 0.9)),
+        (
+            "c",
+            json!({"supported": ["pty"], "regions": ["us-east"], "resources": {"cpu": 8}}),
+            signals(0.1, 1.0, 1.0, 0.9),
+        ),
+        (
+            "d",
+            json!({"supported": ["pty"], "regions": ["eu-west"], "resources": {"cpu": 2}}),
+            signals(0.1, 1.0, 1.0, 0.9),
+        ),
         ("e", json!({"regions": ["eu-west"], "resources": {"cpu": 8}}), signals(0.1, 1.0, 1.0, 0.9)),
     ]);
     let req = parse_request(&json!({"requires": {"requiredCapabilities": ["pty"]},
-        "region": {"preferred": ["eu-west"], "required": true}, "resources": {"cpu": 4}})).unwrap();
+        "region": {"preferred": ["eu-west"], "required": true}, "resources": {"cpu": 4}}))
+    .unwrap();
     let d = route(r.pools(), &req, &RouteOptions { detail: true, ..RouteOptions::default() });
     let e = explain(r.pools(), &req, &d);
     assert_eq!(
@@ -156,10 +170,7 @@ fn explain_summary_counts_reasons_kubernetes_style() {
 
 #[test]
 fn exact_provider_constraint_selects_only_that_pool() {
-    let r = reg(vec![
-        ("a", json!({}), signals(0.1, 1.0, 1.0, 0.9)),
-        ("b", json!({}), signals(0.0, 1.0, 1.0, 0.9)),
-    ]);
+    let r = reg(vec![("a", json!({}), signals(0.1, 1.0, 1.0, 0.9)), ("b", json!({}), signals(0.0, 1.0, 1.0, 0.9))]);
     assert_eq!(ids(&r, json!({"providerId": "a"})), ["a"]);
     assert_eq!(ids(&r, json!({})), ["b", "a"]);
 }
@@ -174,12 +185,19 @@ fn regions_beyond_the_64_interned_bits_still_route_exactly() {
         r.add(Pool::from_json(&pool, false).unwrap()).unwrap();
     }
     for target in [3, 64, 69] {
-        let req = parse_request(&json!({"region": {"preferred": [format!("region-{target}")], "required": true}})).unwrap();
+        let req =
+            parse_request(&json!({"region": {"preferred": [format!("region-{target}")], "required": true}})).unwrap();
         let order = route_order(&r, &req, &RouteOptions::default(), &mut Vec::new());
         assert_eq!(order, vec![target], "hot path, region-{target}");
         let d = route(r.pools(), &req, &RouteOptions::default());
         assert_eq!(d.eligible.iter().map(|x| x.index).collect::<Vec<_>>(), vec![target], "explained path");
-        let pref = parse_request(&json!({"region": {"preferred": [format!("region-{target}")]}, "routing": {"strategy": "cost"}})).unwrap();
-        assert_eq!(route_order(&r, &pref, &RouteOptions { limit: Some(2), ..RouteOptions::default() }, &mut Vec::new())[0], target);
+        let pref = parse_request(
+            &json!({"region": {"preferred": [format!("region-{target}")]}, "routing": {"strategy": "cost"}}),
+        )
+        .unwrap();
+        assert_eq!(
+            route_order(&r, &pref, &RouteOptions { limit: Some(2), ..RouteOptions::default() }, &mut Vec::new())[0],
+            target
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! Property tests of the routing decision: invariants that must hold for every input.
 
-use agent_relay_sandbox_router::core::capabilities::{NAMED_CAPABILITIES, ISOLATION_LEVELS};
+use agent_relay_sandbox_router::core::capabilities::{ISOLATION_LEVELS, NAMED_CAPABILITIES};
 use agent_relay_sandbox_router::core::registry::{route, Pool, Registry, RouteOptions};
 use agent_relay_sandbox_router::core::request::parse_request;
 use agent_relay_sandbox_router::core::requirements::{rejections, CheckContext};
@@ -20,11 +20,23 @@ fn extras_json() -> impl Strategy<Value = Value> {
     )
         .prop_map(|(egress, durability, semantics, granularity, lifetime_kind, lifetime, image, restrictions)| {
             let mut v = json!({"semantics": semantics, "restrictions": restrictions});
-            if let Some(e) = egress { v["egress"] = json!(e); }
-            if let Some(d) = durability { v["durability"] = json!(d); }
-            if let Some(g) = granularity { v["granularity"] = json!(g); }
-            match lifetime_kind { 0 => {}, 1 => v["lifetime"] = Value::Null, _ => v["lifetime"] = json!(lifetime) }
-            if let Some(i) = image { v["image"] = json!(i); }
+            if let Some(e) = egress {
+                v["egress"] = json!(e);
+            }
+            if let Some(d) = durability {
+                v["durability"] = json!(d);
+            }
+            if let Some(g) = granularity {
+                v["granularity"] = json!(g);
+            }
+            match lifetime_kind {
+                0 => {}
+                1 => v["lifetime"] = Value::Null,
+                _ => v["lifetime"] = json!(lifetime),
+            }
+            if let Some(i) = image {
+                v["image"] = json!(i);
+            }
             v
         })
 }
@@ -33,13 +45,23 @@ fn pool_json() -> impl Strategy<Value = Value> {
     (pool_base(), extras_json()).prop_map(|(mut v, x)| {
         let caps = &mut v["capabilities"];
         let mut timeout = json!({"semantics": x["semantics"]});
-        if let Some(g) = x.get("granularity") { timeout["granularityMs"] = g.clone(); }
-        if let Some(l) = x.get("lifetime") { timeout["maxSandboxLifetimeMs"] = l.clone(); }
+        if let Some(g) = x.get("granularity") {
+            timeout["granularityMs"] = g.clone();
+        }
+        if let Some(l) = x.get("lifetime") {
+            timeout["maxSandboxLifetimeMs"] = l.clone();
+        }
         caps["timeout"] = timeout;
         caps["restrictions"] = x["restrictions"].clone();
-        if let Some(e) = x.get("egress") { caps["egress"] = e.clone(); }
-        if let Some(d) = x.get("durability") { caps["stateDurability"] = d.clone(); }
-        if let Some(i) = x.get("image") { caps["image"] = json!({"identity": i, "binaries": ["node"]}); }
+        if let Some(e) = x.get("egress") {
+            caps["egress"] = e.clone();
+        }
+        if let Some(d) = x.get("durability") {
+            caps["stateDurability"] = d.clone();
+        }
+        if let Some(i) = x.get("image") {
+            caps["image"] = json!({"identity": i, "binaries": ["node"]});
+        }
         v
     })
 }
@@ -71,22 +93,36 @@ fn pool_base() -> impl Strategy<Value = Value> {
 }
 
 fn request_json() -> impl Strategy<Value = Value> {
-    (request_base(), extras_json(), prop::bool::weighted(0.5), prop::option::of(0usize..12)).prop_map(|(mut v, x, use_extras, only)| {
-        if use_extras {
-            let r = &mut v["requires"];
-            let mut timeout = r.get("timeout").cloned().unwrap_or(json!({}));
-            timeout["semantics"] = x["semantics"].clone();
-            if let Some(g) = x.get("granularity") { timeout["granularityMs"] = g.clone(); }
-            if let Some(l) = x.get("lifetime").and_then(Value::as_u64) { timeout["requiredSandboxLifetimeMs"] = json!(l); }
-            r["timeout"] = timeout;
-            r["restrictions"] = x["restrictions"].clone();
-            if let Some(e) = x.get("egress") { r["egress"] = json!([e, "open"]); }
-            if let Some(d) = x.get("durability") { r["stateDurability"] = d.clone(); }
-            if let Some(i) = x.get("image") { r["image"] = json!({"identity": i, "requiredBinaries": ["node"]}); }
-        }
-        if let Some(o) = only { v["providerId"] = json!(format!("p{o:03}")); }
-        v
-    })
+    (request_base(), extras_json(), prop::bool::weighted(0.5), prop::option::of(0usize..12)).prop_map(
+        |(mut v, x, use_extras, only)| {
+            if use_extras {
+                let r = &mut v["requires"];
+                let mut timeout = r.get("timeout").cloned().unwrap_or(json!({}));
+                timeout["semantics"] = x["semantics"].clone();
+                if let Some(g) = x.get("granularity") {
+                    timeout["granularityMs"] = g.clone();
+                }
+                if let Some(l) = x.get("lifetime").and_then(Value::as_u64) {
+                    timeout["requiredSandboxLifetimeMs"] = json!(l);
+                }
+                r["timeout"] = timeout;
+                r["restrictions"] = x["restrictions"].clone();
+                if let Some(e) = x.get("egress") {
+                    r["egress"] = json!([e, "open"]);
+                }
+                if let Some(d) = x.get("durability") {
+                    r["stateDurability"] = d.clone();
+                }
+                if let Some(i) = x.get("image") {
+                    r["image"] = json!({"identity": i, "requiredBinaries": ["node"]});
+                }
+            }
+            if let Some(o) = only {
+                v["providerId"] = json!(format!("p{o:03}"));
+            }
+            v
+        },
+    )
 }
 
 fn request_base() -> impl Strategy<Value = Value> {

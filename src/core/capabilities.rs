@@ -71,6 +71,9 @@ pub enum Lifetime {
     Capped(f64),
 }
 
+/// Reads one resource dimension.
+pub type Accessor = fn(&Resources) -> f64;
+
 /// Per-sandbox resource envelope (pool maxima, or a request's needs). Undeclared = 0.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Resources {
@@ -86,12 +89,8 @@ pub struct Resources {
 
 impl Resources {
     /// Dimension names, in report order, with accessors.
-    pub const DIMENSIONS: [(&'static str, fn(&Resources) -> f64); 4] = [
-        ("cpu", |r| r.cpu),
-        ("memoryMb", |r| r.memory_mb),
-        ("diskMb", |r| r.disk_mb),
-        ("gpu", |r| r.gpu),
-    ];
+    pub const DIMENSIONS: [(&'static str, Accessor); 4] =
+        [("cpu", |r| r.cpu), ("memoryMb", |r| r.memory_mb), ("diskMb", |r| r.disk_mb), ("gpu", |r| r.gpu)];
 
     /// Reads `{ cpu?, memoryMb?, diskMb?, gpu? }`.
     pub fn read(o: &Obj<'_>) -> Result<Resources, FieldError> {

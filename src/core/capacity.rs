@@ -94,7 +94,14 @@ pub struct ResourceMeasurement {
 impl ResourceMeasurement {
     /// Builds a dimension, computing headroom.
     pub fn new(resource: &str, used: f64, limit: f64, unit: &str, required: f64) -> Self {
-        ResourceMeasurement { resource: resource.into(), used, limit, unit: unit.into(), headroom: limit - used, required }
+        ResourceMeasurement {
+            resource: resource.into(),
+            used,
+            limit,
+            unit: unit.into(),
+            headroom: limit - used,
+            required,
+        }
     }
 }
 
@@ -257,7 +264,7 @@ impl Ledger {
         // Expired assumptions go first.
         self.order.retain(|t| {
             let keep = match self.holds.get(t) {
-                Some(h) => !(h.settled_at.is_some_and(|at| now.duration_since(at) >= ttl)),
+                Some(h) => h.settled_at.is_none_or(|at| now.duration_since(at) < ttl),
                 None => false,
             };
             if !keep {
@@ -303,7 +310,14 @@ impl Ledger {
     }
 
     /// [`Ledger::admit`] at an explicit instant (tests).
-    pub fn admit_at(&mut self, pool: usize, read_seq: u64, measurement: &Measurement, req: &Resources, now: Instant) -> Admission {
+    pub fn admit_at(
+        &mut self,
+        pool: usize,
+        read_seq: u64,
+        measurement: &Measurement,
+        req: &Resources,
+        now: Instant,
+    ) -> Admission {
         let m = match measurement {
             Measurement::Unknown(r) => return Admission::Unknown(*r),
             Measurement::Known(m) => m,
@@ -316,7 +330,10 @@ impl Ledger {
             if r.used + held + need > r.limit + 1e-9 {
                 return Admission::Exhausted {
                     resource: r.resource.clone(),
-                    detail: format!("{} {} used + {} held + {} needed > {} limit", r.resource, r.used, held, need, r.limit),
+                    detail: format!(
+                        "{} {} used + {} held + {} needed > {} limit",
+                        r.resource, r.used, held, need, r.limit
+                    ),
                 };
             }
             amounts.push((r.resource.clone(), need));
@@ -459,6 +476,9 @@ mod tests {
         ] {
             assert_eq!(validate(&bad), Measurement::Unknown(UnknownReason::Malformed), "{bad}");
         }
-        assert_eq!(validate(&json!({"status": "unknown", "reason": "TIMEOUT"})), Measurement::Unknown(UnknownReason::Timeout));
+        assert_eq!(
+            validate(&json!({"status": "unknown", "reason": "TIMEOUT"})),
+            Measurement::Unknown(UnknownReason::Timeout)
+        );
     }
 }

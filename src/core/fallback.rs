@@ -50,7 +50,13 @@ pub enum Next {
 
 /// Decides what follows failed attempt number `attempts_made` (1-based count of launches
 /// so far) given its classification, the attempt bound and the number of candidates.
-pub fn after_failure(c: &Classification, fallback_allowed: bool, attempts_made: usize, max_attempts: usize, candidates: usize) -> Next {
+pub fn after_failure(
+    c: &Classification,
+    fallback_allowed: bool,
+    attempts_made: usize,
+    max_attempts: usize,
+    candidates: usize,
+) -> Next {
     if !c.retryable || !fallback_allowed {
         return Next::Terminal;
     }
@@ -92,7 +98,9 @@ mod tests {
 
     #[test]
     fn nonsense_answers_become_outcome_unknown() {
-        for (code, r) in [(None, Some(true)), (Some("lower"), Some(true)), (Some("A B"), Some(true)), (Some("OK"), None)] {
+        for (code, r) in
+            [(None, Some(true)), (Some("lower"), Some(true)), (Some("A B"), Some(true)), (Some("OK"), None)]
+        {
             let c = sanitize(code, r);
             assert_eq!(c.code, OUTCOME_UNKNOWN);
             assert!(!c.retryable);

@@ -19,14 +19,9 @@ pub fn validate_provider_id(id: &str) -> Result<(), CoreError> {
         return Err(CoreError::InvalidProviderId { reason: "must be at most 64 characters" });
     }
     if !matches!(bytes[0], b'a'..=b'z' | b'0'..=b'9') {
-        return Err(CoreError::InvalidProviderId {
-            reason: "must start with a lowercase letter or a digit",
-        });
+        return Err(CoreError::InvalidProviderId { reason: "must start with a lowercase letter or a digit" });
     }
-    if !bytes[1..]
-        .iter()
-        .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-'))
-    {
+    if !bytes[1..].iter().all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-')) {
         return Err(CoreError::InvalidProviderId {
             reason: "may contain only lowercase letters, digits, '.', '_' and '-'",
         });
@@ -81,9 +76,7 @@ impl SandboxIdSource {
 pub fn is_sandbox_id(id: &str) -> bool {
     id.len() == SANDBOX_ID_PREFIX.len() + 2 * ID_BYTES
         && id.starts_with(SANDBOX_ID_PREFIX)
-        && id.as_bytes()[SANDBOX_ID_PREFIX.len()..]
-            .iter()
-            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        && id.as_bytes()[SANDBOX_ID_PREFIX.len()..].iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// Validates a sandbox id, with a typed error.

@@ -68,12 +68,7 @@ fn display_path(path: &str) -> String {
 
 /// The closest allowed key within an edit distance of 3, if any.
 fn suggest<'k>(key: &str, allowed: &[&'k str]) -> Option<&'k str> {
-    allowed
-        .iter()
-        .map(|a| (edit_distance(key, a), *a))
-        .filter(|(d, _)| *d <= 3)
-        .min()
-        .map(|(_, a)| a)
+    allowed.iter().map(|a| (edit_distance(key, a), *a)).filter(|(d, _)| *d <= 3).min().map(|(_, a)| a)
 }
 
 fn edit_distance(a: &str, b: &str) -> usize {
@@ -209,9 +204,7 @@ impl<'a> Obj<'a> {
         for (i, s) in items.iter().enumerate() {
             match choices.iter().find(|c| **c == s.as_str()) {
                 Some(c) => out.push(*c),
-                None => {
-                    return Err(FieldError::new(format!("{}[{i}]", self.field(key)), one_of(choices)))
-                }
+                None => return Err(FieldError::new(format!("{}[{i}]", self.field(key)), one_of(choices))),
             }
         }
         Ok(Some(out))
@@ -249,9 +242,7 @@ mod tests {
     #[test]
     fn unknown_key_is_named_with_a_suggestion() {
         let v = json!({"requiredCapabilites": ["pty"]});
-        let err = object(&v, "requires", &["requiredCapabilities", "forbiddenCapabilities"])
-            .err()
-            .unwrap();
+        let err = object(&v, "requires", &["requiredCapabilities", "forbiddenCapabilities"]).err().unwrap();
         assert_eq!(err.field, "requires.requiredCapabilites");
         assert!(err.expectation.contains("did you mean requiredCapabilities"), "{}", err.expectation);
     }

@@ -16,6 +16,7 @@ pub mod explain;
 pub mod fallback;
 pub mod ids;
 pub mod json;
+pub mod manifest;
 pub mod mapping;
 pub mod profile;
 pub mod ranking;

@@ -10,7 +10,9 @@
 //! binaries, restrictions or custom capabilities also run the full check (property tests
 //! prove the two paths agree).
 
-use crate::core::capabilities::{rank_of, Lifetime, DURABILITY_LEVELS, EGRESS_CLASSES, ISOLATION_LEVELS, TIMEOUT_SEMANTICS};
+use crate::core::capabilities::{
+    rank_of, Lifetime, DURABILITY_LEVELS, EGRESS_CLASSES, ISOLATION_LEVELS, TIMEOUT_SEMANTICS,
+};
 use crate::core::request::Request;
 use crate::core::signals::Signals;
 use std::collections::HashMap;
@@ -197,12 +199,12 @@ pub fn admits(index: usize, p: &Profile, q: &RequestProfile, req: &Request, regi
         return false;
     }
     if let Some(g) = q.granularity {
-        if !(p.granularity <= g) {
+        if p.granularity.is_nan() || p.granularity > g {
             return false;
         }
     }
     if let Some(l) = q.lifetime {
-        if !(p.lifetime >= l) || p.lifetime < 0.0 {
+        if p.lifetime < 0.0 || p.lifetime < l {
             return false;
         }
     }

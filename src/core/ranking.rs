@@ -119,7 +119,12 @@ fn primary(a: &Ranked, b: &Ranked, strategy: Strategy) -> Ordering {
 /// Scores and orders candidates. With `provider_order`, candidates are ordered by their
 /// position in it (callers must already have removed unlisted pools). `limit` keeps only
 /// the best `limit` pools (the provision path needs at most the attempt bound) at O(n).
-pub fn rank(candidates: &[Candidate<'_>], req: &Request, provider_order: Option<&[String]>, limit: Option<usize>) -> Vec<Ranked> {
+pub fn rank(
+    candidates: &[Candidate<'_>],
+    req: &Request,
+    provider_order: Option<&[String]>,
+    limit: Option<usize>,
+) -> Vec<Ranked> {
     let objective = req.latency_objective;
     let costs = spread(candidates.iter().map(|c| c.signals.estimated_cost));
     let lats = spread(candidates.iter().map(|c| latency_of(&c.signals, objective)));
@@ -252,7 +257,15 @@ pub fn top_k<'a>(slims: &[Slim], id: impl Fn(u32) -> &'a str, strategy: Strategy
     const CAP: usize = 16;
     if k > CAP {
         let mut all: Vec<(u32, f64, u32)> = slims.iter().map(|c| (c.tier, primary(c), c.index)).collect();
-        all.sort_unstable_by(|a, b| if better(a, b) { Ordering::Less } else if better(b, a) { Ordering::Greater } else { Ordering::Equal });
+        all.sort_unstable_by(|a, b| {
+            if better(a, b) {
+                Ordering::Less
+            } else if better(b, a) {
+                Ordering::Greater
+            } else {
+                Ordering::Equal
+            }
+        });
         out.extend(all.into_iter().take(k).map(|(_, _, i)| i as usize));
         return;
     }

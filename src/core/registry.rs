@@ -153,7 +153,11 @@ fn ctx(p: &Pool, opts: &RouteOptions<'_>) -> CheckContext {
 }
 
 fn fmt_ms(x: f64) -> String {
-    if x.fract() == 0.0 { format!("{}", x as i64) } else { format!("{x}") }
+    if x.fract() == 0.0 {
+        format!("{}", x as i64)
+    } else {
+        format!("{x}")
+    }
 }
 
 /// Routes `req` over `pools` in the spec's order of filters.
@@ -213,7 +217,13 @@ pub fn route_order(registry: &Registry, req: &Request, opts: &RouteOptions<'_>, 
 }
 
 /// [`route_order`] writing into `out` (cleared first).
-pub fn route_order_into(registry: &Registry, req: &Request, opts: &RouteOptions<'_>, scratch: &mut Vec<Slim>, out: &mut Vec<usize>) {
+pub fn route_order_into(
+    registry: &Registry,
+    req: &Request,
+    opts: &RouteOptions<'_>,
+    scratch: &mut Vec<Slim>,
+    out: &mut Vec<usize>,
+) {
     scratch.clear();
     let pools = &registry.pools;
     let q = RequestProfile::new(req, &registry.regions, |id| registry.position(id), opts.detached);
@@ -268,7 +278,13 @@ pub fn route_order_into(registry: &Registry, req: &Request, opts: &RouteOptions<
 
 /// Signals of a pool that met every requirement, if they are valid, it is available, it
 /// meets the latency budget and (under capacity routing) it is listed.
-fn operational_signals(p: &Pool, i: usize, req: &Request, opts: &RouteOptions<'_>, sink: &mut Sink<'_>) -> Option<Signals> {
+fn operational_signals(
+    p: &Pool,
+    i: usize,
+    req: &Request,
+    opts: &RouteOptions<'_>,
+    sink: &mut Sink<'_>,
+) -> Option<Signals> {
     let state = opts.signals.and_then(|m| m.get(&i)).unwrap_or(&p.signals);
     let signals = match state {
         Ok(s) => *s,
@@ -296,7 +312,7 @@ fn operational_signals(p: &Pool, i: usize, req: &Request, opts: &RouteOptions<'_
         }
     }
     if let Some(order) = opts.provider_order {
-        if !order.iter().any(|o| *o == p.id) {
+        if !order.contains(&p.id) {
             sink.reject(Reason::NotInProviderOrder, || {
                 ("capacity routing lists only providerOrder".into(), "not in providerOrder".into())
             });

@@ -83,12 +83,7 @@ pub fn check(id: &str, caps: &Capabilities, req: &Request, ctx: CheckContext, si
         }
     }
     if ctx.detached && !ctx.has_launch_detached {
-        reject!(
-            sink,
-            Reason::DetachedUnsupported,
-            "runtime has no launchDetached".into(),
-            "no detached launch".into()
-        );
+        reject!(sink, Reason::DetachedUnsupported, "runtime has no launchDetached".into(), "no detached launch".into());
     }
     // One AND decides for known names; the per-name loop runs only to report, or for
     // custom names the mask cannot hold.
@@ -161,7 +156,7 @@ pub fn check(id: &str, caps: &Capabilities, req: &Request, ctx: CheckContext, si
         }
     }
     if let Some(min) = req.durability {
-        if !caps.durability.is_some_and(|d| rank_of(DURABILITY_LEVELS, d) >= rank_of(DURABILITY_LEVELS, min)) {
+        if caps.durability.is_none_or(|d| rank_of(DURABILITY_LEVELS, d) < rank_of(DURABILITY_LEVELS, min)) {
             let have = caps.durability.unwrap_or("undeclared");
             reject!(sink, Reason::StateDurability, format!("{have} < {min}"), format!("state durability below {min}"));
         }
@@ -191,14 +186,9 @@ pub fn check(id: &str, caps: &Capabilities, req: &Request, ctx: CheckContext, si
         }
     }
     if let Some(min) = req.isolation {
-        if !caps.isolation.is_some_and(|i| rank_of(ISOLATION_LEVELS, i) >= rank_of(ISOLATION_LEVELS, min)) {
+        if caps.isolation.is_none_or(|i| rank_of(ISOLATION_LEVELS, i) < rank_of(ISOLATION_LEVELS, min)) {
             let have = caps.isolation.unwrap_or("undeclared");
-            reject!(
-                sink,
-                Reason::IsolationInsufficient,
-                format!("{have} < {min}"),
-                format!("isolation below {min}")
-            );
+            reject!(sink, Reason::IsolationInsufficient, format!("{have} < {min}"), format!("isolation below {min}"));
         }
     }
 }
@@ -277,8 +267,14 @@ mod tests {
             "region": {"preferred": ["eu-west"], "required": true}});
         let got = codes(&caps(json!({})), req);
         for code in [
-            "IMAGE_MISMATCH", "REQUIRED_BINARY_MISSING", "EGRESS_MISMATCH", "TIMEOUT_SEMANTICS_MISSING",
-            "TIMEOUT_GRANULARITY", "STATE_DURABILITY", "RESTRICTION_MISSING", "REGION_MISMATCH",
+            "IMAGE_MISMATCH",
+            "REQUIRED_BINARY_MISSING",
+            "EGRESS_MISMATCH",
+            "TIMEOUT_SEMANTICS_MISSING",
+            "TIMEOUT_GRANULARITY",
+            "STATE_DURABILITY",
+            "RESTRICTION_MISSING",
+            "REGION_MISMATCH",
             "ISOLATION_INSUFFICIENT",
         ] {
             assert!(got.contains(&code), "{code} in {got:?}");

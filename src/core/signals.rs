@@ -25,13 +25,8 @@ pub struct Signals {
 }
 
 /// Keys of a signals object.
-pub const SIGNAL_KEYS: &[&str] = &[
-    "estimatedCost",
-    "coldStartLatencyMs",
-    "readyLatencyMs",
-    "completionWithinBudgetRate",
-    "available",
-];
+pub const SIGNAL_KEYS: &[&str] =
+    &["estimatedCost", "coldStartLatencyMs", "readyLatencyMs", "completionWithinBudgetRate", "available"];
 
 impl Signals {
     /// Reads and validates signals. Every field is required: a missing measurement is not
@@ -39,24 +34,18 @@ impl Signals {
     pub fn read(value: &Value) -> Result<Signals, FieldError> {
         let o = object(value, "signals", SIGNAL_KEYS)?;
         let need = |key: &str| -> Result<f64, FieldError> {
-            o.non_negative(key)?
-                .ok_or_else(|| FieldError::new(o.field(key), "is required"))
+            o.non_negative(key)?.ok_or_else(|| FieldError::new(o.field(key), "is required"))
         };
         let rate = need("completionWithinBudgetRate")?;
         if rate > 1.0 {
-            return Err(FieldError::new(
-                "signals.completionWithinBudgetRate",
-                "must be between 0 and 1",
-            ));
+            return Err(FieldError::new("signals.completionWithinBudgetRate", "must be between 0 and 1"));
         }
         Ok(Signals {
             estimated_cost: need("estimatedCost")?,
             cold_start_latency_ms: need("coldStartLatencyMs")?,
             ready_latency_ms: need("readyLatencyMs")?,
             completion_within_budget_rate: rate,
-            available: o
-                .boolean("available")?
-                .ok_or_else(|| FieldError::new("signals.available", "is required"))?,
+            available: o.boolean("available")?.ok_or_else(|| FieldError::new("signals.available", "is required"))?,
         })
     }
 }
@@ -75,10 +64,8 @@ pub type SignalState = Result<Signals, SignalError>;
 
 /// Reads signals into a [`SignalState`].
 pub fn signal_state(value: &Value) -> SignalState {
-    Signals::read(value).map_err(|e| SignalError {
-        reason: Reason::InvalidSignals,
-        detail: format!("{} {}", e.field, e.expectation),
-    })
+    Signals::read(value)
+        .map_err(|e| SignalError { reason: Reason::InvalidSignals, detail: format!("{} {}", e.field, e.expectation) })
 }
 
 /// A resolver failure (threw, rejected, timed out): the pool is excluded for this request.

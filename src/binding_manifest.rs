@@ -1,0 +1,1 @@
+//! napi glue for process manifests (being written).

@@ -1,0 +1,1 @@
+//! Process manifests (being written).
