@@ -507,3 +507,23 @@ test('observer: an object sink with emit() works too', async () => {
   await router.provision({});
   assert.ok(seen.includes('attempt.succeeded'));
 });
+
+test('caches: a request object mutated between calls is routed by its new content (must-fire)', async () => {
+  const { router } = setup([definition('a', { capabilities: { supported: ['pty'] } }), definition('b', { signals: { estimatedCost: 0 } })]);
+  const request = { requires: { requiredCapabilities: ['pty'] } };
+  assert.equal((await router.provision(request)).providerId, 'a');
+  request.requires.requiredCapabilities.pop();
+  assert.equal((await router.provision(request)).providerId, 'b', 'the cached compile must not be reused');
+  request.requires.requiredCapabilities = ['pty'];
+  assert.deepEqual(router.route(request), ['a']);
+});
+
+test('caches: an unchanged request and registry reuse the decision (must-not-fire) until a registration changes it', async () => {
+  const registry = new InMemoryProviderRegistry([definition('a', { signals: { estimatedCost: 0.5 } })]);
+  const router = new SandboxRouter({ registry });
+  const request = { routing: { strategy: 'cost' } };
+  assert.equal((await router.provision(request)).providerId, 'a');
+  assert.equal((await router.provision({ routing: { strategy: 'cost' } })).providerId, 'a');
+  registry.register(definition('cheaper', { signals: { estimatedCost: 0.01 } }));
+  assert.equal((await router.provision(request)).providerId, 'cheaper', 'a new registration invalidates the cached order');
+});

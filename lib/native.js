@@ -1,8 +1,10 @@
 'use strict';
-// Loads the native addon. Order: a binary built in this package folder (from-source
-// builds and local development), then the per-platform package that npm installs
-// through optionalDependencies. When neither fits, the error names the platform triple
-// and the two ways out, instead of a bare "cannot find module".
+// Loads the native addon. Order: `SANDBOX_ROUTER_NATIVE_PATH` if set, then
+// `sandbox-router.<triple>.node` next to package.json (the published tarball embeds the
+// host binary there, and `npm run build` writes it there), then the per-platform package
+// `@agent-relay/sandbox-router-<triple>` (the napi-rs layout under npm/, for platforms
+// with a published prebuilt). When none fits, the error names the platform triple and the
+// two ways out, instead of a bare "cannot find module".
 
 const { join } = require('node:path');
 const { existsSync, readFileSync } = require('node:fs');
@@ -47,11 +49,14 @@ function load(triple = platformTriple()) {
     if (error && error.code !== 'MODULE_NOT_FOUND') throw error;
     attempts.push(pkg);
   }
+  const file = `sandbox-router.${triple}.node`;
   const err = new Error(
     `@agent-relay/sandbox-router has no native binary for this platform (${triple}). ` +
-      `Looked for ${attempts.join(' and ')}. ` +
-      `Either install the matching prebuilt package (npm install ${pkg}) if it is published for ${triple}, ` +
-      `or build from source in the package folder with a Rust toolchain: npm run build.`,
+      `Looked for ${attempts.join(' and ')}. To fix it, either ` +
+      `(1) install the prebuilt platform package, if one is published for ${triple}: npm install ${pkg}; or ` +
+      `(2) build from source with a Rust toolchain: in a checkout of the package's source, run npm run build ` +
+      `(it writes ${file} next to package.json), then copy ${file} to ${join(__dirname, '..')} ` +
+      `or set SANDBOX_ROUTER_NATIVE_PATH to its path.`,
   );
   err.code = 'NATIVE_BINARY_NOT_FOUND';
   err.platform = triple;

@@ -69,7 +69,8 @@ class InMemoryProviderRegistry {
   #native = new binding.NativeRegistry();
   /** @type {object[]} */
   #definitions = [];
-  #view = { native: this.#native, key: this.#native.key, definitions: this.#definitions };
+  // `version` changes with every registration, so cached decisions know they are stale.
+  #view = { native: this.#native, key: this.#native.key, definitions: this.#definitions, version: 0 };
   /** @type {Map<string, object>} */
   #byId = new Map();
 
@@ -89,6 +90,7 @@ class InMemoryProviderRegistry {
     addTo(this.#native, def);
     this.#definitions.push(def);
     this.#byId.set(id, def);
+    this.#view.version++;
   }
 
   /** Adds one definition; a duplicate id is a `ProviderRegistryError`. */

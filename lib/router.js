@@ -29,6 +29,7 @@ const { InMemoryMappingStore, SYNC, RECORD } = require('./mappings.js');
 const { serialize } = require('./serialize.js');
 const { compile } = require('./compile.js');
 const { Deadlines } = require('./deadlines.js');
+const { nextSandboxId } = require('./ids.js');
 
 /** Label key under which the router stamps its `sbx_…` id into every launch. */
 const SANDBOX_ID_LABEL = 'agent-relay-sbx-id';
@@ -176,6 +177,8 @@ class SandboxRouter {
   #callbackTimeoutMs;
   #capacity;
   #capacityTimeoutMs;
+  /** @type {Map<number, object>} memoized attempt orders (see #cachedOrder) */
+  #orders = new Map();
   /** @type {Map<string, object>} handles from launch, by sbx id (process-local cache) */
   #handles = new Map();
 
@@ -344,16 +347,14 @@ class SandboxRouter {
     const compiled = compile(request);
     const view = nativeView(this.#registry);
     const extras = this.#needsExtras ? await this.#extras(view, compiled, detached, request) : null;
-    let plan;
+    const id = nextSandboxId();
+    let order;
     try {
-      plan = parsePlan(
-        extras === null
-          ? binding.registryPlan(view.key, compiled.key, detached, true)
-          : view.native.plan(compiled.native, detached, extras, true),
-      );
+      order = extras === null ? this.#cachedOrder(view, compiled, detached) : parsePlan(view.native.plan(compiled.native, detached, extras, false)).order;
     } catch (e) {
       const err = fromNative(e);
       if (err.code === 'NO_ELIGIBLE_PROVIDER') {
+        err.sandboxId = id;
         debug(`no eligible provider: ${err.summary}`);
         if (this.#observer !== null) {
           this.#emit('provision.validated', { sandboxId: err.sandboxId, detached });
@@ -363,8 +364,7 @@ class SandboxRouter {
       }
       throw err;
     }
-    const { id, order } = plan;
-    if (this.#observer !== null) this.#emitDecision(view, compiled, detached, extras, plan);
+    if (this.#observer !== null) this.#emitDecision(view, compiled, detached, extras, id, order);
     if (DEBUG) debug(`${id}: attempt order ${order.map((i) => view.definitions[i].id).join(', ')}`);
     const labels = { ...(request && request.launch && request.launch.labels), [SANDBOX_ID_LABEL]: id };
     const launchOptions = launchOptionsOf(request && request.launch, labels);
@@ -515,19 +515,34 @@ class SandboxRouter {
     return out;
   }
 
-  #emitDecision(view, compiled, detached, extras, plan) {
+  /**
+   * The attempt order for a request without per-call extras. It is a pure function of the
+   * compiled request, the registry's contents and `detached`, so it is memoized per router
+   * (keyed by the compiled request, checked against the registry's version).
+   */
+  #cachedOrder(view, compiled, detached) {
+    const cacheKey = detached ? -1 - compiled.key : compiled.key;
+    const hit = this.#orders.get(cacheKey);
+    if (hit !== undefined && hit.view === view && hit.version === view.version && hit.compiled === compiled) return hit.order;
+    const order = parsePlan(binding.registryPlan(view.key, compiled.key, detached, false)).order;
+    if (this.#orders.size >= 256) this.#orders.delete(this.#orders.keys().next().value);
+    this.#orders.set(cacheKey, { view, version: view.version, compiled, order });
+    return order;
+  }
+
+  #emitDecision(view, compiled, detached, extras, id, order) {
     let raw;
     try {
       raw = JSON.parse(view.native.explain(compiled.native, detached, extras));
     } catch {
       return;
     }
-    this.#emit('provision.validated', { sandboxId: plan.id, detached });
-    for (const r of raw.rejected) this.#emit('provider.rejected', { sandboxId: plan.id, providerId: r.providerId, reasons: r.reasons });
+    this.#emit('provision.validated', { sandboxId: id, detached });
+    for (const r of raw.rejected) this.#emit('provider.rejected', { sandboxId: id, providerId: r.providerId, reasons: r.reasons });
     this.#emit('provision.ranked', {
-      sandboxId: plan.id,
+      sandboxId: id,
       summary: raw.summary,
-      providerIds: plan.order.map((i) => view.definitions[i].id),
+      providerIds: order.map((i) => view.definitions[i].id),
     });
   }
 

@@ -732,3 +732,24 @@ impl NativeLedger {
         self.ledger.settle(token.max(0) as u64, success);
     }
 }
+
+thread_local! {
+    static IDS: RefCell<SandboxIdSource> = RefCell::new(SandboxIdSource::default());
+}
+
+/// `count` fresh sandbox ids (1..=256), concatenated (36 characters each). The JS layer
+/// takes ids from such a batch, so allocating one costs a slice, not a native call.
+#[napi]
+pub fn sandbox_ids(count: u32) -> Result<String> {
+    guard(|| {
+        let n = count.clamp(1, 256) as usize;
+        IDS.with(|ids| {
+            let mut ids = ids.borrow_mut();
+            let mut out = String::with_capacity(36 * n);
+            for _ in 0..n {
+                out.push_str(&ids.next_id().map_err(core_err)?);
+            }
+            Ok(out)
+        })
+    })
+}

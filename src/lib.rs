@@ -1,5 +1,5 @@
 pub mod binding;
 pub mod binding_capacity;
+pub mod binding_manifest;
 pub mod core;
 pub mod readers;
-pub mod binding_manifest;
