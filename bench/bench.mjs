@@ -428,6 +428,11 @@ async function main() {
   const t0 = Date.now();
   const routing = await routingSection(native);
   const provision = await provisionSection(native);
+  console.log('\n## c. Capacity reads (native readers on tokio, off the JS thread)');
+  const { runCapacityBench } = await import('./capacity.mjs');
+  const capacity = await runCapacityBench();
+  const routerRow = capacity.concurrency.find((r) => r.readers.startsWith('router.getCapacity'));
+  const stallRow = capacity.stalls.find((r) => r.reader.startsWith('native, in this process'));
   console.log('\n## Summary (all ratios from this run; > 1 means native faster / higher)\n');
   const at = (n) => routing.find((r) => r.n === n);
   const ok = (b) => (b ? 'met' : 'NOT met');
@@ -441,6 +446,8 @@ async function main() {
       ['  (vs floor without routing)', fmtRatio(provision.sequentialRatioBare), '', ''],
       ['provision, 10k concurrent: native / floor throughput', fmtRatio(provision.throughputRatio), '≥ 0.7x', ok(provision.throughputRatio >= 0.7)],
       ['  (vs floor without routing)', fmtRatio(provision.throughputRatioBare), '', ''],
+      ['getCapacity, 6 readers × 200 ms: total / slowest', `${routerRow['total / slowest alone']}x`, '≤ 1.2x', routerRow.ok === 'yes' ? 'met' : 'NOT met'],
+      ['10,000-sandbox Daytona read: max event-loop stall (median)', stallRow['max stall (median)'], '≤ 5 ms', stallRow.ok === 'yes' ? 'met' : 'NOT met'],
     ],
     ['l', 'r', 'r', 'l'],
   );

@@ -101,7 +101,17 @@ async function concurrencyBench(createCapacityReader) {
 
   const rows = [];
   try {
-    for (const [name, readers] of [['JS custom readers', jsReaders], ['native Daytona readers', nativeReaders]]) {
+    // router.getCapacity() over six pools whose readers are the native Daytona readers.
+    const { SandboxRouter, InMemoryProviderRegistry } = require('../index.js');
+    const signals = { estimatedCost: 1, coldStartLatencyMs: 1, readyLatencyMs: 1, completionWithinBudgetRate: 1, available: true };
+    const runtime = { launch: async () => ({ id: 'never' }), destroy: async () => {} };
+    const router = new SandboxRouter({
+      registry: new InMemoryProviderRegistry(nativeReaders.map((capacity, i) => ({ id: `pool-${i}`, runtime, capabilities: {}, signals, capacity }))),
+    });
+    for (const [name, readers] of [
+      ['JS custom readers', jsReaders],
+      ['native Daytona readers', nativeReaders],
+    ]) {
       await readers[0].getCapacity(); // warm-up (runtime, client, connection)
       // Baseline: each read alone, one after another.
       const alone = [];
@@ -120,6 +130,19 @@ async function concurrencyBench(createCapacityReader) {
         ok: run.total / slowestAlone <= 1.2 ? 'yes' : 'NO',
       });
     }
+    // The router path: one getCapacity() call reading all six pools.
+    const alone = (await timed(() => nativeReaders[0].getCapacity())).ms;
+    const whole = await timed(() => router.getCapacity());
+    if (Object.values(whole.value).some((m) => m.status !== 'known')) throw new Error('router.getCapacity: a read failed');
+    rows.push({
+      readers: 'router.getCapacity() over 6 native readers',
+      'sequential sum': '',
+      'slowest alone': fmt(alone),
+      'Promise.all total': fmt(whole.ms),
+      'total / slowest alone': (whole.ms / alone).toFixed(3),
+      'total / slowest in run': '',
+      ok: whole.ms / alone <= 1.2 ? 'yes' : 'NO',
+    });
   } finally {
     server.closeAllConnections();
     server.close();
