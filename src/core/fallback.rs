@@ -108,3 +108,53 @@ mod tests {
         assert!(!is_code(&"A".repeat(65)));
     }
 }
+
+/// One acquisition, as a sans-IO state machine: it says which candidate to launch next;
+/// the caller launches and reports the outcome. The JS router drives the same rules
+/// through [`after_failure`]; Rust tests drive this with a mock runtime.
+#[derive(Debug, Clone)]
+pub struct Acquisition {
+    candidates: Vec<usize>,
+    pos: usize,
+    made: usize,
+    max_attempts: usize,
+    fallback_allowed: bool,
+    done: bool,
+}
+
+impl Acquisition {
+    /// Starts over `candidates` (pool indices, best first).
+    pub fn new(candidates: Vec<usize>, max_attempts: usize, fallback_allowed: bool) -> Self {
+        let done = candidates.is_empty();
+        Acquisition { candidates, pos: 0, made: 0, max_attempts, fallback_allowed, done }
+    }
+
+    /// The pool to launch on now, or `None` when the acquisition is over. Counts a launch.
+    pub fn launch(&mut self) -> Option<usize> {
+        if self.done {
+            return None;
+        }
+        self.made += 1;
+        Some(self.candidates[self.pos])
+    }
+
+    /// Reports that the last launch failed with `c`; says what follows.
+    pub fn failed(&mut self, c: &Classification) -> Next {
+        let next = after_failure(c, self.fallback_allowed, self.made, self.max_attempts, self.candidates.len());
+        match next {
+            Next::Advance(_) => self.pos += 1,
+            Next::Terminal | Next::Exhausted => self.done = true,
+        }
+        next
+    }
+
+    /// Reports that the last launch succeeded.
+    pub fn succeeded(&mut self) {
+        self.done = true;
+    }
+
+    /// Launches made so far.
+    pub fn launches(&self) -> usize {
+        self.made
+    }
+}
