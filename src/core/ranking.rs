@@ -239,32 +239,15 @@ pub fn top_k<'a>(slims: &[Slim], id: impl Fn(u32) -> &'a str, strategy: Strategy
             Ordering::Equal => id(a.2).as_bytes() < id(b.2).as_bytes(),
         }
     };
-    if k >= slims.len() {
-        let mut all: Vec<(u32, f64, u32)> = slims.iter().map(|c| (c.tier, primary(c), c.index)).collect();
-        all.sort_unstable_by(|a, b| {
-            if better(a, b) {
-                Ordering::Less
-            } else if better(b, a) {
-                Ordering::Greater
-            } else {
-                Ordering::Equal
-            }
-        });
-        out.extend(all.into_iter().map(|(_, _, i)| i as usize));
-        return;
-    }
-    // k is at most the attempt bound (10): a fixed buffer on the stack, insertion-sorted.
+    // k is at most the attempt bound (10) on the provision path: a fixed buffer on the
+    // stack, insertion-sorted. Larger k (capacity routing wants every candidate) sorts.
     const CAP: usize = 16;
-    if k > CAP {
+    if k > CAP || k >= slims.len() {
         let mut all: Vec<(u32, f64, u32)> = slims.iter().map(|c| (c.tier, primary(c), c.index)).collect();
-        all.sort_unstable_by(|a, b| {
-            if better(a, b) {
-                Ordering::Less
-            } else if better(b, a) {
-                Ordering::Greater
-            } else {
-                Ordering::Equal
-            }
+        all.sort_unstable_by(|a, b| match (better(a, b), better(b, a)) {
+            (true, _) => Ordering::Less,
+            (_, true) => Ordering::Greater,
+            _ => Ordering::Equal,
         });
         out.extend(all.into_iter().take(k).map(|(_, _, i)| i as usize));
         return;
