@@ -528,7 +528,8 @@ export type CapacityUnknownReason =
   | 'READ_FAILED'
   | 'MALFORMED'
   | 'RATE_LIMITED'
-  | 'UNAUTHORIZED';
+  | 'UNAUTHORIZED'
+  | 'PAGE_LIMIT_EXCEEDED';
 
 /** One measured quota dimension. */
 export interface CapacityResource {
@@ -557,6 +558,11 @@ export interface CapacityPolicy {
   providerOrder: readonly ProviderId[];
   /** Deadline for each read, ms. Default 5,000. */
   timeoutMs?: number;
+  /**
+   * How long a successful launch stays held against a pool's capacity when no later read
+   * reflects it yet, ms. Default 60,000.
+   */
+  reservationTtlMs?: number;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -604,6 +610,7 @@ export declare class ProviderProvisioningError extends SandboxRouterError {
 export declare class ProvisioningAvailabilityError extends SandboxRouterError {}
 /** `PROVIDER_CAPACITY_EXHAUSTED`: retry later, capacity changes. */
 export declare class ProviderCapacityExhaustedError extends SandboxRouterError {
+  /** `reason`: an unknown-measurement reason, `NO_CAPACITY_READER`, or the full dimension (`cpu`, `sandboxes`, …). */
   readonly rejections: Array<{ providerId: ProviderId; status: 'UNKNOWN' | 'EXHAUSTED'; reason: string }>;
 }
 /** `MAPPING_PERSISTENCE_FAILED` (with `cleanup`: `destroyed` | `failed`) or `MAPPING_READ_FAILED`. */
@@ -622,3 +629,225 @@ export declare class ProviderPackageMissingError extends SandboxRouterError {
 }
 /** `INTERNAL_ERROR`: a bug in the router (e.g. a caught native panic). */
 export declare class SandboxRouterInternalError extends SandboxRouterError {}
+
+// ---------------------------------------------------------------------------------------
+// Credential-first construction
+// ---------------------------------------------------------------------------------------
+
+/** Providers `createSandboxRouter` can configure. */
+export type SupportedProvider = 'daytona' | 'e2b' | 'vercel' | 'freestyle' | 'agent37' | 'microsandbox' | 'local';
+
+/** Dimensions of a builtin reader's verified limits and per-launch demand. Memory and disk are GiB. */
+export interface CapacityDimensions {
+  /** vCPU (Daytona). */
+  cpu?: number;
+  /** GiB (Daytona). */
+  memory?: number;
+  /** GiB (Daytona). */
+  disk?: number;
+  /** Sandbox / instance slots (E2B, Microsandbox, Agent37, local). */
+  sandboxes?: number;
+}
+
+/** A provider entry's `capacity`: the builtin reader's settings, or your own reader. */
+export type ProviderCapacityConfig =
+  | { limits?: CapacityDimensions; demand?: CapacityDimensions; baseUrl?: string; maxPages?: number; pageSize?: number }
+  | CapacityReader;
+
+/** What every provider entry accepts besides its credentials. */
+export interface ProviderEntryCommon {
+  /** Pool id. Default: the provider name. */
+  id?: string;
+  /** The configured pool's envelope. Default: only `syncExec` and `fileTransfer`. */
+  capabilities?: SandboxCapabilities;
+  /** Measured signals. Default: equal placeholders (latencies 60 s). */
+  signals?: ProviderRoutingSignals;
+  capacity?: ProviderCapacityConfig;
+  /** Passed to the adapter's constructor verbatim. */
+  adapterOptions?: Record<string, unknown>;
+}
+
+export interface DaytonaProviderConfig extends ProviderEntryCommon {
+  apiKey: string;
+  /** Default `https://app.daytona.io/api`. */
+  apiUrl?: string;
+  /** Default `us`. */
+  target?: string;
+  snapshot?: string;
+  /** Default `/home/daytona`; override it for custom snapshots. */
+  defaultHomeDir?: string;
+  organizationId?: string;
+  createParams?: Record<string, unknown>;
+}
+export interface E2BProviderConfig extends ProviderEntryCommon {
+  apiKey: string;
+  /** Default `base` (basic workloads only). */
+  template?: string;
+  runBudgetMs?: number;
+  createTimeoutMs?: number;
+}
+export interface VercelProviderConfig extends ProviderEntryCommon {
+  token: string;
+  teamId: string;
+  projectId: string;
+  defaultHomeDir: string;
+  namePrefix: string;
+  source?: Record<string, unknown>;
+  vcpus?: number;
+  sandboxTimeoutMs?: number;
+  persistent?: boolean;
+  ports?: readonly number[];
+  env?: Record<string, string>;
+}
+export interface FreestyleProviderConfig extends ProviderEntryCommon {
+  apiKey: string;
+  defaultHomeDir: string;
+  namePrefix: string;
+  persistence: { type: 'persistent' } | { type: 'sticky'; priority: number } | { type: 'ephemeral' };
+  baseUrl?: string;
+  snapshotId?: string;
+  idleTimeoutSeconds?: number | null;
+}
+export interface Agent37ProviderConfig extends ProviderEntryCommon {
+  apiKey: string;
+  baseUrl: string;
+  defaultHomeDir: string;
+}
+export interface MicrosandboxProviderConfig extends ProviderEntryCommon {
+  apiKey: string;
+  homeDir: string;
+  image: string;
+  /** Hosted backend by default. */
+  url?: string;
+}
+export interface LocalProviderConfig extends ProviderEntryCommon {
+  /** Parent of the sandbox directories. Default: a fresh temporary directory. */
+  rootDir?: string;
+}
+
+/** The `providers` map of `createSandboxRouter`. */
+export interface ProvidersConfig {
+  daytona?: DaytonaProviderConfig;
+  e2b?: E2BProviderConfig;
+  vercel?: VercelProviderConfig;
+  freestyle?: FreestyleProviderConfig;
+  agent37?: Agent37ProviderConfig;
+  microsandbox?: MicrosandboxProviderConfig;
+  local?: LocalProviderConfig;
+}
+
+/** Test seam: how adapters and SDKs are loaded. Default: a dynamic `import()`. */
+export type ModuleLoader = (specifier: string) => Promise<Record<string, unknown>>;
+
+/** Options of `createSandboxRouter`. */
+export interface CreateSandboxRouterOptions {
+  providers: ProvidersConfig;
+  capacity?: CapacityPolicy;
+  mappings?: SandboxMappingStore;
+  observer?: RoutingObserver;
+  provisioning?: ProvisioningAvailability;
+  resolveRoutingSignals?: RoutingSignalResolver;
+  classifyProviderFailure?: ProviderFailureClassifier;
+  callbackTimeoutMs?: number;
+  moduleLoader?: ModuleLoader;
+}
+
+/** The router `createSandboxRouter` returns. */
+export declare class ConfiguredSandboxRouter extends SandboxRouter {
+  /** Ids of the configured pools. */
+  readonly providerIds: readonly ProviderId[];
+}
+
+/** Builds a router from provider credentials, synchronously; adapters load on first use. */
+export declare function createSandboxRouter(options: CreateSandboxRouterOptions): ConfiguredSandboxRouter;
+
+/** The same lazy, credential-safe runtime the factory builds, for your own registry. */
+export declare function createProviderRuntime<P extends SupportedProvider>(
+  provider: P,
+  options: NonNullable<ProvidersConfig[P]>,
+  internals?: { moduleLoader?: ModuleLoader },
+): SandboxRuntime;
+
+/** The providers `createSandboxRouter` supports. */
+export declare const SUPPORTED_PROVIDERS: readonly SupportedProvider[];
+/** Capabilities a factory pool declares by default. */
+export declare const DEFAULT_CAPABILITIES: Readonly<SandboxCapabilities>;
+/** Placeholder signals of a factory pool without measured ones. */
+export declare const DEFAULT_SIGNALS: Readonly<ProviderRoutingSignals>;
+
+/** Providers with a builtin capacity reader. */
+export type CapacityReaderKind = 'daytona' | 'e2b' | 'microsandbox' | 'agent37' | 'vercel' | 'freestyle';
+export declare const CAPACITY_READER_KINDS: readonly CapacityReaderKind[];
+
+/** Options of a builtin capacity reader. The key stays in the reader's closure. */
+export interface CapacityReaderOptions {
+  apiKey?: string;
+  baseUrl?: string;
+  /** Daytona: sent as `X-Daytona-Organization-ID`. */
+  organizationId?: string;
+  limits?: CapacityDimensions;
+  demand?: CapacityDimensions;
+  /** Pagination bound. Default 1,000. */
+  maxPages?: number;
+  pageSize?: number;
+  /** Default 5,000 ms; a router's capacity deadline overrides it. */
+  timeoutMs?: number;
+}
+
+/** A builtin reader: HTTP in Rust, off the JS thread. */
+export interface BuiltinCapacityReader extends CapacityReader {
+  readonly provider: CapacityReaderKind;
+  getCapacity(options?: { timeoutMs?: number }): Promise<CapacityMeasurement>;
+}
+
+export declare function createCapacityReader(provider: CapacityReaderKind, options?: CapacityReaderOptions): BuiltinCapacityReader;
+
+/** Strictly parsed Daytona limits (input GiB, output MiB). */
+export interface DaytonaCapacityLimits {
+  cpu: number | null;
+  memoryMiB: number | null;
+  diskMiB: number | null;
+  provided: Array<'cpu' | 'memory' | 'disk'>;
+}
+export declare function parseDaytonaCapacityLimits(limits: { cpu?: number; memory?: number; disk?: number }): DaytonaCapacityLimits;
+
+/** Per-dimension utilization in a Daytona summary. */
+export interface DaytonaUtilization {
+  used: number;
+  limit: number | null;
+  unit: string;
+  headroom: number | null;
+  ratio: number | null;
+  percent: number | null;
+  level: 'ok' | 'warning' | 'critical' | null;
+  limitSource: 'configured' | 'not_configured';
+}
+
+/** The display summary of a Daytona organization inventory. */
+export interface DaytonaCapacitySummary {
+  provider: 'daytona';
+  generatedAt: string;
+  organization: { sandboxes: number; cpu: number; memoryMiB: number; diskMiB: number; accounted: { cpu: number; memoryMiB: number; diskMiB: number } };
+  byState: Record<string, { sandboxes: number; cpu: number; memoryMiB: number; diskMiB: number }>;
+  utilization: { cpu: DaytonaUtilization; memory: DaytonaUtilization; disk: DaytonaUtilization };
+  level: 'ok' | 'warning' | 'critical' | null;
+  thresholds: { warningRatio: number; criticalRatio: number };
+  idle: {
+    idleAfterMs: number;
+    sandboxes: number;
+    cpu: number;
+    memoryMiB: number;
+    diskMiB: number;
+    unknownActivity: number;
+    truncated: boolean;
+    items: Array<{ id: string; name: string | null; state: string; lastActivityAt: string | null; idleMs: number; cpu: number; memoryMiB: number; diskMiB: number }>;
+  };
+  dataQuality: { coercedValues: number; skippedItems: number };
+  provisioningCheck: 'not_covered';
+}
+
+export declare function summarizeDaytonaCapacity(
+  items: unknown,
+  limits: { cpu?: number; memory?: number; disk?: number } | null,
+  options?: { warningRatio?: number; criticalRatio?: number; now?: Date | string | number; idleAfterMs?: number; idleListLimit?: number },
+): DaytonaCapacitySummary;

@@ -527,3 +527,9 @@ test('caches: an unchanged request and registry reuse the decision (must-not-fir
   registry.register(definition('cheaper', { signals: { estimatedCost: 0.01 } }));
   assert.equal((await router.provision(request)).providerId, 'cheaper', 'a new registration invalidates the cached order');
 });
+
+test('configuration: an unknown router option is a typed error (must-fire); known ones construct (must-not-fire)', () => {
+  const registry = new InMemoryProviderRegistry([definition('a')]);
+  assert.throws(() => new SandboxRouter({ registry, classifyProviderFaliure: () => ({}) }), (e) => e.code === 'INVALID_CONFIGURATION' && e.field === 'classifyProviderFaliure');
+  assert.ok(new SandboxRouter({ registry, callbackTimeoutMs: 500, observer: () => {} }));
+});

@@ -72,6 +72,17 @@ function within(value, ms) {
   return Promise.race([value, timeout]).finally(() => clearTimeout(timer));
 }
 
+const ROUTER_OPTIONS = [
+  'registry',
+  'mappings',
+  'observer',
+  'classifyProviderFailure',
+  'resolveRoutingSignals',
+  'provisioning',
+  'capacity',
+  'callbackTimeoutMs',
+];
+
 function configError(field, expectation) {
   return new SandboxRouterConfigurationError(`invalid router options: ${field} ${expectation}`, 'INVALID_CONFIGURATION', { field });
 }
@@ -187,6 +198,9 @@ class SandboxRouter {
    */
   constructor(options) {
     if (options === null || typeof options !== 'object') throw configError('options', 'must be an object');
+    for (const key of Object.keys(options)) {
+      if (!ROUTER_OPTIONS.includes(key)) throw configError(key, 'is not a known option');
+    }
     const { registry, mappings, observer, classifyProviderFailure, resolveRoutingSignals, provisioning } = options;
     if (!registry || typeof registry !== 'object' || !isFn(registry.list)) {
       throw configError('registry', 'must be a ProviderRegistry (an object with list())');
