@@ -851,3 +851,208 @@ export declare function summarizeDaytonaCapacity(
   limits: { cpu?: number; memory?: number; disk?: number } | null,
   options?: { warningRatio?: number; criticalRatio?: number; now?: Date | string | number; idleAfterMs?: number; idleListLimit?: number },
 ): DaytonaCapacitySummary;
+
+// ---------------------------------------------------------------------------------------
+// Process manifests
+// ---------------------------------------------------------------------------------------
+
+/** The part of a router that process manifests use: the runtime port only. */
+export interface ManifestRouter {
+  runScript(id: string, options: RunScriptOptions): Promise<RunScriptResult>;
+  /** When present, used once by `startManifest` so an unknown id rejects before anything runs. */
+  getSandbox?(id: string): Promise<SandboxMapping>;
+}
+/** A signal a teardown may send before `SIGKILL`. */
+export type ManifestSignal = 'SIGTERM' | 'SIGINT' | 'SIGHUP' | 'SIGQUIT';
+/** Exactly one of `command`, `port`, `logLine`. */
+export type ReadinessProbe = {
+  /** Give up this many ms after the process first started. 10..=600000. */
+  timeoutMs: number;
+  /** Poll every this many ms. 10..=timeoutMs. */
+  intervalMs: number;
+} & (
+  | { /** Exits 0 once ready (`sh -c`, output discarded). */ command: string; port?: never; logLine?: never }
+  | { /** Accepts TCP connections on 127.0.0.1 or ::1. 1..=65535, one process per port. */ port: number; command?: never; logLine?: never }
+  | { /** A fixed string (not a regex) in the process's output; one line. */ logLine: string; command?: never; port?: never }
+);
+export interface ProcessTeardown {
+  /** Runs to completion (bounded by `flushTimeoutMs`) before the signal, while the process still runs. */
+  flushCommand?: string;
+  /** Default `'SIGTERM'`. Sent to the process's whole process group. */
+  signal?: ManifestSignal;
+  /** How long the group may take to exit after the signal before `SIGKILL`. 0..=300000. */
+  graceMs: number;
+}
+export interface ManifestProcess {
+  /** `[a-z0-9][a-z0-9_-]*`, at most 64 bytes, unique in the manifest. */
+  name: string;
+  /** Run as `sh -c command` in the sandbox's working directory; output to `.relay/<name>.log`. */
+  command: string;
+  /** Processes that must be ready before this one starts. No self, no unknown name, no cycle. */
+  dependsOn?: string[];
+  /** Absent: ready once started and still running. */
+  readiness?: ReadinessProbe;
+  /** Default `'never'`. `'on-failure'` restarts a non-zero exit during startup. */
+  restart?: 'never' | 'on-failure';
+  /** 0..=10, only with `restart: 'on-failure'`; default 3 there. */
+  maxRestarts?: number;
+  /** Default `{ signal: 'SIGTERM', graceMs: 10000 }`. */
+  teardown?: ProcessTeardown;
+}
+/** A source of idle evidence, each read through `runScript`. */
+export type IdleEvidenceSource = 'no-running-command' | 'no-open-session' | 'no-file-change' | 'no-process-output';
+export interface IdlePolicy {
+  /** Every source must agree without interruption for this long. 1000..=86400000. */
+  quietMs: number;
+  /** At least one, no repeats. */
+  evidence: IdleEvidenceSource[];
+}
+/** A process manifest. Unknown keys are refused at every level (`INVALID_INPUT`, `field` = path). */
+export interface ProcessManifest {
+  /** 1..=256 processes. */
+  processes: ManifestProcess[];
+  idle?: IdlePolicy;
+}
+/** A process with every default filled in. */
+export interface NormalizedManifestProcess {
+  name: string;
+  command: string;
+  dependsOn: string[];
+  readiness?: ReadinessProbe;
+  restart: 'never' | 'on-failure';
+  /** Present only with `restart: 'on-failure'`. */
+  maxRestarts?: number;
+  teardown: { flushCommand?: string; signal: ManifestSignal; graceMs: number };
+}
+/** What `validateManifest` returns: processes in input order, defaults filled in. */
+export interface NormalizedProcessManifest {
+  processes: NormalizedManifestProcess[];
+  idle?: IdlePolicy;
+}
+/** Topological levels; a wave starts once every probe of the previous wave passed. */
+export interface StartupPlan {
+  /** Ordered by name within a wave. */
+  waves: { wave: number; processes: NormalizedManifestProcess[] }[];
+  /** Every name, wave by wave. */
+  order: string[];
+}
+/** One phase of a history-safe teardown step, performed in this order. */
+export type TeardownPhase =
+  | { action: 'flush'; command: string }
+  | { action: 'signal'; signal: ManifestSignal }
+  | { action: 'wait'; ms: number }
+  | { action: 'kill'; signal: 'SIGKILL' };
+/** The startup waves reversed: dependents stop before what they depend on. */
+export interface TeardownPlan {
+  waves: { wave: number; steps: { name: string; phases: TeardownPhase[] }[] }[];
+  order: string[];
+}
+export interface StartedProcess {
+  name: string;
+  /** The supervising shell of the process (inside the sandbox). */
+  pid: number;
+  /** The process group that teardown signals. */
+  pgid: number;
+  /** From the first start to the passing probe. */
+  readyAfterMs: number;
+  /** Restarts used during startup. */
+  restarts: number;
+}
+/** What `startManifest` resolves with: the sandbox is useful. JSON-serializable; keep it for teardown. */
+export interface StartedManifest {
+  useful: true;
+  sandboxId: string;
+  manifest: NormalizedProcessManifest;
+  /** In startup order. */
+  processes: StartedProcess[];
+}
+export interface TeardownStepReport {
+  name: string;
+  /** `'skipped'`: the process had already exited. */
+  flush: 'none' | 'ok' | 'failed' | 'timed-out' | 'skipped';
+  /** `'exited'` within graceMs, `'killed'` after it; `'survived'`/`'error'` make the report incomplete. */
+  outcome: 'exited' | 'killed' | 'already-exited' | 'survived' | 'error';
+}
+export interface TeardownReport {
+  /** False when some step could not be performed or a group survived SIGKILL. */
+  complete: boolean;
+  /** In teardown order. */
+  steps: TeardownStepReport[];
+}
+/** Why `startManifest` failed; each reason has one meaning. */
+export type ManifestStartReason = 'READINESS_TIMEOUT' | 'PROCESS_EXITED' | 'PROBE_UNAVAILABLE' | 'START_FAILED' | 'RUNTIME_ERROR';
+export declare const MANIFEST_START_REASONS: { readonly [K in ManifestStartReason]: K };
+/**
+ * `MANIFEST_START_FAILED`: a manifest could not be made useful. What was started has been
+ * torn down (history-safe) before the rejection. Never carries command output.
+ */
+export declare class ManifestStartError extends SandboxRouterError {
+  readonly code: 'MANIFEST_START_FAILED';
+  /** The failing process. */
+  readonly process: string;
+  readonly reason: ManifestStartReason;
+  readonly sandboxId: string;
+  /** With `PROCESS_EXITED`: the exit status, or null when unknown (killed, vanished). */
+  readonly exitCode?: number | null;
+  /** With `READINESS_TIMEOUT`: the probe's timeoutMs. */
+  readonly timeoutMs?: number;
+  readonly teardown: TeardownReport;
+}
+export interface IdleEvidence {
+  source: IdleEvidenceSource;
+  /** `'unknown'` (unreadable, missing, or no baseline yet) is never quiet. */
+  status: 'quiet' | 'active' | 'unknown';
+  /** How long this source has agreed without interruption (0 unless quiet). */
+  quietForMs: number;
+  reason?: 'UNREADABLE' | 'NO_BASELINE' | 'MISSING' | 'PROBE_FAILED';
+}
+/** Opaque, JSON-serializable observer state: pass the previous result's `state` back. */
+export interface IdleState {
+  readonly v: 1;
+}
+export interface IdleCheck {
+  /** True only when every source is quiet and has been for at least `quietMs`. */
+  idle: boolean;
+  quietMs: number;
+  /** The smallest `quietForMs` over the sources. */
+  quietForMs: number;
+  evidence: IdleEvidence[];
+  state: IdleState;
+}
+/** Validates a manifest; returns it normalized. Throws `SandboxRequestValidationError` (`INVALID_INPUT`, `field`). */
+export declare function validateManifest(manifest: ProcessManifest): NormalizedProcessManifest;
+/** The startup plan. Throws like `validateManifest`. */
+export declare function planStartup(manifest: ProcessManifest): StartupPlan;
+/** The teardown plan. Throws like `validateManifest`. */
+export declare function planTeardown(manifest: ProcessManifest): TeardownPlan;
+/**
+ * Starts `manifest` in sandbox `sandboxId` wave by wave through `router.runScript` and
+ * resolves once every readiness probe passed. Rejects with `ManifestStartError` (after a
+ * history-safe teardown of what was started) or `SandboxRequestValidationError`.
+ * `flushTimeoutMs` (default 30000) bounds each flush of that teardown.
+ */
+export declare function startManifest(
+  router: ManifestRouter,
+  sandboxId: string,
+  manifest: ProcessManifest,
+  options?: { flushTimeoutMs?: number },
+): Promise<StartedManifest>;
+/** Tears a started manifest down: teardown order, flush → signal → graceMs → SIGKILL per process. */
+export declare function teardownManifest(
+  router: ManifestRouter,
+  sandboxId: string,
+  started: Pick<StartedManifest, 'manifest' | 'processes'>,
+  options?: { flushTimeoutMs?: number },
+): Promise<TeardownReport>;
+/**
+ * Evidence-gated idle (needs `manifest.idle`): one probe through `runScript`; idle only when
+ * every declared source agreed, at every observation and with no gap longer than `quietMs`,
+ * for at least `quietMs`. `timeoutMs` (default 30000) bounds the probe.
+ */
+export declare function checkIdle(
+  router: ManifestRouter,
+  sandboxId: string,
+  manifest: ProcessManifest,
+  state?: IdleState | null,
+  options?: { timeoutMs?: number },
+): Promise<IdleCheck>;

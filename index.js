@@ -9,6 +9,7 @@ const { SandboxRouter, SANDBOX_ID_LABEL } = require('./lib/router.js');
 const { routeProviders } = require('./lib/route-providers.js');
 const factory = require('./lib/factory.js');
 const capacityReaders = require('./lib/capacity-readers.js');
+const manifest = require('./lib/manifest.js');
 
 module.exports = {
   asProviderId,
@@ -27,6 +28,14 @@ module.exports = {
   CAPACITY_READER_KINDS: capacityReaders.CAPACITY_READER_KINDS,
   summarizeDaytonaCapacity: capacityReaders.summarizeDaytonaCapacity,
   parseDaytonaCapacityLimits: capacityReaders.parseDaytonaCapacityLimits,
+  validateManifest: manifest.validateManifest,
+  planStartup: manifest.planStartup,
+  planTeardown: manifest.planTeardown,
+  startManifest: manifest.startManifest,
+  teardownManifest: manifest.teardownManifest,
+  checkIdle: manifest.checkIdle,
+  ManifestStartError: manifest.ManifestStartError,
+  MANIFEST_START_REASONS: manifest.MANIFEST_START_REASONS,
   SandboxRouterError: errors.SandboxRouterError,
   SandboxRequestValidationError: errors.SandboxRequestValidationError,
   RoutingNotApplicableError: errors.RoutingNotApplicableError,

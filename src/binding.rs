@@ -76,7 +76,9 @@ fn stale(what: &str) -> Error {
     encode("INTERNAL_ERROR", &format!("internal error: unknown {what} handle"), None, Value::Null)
 }
 
-fn encode(code: &str, message: &str, field: Option<&str>, extra: Value) -> Error {
+/// An error crossing the seam: a JSON-encoded `{ code, message, field?, ...extra }` that
+/// `lib/errors.js` turns into an instance of the right class.
+pub(crate) fn encode(code: &str, message: &str, field: Option<&str>, extra: Value) -> Error {
     let mut v = json!({"code": code, "message": message});
     if let Some(f) = field {
         v["field"] = json!(f);
@@ -89,12 +91,13 @@ fn encode(code: &str, message: &str, field: Option<&str>, extra: Value) -> Error
     Error::new(Status::GenericFailure, v.to_string())
 }
 
-fn core_err(e: CoreError) -> Error {
+/// A core error, encoded with its stable code and field.
+pub(crate) fn core_err(e: CoreError) -> Error {
     encode(e.code(), &e.to_string(), e.field(), Value::Null)
 }
 
 /// Runs `f`, turning a panic into a typed `INTERNAL_ERROR` (its payload is not exposed).
-fn guard<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+pub(crate) fn guard<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(_) => Err(encode(

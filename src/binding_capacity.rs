@@ -12,6 +12,7 @@
 //! The API key crosses the seam as an argument and is only ever used as a header value; it
 //! never appears in a result or an error.
 
+use crate::binding::guard;
 use crate::core::capacity::{Measurement, UnknownReason};
 use crate::core::json::FieldError;
 use crate::readers;
@@ -19,18 +20,13 @@ use crate::readers::daytona_summary::{
     inventory_items, parse_daytona_capacity_limits as parse_limits, parse_summary_options,
     summarize_daytona_capacity as summarize,
 };
-use napi::{Error, Result, Status};
+use napi::{Error, Result};
 use napi_derive::napi;
-use serde_json::{json, Value};
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use serde_json::Value;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 fn encode(code: &str, message: &str, field: Option<&str>) -> Error {
-    let mut v = json!({"code": code, "message": message});
-    if let Some(f) = field {
-        v["field"] = json!(f);
-    }
-    Error::new(Status::GenericFailure, v.to_string())
+    crate::binding::encode(code, message, field, Value::Null)
 }
 
 fn internal() -> Error {
@@ -39,10 +35,6 @@ fn internal() -> Error {
 
 fn invalid(e: FieldError) -> Error {
     encode("INVALID_INPUT", &format!("invalid input: {} {}", e.field, e.expectation), Some(&e.field))
-}
-
-fn guard<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| Err(internal()))
 }
 
 fn parse_json(text: &str, field: &str) -> Result<Value> {
