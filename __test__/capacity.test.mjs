@@ -235,7 +235,7 @@ test('reservations: 50 concurrent provisions against 10 slots and a lagging read
   for (const r of results.filter((x) => x.status === 'rejected')) assert.ok(r.reason instanceof ProviderCapacityExhaustedError);
 });
 
-test('reservations: a failed launch releases its hold (must-not-fire on later provisions)', async () => {
+test('reservations: a failure proven pre-allocation releases its hold (must-not-fire on later provisions)', async () => {
   let fail = true;
   const rt = fakeRuntime({
     launch: async () => {
@@ -243,10 +243,26 @@ test('reservations: a failed launch releases its hold (must-not-fire on later pr
       return { id: 'ok' };
     },
   });
-  const { router } = setup([definition('a', { runtime: rt, capacity: reader(slots(0, 1)) })], { providerOrder: ['a'] });
+  const classifyProviderFailure = () => ({ code: 'PRE_ALLOCATION_REFUSAL', retryable: true });
+  const { router } = setup([definition('a', { runtime: rt, capacity: reader(slots(0, 1)) })], { providerOrder: ['a'] }, { classifyProviderFailure });
   await assert.rejects(router.provision({}), ProviderProvisioningError);
   fail = false;
   assert.equal((await router.provision({})).providerId, 'a');
+});
+
+test('reservations: an outcome-unknown failure keeps its hold, like a success (must-fire)', async () => {
+  let fail = true;
+  const rt = fakeRuntime({
+    launch: async () => {
+      if (fail) throw new Error('boom after maybe allocating');
+      return { id: 'ok' };
+    },
+  });
+  // The reader lags: it never sees the sandbox the failed launch may have made.
+  const { router } = setup([definition('a', { runtime: rt, capacity: reader(slots(0, 1)) })], { providerOrder: ['a'] });
+  await assert.rejects(router.provision({}), (e) => e.code === 'PROVIDER_LAUNCH_OUTCOME_UNKNOWN');
+  fail = false;
+  await assert.rejects(router.provision({}), ProviderCapacityExhaustedError);
 });
 
 test('configuration: a bad capacity policy is a typed error', () => {

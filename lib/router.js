@@ -407,16 +407,23 @@ class SandboxRouter {
       try {
         handle = await this.#launch(def, launchOptions, detached, compiled.timeoutMs, id);
       } catch (failure) {
-        if (token !== null) capacity.ledger.settle(token, false);
+        // Capacity holds: released only when the failure is proven to have allocated nothing
+        // (a missing package, or a classifier's retryable answer); an outcome-unknown
+        // failure keeps its hold, like a success, until a read reflects it or it expires.
+        const settle = (allocatedNothing) => {
+          if (token !== null) capacity.ledger.settle(token, !allocatedNothing);
+        };
         // Our own typed errors are safe to surface: a missing optional package (nothing was
         // called, so nothing was allocated) and a launch deadline (outcome unknown).
         if (failure instanceof ProviderPackageMissingError) {
+          settle(true);
           attempts.push({ providerId, code: failure.code, retryable: false });
           this.#emit('attempt.failed', { sandboxId: id, providerId, attempt: made, code: failure.code, retryable: false });
           this.#emit('provision.exhausted', { sandboxId: id, code: failure.code });
           throw failure;
         }
         if (failure instanceof AcquisitionTimeoutError) {
+          settle(false);
           attempts.push({ providerId, code: failure.code, retryable: false });
           this.#emit('attempt.failed', { sandboxId: id, providerId, attempt: made, code: failure.code, retryable: false });
           this.#emit('provision.exhausted', { sandboxId: id, code: failure.code });
@@ -430,6 +437,7 @@ class SandboxRouter {
         const [verdict, a, b] = decision.split(':');
         const code = verdict === 'ADVANCE' ? b : a;
         const retryable = verdict !== 'TERMINAL';
+        settle(c.retryable === true && typeof c.code === 'string' && /^[A-Z][A-Z0-9_]{0,63}$/.test(c.code));
         attempts.push({ providerId, code, retryable });
         this.#emit('attempt.failed', { sandboxId: id, providerId, attempt: made, code, retryable });
         if (verdict === 'ADVANCE') {
