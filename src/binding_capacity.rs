@@ -122,6 +122,7 @@ pub fn summarize_daytona_capacity(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use tokio::io::AsyncReadExt;
 
     fn runtime() -> tokio::runtime::Runtime {
