@@ -611,4 +611,7 @@ for (const r of results) {
 }
 if (fatal) console.log(`  ${fatal.message}`);
 console.log(failed.length === 0 && !fatal ? `PASS: ${results.length} steps` : `FAILED: ${failed.length} of ${results.length} steps`);
+// The closing line CI reads: passed / failed steps (a fatal error counts as one failure).
+const skipped = results.filter((r) => !r.ok && r.detail.startsWith('skipped')).length;
+console.log(`consumer: ${results.length - failed.length} passed, ${failed.length - skipped + (fatal ? 1 : 0)} failed, ${skipped} skipped`);
 process.exitCode = failed.length === 0 && !fatal ? 0 : 1;
