@@ -382,8 +382,9 @@ class SandboxRouter {
     if (DEBUG) debug(`${id}: attempt order ${order.map((i) => view.definitions[i].id).join(', ')}`);
     const labels = { ...(request && request.launch && request.launch.labels), [SANDBOX_ID_LABEL]: id };
     const launchOptions = launchOptionsOf(request && request.launch, labels);
+    // Failure bookkeeping; the success path allocates none of it.
     const attempts = [];
-    const capacityRejections = [];
+    const capacityRejections = this.#capacity === null ? null : [];
     const capacity = this.#capacity;
     const resourcesJson = capacity === null ? null : serialize(request && request.resources);
     let made = 0;
@@ -452,7 +453,7 @@ class SandboxRouter {
             ? `acquisition exhausted after ${made} attempt(s): ${attempts.map((x) => `${x.providerId} ${x.code}`).join(', ')}`
             : `acquisition failed on ${providerId}: ${code}`,
           errCode,
-          { providerId, sandboxId: id, attempts, capacityRejections: capacity === null ? undefined : capacityRejections },
+          { providerId, sandboxId: id, attempts, capacityRejections: capacityRejections ?? undefined },
         );
       }
       if (token !== null) capacity.ledger.settle(token, true);

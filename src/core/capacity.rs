@@ -218,8 +218,11 @@ pub enum Admission {
 struct Hold {
     pool: usize,
     amounts: Vec<(String, f64)>,
-    /// `used` per dimension in the read that admitted it.
-    baseline: Vec<(String, f64)>,
+    /// Per dimension, the usage a read must report before this hold counts as reflected:
+    /// the admitting read's `used`, plus everything held at admission, plus this need.
+    /// Everything admitted before this hold is inside that figure, so one read's usage
+    /// cannot release two holds that it can only account for once.
+    expect: Vec<(String, f64)>,
     /// Read sequence at which the launch settled successfully (None while in flight).
     settled_seq: Option<u64>,
     settled_at: Option<Instant>,
@@ -272,29 +275,18 @@ impl Ledger {
             }
             keep
         });
-        // In admission order: release while the read covers baseline + earlier releases + amount.
-        let mut released: HashMap<String, f64> = HashMap::new();
+        // A settled hold is reflected once a read that started after it settled reports, in
+        // every dimension, at least the usage expected when it was admitted.
         let mut drop = Vec::new();
         for t in &self.order {
             let h = &self.holds[t];
             if h.pool != pool || h.settled_seq.is_none_or(|s| s >= read_seq) {
                 continue;
             }
-            let reflected = h.amounts.iter().all(|(r, a)| {
-                let used = m.iter().find(|x| &x.resource == r).map(|x| x.used);
-                let base = h.baseline.iter().find(|(b, _)| b == r).map(|(_, u)| *u);
-                match (used, base) {
-                    (Some(u), Some(b)) => u + 1e-9 >= b + released.get(r).copied().unwrap_or(0.0) + a,
-                    _ => false,
-                }
-            });
+            let reflected =
+                h.expect.iter().all(|(r, e)| m.iter().find(|x| &x.resource == r).is_some_and(|x| x.used + 1e-9 >= *e));
             if reflected {
-                for (r, a) in &h.amounts {
-                    *released.entry(r.clone()).or_default() += a;
-                }
                 drop.push(*t);
-            } else {
-                break;
             }
         }
         for t in drop {
@@ -324,6 +316,7 @@ impl Ledger {
         };
         self.reconcile(pool, read_seq, m, now);
         let mut amounts = Vec::with_capacity(m.len());
+        let mut expect = Vec::with_capacity(m.len());
         for r in m {
             let need = r.required.max(request_need(&r.resource, req));
             let held = self.held(pool, &r.resource);
@@ -337,11 +330,11 @@ impl Ledger {
                 };
             }
             amounts.push((r.resource.clone(), need));
+            expect.push((r.resource.clone(), r.used + held + need));
         }
         let token = self.next_token;
         self.next_token += 1;
-        let baseline = m.iter().map(|r| (r.resource.clone(), r.used)).collect();
-        self.holds.insert(token, Hold { pool, amounts, baseline, settled_seq: None, settled_at: None });
+        self.holds.insert(token, Hold { pool, amounts, expect, settled_seq: None, settled_at: None });
         self.order.push(token);
         Admission::Admitted(token)
     }
@@ -480,5 +473,251 @@ mod tests {
             validate(&json!({"status": "unknown", "reason": "TIMEOUT"})),
             Measurement::Unknown(UnknownReason::Timeout)
         );
+    }
+
+    fn item(resource: &str, used: f64, limit: f64, headroom: f64) -> Value {
+        json!({"status": "known", "resources": [
+            {"resource": resource, "used": used, "limit": limit, "unit": "u", "headroom": headroom, "required": 1}]})
+    }
+
+    fn is_malformed(v: &Value) -> bool {
+        validate(v) == Measurement::Unknown(UnknownReason::Malformed)
+    }
+
+    #[test]
+    fn to_json_is_the_shape_validate_accepts() {
+        let known = Measurement::Known(vec![
+            ResourceMeasurement::new("cpu", 1.5, 10.0, "vCPU", 1.0),
+            ResourceMeasurement::new("memory", 2048.0, 1024.0, "MiB", 512.0),
+        ]);
+        assert_eq!(
+            known.to_json(),
+            json!({"status": "known", "resources": [
+                {"resource": "cpu", "used": 1.5, "limit": 10.0, "unit": "vCPU", "headroom": 8.5, "required": 1.0},
+                {"resource": "memory", "used": 2048.0, "limit": 1024.0, "unit": "MiB", "headroom": -1024.0, "required": 512.0}]})
+        );
+        assert_eq!(validate(&known.to_json()), known);
+        for reason in UnknownReason::ALL {
+            let m = Measurement::Unknown(reason);
+            assert_eq!(m.to_json(), json!({"status": "unknown", "reason": reason.code()}));
+            assert_eq!(validate(&m.to_json()), m, "{reason:?}");
+        }
+    }
+
+    #[test]
+    fn must_fire_a_headroom_off_by_one_unit_is_malformed() {
+        assert!(is_malformed(&item("cpu", 3.0, 10.0, 8.0)));
+        // The tolerance is relative to the limit, but one whole unit is never noise.
+        assert!(is_malformed(&item("memory", 100.0, 1e6, 999_901.0)));
+    }
+
+    #[test]
+    fn must_not_fire_a_headroom_within_the_relative_tolerance_is_accepted() {
+        // Rounding noise on a large limit (5e-7 against a tolerance of 1e-9 * 1e6).
+        assert!(matches!(validate(&item("memory", 100.0, 1e6, 999_900.000_000_5)), Measurement::Known(_)));
+        // Exactly at the tolerance is still accepted (the refusal is strictly above it).
+        assert!(matches!(validate(&item("cpu", 10.0, 10.0, 1e-9 * 10.0)), Measurement::Known(_)));
+    }
+
+    #[test]
+    fn must_not_fire_an_over_quota_headroom_clamped_to_zero_is_accepted() {
+        let Measurement::Known(rs) = validate(&item("cpu", 12.0, 10.0, 0.0)) else {
+            panic!("clamped headroom refused")
+        };
+        // The stored headroom is always limit - used, never the reader's clamp.
+        assert_eq!(rs[0].headroom, -2.0);
+        assert!(matches!(validate(&item("cpu", 12.0, 10.0, -2.0)), Measurement::Known(_)));
+    }
+
+    #[test]
+    fn must_fire_a_zero_or_positive_headroom_that_contradicts_usage_is_malformed() {
+        // Over quota yet reporting room.
+        assert!(is_malformed(&item("cpu", 12.0, 10.0, 5.0)));
+        // Room left yet reporting zero: only an over-quota headroom may be clamped.
+        assert!(is_malformed(&item("cpu", 3.0, 10.0, 0.0)));
+    }
+
+    #[test]
+    fn must_fire_a_repeated_dimension_is_malformed() {
+        let v = json!({"status": "known", "resources": [
+            {"resource": "cpu", "used": 1, "limit": 10, "unit": "vCPU", "headroom": 9, "required": 1},
+            {"resource": "cpu", "used": 9, "limit": 10, "unit": "vCPU", "headroom": 1, "required": 1}]});
+        assert!(is_malformed(&v));
+    }
+
+    #[test]
+    fn must_not_fire_distinct_dimensions_are_all_kept() {
+        let v = json!({"status": "known", "resources": [
+            {"resource": "cpu", "used": 1, "limit": 10, "unit": "vCPU", "headroom": 9, "required": 1},
+            {"resource": "memory", "used": 512, "limit": 1024, "unit": "MiB", "headroom": 512, "required": 256}]});
+        let Measurement::Known(rs) = validate(&v) else { panic!("refused") };
+        assert_eq!(rs.iter().map(|r| r.resource.as_str()).collect::<Vec<_>>(), ["cpu", "memory"]);
+    }
+
+    #[test]
+    fn request_need_covers_every_dimension_and_a_launch_always_takes_one_slot() {
+        let req = Resources { cpu: 2.0, memory_mb: 512.0, disk_mb: 4096.0, gpu: 1.0 };
+        for (resource, need) in
+            [("cpu", 2.0), ("memory", 512.0), ("disk", 4096.0), ("gpu", 1.0), ("sandboxes", 1.0), ("custom", 0.0)]
+        {
+            assert_eq!(request_need(resource, &req), need, "{resource}");
+        }
+        // A pool configured with zero slot demand still needs one slot per launch.
+        let mut l = Ledger::new(Duration::from_secs(60));
+        let full = Measurement::Known(vec![ResourceMeasurement::new("sandboxes", 10.0, 10.0, "sandboxes", 0.0)]);
+        let s = l.begin_read();
+        assert!(matches!(l.admit(0, s, &full, &Resources::default()), Admission::Exhausted { .. }));
+    }
+
+    #[test]
+    fn request_memory_disk_and_gpu_raise_the_need_above_configured_demand() {
+        for (resource, req) in [
+            ("memory", Resources { memory_mb: 2048.0, ..Resources::default() }),
+            ("disk", Resources { disk_mb: 2048.0, ..Resources::default() }),
+            ("gpu", Resources { gpu: 2.0, ..Resources::default() }),
+        ] {
+            let m = Measurement::Known(vec![ResourceMeasurement::new(resource, 0.0, 1.5, "u", 1.0)]);
+            let mut l = Ledger::new(Duration::from_secs(60));
+            let s = l.begin_read();
+            assert!(matches!(l.admit(0, s, &m, &req), Admission::Exhausted { .. }), "{resource}");
+            assert!(matches!(l.admit(0, s, &m, &Resources::default()), Admission::Admitted(_)), "{resource}");
+        }
+    }
+
+    /// `used` such that `used + 1` lands exactly on the admission slack `10 + 1e-9`.
+    fn used_at_the_slack() -> f64 {
+        let used = (10.0 + 1e-9) - 1.0;
+        assert_eq!(used + 1.0, 10.0 + 1e-9);
+        used
+    }
+
+    #[test]
+    fn must_not_fire_usage_up_to_the_rounding_slack_admits() {
+        let mut l = Ledger::new(Duration::from_secs(60));
+        let s = l.begin_read();
+        let a = l.admit(0, s, &slots(used_at_the_slack(), 10.0), &Resources::default());
+        assert!(matches!(a, Admission::Admitted(_)), "{a:?}");
+    }
+
+    #[test]
+    fn must_fire_usage_past_the_rounding_slack_is_exhausted() {
+        let mut l = Ledger::new(Duration::from_secs(60));
+        let s = l.begin_read();
+        let past = f64::from_bits(used_at_the_slack().to_bits() + 1);
+        let a = l.admit(0, s, &slots(past, 10.0), &Resources::default());
+        assert!(matches!(a, Admission::Exhausted { .. }), "{a:?}");
+    }
+
+    #[test]
+    fn tokens_are_positive_distinct_and_increasing() {
+        // The binding hands tokens to JS as i64 and clamps negatives to 0 on settle.
+        let mut l = Ledger::new(Duration::from_secs(60));
+        let s = l.begin_read();
+        let tokens: Vec<u64> = (0..3)
+            .map(|_| match l.admit(0, s, &slots(0.0, 10.0), &Resources::default()) {
+                Admission::Admitted(t) => t,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(tokens, [1, 2, 3]);
+        assert_eq!(l.held_for(0, "sandboxes"), 3.0);
+    }
+
+    #[test]
+    fn a_failed_launch_releases_only_its_own_hold() {
+        let mut l = Ledger::new(Duration::from_secs(60));
+        let s = l.begin_read();
+        let Admission::Admitted(a) = l.admit(0, s, &slots(0.0, 10.0), &Resources::default()) else { panic!() };
+        let Admission::Admitted(_b) = l.admit(0, s, &slots(0.0, 10.0), &Resources::default()) else { panic!() };
+        let Admission::Admitted(_c) = l.admit(1, s, &slots(0.0, 10.0), &Resources::default()) else { panic!() };
+        l.settle(a, false);
+        assert_eq!(l.held_for(0, "sandboxes"), 1.0);
+        assert_eq!(l.held_for(1, "sandboxes"), 1.0);
+    }
+
+    #[test]
+    fn two_launches_settled_before_a_read_are_both_released_by_it() {
+        let mut l = Ledger::new(Duration::from_secs(60));
+        let s = l.begin_read();
+        let Admission::Admitted(a) = l.admit(0, s, &slots(0.0, 3.0), &Resources::default()) else { panic!() };
+        let Admission::Admitted(b) = l.admit(0, s, &slots(0.0, 3.0), &Resources::default()) else { panic!() };
+        l.settle(a, true);
+        l.settle(b, true);
+        // A read that started after both settled and counts both releases both assumptions.
+        let s = l.begin_read();
+        assert!(matches!(l.admit(0, s, &slots(2.0, 3.0), &Resources::default()), Admission::Admitted(_)));
+        assert_eq!(l.held_for(0, "sandboxes"), 1.0);
+    }
+
+    #[test]
+    fn a_read_reflecting_one_of_two_settled_launches_releases_only_one() {
+        let mut l = Ledger::new(Duration::from_secs(60));
+        let s = l.begin_read();
+        let Admission::Admitted(a) = l.admit(0, s, &slots(0.0, 3.0), &Resources::default()) else { panic!() };
+        let Admission::Admitted(b) = l.admit(0, s, &slots(0.0, 3.0), &Resources::default()) else { panic!() };
+        l.settle(a, true);
+        l.settle(b, true);
+        // The lagging read counts one new sandbox: the other launch stays assumed, so
+        // 1 used + 1 held + 1 needed fits the limit of 3 once, not twice.
+        let s = l.begin_read();
+        assert!(matches!(l.admit(0, s, &slots(1.0, 3.0), &Resources::default()), Admission::Admitted(_)));
+        assert_eq!(l.held_for(0, "sandboxes"), 2.0);
+    }
+
+    #[test]
+    fn a_lagging_read_does_not_release_the_same_usage_twice() {
+        let mut l = Ledger::new(Duration::from_secs(60));
+        let r1 = l.begin_read();
+        let Admission::Admitted(a) = l.admit(0, r1, &slots(0.0, 3.0), &Resources::default()) else { panic!() };
+        let Admission::Admitted(b) = l.admit(0, r1, &slots(0.0, 3.0), &Resources::default()) else { panic!() };
+        l.settle(a, true);
+        l.settle(b, true);
+        // r2 sees a but not yet b: a is released, b stays assumed, and c fits (1 + 1 + 1 <= 3).
+        let r2 = l.begin_read();
+        assert!(matches!(l.admit(0, r2, &slots(1.0, 3.0), &Resources::default()), Admission::Admitted(_)));
+        // r3 still sees only a. a, b and c all exist or are launching: a fourth launch would overshoot.
+        let r3 = l.begin_read();
+        assert!(matches!(l.admit(0, r3, &slots(1.0, 3.0), &Resources::default()), Admission::Exhausted { .. }));
+    }
+
+    #[test]
+    fn must_not_fire_an_in_flight_or_other_pool_hold_is_never_released_by_a_read() {
+        let mut l = Ledger::new(Duration::from_secs(60));
+        let s = l.begin_read();
+        // Pool 0: in flight (never settled). Pool 1: settled.
+        let Admission::Admitted(_) = l.admit(0, s, &slots(0.0, 5.0), &Resources::default()) else { panic!() };
+        let Admission::Admitted(t1) = l.admit(1, s, &slots(0.0, 5.0), &Resources::default()) else { panic!() };
+        l.settle(t1, true);
+        // A later pool-0 read showing usage reflects neither of them.
+        let s = l.begin_read();
+        assert!(matches!(l.admit(0, s, &slots(1.0, 5.0), &Resources::default()), Admission::Admitted(_)));
+        assert_eq!(l.held_for(0, "sandboxes"), 2.0);
+        assert_eq!(l.held_for(1, "sandboxes"), 1.0);
+    }
+
+    #[test]
+    fn must_not_fire_an_assumption_is_held_until_its_ttl() {
+        let ttl = Duration::from_millis(10);
+        let mut l = Ledger::new(ttl);
+        let now = Instant::now();
+        let s = l.begin_read();
+        let Admission::Admitted(t) = l.admit_at(0, s, &slots(0.0, 1.0), &Resources::default(), now) else { panic!() };
+        l.settle_at(t, true, now);
+        let s = l.begin_read();
+        let just_before = now + ttl - Duration::from_nanos(1);
+        let a = l.admit_at(0, s, &slots(0.0, 1.0), &Resources::default(), just_before);
+        assert!(matches!(a, Admission::Exhausted { .. }));
+    }
+
+    #[test]
+    fn must_fire_an_assumption_expires_at_exactly_its_ttl() {
+        let ttl = Duration::from_millis(10);
+        let mut l = Ledger::new(ttl);
+        let now = Instant::now();
+        let s = l.begin_read();
+        let Admission::Admitted(t) = l.admit_at(0, s, &slots(0.0, 1.0), &Resources::default(), now) else { panic!() };
+        l.settle_at(t, true, now);
+        let s = l.begin_read();
+        assert!(matches!(l.admit_at(0, s, &slots(0.0, 1.0), &Resources::default(), now + ttl), Admission::Admitted(_)));
     }
 }

@@ -427,6 +427,10 @@ mod tests {
         let mut f = MemoryFetch {
             fallback: Some(Box::new(move |_| {
                 let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                // Endless in effect, yet bounded: a broken page limit fails this test instead of hanging it.
+                if n >= 1000 {
+                    return Err(UnknownReason::ReadFailed);
+                }
                 Ok(fetched(&json!({"items": [], "nextCursor": format!("c{n}")}).to_string()))
             })),
             ..Default::default()
@@ -487,5 +491,13 @@ mod tests {
         let m = run(&cfg(json!({})), &mut f);
         assert_eq!(used(&m)[0].1, 10_000.0);
         assert!(t.elapsed() < std::time::Duration::from_secs(1), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn must_not_fire_an_empty_next_cursor_ends_pagination() {
+        let body = json!({"items": [sb(1.0, 1.0, 1.0, "started")], "nextCursor": ""}).to_string();
+        let mut f = MemoryFetch::default().page("http://h/api/sandbox?limit=200", &body);
+        assert_eq!(used(&run(&cfg(json!({})), &mut f))[0].1, 1.0);
+        assert_eq!(f.log.len(), 1);
     }
 }

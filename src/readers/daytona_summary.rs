@@ -677,4 +677,128 @@ mod tests {
         assert_eq!(inventory_items(&json!({"items": 3})).unwrap_err().field, "items.items");
         assert_eq!(inventory_items(&json!("x")).unwrap_err().field, "items");
     }
+
+    #[test]
+    fn limits_errors_name_the_unit_of_their_dimension() {
+        let e = |v: Value| parse_daytona_capacity_limits(&v).unwrap_err().expectation;
+        assert!(e(json!({"cpu": 0})).contains("(vCPU)"));
+        assert!(e(json!({"memory": 0})).contains("(GiB)"));
+        assert!(e(json!({"disk": -1})).contains("(GiB)"));
+    }
+
+    #[test]
+    fn must_fire_a_zero_ratio_is_refused() {
+        for (bad, field) in [
+            (json!({"warningRatio": 0}), "options.warningRatio"),
+            (json!({"criticalRatio": 0}), "options.criticalRatio"),
+        ] {
+            assert_eq!(parse_summary_options(Some(&bad), 0.0).unwrap_err().field, field, "{bad}");
+        }
+    }
+
+    #[test]
+    fn must_not_fire_equal_warning_and_critical_ratios_are_accepted() {
+        let o = parse_summary_options(Some(&json!({"warningRatio": 0.9, "criticalRatio": 0.9})), 0.0).unwrap();
+        assert_eq!((o.warning_ratio, o.critical_ratio), (0.9, 0.9));
+    }
+
+    #[test]
+    fn idle_list_is_not_truncated_when_every_idle_sandbox_is_listed() {
+        let items = vec![
+            sb("a", "started", json!(1), json!(1), json!(1), "2026-11-30T08:00:00Z"),
+            sb("b", "started", json!(1), json!(1), json!(1), "2026-11-30T09:00:00Z"),
+        ];
+        let o = parse_summary_options(Some(&json!({"now": NOW, "idleListLimit": 2})), 0.0).unwrap();
+        let s = summarize_daytona_capacity(&items, None, &o);
+        assert_eq!(s["idle"]["sandboxes"], 2);
+        assert_eq!(s["idle"]["items"].as_array().unwrap().len(), 2);
+        assert_eq!(s["idle"]["truncated"], false);
+    }
+
+    #[test]
+    fn rfc3339_round_trips_across_eras_leap_days_and_non_zero_fields() {
+        let round_trip = |s: &str| parse_rfc3339_ms(s).map(format_rfc3339_ms);
+        assert_eq!(format_rfc3339_ms(0.0), "1970-01-01T00:00:00.000Z");
+        for s in [
+            "2026-11-30T12:34:56.789Z",
+            "2000-02-29T00:00:00.000Z",
+            "2100-03-01T00:00:00.000Z",
+            "1999-12-31T23:59:59.999Z",
+            "0000-01-01T00:00:00.000Z",
+            "0000-02-29T00:00:00.000Z",
+            "9999-12-31T23:59:59.999Z",
+        ] {
+            assert_eq!(round_trip(s).as_deref(), Some(s));
+        }
+        assert_eq!(parse_rfc3339_ms("2000-02-29T00:00:00Z"), Some(951_782_400_000.0));
+        assert_eq!(parse_rfc3339_ms("2100-03-01T00:00:00Z"), Some(4_107_542_400_000.0));
+        assert_eq!(parse_rfc3339_ms("0000-01-01T00:00:00Z"), Some(-62_167_219_200_000.0));
+    }
+
+    #[test]
+    fn must_fire_rfc3339_refuses_non_leap_february_29() {
+        for bad in ["2023-02-29T00:00:00Z", "1900-02-29T00:00:00Z", "2100-02-29T00:00:00Z"] {
+            assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn must_fire_rfc3339_refuses_a_single_wrong_separator() {
+        for bad in [
+            "2026x11-30T12:00:00Z",
+            "2026-11x30T12:00:00Z",
+            "2026-11-30x12:00:00Z",
+            "2026-11-30T12x00:00Z",
+            "2026-11-30T12:00x00Z",
+        ] {
+            assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
+        }
+        for ok in ["2026-11-30t12:00:00Z", "2026-11-30 12:00:00z"] {
+            assert!(parse_rfc3339_ms(ok).is_some(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn must_fire_rfc3339_refuses_out_of_range_fields() {
+        for bad in [
+            "2026-13-01T00:00:00Z",
+            "2026-00-01T00:00:00Z",
+            "2026-11-00T00:00:00Z",
+            "2026-11-31T00:00:00Z",
+            "2026-11-30T24:00:00Z",
+            "2026-11-30T23:60:00Z",
+            "2026-11-30T23:59:61Z",
+        ] {
+            assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn must_not_fire_rfc3339_accepts_the_largest_valid_fields() {
+        // 23:59:60 is a leap second, which RFC 3339 allows.
+        assert!(parse_rfc3339_ms("2026-12-31T23:59:60Z").is_some());
+        assert_eq!(parse_rfc3339_ms("2026-11-30T23:59:59+23:59"), parse_rfc3339_ms("2026-11-30T00:00:59Z"));
+    }
+
+    #[test]
+    fn rfc3339_offsets_shift_in_the_right_direction() {
+        let noon = parse_rfc3339_ms("2026-11-30T12:00:00Z");
+        assert_eq!(parse_rfc3339_ms("2026-11-30T13:30:00+01:30"), noon);
+        assert_eq!(parse_rfc3339_ms("2026-11-30T10:30:00-01:30"), noon);
+        assert_eq!(parse_rfc3339_ms("2026-11-30T13:30:00.5+01:30"), noon.map(|n| n + 500.0));
+    }
+
+    #[test]
+    fn must_fire_rfc3339_refuses_malformed_offsets() {
+        for bad in [
+            "2026-11-30T12:00:00+0130",
+            "2026-11-30T12:00:00+01x30",
+            "2026-11-30T12:00:00+01:30Z",
+            "2026-11-30T12:00:00+24:00",
+            "2026-11-30T12:00:00+00:60",
+            "2026-11-30T12:00:00.5+01x30",
+        ] {
+            assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
+        }
+    }
 }

@@ -160,6 +160,7 @@ mod tests {
         assert!(f.headers[AUTHORIZATION].is_sensitive());
         assert_eq!(f.headers[AUTHORIZATION].to_str().unwrap(), "Bearer sk_canary");
         assert!(!format!("{f:?}").contains("sk_canary"));
+        assert_eq!(format!("{f:?}"), "HttpFetch { .. }");
         let f = HttpFetch::new(Auth::Header("x-api-key", "e2b_canary"), &[]).unwrap();
         assert_eq!(f.headers["x-api-key"].to_str().unwrap(), "e2b_canary");
         assert!(f.headers["x-api-key"].is_sensitive());
@@ -177,5 +178,93 @@ mod tests {
         let a = client().unwrap() as *const Client;
         let b = client().unwrap() as *const Client;
         assert_eq!(a, b);
+    }
+
+    /// A local HTTP/1.1 server: answers the n-th connection with `responses[n]` (a head, then
+    /// that many bytes of body) and closes it. Yields the request heads it read.
+    async fn serve(responses: Vec<(String, usize)>) -> (Url, tokio::task::JoinHandle<Vec<String>>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = Url::parse(&format!("http://{}/list", listener.local_addr().unwrap())).unwrap();
+        let server = tokio::spawn(async move {
+            let mut heads = Vec::new();
+            let chunk = vec![b'x'; 64 * 1024];
+            for (head, body_len) in responses {
+                let (mut sock, _) = listener.accept().await.unwrap();
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match sock.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                heads.push(String::from_utf8_lossy(&request).to_ascii_lowercase());
+                let mut ok = sock.write_all(head.as_bytes()).await.is_ok();
+                let mut left = body_len;
+                while ok && left > 0 {
+                    let n = left.min(chunk.len());
+                    ok = sock.write_all(&chunk[..n]).await.is_ok();
+                    left -= n;
+                }
+                let _ = sock.shutdown().await;
+            }
+            heads
+        });
+        (url, server)
+    }
+
+    fn with_length(n: usize) -> String {
+        format!("HTTP/1.1 200 OK\r\ncontent-length: {n}\r\nconnection: close\r\n\r\n")
+    }
+
+    /// No content-length: the body runs until the server closes the connection.
+    const UNTIL_CLOSE: &str = "HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n";
+
+    fn fetch_all(responses: Vec<(String, usize)>) -> (Vec<Result<usize, UnknownReason>>, Vec<String>) {
+        crate::readers::test_support::block_on(async {
+            let n = responses.len();
+            let (url, server) = serve(responses).await;
+            let mut f = HttpFetch::new(Auth::Bearer("k"), &[("x-daytona-organization-id", "org")]).unwrap();
+            let mut out = Vec::new();
+            for _ in 0..n {
+                out.push(f.get(url.clone()).await.map(|r| r.body.len()));
+            }
+            // A client that never connects must fail the test, not hang it.
+            let heads = tokio::time::timeout(Duration::from_secs(10), server).await;
+            (out, heads.expect("the server saw every request").unwrap())
+        })
+    }
+
+    #[test]
+    fn must_not_fire_a_multi_mebibyte_body_is_read_whole_with_the_auth_headers() {
+        // A legacy single-page Daytona list of 10,000 sandboxes is ~5 MiB.
+        let size = 5 * 1024 * 1024;
+        let (out, heads) = fetch_all(vec![(with_length(size), size), (UNTIL_CLOSE.to_string(), size)]);
+        assert_eq!(out, vec![Ok(size), Ok(size)]);
+        for head in heads {
+            assert!(head.starts_with("get /list http/1.1\r\n"), "{head}");
+            assert!(head.contains("\r\nauthorization: bearer k\r\n"), "{head}");
+            assert!(head.contains("\r\naccept: application/json\r\n"), "{head}");
+            assert!(head.contains("\r\nx-daytona-organization-id: org\r\n"), "{head}");
+        }
+    }
+
+    #[test]
+    fn must_fire_a_declared_length_over_the_cap_is_malformed_before_reading() {
+        let (out, _) = fetch_all(vec![(with_length(MAX_BODY_BYTES + 1), 0)]);
+        assert_eq!(out, vec![Err(UnknownReason::Malformed)]);
+    }
+
+    #[test]
+    fn must_fire_a_streamed_body_over_the_cap_is_malformed() {
+        let (out, _) = fetch_all(vec![(UNTIL_CLOSE.to_string(), MAX_BODY_BYTES + 1)]);
+        assert_eq!(out, vec![Err(UnknownReason::Malformed)]);
+    }
+
+    #[test]
+    fn must_not_fire_a_body_of_exactly_the_cap_is_read() {
+        let (out, _) = fetch_all(vec![(with_length(MAX_BODY_BYTES), MAX_BODY_BYTES)]);
+        assert_eq!(out, vec![Ok(MAX_BODY_BYTES)]);
     }
 }

@@ -424,4 +424,21 @@ mod tests {
         assert_eq!(page_size(&cfg, 100, 100), Err(UnknownReason::Malformed));
         assert_eq!(page_size(&parse_config(&json!({})).unwrap(), 100, 100), Ok(100));
     }
+
+    #[test]
+    fn kind_names_parse_and_unknown_names_do_not() {
+        for (name, kind) in [
+            ("daytona", Kind::Daytona),
+            ("e2b", Kind::E2b),
+            ("microsandbox", Kind::Microsandbox),
+            ("agent37", Kind::Agent37),
+            ("vercel", Kind::Vercel),
+            ("freestyle", Kind::Freestyle),
+        ] {
+            assert_eq!(Kind::parse(name), Some(kind), "{name}");
+        }
+        for name in ["", "Daytona", "modal", "e2b "] {
+            assert_eq!(Kind::parse(name), None, "{name}");
+        }
+    }
 }
