@@ -11,7 +11,7 @@
 //! only while a cursor is present.
 
 use super::http::{Auth, Fetch, HttpFetch};
-use super::{endpoint, page_size, parse_body, slot_plan, slots, PageGuard, ReaderConfig};
+use super::{endpoint, page_size, parse_body, slot_plan, slots_or_unknown, PageGuard, ReaderConfig};
 use crate::core::capacity::{Measurement, UnknownReason};
 use serde::Deserialize;
 
@@ -37,10 +37,7 @@ struct Page {
 
 /// Counts every sandbox through `fetch` and measures them against `limit`.
 pub async fn measure<F: Fetch>(cfg: &ReaderConfig, limit: f64, required: f64, fetch: &mut F) -> Measurement {
-    match count(cfg, fetch).await {
-        Ok(n) => slots(n, limit, required),
-        Err(r) => Measurement::Unknown(r),
-    }
+    slots_or_unknown(count(cfg, fetch).await, limit, required)
 }
 
 async fn count<F: Fetch>(cfg: &ReaderConfig, fetch: &mut F) -> Result<usize, UnknownReason> {

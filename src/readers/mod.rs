@@ -256,6 +256,14 @@ pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<
 }
 
 /// Sandbox-count measurement for the slot-counting readers.
+/// A slot count, or why there is none, as a measurement against `limit`.
+pub(crate) fn slots_or_unknown(counted: Result<usize, UnknownReason>, limit: f64, required: f64) -> Measurement {
+    match counted {
+        Ok(n) => slots(n, limit, required),
+        Err(r) => Measurement::Unknown(r),
+    }
+}
+
 pub(crate) fn slots(used: usize, limit: f64, required: f64) -> Measurement {
     Measurement::Known(vec![crate::core::capacity::ResourceMeasurement::new(
         "sandboxes",
