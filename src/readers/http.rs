@@ -230,8 +230,9 @@ mod tests {
             for _ in 0..n {
                 out.push(f.get(url.clone()).await.map(|r| r.body.len()));
             }
-            // A client that never connects must fail the test, not hang it.
-            let heads = tokio::time::timeout(Duration::from_secs(10), server).await;
+            // The client is done, so the server is too, unless the client never connected:
+            // that must fail the test quickly, not hang it.
+            let heads = tokio::time::timeout(Duration::from_secs(3), server).await;
             (out, heads.expect("the server saw every request").unwrap())
         })
     }
@@ -266,5 +267,15 @@ mod tests {
     fn must_not_fire_a_body_of_exactly_the_cap_is_read() {
         let (out, _) = fetch_all(vec![(with_length(MAX_BODY_BYTES), MAX_BODY_BYTES)]);
         assert_eq!(out, vec![Ok(MAX_BODY_BYTES)]);
+    }
+
+    #[test]
+    fn must_fire_a_redirect_is_read_failed_and_never_followed() {
+        // Following it would forward the key (E2B's X-API-KEY) to whatever host it names.
+        let redirect = "HTTP/1.1 302 Found\r\nlocation: /elsewhere\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+        // Two connections served: a followed redirect would use the second for /elsewhere.
+        let (out, heads) = fetch_all(vec![(redirect.to_string(), 0), (with_length(2), 2)]);
+        assert_eq!(out, vec![Err(UnknownReason::ReadFailed), Ok(2)]);
+        assert!(heads.iter().all(|h| h.starts_with("get /list ")), "{heads:?}");
     }
 }
