@@ -49,17 +49,11 @@ function debug(line) {
 }
 
 const noop = () => {};
-// One timer for every launch deadline (see deadlines.js). An entry carries what the
-// timeout error needs, so no closure is made per launch.
-const DEADLINES = new Deadlines((entry) =>
-  entry.reject(
-    new AcquisitionTimeoutError(
-      `launch on ${entry.providerId} did not settle within ${entry.timeoutMs} ms; outcome unknown (label ${SANDBOX_ID_LABEL}=${entry.sandboxId})`,
-      'ACQUISITION_TIMEOUT',
-      { providerId: entry.providerId, sandboxId: entry.sandboxId, timeoutMs: entry.timeoutMs },
-    ),
-  ),
-);
+// One timer for every launch deadline (see deadlines.js); the router installs its expiry
+// handler in a static block (it needs the router's private methods). An entry carries
+// what the timeout needs, so no closure is made per launch.
+let expireLaunch = null;
+const DEADLINES = new Deadlines((entry) => expireLaunch(entry));
 const TIMED_OUT = Symbol('timed-out');
 
 /** Awaits `value` for at most `ms`; resolves to TIMED_OUT after that. Never rejects on timeout. */
@@ -236,12 +230,46 @@ class SandboxRouter {
 
   /** Acquires a sandbox on the best eligible pool. */
   provision(request) {
-    return this.#provision(request, false);
+    return this.#start(request, false);
   }
 
   /** Like `provision`, through the runtime's `launchDetached` (pools without it are ineligible). */
   provisionDetached(request) {
-    return this.#provision(request, true);
+    return this.#start(request, true);
+  }
+
+  // A provision's promise is settled by whichever comes first: the body (which awaits the
+  // adapter's own promise, with no wrapper in between) or the launch deadline. That keeps
+  // the no-hang guarantee at the cost of one promise per provision, not one per launch.
+  #start(request, detached) {
+    let ctl;
+    const promise = new Promise((resolve, reject) => {
+      ctl = { resolve, reject };
+    });
+    this.#provision(request, detached, ctl);
+    return promise;
+  }
+
+  static {
+    expireLaunch = (entry) => entry.router.#expire(entry);
+  }
+
+  // The deadline of the launch `entry` passed first: the provision ends with an
+  // outcome-unknown error and no fallback. The capacity hold stays (the sandbox may exist);
+  // the body, when the launch finally settles, destroys a late success (#lateSuccess).
+  #expire(entry) {
+    const { providerId, sandboxId, timeoutMs, attempts } = entry;
+    if (entry.token !== null) this.#capacity.ledger.settle(entry.token, true);
+    attempts.push({ providerId, code: 'ACQUISITION_TIMEOUT', retryable: false });
+    this.#emit('attempt.failed', { sandboxId, providerId, attempt: entry.attempt, code: 'ACQUISITION_TIMEOUT', retryable: false });
+    this.#emit('provision.exhausted', { sandboxId, code: 'ACQUISITION_TIMEOUT' });
+    const error = new AcquisitionTimeoutError(
+      `launch on ${providerId} did not settle within ${timeoutMs} ms; outcome unknown (label ${SANDBOX_ID_LABEL}=${sandboxId})`,
+      'ACQUISITION_TIMEOUT',
+      { providerId, sandboxId, timeoutMs },
+    );
+    error.attempts = attempts;
+    entry.ctl.reject(error);
   }
 
   /**
@@ -357,139 +385,163 @@ class SandboxRouter {
     return serialize(out);
   }
 
-  async #provision(request, detached) {
-    const compiled = compile(request);
-    const view = nativeView(this.#registry);
-    const extras = this.#needsExtras ? await this.#extras(view, compiled, detached, request) : null;
-    const id = nextSandboxId();
-    let order;
+  // Settles `ctl` with the result or the error; never rejects itself (see #start).
+  async #provision(request, detached, ctl) {
     try {
-      order = extras === null ? this.#cachedOrder(view, compiled, detached) : parsePlan(view.native.plan(compiled.native, detached, extras, false)).order;
-    } catch (e) {
-      const err = fromNative(e);
-      if (err.code === 'NO_ELIGIBLE_PROVIDER') {
-        err.sandboxId = id;
-        debug(`no eligible provider: ${err.summary}`);
-        if (this.#observer !== null) {
-          this.#emit('provision.validated', { sandboxId: err.sandboxId, detached });
-          for (const r of err.rejections) this.#emit('provider.rejected', { sandboxId: err.sandboxId, providerId: r.providerId, reasons: r.reasons });
-          this.#emit('provision.exhausted', { sandboxId: err.sandboxId, code: err.code, summary: err.summary });
-        }
-      }
-      throw err;
-    }
-    if (this.#observer !== null) this.#emitDecision(view, compiled, detached, extras, id, order);
-    if (DEBUG) debug(`${id}: attempt order ${order.map((i) => view.definitions[i].id).join(', ')}`);
-    const labels = { ...(request && request.launch && request.launch.labels), [SANDBOX_ID_LABEL]: id };
-    const launchOptions = launchOptionsOf(request && request.launch, labels);
-    // Failure bookkeeping; the success path allocates none of it.
-    const attempts = [];
-    const capacityRejections = this.#capacity === null ? null : [];
-    const capacity = this.#capacity;
-    const resourcesJson = capacity === null ? null : serialize(request && request.resources);
-    let made = 0;
-    for (let pos = 0; pos < order.length; pos++) {
-      const def = view.definitions[order[pos]];
-      const providerId = def.id;
-      let token = null;
-      if (capacity !== null) {
-        const verdict = await this.#admit(def, resourcesJson);
-        if (verdict.token === null) {
-          capacityRejections.push({ providerId, status: verdict.status, reason: verdict.reason });
-          this.#emit('capacity.skipped', { sandboxId: id, providerId, status: verdict.status, reason: verdict.reason });
-          continue;
-        }
-        token = verdict.token;
-        this.#emit('capacity.admitted', { sandboxId: id, providerId });
-      }
-      made++;
-      if (this.#observer !== null) this.#emit('attempt.started', { sandboxId: id, providerId, attempt: made });
-      let handle;
+      const compiled = compile(request);
+      const view = nativeView(this.#registry);
+      const extras = this.#needsExtras ? await this.#extras(view, compiled, detached, request) : null;
+      const id = nextSandboxId();
+      let order;
       try {
-        handle = await this.#launch(def, launchOptions, detached, compiled.timeoutMs, id);
-      } catch (failure) {
-        // Capacity holds: released only when the failure is proven to have allocated nothing
-        // (a missing package, or a classifier's retryable answer); an outcome-unknown
-        // failure keeps its hold, like a success, until a read reflects it or it expires.
-        const settle = (allocatedNothing) => {
-          if (token !== null) capacity.ledger.settle(token, !allocatedNothing);
-        };
-        // Our own typed errors are safe to surface: a missing optional package (nothing was
-        // called, so nothing was allocated) and a launch deadline (outcome unknown).
-        if (failure instanceof ProviderPackageMissingError) {
-          settle(true);
-          attempts.push({ providerId, code: failure.code, retryable: false });
-          this.#emit('attempt.failed', { sandboxId: id, providerId, attempt: made, code: failure.code, retryable: false });
-          this.#emit('provision.exhausted', { sandboxId: id, code: failure.code });
-          throw failure;
+        order = extras === null ? this.#cachedOrder(view, compiled, detached) : parsePlan(view.native.plan(compiled.native, detached, extras, false)).order;
+      } catch (e) {
+        const err = fromNative(e);
+        if (err.code === 'NO_ELIGIBLE_PROVIDER') {
+          err.sandboxId = id;
+          debug(`no eligible provider: ${err.summary}`);
+          if (this.#observer !== null) {
+            this.#emit('provision.validated', { sandboxId: err.sandboxId, detached });
+            for (const r of err.rejections) this.#emit('provider.rejected', { sandboxId: err.sandboxId, providerId: r.providerId, reasons: r.reasons });
+            this.#emit('provision.exhausted', { sandboxId: err.sandboxId, code: err.code, summary: err.summary });
+          }
         }
-        if (failure instanceof AcquisitionTimeoutError) {
-          settle(false);
-          attempts.push({ providerId, code: failure.code, retryable: false });
-          this.#emit('attempt.failed', { sandboxId: id, providerId, attempt: made, code: failure.code, retryable: false });
-          this.#emit('provision.exhausted', { sandboxId: id, code: failure.code });
-          failure.attempts = attempts;
-          throw failure;
+        throw err;
+      }
+      if (this.#observer !== null) this.#emitDecision(view, compiled, detached, extras, id, order);
+      if (DEBUG) debug(`${id}: attempt order ${order.map((i) => view.definitions[i].id).join(', ')}`);
+      const labels = { ...(request && request.launch && request.launch.labels), [SANDBOX_ID_LABEL]: id };
+      const launchOptions = launchOptionsOf(request && request.launch, labels);
+      // Failure bookkeeping; the success path allocates none of it.
+      const attempts = [];
+      const capacityRejections = this.#capacity === null ? null : [];
+      const capacity = this.#capacity;
+      const resourcesJson = capacity === null ? null : serialize(request && request.resources);
+      const timeoutMs = compiled.timeoutMs;
+      let made = 0;
+      for (let pos = 0; pos < order.length; pos++) {
+        const def = view.definitions[order[pos]];
+        const providerId = def.id;
+        let token = null;
+        if (capacity !== null) {
+          const verdict = await this.#admit(def, resourcesJson);
+          if (verdict.token === null) {
+            capacityRejections.push({ providerId, status: verdict.status, reason: verdict.reason });
+            this.#emit('capacity.skipped', { sandboxId: id, providerId, status: verdict.status, reason: verdict.reason });
+            continue;
+          }
+          token = verdict.token;
+          this.#emit('capacity.admitted', { sandboxId: id, providerId });
         }
-        const runtimeError = new ProviderRuntimeError(providerId, detached ? 'launchDetached' : 'launch');
-        const c = await this.#classify(runtimeError, def);
-        const remaining = order.length - pos - 1;
-        const decision = binding.decideAfterFailure(c.code, c.retryable, compiled.fallbackAllowed, made, compiled.maxAttempts, made + remaining);
-        const [verdict, a, b] = decision.split(':');
-        const code = verdict === 'ADVANCE' ? b : a;
-        const retryable = verdict !== 'TERMINAL';
-        settle(c.retryable === true && typeof c.code === 'string' && /^[A-Z][A-Z0-9_]{0,63}$/.test(c.code));
-        attempts.push({ providerId, code, retryable });
-        this.#emit('attempt.failed', { sandboxId: id, providerId, attempt: made, code, retryable });
-        if (verdict === 'ADVANCE') {
-          this.#emit('fallback.advanced', { sandboxId: id, fromProviderId: providerId, toProviderId: view.definitions[order[pos + 1]].id, attempt: made + 1 });
-          continue;
+        made++;
+        if (this.#observer !== null) this.#emit('attempt.started', { sandboxId: id, providerId, attempt: made });
+        // The launch's deadline entry doubles as #expire's record of it.
+        const entry = DEADLINES.add(timeoutMs, {
+          at: 0,
+          settled: false,
+          router: this,
+          ctl,
+          providerId,
+          sandboxId: id,
+          timeoutMs,
+          token,
+          attempts,
+          attempt: made,
+        });
+        let handle;
+        let failure;
+        let failed = false;
+        try {
+          // The adapter's own promise, awaited directly (a synchronous throw lands here too).
+          handle = await (detached ? def.runtime.launchDetached(launchOptions) : def.runtime.launch(launchOptions));
+        } catch (error) {
+          failed = true;
+          failure = error;
         }
-        const exhausted = verdict === 'EXHAUSTED';
-        const errCode = exhausted ? 'PROVIDER_ACQUISITION_EXHAUSTED' : code;
-        this.#emit('provision.exhausted', { sandboxId: id, code: errCode });
-        throw new ProviderProvisioningError(
-          exhausted
-            ? `acquisition exhausted after ${made} attempt(s): ${attempts.map((x) => `${x.providerId} ${x.code}`).join(', ')}`
-            : `acquisition failed on ${providerId}: ${code}`,
-          errCode,
-          { providerId, sandboxId: id, attempts, capacityRejections: capacityRejections ?? undefined },
-        );
+        if (!DEADLINES.settle(entry)) {
+          // The deadline already ended this provision (#expire); a late sandbox is destroyed.
+          if (!failed) this.#lateSuccess(def, handle, id);
+          return;
+        }
+        if (failed) {
+          // Capacity holds: released only when the failure is proven to have allocated nothing
+          // (a missing package, or a classifier's retryable answer); an outcome-unknown
+          // failure keeps its hold, like a success, until a read reflects it or it expires.
+          const settle = (allocatedNothing) => {
+            if (token !== null) capacity.ledger.settle(token, !allocatedNothing);
+          };
+          // Our own typed error is safe to surface: a missing optional package (nothing was
+          // called, so nothing was allocated).
+          if (failure instanceof ProviderPackageMissingError) {
+            settle(true);
+            attempts.push({ providerId, code: failure.code, retryable: false });
+            this.#emit('attempt.failed', { sandboxId: id, providerId, attempt: made, code: failure.code, retryable: false });
+            this.#emit('provision.exhausted', { sandboxId: id, code: failure.code });
+            throw failure;
+          }
+          const runtimeError = new ProviderRuntimeError(providerId, detached ? 'launchDetached' : 'launch');
+          const c = await this.#classify(runtimeError, def);
+          const remaining = order.length - pos - 1;
+          const decision = binding.decideAfterFailure(c.code, c.retryable, compiled.fallbackAllowed, made, compiled.maxAttempts, made + remaining);
+          const [verdict, a, b] = decision.split(':');
+          const code = verdict === 'ADVANCE' ? b : a;
+          const retryable = verdict !== 'TERMINAL';
+          settle(c.retryable === true && typeof c.code === 'string' && /^[A-Z][A-Z0-9_]{0,63}$/.test(c.code));
+          attempts.push({ providerId, code, retryable });
+          this.#emit('attempt.failed', { sandboxId: id, providerId, attempt: made, code, retryable });
+          if (verdict === 'ADVANCE') {
+            this.#emit('fallback.advanced', { sandboxId: id, fromProviderId: providerId, toProviderId: view.definitions[order[pos + 1]].id, attempt: made + 1 });
+            continue;
+          }
+          const exhausted = verdict === 'EXHAUSTED';
+          const errCode = exhausted ? 'PROVIDER_ACQUISITION_EXHAUSTED' : code;
+          this.#emit('provision.exhausted', { sandboxId: id, code: errCode });
+          throw new ProviderProvisioningError(
+            exhausted
+              ? `acquisition exhausted after ${made} attempt(s): ${attempts.map((x) => `${x.providerId} ${x.code}`).join(', ')}`
+              : `acquisition failed on ${providerId}: ${code}`,
+            errCode,
+            { providerId, sandboxId: id, attempts, capacityRejections: capacityRejections ?? undefined },
+          );
+        }
+        if (token !== null) capacity.ledger.settle(token, true);
+        if (handle === null || typeof handle !== 'object' || typeof handle.id !== 'string' || handle.id === '') {
+          const code = 'PROVIDER_MALFORMED_HANDLE';
+          attempts.push({ providerId, code, retryable: false });
+          this.#emit('attempt.failed', { sandboxId: id, providerId, attempt: made, code, retryable: false });
+          this.#emit('provision.exhausted', { sandboxId: id, code });
+          throw new ProviderProvisioningError(
+            `provider ${providerId} returned a malformed handle; the sandbox may exist (label ${SANDBOX_ID_LABEL}=${id})`,
+            code,
+            { providerId, sandboxId: id, attempts },
+          );
+        }
+        if (this.#observer !== null) this.#emit('attempt.succeeded', { sandboxId: id, providerId, attempt: made });
+        if (!this.#recordFast(compiled, id, providerId, handle.id, detached)) {
+          await this.#persist(def, handle, id, providerId, labels, detached);
+        }
+        this.#handles.set(id, handle);
+        ctl.resolve({ id, providerId, labels: { ...labels } });
+        return;
       }
-      if (token !== null) capacity.ledger.settle(token, true);
-      if (handle === null || typeof handle !== 'object' || typeof handle.id !== 'string' || handle.id === '') {
-        const code = 'PROVIDER_MALFORMED_HANDLE';
-        attempts.push({ providerId, code, retryable: false });
-        this.#emit('attempt.failed', { sandboxId: id, providerId, attempt: made, code, retryable: false });
-        this.#emit('provision.exhausted', { sandboxId: id, code });
-        throw new ProviderProvisioningError(
-          `provider ${providerId} returned a malformed handle; the sandbox may exist (label ${SANDBOX_ID_LABEL}=${id})`,
-          code,
-          { providerId, sandboxId: id, attempts },
-        );
+      // Only capacity routing ends here: every remaining candidate was skipped for capacity.
+      if (made === 0) {
+        const line = capacityRejections.map((r) => `${r.providerId} ${r.status} ${r.reason}`).join(', ');
+        this.#emit('provision.exhausted', { sandboxId: id, code: 'PROVIDER_CAPACITY_EXHAUSTED' });
+        throw new ProviderCapacityExhaustedError(`no provider has capacity: ${line}`, 'PROVIDER_CAPACITY_EXHAUSTED', {
+          sandboxId: id,
+          rejections: capacityRejections,
+        });
       }
-      if (this.#observer !== null) this.#emit('attempt.succeeded', { sandboxId: id, providerId, attempt: made });
-      if (!this.#recordFast(compiled, id, providerId, handle.id, detached)) {
-        await this.#persist(def, handle, id, providerId, labels, detached);
-      }
-      this.#handles.set(id, handle);
-      return { id, providerId, labels: { ...labels } };
+      this.#emit('provision.exhausted', { sandboxId: id, code: 'PROVIDER_ACQUISITION_EXHAUSTED' });
+      throw new ProviderProvisioningError(
+        `acquisition exhausted after ${made} attempt(s); the remaining providers had no capacity`,
+        'PROVIDER_ACQUISITION_EXHAUSTED',
+        { sandboxId: id, attempts, capacityRejections },
+      );
+    } catch (error) {
+      ctl.reject(error);
     }
-    // Only capacity routing ends here: every remaining candidate was skipped for capacity.
-    if (made === 0) {
-      const line = capacityRejections.map((r) => `${r.providerId} ${r.status} ${r.reason}`).join(', ');
-      this.#emit('provision.exhausted', { sandboxId: id, code: 'PROVIDER_CAPACITY_EXHAUSTED' });
-      throw new ProviderCapacityExhaustedError(`no provider has capacity: ${line}`, 'PROVIDER_CAPACITY_EXHAUSTED', {
-        sandboxId: id,
-        rejections: capacityRejections,
-      });
-    }
-    this.#emit('provision.exhausted', { sandboxId: id, code: 'PROVIDER_ACQUISITION_EXHAUSTED' });
-    throw new ProviderProvisioningError(
-      `acquisition exhausted after ${made} attempt(s); the remaining providers had no capacity`,
-      'PROVIDER_ACQUISITION_EXHAUSTED',
-      { sandboxId: id, attempts, capacityRejections },
-    );
   }
 
   // --- capacity ---------------------------------------------------------------------
@@ -566,31 +618,6 @@ class SandboxRouter {
       sandboxId: id,
       summary: raw.summary,
       providerIds: order.map((i) => view.definitions[i].id),
-    });
-  }
-
-  #launch(def, options, detached, timeoutMs, id) {
-    const rt = def.runtime;
-    let pending;
-    try {
-      pending = detached ? rt.launchDetached(options) : rt.launch(options);
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    return new Promise((resolve, reject) => {
-      const deadline = DEADLINES.add(timeoutMs, { reject, providerId: def.id, sandboxId: id, timeoutMs, at: 0, settled: false });
-      Promise.resolve(pending).then(
-        (handle) => {
-          if (!DEADLINES.settle(deadline)) {
-            this.#lateSuccess(def, handle, id);
-            return;
-          }
-          resolve(handle);
-        },
-        (error) => {
-          if (DEADLINES.settle(deadline)) reject(error);
-        },
-      );
     });
   }
 
