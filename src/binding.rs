@@ -9,7 +9,7 @@
 
 use crate::core::explain::{explain, summary};
 use crate::core::fallback::{after_failure, sanitize, Next};
-use crate::core::ids::{validate_provider_id, validate_sandbox_id, SandboxIdSource};
+use crate::core::ids::{validate_provider_id, validate_sandbox_id, SandboxIdSource, SandboxKey};
 use crate::core::mapping::{CreatedAt, Mapping, MappingStore};
 use crate::core::ranking::Slim;
 use crate::core::registry::{route, route_order_into, Decision, Pool, Registry, RouteOptions};
@@ -525,15 +525,17 @@ pub fn store_record(
     detached: bool,
 ) -> Result<()> {
     guard(|| {
-        validate_sandbox_id(&id).map_err(core_err)?;
+        let key = SandboxKey::parse_checked(&id).map_err(core_err)?;
         let store = STORES.with(|s| s.borrow().get(store_key)).ok_or_else(|| stale("mapping store"))?;
         let req = REQUESTS.with(|s| s.borrow().get(request_key)).ok_or_else(|| stale("request"))?;
         let created_at = CreatedAt::Millis(crate::core::clock::now_millis());
         let labels = req.labels.clone();
-        store.borrow_mut().put(Mapping {
-            id,
+        let mut store = store.borrow_mut();
+        let provider_id = store.intern(&provider_id);
+        store.put(Mapping {
+            id: key,
             provider_id,
-            provider_sandbox_id,
+            provider_sandbox_id: provider_sandbox_id.into_boxed_str(),
             labels,
             stamped: true,
             created_at,
@@ -562,9 +564,9 @@ pub struct MappingRecord {
 
 fn to_record(m: &Mapping) -> MappingRecord {
     MappingRecord {
-        id: m.id.clone(),
-        provider_id: m.provider_id.clone(),
-        provider_sandbox_id: m.provider_sandbox_id.clone(),
+        id: m.id.to_string(),
+        provider_id: m.provider_id.to_string(),
+        provider_sandbox_id: m.provider_sandbox_id.to_string(),
         labels: m.all_labels().into_iter().collect(),
         created_at: m.created_at_text(),
         detached: m.detached,
@@ -599,7 +601,7 @@ impl NativeMappingStore {
         detached: bool,
     ) -> Result<()> {
         guard(|| {
-            validate_sandbox_id(&id).map_err(core_err)?;
+            let key = SandboxKey::parse_checked(&id).map_err(core_err)?;
             let labels = match serde_json::from_str::<Value>(&labels_json) {
                 Ok(Value::Object(map)) => map
                     .into_iter()
@@ -620,11 +622,13 @@ impl NativeMappingStore {
                 }
             };
             let labels = std::sync::Arc::new(labels);
-            let created_at = CreatedAt::Text(created_at);
-            self.store.borrow_mut().put(Mapping {
-                id,
+            let created_at = CreatedAt::Text(created_at.into_boxed_str());
+            let mut store = self.store.borrow_mut();
+            let provider_id = store.intern(&provider_id);
+            store.put(Mapping {
+                id: key,
                 provider_id,
-                provider_sandbox_id,
+                provider_sandbox_id: provider_sandbox_id.into_boxed_str(),
                 labels,
                 stamped: false,
                 created_at,

@@ -3,7 +3,7 @@
 //! record the mapping. The JS router drives the same core functions.
 
 use agent_relay_sandbox_router::core::fallback::{sanitize, Acquisition, Classification, Next};
-use agent_relay_sandbox_router::core::ids::{is_sandbox_id, SandboxIdSource};
+use agent_relay_sandbox_router::core::ids::{is_sandbox_id, SandboxIdSource, SandboxKey};
 use agent_relay_sandbox_router::core::mapping::{CreatedAt, Mapping, MappingStore};
 use agent_relay_sandbox_router::core::registry::{route_order, Pool, Registry, RouteOptions};
 use agent_relay_sandbox_router::core::request::{parse_request, SANDBOX_ID_LABEL};
@@ -92,10 +92,11 @@ fn provision(
         match rt.launch(pool, &labels) {
             Ok(remote) => {
                 acq.succeeded();
+                let provider_id = store.intern(&reg.pools()[pool].id);
                 store.put(Mapping {
-                    id: id.clone(),
-                    provider_id: reg.pools()[pool].id.clone(),
-                    provider_sandbox_id: remote,
+                    id: SandboxKey::parse(&id).expect("a router id"),
+                    provider_id,
+                    provider_sandbox_id: remote.into_boxed_str(),
                     labels: Arc::clone(&req.labels),
                     stamped: true,
                     created_at: CreatedAt::Millis(0),
@@ -135,7 +136,7 @@ fn success_records_a_mapping_under_a_fresh_sbx_id() {
     assert!(is_sandbox_id(&id));
     assert_eq!(pool, 0);
     let m = store.get(&id).unwrap();
-    assert_eq!(m.provider_sandbox_id, "remote-1");
+    assert_eq!(&*m.provider_sandbox_id, "remote-1");
     assert_eq!(m.all_labels(), vec![("team".into(), "a".into()), (SANDBOX_ID_LABEL.into(), id.clone())]);
 }
 

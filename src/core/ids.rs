@@ -88,10 +88,74 @@ pub fn validate_sandbox_id(id: &str) -> Result<(), CoreError> {
     }
 }
 
+/// A router sandbox id held as its 128-bit value: 16 bytes, no heap, cheap to hash.
+/// Its text form (`Display`) is the `sbx_` id it was parsed from; the order of keys is the
+/// order of their texts (fixed-width lowercase hex).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SandboxKey(u128);
+
+impl SandboxKey {
+    /// The key of a well-formed `sbx_` id; `None` for anything else.
+    pub fn parse(id: &str) -> Option<SandboxKey> {
+        // One pass: validation and decoding together (the provision path parses every id).
+        let hex = id.strip_prefix(SANDBOX_ID_PREFIX)?.as_bytes();
+        if hex.len() != 2 * ID_BYTES {
+            return None;
+        }
+        let mut value = 0u128;
+        for &b in hex {
+            let digit = match b {
+                b'0'..=b'9' => b - b'0',
+                b'a'..=b'f' => b - b'a' + 10,
+                _ => return None,
+            };
+            value = (value << 4) | u128::from(digit);
+        }
+        Some(SandboxKey(value))
+    }
+
+    /// Like [`SandboxKey::parse`], with the typed error.
+    pub fn parse_checked(id: &str) -> Result<SandboxKey, CoreError> {
+        SandboxKey::parse(id).ok_or(CoreError::InvalidSandboxId)
+    }
+}
+
+impl std::fmt::Display for SandboxKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{SANDBOX_ID_PREFIX}{:032x}", self.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::HashSet;
+
+    #[test]
+    fn sandbox_key_round_trips_and_refuses_malformed_ids() {
+        let mut ids = SandboxIdSource::default();
+        for _ in 0..100 {
+            let id = ids.next_id().unwrap();
+            assert_eq!(SandboxKey::parse(&id).unwrap().to_string(), id);
+        }
+        let zero = format!("sbx_{}", "0".repeat(32));
+        assert_eq!(SandboxKey::parse(&zero).unwrap().to_string(), zero);
+        for bad in [
+            "",
+            "sbx_",
+            "sbx_ABCDEF00000000000000000000000000",
+            "sbx_+bcdef00000000000000000000000000",
+            "xbx_00000000000000000000000000000000",
+        ] {
+            assert!(SandboxKey::parse(bad).is_none(), "{bad}");
+            assert!(SandboxKey::parse_checked(bad).is_err(), "{bad}");
+        }
+        let (a, b) = (
+            SandboxKey::parse(&format!("sbx_{}1", "0".repeat(31))).unwrap(),
+            SandboxKey::parse(&format!("sbx_1{}", "0".repeat(31))).unwrap(),
+        );
+        assert!(a < b && a.to_string() < b.to_string());
+    }
 
     #[test]
     fn provider_id_accepts_lowercase_with_separators() {
