@@ -54,6 +54,23 @@ const noop = () => {};
 // what the timeout needs, so no closure is made per launch.
 let expireLaunch = null;
 const DEADLINES = new Deadlines((entry) => expireLaunch(entry));
+
+/** One launch's deadline entry (see deadlines.js), with what #expire reports. */
+class LaunchDeadline {
+  constructor(router, ctl, providerId, sandboxId, timeoutMs, token, attempts, attempt) {
+    this.at = 0;
+    this.settled = false;
+    this.router = router;
+    this.ctl = ctl;
+    this.providerId = providerId;
+    this.sandboxId = sandboxId;
+    this.timeoutMs = timeoutMs;
+    this.token = token;
+    /** failures so far (null: none) */
+    this.attempts = attempts;
+    this.attempt = attempt;
+  }
+}
 const TIMED_OUT = Symbol('timed-out');
 
 /** Awaits `value` for at most `ms`; resolves to TIMED_OUT after that. Never rejects on timeout. */
@@ -258,7 +275,8 @@ class SandboxRouter {
   // outcome-unknown error and no fallback. The capacity hold stays (the sandbox may exist);
   // the body, when the launch finally settles, destroys a late success (#lateSuccess).
   #expire(entry) {
-    const { providerId, sandboxId, timeoutMs, attempts } = entry;
+    const { providerId, sandboxId, timeoutMs } = entry;
+    const attempts = entry.attempts ?? [];
     if (entry.token !== null) this.#capacity.ledger.settle(entry.token, true);
     attempts.push({ providerId, code: 'ACQUISITION_TIMEOUT', retryable: false });
     this.#emit('attempt.failed', { sandboxId, providerId, attempt: entry.attempt, code: 'ACQUISITION_TIMEOUT', retryable: false });
@@ -386,68 +404,36 @@ class SandboxRouter {
   }
 
   // Settles `ctl` with the result or the error; never rejects itself (see #start).
+  // Only the success path lives here, so V8 optimizes a short function; every failure
+  // and every optional feature (observer, capacity, extras) goes through a helper.
   async #provision(request, detached, ctl) {
     try {
       const compiled = compile(request);
       const view = nativeView(this.#registry);
       const extras = this.#needsExtras ? await this.#extras(view, compiled, detached, request) : null;
       const id = nextSandboxId();
-      let order;
-      try {
-        order = extras === null ? this.#cachedOrder(view, compiled, detached) : parsePlan(view.native.plan(compiled.native, detached, extras, false)).order;
-      } catch (e) {
-        const err = fromNative(e);
-        if (err.code === 'NO_ELIGIBLE_PROVIDER') {
-          err.sandboxId = id;
-          debug(`no eligible provider: ${err.summary}`);
-          if (this.#observer !== null) {
-            this.#emit('provision.validated', { sandboxId: err.sandboxId, detached });
-            for (const r of err.rejections) this.#emit('provider.rejected', { sandboxId: err.sandboxId, providerId: r.providerId, reasons: r.reasons });
-            this.#emit('provision.exhausted', { sandboxId: err.sandboxId, code: err.code, summary: err.summary });
-          }
-        }
-        throw err;
-      }
-      if (this.#observer !== null) this.#emitDecision(view, compiled, detached, extras, id, order);
-      if (DEBUG) debug(`${id}: attempt order ${order.map((i) => view.definitions[i].id).join(', ')}`);
-      const labels = { ...(request && request.launch && request.launch.labels), [SANDBOX_ID_LABEL]: id };
-      const launchOptions = launchOptionsOf(request && request.launch, labels);
-      // Failure bookkeeping; the success path allocates none of it.
-      const attempts = [];
-      const capacityRejections = this.#capacity === null ? null : [];
+      const order = this.#orderFor(view, compiled, detached, extras, id);
+      const launch = request && request.launch;
+      const labels = { ...(launch && launch.labels), [SANDBOX_ID_LABEL]: id };
+      const launchOptions = launchOptionsOf(launch, labels);
       const capacity = this.#capacity;
       const resourcesJson = capacity === null ? null : serialize(request && request.resources);
       const timeoutMs = compiled.timeoutMs;
+      // Failure bookkeeping, made on first use: the success path allocates none of it.
+      let attempts = null;
+      let skipped = null;
       let made = 0;
       for (let pos = 0; pos < order.length; pos++) {
         const def = view.definitions[order[pos]];
-        const providerId = def.id;
         let token = null;
         if (capacity !== null) {
-          const verdict = await this.#admit(def, resourcesJson);
-          if (verdict.token === null) {
-            capacityRejections.push({ providerId, status: verdict.status, reason: verdict.reason });
-            this.#emit('capacity.skipped', { sandboxId: id, providerId, status: verdict.status, reason: verdict.reason });
-            continue;
-          }
-          token = verdict.token;
-          this.#emit('capacity.admitted', { sandboxId: id, providerId });
+          skipped ??= [];
+          token = await this.#admitFor(def, id, resourcesJson, skipped);
+          if (token === null) continue;
         }
         made++;
-        if (this.#observer !== null) this.#emit('attempt.started', { sandboxId: id, providerId, attempt: made });
-        // The launch's deadline entry doubles as #expire's record of it.
-        const entry = DEADLINES.add(timeoutMs, {
-          at: 0,
-          settled: false,
-          router: this,
-          ctl,
-          providerId,
-          sandboxId: id,
-          timeoutMs,
-          token,
-          attempts,
-          attempt: made,
-        });
+        if (this.#observer !== null) this.#emit('attempt.started', { sandboxId: id, providerId: def.id, attempt: made });
+        const entry = DEADLINES.add(timeoutMs, new LaunchDeadline(this, ctl, def.id, id, timeoutMs, token, attempts, made));
         let handle;
         let failure;
         let failed = false;
@@ -464,84 +450,141 @@ class SandboxRouter {
           return;
         }
         if (failed) {
-          // Capacity holds: released only when the failure is proven to have allocated nothing
-          // (a missing package, or a classifier's retryable answer); an outcome-unknown
-          // failure keeps its hold, like a success, until a read reflects it or it expires.
-          const settle = (allocatedNothing) => {
-            if (token !== null) capacity.ledger.settle(token, !allocatedNothing);
-          };
-          // Our own typed error is safe to surface: a missing optional package (nothing was
-          // called, so nothing was allocated).
-          if (failure instanceof ProviderPackageMissingError) {
-            settle(true);
-            attempts.push({ providerId, code: failure.code, retryable: false });
-            this.#emit('attempt.failed', { sandboxId: id, providerId, attempt: made, code: failure.code, retryable: false });
-            this.#emit('provision.exhausted', { sandboxId: id, code: failure.code });
-            throw failure;
-          }
-          const runtimeError = new ProviderRuntimeError(providerId, detached ? 'launchDetached' : 'launch');
-          const c = await this.#classify(runtimeError, def);
-          const remaining = order.length - pos - 1;
-          const decision = binding.decideAfterFailure(c.code, c.retryable, compiled.fallbackAllowed, made, compiled.maxAttempts, made + remaining);
-          const [verdict, a, b] = decision.split(':');
-          const code = verdict === 'ADVANCE' ? b : a;
-          const retryable = verdict !== 'TERMINAL';
-          settle(c.retryable === true && typeof c.code === 'string' && /^[A-Z][A-Z0-9_]{0,63}$/.test(c.code));
-          attempts.push({ providerId, code, retryable });
-          this.#emit('attempt.failed', { sandboxId: id, providerId, attempt: made, code, retryable });
-          if (verdict === 'ADVANCE') {
-            this.#emit('fallback.advanced', { sandboxId: id, fromProviderId: providerId, toProviderId: view.definitions[order[pos + 1]].id, attempt: made + 1 });
-            continue;
-          }
-          const exhausted = verdict === 'EXHAUSTED';
-          const errCode = exhausted ? 'PROVIDER_ACQUISITION_EXHAUSTED' : code;
-          this.#emit('provision.exhausted', { sandboxId: id, code: errCode });
-          throw new ProviderProvisioningError(
-            exhausted
-              ? `acquisition exhausted after ${made} attempt(s): ${attempts.map((x) => `${x.providerId} ${x.code}`).join(', ')}`
-              : `acquisition failed on ${providerId}: ${code}`,
-            errCode,
-            { providerId, sandboxId: id, attempts, capacityRejections: capacityRejections ?? undefined },
-          );
+          attempts ??= [];
+          // Returns when the failure allows the next pool; throws the terminal error.
+          await this.#launchFailed(failure, def, token, { id, detached, compiled, view, order, pos, made, attempts, skipped });
+          continue;
         }
         if (token !== null) capacity.ledger.settle(token, true);
         if (handle === null || typeof handle !== 'object' || typeof handle.id !== 'string' || handle.id === '') {
-          const code = 'PROVIDER_MALFORMED_HANDLE';
-          attempts.push({ providerId, code, retryable: false });
-          this.#emit('attempt.failed', { sandboxId: id, providerId, attempt: made, code, retryable: false });
-          this.#emit('provision.exhausted', { sandboxId: id, code });
-          throw new ProviderProvisioningError(
-            `provider ${providerId} returned a malformed handle; the sandbox may exist (label ${SANDBOX_ID_LABEL}=${id})`,
-            code,
-            { providerId, sandboxId: id, attempts },
-          );
+          this.#malformedHandle(def.id, id, made, attempts ?? []);
         }
-        if (this.#observer !== null) this.#emit('attempt.succeeded', { sandboxId: id, providerId, attempt: made });
-        if (!this.#recordFast(compiled, id, providerId, handle.id, detached)) {
-          await this.#persist(def, handle, id, providerId, labels, detached);
+        if (this.#observer !== null) this.#emit('attempt.succeeded', { sandboxId: id, providerId: def.id, attempt: made });
+        if (!this.#recordFast(compiled, id, def.id, handle.id, detached)) {
+          await this.#persist(def, handle, id, def.id, labels, detached);
         }
         this.#handles.set(id, handle);
-        ctl.resolve({ id, providerId, labels: { ...labels } });
+        ctl.resolve({ id, providerId: def.id, labels: { ...labels } });
         return;
       }
-      // Only capacity routing ends here: every remaining candidate was skipped for capacity.
-      if (made === 0) {
-        const line = capacityRejections.map((r) => `${r.providerId} ${r.status} ${r.reason}`).join(', ');
-        this.#emit('provision.exhausted', { sandboxId: id, code: 'PROVIDER_CAPACITY_EXHAUSTED' });
-        throw new ProviderCapacityExhaustedError(`no provider has capacity: ${line}`, 'PROVIDER_CAPACITY_EXHAUSTED', {
-          sandboxId: id,
-          rejections: capacityRejections,
-        });
-      }
-      this.#emit('provision.exhausted', { sandboxId: id, code: 'PROVIDER_ACQUISITION_EXHAUSTED' });
-      throw new ProviderProvisioningError(
-        `acquisition exhausted after ${made} attempt(s); the remaining providers had no capacity`,
-        'PROVIDER_ACQUISITION_EXHAUSTED',
-        { sandboxId: id, attempts, capacityRejections },
-      );
+      this.#outOfCapacity(id, made, attempts, skipped);
     } catch (error) {
       ctl.reject(error);
     }
+  }
+
+  /** The attempt order (typed NO_ELIGIBLE_PROVIDER error, with its events, when empty). */
+  #orderFor(view, compiled, detached, extras, id) {
+    let order;
+    try {
+      order = extras === null ? this.#cachedOrder(view, compiled, detached) : parsePlan(view.native.plan(compiled.native, detached, extras, false)).order;
+    } catch (e) {
+      const err = fromNative(e);
+      if (err.code === 'NO_ELIGIBLE_PROVIDER') {
+        err.sandboxId = id;
+        debug(`no eligible provider: ${err.summary}`);
+        if (this.#observer !== null) {
+          this.#emit('provision.validated', { sandboxId: err.sandboxId, detached });
+          for (const r of err.rejections) this.#emit('provider.rejected', { sandboxId: err.sandboxId, providerId: r.providerId, reasons: r.reasons });
+          this.#emit('provision.exhausted', { sandboxId: err.sandboxId, code: err.code, summary: err.summary });
+        }
+      }
+      throw err;
+    }
+    if (this.#observer !== null) this.#emitDecision(view, compiled, detached, extras, id, order);
+    if (DEBUG) debug(`${id}: attempt order ${order.map((i) => view.definitions[i].id).join(', ')}`);
+    return order;
+  }
+
+  /** Capacity admission for one candidate: its token, or null when it is skipped (recorded in `skipped`). */
+  async #admitFor(def, id, resourcesJson, skipped) {
+    const verdict = await this.#admit(def, resourcesJson);
+    if (verdict.token === null) {
+      skipped.push({ providerId: def.id, status: verdict.status, reason: verdict.reason });
+      this.#emit('capacity.skipped', { sandboxId: id, providerId: def.id, status: verdict.status, reason: verdict.reason });
+      return null;
+    }
+    this.#emit('capacity.admitted', { sandboxId: id, providerId: def.id });
+    return verdict.token;
+  }
+
+  /**
+   * A launch failed (before its deadline). Returns when the classified failure lets the
+   * provision try the next pool; otherwise throws the terminal, sanitized error.
+   */
+  async #launchFailed(failure, def, token, run) {
+    const { id, detached, compiled, view, order, pos, made, attempts, skipped } = run;
+    const providerId = def.id;
+    // Capacity holds: released only when the failure is proven to have allocated nothing
+    // (a missing package, or a classifier's retryable answer); an outcome-unknown
+    // failure keeps its hold, like a success, until a read reflects it or it expires.
+    const settle = (allocatedNothing) => {
+      if (token !== null) this.#capacity.ledger.settle(token, !allocatedNothing);
+    };
+    // Our own typed error is safe to surface: a missing optional package (nothing was
+    // called, so nothing was allocated).
+    if (failure instanceof ProviderPackageMissingError) {
+      settle(true);
+      attempts.push({ providerId, code: failure.code, retryable: false });
+      this.#emit('attempt.failed', { sandboxId: id, providerId, attempt: made, code: failure.code, retryable: false });
+      this.#emit('provision.exhausted', { sandboxId: id, code: failure.code });
+      throw failure;
+    }
+    const runtimeError = new ProviderRuntimeError(providerId, detached ? 'launchDetached' : 'launch');
+    const c = await this.#classify(runtimeError, def);
+    const remaining = order.length - pos - 1;
+    const decision = binding.decideAfterFailure(c.code, c.retryable, compiled.fallbackAllowed, made, compiled.maxAttempts, made + remaining);
+    const [verdict, a, b] = decision.split(':');
+    const code = verdict === 'ADVANCE' ? b : a;
+    const retryable = verdict !== 'TERMINAL';
+    settle(c.retryable === true && typeof c.code === 'string' && /^[A-Z][A-Z0-9_]{0,63}$/.test(c.code));
+    attempts.push({ providerId, code, retryable });
+    this.#emit('attempt.failed', { sandboxId: id, providerId, attempt: made, code, retryable });
+    if (verdict === 'ADVANCE') {
+      this.#emit('fallback.advanced', { sandboxId: id, fromProviderId: providerId, toProviderId: view.definitions[order[pos + 1]].id, attempt: made + 1 });
+      return;
+    }
+    const exhausted = verdict === 'EXHAUSTED';
+    const errCode = exhausted ? 'PROVIDER_ACQUISITION_EXHAUSTED' : code;
+    this.#emit('provision.exhausted', { sandboxId: id, code: errCode });
+    throw new ProviderProvisioningError(
+      exhausted
+        ? `acquisition exhausted after ${made} attempt(s): ${attempts.map((x) => `${x.providerId} ${x.code}`).join(', ')}`
+        : `acquisition failed on ${providerId}: ${code}`,
+      errCode,
+      { providerId, sandboxId: id, attempts, capacityRejections: skipped ?? undefined },
+    );
+  }
+
+  /** A launch resolved to something that is not a handle: the sandbox may exist. Throws. */
+  #malformedHandle(providerId, id, made, attempts) {
+    const code = 'PROVIDER_MALFORMED_HANDLE';
+    attempts.push({ providerId, code, retryable: false });
+    this.#emit('attempt.failed', { sandboxId: id, providerId, attempt: made, code, retryable: false });
+    this.#emit('provision.exhausted', { sandboxId: id, code });
+    throw new ProviderProvisioningError(
+      `provider ${providerId} returned a malformed handle; the sandbox may exist (label ${SANDBOX_ID_LABEL}=${id})`,
+      code,
+      { providerId, sandboxId: id, attempts },
+    );
+  }
+
+  /** Every remaining candidate was skipped for capacity (only capacity routing ends here). Throws. */
+  #outOfCapacity(id, made, attempts, skipped) {
+    if (made === 0) {
+      const line = skipped.map((r) => `${r.providerId} ${r.status} ${r.reason}`).join(', ');
+      this.#emit('provision.exhausted', { sandboxId: id, code: 'PROVIDER_CAPACITY_EXHAUSTED' });
+      throw new ProviderCapacityExhaustedError(`no provider has capacity: ${line}`, 'PROVIDER_CAPACITY_EXHAUSTED', {
+        sandboxId: id,
+        rejections: skipped,
+      });
+    }
+    this.#emit('provision.exhausted', { sandboxId: id, code: 'PROVIDER_ACQUISITION_EXHAUSTED' });
+    throw new ProviderProvisioningError(
+      `acquisition exhausted after ${made} attempt(s); the remaining providers had no capacity`,
+      'PROVIDER_ACQUISITION_EXHAUSTED',
+      { sandboxId: id, attempts, capacityRejections: skipped },
+    );
   }
 
   // --- capacity ---------------------------------------------------------------------
