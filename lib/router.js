@@ -55,22 +55,32 @@ const noop = () => {};
 let expireLaunch = null;
 const DEADLINES = new Deadlines((entry) => expireLaunch(entry));
 
-/** One launch's deadline entry (see deadlines.js), with what #expire reports. */
-class LaunchDeadline {
-  constructor(router, ctl, providerId, sandboxId, timeoutMs, token, attempts, attempt) {
+/**
+ * One provision in flight: the settle functions of the promise `provision()` returned, and
+ * the deadline entry (see deadlines.js) of its current launch, with what #expire reports.
+ * One object per provision, reused by each of its launches.
+ */
+class InFlight {
+  constructor(router) {
+    this.resolve = noop;
+    this.reject = noop;
+    // Deadline entry fields (deadlines.js).
     this.at = 0;
-    this.settled = false;
+    this.settled = true;
+    this.prev = null;
+    this.next = null;
+    // The current launch.
     this.router = router;
-    this.ctl = ctl;
-    this.providerId = providerId;
-    this.sandboxId = sandboxId;
-    this.timeoutMs = timeoutMs;
-    this.token = token;
+    this.sandboxId = '';
+    this.providerId = '';
+    this.timeoutMs = 0;
+    this.token = null;
     /** failures so far (null: none) */
-    this.attempts = attempts;
-    this.attempt = attempt;
+    this.attempts = null;
+    this.attempt = 0;
   }
 }
+
 const TIMED_OUT = Symbol('timed-out');
 
 /** Awaits `value` for at most `ms`; resolves to TIMED_OUT after that. Never rejects on timeout. */
@@ -259,11 +269,12 @@ class SandboxRouter {
   // adapter's own promise, with no wrapper in between) or the launch deadline. That keeps
   // the no-hang guarantee at the cost of one promise per provision, not one per launch.
   #start(request, detached) {
-    let ctl;
+    const run = new InFlight(this);
     const promise = new Promise((resolve, reject) => {
-      ctl = { resolve, reject };
+      run.resolve = resolve;
+      run.reject = reject;
     });
-    this.#provision(request, detached, ctl);
+    this.#provision(request, detached, run);
     return promise;
   }
 
@@ -287,7 +298,7 @@ class SandboxRouter {
       { providerId, sandboxId, timeoutMs },
     );
     error.attempts = attempts;
-    entry.ctl.reject(error);
+    entry.reject(error);
   }
 
   /**
@@ -403,10 +414,10 @@ class SandboxRouter {
     return serialize(out);
   }
 
-  // Settles `ctl` with the result or the error; never rejects itself (see #start).
+  // Settles `run` with the result or the error; never rejects itself (see #start).
   // Only the success path lives here, so V8 optimizes a short function; every failure
   // and every optional feature (observer, capacity, extras) goes through a helper.
-  async #provision(request, detached, ctl) {
+  async #provision(request, detached, run) {
     try {
       const compiled = compile(request);
       const view = nativeView(this.#registry);
@@ -433,7 +444,13 @@ class SandboxRouter {
         }
         made++;
         if (this.#observer !== null) this.#emit('attempt.started', { sandboxId: id, providerId: def.id, attempt: made });
-        const entry = DEADLINES.add(timeoutMs, new LaunchDeadline(this, ctl, def.id, id, timeoutMs, token, attempts, made));
+        run.sandboxId = id;
+        run.providerId = def.id;
+        run.timeoutMs = timeoutMs;
+        run.token = token;
+        run.attempts = attempts;
+        run.attempt = made;
+        DEADLINES.add(timeoutMs, run);
         let handle;
         let failure;
         let failed = false;
@@ -444,7 +461,7 @@ class SandboxRouter {
           failed = true;
           failure = error;
         }
-        if (!DEADLINES.settle(entry)) {
+        if (!DEADLINES.settle(run)) {
           // The deadline already ended this provision (#expire); a late sandbox is destroyed.
           if (!failed) this.#lateSuccess(def, handle, id);
           return;
@@ -464,12 +481,12 @@ class SandboxRouter {
           await this.#persist(def, handle, id, def.id, labels, detached);
         }
         this.#handles.set(id, handle);
-        ctl.resolve({ id, providerId: def.id, labels: { ...labels } });
+        run.resolve({ id, providerId: def.id, labels: { ...labels } });
         return;
       }
       this.#outOfCapacity(id, made, attempts, skipped);
     } catch (error) {
-      ctl.reject(error);
+      run.reject(error);
     }
   }
 
@@ -641,10 +658,12 @@ class SandboxRouter {
   #cachedOrder(view, compiled, detached) {
     const cacheKey = detached ? -1 - compiled.key : compiled.key;
     const hit = this.#orders.get(cacheKey);
-    if (hit !== undefined && hit.view === view && hit.version === view.version && hit.compiled === compiled) return hit.order;
+    // A memo entry is a [view, version, compiled, order] tuple: an array's shape never dies
+    // with the router (see the shape anchor at the end of this file).
+    if (hit !== undefined && hit[0] === view && hit[1] === view.version && hit[2] === compiled) return hit[3];
     const order = parsePlan(binding.registryPlan(view.key, compiled.key, detached, false)).order;
     if (this.#orders.size >= 256) this.#orders.delete(this.#orders.keys().next().value);
-    this.#orders.set(cacheKey, { view, version: view.version, compiled, order });
+    this.#orders.set(cacheKey, [view, view.version, compiled, order]);
     return order;
   }
 
@@ -876,5 +895,20 @@ class SandboxRouter {
     return { type: 'SandboxRouter' };
   }
 }
+
+// Shape anchor. V8 keeps optimized code only while the object shapes it was specialized
+// for exist; when no provision is in flight and a full GC runs, the InFlight shape would
+// die with its last instance and the next burst would start over in the interpreter
+// (measured with --trace-deopt: "weak objects" deoptimizations of every function on the
+// provision path after each burst). One idle instance, taken once through the deadline
+// queue like a real one, keeps the shape alive.
+// The same holds for the router's own shape (and its default store's) in an application
+// that makes a router per batch of work and drops it: an idle router is kept for that.
+const ANCHOR = new InFlight(new SandboxRouter({ registry: { list: () => [] } }));
+new Promise((resolve, reject) => {
+  ANCHOR.resolve = resolve;
+  ANCHOR.reject = reject;
+});
+DEADLINES.settle(DEADLINES.add(1, ANCHOR));
 
 module.exports = { SandboxRouter, SANDBOX_ID_LABEL, publicExplanation };
