@@ -325,7 +325,7 @@ async function provisionSection(native) {
   const kinds = ['native', 'floor', 'bare'];
   const results = Object.fromEntries(kinds.map((k) => [k, []]));
   // Alternate the children so drift on the machine affects both sides alike.
-  for (let round = 0; round < 2; round++) {
+  for (let round = 0; round < 3; round++) {
     for (const kind of kinds) results[kind].push(runChild(kind));
   }
   const summary = Object.fromEntries(
