@@ -94,3 +94,24 @@ test('a live deadline does keep its timer (the must-fire side of the idle check)
   assert.equal(r.status, 0);
   assert.equal(r.stdout, 'expired x');
 });
+
+test('a throwing expiry handler does not stop the other expired entries (and does not escape the timer)', async () => {
+  const seen = [];
+  const d = new Deadlines((e) => {
+    seen.push(e.name);
+    if (e.name === 'a') throw new Error('handler failed');
+  });
+  d.add(10, entry('a'));
+  d.add(10, entry('b'));
+  await sleep(40);
+  assert.deepEqual(seen, ['a', 'b']);
+});
+
+test('a handler that does not throw sees every expired entry too (the must-not-fire side)', async () => {
+  const seen = [];
+  const d = new Deadlines((e) => seen.push(e.name));
+  d.add(10, entry('a'));
+  d.add(10, entry('b'));
+  await sleep(40);
+  assert.deepEqual(seen, ['a', 'b']);
+});

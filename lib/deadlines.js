@@ -95,7 +95,14 @@ class Deadlines {
       due.push(entry);
     }
     if (this.#head !== null) this.#arm(this.#head.at);
-    for (const entry of due) this.#onExpire(entry);
+    for (const entry of due) {
+      try {
+        this.#onExpire(entry);
+      } catch {
+        // One handler's failure must not keep the other expired entries from their handlers
+        // (nor escape into the timer callback, where it would be uncaught).
+      }
+    }
   }
 }
 

@@ -288,7 +288,12 @@ class SandboxRouter {
   #expire(entry) {
     const { providerId, sandboxId, timeoutMs } = entry;
     const attempts = entry.attempts ?? [];
-    if (entry.token !== null) this.#capacity.ledger.settle(entry.token, true);
+    try {
+      if (entry.token !== null) this.#capacity.ledger.settle(entry.token, true);
+    } catch {
+      // The hold cannot be updated; the reservation's TTL still ends it. The provision
+      // must end regardless (this runs in a timer callback: a throw would be uncaught).
+    }
     attempts.push({ providerId, code: 'ACQUISITION_TIMEOUT', retryable: false });
     this.#emit('attempt.failed', { sandboxId, providerId, attempt: entry.attempt, code: 'ACQUISITION_TIMEOUT', retryable: false });
     this.#emit('provision.exhausted', { sandboxId, code: 'ACQUISITION_TIMEOUT' });
