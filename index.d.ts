@@ -459,6 +459,13 @@ export interface SandboxRouterOptions {
   capacity?: CapacityPolicy;
   /** Bound on each caller callback (readiness, resolver, classifier, mapping store), ms. Default 10,000. */
   callbackTimeoutMs?: number;
+  /**
+   * Bound on each runtime call made for an operation by id (runScript, uploadBundle, start,
+   * stop, destroy, getById) and for cleanups, ms. Default 600,000. A runScript whose own
+   * `timeoutMs` is longer gets that plus 60 s. Past it: `ProviderRuntimeError` with code
+   * `OPERATION_TIMEOUT` (outcome unknown; a destroy keeps the mapping).
+   */
+  operationTimeoutMs?: number;
 }
 
 /** The router: filters, ranks, acquires with bounded fallback, and maps ids. */
@@ -749,6 +756,7 @@ export interface CreateSandboxRouterOptions {
   resolveRoutingSignals?: RoutingSignalResolver;
   classifyProviderFailure?: ProviderFailureClassifier;
   callbackTimeoutMs?: number;
+  operationTimeoutMs?: number;
   moduleLoader?: ModuleLoader;
 }
 

@@ -400,6 +400,62 @@ test('destroy: other failures keep the mapping for a retry (must-fire)', async (
   await assert.rejects(router.getSandbox(s.id), SandboxNotFoundError);
 });
 
+test('operation deadline: a runScript that never settles ends with OPERATION_TIMEOUT (must-fire)', async () => {
+  const rt = fakeRuntime({ runScript: () => new Promise(() => {}) });
+  const { router } = setup([definition('a', { runtime: rt })], { router: { operationTimeoutMs: 50 } });
+  const s = await router.provision({});
+  const started = Date.now();
+  await assert.rejects(router.runScript(s.id, { command: 'sleep forever' }), (e) => {
+    return e instanceof ProviderRuntimeError && e.code === 'OPERATION_TIMEOUT' && e.operation === 'runScript' && e.timeoutMs === 50;
+  });
+  assert.ok(Date.now() - started < 2000);
+});
+
+test('operation deadline: a runScript that settles in time is not affected (must-not-fire)', async () => {
+  const rt = fakeRuntime({ runScript: () => new Promise((r) => setTimeout(r, 10, { output: 'late but fine', exitCode: 0 })) });
+  const { router } = setup([definition('a', { runtime: rt })], { router: { operationTimeoutMs: 1000 } });
+  const s = await router.provision({});
+  assert.equal((await router.runScript(s.id, { command: 'x' })).output, 'late but fine');
+});
+
+test('operation deadline: a runScript given a longer timeoutMs of its own keeps it (must-not-fire)', async () => {
+  const rt = fakeRuntime({ runScript: () => new Promise((r) => setTimeout(r, 120, { output: 'long command', exitCode: 0 })) });
+  const { router } = setup([definition('a', { runtime: rt })], { router: { operationTimeoutMs: 30 } });
+  const s = await router.provision({});
+  assert.equal((await router.runScript(s.id, { command: 'x', timeoutMs: 5000 })).output, 'long command');
+  await assert.rejects(router.runScript(s.id, { command: 'x' }), (e) => e.code === 'OPERATION_TIMEOUT');
+});
+
+test('operation deadline: a destroy that never settles keeps the mapping for a retry (must-fire)', async () => {
+  let hang = true;
+  const rt = fakeRuntime({ destroy: (h) => (hang ? new Promise(() => {}) : undefined) });
+  const { router } = setup([definition('a', { runtime: rt })], { router: { operationTimeoutMs: 50 } });
+  const s = await router.provision({});
+  await assert.rejects(router.destroy(s.id), (e) => e instanceof ProviderRuntimeError && e.code === 'OPERATION_TIMEOUT' && e.operation === 'destroy');
+  assert.equal((await router.getSandbox(s.id)).id, s.id);
+  hang = false;
+  await router.destroy(s.id);
+  await assert.rejects(router.getSandbox(s.id), SandboxNotFoundError);
+});
+
+test('operation deadline: other operations are bounded too (uploadBundle, stop)', async () => {
+  const rt = fakeRuntime();
+  rt.uploadBundle = () => new Promise(() => {});
+  rt.stop = () => new Promise(() => {});
+  const { router } = setup([definition('a', { runtime: rt })], { router: { operationTimeoutMs: 30 } });
+  const s = await router.provision({});
+  await assert.rejects(router.uploadBundle(s.id, { files: [] }), (e) => e.code === 'OPERATION_TIMEOUT' && e.operation === 'uploadBundle');
+  await assert.rejects(router.stop(s.id), (e) => e.code === 'OPERATION_TIMEOUT' && e.operation === 'stop');
+});
+
+test('operation deadline: operationTimeoutMs is validated', () => {
+  const registry = new InMemoryProviderRegistry([definition('a')]);
+  for (const bad of [0, -1, 1.5, '100', 86_400_001, null]) {
+    assert.throws(() => new SandboxRouter({ registry, operationTimeoutMs: bad }), (e) => e.code === 'INVALID_CONFIGURATION' && e.field === 'operationTimeoutMs');
+  }
+  assert.ok(new SandboxRouter({ registry, operationTimeoutMs: 86_400_000 }));
+});
+
 test('deadline: a launch that never settles ends with AcquisitionTimeoutError and no fallback (must-fire)', async () => {
   const b = fakeRuntime();
   const never = fakeRuntime({ launch: () => new Promise(() => {}) });

@@ -64,6 +64,8 @@ const router = new SandboxRouter({
     }
     return { code: 'PROVIDER_LAUNCH_OUTCOME_UNKNOWN', retryable: false };
   },
+  callbackTimeoutMs: 5_000,
+  operationTimeoutMs: 120_000,
 });
 
 export async function example(): Promise<string> {

@@ -40,10 +40,22 @@ class NoEligibleProviderError extends SandboxRouterError {}
 class ProviderRegistryError extends SandboxRouterError {}
 /** Router or factory options are invalid. */
 class SandboxRouterConfigurationError extends SandboxRouterError {}
-/** A provider runtime call failed. Holds only `providerId` and `operation`. */
+/**
+ * A provider runtime call failed (`PROVIDER_RUNTIME_ERROR`), or did not settle within the
+ * router's operation deadline (`OPERATION_TIMEOUT`, with `timeoutMs`: outcome unknown).
+ * Holds only `providerId` and `operation`.
+ */
 class ProviderRuntimeError extends SandboxRouterError {
-  constructor(providerId, operation) {
-    super(`provider ${providerId} failed during ${operation}`, 'PROVIDER_RUNTIME_ERROR', { providerId, operation });
+  constructor(providerId, operation, timeoutMs) {
+    if (timeoutMs === undefined) {
+      super(`provider ${providerId} failed during ${operation}`, 'PROVIDER_RUNTIME_ERROR', { providerId, operation });
+    } else {
+      super(`provider ${providerId} did not settle ${operation} within ${timeoutMs} ms; outcome unknown`, 'OPERATION_TIMEOUT', {
+        providerId,
+        operation,
+        timeoutMs,
+      });
+    }
   }
 }
 /** Acquisition failed terminally or exhausted its attempts; `attempts` lists sanitized codes. */

@@ -360,7 +360,7 @@ class ConfiguredSandboxRouter extends SandboxRouter {
   }
 }
 
-const ROUTER_KEYS = ['providers', 'capacity', 'mappings', 'observer', 'provisioning', 'resolveRoutingSignals', 'classifyProviderFailure', 'callbackTimeoutMs', 'moduleLoader'];
+const ROUTER_KEYS = ['providers', 'capacity', 'mappings', 'observer', 'provisioning', 'resolveRoutingSignals', 'classifyProviderFailure', 'callbackTimeoutMs', 'operationTimeoutMs', 'moduleLoader'];
 
 /**
  * Builds a router from provider credentials, synchronously. Adapters and SDKs load on

@@ -82,13 +82,19 @@ class InFlight {
 }
 
 const TIMED_OUT = Symbol('timed-out');
+/** setTimeout's longest delay; a longer one would fire at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+/** Default bound on one runtime call made for an operation by id (or a cleanup). */
+const DEFAULT_OPERATION_TIMEOUT_MS = 600_000;
+/** Extra time a runScript gets over its own `timeoutMs` before the router gives up on it. */
+const RUN_SCRIPT_GRACE_MS = 60_000;
 
 /** Awaits `value` for at most `ms`; resolves to TIMED_OUT after that. Never rejects on timeout. */
 function within(value, ms) {
   if (!value || typeof value.then !== 'function') return Promise.resolve(value);
   let timer;
   const timeout = new Promise((resolve) => {
-    timer = setTimeout(resolve, ms, TIMED_OUT);
+    timer = setTimeout(resolve, Math.min(ms, MAX_TIMER_MS), TIMED_OUT);
   });
   return Promise.race([value, timeout]).finally(() => clearTimeout(timer));
 }
@@ -102,6 +108,7 @@ const ROUTER_OPTIONS = [
   'provisioning',
   'capacity',
   'callbackTimeoutMs',
+  'operationTimeoutMs',
 ];
 
 function configError(field, expectation) {
@@ -207,6 +214,7 @@ class SandboxRouter {
   #resolver;
   #provisioning;
   #callbackTimeoutMs;
+  #operationTimeoutMs;
   #capacity;
   #capacityTimeoutMs;
   /** @type {Map<number, object>} memoized attempt orders (see #cachedOrder) */
@@ -238,7 +246,7 @@ class SandboxRouter {
     if (provisioning !== undefined && (provisioning === null || !isFn(provisioning.hasAvailableCredentials))) {
       throw configError('provisioning', 'must have hasAvailableCredentials(providerId)');
     }
-    const cb = options.callbackTimeoutMs ?? DEFAULT_CALLBACK_TIMEOUT_MS;
+    const cb = options.callbackTimeoutMs === undefined ? DEFAULT_CALLBACK_TIMEOUT_MS : options.callbackTimeoutMs;
     if (!Number.isInteger(cb) || cb < 1 || cb > 3_600_000) {
       throw configError('callbackTimeoutMs', 'must be an integer from 1 to 3600000');
     }
@@ -251,6 +259,11 @@ class SandboxRouter {
     this.#resolver = resolveRoutingSignals ?? null;
     this.#provisioning = provisioning ?? null;
     this.#callbackTimeoutMs = cb;
+    const op = options.operationTimeoutMs === undefined ? DEFAULT_OPERATION_TIMEOUT_MS : options.operationTimeoutMs;
+    if (!Number.isInteger(op) || op < 1 || op > 86_400_000) {
+      throw configError('operationTimeoutMs', 'must be an integer from 1 to 86400000');
+    }
+    this.#operationTimeoutMs = op;
     this.#capacity = capacityPolicyOf(options.capacity);
     this.#capacityTimeoutMs = this.#capacity?.timeoutMs ?? DEFAULT_CAPACITY_TIMEOUT_MS;
   }
@@ -694,8 +707,7 @@ class SandboxRouter {
     let succeeded = false;
     if (handle && typeof handle === 'object' && typeof handle.id === 'string') {
       try {
-        await def.runtime.destroy(handle);
-        succeeded = true;
+        succeeded = (await within(def.runtime.destroy(handle), this.#operationTimeoutMs)) !== TIMED_OUT;
       } catch {
         succeeded = false;
       }
@@ -795,17 +807,11 @@ class SandboxRouter {
     if (cached) return cached;
     const rt = def.runtime;
     if (!isFn(rt.getById)) return { id: record.providerSandboxId };
-    let handle;
-    try {
-      handle = await rt.getById(record.providerSandboxId);
-    } catch (error) {
-      if (error instanceof ProviderPackageMissingError) throw error;
-      throw new ProviderRuntimeError(def.id, `${operation}: getById`);
-    }
+    const handle = await this.#bounded(() => rt.getById(record.providerSandboxId), def, `${operation}: getById`, this.#operationTimeoutMs);
     return handle ?? null;
   }
 
-  async #call(id, operation, args) {
+  async #call(id, operation, args, timeoutMs) {
     const { record, def } = await this.#lookup(id);
     const rt = def.runtime;
     if (!isFn(rt[operation])) {
@@ -813,12 +819,23 @@ class SandboxRouter {
     }
     const handle = await this.#handle(id, record, def, operation);
     if (handle === null) throw new SandboxNotFoundError(`sandbox ${id} no longer exists at ${def.id}`, 'SANDBOX_NOT_FOUND', { sandboxId: id, providerId: def.id });
+    return this.#bounded(() => rt[operation](handle, ...args), def, operation, timeoutMs ?? this.#operationTimeoutMs);
+  }
+
+  /**
+   * One runtime call for an operation by id: its result, or a sanitized ProviderRuntimeError
+   * (a failure, or OPERATION_TIMEOUT when it has not settled within `ms`: outcome unknown).
+   */
+  async #bounded(call, def, operation, ms) {
+    let r;
     try {
-      return await rt[operation](handle, ...args);
+      r = await within(call(), ms);
     } catch (error) {
       if (error instanceof ProviderPackageMissingError) throw error;
       throw new ProviderRuntimeError(def.id, operation);
     }
+    if (r === TIMED_OUT) throw new ProviderRuntimeError(def.id, operation, ms);
+    return r;
   }
 
   /** Runs a command in the sandbox, on the provider that launched it. */
@@ -828,7 +845,10 @@ class SandboxRouter {
         new SandboxRequestValidationError('invalid runScript options: command must be a string', 'INVALID_REQUEST', { field: 'command' }),
       );
     }
-    return this.#call(id, 'runScript', [options]);
+    // A command allowed to run longer than the operation deadline keeps its own bound.
+    const own = options.timeoutMs;
+    const bound = Number.isFinite(own) && own > 0 ? Math.max(this.#operationTimeoutMs, Math.ceil(own) + RUN_SCRIPT_GRACE_MS) : undefined;
+    return this.#call(id, 'runScript', [options], bound);
   }
 
   /** Uploads files into the sandbox. */
@@ -866,12 +886,15 @@ class SandboxRouter {
     const rt = def.runtime;
     const handle = await this.#handle(id, record, def, 'destroy');
     if (handle !== null) {
+      let r;
       try {
-        await rt.destroy(handle);
+        r = await within(rt.destroy(handle), this.#operationTimeoutMs);
       } catch (error) {
         if (error instanceof ProviderPackageMissingError) throw error;
         if (!(await this.#gone(rt, record, error))) throw new ProviderRuntimeError(def.id, 'destroy');
       }
+      // Outcome unknown: the mapping stays, so the call can be retried.
+      if (r === TIMED_OUT) throw new ProviderRuntimeError(def.id, 'destroy', this.#operationTimeoutMs);
     }
     try {
       await this.#mappings.delete(id);
@@ -890,7 +913,7 @@ class SandboxRouter {
     if (isNotFound(error)) return true;
     if (!isFn(rt.getById)) return false;
     try {
-      return (await rt.getById(record.providerSandboxId)) === null;
+      return (await within(rt.getById(record.providerSandboxId), this.#operationTimeoutMs)) === null;
     } catch {
       return false;
     }
