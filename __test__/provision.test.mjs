@@ -589,3 +589,167 @@ test('configuration: an unknown router option is a typed error (must-fire); know
   assert.throws(() => new SandboxRouter({ registry, classifyProviderFaliure: () => ({}) }), (e) => e.code === 'INVALID_CONFIGURATION' && e.field === 'classifyProviderFaliure');
   assert.ok(new SandboxRouter({ registry, callbackTimeoutMs: 500, observer: () => {} }));
 });
+
+// --- guards added after a review of the lifecycle against the issue's list --------------
+
+/** A caller mapping store over a Map; `over` replaces methods. */
+function mapStore(over = {}) {
+  const records = new Map();
+  return {
+    records,
+    put: async (r) => void records.set(r.id, r),
+    get: async (id) => records.get(id) ?? null,
+    delete: async (id) => records.delete(id),
+    ...over,
+  };
+}
+
+test('destroy: a mapping store whose delete never settles ends with MAPPING_PERSISTENCE_FAILED (must-fire)', async () => {
+  const store = mapStore({ delete: () => new Promise(() => {}) });
+  const { router } = setup([definition('a')], { router: { mappings: store, callbackTimeoutMs: 50 } });
+  const s = await router.provision({});
+  const started = Date.now();
+  await assert.rejects(router.destroy(s.id), (e) => e instanceof MappingPersistenceError && e.code === 'MAPPING_PERSISTENCE_FAILED');
+  assert.ok(Date.now() - started < 2000);
+});
+
+test('destroy: a mapping store whose delete settles in time removes the record (must-not-fire)', async () => {
+  const store = mapStore({ delete: (id) => new Promise((r) => setTimeout(() => r(store.records.delete(id)), 10)) });
+  const { router } = setup([definition('a')], { router: { mappings: store, callbackTimeoutMs: 1000 } });
+  const s = await router.provision({});
+  await router.destroy(s.id);
+  assert.equal(store.records.size, 0);
+});
+
+test('robustness: a handle whose id getter throws is a malformed handle, and its text never surfaces', async () => {
+  const rt = fakeRuntime();
+  rt.launch = async () => ({
+    get id() {
+      throw new Error(`token=${CANARY}`);
+    },
+  });
+  const { router, rec } = setup([definition('a', { runtime: rt })]);
+  await assert.rejects(router.provision({}), (e) => {
+    return e instanceof ProviderProvisioningError && e.code === 'PROVIDER_MALFORMED_HANDLE' && !e.stack.includes(CANARY) && !JSON.stringify(e).includes(CANARY);
+  });
+  assert.ok(rec.types().includes('provision.exhausted'));
+});
+
+test('destroy: a rejection whose getters throw is a sanitized ProviderRuntimeError, mapping kept', async () => {
+  const hostile = {};
+  for (const k of ['status', 'statusCode', 'response', 'code', 'message']) {
+    Object.defineProperty(hostile, k, {
+      get() {
+        throw new Error(`secret ${CANARY}`);
+      },
+    });
+  }
+  const rt = fakeRuntime({ destroy: () => Promise.reject(hostile) });
+  delete rt.getById;
+  const { router } = setup([definition('a', { runtime: rt })]);
+  const s = await router.provision({});
+  await assert.rejects(router.destroy(s.id), (e) => {
+    return e instanceof ProviderRuntimeError && e.code === 'PROVIDER_RUNTIME_ERROR' && !e.stack.includes(CANARY) && !JSON.stringify(e).includes(CANARY);
+  });
+  assert.equal((await router.getSandbox(s.id)).id, s.id);
+});
+
+test('destroy from a router with no cached handle: getById rejecting "not found" means gone, mapping removed (must-fire)', async () => {
+  const store = mapStore();
+  const rt = fakeRuntime();
+  const registry = new InMemoryProviderRegistry([definition('a', { runtime: rt })]);
+  const s = await new SandboxRouter({ registry, mappings: store }).provision({});
+  rt.getById = async () => {
+    throw Object.assign(new Error('sandbox not found'), { status: 404 });
+  };
+  rt.destroy = async () => {
+    throw Object.assign(new Error('sandbox not found'), { status: 404 });
+  };
+  await new SandboxRouter({ registry, mappings: store }).destroy(s.id);
+  assert.equal(store.records.size, 0);
+});
+
+test('destroy from a router with no cached handle: getById failing otherwise keeps the mapping (must-not-fire)', async () => {
+  const store = mapStore();
+  const rt = fakeRuntime();
+  const registry = new InMemoryProviderRegistry([definition('a', { runtime: rt })]);
+  const s = await new SandboxRouter({ registry, mappings: store }).provision({});
+  rt.getById = async () => {
+    throw Object.assign(new Error(`upstream 500 ${CANARY}`), { status: 500 });
+  };
+  await assert.rejects(new SandboxRouter({ registry, mappings: store }).destroy(s.id), (e) => {
+    return e instanceof ProviderRuntimeError && e.operation === 'destroy: getById' && !JSON.stringify(e).includes(CANARY);
+  });
+  assert.equal(store.records.size, 1);
+});
+
+test('labels: a runtime that changes the labels it was given changes neither the result nor the next launch', async () => {
+  const seen = [];
+  const vandal = fakeRuntime({
+    launch: async (options) => {
+      seen.push({ ...options.labels });
+      delete options.labels[SANDBOX_ID_LABEL];
+      options.labels.injected = 'x';
+      throw new Error('fails after mutating');
+    },
+  });
+  const b = fakeRuntime();
+  const { router } = setup(twoPools(vandal, b), { router: { classifyProviderFailure: retryable } });
+  const s = await router.provision({ launch: { labels: { team: 't' } } });
+  assert.deepEqual(s.labels, { team: 't', [SANDBOX_ID_LABEL]: s.id });
+  assert.deepEqual(b.calls[0].options.labels, { team: 't', [SANDBOX_ID_LABEL]: s.id });
+  assert.deepEqual(seen[0], { team: 't', [SANDBOX_ID_LABEL]: s.id });
+});
+
+test('labels: a request changed after validation (here by the signal resolver) launches what was validated', async () => {
+  const rt = fakeRuntime();
+  const resolveRoutingSignals = async (provider, request) => {
+    request.launch.labels = { team: { nested: true } };
+    request.launch.env = { STOLEN: 'yes' };
+    return provider.signals;
+  };
+  const { router } = setup([definition('a', { runtime: rt })], { router: { resolveRoutingSignals } });
+  const request = { launch: { labels: { team: 't' }, env: { A: '1' } } };
+  const s = await router.provision(request);
+  assert.deepEqual(rt.calls[0].options.labels, { team: 't', [SANDBOX_ID_LABEL]: s.id });
+  assert.deepEqual(rt.calls[0].options.env, { A: '1' });
+  assert.deepEqual((await router.getSandbox(s.id)).labels, { team: 't', [SANDBOX_ID_LABEL]: s.id });
+});
+
+test('mapping: a write that times out and lands later is removed again (no record of a destroyed sandbox)', async () => {
+  const store = mapStore();
+  store.put = (r) => new Promise((resolve) => setTimeout(() => resolve(void store.records.set(r.id, r)), 80));
+  const rt = fakeRuntime();
+  const { router } = setup([definition('a', { runtime: rt })], { router: { mappings: store, callbackTimeoutMs: 20 } });
+  await assert.rejects(router.provision({}), (e) => e.code === 'MAPPING_PERSISTENCE_FAILED' && e.cleanup === 'destroyed');
+  await new Promise((r) => setTimeout(r, 200));
+  assert.equal(store.records.size, 0);
+  assert.equal(rt.live.size, 0);
+});
+
+test('mapping: cleanup after a failed write is bounded by operationTimeoutMs, not callbackTimeoutMs (must-not-fire)', async () => {
+  const rt = fakeRuntime({ destroy: (h) => new Promise((r) => setTimeout(r, 120)) });
+  const { router } = setup([definition('a', { runtime: rt })], {
+    router: { mappings: new FailingStore(), callbackTimeoutMs: 30, operationTimeoutMs: 5000 },
+  });
+  await assert.rejects(router.provision({}), (e) => e.code === 'MAPPING_PERSISTENCE_FAILED' && e.cleanup === 'destroyed');
+});
+
+test('mapping: cleanup that outlasts operationTimeoutMs is reported as failed (must-fire)', async () => {
+  const rt = fakeRuntime({ destroy: () => new Promise(() => {}) });
+  const { router } = setup([definition('a', { runtime: rt })], { router: { mappings: new FailingStore(), operationTimeoutMs: 40 } });
+  await assert.rejects(router.provision({}), (e) => e.code === 'MAPPING_PERSISTENCE_FAILED' && e.cleanup === 'failed');
+});
+
+test('readiness failure ends the provision with an exhausted event carrying the sandbox id', async () => {
+  const provisioning = { hasAvailableCredentials: async () => 'yes' };
+  const { router, rec } = setup([definition('a')], { router: { provisioning } });
+  let id;
+  await assert.rejects(router.provision({}), (e) => {
+    id = e.sandboxId;
+    return e instanceof ProvisioningAvailabilityError;
+  });
+  const ev = rec.events.find((e) => e.type === 'provision.exhausted');
+  assert.equal(ev.code, 'PROVISIONING_AVAILABILITY_FAILED');
+  assert.equal(ev.sandboxId, id);
+});

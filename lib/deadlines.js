@@ -5,11 +5,10 @@
 // the rest of a provision's JS work on this seam. Live entries form a doubly linked list
 // ordered by deadline (with one timeout value, appending *is* ordering; other values are
 // inserted in place, searching from the tail), and one timer is armed for the head.
-// Settling unlinks an entry in O(1). Why a list and not an array queue? Emptying or
-// compacting a shared array between bursts made V8 throw away the optimized code of
-// every function that touched it (measured: "weak objects" deoptimizations after each
-// burst); a list keeps no shared storage. When nothing is live the timer is cleared, so an
-// idle router never keeps the process alive.
+// Settling unlinks an entry in O(1) wherever it is, so nothing needs compacting, and an
+// entry can be added again once settled. When nothing is live the timer is cleared, so an
+// idle router never keeps the process alive. Times come from the monotonic clock, so a
+// wall-clock jump neither fires deadlines early nor stretches them.
 
 /**
  * The fields an entry carries (set by `add`): `at`, `settled`, `prev`, `next`. Entries
@@ -32,7 +31,7 @@ class Deadlines {
    * Tracks `entry` until it is settled or `ms` pass, whichever is first. Returns the entry.
    */
   add(ms, entry) {
-    const at = Date.now() + ms;
+    const at = performance.now() + ms;
     entry.at = at;
     entry.settled = false;
     let after = this.#tail;
@@ -80,13 +79,13 @@ class Deadlines {
   #arm(at) {
     if (this.#timer !== null) clearTimeout(this.#timer);
     this.#armedAt = at;
-    this.#timer = setTimeout(() => this.#fire(), Math.max(0, at - Date.now()));
+    this.#timer = setTimeout(() => this.#fire(), Math.max(0, at - performance.now()));
   }
 
   #fire() {
     this.#timer = null;
     this.#armedAt = Infinity;
-    const now = Date.now();
+    const now = performance.now();
     const due = [];
     while (this.#head !== null && this.#head.at <= now) {
       const entry = this.#head;

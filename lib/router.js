@@ -156,6 +156,7 @@ function capacityPolicyOf(policy) {
   return { providerOrder: [...providerOrder], timeoutMs, ledger: new binding.NativeLedger(reservationTtlMs) };
 }
 
+/** The launch options of a request, copied (the request itself is never handed on). */
 function launchOptionsOf(launch, labels) {
   const out = { labels };
   if (launch && typeof launch === 'object') {
@@ -163,6 +164,16 @@ function launchOptionsOf(launch, labels) {
     if (launch.env !== undefined) out.env = { ...launch.env };
     if (launch.createTimeoutSeconds !== undefined) out.createTimeoutSeconds = launch.createTimeoutSeconds;
   }
+  return out;
+}
+
+/**
+ * A fresh copy of launch options for one launch: a runtime that changes what it is given
+ * cannot change the next pool's launch (nor drop its id label) or the result.
+ */
+function launchCopy(options) {
+  const out = { ...options, labels: { ...options.labels } };
+  if (options.env !== undefined) out.env = { ...options.env };
   return out;
 }
 
@@ -201,8 +212,26 @@ function publicExplanation(raw) {
 
 function isNotFound(error) {
   if (!error || typeof error !== 'object') return false;
-  const status = error.status ?? error.statusCode ?? error.response?.status;
-  return status === 404 || error.code === 'NOT_FOUND' || error.code === 'ENOENT';
+  try {
+    const status = error.status ?? error.statusCode ?? error.response?.status;
+    return status === 404 || error.code === 'NOT_FOUND' || error.code === 'ENOENT';
+  } catch {
+    // A provider error whose getters throw proves nothing.
+    return false;
+  }
+}
+
+/** The provider sandbox id of a launch's handle, or null when the handle is malformed. */
+function handleId(handle) {
+  if (handle === null || typeof handle !== 'object') return null;
+  let id;
+  try {
+    id = handle.id;
+  } catch {
+    // A throwing getter is a malformed handle; its error text is the provider's.
+    return null;
+  }
+  return typeof id === 'string' && id !== '' ? id : null;
 }
 
 class SandboxRouter {
@@ -384,6 +413,19 @@ class SandboxRouter {
     return this.#provisioning !== null || this.#resolver !== null || this.#capacity !== null;
   }
 
+  /** #extras for a provision: a readiness failure is reported as the provision's end. */
+  async #extrasFor(view, compiled, detached, request, id) {
+    try {
+      return await this.#extras(view, compiled, detached, request);
+    } catch (error) {
+      if (error instanceof ProvisioningAvailabilityError) {
+        error.sandboxId = id;
+        this.#emit('provision.exhausted', { sandboxId: id, code: error.code });
+      }
+      throw error;
+    }
+  }
+
   async #extras(view, compiled, detached, request) {
     if (!this.#needsExtras) return null;
     const extras = {};
@@ -439,14 +481,17 @@ class SandboxRouter {
     try {
       const compiled = compile(request);
       const view = nativeView(this.#registry);
-      const extras = this.#needsExtras ? await this.#extras(view, compiled, detached, request) : null;
       const id = nextSandboxId();
-      const order = this.#orderFor(view, compiled, detached, extras, id);
+      // Everything taken from the request is read now, in the tick it was validated in: a
+      // request changed later (by a resolver, or by a caller reusing it) changes nothing.
+      // Each launch gets its own copy of the options (launchCopy); ours stay as validated.
       const launch = request && request.launch;
       const labels = { ...(launch && launch.labels), [SANDBOX_ID_LABEL]: id };
       const launchOptions = launchOptionsOf(launch, labels);
       const capacity = this.#capacity;
       const resourcesJson = capacity === null ? null : serialize(request && request.resources);
+      const extras = this.#needsExtras ? await this.#extrasFor(view, compiled, detached, request, id) : null;
+      const order = this.#orderFor(view, compiled, detached, extras, id);
       const timeoutMs = compiled.timeoutMs;
       // Failure bookkeeping, made on first use: the success path allocates none of it.
       let attempts = null;
@@ -474,7 +519,7 @@ class SandboxRouter {
         let failed = false;
         try {
           // The adapter's own promise, awaited directly (a synchronous throw lands here too).
-          handle = await (detached ? def.runtime.launchDetached(launchOptions) : def.runtime.launch(launchOptions));
+          handle = await (detached ? def.runtime.launchDetached(launchCopy(launchOptions)) : def.runtime.launch(launchCopy(launchOptions)));
         } catch (error) {
           failed = true;
           failure = error;
@@ -491,15 +536,14 @@ class SandboxRouter {
           continue;
         }
         if (token !== null) capacity.ledger.settle(token, true);
-        if (handle === null || typeof handle !== 'object' || typeof handle.id !== 'string' || handle.id === '') {
-          this.#malformedHandle(def.id, id, made, attempts ?? []);
-        }
+        const providerSandboxId = handleId(handle);
+        if (providerSandboxId === null) this.#malformedHandle(def.id, id, made, attempts ?? []);
         if (this.#observer !== null) this.#emit('attempt.succeeded', { sandboxId: id, providerId: def.id, attempt: made });
-        if (!this.#recordFast(compiled, id, def.id, handle.id, detached)) {
-          await this.#persist(def, handle, id, def.id, labels, detached);
+        if (!this.#recordFast(compiled, id, def.id, providerSandboxId, detached)) {
+          await this.#persist(def, handle, id, def.id, providerSandboxId, labels, detached);
         }
         this.#handles.set(id, handle);
-        run.resolve({ id, providerId: def.id, labels: { ...labels } });
+        run.resolve({ id, providerId: def.id, labels });
         return;
       }
       this.#outOfCapacity(id, made, attempts, skipped);
@@ -705,7 +749,7 @@ class SandboxRouter {
   // its id, so it is destroyed rather than left running unrecorded.
   async #lateSuccess(def, handle, id) {
     let succeeded = false;
-    if (handle && typeof handle === 'object' && typeof handle.id === 'string') {
+    if (handleId(handle) !== null) {
       try {
         succeeded = (await within(def.runtime.destroy(handle), this.#operationTimeoutMs)) !== TIMED_OUT;
       } catch {
@@ -744,20 +788,28 @@ class SandboxRouter {
     return true;
   }
 
-  async #persist(def, handle, id, providerId, labels, detached) {
+  async #persist(def, handle, id, providerId, providerSandboxId, labels, detached) {
     try {
       if (this.#fastMappings) {
         // #recordFast already failed for this record.
         throw new Error('mapping write failed');
       }
-      const record = { id, providerId, providerSandboxId: handle.id, labels, createdAt: new Date().toISOString(), detached };
-      const r = await within(this.#mappings.put(record), this.#callbackTimeoutMs);
-      if (r === TIMED_OUT) throw new Error('mapping store timed out');
+      const record = { id, providerId, providerSandboxId, labels: { ...labels }, createdAt: new Date().toISOString(), detached };
+      const pending = this.#mappings.put(record);
+      const r = await within(pending, this.#callbackTimeoutMs);
+      if (r === TIMED_OUT) {
+        // The write may still land after the sandbox is destroyed below: remove it then.
+        Promise.resolve(pending).then(
+          () => within(this.#mappings.delete(id), this.#callbackTimeoutMs),
+          noop,
+        ).catch(noop);
+        throw new Error('mapping store timed out');
+      }
     } catch {
       this.#emit('mapping.failed', { sandboxId: id, providerId });
       let succeeded = false;
       try {
-        const r = await within(def.runtime.destroy(handle), this.#callbackTimeoutMs);
+        const r = await within(def.runtime.destroy(handle), this.#operationTimeoutMs);
         succeeded = r !== TIMED_OUT;
       } catch {
         succeeded = false;
@@ -790,7 +842,10 @@ class SandboxRouter {
     if (record === TIMED_OUT) {
       throw new MappingPersistenceError(`mapping store failed to read ${id}`, 'MAPPING_READ_FAILED', { sandboxId: id });
     }
-    if (!record) throw new SandboxNotFoundError(`no sandbox ${id}`, 'SANDBOX_NOT_FOUND', { sandboxId: id });
+    if (!record) {
+      this.#handles.delete(id);
+      throw new SandboxNotFoundError(`no sandbox ${id}`, 'SANDBOX_NOT_FOUND', { sandboxId: id });
+    }
     const registry = this.#registry;
     const def = isFn(registry.get) ? registry.get(record.providerId) : registry.list().find((d) => d.id === record.providerId);
     if (!def) {
@@ -807,7 +862,16 @@ class SandboxRouter {
     if (cached) return cached;
     const rt = def.runtime;
     if (!isFn(rt.getById)) return { id: record.providerSandboxId };
-    const handle = await this.#bounded(() => rt.getById(record.providerSandboxId), def, `${operation}: getById`, this.#operationTimeoutMs);
+    let handle;
+    try {
+      handle = await within(rt.getById(record.providerSandboxId), this.#operationTimeoutMs);
+    } catch (error) {
+      if (error instanceof ProviderPackageMissingError) throw error;
+      // An adapter that reports "not found" by rejecting: the sandbox is gone.
+      if (isNotFound(error)) return null;
+      throw new ProviderRuntimeError(def.id, `${operation}: getById`);
+    }
+    if (handle === TIMED_OUT) throw new ProviderRuntimeError(def.id, `${operation}: getById`, this.#operationTimeoutMs);
     return handle ?? null;
   }
 
@@ -897,7 +961,7 @@ class SandboxRouter {
       if (r === TIMED_OUT) throw new ProviderRuntimeError(def.id, 'destroy', this.#operationTimeoutMs);
     }
     try {
-      await this.#mappings.delete(id);
+      if ((await within(this.#mappings.delete(id), this.#callbackTimeoutMs)) === TIMED_OUT) throw new Error('timed out');
     } catch {
       throw new MappingPersistenceError(`sandbox ${id} was destroyed but its mapping could not be removed`, 'MAPPING_PERSISTENCE_FAILED', {
         sandboxId: id,
