@@ -1,6 +1,28 @@
 // Shared test fixtures: port-shaped fake runtimes and definitions, as a user would build them.
 
+import { inspect } from 'node:util';
+
 export const CANARY = 'canary-secret-7f3a9c1e';
+
+/**
+ * Whether `secret` appears anywhere a caller could see it in `value`: util.inspect (hidden
+ * properties and getters included), JSON.stringify, and for errors their message, stack,
+ * cause and every own property.
+ */
+export function leaks(value, secret = CANARY) {
+  const deep = { depth: Infinity, showHidden: true };
+  const texts = [inspect(value, { ...deep, getters: true })];
+  try {
+    texts.push(JSON.stringify(value));
+  } catch {
+    // not serializable: inspect covers it
+  }
+  if (value instanceof Error) {
+    texts.push(value.message, String(value.stack), inspect(value.cause, deep));
+    for (const key of Reflect.ownKeys(value)) texts.push(inspect(value[key], deep));
+  }
+  return texts.some((t) => typeof t === 'string' && t.includes(secret));
+}
 
 export function signals(overrides = {}) {
   return {

@@ -3,23 +3,9 @@
 // properties), events, mappings, results, JSON.stringify or util.inspect of the router.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { inspect } from 'node:util';
 import { InMemoryProviderRegistry, SandboxRouter } from '../index.mjs';
-import { CANARY, definition, signals } from './fixtures.mjs';
+import { CANARY, definition, leaks, signals } from './fixtures.mjs';
 
-function leaks(value) {
-  const texts = [inspect(value, { depth: Infinity, showHidden: true, getters: true })];
-  try {
-    texts.push(JSON.stringify(value));
-  } catch {
-    // not serializable: inspect covers it
-  }
-  if (value instanceof Error) {
-    texts.push(value.message, String(value.stack), inspect(value.cause, { depth: Infinity, showHidden: true }));
-    for (const key of Reflect.ownKeys(value)) texts.push(inspect(value[key], { depth: Infinity, showHidden: true }));
-  }
-  return texts.some((t) => typeof t === 'string' && t.includes(CANARY));
-}
 
 // A runtime whose closure holds the key and whose every failure mentions it.
 function secretRuntime(mode) {
@@ -123,4 +109,21 @@ test('canary: a runtime op failure by id leaks nothing', async () => {
   const err = await router.runScript(s.id, { command: 'x' }).catch((e) => e);
   assert.equal(err.code, 'PROVIDER_RUNTIME_ERROR');
   assert.ok(!leaks(err));
+});
+
+test('the leak detector fires on every place it checks (must-fire) and not on clean values (must-not-fire)', () => {
+  const hidden = {};
+  Object.defineProperty(hidden, 'k', { value: CANARY, enumerable: false });
+  const withGetter = {
+    get k() {
+      return CANARY;
+    },
+  };
+  const ownProp = Object.assign(new Error('clean'), { detail: { deep: [CANARY] } });
+  const viaCause = new Error('clean', { cause: { text: CANARY } });
+  for (const v of [CANARY, { a: { b: { c: CANARY } } }, hidden, withGetter, new Error(CANARY), ownProp, viaCause]) {
+    assert.equal(leaks(v), true, `missed in ${typeof v}`);
+  }
+  assert.equal(leaks({ a: 'clean' }, 'other-secret'), false);
+  for (const v of [{ a: 'clean' }, new Error('clean', { cause: 'clean' }), null, 42]) assert.equal(leaks(v), false);
 });

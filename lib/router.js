@@ -497,6 +497,7 @@ class SandboxRouter {
       let attempts = null;
       let skipped = null;
       let made = 0;
+      run.sandboxId = id;
       for (let pos = 0; pos < order.length; pos++) {
         const def = view.definitions[order[pos]];
         let token = null;
@@ -507,7 +508,6 @@ class SandboxRouter {
         }
         made++;
         if (this.#observer !== null) this.#emit('attempt.started', { sandboxId: id, providerId: def.id, attempt: made });
-        run.sandboxId = id;
         run.providerId = def.id;
         run.timeoutMs = timeoutMs;
         run.token = token;
@@ -862,16 +862,8 @@ class SandboxRouter {
     if (cached) return cached;
     const rt = def.runtime;
     if (!isFn(rt.getById)) return { id: record.providerSandboxId };
-    let handle;
-    try {
-      handle = await within(rt.getById(record.providerSandboxId), this.#operationTimeoutMs);
-    } catch (error) {
-      if (error instanceof ProviderPackageMissingError) throw error;
-      // An adapter that reports "not found" by rejecting: the sandbox is gone.
-      if (isNotFound(error)) return null;
-      throw new ProviderRuntimeError(def.id, `${operation}: getById`);
-    }
-    if (handle === TIMED_OUT) throw new ProviderRuntimeError(def.id, `${operation}: getById`, this.#operationTimeoutMs);
+    // An adapter may report "not found" by rejecting: the sandbox is gone (null) either way.
+    const handle = await this.#bounded(() => rt.getById(record.providerSandboxId), def, `${operation}: getById`, this.#operationTimeoutMs, true);
     return handle ?? null;
   }
 
@@ -889,13 +881,15 @@ class SandboxRouter {
   /**
    * One runtime call for an operation by id: its result, or a sanitized ProviderRuntimeError
    * (a failure, or OPERATION_TIMEOUT when it has not settled within `ms`: outcome unknown).
+   * With `notFoundIsNull`, a "not found" rejection resolves to null instead.
    */
-  async #bounded(call, def, operation, ms) {
+  async #bounded(call, def, operation, ms, notFoundIsNull = false) {
     let r;
     try {
       r = await within(call(), ms);
     } catch (error) {
       if (error instanceof ProviderPackageMissingError) throw error;
+      if (notFoundIsNull && isNotFound(error)) return null;
       throw new ProviderRuntimeError(def.id, operation);
     }
     if (r === TIMED_OUT) throw new ProviderRuntimeError(def.id, operation, ms);

@@ -9,8 +9,8 @@
 //! fields differ between sources (`vcpu` vs `resources`), which is one more reason this
 //! reader only counts.
 
-use super::http::{Auth, Fetch, HttpFetch};
-use super::{endpoint, parse_body, slot_plan, slots_or_unknown, PageGuard, ReaderConfig};
+use super::http::{Auth, Fetch};
+use super::{endpoint, parse_body, slot_reader, slots_or_unknown, PageGuard, ReaderConfig};
 use crate::core::capacity::{Measurement, UnknownReason};
 use serde::Deserialize;
 
@@ -43,15 +43,10 @@ async fn count<F: Fetch>(cfg: &ReaderConfig, fetch: &mut F) -> Result<usize, Unk
 
 /// Reads an Agent37 account's instance count (see the module docs).
 pub async fn read(cfg: &ReaderConfig, api_key: &str) -> Measurement {
-    let (limit, required) = match slot_plan(cfg) {
-        Ok(p) => p,
-        Err(r) => return Measurement::Unknown(r),
-    };
-    let mut fetch = match HttpFetch::new(Auth::Bearer(api_key), &[]) {
-        Ok(f) => f,
-        Err(r) => return Measurement::Unknown(r),
-    };
-    measure(cfg, limit, required, &mut fetch).await
+    match slot_reader(cfg, Auth::Bearer(api_key)) {
+        Ok((limit, required, mut fetch)) => measure(cfg, limit, required, &mut fetch).await,
+        Err(m) => m,
+    }
 }
 
 #[cfg(test)]

@@ -414,18 +414,6 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
 /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` to epoch milliseconds.
 pub fn parse_rfc3339_ms(s: &str) -> Option<f64> {
     let b = s.as_bytes();
@@ -485,7 +473,7 @@ pub fn parse_rfc3339_ms(s: &str) -> Option<f64> {
 pub fn format_rfc3339_ms(ms: f64) -> String {
     let total = ms.floor() as i64;
     let (days, rem) = (total.div_euclid(86_400_000), total.rem_euclid(86_400_000));
-    let (y, m, d) = civil_from_days(days);
+    let (y, m, d) = crate::core::clock::civil_from_days(days);
     let (h, mi, s, milli) = (rem / 3_600_000, rem / 60_000 % 60, rem / 1000 % 60, rem % 1000);
     format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{milli:03}Z")
 }

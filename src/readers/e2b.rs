@@ -13,8 +13,8 @@
 //! Items are parsed only far enough to prove they are sandbox objects (`sandboxID` string);
 //! anything else is `MALFORMED`.
 
-use super::http::{Auth, Fetch, HttpFetch};
-use super::{endpoint, page_size, parse_body, slot_plan, slots_or_unknown, PageGuard, ReaderConfig};
+use super::http::{Auth, Fetch};
+use super::{endpoint, page_size, parse_body, slot_reader, slots_or_unknown, PageGuard, ReaderConfig};
 use crate::core::capacity::{Measurement, UnknownReason};
 use serde::Deserialize;
 
@@ -72,15 +72,10 @@ async fn count<F: Fetch>(cfg: &ReaderConfig, fetch: &mut F) -> Result<usize, Unk
 
 /// Reads an E2B account's running-sandbox count (see the module docs).
 pub async fn read(cfg: &ReaderConfig, api_key: &str) -> Measurement {
-    let (limit, required) = match slot_plan(cfg) {
-        Ok(p) => p,
-        Err(r) => return Measurement::Unknown(r),
-    };
-    let mut fetch = match HttpFetch::new(Auth::Header("x-api-key", api_key), &[]) {
-        Ok(f) => f,
-        Err(r) => return Measurement::Unknown(r),
-    };
-    measure(cfg, limit, required, &mut fetch).await
+    match slot_reader(cfg, Auth::Header("x-api-key", api_key)) {
+        Ok((limit, required, mut fetch)) => measure(cfg, limit, required, &mut fetch).await,
+        Err(m) => m,
+    }
 }
 
 #[cfg(test)]

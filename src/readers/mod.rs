@@ -194,6 +194,17 @@ pub(crate) fn slot_plan(cfg: &ReaderConfig) -> Result<(f64, f64), UnknownReason>
     Ok((limit, cfg.demand.sandboxes.unwrap_or(1.0)))
 }
 
+/// What an instance-counting reader needs before its first request: the slot plan
+/// ([`slot_plan`]) and an authenticated client. `Err` is the measurement that ends the read.
+pub(crate) fn slot_reader(
+    cfg: &ReaderConfig,
+    auth: http::Auth<'_>,
+) -> Result<(f64, f64, http::HttpFetch), Measurement> {
+    let (limit, required) = slot_plan(cfg).map_err(Measurement::Unknown)?;
+    let fetch = http::HttpFetch::new(auth, &[]).map_err(Measurement::Unknown)?;
+    Ok((limit, required, fetch))
+}
+
 /// Reads one provider account's capacity. `config` is the JSON described on
 /// [`ReaderConfig`]; `api_key` is only ever sent as the provider's auth header.
 ///
