@@ -16,7 +16,7 @@ export interface RuntimeHandle {
   workdir?: string;
 }
 
-/** Options of `SandboxRuntime.launch`. */
+/** Options of `SandboxRuntime.launch` and `launchDetached`. */
 export interface RuntimeLaunchOptions {
   name?: string;
   env?: Record<string, string>;
@@ -24,15 +24,37 @@ export interface RuntimeLaunchOptions {
   createTimeoutSeconds?: number;
 }
 
-/** Options of the label queries. */
+/** Options of `SandboxRuntime.getById`. */
+export interface RuntimeGetByIdOptions {
+  /** Only a sandbox in one of these states; `null` or absent: any state. */
+  states?: readonly string[] | null;
+  /**
+   * Claim the sandbox as owned by this process. Without it the published adapters return an
+   * *attached* handle, whose `destroy`/`stop`/`start` leave the remote sandbox alone.
+   */
+  owned?: boolean;
+}
+
+/** Options of `findByLabels` and `findAllByLabels`. */
 export interface RuntimeLabelQueryOptions {
   states?: readonly string[] | null;
   limit?: number;
   pageSize?: number;
+  /** As in `getById`: return owned handles instead of attached ones. */
   owned?: boolean;
+  /** Skip sandboxes with these provider ids. */
   excludeIds?: readonly string[];
   timeoutMs?: number;
+}
+
+/** Options of `countByLabels`. */
+export interface RuntimeCountByLabelsOptions {
+  states?: readonly string[] | null;
+  limit?: number;
+  pageSize?: number;
+  /** Stop counting at this value. */
   maxCount?: number;
+  timeoutMs?: number;
 }
 
 /** Options of `runScript`. */
@@ -43,7 +65,7 @@ export interface RunScriptOptions {
   env?: Record<string, string>;
 }
 
-/** Result of `runScript`. */
+/** Result of `runScript` (and of `getScriptLogs`). */
 export interface RunScriptResult {
   output: string;
   stdout?: string;
@@ -52,7 +74,23 @@ export interface RunScriptResult {
   cmdId?: string;
 }
 
-/** Files for `uploadBundle`. */
+/** Options of `startScript`: those of `runScript`, plus `suppressInputEcho`. */
+export interface StartScriptOptions extends RunScriptOptions {
+  suppressInputEcho?: boolean;
+}
+
+/** What `startScript` resolves with: the ids that `getScriptStatus`/`getScriptLogs` take. */
+export interface StartedScript {
+  sessionId: string;
+  commandId: string;
+}
+
+/** What `getScriptStatus` resolves with: `exitCode` is `null` while the command runs. */
+export interface ScriptStatus {
+  exitCode: number | null;
+}
+
+/** Files for `uploadBundle`. A `source` string is the adapter's to interpret; a `Buffer` is a `Uint8Array`. */
 export interface UploadBundle {
   files: Array<{ source: string | Uint8Array; destination: string }>;
 }
@@ -60,23 +98,41 @@ export interface UploadBundle {
 /**
  * The `SandboxRuntime` port of `@agent-relay/sandbox`. The router accepts any object of
  * this shape unchanged; it never infers capabilities from which methods exist.
+ *
+ * Every signature is the port's own, so an adapter declared to the port type-checks here
+ * under `--strict`. The router itself needs only `id`, `launch` and `destroy`; the port's
+ * other required members (`findByLabels`, `findAllByLabels`, `countByLabels`,
+ * `uploadBundle`, `runScript`) are optional here, so a minimal runtime fits as well.
+ * `startScript`, `getScriptStatus` and `getScriptLogs` are one capability: all or none.
  */
 export interface SandboxRuntime {
+  /** The adapter kind (`daytona`, `e2b`, `local`, …), not the router's provider id. */
   readonly id: string;
+  /** The only acquisition call; resolves with a handle only on success. */
   launch(options?: RuntimeLaunchOptions): Promise<RuntimeHandle>;
+  /** Like `launch`; the sandbox may still be booting. */
   launchDetached?(options?: RuntimeLaunchOptions): Promise<RuntimeHandle>;
-  getById?(id: string, options?: { states?: readonly string[] | null; owned?: boolean }): Promise<RuntimeHandle | null>;
+  /** Re-resolves a sandbox by provider id; `null` when it does not exist. */
+  getById?(id: string, options?: RuntimeGetByIdOptions): Promise<RuntimeHandle | null>;
   findByLabels?(labels: Record<string, string>, options?: RuntimeLabelQueryOptions): Promise<RuntimeHandle | null>;
+  /** Some adapters answer `[]` both for "no match" and "no server-side label search". */
   findAllByLabels?(labels: Record<string, string>, options?: RuntimeLabelQueryOptions): Promise<RuntimeHandle[]>;
-  countByLabels?(labels: Record<string, string>, options?: RuntimeLabelQueryOptions): Promise<number>;
+  countByLabels?(labels: Record<string, string>, options?: RuntimeCountByLabelsOptions): Promise<number>;
   uploadBundle?(handle: RuntimeHandle, bundle: UploadBundle): Promise<void>;
   runScript?(handle: RuntimeHandle, options: RunScriptOptions): Promise<RunScriptResult>;
-  startScript?(handle: RuntimeHandle, options: RunScriptOptions): Promise<unknown>;
-  getScriptStatus?(handle: RuntimeHandle, cmdId: string): Promise<unknown>;
-  getScriptLogs?(handle: RuntimeHandle, cmdId: string): Promise<unknown>;
+  /** Submits a command without waiting for it. */
+  startScript?(handle: RuntimeHandle, options: StartScriptOptions): Promise<StartedScript>;
+  /** Three arguments: the ids `startScript` returned. */
+  getScriptStatus?(handle: RuntimeHandle, sessionId: string, commandId: string): Promise<ScriptStatus>;
+  /** Three arguments: the ids `startScript` returned. */
+  getScriptLogs?(handle: RuntimeHandle, sessionId: string, commandId: string): Promise<RunScriptResult>;
+  /** May be a no-op on some providers. */
   start?(handle: RuntimeHandle): Promise<RuntimeHandle>;
+  /** May be a no-op on some providers. */
   stop?(handle: RuntimeHandle): Promise<void>;
+  /** Adapters generally tolerate an already-deleted sandbox. */
   destroy(handle: RuntimeHandle): Promise<void>;
+  /** Provider-declared; an omitted field defaults to `true`. */
   declaredCapabilities?: { warmLease?: boolean; lifecycle?: boolean };
 }
 
@@ -404,46 +460,151 @@ export interface ProvisioningAvailability {
   hasAvailableCredentials(providerId: ProviderId): boolean | Promise<boolean>;
 }
 
-/** Event types the router emits. */
-export type RoutingEventType =
-  | 'provision.validated'
-  | 'provider.rejected'
-  | 'provision.ranked'
-  | 'capacity.skipped'
-  | 'capacity.admitted'
-  | 'attempt.started'
-  | 'attempt.failed'
-  | 'attempt.succeeded'
-  | 'fallback.advanced'
-  | 'mapping.persisted'
-  | 'mapping.failed'
-  | 'cleanup.completed'
-  | 'provision.exhausted'
-  | 'sandbox.destroyed';
-
-/** A structured event: ids and codes only, never credentials or provider text. */
-export interface RoutingEvent {
-  type: RoutingEventType;
-  /** ISO-8601. */
+/**
+ * Fields every event carries. Events carry ids and codes only, never credentials or
+ * provider text.
+ */
+export interface RoutingEventBase {
+  /** ISO-8601 time of emission. */
   at: string;
-  sandboxId?: string;
-  providerId?: ProviderId;
-  attempt?: number;
-  code?: string;
-  retryable?: boolean;
-  reasons?: RejectionReason[];
-  providerIds?: ProviderId[];
-  summary?: string;
-  fromProviderId?: ProviderId;
-  toProviderId?: ProviderId;
-  succeeded?: boolean;
-  reason?: string;
-  detached?: boolean;
-  [key: string]: unknown;
+  /** The router's `sbx_…` id: of the provision (allocated before the launch), or of the destroyed sandbox. */
+  sandboxId: string;
 }
 
-/** An event sink: a function, or an object with `emit`. Never awaited; failures ignored. */
-export type RoutingObserver = ((event: RoutingEvent) => void | Promise<void>) | { emit(event: RoutingEvent): void | Promise<void> };
+/** The request passed validation; a provision (or `provisionDetached`) starts. */
+export interface ProvisionValidatedEvent extends RoutingEventBase {
+  type: 'provision.validated';
+  /** True for `provisionDetached`. */
+  detached: boolean;
+}
+
+/** One per pool the filters rejected. */
+export interface ProviderRejectedEvent extends RoutingEventBase {
+  type: 'provider.rejected';
+  providerId: ProviderId;
+  reasons: RejectionReason[];
+}
+
+/** The attempt order is known. */
+export interface ProvisionRankedEvent extends RoutingEventBase {
+  type: 'provision.ranked';
+  /** One line, as in `RoutingExplanation.summary`. */
+  summary: string;
+  /** The attempt order, best first. */
+  providerIds: ProviderId[];
+}
+
+/** Capacity routing skipped a pool without consuming an attempt. */
+export interface CapacitySkippedEvent extends RoutingEventBase {
+  type: 'capacity.skipped';
+  providerId: ProviderId;
+  status: 'UNKNOWN' | 'EXHAUSTED';
+  /** `UNKNOWN`: a `CapacityUnknownReason` or `NO_CAPACITY_READER`; `EXHAUSTED`: the full dimension (`cpu`, `sandboxes`, …). */
+  reason: string;
+}
+
+/** Capacity routing admitted a pool for the next launch. */
+export interface CapacityAdmittedEvent extends RoutingEventBase {
+  type: 'capacity.admitted';
+  providerId: ProviderId;
+}
+
+/** A launch begins. */
+export interface AttemptStartedEvent extends RoutingEventBase {
+  type: 'attempt.started';
+  providerId: ProviderId;
+  /** 1-based. */
+  attempt: number;
+}
+
+/** A launch failed. */
+export interface AttemptFailedEvent extends RoutingEventBase {
+  type: 'attempt.failed';
+  providerId: ProviderId;
+  /** 1-based. */
+  attempt: number;
+  /** Your classifier's code, or one of the router's (`PROVIDER_LAUNCH_OUTCOME_UNKNOWN`, `ACQUISITION_TIMEOUT`, …). */
+  code: string;
+  retryable: boolean;
+}
+
+/** A launch succeeded. */
+export interface AttemptSucceededEvent extends RoutingEventBase {
+  type: 'attempt.succeeded';
+  providerId: ProviderId;
+  /** 1-based. */
+  attempt: number;
+}
+
+/** A proven pre-allocation failure moves on to the next pool. */
+export interface FallbackAdvancedEvent extends RoutingEventBase {
+  type: 'fallback.advanced';
+  fromProviderId: ProviderId;
+  toProviderId: ProviderId;
+  /** The number of the attempt about to start. */
+  attempt: number;
+}
+
+/** The mapping record was stored. */
+export interface MappingPersistedEvent extends RoutingEventBase {
+  type: 'mapping.persisted';
+  providerId: ProviderId;
+}
+
+/** The mapping record could not be stored; a cleanup destroy follows (`cleanup.completed`). */
+export interface MappingFailedEvent extends RoutingEventBase {
+  type: 'mapping.failed';
+  providerId: ProviderId;
+}
+
+/** The router destroyed a sandbox nobody holds: after a mapping failure, or a launch that succeeded after its deadline. */
+export interface CleanupCompletedEvent extends RoutingEventBase {
+  type: 'cleanup.completed';
+  providerId: ProviderId;
+  reason: 'mapping-failed' | 'late-launch';
+  /** False: the sandbox may still exist; find it by `SANDBOX_ID_LABEL`. */
+  succeeded: boolean;
+}
+
+/** The provision failed; `code` is the code of the error it rejects with. */
+export interface ProvisionExhaustedEvent extends RoutingEventBase {
+  type: 'provision.exhausted';
+  code: string;
+  /** With `NO_ELIGIBLE_PROVIDER` only: the explanation's summary. */
+  summary?: string;
+}
+
+/** `destroy(id)` completed and the mapping is gone. */
+export interface SandboxDestroyedEvent extends RoutingEventBase {
+  type: 'sandbox.destroyed';
+  providerId: ProviderId;
+}
+
+/** A structured event, discriminated on `type`: `switch (event.type)` narrows it. */
+export type RoutingEvent =
+  | ProvisionValidatedEvent
+  | ProviderRejectedEvent
+  | ProvisionRankedEvent
+  | CapacitySkippedEvent
+  | CapacityAdmittedEvent
+  | AttemptStartedEvent
+  | AttemptFailedEvent
+  | AttemptSucceededEvent
+  | FallbackAdvancedEvent
+  | MappingPersistedEvent
+  | MappingFailedEvent
+  | CleanupCompletedEvent
+  | ProvisionExhaustedEvent
+  | SandboxDestroyedEvent;
+
+/** Event types the router emits. */
+export type RoutingEventType = RoutingEvent['type'];
+
+/**
+ * An event sink: a function, or an object with `emit`. Called synchronously, never awaited;
+ * its return value is ignored, and a throw or a rejection changes nothing.
+ */
+export type RoutingObserver = ((event: RoutingEvent) => unknown) | { emit(event: RoutingEvent): unknown };
 
 /** Options of `new SandboxRouter`. */
 export interface SandboxRouterOptions {
@@ -576,7 +737,11 @@ export interface CapacityPolicy {
 // Errors
 // ---------------------------------------------------------------------------------------
 
-/** Base class of every error the router throws. */
+/**
+ * Base class of every error the router throws. `code` is a `string` here; each subclass
+ * narrows it to the union of its documented codes, so `instanceof` then `switch (err.code)`
+ * is checked by the compiler.
+ */
 export declare class SandboxRouterError extends Error {
   readonly code: string;
   /** Field path, for validation errors. */
@@ -585,21 +750,32 @@ export declare class SandboxRouterError extends Error {
   readonly sandboxId?: string;
 }
 /** `INVALID_REQUEST`, `RESERVED_LABEL`, `INVALID_SANDBOX_ID`, `INVALID_INPUT`. */
-export declare class SandboxRequestValidationError extends SandboxRouterError {}
+export declare class SandboxRequestValidationError extends SandboxRouterError {
+  readonly code: 'INVALID_REQUEST' | 'RESERVED_LABEL' | 'INVALID_SANDBOX_ID' | 'INVALID_INPUT';
+}
 /** `ROUTING_NOT_APPLICABLE`: fleet placement, node affinity, or no sandbox. */
-export declare class RoutingNotApplicableError extends SandboxRouterError {}
+export declare class RoutingNotApplicableError extends SandboxRouterError {
+  readonly code: 'ROUTING_NOT_APPLICABLE';
+}
 /** `NO_ELIGIBLE_PROVIDER`: nothing will change by retrying the same request. */
 export declare class NoEligibleProviderError extends SandboxRouterError {
+  readonly code: 'NO_ELIGIBLE_PROVIDER';
   readonly summary: string;
   readonly rejections: RejectedProvider[];
 }
 /** `INVALID_PROVIDER_ID`, `DUPLICATE_PROVIDER`, `INVALID_PROVIDER_DEFINITION`, `PROVIDER_NOT_REGISTERED`. */
-export declare class ProviderRegistryError extends SandboxRouterError {}
+export declare class ProviderRegistryError extends SandboxRouterError {
+  readonly code: 'INVALID_PROVIDER_ID' | 'DUPLICATE_PROVIDER' | 'INVALID_PROVIDER_DEFINITION' | 'PROVIDER_NOT_REGISTERED';
+}
 /** `INVALID_CONFIGURATION`. */
-export declare class SandboxRouterConfigurationError extends SandboxRouterError {}
+export declare class SandboxRouterConfigurationError extends SandboxRouterError {
+  readonly code: 'INVALID_CONFIGURATION';
+}
 /** `PROVIDER_RUNTIME_ERROR`: only the provider id and the operation survive. */
 export declare class ProviderRuntimeError extends SandboxRouterError {
   constructor(providerId: string, operation: string);
+  /** `OPERATION_TIMEOUT`: the call did not settle within `operationTimeoutMs` (outcome unknown). */
+  readonly code: 'PROVIDER_RUNTIME_ERROR' | 'OPERATION_TIMEOUT';
   readonly providerId: ProviderId;
   readonly operation: string;
 }
@@ -614,28 +790,42 @@ export declare class ProviderProvisioningError extends SandboxRouterError {
   readonly attempts: AttemptRecord[];
 }
 /** `PROVISIONING_AVAILABILITY_FAILED`. */
-export declare class ProvisioningAvailabilityError extends SandboxRouterError {}
+export declare class ProvisioningAvailabilityError extends SandboxRouterError {
+  readonly code: 'PROVISIONING_AVAILABILITY_FAILED';
+}
 /** `PROVIDER_CAPACITY_EXHAUSTED`: retry later, capacity changes. */
 export declare class ProviderCapacityExhaustedError extends SandboxRouterError {
+  readonly code: 'PROVIDER_CAPACITY_EXHAUSTED';
   /** `reason`: an unknown-measurement reason, `NO_CAPACITY_READER`, or the full dimension (`cpu`, `sandboxes`, …). */
   readonly rejections: Array<{ providerId: ProviderId; status: 'UNKNOWN' | 'EXHAUSTED'; reason: string }>;
 }
 /** `MAPPING_PERSISTENCE_FAILED` (with `cleanup`: `destroyed` | `failed`) or `MAPPING_READ_FAILED`. */
 export declare class MappingPersistenceError extends SandboxRouterError {
+  readonly code: 'MAPPING_PERSISTENCE_FAILED' | 'MAPPING_READ_FAILED';
   readonly cleanup?: 'destroyed' | 'failed';
 }
 /** `SANDBOX_NOT_FOUND`. */
-export declare class SandboxNotFoundError extends SandboxRouterError {}
+export declare class SandboxNotFoundError extends SandboxRouterError {
+  readonly code: 'SANDBOX_NOT_FOUND';
+}
 /** `ACQUISITION_TIMEOUT`: outcome unknown; the sandbox may exist. */
 export declare class AcquisitionTimeoutError extends SandboxRouterError {
+  readonly code: 'ACQUISITION_TIMEOUT';
   readonly timeoutMs: number;
 }
-/** `PROVIDER_PACKAGE_MISSING`: an optional provider package is not installed. */
+/**
+ * An optional provider package could not be used: `PROVIDER_PACKAGE_MISSING` (not
+ * installed), `PROVIDER_PACKAGE_LOAD_FAILED` (installed, but failed to load) or
+ * `PROVIDER_OPERATION_UNSUPPORTED` (the installed adapter lacks the method called).
+ */
 export declare class ProviderPackageMissingError extends SandboxRouterError {
+  readonly code: 'PROVIDER_PACKAGE_MISSING' | 'PROVIDER_PACKAGE_LOAD_FAILED' | 'PROVIDER_OPERATION_UNSUPPORTED';
   readonly packageName: string;
 }
 /** `INTERNAL_ERROR`: a bug in the router (e.g. a caught native panic). */
-export declare class SandboxRouterInternalError extends SandboxRouterError {}
+export declare class SandboxRouterInternalError extends SandboxRouterError {
+  readonly code: 'INTERNAL_ERROR';
+}
 
 // ---------------------------------------------------------------------------------------
 // Credential-first construction
