@@ -6,6 +6,9 @@
 // Errors carry only what we put in them: codes, provider ids, operations, field paths.
 // Never a provider's message, stack or cause, never a credential.
 
+/** Every error this package made: an identity check that touches no property of a value. */
+const OURS = new WeakSet();
+
 class SandboxRouterError extends Error {
   /**
    * @param {string} message
@@ -14,6 +17,7 @@ class SandboxRouterError extends Error {
    */
   constructor(message, code, details) {
     super(message);
+    OURS.add(this);
     Object.defineProperty(this, 'name', { value: new.target.name, enumerable: false, configurable: true, writable: true });
     this.code = code;
     if (details) {
@@ -46,9 +50,16 @@ class SandboxRouterConfigurationError extends SandboxRouterError {}
  * Holds only `providerId` and `operation`.
  */
 class ProviderRuntimeError extends SandboxRouterError {
-  constructor(providerId, operation, timeoutMs) {
+  /**
+   * @param {string} providerId
+   * @param {string} operation
+   * @param {number} [timeoutMs] set for OPERATION_TIMEOUT
+   * @param {{ status?: number, errorClass?: string }} [facts] what the credential-first
+   *   surface keeps of an SDK error: its numeric HTTP status and its class name, never text
+   */
+  constructor(providerId, operation, timeoutMs, facts) {
     if (timeoutMs === undefined) {
-      super(`provider ${providerId} failed during ${operation}`, 'PROVIDER_RUNTIME_ERROR', { providerId, operation });
+      super(`provider ${providerId} failed during ${operation}`, 'PROVIDER_RUNTIME_ERROR', { providerId, operation, ...facts });
     } else {
       super(`provider ${providerId} did not settle ${operation} within ${timeoutMs} ms; outcome unknown`, 'OPERATION_TIMEOUT', {
         providerId,
@@ -70,10 +81,19 @@ class MappingPersistenceError extends SandboxRouterError {}
 class SandboxNotFoundError extends SandboxRouterError {}
 /** A launch did not settle within `acquisitionTimeoutMs`; the sandbox may exist. */
 class AcquisitionTimeoutError extends SandboxRouterError {}
-/** A built-in provider's optional package could not be loaded. */
+/**
+ * A built-in provider's optional package could not be loaded: `PROVIDER_PACKAGE_MISSING`
+ * (not installed) or `PROVIDER_PACKAGE_LOAD_FAILED` (installed, but it failed to load; with
+ * `missingModule` when a module it needs is absent).
+ */
 class ProviderPackageMissingError extends SandboxRouterError {}
 /** A bug in the router itself (e.g. a caught native panic). */
 class SandboxRouterInternalError extends SandboxRouterError {}
+/**
+ * `NATIVE_BINARY_NOT_FOUND`: no native binary fits this platform (`triple`, e.g.
+ * `linux-arm64-musl`); thrown by lib/native.js when the package is first loaded.
+ */
+class NativeBinaryNotFoundError extends SandboxRouterError {}
 
 const CLASS_BY_CODE = {
   INVALID_REQUEST: SandboxRequestValidationError,
@@ -88,6 +108,11 @@ const CLASS_BY_CODE = {
   INVALID_INPUT: SandboxRequestValidationError,
   INTERNAL_ERROR: SandboxRouterInternalError,
 };
+
+/** Whether `value` is an error this package made. Never throws, reads no property of `value`. */
+function isRouterError(value) {
+  return typeof value === 'object' && value !== null && OURS.has(value);
+}
 
 /**
  * Turns an error thrown by the native binding into an instance of the right class.
@@ -135,6 +160,8 @@ module.exports = {
   AcquisitionTimeoutError,
   ProviderPackageMissingError,
   SandboxRouterInternalError,
+  NativeBinaryNotFoundError,
   fromNative,
   callNative,
+  isRouterError,
 };

@@ -12,7 +12,10 @@
 const {
   SandboxRouterConfigurationError,
   ProviderPackageMissingError,
+  ProviderRuntimeError,
+  isRouterError,
 } = require('./errors.js');
+const { guarded, copyOptions, shown } = require('./guard.js');
 const { InMemoryProviderRegistry } = require('./registry.js');
 const { SandboxRouter } = require('./router.js');
 const { createCapacityReader } = require('./capacity-readers.js');
@@ -112,7 +115,7 @@ const PROVIDERS = {
 };
 
 function configError(provider, field, expectation) {
-  const where = provider ? `providers.${provider}.${field}` : field;
+  const where = provider ? `providers.${shown(provider)}.${shown(field)}` : shown(field);
   return new SandboxRouterConfigurationError(`invalid configuration: ${where} ${expectation}`, 'INVALID_CONFIGURATION', {
     providerId: provider || undefined,
     field: where,
@@ -189,20 +192,67 @@ function checkCommon(provider, entry) {
 /** The default module loader: a dynamic import, resolved from this package. */
 const defaultLoader = (specifier) => import(specifier);
 
+// "Cannot find package 'x' imported from …" (ESM), "Cannot find module 'x'" (CommonJS).
+const NOT_FOUND_TEXT = /^Cannot find (?:package|module) '([^']{1,1024})'/;
+// An npm package name, optionally with a subpath: what we may name in an error.
+const MODULE_NAME = /^(?:@[a-z0-9][a-z0-9._~-]*\/)?[a-z0-9][a-z0-9._~-]*(?:\/[A-Za-z0-9._~@-]+)*$/;
+
+/**
+ * Which module a module-not-found error is about, as a module name (never a message): the
+ * specifier Node names, cut to the part after the last `node_modules/` for a file path.
+ * Null when it cannot be told.
+ */
+function missingModuleOf(error) {
+  let text;
+  try {
+    text = guarded(() => {
+      const code = error !== null && typeof error === 'object' ? error.code : undefined;
+      if (code !== 'ERR_MODULE_NOT_FOUND' && code !== 'MODULE_NOT_FOUND') return undefined;
+      const m = typeof error.message === 'string' ? NOT_FOUND_TEXT.exec(error.message) : null;
+      return m ? m[1] : null;
+    });
+  } catch {
+    return undefined;
+  }
+  if (typeof text !== 'string') return text;
+  let name = text.replace(/\\/g, '/');
+  const at = name.lastIndexOf('node_modules/');
+  if (at >= 0) name = name.slice(at + 'node_modules/'.length);
+  name = name.replace(/^file:\/\//, '');
+  return MODULE_NAME.test(name) && name.length <= 214 ? name : null;
+}
+
+/**
+ * Imports `name` through the loader. Tells apart a package that is absent
+ * (PROVIDER_PACKAGE_MISSING) from one that is installed but fails to load
+ * (PROVIDER_PACKAGE_LOAD_FAILED: one of its own modules is missing, or it throws at import),
+ * and names the missing module when it is known.
+ */
 async function loadPackage(loader, name, range) {
   try {
     return await loader(name);
   } catch (error) {
-    const missing = error && (error.code === 'ERR_MODULE_NOT_FOUND' || error.code === 'MODULE_NOT_FOUND');
+    const missing = missingModuleOf(error);
+    // undefined: not a module-not-found error at all; null: one whose module is unknown
+    // (treated as the package itself, the common case).
+    const absent = missing === null || missing === name || missing === `${name}/package.json`;
+    if (absent) {
+      throw new ProviderPackageMissingError(
+        `${name} is not installed; install it to use this provider: npm install ${name}${/^[>=<^~\d]/.test(range) ? `@"${range}"` : ''}`,
+        'PROVIDER_PACKAGE_MISSING',
+        { packageName: name },
+      );
+    }
     throw new ProviderPackageMissingError(
-      missing
-        ? `${name} is not installed; install it to use this provider: npm install ${name}${/^[>=<^~\d]/.test(range) ? `@"${range}"` : ''}`
-        : `${name} could not be loaded (it is installed but failed to initialise); check that its version satisfies ${range}`,
-      missing ? 'PROVIDER_PACKAGE_MISSING' : 'PROVIDER_PACKAGE_LOAD_FAILED',
-      { packageName: name },
+      typeof missing === 'string'
+        ? `${name} is installed but could not be loaded: the module ${missing} it needs was not found; reinstall it (npm install ${name}) and check that its version satisfies ${range}`
+        : `${name} is installed but failed to load (it threw while being imported); check that its version satisfies ${range}`,
+      'PROVIDER_PACKAGE_LOAD_FAILED',
+      typeof missing === 'string' ? { packageName: name, missingModule: missing } : { packageName: name },
     );
   }
 }
+
 
 /**
  * Builds the adapter for `provider` from already-validated options. Runs once, on the
@@ -252,6 +302,36 @@ const PORT_METHODS = [
 
 class ProviderOperationUnsupportedError extends ProviderPackageMissingError {}
 
+// A class name we may repeat: an identifier, short. Anything else is not reported.
+const CLASS_NAME = /^[A-Za-z_$][A-Za-z0-9_$]{0,63}$/;
+
+/**
+ * What the credential-first surface keeps of an SDK error: a ProviderRuntimeError with the
+ * provider and operation, plus the facts a classifier can use without provider text: the
+ * numeric HTTP status when the error exposes one (`status`, `statusCode` or
+ * `response.status`, an integer 100–599) and the error's class name (`errorClass`). Its
+ * message, stack, cause and every other property are dropped. Our own typed errors (a
+ * missing package) pass through unchanged.
+ */
+function sanitized(provider, operation, error) {
+  if (isRouterError(error)) return error;
+  let facts = {};
+  try {
+    facts = guarded(() => {
+      const out = {};
+      if (error === null || typeof error !== 'object') return out;
+      const status = [error.status, error.statusCode, error.response?.status].find((x) => Number.isInteger(x) && x >= 100 && x <= 599);
+      if (status !== undefined) out.status = status;
+      const name = error.constructor?.name;
+      if (typeof name === 'string' && CLASS_NAME.test(name)) out.errorClass = name;
+      return out;
+    });
+  } catch {
+    facts = {};
+  }
+  return new ProviderRuntimeError(provider, operation, undefined, facts);
+}
+
 /**
  * A port-shaped runtime for `provider` that constructs the real adapter on first use.
  * The returned object holds no credential: they stay in this function's closure.
@@ -271,18 +351,36 @@ function lazyRuntime(provider, options, loader) {
   const runtime = { id: provider };
   const delegate = (method) =>
     async function (...args) {
-      const a = await adapter();
+      let a;
+      try {
+        a = await adapter();
+      } catch (error) {
+        throw sanitized(provider, 'construct', error);
+      }
       if (typeof a[method] !== 'function') {
         throw new ProviderOperationUnsupportedError(`the ${provider} adapter does not implement ${method}`, 'PROVIDER_OPERATION_UNSUPPORTED', {
           packageName: SANDBOX_PACKAGE,
         });
       }
-      return a[method](...args);
+      try {
+        return await a[method](...args);
+      } catch (error) {
+        throw sanitized(provider, method, error);
+      }
     };
   runtime.launch = delegate('launch');
   if (!PROVIDERS[provider].noDetached) runtime.launchDetached = delegate('launchDetached');
   for (const m of PORT_METHODS) runtime[m] = delegate(m);
   return Object.freeze(runtime);
+}
+
+/** Caller options, copied once inside a guard (a throwing getter or Proxy trap is a typed error). */
+function readOptions(input) {
+  try {
+    return copyOptions(input, 5);
+  } catch {
+    throw configError(null, 'options', 'could not be read (a property access threw)');
+  }
 }
 
 function checkLoader(loader) {
@@ -294,13 +392,15 @@ function checkLoader(loader) {
  * Builds a credential-safe runtime for one provider, as the factory does, for callers
  * that keep their own registry. The adapter loads on the first operation.
  */
-function createProviderRuntime(provider, options, internals = {}) {
+function createProviderRuntime(provider, input, internals = {}) {
+  const options = readOptions(input);
+  if (typeof provider !== 'string') throw configError(null, 'provider', `must be one of ${[...Object.keys(PROVIDERS), 'local'].join(', ')}`);
   if (provider === 'local') return localRuntime(options ?? {});
   if (!Object.hasOwn(PROVIDERS, provider)) {
     throw configError(null, 'provider', `must be one of ${[...Object.keys(PROVIDERS), 'local'].join(', ')}`);
   }
   const adapterOptions = validateEntry(provider, options);
-  return lazyRuntime(provider, adapterOptions, checkLoader(internals.moduleLoader));
+  return lazyRuntime(provider, adapterOptions, checkLoader(readOptions(internals)?.moduleLoader));
 }
 
 function localRuntime(entry) {
@@ -366,7 +466,9 @@ const ROUTER_KEYS = ['providers', 'capacity', 'mappings', 'observer', 'provision
  * Builds a router from provider credentials, synchronously. Adapters and SDKs load on
  * the first operation of each provider.
  */
-function createSandboxRouter(options) {
+function createSandboxRouter(input) {
+  // Read once, inside a guard (guard.js); only the copy is consulted from here on.
+  const options = readOptions(input);
   if (!isObject(options)) throw configError(null, 'options', 'must be an object');
   for (const key of Object.keys(options)) {
     if (!ROUTER_KEYS.includes(key)) throw configError(null, key, 'is not a known option');

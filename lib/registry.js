@@ -6,6 +6,7 @@
 const { binding } = require('./binding.js');
 const { ProviderRegistryError, callNative } = require('./errors.js');
 const { serialize } = require('./serialize.js');
+const { guarded, shown } = require('./guard.js');
 
 /**
  * Validates and brands a provider id: non-empty, `[a-z0-9][a-z0-9._-]*`, at most 64 chars.
@@ -15,51 +16,56 @@ function asProviderId(id) {
   if (typeof id !== 'string') {
     throw new ProviderRegistryError('invalid provider id: must be a string', 'INVALID_PROVIDER_ID');
   }
+  if (id.length > 64) throw new ProviderRegistryError(`invalid provider id ${shown(id)}: at most 64 characters`, 'INVALID_PROVIDER_ID');
   callNative(() => binding.checkProviderId(id));
   return id;
 }
 
-function checkDefinition(def, position) {
-  if (def === null || typeof def !== 'object') {
+/**
+ * Reads one definition once, inside a guard (see guard.js), into the router's own entry:
+ * `{ id, runtime, capacity, detachable, json, definition }`. `definition` is the caller's
+ * object, handed back only to the caller's own callbacks (classifier, resolver).
+ */
+function readDefinition(def, position) {
+  const invalid = (field, what, providerId) =>
+    new ProviderRegistryError(`invalid provider definition ${providerId ?? `at position ${position}`}: ${field} ${what}`, 'INVALID_PROVIDER_DEFINITION', {
+      providerId,
+      field,
+    });
+  let raw;
+  try {
+    raw = guarded(() => {
+      if (def === null || typeof def !== 'object') return null;
+      const rt = def.runtime;
+      const rtOk = rt !== null && typeof rt === 'object' && typeof rt.launch === 'function' && typeof rt.destroy === 'function';
+      const capacity = def.capacity;
+      return {
+        id: def.id,
+        runtime: rt,
+        rtOk,
+        detachable: rtOk && typeof rt.launchDetached === 'function',
+        capacity,
+        capacityOk: capacity === undefined || (capacity !== null && typeof capacity === 'object' && typeof capacity.getCapacity === 'function'),
+        json: serialize({ id: def.id, capabilities: def.capabilities, signals: def.signals }),
+      };
+    });
+  } catch {
+    throw invalid(`providers[${position}]`, 'could not be read (a property access threw)');
+  }
+  if (raw === null) {
     throw new ProviderRegistryError(`provider definition at position ${position} must be an object`, 'INVALID_PROVIDER_DEFINITION', {
       field: `providers[${position}]`,
     });
   }
-  const id = asProviderId(def.id);
-  const rt = def.runtime;
-  if (rt === null || typeof rt !== 'object' || typeof rt.launch !== 'function' || typeof rt.destroy !== 'function') {
-    throw new ProviderRegistryError(
-      `invalid provider definition ${id}: runtime must be a SandboxRuntime (an object with launch and destroy methods)`,
-      'INVALID_PROVIDER_DEFINITION',
-      { providerId: id, field: 'runtime' },
-    );
-  }
-  if (def.capacity !== undefined && (def.capacity === null || typeof def.capacity.getCapacity !== 'function')) {
-    throw new ProviderRegistryError(
-      `invalid provider definition ${id}: capacity must be a CapacityReader (an object with getCapacity)`,
-      'INVALID_PROVIDER_DEFINITION',
-      { providerId: id, field: 'capacity' },
-    );
-  }
-  return id;
-}
-
-/** The JSON the native core reads for one definition. */
-function definitionJson(def) {
-  return serialize({ id: def.id, capabilities: def.capabilities, signals: def.signals });
-}
-
-function addTo(native, def) {
-  const json = definitionJson(def);
-  if (json === null) {
-    throw new ProviderRegistryError(`invalid provider definition ${def.id}: not serializable`, 'INVALID_PROVIDER_DEFINITION', {
-      providerId: def.id,
-    });
-  }
-  callNative(() => native.addPool(json, typeof def.runtime.launchDetached === 'function'));
+  const id = asProviderId(raw.id);
+  if (!raw.rtOk) throw invalid('runtime', 'must be a SandboxRuntime (an object with launch and destroy methods)', id);
+  if (!raw.capacityOk) throw invalid('capacity', 'must be a CapacityReader (an object with getCapacity)', id);
+  if (raw.json === null) throw invalid('(definition)', 'is not serializable', id);
+  return { id, runtime: raw.runtime, capacity: raw.capacity, detachable: raw.detachable, json: raw.json, definition: def };
 }
 
 const NATIVE = Symbol('sandbox-router.native-registry');
+const ENTRY = Symbol('sandbox-router.registry-entry');
 
 /**
  * A registry held in memory. A test/local reference: production callers with dynamic
@@ -69,27 +75,36 @@ class InMemoryProviderRegistry {
   #native = new binding.NativeRegistry();
   /** @type {object[]} */
   #definitions = [];
+  /** @type {object[]} the router's entries (readDefinition), by native index */
+  #entries = [];
   // `version` changes with every registration, so cached decisions know they are stale.
-  #view = { native: this.#native, key: this.#native.key, definitions: this.#definitions, version: 0 };
-  /** @type {Map<string, object>} */
+  #view = { native: this.#native, key: this.#native.key, definitions: this.#entries, version: 0 };
+  /** @type {Map<string, object>} entries by id */
   #byId = new Map();
 
   /** @param {readonly object[]} [definitions] */
   constructor(definitions = []) {
-    if (!Array.isArray(definitions)) {
+    let list;
+    try {
+      list = guarded(() => (Array.isArray(definitions) ? [...definitions] : null));
+    } catch {
+      list = null;
+    }
+    if (list === null) {
       throw new ProviderRegistryError('InMemoryProviderRegistry expects an array of provider definitions', 'INVALID_PROVIDER_DEFINITION');
     }
-    definitions.forEach((def, i) => this.#register(def, i));
+    list.forEach((def, i) => this.#register(def, i));
   }
 
   #register(def, position) {
-    const id = checkDefinition(def, position);
-    if (this.#byId.has(id)) {
-      throw new ProviderRegistryError(`duplicate provider id: ${id}`, 'DUPLICATE_PROVIDER', { providerId: id });
+    const entry = readDefinition(def, position);
+    if (this.#byId.has(entry.id)) {
+      throw new ProviderRegistryError(`duplicate provider id: ${entry.id}`, 'DUPLICATE_PROVIDER', { providerId: entry.id });
     }
-    addTo(this.#native, def);
+    callNative(() => this.#native.addPool(entry.json, entry.detachable));
     this.#definitions.push(def);
-    this.#byId.set(id, def);
+    this.#entries.push(entry);
+    this.#byId.set(entry.id, entry);
     this.#view.version++;
   }
 
@@ -106,6 +121,11 @@ class InMemoryProviderRegistry {
 
   /** The definition with this id, if any. */
   get(id) {
+    return this.#byId.get(id)?.definition;
+  }
+
+  /** @internal the router's entry for this id, if any. */
+  [ENTRY](id) {
     return this.#byId.get(id);
   }
 
@@ -128,14 +148,48 @@ class InMemoryProviderRegistry {
  * The parsed form of any registry. Ours is parsed once; a caller's own registry is
  * parsed on each call (its contents may change between calls).
  */
+/** Whether `registry` is ours (guarded: a hostile registry's prototype trap may throw). */
+function isOurs(registry) {
+  try {
+    return guarded(() => registry instanceof InMemoryProviderRegistry);
+  } catch {
+    throw new ProviderRegistryError('the registry could not be read', 'REGISTRY_READ_FAILED');
+  }
+}
+
 function nativeView(registry) {
-  if (registry instanceof InMemoryProviderRegistry) return registry[NATIVE]();
-  const definitions = registry.list();
+  if (isOurs(registry)) return registry[NATIVE]();
+  return fromList(registry)[NATIVE]();
+}
+
+function fromList(registry) {
+  let definitions;
+  try {
+    definitions = guarded(() => registry.list());
+  } catch {
+    throw new ProviderRegistryError('registry.list() threw', 'REGISTRY_READ_FAILED');
+  }
   if (!Array.isArray(definitions)) {
     throw new ProviderRegistryError('registry.list() must return an array', 'INVALID_PROVIDER_DEFINITION');
   }
-  const fresh = new InMemoryProviderRegistry(definitions);
-  return fresh[NATIVE]();
+  return new InMemoryProviderRegistry(definitions);
 }
 
-module.exports = { asProviderId, InMemoryProviderRegistry, nativeView, checkDefinition, definitionJson };
+/**
+ * The router's entry for pool `id` (an operation by id), or undefined. A caller's own
+ * registry is asked with `get(id)` when it has one, else through `list()`.
+ */
+function entryOf(registry, id) {
+  if (isOurs(registry)) return registry[ENTRY](id);
+  let def;
+  try {
+    def = guarded(() => (typeof registry.get === 'function' ? registry.get(id) : undefined));
+  } catch {
+    throw new ProviderRegistryError('registry.get() threw', 'REGISTRY_READ_FAILED', { providerId: id });
+  }
+  if (def === undefined || def === null) return fromList(registry)[ENTRY](id);
+  const entry = readDefinition(def, 0);
+  return entry.id === id ? entry : undefined;
+}
+
+module.exports = { asProviderId, InMemoryProviderRegistry, nativeView, entryOf, readDefinition };

@@ -23,8 +23,10 @@ const {
   ProviderPackageMissingError,
   fromNative,
   callNative,
+  isRouterError,
 } = require('./errors.js');
-const { nativeView } = require('./registry.js');
+const { nativeView, entryOf } = require('./registry.js');
+const { guarded, copyOptions, thenable, shown } = require('./guard.js');
 const { InMemoryMappingStore, SYNC, RECORD } = require('./mappings.js');
 const { serialize } = require('./serialize.js');
 const { compile } = require('./compile.js');
@@ -82,6 +84,9 @@ class InFlight {
 }
 
 const TIMED_OUT = Symbol('timed-out');
+const UNRESOLVED_TIMEOUT = JSON.stringify({ $unresolved: 'resolver timed out' });
+const UNRESOLVED_THREW = JSON.stringify({ $unresolved: 'resolver threw' });
+const UNRESOLVED_UNREADABLE = JSON.stringify({ $unresolved: 'resolver answered an unreadable value' });
 /** setTimeout's longest delay; a longer one would fire at once. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Default bound on one runtime call made for an operation by id (or a cleanup). */
@@ -91,7 +96,13 @@ const RUN_SCRIPT_GRACE_MS = 60_000;
 
 /** Awaits `value` for at most `ms`; resolves to TIMED_OUT after that. Never rejects on timeout. */
 function within(value, ms) {
-  if (!value || typeof value.then !== 'function') return Promise.resolve(value);
+  let isThenable;
+  try {
+    isThenable = thenable(value);
+  } catch {
+    return Promise.reject(new Error('unreadable answer'));
+  }
+  if (!isThenable) return Promise.resolve(value);
   let timer;
   const timeout = new Promise((resolve) => {
     timer = setTimeout(resolve, Math.min(ms, MAX_TIMER_MS), TIMED_OUT);
@@ -122,12 +133,36 @@ function isFn(x) {
 function observerOf(observer) {
   if (observer === undefined || observer === null) return null;
   if (isFn(observer)) return observer;
+  let method = null;
   if (typeof observer === 'object') {
-    if (isFn(observer.emit)) return (e) => observer.emit(e);
-    if (isFn(observer.onEvent)) return (e) => observer.onEvent(e);
-    if (isFn(observer.event)) return (e) => observer.event(e);
+    try {
+      method = guarded(() => ['emit', 'onEvent', 'event'].find((m) => isFn(observer[m])) ?? null);
+    } catch {
+      method = null;
+    }
   }
-  throw configError('observer', 'must be a function or an object with emit(event)');
+  if (method === null) throw configError('observer', 'must be a function or an object with emit(event)');
+  return (e) => observer[method](e);
+}
+
+/** Whether `value` has every method in `names` (guarded: a throwing getter means no). */
+function hasMethods(value, names) {
+  if (value === null || typeof value !== 'object') return false;
+  try {
+    return guarded(() => names.every((n) => isFn(value[n])));
+  } catch {
+    return false;
+  }
+}
+
+/** `options.detached === true`, read once inside a guard (null and undefined mean false). */
+function detachedOf(options) {
+  if (options === undefined || options === null) return false;
+  try {
+    return guarded(() => options.detached === true);
+  } catch {
+    throw new SandboxRequestValidationError('invalid options: could not be read', 'INVALID_REQUEST', { field: 'options' });
+  }
 }
 
 function capacityPolicyOf(policy) {
@@ -139,12 +174,13 @@ function capacityPolicyOf(policy) {
   }
   const seen = new Set();
   providerOrder.forEach((id, i) => {
+    if (typeof id !== 'string' || id.length > 64) throw configError(`capacity.providerOrder[${i}]`, 'must be a valid provider id');
     try {
-      callNative(() => binding.checkProviderId(String(id)));
+      callNative(() => binding.checkProviderId(id));
     } catch {
       throw configError(`capacity.providerOrder[${i}]`, 'must be a valid provider id');
     }
-    if (typeof id !== 'string' || seen.has(id)) throw configError(`capacity.providerOrder[${i}]`, 'must be a distinct provider id');
+    if (seen.has(id)) throw configError(`capacity.providerOrder[${i}]`, 'must be a distinct provider id');
     seen.add(id);
   });
   if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 600_000) {
@@ -156,14 +192,12 @@ function capacityPolicyOf(policy) {
   return { providerOrder: [...providerOrder], timeoutMs, ledger: new binding.NativeLedger(reservationTtlMs) };
 }
 
-/** The launch options of a request, copied (the request itself is never handed on). */
-function launchOptionsOf(launch, labels) {
+/** The launch options of a compiled request (our own parsed copy; the request is never handed on). */
+function launchOptionsOf(parts, labels) {
   const out = { labels };
-  if (launch && typeof launch === 'object') {
-    if (launch.name !== undefined) out.name = launch.name;
-    if (launch.env !== undefined) out.env = { ...launch.env };
-    if (launch.createTimeoutSeconds !== undefined) out.createTimeoutSeconds = launch.createTimeoutSeconds;
-  }
+  if (parts.name !== undefined) out.name = parts.name;
+  if (parts.env !== undefined) out.env = { ...parts.env };
+  if (parts.createTimeoutSeconds !== undefined) out.createTimeoutSeconds = parts.createTimeoutSeconds;
   return out;
 }
 
@@ -210,6 +244,95 @@ function publicExplanation(raw) {
   };
 }
 
+/** Our own package error (missing or failing optional package): safe to surface as is. */
+function isPackageError(error) {
+  return isRouterError(error) && error instanceof ProviderPackageMissingError;
+}
+
+/**
+ * A mapping store's answer, read once inside a guard into a record of our own; null when
+ * the store has no record. Throws (UNREADABLE, or a plain Error) when the answer cannot be
+ * read or is not a mapping: the caller reports MAPPING_READ_FAILED.
+ */
+function readRecord(raw) {
+  if (raw === null || raw === undefined) return null;
+  if (raw === TIMED_OUT || typeof raw !== 'object') throw new Error('not a mapping');
+  const record = guarded(() => {
+    const labels = raw.labels;
+    const copy = {};
+    if (labels !== undefined && labels !== null) {
+      if (typeof labels !== 'object') throw new Error('labels');
+      for (const key of Object.keys(labels)) {
+        const v = labels[key];
+        if (typeof v !== 'string') throw new Error('label');
+        copy[key] = v;
+      }
+    }
+    return {
+      id: raw.id,
+      providerId: raw.providerId,
+      providerSandboxId: raw.providerSandboxId,
+      labels: copy,
+      createdAt: raw.createdAt,
+      detached: raw.detached,
+    };
+  });
+  if (typeof record.providerId !== 'string' || typeof record.providerSandboxId !== 'string' || record.providerSandboxId === '') {
+    throw new Error('not a mapping');
+  }
+  if (typeof record.id !== 'string') delete record.id;
+  if (typeof record.createdAt !== 'string') delete record.createdAt;
+  record.detached = record.detached === true;
+  return record;
+}
+
+/** runScript options, read once inside a guard into the port's fields. Throws a typed error. */
+function readScriptOptions(options) {
+  const invalid = (field, what) => new SandboxRequestValidationError(`invalid runScript options: ${field} ${what}`, 'INVALID_REQUEST', { field });
+  if (options === null || typeof options !== 'object') throw invalid('command', 'must be a string');
+  let o;
+  try {
+    o = guarded(() => ({ command: options.command, sessionId: options.sessionId, timeoutMs: options.timeoutMs, env: copyOptions(options.env, 1) }));
+  } catch {
+    throw invalid('options', 'could not be read (a property access threw)');
+  }
+  if (typeof o.command !== 'string') throw invalid('command', 'must be a string');
+  if (o.sessionId !== undefined && typeof o.sessionId !== 'string') throw invalid('sessionId', 'must be a string');
+  if (o.timeoutMs !== undefined && (typeof o.timeoutMs !== 'number' || !(o.timeoutMs > 0))) throw invalid('timeoutMs', 'must be a number > 0');
+  if (o.env !== undefined) {
+    if (o.env === null || typeof o.env !== 'object') throw invalid('env', 'must be an object of strings');
+    for (const k of Object.keys(o.env)) if (typeof o.env[k] !== 'string') throw invalid(`env.${shown(k)}`, 'must be a string');
+  }
+  const out = { command: o.command };
+  if (o.sessionId !== undefined) out.sessionId = o.sessionId;
+  if (o.timeoutMs !== undefined) out.timeoutMs = o.timeoutMs;
+  if (o.env !== undefined) out.env = o.env;
+  return out;
+}
+
+/** A bundle's files, read once inside a guard: `[{ source, destination }]`. Throws a typed error. */
+function readBundle(bundle) {
+  const invalid = (field, what) => new SandboxRequestValidationError(`invalid bundle: ${field} ${what}`, 'INVALID_REQUEST', { field });
+  if (bundle === null || typeof bundle !== 'object') throw invalid('files', 'must be an array');
+  let files;
+  try {
+    files = guarded(() => {
+      const list = bundle.files;
+      if (!Array.isArray(list)) return null;
+      return Array.from(list, (f) => (f !== null && typeof f === 'object' ? { source: f.source, destination: f.destination } : null));
+    });
+  } catch {
+    throw invalid('files', 'could not be read (a property access threw)');
+  }
+  if (files === null) throw invalid('files', 'must be an array');
+  files.forEach((f, i) => {
+    if (f === null) throw invalid(`files[${i}]`, 'must be an object');
+    if (typeof f.destination !== 'string') throw invalid(`files[${i}].destination`, 'must be a string');
+    if (typeof f.source !== 'string' && !ArrayBuffer.isView(f.source)) throw invalid(`files[${i}].source`, 'must be a string or a Buffer');
+  });
+  return files;
+}
+
 function isNotFound(error) {
   if (!error || typeof error !== 'object') return false;
   try {
@@ -254,16 +377,23 @@ class SandboxRouter {
   /**
    * @param {import('../index').SandboxRouterOptions} options
    */
-  constructor(options) {
-    if (options === null || typeof options !== 'object') throw configError('options', 'must be an object');
+  constructor(input) {
+    if (input === null || typeof input !== 'object') throw configError('options', 'must be an object');
+    // Read once, inside a guard (guard.js): from here on only the copy is consulted.
+    let options;
+    try {
+      options = copyOptions(input, 3);
+    } catch {
+      throw configError('options', 'could not be read (a property access threw)');
+    }
     for (const key of Object.keys(options)) {
-      if (!ROUTER_OPTIONS.includes(key)) throw configError(key, 'is not a known option');
+      if (!ROUTER_OPTIONS.includes(key)) throw configError(shown(key), 'is not a known option');
     }
     const { registry, mappings, observer, classifyProviderFailure, resolveRoutingSignals, provisioning } = options;
-    if (!registry || typeof registry !== 'object' || !isFn(registry.list)) {
+    if (!hasMethods(registry, ['list'])) {
       throw configError('registry', 'must be a ProviderRegistry (an object with list())');
     }
-    if (mappings !== undefined && (mappings === null || !isFn(mappings.put) || !isFn(mappings.get) || !isFn(mappings.delete))) {
+    if (mappings !== undefined && !hasMethods(mappings, ['put', 'get', 'delete'])) {
       throw configError('mappings', 'must be a mapping store (put, get and delete methods)');
     }
     if (classifyProviderFailure !== undefined && !isFn(classifyProviderFailure)) {
@@ -272,7 +402,7 @@ class SandboxRouter {
     if (resolveRoutingSignals !== undefined && !isFn(resolveRoutingSignals)) {
       throw configError('resolveRoutingSignals', 'must be a function');
     }
-    if (provisioning !== undefined && (provisioning === null || !isFn(provisioning.hasAvailableCredentials))) {
+    if (provisioning !== undefined && !hasMethods(provisioning, ['hasAvailableCredentials'])) {
       throw configError('provisioning', 'must have hasAvailableCredentials(providerId)');
     }
     const cb = options.callbackTimeoutMs === undefined ? DEFAULT_CALLBACK_TIMEOUT_MS : options.callbackTimeoutMs;
@@ -282,7 +412,11 @@ class SandboxRouter {
     this.#registry = registry;
     this.#mappings = mappings ?? new InMemoryMappingStore();
     // Only the exact default class takes the synchronous path: a subclass may override put.
-    this.#fastMappings = Object.getPrototypeOf(this.#mappings) === InMemoryMappingStore.prototype;
+    try {
+      this.#fastMappings = guarded(() => Object.getPrototypeOf(this.#mappings) === InMemoryMappingStore.prototype);
+    } catch {
+      throw configError('mappings', 'could not be read');
+    }
     this.#observer = observerOf(observer);
     this.#classifier = classifyProviderFailure ?? null;
     this.#resolver = resolveRoutingSignals ?? null;
@@ -354,9 +488,9 @@ class SandboxRouter {
    * signal resolver are async and are not consulted; `explain` consults them.
    */
   route(request, options) {
+    const detached = detachedOf(options);
     const compiled = compile(request);
     const view = nativeView(this.#registry);
-    const detached = options !== undefined && options !== null && options.detached === true;
     let text;
     try {
       text =
@@ -388,8 +522,8 @@ class SandboxRouter {
    * score breakdown, or its rejection reasons, and a one-line summary. Runs credential
    * readiness and the signal resolver as `provision` would.
    */
-  async explain(request, options = {}) {
-    const detached = options.detached === true;
+  async explain(request, options) {
+    const detached = detachedOf(options);
     const compiled = compile(request);
     const view = nativeView(this.#registry);
     const extras = await this.#extras(view, compiled, detached, request);
@@ -418,7 +552,7 @@ class SandboxRouter {
     try {
       return await this.#extras(view, compiled, detached, request);
     } catch (error) {
-      if (error instanceof ProvisioningAvailabilityError) {
+      if (isRouterError(error) && error instanceof ProvisioningAvailabilityError) {
         error.sandboxId = id;
         this.#emit('provision.exhausted', { sandboxId: id, code: error.code });
       }
@@ -459,19 +593,22 @@ class SandboxRouter {
 
   async #resolveSignals(view, compiled, detached, extras, request) {
     const survivors = callNative(() => view.native.survivors(compiled.native, detached, extras));
-    const out = {};
-    await Promise.all(
+    // Each answer is serialized on its own, inside a guard: an unreadable answer (a cycle,
+    // a throwing getter or toJSON) excludes only its pool.
+    const parts = await Promise.all(
       survivors.map(async (i) => {
         const def = view.definitions[i];
+        let text;
         try {
-          const s = await within(this.#resolver(def, request), this.#callbackTimeoutMs);
-          out[i] = s === TIMED_OUT ? { $unresolved: 'resolver timed out' } : s === undefined ? null : s;
+          const s = await within(this.#resolver(def.definition, request), this.#callbackTimeoutMs);
+          text = s === TIMED_OUT ? UNRESOLVED_TIMEOUT : s === undefined || s === null ? 'null' : serialize(s) ?? UNRESOLVED_UNREADABLE;
         } catch {
-          out[i] = { $unresolved: 'resolver threw' };
+          text = UNRESOLVED_THREW;
         }
+        return `"${i}":${text}`;
       }),
     );
-    return serialize(out);
+    return `{${parts.join(',')}}`;
   }
 
   // Settles `run` with the result or the error; never rejects itself (see #start).
@@ -482,14 +619,15 @@ class SandboxRouter {
       const compiled = compile(request);
       const view = nativeView(this.#registry);
       const id = nextSandboxId();
-      // Everything taken from the request is read now, in the tick it was validated in: a
-      // request changed later (by a resolver, or by a caller reusing it) changes nothing.
-      // Each launch gets its own copy of the options (launchCopy); ours stay as validated.
-      const launch = request && request.launch;
-      const labels = { ...(launch && launch.labels), [SANDBOX_ID_LABEL]: id };
-      const launchOptions = launchOptionsOf(launch, labels);
+      // Everything taken from the request comes from the text compile() validated (the
+      // request is read once): a request changed later (by a resolver, or by a caller
+      // reusing it) changes nothing. Each launch gets its own copy of the options
+      // (launchCopy); ours stay as validated.
+      const parts = compiled.launchParts;
+      const labels = { ...parts.labels, [SANDBOX_ID_LABEL]: id };
+      const launchOptions = launchOptionsOf(parts, labels);
       const capacity = this.#capacity;
-      const resourcesJson = capacity === null ? null : serialize(request && request.resources);
+      const resourcesJson = capacity === null ? null : parts.resourcesJson;
       const extras = this.#needsExtras ? await this.#extrasFor(view, compiled, detached, request, id) : null;
       const order = this.#orderFor(view, compiled, detached, extras, id);
       const timeoutMs = compiled.timeoutMs;
@@ -601,16 +739,18 @@ class SandboxRouter {
       if (token !== null) this.#capacity.ledger.settle(token, !allocatedNothing);
     };
     // Our own typed error is safe to surface: a missing optional package (nothing was
-    // called, so nothing was allocated).
-    if (failure instanceof ProviderPackageMissingError) {
+    // called, so nothing was allocated). isRouterError reads nothing of a foreign value.
+    if (isPackageError(failure)) {
       settle(true);
       attempts.push({ providerId, code: failure.code, retryable: false });
       this.#emit('attempt.failed', { sandboxId: id, providerId, attempt: made, code: failure.code, retryable: false });
       this.#emit('provision.exhausted', { sandboxId: id, code: failure.code });
       throw failure;
     }
-    const runtimeError = new ProviderRuntimeError(providerId, detached ? 'launchDetached' : 'launch');
-    const c = await this.#classify(runtimeError, def);
+    // The classifier is the caller's own code judging the caller's own adapter: it gets the
+    // value the runtime threw, as it was (on the credential-first surface that value is
+    // already the factory's sanitized error). Nothing below keeps or copies it.
+    const c = await this.#classify(failure, def);
     const remaining = order.length - pos - 1;
     const decision = binding.decideAfterFailure(c.code, c.retryable, compiled.fallbackAllowed, made, compiled.maxAttempts, made + remaining);
     const [verdict, a, b] = decision.split(':');
@@ -762,10 +902,10 @@ class SandboxRouter {
   async #classify(error, def) {
     if (this.#classifier === null) return { code: null, retryable: null };
     try {
-      const r = await within(this.#classifier(error, def), this.#callbackTimeoutMs);
-      if (r && typeof r === 'object' && typeof r.code === 'string' && typeof r.retryable === 'boolean') {
-        return { code: r.code, retryable: r.retryable };
-      }
+      const r = await within(this.#classifier(error, def.definition), this.#callbackTimeoutMs);
+      // The answer is read once: a getter that changes its mind changes nothing.
+      const answer = r !== null && typeof r === 'object' ? guarded(() => ({ code: r.code, retryable: r.retryable })) : null;
+      if (answer !== null && typeof answer.code === 'string' && typeof answer.retryable === 'boolean') return answer;
     } catch {
       // A throwing classifier proves nothing: outcome unknown.
     }
@@ -835,19 +975,17 @@ class SandboxRouter {
     callNative(() => binding.checkSandboxId(id));
     let record;
     try {
-      record = await within(this.#mappings.get(id), this.#callbackTimeoutMs);
+      record = readRecord(await within(this.#mappings.get(id), this.#callbackTimeoutMs));
     } catch {
-      record = TIMED_OUT;
-    }
-    if (record === TIMED_OUT) {
+      // The store threw, rejected, timed out, or answered a record that could not be read
+      // or is not a mapping (readRecord).
       throw new MappingPersistenceError(`mapping store failed to read ${id}`, 'MAPPING_READ_FAILED', { sandboxId: id });
     }
-    if (!record) {
+    if (record === null) {
       this.#handles.delete(id);
       throw new SandboxNotFoundError(`no sandbox ${id}`, 'SANDBOX_NOT_FOUND', { sandboxId: id });
     }
-    const registry = this.#registry;
-    const def = isFn(registry.get) ? registry.get(record.providerId) : registry.list().find((d) => d.id === record.providerId);
+    const def = entryOf(this.#registry, record.providerId);
     if (!def) {
       throw new ProviderRegistryError(`sandbox ${id} belongs to provider ${record.providerId}, which is not registered`, 'PROVIDER_NOT_REGISTERED', {
         sandboxId: id,
@@ -857,20 +995,27 @@ class SandboxRouter {
     return { record, def };
   }
 
+  /**
+   * The handle for an operation by id: this router's own from launch, or re-resolved with
+   * `getById(providerSandboxId, { owned: true })`. Owned, because the mapping proves this
+   * router made the sandbox: an adapter's attached handle (no `owned`) would make `destroy`
+   * forget the sandbox instead of deleting it, and would downgrade the adapter's record for
+   * every other caller of the same adapter instance.
+   */
   async #handle(id, record, def, operation) {
     const cached = this.#handles.get(id);
     if (cached) return cached;
     const rt = def.runtime;
-    if (!isFn(rt.getById)) return { id: record.providerSandboxId };
+    if (!hasMethods(rt, ['getById'])) return { id: record.providerSandboxId };
     // An adapter may report "not found" by rejecting: the sandbox is gone (null) either way.
-    const handle = await this.#bounded(() => rt.getById(record.providerSandboxId), def, `${operation}: getById`, this.#operationTimeoutMs, true);
+    const handle = await this.#bounded(() => rt.getById(record.providerSandboxId, { owned: true }), def, `${operation}: getById`, this.#operationTimeoutMs, true);
     return handle ?? null;
   }
 
   async #call(id, operation, args, timeoutMs) {
     const { record, def } = await this.#lookup(id);
     const rt = def.runtime;
-    if (!isFn(rt[operation])) {
+    if (!hasMethods(rt, [operation])) {
       throw new ProviderRuntimeError(def.id, operation);
     }
     const handle = await this.#handle(id, record, def, operation);
@@ -888,7 +1033,7 @@ class SandboxRouter {
     try {
       r = await within(call(), ms);
     } catch (error) {
-      if (error instanceof ProviderPackageMissingError) throw error;
+      if (isPackageError(error)) throw error;
       if (notFoundIsNull && isNotFound(error)) return null;
       throw new ProviderRuntimeError(def.id, operation);
     }
@@ -898,25 +1043,28 @@ class SandboxRouter {
 
   /** Runs a command in the sandbox, on the provider that launched it. */
   runScript(id, options) {
-    if (!options || typeof options !== 'object' || typeof options.command !== 'string') {
-      return Promise.reject(
-        new SandboxRequestValidationError('invalid runScript options: command must be a string', 'INVALID_REQUEST', { field: 'command' }),
-      );
+    let script;
+    try {
+      script = readScriptOptions(options);
+    } catch (error) {
+      return Promise.reject(error);
     }
-    // A command allowed to run longer than the operation deadline keeps its own bound.
-    const own = options.timeoutMs;
-    const bound = Number.isFinite(own) && own > 0 ? Math.max(this.#operationTimeoutMs, Math.ceil(own) + RUN_SCRIPT_GRACE_MS) : undefined;
-    return this.#call(id, 'runScript', [options], bound);
+    // The operation deadline bounds the call; a command whose own timeoutMs is longer than
+    // that deadline gets its timeoutMs plus RUN_SCRIPT_GRACE_MS instead.
+    const own = script.timeoutMs;
+    const bound = Number.isFinite(own) && own > this.#operationTimeoutMs ? Math.ceil(own) + RUN_SCRIPT_GRACE_MS : undefined;
+    return this.#call(id, 'runScript', [script], bound);
   }
 
   /** Uploads files into the sandbox. */
   uploadBundle(id, bundle) {
-    if (!bundle || typeof bundle !== 'object' || !Array.isArray(bundle.files)) {
-      return Promise.reject(
-        new SandboxRequestValidationError('invalid bundle: files must be an array', 'INVALID_REQUEST', { field: 'files' }),
-      );
+    let files;
+    try {
+      files = readBundle(bundle);
+    } catch (error) {
+      return Promise.reject(error);
     }
-    return this.#call(id, 'uploadBundle', [bundle]);
+    return this.#call(id, 'uploadBundle', [{ files }]);
   }
 
   /** Stops the sandbox (where the runtime supports it). */
@@ -948,7 +1096,7 @@ class SandboxRouter {
       try {
         r = await within(rt.destroy(handle), this.#operationTimeoutMs);
       } catch (error) {
-        if (error instanceof ProviderPackageMissingError) throw error;
+        if (isPackageError(error)) throw error;
         if (!(await this.#gone(rt, record, error))) throw new ProviderRuntimeError(def.id, 'destroy');
       }
       // Outcome unknown: the mapping stays, so the call can be retried.
@@ -969,9 +1117,9 @@ class SandboxRouter {
 
   async #gone(rt, record, error) {
     if (isNotFound(error)) return true;
-    if (!isFn(rt.getById)) return false;
+    if (!hasMethods(rt, ['getById'])) return false;
     try {
-      return (await within(rt.getById(record.providerSandboxId), this.#operationTimeoutMs)) === null;
+      return (await within(rt.getById(record.providerSandboxId, { owned: true }), this.#operationTimeoutMs)) === null;
     } catch {
       return false;
     }

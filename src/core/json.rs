@@ -25,10 +25,23 @@ impl FieldError {
     }
 }
 
-/// Joins a parent path and a key.
+/// Longest caller-supplied key (in characters) that a field path echoes; the rest is cut
+/// and the cut marked, so reporting a multi-megabyte key costs nothing.
+pub const MAX_ECHO: usize = 64;
+
+/// `key` as a field path may show it: at most [`MAX_ECHO`] characters, then `…[+N bytes]`.
+pub fn shown(key: &str) -> std::borrow::Cow<'_, str> {
+    match key.char_indices().nth(MAX_ECHO) {
+        None => std::borrow::Cow::Borrowed(key),
+        Some((cut, _)) => std::borrow::Cow::Owned(format!("{}…[+{} bytes]", &key[..cut], key.len() - cut)),
+    }
+}
+
+/// Joins a parent path and a (caller-supplied, so [`shown`]) key.
 pub fn join(path: &str, key: &str) -> String {
+    let key = shown(key);
     if path.is_empty() {
-        key.to_string()
+        key.into_owned()
     } else {
         format!("{path}.{key}")
     }
@@ -67,9 +80,25 @@ fn display_path(path: &str) -> String {
 }
 
 /// The closest allowed key within an edit distance of 3, if any.
+///
+/// Suggestions are for typos: a key more than 3 characters longer than every allowed key
+/// cannot be within distance 3 of any, so it is skipped after reading at most that many
+/// characters. The work is bounded by the allowed keys' lengths, whatever the key's size.
 fn suggest<'k>(key: &str, allowed: &[&'k str]) -> Option<&'k str> {
-    allowed.iter().map(|a| (edit_distance(key, a), *a)).filter(|(d, _)| *d <= 3).min().map(|(_, a)| a)
+    let longest = allowed.iter().map(|a| a.chars().count()).max().unwrap_or(0);
+    if key.chars().nth(longest + MAX_SUGGEST_DISTANCE).is_some() {
+        return None;
+    }
+    allowed
+        .iter()
+        .map(|a| (edit_distance(key, a), *a))
+        .filter(|(d, _)| *d <= MAX_SUGGEST_DISTANCE)
+        .min()
+        .map(|(_, a)| a)
 }
+
+/// Largest edit distance at which an unknown key gets a suggestion.
+const MAX_SUGGEST_DISTANCE: usize = 3;
 
 fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
@@ -238,6 +267,25 @@ pub fn one_of(choices: &[&str]) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn must_fire_a_huge_unknown_key_is_cut_in_the_field_and_gets_no_suggestion() {
+        let key = format!("requiredCapabilities{}", "x".repeat(1_000_000));
+        let v = json!({ key.clone(): 1 });
+        let err = object(&v, "requires", &["requiredCapabilities"]).err().unwrap();
+        assert!(err.field.len() < 200, "field echoes {} bytes", err.field.len());
+        assert!(err.field.ends_with(&format!("…[+{} bytes]", key.len() - MAX_ECHO)), "{}", err.field);
+        assert!(!err.expectation.contains("did you mean"), "{}", err.expectation);
+    }
+
+    #[test]
+    fn must_not_fire_a_key_of_max_echo_characters_is_shown_whole_and_typos_still_get_suggestions() {
+        let key = "é".repeat(MAX_ECHO);
+        assert_eq!(shown(&key), key.as_str());
+        assert!(shown(&"é".repeat(MAX_ECHO + 1)).ends_with("…[+2 bytes]"));
+        assert_eq!(suggest("requiredCapabilitiesxxx", &["requiredCapabilities"]), Some("requiredCapabilities"));
+        assert_eq!(suggest("requiredCapabilitiesxxxx", &["requiredCapabilities"]), None);
+    }
 
     #[test]
     fn unknown_key_is_named_with_a_suggestion() {

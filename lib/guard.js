@@ -1,0 +1,73 @@
+'use strict';
+// The rule for values that cross in from a caller.
+//
+// Every value that comes from outside the router (a request, router or factory options, a
+// provider definition, a callback's answer, a thrown value, a store record, a capacity
+// measurement) is read ONCE, inside a guard, into plain data of our own; any throw while
+// reading it becomes the documented typed error of that entry point. After that, the
+// router works only on its copy. So: no `instanceof`, property read, `String()` or template
+// literal on such a value outside a guard: a Proxy that throws on every trap, a revoked
+// Proxy, a getter that answers once and throws (or answers differently) the next time, all
+// end as typed outcomes, and nothing the router decides depends on a second read.
+//
+// And every caller-supplied text that an error message or `field` echoes (a key, an id) is
+// cut to MAX_ECHO characters, with the cut marked, so a multi-megabyte key costs nothing to
+// report.
+
+/** Longest caller text (in UTF-16 units) that a message or field echoes; longer text is cut. */
+const MAX_ECHO = 64;
+
+/** `text` for a message: at most MAX_ECHO characters, the cut marked `…[+N chars]`. */
+function shown(text) {
+  if (typeof text !== 'string') return '(not a string)';
+  return text.length <= MAX_ECHO ? text : `${text.slice(0, MAX_ECHO)}…[+${text.length - MAX_ECHO} chars]`;
+}
+
+/** Thrown (internally) when a caller's value could not be read; entry points map it to their typed error. */
+class Unreadable extends Error {}
+const UNREADABLE = new Unreadable('unreadable');
+
+/** Runs `read`; a throw of any kind becomes UNREADABLE (the thrown value itself is never touched). */
+function guarded(read) {
+  try {
+    return read();
+  } catch {
+    throw UNREADABLE;
+  }
+}
+
+function isPlainObject(v) {
+  const proto = Object.getPrototypeOf(v);
+  return proto === Object.prototype || proto === null;
+}
+
+/**
+ * A plain copy of an options object: own enumerable string keys, nested plain objects and
+ * arrays copied to `depth`, anything else (functions, class instances, primitives) kept by
+ * reference. Throws UNREADABLE when any read throws. Run it once, at the entry point.
+ */
+function copyOptions(value, depth = 3) {
+  return guarded(() => copy(value, depth));
+}
+
+function copy(value, depth) {
+  if (value === null || typeof value !== 'object' || depth <= 0) return value;
+  if (Array.isArray(value)) {
+    const out = [];
+    const n = value.length;
+    for (let i = 0; i < n; i++) out.push(copy(value[i], depth - 1));
+    return out;
+  }
+  if (!isPlainObject(value)) return value;
+  const out = {};
+  for (const key of Object.keys(value)) out[key] = copy(value[key], depth - 1);
+  return out;
+}
+
+/** Whether `value` is a thenable. A value whose `then` cannot be read is treated as a failure. */
+function thenable(value) {
+  if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return false;
+  return typeof guarded(() => value.then) === 'function';
+}
+
+module.exports = { MAX_ECHO, shown, guarded, copyOptions, thenable, UNREADABLE, Unreadable };
