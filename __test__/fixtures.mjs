@@ -109,3 +109,34 @@ export function recorder(mode = 'ok') {
   };
   return { events, observer, types: () => events.map((e) => e.type) };
 }
+
+/** A Proxy whose every trap throws text with the canary. */
+export function trapAll() {
+  const boom = () => {
+    throw new Error(`trap ${CANARY}`);
+  };
+  return new Proxy(
+    {},
+    {
+      get: boom,
+      has: boom,
+      ownKeys: boom,
+      getOwnPropertyDescriptor: boom,
+      getPrototypeOf: boom,
+      defineProperty: boom,
+      set: boom,
+      deleteProperty: boom,
+      isExtensible: boom,
+      preventExtensions: boom,
+      setPrototypeOf: boom,
+      apply: boom,
+      construct: boom,
+    },
+  );
+}
+
+export function revoked() {
+  const { proxy, revoke } = Proxy.revocable({}, {});
+  revoke();
+  return proxy;
+}

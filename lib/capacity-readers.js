@@ -10,6 +10,7 @@
 
 const { binding } = require('./binding.js');
 const { SandboxRouterConfigurationError, SandboxRequestValidationError, callNative, fromNative } = require('./errors.js');
+const { copyOptions, shown } = require('./guard.js');
 
 /** Provider kinds with a builtin reader. */
 const CAPACITY_READER_KINDS = Object.freeze(['daytona', 'e2b', 'microsandbox', 'agent37', 'vercel', 'freestyle']);
@@ -34,8 +35,8 @@ const NOT_SUPPORTED = new Set(['vercel', 'freestyle']);
 
 function configError(field, expectation) {
   // The message names the field and what it must be; never the value (it may be a secret).
-  return new SandboxRouterConfigurationError(`invalid capacity reader option ${field}: ${expectation}`, 'INVALID_CONFIGURATION', {
-    field,
+  return new SandboxRouterConfigurationError(`invalid capacity reader option ${shown(field)}: ${expectation}`, 'INVALID_CONFIGURATION', {
+    field: shown(field),
   });
 }
 
@@ -96,7 +97,13 @@ function createCapacityReader(provider, options) {
   if (typeof provider !== 'string' || !CAPACITY_READER_KINDS.includes(provider)) {
     throw configError('provider', `must be one of ${CAPACITY_READER_KINDS.join(', ')}`);
   }
-  const opts = options === undefined ? {} : options;
+  // Read once, inside a guard (guard.js).
+  let opts;
+  try {
+    opts = copyOptions(options === undefined ? {} : options, 4);
+  } catch {
+    throw configError('options', 'could not be read (a property access threw)');
+  }
   if (!isPlainObject(opts)) throw configError('options', 'must be an object');
   for (const key of Object.keys(opts)) {
     if (!OPTION_KEYS.includes(key)) throw configError(key, 'is not a known option');
