@@ -444,10 +444,20 @@ export interface ProviderFailureClassification {
 }
 
 /** Caller-owned failure knowledge. Receives a sanitized error (provider id and operation only). */
-export type ProviderFailureClassifier = (
-  error: ProviderRuntimeError,
-  provider: ProviderDefinition,
-) => ProviderFailureClassification | Promise<ProviderFailureClassification>;
+/**
+ * Judges one launch failure. `error` is what the runtime threw:
+ * - with `new SandboxRouter({ registry })` (your own adapters): the original thrown value,
+ *   unchanged, whatever it is (an SDK error with its status and text, a string, …). It is
+ *   yours to read; the router never emits, throws, stores or prints it.
+ * - with `createSandboxRouter` (the router wraps the SDKs): a `ProviderRuntimeError` with
+ *   `status` (the SDK error's numeric HTTP status, when it has one) and `errorClass` (its
+ *   class name), and no provider text.
+ * Declared bivariantly, so a classifier typed `(error: ProviderRuntimeError, …)` (0.7) or
+ * `(error: unknown, …)` both fit.
+ */
+export type ProviderFailureClassifier = {
+  bivarianceHack(error: unknown, provider: ProviderDefinition): ProviderFailureClassification | Promise<ProviderFailureClassification>;
+}['bivarianceHack'];
 
 /** Request-scoped signals (live health, workload knowledge). Throwing excludes the pool. */
 export type RoutingSignalResolver = (
@@ -765,7 +775,8 @@ export declare class NoEligibleProviderError extends SandboxRouterError {
 }
 /** `INVALID_PROVIDER_ID`, `DUPLICATE_PROVIDER`, `INVALID_PROVIDER_DEFINITION`, `PROVIDER_NOT_REGISTERED`. */
 export declare class ProviderRegistryError extends SandboxRouterError {
-  readonly code: 'INVALID_PROVIDER_ID' | 'DUPLICATE_PROVIDER' | 'INVALID_PROVIDER_DEFINITION' | 'PROVIDER_NOT_REGISTERED';
+  /** `REGISTRY_READ_FAILED`: a caller's registry threw from `list()` or `get()`, or could not be read. */
+  readonly code: 'INVALID_PROVIDER_ID' | 'DUPLICATE_PROVIDER' | 'INVALID_PROVIDER_DEFINITION' | 'PROVIDER_NOT_REGISTERED' | 'REGISTRY_READ_FAILED';
 }
 /** `INVALID_CONFIGURATION`. */
 export declare class SandboxRouterConfigurationError extends SandboxRouterError {
@@ -773,11 +784,17 @@ export declare class SandboxRouterConfigurationError extends SandboxRouterError 
 }
 /** `PROVIDER_RUNTIME_ERROR`: only the provider id and the operation survive. */
 export declare class ProviderRuntimeError extends SandboxRouterError {
-  constructor(providerId: string, operation: string);
+  constructor(providerId: string, operation: string, timeoutMs?: number, facts?: { status?: number; errorClass?: string });
   /** `OPERATION_TIMEOUT`: the call did not settle within `operationTimeoutMs` (outcome unknown). */
   readonly code: 'PROVIDER_RUNTIME_ERROR' | 'OPERATION_TIMEOUT';
   readonly providerId: ProviderId;
   readonly operation: string;
+  /** With `OPERATION_TIMEOUT`: the bound that passed, ms. */
+  readonly timeoutMs?: number;
+  /** Credential-first surface only: the SDK error's numeric HTTP status (100–599), when it exposed one. */
+  readonly status?: number;
+  /** Credential-first surface only: the SDK error's class name (an identifier), e.g. `RateLimitError`. */
+  readonly errorClass?: string;
 }
 /** Attempt record inside `ProviderProvisioningError`. */
 export interface AttemptRecord {
@@ -821,10 +838,23 @@ export declare class AcquisitionTimeoutError extends SandboxRouterError {
 export declare class ProviderPackageMissingError extends SandboxRouterError {
   readonly code: 'PROVIDER_PACKAGE_MISSING' | 'PROVIDER_PACKAGE_LOAD_FAILED' | 'PROVIDER_OPERATION_UNSUPPORTED';
   readonly packageName: string;
+  /** `PROVIDER_PACKAGE_LOAD_FAILED` only: the module that could not be found (a module name, never a message). */
+  readonly missingModule?: string;
 }
 /** `INTERNAL_ERROR`: a bug in the router (e.g. a caught native panic). */
 export declare class SandboxRouterInternalError extends SandboxRouterError {
   readonly code: 'INTERNAL_ERROR';
+}
+/**
+ * `NATIVE_BINARY_NOT_FOUND`: no native binary fits this platform. Thrown while the package
+ * is first loaded, so check `code` on what `require`/`import` throws.
+ */
+export declare class NativeBinaryNotFoundError extends SandboxRouterError {
+  readonly code: 'NATIVE_BINARY_NOT_FOUND';
+  /** The napi-rs platform triple looked for, e.g. `linux-arm64-musl`. */
+  readonly platform: string;
+  /** Where the loader looked, in order. */
+  readonly searched: string[];
 }
 
 // ---------------------------------------------------------------------------------------

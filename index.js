@@ -51,4 +51,5 @@ module.exports = {
   AcquisitionTimeoutError: errors.AcquisitionTimeoutError,
   ProviderPackageMissingError: errors.ProviderPackageMissingError,
   SandboxRouterInternalError: errors.SandboxRouterInternalError,
+  NativeBinaryNotFoundError: errors.NativeBinaryNotFoundError,
 };

@@ -42,6 +42,7 @@ export const {
   AcquisitionTimeoutError,
   ProviderPackageMissingError,
   SandboxRouterInternalError,
+  NativeBinaryNotFoundError,
 } = cjs;
 
 export default cjs;

@@ -358,6 +358,7 @@ const registryCodes: Record<ProviderRegistryError['code'], true> = {
   DUPLICATE_PROVIDER: true,
   INVALID_PROVIDER_DEFINITION: true,
   PROVIDER_NOT_REGISTERED: true,
+  REGISTRY_READ_FAILED: true,
 };
 const configCodes: Record<SandboxRouterConfigurationError['code'], true> = { INVALID_CONFIGURATION: true };
 const runtimeCodes: Record<ProviderRuntimeError['code'], true> = { PROVIDER_RUNTIME_ERROR: true, OPERATION_TIMEOUT: true };

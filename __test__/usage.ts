@@ -36,8 +36,14 @@ const durableMappingStore: SandboxMappingStore = {
 const structuredEventSink = (event: RoutingEvent): void => {
   if (event.type === 'attempt.failed') console.log(event.providerId, event.code, event.retryable);
 };
-const isProvenPreAllocationCapacityFailure = (_error: ProviderRuntimeError, provider: ProviderDefinition): boolean =>
-  provider.id === 'primary-eu';
+// On the registry path the classifier sees what the adapter threw (`unknown`): narrow it.
+const isProvenPreAllocationCapacityFailure = (error: unknown, provider: ProviderDefinition): boolean =>
+  provider.id === 'primary-eu' && typeof error === 'object' && error !== null && 'status' in error && error.status === 429;
+// A 0.7-style classifier typed on ProviderRuntimeError still fits (the parameter is bivariant).
+const legacyClassifier = (error: ProviderRuntimeError): { code: string; retryable: boolean } => ({
+  code: error.status === 429 ? 'RATE_LIMITED' : 'OTHER',
+  retryable: false,
+});
 
 const registry = new InMemoryProviderRegistry([
   {
@@ -67,6 +73,7 @@ const router = new SandboxRouter({
   callbackTimeoutMs: 5_000,
   operationTimeoutMs: 120_000,
 });
+new SandboxRouter({ registry, classifyProviderFailure: legacyClassifier });
 
 export async function example(): Promise<string> {
   try {
