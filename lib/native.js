@@ -1,66 +1,106 @@
 'use strict';
-// Loads the native addon. Order: `SANDBOX_ROUTER_NATIVE_PATH` if set, then
-// `sandbox-router.<triple>.node` next to package.json (the published tarball embeds the
-// host binary there, and `npm run build` writes it there), then the per-platform package
-// `@agent-relay/sandbox-router-<triple>` (the napi-rs layout under npm/, for platforms
-// with a published prebuilt). When none fits, the error names the platform triple and the
-// two ways out, instead of a bare "cannot find module".
+// Finds and loads the native addon. Order:
+//   1. `SANDBOX_ROUTER_NATIVE_PATH`, if set (a binary you built or downloaded yourself);
+//   2. `sandbox-router.<triple>.node` next to package.json: what `npm run build` writes in a
+//      source checkout (development). The published package ships no binary there;
+//   3. the platform package `@agent-relay/sandbox-router-<triple>` (napi-rs layout, npm/),
+//      which npm installs from the main package's optionalDependencies by os/cpu/libc.
+// When none fits, a NativeBinaryNotFoundError names the triple and what to do, instead of
+// a bare "cannot find module" or a raw dlopen message.
+//
+// Why a `host` argument? Everything this file asks of the process (platform, arch, env,
+// the libc probes, the file system, require) goes through one object, so the tests can
+// simulate macOS, Windows, arm64 and musl Linux on this machine.
 
 const { join } = require('node:path');
 const { existsSync, readFileSync } = require('node:fs');
+const { NativeBinaryNotFoundError } = require('./errors.js');
 
-function isMusl() {
-  if (process.platform !== 'linux') return false;
+const ROOT = join(__dirname, '..');
+const PACKAGE = '@agent-relay/sandbox-router';
+const BINARY = 'sandbox-router';
+/** The triples a platform package is published for (npm/<triple>/). */
+const PUBLISHED_TRIPLES = Object.freeze([
+  'darwin-x64',
+  'darwin-arm64',
+  'win32-x64-msvc',
+  'linux-x64-gnu',
+  'linux-x64-musl',
+  'linux-arm64-gnu',
+  'linux-arm64-musl',
+]);
+
+const processHost = {
+  platform: process.platform,
+  arch: process.arch,
+  env: process.env,
+  report: () => process.report.getReport(),
+  readFile: (path) => readFileSync(path, 'utf8'),
+  exists: existsSync,
+  resolve: (id) => require.resolve(id),
+  require: (path) => require(path),
+};
+
+/**
+ * musl or glibc? The same two probes as napi-rs's generated loader: `/usr/bin/ldd` is a
+ * script naming its libc (cheap, checked first); failing that, the diagnostic report's
+ * header carries `glibcVersionRuntime` only on glibc. Unknown counts as glibc.
+ */
+function isMusl(host) {
   try {
-    const report = typeof process.report?.getReport === 'function' ? process.report.getReport() : null;
-    if (report && report.header && report.header.glibcVersionRuntime) return false;
+    return host.readFile('/usr/bin/ldd').includes('musl');
   } catch {
-    // fall through to the file check
+    // no ldd (distroless images): ask the report
   }
   try {
-    return readFileSync('/usr/bin/ldd', 'utf8').includes('musl');
+    const report = host.report();
+    if (report?.header?.glibcVersionRuntime) return false;
+    return Array.isArray(report?.sharedObjects) && report.sharedObjects.some((f) => /(^|\/)(libc\.musl-|ld-musl-)/.test(f));
   } catch {
-    return true;
+    return false;
   }
 }
 
-/** The napi-rs platform triple of this process, e.g. `linux-x64-gnu`. */
-function platformTriple() {
-  const { platform, arch } = process;
-  if (platform === 'linux') return `linux-${arch}-${isMusl() ? 'musl' : 'gnu'}`;
-  if (platform === 'win32') return `win32-${arch}-msvc`;
-  return `${platform}-${arch}`;
+/** The napi-rs platform triple of `host` (this process by default), e.g. `linux-x64-gnu`. */
+function platformTriple(host = processHost) {
+  if (host.platform === 'linux') return `linux-${host.arch}-${isMusl(host) ? 'musl' : 'gnu'}`;
+  if (host.platform === 'win32') return `win32-${host.arch}-msvc`;
+  return `${host.platform}-${host.arch}`;
 }
 
-function load(triple = platformTriple()) {
-  const local = join(__dirname, '..', `sandbox-router.${triple}.node`);
-  const attempts = [];
-  if (process.env.SANDBOX_ROUTER_NATIVE_PATH) {
-    return require(process.env.SANDBOX_ROUTER_NATIVE_PATH);
-  }
-  if (existsSync(local)) {
-    return require(local);
-  }
-  attempts.push(local);
-  const pkg = `@agent-relay/sandbox-router-${triple}`;
+/** Where the binary for `host` is, as `{ triple, source, path }`; throws when none fits. */
+function locate(host = processHost) {
+  const triple = platformTriple(host);
+  const override = host.env.SANDBOX_ROUTER_NATIVE_PATH;
+  if (override) return { triple, source: 'SANDBOX_ROUTER_NATIVE_PATH', path: override };
+  const file = `${BINARY}.${triple}.node`;
+  const local = join(ROOT, file);
+  if (host.exists(local)) return { triple, source: 'local build', path: local };
+  const pkg = `${PACKAGE}-${triple}`;
   try {
-    return require(pkg);
+    return { triple, source: pkg, path: host.resolve(pkg) };
   } catch (error) {
-    if (error && error.code !== 'MODULE_NOT_FOUND') throw error;
-    attempts.push(pkg);
+    if (error?.code !== 'MODULE_NOT_FOUND') throw error;
   }
-  const file = `sandbox-router.${triple}.node`;
-  const err = new Error(
-    `@agent-relay/sandbox-router has no native binary for this platform (${triple}). ` +
-      `Looked for ${attempts.join(' and ')}. To fix it, either ` +
-      `(1) install the prebuilt platform package, if one is published for ${triple}: npm install ${pkg}; or ` +
-      `(2) build from source with a Rust toolchain: in a checkout of the package's source, run npm run build ` +
-      `(it writes ${file} next to package.json), then copy ${file} to ${join(__dirname, '..')} ` +
-      `or set SANDBOX_ROUTER_NATIVE_PATH to its path.`,
+  const build =
+    `build it from source with a Rust toolchain: in a checkout of the package's source, ` +
+    `npm install && npm run build writes ${file}; copy it next to ${PACKAGE}'s package.json ` +
+    `or set SANDBOX_ROUTER_NATIVE_PATH to its path.`;
+  const fix = PUBLISHED_TRIPLES.includes(triple)
+    ? `${pkg} is an optional dependency of ${PACKAGE} and was not installed: reinstall without ` +
+      `--omit=optional / --no-optional (a lockfile made on another platform can also skip it: ` +
+      `delete node_modules and the lockfile, then install again), run npm install ${pkg}, or ${build}`
+    : `No prebuilt binary is published for ${triple}: ${build}`;
+  throw new NativeBinaryNotFoundError(
+    `${PACKAGE} has no native binary for this platform (${triple}). Looked for ${local} and the package ${pkg}. ${fix}`,
+    'NATIVE_BINARY_NOT_FOUND',
+    { platform: triple, searched: [local, pkg] },
   );
-  err.code = 'NATIVE_BINARY_NOT_FOUND';
-  err.platform = triple;
-  throw err;
 }
 
-module.exports = { load, platformTriple };
+/** Loads the native binding for `host` (this process by default). */
+function load(host = processHost) {
+  return host.require(locate(host).path);
+}
+
+module.exports = { load, locate, platformTriple, PUBLISHED_TRIPLES };

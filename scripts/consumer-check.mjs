@@ -5,9 +5,13 @@
 // Jest into a fresh project, which takes tens of seconds and needs the npm registry; the
 // unit suites must stay fast and offline. What it proves, in a project under os.tmpdir()
 // that knows nothing of this repository:
-//   1. `npm pack` yields a tarball with the host native binary (the prepack guard passes);
-//   2. it installs next to typescript, @types/node and jest from the registry, and the
-//      optional peers (`@agent-relay/sandbox`, provider SDKs) are NOT pulled in;
+//   1. the host's platform binary, npm/<triple>/sandbox-router.<triple>.node, is the
+//      release build (`npm run build:dist`: napi-rs cross toolchain, glibc <= 2.17, stripped);
+//   2. `scripts/pack-release.mjs` packs the main package (no .node inside; optionalDependencies
+//      at its version, no scripts) and the platform package; both tarballs install next to
+//      typescript, @types/node and jest from the registry, the optional peers
+//      (`@agent-relay/sandbox`, provider SDKs) are NOT pulled in, and the binary that loads is
+//      the platform package's, byte for byte the one checked in step 1;
 //   3. the public types compile under `tsc --strict` as ESM (nodenext, "type": "module"),
 //      as CommonJS (nodenext in a "type": "commonjs" project, `import x = require()`) and
 //      with the legacy `moduleResolution: node10` (which reads `types`, not `exports`);
@@ -26,12 +30,16 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createRequire } from 'node:module';
+import { packRelease } from './pack-release.mjs';
+import { problems as binaryProblems } from './check-binary.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 const { platformTriple } = createRequire(import.meta.url)(join(root, 'lib', 'native.js'));
 const triple = platformTriple();
 const binaryName = `sandbox-router.${triple}.node`;
+const platformPackage = `${pkg.name}-${triple}`;
+const releaseBinary = join(root, 'npm', triple, binaryName);
 
 // What the fresh project installs from the registry. Jest 30 supports Node ^18.14 || ^20 || ^22 || >=24.
 const REGISTRY_PACKAGES = ['typescript@5.9.3', '@types/node@20', 'jest@30'];
@@ -483,29 +491,40 @@ async function main() {
   mkdirSync(join(work, 'pack'), { recursive: true });
   console.log(`consumer check of ${pkg.name}@${pkg.version} (${triple}, node ${process.version}) in ${work}`);
   let tarball;
+  let platformTarball;
   let packedFiles = [];
 
   await step(
-    'prepack guard: the host native binary is present',
+    `the release binary npm/${triple}/${binaryName}: glibc <= 2.17, stripped`,
     () => {
-      run('npm', ['run', 'prepack', '--silent'], root);
-      return binaryName;
+      if (!existsSync(releaseBinary)) throw new Error(`${releaseBinary} is missing: run npm run build:dist first`);
+      if (!triple.endsWith('-gnu')) return 'not a glibc target: no floor to check';
+      const tool = (cmd, args) => run(cmd, args, root).stdout;
+      const result = binaryProblems({ objdump: tool('objdump', ['-T', releaseBinary]), readelf: tool('readelf', ['-S', '-W', releaseBinary]) });
+      if (result.problems.length > 0) throw new Error(result.problems.join('\n'));
+      return `GLIBC_${result.highest}, stripped`;
     },
     { critical: true },
   );
 
-  // --ignore-scripts: `npm pack` would run `prepare` (a cargo build) after prepack; the guard
-  // ran above, and rebuilding here could pick up half-edited sources.
+  // The platform package for the host and the staged main package, as the release workflow
+  // packs them (the other six platform packages are not built here).
   await step(
-    'npm pack',
+    'pack: main package (staged, no binary) + platform package',
     () => {
-      const { stdout } = run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', join(work, 'pack')], root);
-      const [report] = JSON.parse(stdout);
-      tarball = join(work, 'pack', report.filename);
-      packedFiles = report.files.map((f) => f.path);
-      if (!existsSync(tarball)) throw new Error(`${tarball} was not written`);
-      if (!packedFiles.includes(binaryName)) throw new Error(`the tarball lacks ${binaryName}: ${packedFiles.join(', ')}`);
-      return `${report.filename}, ${packedFiles.length} files, ${(report.size / 1024 / 1024).toFixed(1)} MiB`;
+      const summary = packRelease({ out: join(work, 'pack'), platforms: [triple] });
+      tarball = summary.main.tarball;
+      platformTarball = summary.platforms[0].tarball;
+      packedFiles = summary.main.files;
+      const binaries = packedFiles.filter((f) => f.endsWith('.node'));
+      if (binaries.length > 0) throw new Error(`the main tarball ships ${binaries.join(', ')}`);
+      const manifest = JSON.parse(run('tar', ['-xzOf', tarball, 'package/package.json'], work).stdout);
+      if (manifest.optionalDependencies?.[platformPackage] !== pkg.version) {
+        throw new Error(`the packed package.json lacks ${platformPackage}@${pkg.version} in optionalDependencies`);
+      }
+      if (manifest.scripts !== undefined) throw new Error(`the packed package.json has scripts: ${Object.keys(manifest.scripts).join(', ')}`);
+      const mib = (n) => `${(n / 1024 / 1024).toFixed(1)} MiB`;
+      return `main ${packedFiles.length} files ${mib(summary.main.size)}, ${triple} ${mib(summary.platforms[0].size)}`;
     },
     { critical: true },
   );
@@ -514,7 +533,7 @@ async function main() {
     `npm install <tarball> ${REGISTRY_PACKAGES.join(' ')}`,
     () => {
       writeProject();
-      run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error', tarball, ...REGISTRY_PACKAGES], project);
+      run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error', tarball, platformTarball, ...REGISTRY_PACKAGES], project);
       const installed = join(project, 'node_modules', '@agent-relay', 'sandbox-router');
       const version = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')).version;
       if (version !== pkg.version) throw new Error(`installed ${version}, expected ${pkg.version}`);
@@ -524,6 +543,18 @@ async function main() {
     },
     { critical: true },
   );
+
+  await step(`the binary that loads is ${platformPackage}'s, the one checked above (no local .node in the main package)`, () => {
+    const installed = join(project, 'node_modules', '@agent-relay', 'sandbox-router');
+    const stray = readdirSync(installed).filter((f) => f.endsWith('.node'));
+    if (stray.length > 0) throw new Error(`the installed main package holds ${stray.join(', ')}`);
+    const script = `console.log(JSON.stringify(require(${JSON.stringify(join(installed, 'lib', 'native.js'))}).locate()))`;
+    const found = JSON.parse(run(process.execPath, ['-e', script], project).stdout);
+    const expected = join(project, 'node_modules', ...platformPackage.split('/'), binaryName);
+    if (found.source !== platformPackage || found.path !== expected) throw new Error(`the loader picked ${JSON.stringify(found)}, expected ${expected}`);
+    if (!readFileSync(expected).equals(readFileSync(releaseBinary))) throw new Error(`${expected} differs from ${releaseBinary}`);
+    return `${platformPackage}/${binaryName}`;
+  });
 
   await step('optional peers (@agent-relay/sandbox, provider SDKs) are not installed', () => {
     const present = OPTIONAL_PEERS.filter((name) => existsSync(join(project, 'node_modules', ...name.split('/'))));
