@@ -16,8 +16,13 @@ import {
   routeProviders,
   validateManifest,
   planStartup,
+  planTeardown,
+  startManifest,
+  teardownManifest,
+  checkIdle,
   asProviderId,
 } from '../index.mjs';
+import { createLocalRuntime, LocalRuntimeError, LOCAL_ERROR_CODES } from '../local/index.mjs';
 import { CANARY, definition, fakeRuntime, leaks, trapAll, revoked } from './fixtures.mjs';
 
 // The README's error table (plus the code our fuzzing classifier answers).
@@ -183,6 +188,61 @@ test('fuzz: constructors and factories (router, registry, factory, runtime, capa
     }),
     RUNS,
   );
+});
+
+test('fuzz: process manifests against a real local sandbox', async () => {
+  const router = createSandboxRouter({ providers: { local: {} }, ...SHORT, operationTimeoutMs: 5_000 });
+  const s = await router.provision({});
+  const manifest = { processes: [{ name: 'a', command: 'sleep 5' }] };
+  try {
+    await fc.assert(
+      fc.asyncProperty(hostile, async (v) => {
+        await outcome(() => planTeardown(v.make()));
+        await outcome(() => startManifest(v.make(), s.id, manifest));
+        await outcome(() => startManifest(router, v.make(), manifest));
+        await outcome(() => startManifest(router, s.id, manifest, v.make()));
+        await outcome(() => teardownManifest(router, s.id, v.make()));
+        await outcome(() => teardownManifest(router, s.id, { manifest, processes: [v.make()] }));
+        await outcome(() => checkIdle(router, s.id, v.make()));
+        await outcome(() => checkIdle(router, s.id, { ...manifest, idle: { quietMs: 1, evidence: ['no-running-command'] } }, v.make()));
+      }),
+      { numRuns: 15 },
+    );
+  } finally {
+    await router.destroy(s.id);
+  }
+});
+
+test('fuzz: the local runtime answers hostile arguments with its own typed errors', async () => {
+  const rt = createLocalRuntime();
+  const h = await rt.launch({});
+  const local = async (fn) => {
+    try {
+      await fn();
+    } catch (error) {
+      assert.ok(error instanceof LocalRuntimeError, `not a LocalRuntimeError: ${Object.prototype.toString.call(error)}`);
+      assert.ok(LOCAL_ERROR_CODES.includes(error.code), `undocumented code ${error.code}`);
+      assert.ok(error.message.length < 2_000, 'bounded message');
+      assert.equal(leaks(error), false);
+    }
+  };
+  try {
+    await fc.assert(
+      fc.asyncProperty(hostile, async (v) => {
+        await local(() => createLocalRuntime(v.make()));
+        await local(() => rt.launch(v.make()));
+        for (const op of ['getById', 'findAllByLabels', 'countByLabels', 'stop', 'start']) await local(() => rt[op](v.make()));
+        await local(() => rt.runScript(v.make(), { command: 'true' }));
+        await local(() => rt.runScript(h, v.make()));
+        await local(() => rt.runScript(h, { command: 'true', env: v.make() }));
+        await local(() => rt.uploadBundle(h, v.make()));
+        await local(() => rt.uploadBundle(h, { files: [v.make()] }));
+      }),
+      { numRuns: 30 },
+    );
+  } finally {
+    await rt.destroy(h);
+  }
 });
 
 test('fuzz: operations by id with hostile ids and arguments', async () => {

@@ -26,7 +26,21 @@ const {
   SandboxRequestValidationError,
   SandboxNotFoundError,
   callNative,
+  isRouterError,
 } = require('./errors.js');
+const { guarded, copyOptions, shown } = require('./guard.js');
+
+/**
+ * A caller's argument, read once inside a guard (lib/guard.js): a throwing getter or Proxy
+ * trap is INVALID_INPUT naming the argument.
+ */
+function readArg(value, field, depth = 6) {
+  try {
+    return copyOptions(value, depth);
+  } catch {
+    throw optionError(field, 'could not be read (a property access threw)');
+  }
+}
 
 /** Directory, relative to the sandbox's working directory, that holds logs and bookkeeping. */
 const STATE_DIR = '.relay';
@@ -130,10 +144,11 @@ function intOption(options, key, def, min, max) {
   return v;
 }
 
-function optionsOf(options, allowed) {
+function optionsOf(input, allowed) {
+  const options = readArg(input, 'options', 2);
   if (options === undefined || options === null) return {};
   if (typeof options !== 'object') throw optionError('options', 'must be an object');
-  for (const k of Object.keys(options)) if (!allowed.includes(k)) throw optionError(`options.${k}`, 'is not a known option');
+  for (const k of Object.keys(options)) if (!allowed.includes(k)) throw optionError(`options.${shown(k)}`, 'is not a known option');
   return options;
 }
 
@@ -307,15 +322,29 @@ class Failure {
   }
 }
 const ABORTED = Symbol('aborted');
+/** Whether `e` is one of our Failures (guarded: a thrown value may be a hostile Proxy). */
+function isFailure(e) {
+  try {
+    return e instanceof Failure;
+  } catch {
+    return false;
+  }
+}
 
 function checkRouter(router) {
-  if (!router || typeof router.runScript !== 'function') {
+  let ok = false;
+  try {
+    ok = guarded(() => Boolean(router) && typeof router.runScript === 'function');
+  } catch {
+    ok = false;
+  }
+  if (!ok) {
     throw optionError('router', 'must be a SandboxRouter (an object with runScript)');
   }
 }
 
 function isCallerError(error) {
-  return error instanceof SandboxNotFoundError || error instanceof SandboxRequestValidationError;
+  return isRouterError(error) && (error instanceof SandboxNotFoundError || error instanceof SandboxRequestValidationError);
 }
 
 /** Starts `p` in the background; resolves `{ pid, pgid, startedAt }`. */
@@ -444,13 +473,13 @@ async function startManifest(router, sandboxId, manifest, options) {
       );
       // Report the first failure in wave (name) order: deterministic for a given outcome.
       const failures = settled.filter((s) => s.status === 'rejected').map((s) => s.reason);
-      const first = failures.find((f) => f instanceof Failure) ?? failures.find((f) => f !== ABORTED);
+      const first = failures.find((f) => isFailure(f)) ?? failures.find((f) => f !== ABORTED);
       if (first !== undefined) throw first;
     }
     const gone = await stillRunning(ctx, plan.order);
     if (gone) throw gone;
   } catch (error) {
-    failure = error instanceof Failure ? error : new Failure(plan.order[0], 'RUNTIME_ERROR');
+    failure = isFailure(error) ? error : new Failure(plan.order[0], 'RUNTIME_ERROR');
   }
 
   if (failure) {
@@ -538,8 +567,9 @@ async function stopOne(router, sandboxId, step, proc, flushTimeoutMs) {
  * @param {{ manifest: object, processes: { name: string, pid: number, pgid: number }[] }} started
  * @param {{ flushTimeoutMs?: number }} [options]
  */
-async function teardownManifest(router, sandboxId, started, options) {
+async function teardownManifest(router, sandboxId, input, options) {
   checkRouter(router);
+  const started = readArg(input, 'started');
   const opts = optionsOf(options, ['flushTimeoutMs']);
   const flushTimeoutMs = intOption(opts, 'flushTimeoutMs', DEFAULT_FLUSH_TIMEOUT_MS, 1, 3_600_000);
   const byName = startedOf(started);
@@ -683,8 +713,9 @@ function stateOf(state, key) {
  * @param {object} [state] the `state` of the previous result
  * @param {{ timeoutMs?: number }} [options]
  */
-async function checkIdle(router, sandboxId, manifest, state, options) {
+async function checkIdle(router, sandboxId, manifest, input, options) {
   checkRouter(router);
+  const state = readArg(input, 'state');
   const opts = optionsOf(options, ['timeoutMs']);
   const timeoutMs = intOption(opts, 'timeoutMs', DEFAULT_IDLE_PROBE_TIMEOUT_MS, 1, 3_600_000);
   const normalized = validateManifest(manifest);

@@ -31,6 +31,7 @@ const fs = require('node:fs');
 const fsp = require('node:fs/promises');
 const os = require('node:os');
 const path = require('node:path');
+const { copyOptions, shown } = require('../lib/guard.js');
 
 const DEFAULT_TIMEOUT_MS = 60_000;
 const DEFAULT_SHELL = '/bin/sh';
@@ -110,8 +111,23 @@ function checkTimerMs(value, field, code) {
   return null;
 }
 
+/**
+ * Every argument of a public method, read once inside a guard into plain copies (see
+ * lib/guard.js): a Proxy that throws, a revoked Proxy or a throwing getter becomes a typed
+ * LOCAL_INVALID_ARGUMENT, and nothing below reads the caller's objects again.
+ */
+function readArgs(method, args) {
+  try {
+    return args.map((a) => copyOptions(a, 4));
+  } catch {
+    throw invalid(`${method}: an argument could not be read (a property access threw)`, 'arguments');
+  }
+}
+
+// Values are described by kind, never echoed: a value may be a secret (an env entry, a token
+// passed by mistake).
 function describe(v) {
-  if (typeof v === 'string') return JSON.stringify(v);
+  if (typeof v === 'string') return `a string of ${v.length} characters`;
   if (typeof v === 'number' || typeof v === 'boolean' || v === null || v === undefined) return String(v);
   return Array.isArray(v) ? 'an array' : `a ${typeof v}`;
 }
@@ -122,17 +138,23 @@ function checkStringMap(value, field, { envKeys = false } = {}) {
   if (!isPlainObject(value)) throw invalid(`${field} must be a plain object of string values, got ${describe(value)}`, field);
   const out = {};
   for (const [k, v] of Object.entries(value)) {
-    if (typeof v !== 'string') throw invalid(`${field}.${k} must be a string, got ${describe(v)}`, `${field}.${k}`);
+    if (typeof v !== 'string') throw invalid(`${field}.${shown(k)} must be a string, got ${describe(v)}`, `${field}.${shown(k)}`);
     if (envKeys && (k === '' || k.includes('=') || k.includes('\0'))) {
-      throw invalid(`${field} key ${JSON.stringify(k)} is not a valid environment variable name`, field);
+      throw invalid(`${field} key ${JSON.stringify(shown(k))} is not a valid environment variable name`, field);
     }
-    if (v.includes('\0')) throw invalid(`${field}.${k} must not contain NUL bytes`, `${field}.${k}`);
+    if (v.includes('\0')) throw invalid(`${field}.${shown(k)} must not contain NUL bytes`, `${field}.${shown(k)}`);
     out[k] = v;
   }
   return out;
 }
 
-function checkOptions(options) {
+function checkOptions(input) {
+  let options;
+  try {
+    options = copyOptions(input, 2);
+  } catch {
+    throw new LocalRuntimeError('local runtime options could not be read (a property access threw)', 'LOCAL_INVALID_OPTIONS');
+  }
   if (options === undefined || options === null) options = {};
   if (!isPlainObject(options)) {
     throw new LocalRuntimeError(`local runtime options must be a plain object, got ${describe(options)}`, 'LOCAL_INVALID_OPTIONS');
@@ -140,9 +162,9 @@ function checkOptions(options) {
   for (const key of Object.keys(options)) {
     if (!KNOWN_OPTIONS.includes(key)) {
       throw new LocalRuntimeError(
-        `unknown local runtime option ${JSON.stringify(key)} (known: ${KNOWN_OPTIONS.join(', ')})`,
+        `unknown local runtime option ${JSON.stringify(shown(key))} (known: ${KNOWN_OPTIONS.join(', ')})`,
         'LOCAL_INVALID_OPTIONS',
-        { field: key },
+        { field: shown(key) },
       );
     }
   }
@@ -287,6 +309,7 @@ class LocalSandboxRuntime {
   // ── acquisition ────────────────────────────────────────────────────────────────────
 
   async launch(options) {
+    [options] = readArgs('launch', [options]);
     this.#assertOpen();
     if (options === undefined || options === null) options = {};
     if (!isPlainObject(options)) throw invalid(`launch options must be a plain object, got ${describe(options)}`, 'options');
@@ -351,6 +374,7 @@ class LocalSandboxRuntime {
   // ── lookup ──────────────────────────────────────────────────────────────────────────
 
   async getById(id, options) {
+    [id, options] = readArgs('getById', [id, options]);
     if (typeof id !== 'string') throw invalid(`id must be a string, got ${describe(id)}`, 'id');
     const states = checkStates(options);
     const sb = this.#sandboxes.get(id);
@@ -359,11 +383,13 @@ class LocalSandboxRuntime {
   }
 
   async findByLabels(labels, options) {
+    [labels, options] = readArgs('findByLabels', [labels, options]);
     const [first] = this.#match(labels, options, 1);
     return first ? toHandle(first) : null;
   }
 
   async findAllByLabels(labels, options) {
+    [labels, options] = readArgs('findAllByLabels', [labels, options]);
     const limit = options?.limit;
     if (limit !== undefined && limit !== null && (!Number.isSafeInteger(limit) || limit < 0)) {
       throw invalid(`limit must be a non-negative integer, got ${describe(limit)}`, 'limit');
@@ -372,6 +398,7 @@ class LocalSandboxRuntime {
   }
 
   async countByLabels(labels, options) {
+    [labels, options] = readArgs('countByLabels', [labels, options]);
     const maxCount = options?.maxCount;
     if (maxCount !== undefined && maxCount !== null && (!Number.isSafeInteger(maxCount) || maxCount < 0)) {
       throw invalid(`maxCount must be a non-negative integer, got ${describe(maxCount)}`, 'maxCount');
@@ -402,6 +429,7 @@ class LocalSandboxRuntime {
   // ── exec ────────────────────────────────────────────────────────────────────────────
 
   async runScript(handle, options) {
+    [handle, options] = readArgs('runScript', [handle, options]);
     const sb = this.#require(handle);
     if (!isPlainObject(options)) throw invalid(`runScript options must be a plain object, got ${describe(options)}`, 'options');
     const { command, timeoutMs, env, sessionId } = options;
@@ -539,6 +567,7 @@ class LocalSandboxRuntime {
   // ── files ───────────────────────────────────────────────────────────────────────────
 
   async uploadBundle(handle, bundle) {
+    [handle, bundle] = readArgs('uploadBundle', [handle, bundle]);
     const sb = this.#require(handle);
     if (!isPlainObject(bundle) || !Array.isArray(bundle.files)) {
       throw invalid('uploadBundle expects { files: Array<{ source, destination }> }', 'files');
@@ -561,18 +590,21 @@ class LocalSandboxRuntime {
   // ── lifecycle ───────────────────────────────────────────────────────────────────────
 
   async stop(handle) {
+    [handle] = readArgs('stop', [handle]);
     const sb = this.#require(handle);
     sb.state = 'stopped';
     await this.#killAll(sb, 'stopped');
   }
 
   async start(handle) {
+    [handle] = readArgs('start', [handle]);
     const sb = this.#require(handle);
     sb.state = 'started';
     return toHandle(sb);
   }
 
   async destroy(handle) {
+    [handle] = readArgs('destroy', [handle]);
     const id = handle && typeof handle === 'object' ? handle.id : handle;
     if (typeof id !== 'string') return;
     const sb = this.#sandboxes.get(id);
