@@ -24,7 +24,9 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 export const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+// Windows: npm is npm.cmd, which Node 20.12+ spawns only through a shell.
 const npmCmd = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+const shell = process.platform === 'win32';
 
 /** The platform packages under npm/: `{ triple, dir, manifest, binary }` for each. */
 export function platformPackages(base = root) {
@@ -65,6 +67,7 @@ function npmPack(dir, destination) {
     cwd: root,
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'pipe'],
+    shell,
   });
   const [report] = JSON.parse(out);
   return { tarball: join(destination, report.filename), files: report.files.map((f) => f.path), size: report.size };
@@ -94,7 +97,7 @@ export function packRelease({ out, platforms: wanted = null, all = false }) {
 
   // The files npm would take from the root (the `files` allow-list), copied as they are.
   const dryRun = JSON.parse(
-    execFileSync(npmCmd, ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }),
+    execFileSync(npmCmd, ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], shell }),
   )[0];
   const stage = join(out, 'stage');
   for (const { path } of dryRun.files) {
