@@ -23,11 +23,9 @@ const byContent = new Map();
 class Compiled {
   constructor(json) {
     this.native = callNative(() => new binding.CompiledRequest(json));
-    const [maxAttempts, fallback, timeoutMs, key] = this.native.info.split('|');
-    this.key = Number(key);
-    this.maxAttempts = Number(maxAttempts);
-    this.fallbackAllowed = fallback === '1';
-    this.timeoutMs = Number(timeoutMs);
+    const info = this.native.info;
+    this.key = info.key;
+    this.timeoutMs = info.acquisitionTimeoutMs;
     this.json = json;
     this.parts = null;
   }

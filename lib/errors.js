@@ -115,16 +115,23 @@ function isRouterError(value) {
 }
 
 /**
- * Turns an error thrown by the native binding into an instance of the right class.
- * The binding encodes `{ code, message, field, ... }` as JSON in the message; anything
- * else (which would be a bug) becomes an internal error without the original text.
+ * Turns a native error into an instance of the right class: a typed `NativeError` value
+ * (the provision path's entry points return one in an `Either`), or an error thrown by an
+ * older entry point, which encodes `{ code, message, field, ... }` as JSON in its message.
+ * Anything else (which would be a bug) becomes an internal error without the original text.
  */
 function fromNative(error) {
   let data;
-  try {
-    data = JSON.parse(error && error.message);
-  } catch {
-    data = undefined;
+  if (error !== null && typeof error === 'object' && !(error instanceof Error)) {
+    // A typed error value (`NativeError`, returned by the newer entry points).
+    data = { ...error };
+    for (const k of Object.keys(data)) if (data[k] === null || data[k] === undefined) delete data[k];
+  } else {
+    try {
+      data = JSON.parse(error && error.message);
+    } catch {
+      data = undefined;
+    }
   }
   if (!data || typeof data.code !== 'string') {
     return new SandboxRouterInternalError('internal error in the native routing core', 'INTERNAL_ERROR');

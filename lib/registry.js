@@ -101,7 +101,7 @@ class InMemoryProviderRegistry {
     if (this.#byId.has(entry.id)) {
       throw new ProviderRegistryError(`duplicate provider id: ${entry.id}`, 'DUPLICATE_PROVIDER', { providerId: entry.id });
     }
-    callNative(() => this.#native.addPool(entry.json, entry.detachable));
+    callNative(() => this.#native.addPool(entry.json, entry.detachable, entry.capacity !== undefined));
     this.#definitions.push(def);
     this.#entries.push(entry);
     this.#byId.set(entry.id, entry);

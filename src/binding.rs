@@ -1,14 +1,22 @@
 //! napi glue: turns JS values into core types and back, and nothing else.
 //!
-//! Why strings across the seam? A request crosses as one JSON string (V8's
-//! `JSON.stringify` and serde_json are both faster than walking a JS object property by
-//! property through napi), and hot-path answers come back as compact strings the JS side
-//! splits. Errors cross as a JSON-encoded reason (`{"code","message","field"}`) that the
-//! JS layer turns into an instance of the right error class. Every entry point runs
-//! inside `guard`, so a Rust panic becomes a typed `INTERNAL_ERROR`, never a crash.
+//! What crosses, and in which form:
+//! - a request and a definition cross once each as JSON text (V8's `JSON.stringify` and
+//!   serde_json are both faster than walking a JS object through napi), to be validated;
+//! - answers cross typed: `#[napi(object)]` structs, string enums and typed arrays
+//!   (`RequestInfo`, an attempt order as a `Uint32Array`, an acquisition's steps, events and
+//!   failure in `binding_acquisition.rs`);
+//! - errors of the provision path cross as a typed [`NativeError`] value (code, message,
+//!   field, and for `NO_ELIGIBLE_PROVIDER` the summary and rejections), returned in an
+//!   `Either`; the older entry points that throw still encode their reason as JSON, which
+//!   `lib/errors.js` turns into the right class.
+//!
+//! Every entry point runs inside `guard`, so a Rust panic becomes a typed
+//! `INTERNAL_ERROR`, never a crash.
 
+use crate::binding_acquisition::{NativeAcquisition, NativeError, NativeLedger};
+use crate::core::acquisition::{Acquisition, CapacityPlan};
 use crate::core::explain::{explain, summary};
-use crate::core::fallback::{after_failure, sanitize, Next};
 use crate::core::ids::{validate_provider_id, validate_sandbox_id, SandboxIdSource, SandboxKey};
 use crate::core::mapping::{CreatedAt, Mapping, MappingStore};
 use crate::core::ranking::Slim;
@@ -16,6 +24,7 @@ use crate::core::registry::{route, route_order_into, Decision, Pool, Registry, R
 use crate::core::request::{parse_request, Request};
 use crate::core::signals::{signal_state, unresolved, SignalState};
 use crate::core::CoreError;
+use napi::bindgen_prelude::{Either, Uint32Array};
 use napi::{Error, Result, Status};
 use napi_derive::napi;
 use serde_json::{json, Value};
@@ -157,46 +166,20 @@ impl CompiledRequest {
         })
     }
 
-    /// `maxAttempts|fallback(0/1)|acquisitionTimeoutMs|key`.
+    /// What the JS layer needs of a compiled request, read once per compile.
     #[napi(getter)]
-    pub fn info(&self) -> String {
-        format!(
-            "{}|{}|{}|{}",
-            self.req.max_attempts,
-            u8::from(self.req.fallback_allowed),
-            self.req.acquisition_timeout_ms,
-            self.key
-        )
+    pub fn info(&self) -> RequestInfo {
+        RequestInfo { key: self.key, acquisition_timeout_ms: self.req.acquisition_timeout_ms as f64 }
     }
 }
 
-/// Sanitizes a classifier answer and decides what follows a failed attempt.
-/// Returns `ADVANCE:<pos>:<code>`, `TERMINAL:<code>` or `EXHAUSTED:<code>`.
-#[napi]
-pub fn decide_after_failure(
-    code: Option<String>,
-    retryable: Option<bool>,
-    fallback_allowed: bool,
-    attempts_made: u32,
-    max_attempts: u32,
-    candidates: u32,
-) -> Result<String> {
-    guard(|| {
-        let c = sanitize(code.as_deref(), retryable);
-        Ok(
-            match after_failure(
-                &c,
-                fallback_allowed,
-                attempts_made as usize,
-                max_attempts as usize,
-                candidates as usize,
-            ) {
-                Next::Advance(pos) => format!("ADVANCE:{pos}:{}", c.code),
-                Next::Terminal => format!("TERMINAL:{}", c.code),
-                Next::Exhausted => format!("EXHAUSTED:{}", c.code),
-            },
-        )
-    })
+/// What the JS layer keeps of a compiled request.
+#[napi(object)]
+pub struct RequestInfo {
+    /// The key of this request for the hot-path free functions.
+    pub key: u32,
+    /// The launch deadline, ms (the JS side runs the timer; the machine decides the rest).
+    pub acquisition_timeout_ms: f64,
 }
 
 /// Deliberately panics inside `guard`; used by tests to prove a panic becomes a typed error.
@@ -215,9 +198,9 @@ pub struct NativeRegistry {
 /// What a registry holds; shared by its class and its hot-path key.
 struct RegistryInner {
     registry: Registry,
-    ids: SandboxIdSource,
+    /// Per pool: whether its definition has a capacity reader.
+    readers: Vec<bool>,
     scratch: Vec<Slim>,
-    order: Vec<usize>,
 }
 
 impl Drop for NativeRegistry {
@@ -267,9 +250,8 @@ impl NativeRegistry {
     pub fn new() -> Self {
         let inner = Rc::new(RefCell::new(RegistryInner {
             registry: Registry::default(),
-            ids: SandboxIdSource::default(),
+            readers: Vec::new(),
             scratch: Vec::new(),
-            order: Vec::new(),
         }));
         let key = REGISTRIES.with(|s| s.borrow_mut().insert(inner.clone()));
         NativeRegistry { inner, key }
@@ -283,13 +265,21 @@ impl NativeRegistry {
 
     /// Adds a pool from `{ id, capabilities, signals }` JSON; returns its index.
     #[napi]
-    pub fn add_pool(&self, definition_json: String, has_launch_detached: bool) -> Result<u32> {
+    pub fn add_pool(
+        &self,
+        definition_json: String,
+        has_launch_detached: bool,
+        has_capacity_reader: bool,
+    ) -> Result<u32> {
         guard(|| {
             let v = serde_json::from_str::<Value>(&definition_json).map_err(|_| {
                 encode("INVALID_PROVIDER_DEFINITION", "provider definition is not serializable", None, Value::Null)
             })?;
             let pool = Pool::from_json(&v, has_launch_detached).map_err(core_err)?;
-            self.inner.borrow_mut().registry.add(pool).map(|i| i as u32).map_err(core_err)
+            let mut inner = self.inner.borrow_mut();
+            let index = inner.registry.add(pool).map_err(core_err)?;
+            inner.readers.push(has_capacity_reader);
+            Ok(index as u32)
         })
     }
 
@@ -299,23 +289,40 @@ impl NativeRegistry {
         self.inner.borrow().registry.pools().len() as u32
     }
 
-    /// A fresh `sbx_` id.
+    /// The attempt order `router.route()` reports, with per-request extras (readiness,
+    /// resolver, capacity order): pool indices, best first, at most `maxAcquisitionAttempts`;
+    /// or the typed `NO_ELIGIBLE_PROVIDER` error. See [`registry_order`].
     #[napi]
-    pub fn next_sandbox_id(&self) -> Result<String> {
-        guard(|| self.inner.borrow_mut().ids.next_id().map_err(core_err))
-    }
-
-    /// The provision plan with per-request extras (readiness, resolver, capacity order);
-    /// see [`registry_plan`] for the result and errors.
-    #[napi]
-    pub fn plan(
+    pub fn order(
         &self,
         request: &CompiledRequest,
         detached: bool,
         extras: Option<RouteExtras>,
-        allocate_id: bool,
-    ) -> Result<String> {
-        guard(|| self.inner.borrow_mut().plan(&request.req, detached, extras.as_ref(), allocate_id))
+    ) -> Result<Either<Uint32Array, NativeError>> {
+        guard(|| {
+            let mut inner = self.inner.borrow_mut();
+            let limit = Some(request.req.max_attempts as usize);
+            Ok(match inner.candidates(&request.req, detached, extras.as_ref(), limit)? {
+                Ok(order) => Either::A(indices(&order)),
+                Err(e) => Either::B(e),
+            })
+        })
+    }
+
+    /// Starts a provision's acquisition (see `core::acquisition`): plans the candidates
+    /// with the per-request extras and, under capacity routing (`ledger` given), admits each
+    /// against the router's ledger. `observe`: record events. Returns the machine, or the
+    /// typed `NO_ELIGIBLE_PROVIDER` error.
+    #[napi]
+    pub fn begin(
+        &self,
+        request: &CompiledRequest,
+        detached: bool,
+        extras: Option<RouteExtras>,
+        ledger: Option<&NativeLedger>,
+        observe: bool,
+    ) -> Result<Either<NativeAcquisition, NativeError>> {
+        guard(|| self.inner.borrow_mut().begin(&request.req, detached, extras.as_ref(), ledger, observe))
     }
 
     /// Indices of pools that pass the hard requirements and credentials (for a resolver).
@@ -352,33 +359,59 @@ impl NativeRegistry {
     }
 }
 
-/// The provision hot path: plan for registry `registry_key` and compiled request
-/// `request_key` without extras. Returns `sbx_id|i,j,k` (pool indices, best first, at
-/// most `maxAttempts`; the id is empty unless `allocate_id`). Throws an encoded
-/// `NO_ELIGIBLE_PROVIDER` error (with the explained rejections and the id) when nothing is
-/// eligible.
+/// Pool indices as a typed array.
+fn indices(order: &[usize]) -> Uint32Array {
+    Uint32Array::new(order.iter().map(|&i| i as u32).collect())
+}
+
+fn registry_and_request(registry_key: u32, request_key: u32) -> Result<(Rc<RefCell<RegistryInner>>, Rc<Request>)> {
+    let inner = REGISTRIES.with(|s| s.borrow().get(registry_key)).ok_or_else(|| stale("registry"))?;
+    let req = REQUESTS.with(|s| s.borrow().get(request_key)).ok_or_else(|| stale("request"))?;
+    Ok((inner, req))
+}
+
+/// The `router.route()` hot path without extras: registry `registry_key`, compiled request
+/// `request_key`. Pool indices, best first, at most `maxAcquisitionAttempts`; or the typed
+/// `NO_ELIGIBLE_PROVIDER` error (summary and rejections).
 #[napi]
-pub fn registry_plan(registry_key: u32, request_key: u32, detached: bool, allocate_id: bool) -> Result<String> {
+pub fn registry_order(registry_key: u32, request_key: u32, detached: bool) -> Result<Either<Uint32Array, NativeError>> {
     guard(|| {
-        let inner = REGISTRIES.with(|s| s.borrow().get(registry_key)).ok_or_else(|| stale("registry"))?;
-        let req = REQUESTS.with(|s| s.borrow().get(request_key)).ok_or_else(|| stale("request"))?;
+        let (inner, req) = registry_and_request(registry_key, request_key)?;
         let mut inner = inner.borrow_mut();
-        inner.plan(&req, detached, None, allocate_id)
+        Ok(match inner.candidates(&req, detached, None, Some(req.max_attempts as usize))? {
+            Ok(order) => Either::A(indices(&order)),
+            Err(e) => Either::B(e),
+        })
+    })
+}
+
+/// The provision hot path without extras: [`NativeRegistry::begin`] by keys, with no
+/// capacity routing.
+#[napi]
+pub fn begin_acquisition(
+    registry_key: u32,
+    request_key: u32,
+    detached: bool,
+    observe: bool,
+) -> Result<Either<NativeAcquisition, NativeError>> {
+    guard(|| {
+        let (inner, req) = registry_and_request(registry_key, request_key)?;
+        let mut inner = inner.borrow_mut();
+        inner.begin(&req, detached, None, None, observe)
     })
 }
 
 impl RegistryInner {
-    fn plan(
+    /// The candidates of one provision or route, best first (at most `limit`), or the typed
+    /// `NO_ELIGIBLE_PROVIDER` error. The outer `Result` is for internal failures only.
+    fn candidates(
         &mut self,
         req: &Request,
         detached: bool,
         extras: Option<&RouteExtras>,
-        allocate_id: bool,
-    ) -> Result<String> {
-        let capacity = extras.is_some_and(|e| e.provider_order.is_some());
-        // Capacity skips consume no attempt, so capacity routing needs every candidate.
-        let limit = if capacity { None } else { Some(req.max_attempts as usize) };
-        let mut order = std::mem::take(&mut self.order);
+        limit: Option<usize>,
+    ) -> Result<std::result::Result<Vec<usize>, NativeError>> {
+        let mut order = Vec::new();
         match extras {
             None => route_order_into(
                 &self.registry,
@@ -405,22 +438,33 @@ impl RegistryInner {
                 route_order_into(&self.registry, req, &opts, &mut self.scratch, &mut order)
             }
         }
-        let id = if allocate_id { self.ids.next_id().map_err(core_err)? } else { String::new() };
         if order.is_empty() {
-            self.order = order;
-            return Err(self.no_eligible(req, detached, extras, allocate_id.then_some(id.as_str()))?);
+            return Ok(Err(self.no_eligible(req, detached, extras)?));
         }
-        use std::fmt::Write;
-        let mut out = id;
-        out.push('|');
-        for (n, i) in order.iter().enumerate() {
-            if n > 0 {
-                out.push(',');
-            }
-            let _ = write!(out, "{i}");
-        }
-        self.order = order;
-        Ok(out)
+        Ok(Ok(order))
+    }
+
+    fn begin(
+        &mut self,
+        req: &Request,
+        detached: bool,
+        extras: Option<&RouteExtras>,
+        ledger: Option<&NativeLedger>,
+        observe: bool,
+    ) -> Result<Either<NativeAcquisition, NativeError>> {
+        // Capacity skips consume no attempt, so capacity routing needs every candidate.
+        let limit = if ledger.is_some() { None } else { Some(req.max_attempts as usize) };
+        let order = match self.candidates(req, detached, extras, limit)? {
+            Ok(order) => order,
+            Err(e) => return Ok(Either::B(e)),
+        };
+        let capacity = ledger.map(|l| CapacityPlan {
+            need: req.resources,
+            readers: self.readers.clone(),
+            ledger_pools: self.registry.pools().iter().map(|p| l.key_for(&p.id)).collect(),
+        });
+        let machine = Acquisition::new(order, req.max_attempts as usize, req.fallback_allowed, capacity, observe);
+        Ok(Either::A(NativeAcquisition::new(machine, ledger.map(NativeLedger::shared))))
     }
 
     fn decide(
@@ -447,31 +491,48 @@ impl RegistryInner {
         Ok(route(self.registry.pools(), req, &opts))
     }
 
-    fn no_eligible(
-        &self,
-        req: &Request,
-        detached: bool,
-        extras: Option<&RouteExtras>,
-        id: Option<&str>,
-    ) -> Result<Error> {
+    fn no_eligible(&self, req: &Request, detached: bool, extras: Option<&RouteExtras>) -> Result<NativeError> {
         let d = self.decide(req, detached, extras, None, true)?;
         let pools = self.registry.pools();
         let line = summary(0, d.total, &d.rejected);
-        let rejections: Vec<Value> = d
+        let rejections = d
             .rejected
             .iter()
-            .map(|r| {
-                json!({"providerId": pools[r.index].id,
-                       "reasons": r.reasons.iter().map(|x| json!({"code": x.reason.code(), "detail": x.detail})).collect::<Vec<_>>()})
+            .map(|r| RejectionRecord {
+                provider_id: pools[r.index].id.clone(),
+                reasons: r
+                    .reasons
+                    .iter()
+                    .map(|x| ReasonRecord { code: x.reason.code().to_string(), detail: x.detail.clone() })
+                    .collect(),
             })
             .collect();
-        Ok(encode(
-            "NO_ELIGIBLE_PROVIDER",
-            &line,
-            None,
-            json!({"summary": line, "rejections": rejections, "sandboxId": id}),
-        ))
+        Ok(NativeError {
+            code: "NO_ELIGIBLE_PROVIDER".to_string(),
+            message: line.clone(),
+            field: None,
+            summary: Some(line),
+            rejections: Some(rejections),
+        })
     }
+}
+
+/// A rejected pool in a typed error: its id and why.
+#[napi(object)]
+pub struct RejectionRecord {
+    /// The pool's id.
+    pub provider_id: String,
+    /// Why it was rejected.
+    pub reasons: Vec<ReasonRecord>,
+}
+
+/// One rejection reason: a stable code and a detail.
+#[napi(object)]
+pub struct ReasonRecord {
+    /// Stable reason code (e.g. `MISSING_CAPABILITY`).
+    pub code: String,
+    /// What exactly (names and numbers, never a caller's value).
+    pub detail: String,
 }
 
 /// Routes once over pools given as a JSON array (the pure `routeProviders` path).
@@ -671,73 +732,6 @@ pub fn validate_measurement(measurement_json: String) -> Result<String> {
         let v = serde_json::from_str::<Value>(&measurement_json).unwrap_or(Value::Null);
         Ok(crate::core::capacity::validate(&v).to_json().to_string())
     })
-}
-
-/// In-process capacity reservations of one router (see `core::capacity::Ledger`).
-#[napi]
-pub struct NativeLedger {
-    ledger: crate::core::capacity::Ledger,
-    pools: HashMap<String, usize>,
-}
-
-#[napi]
-impl NativeLedger {
-    /// A ledger whose post-launch assumptions expire after `ttl_ms`.
-    #[napi(constructor)]
-    pub fn new(ttl_ms: u32) -> Self {
-        NativeLedger {
-            ledger: crate::core::capacity::Ledger::new(std::time::Duration::from_millis(u64::from(ttl_ms))),
-            pools: HashMap::new(),
-        }
-    }
-
-    /// Starts a read; pass the sequence to `admit`.
-    #[napi]
-    pub fn begin_read(&mut self) -> i64 {
-        self.ledger.begin_read() as i64
-    }
-
-    /// Admission check for a launch on `provider_id` given a raw measurement and the
-    /// request's resources. Returns `ADMITTED:<token>`, `EXHAUSTED:<resource>:<detail>` or
-    /// `UNKNOWN:<reason>`.
-    #[napi]
-    pub fn admit(
-        &mut self,
-        provider_id: String,
-        read_seq: i64,
-        measurement_json: String,
-        resources_json: String,
-    ) -> Result<String> {
-        use crate::core::capacity::{validate, Admission};
-        guard(|| {
-            let m = validate(&serde_json::from_str::<Value>(&measurement_json).unwrap_or(Value::Null));
-            let res_value = serde_json::from_str::<Value>(&resources_json).unwrap_or_else(|_| json!({}));
-            let resources =
-                crate::core::json::object(&res_value, "resources", crate::core::capabilities::RESOURCE_KEYS)
-                    .and_then(|o| crate::core::capabilities::Resources::read(&o))
-                    .map_err(|e| {
-                        encode(
-                            "INVALID_REQUEST",
-                            &format!("invalid request: {} {}", e.field, e.expectation),
-                            Some(&e.field),
-                            Value::Null,
-                        )
-                    })?;
-            let next = self.pools.len();
-            let pool = *self.pools.entry(provider_id).or_insert(next);
-            Ok(match self.ledger.admit(pool, read_seq.max(0) as u64, &m, &resources) {
-                Admission::Admitted(t) => format!("ADMITTED:{t}"),
-                Admission::Exhausted { resource, detail } => format!("EXHAUSTED:{resource}:{detail}"),
-                Admission::Unknown(r) => format!("UNKNOWN:{}", r.code()),
-            })
-        })
-    }
-
-    /// Settles an admitted launch (failure releases; success becomes an assumption).
-    #[napi]
-    pub fn settle(&mut self, token: i64, success: bool) {
-        self.ledger.settle(token.max(0) as u64, success);
-    }
 }
 
 thread_local! {

@@ -1,4 +1,5 @@
 pub mod binding;
+pub mod binding_acquisition;
 pub mod binding_capacity;
 pub mod binding_manifest;
 pub mod core;

@@ -1,8 +1,12 @@
 //! The provisioning lifecycle through the core alone, against a mock runtime: route,
-//! allocate the id, stamp it into the labels, launch, classify, fall back (or not),
-//! record the mapping. The JS router drives the same core functions.
+//! allocate the id, stamp it into the labels, admit on capacity, launch, classify, fall
+//! back (or not), record the mapping. The machine driven here, `core::acquisition`, is the
+//! one the router ships: `lib/provision.js` drives it through `binding_acquisition.rs`
+//! exactly as `provision` below does.
 
-use agent_relay_sandbox_router::core::fallback::{sanitize, Acquisition, Classification, Next};
+use agent_relay_sandbox_router::core::acquisition::{Acquisition, Attempt, CapacityPlan, Outcome as End, Step};
+use agent_relay_sandbox_router::core::capabilities::Resources;
+use agent_relay_sandbox_router::core::capacity::{Ledger, Measurement, ResourceMeasurement};
 use agent_relay_sandbox_router::core::ids::{is_sandbox_id, SandboxIdSource, SandboxKey};
 use agent_relay_sandbox_router::core::mapping::{CreatedAt, Mapping, MappingStore};
 use agent_relay_sandbox_router::core::registry::{route_order, Pool, Registry, RouteOptions};
@@ -61,8 +65,8 @@ fn registry(n: usize) -> Registry {
 }
 
 struct Outcomes {
-    result: Result<(String, usize), Next>,
-    attempts: Vec<(usize, Classification)>,
+    result: Result<(String, usize), End>,
+    attempts: Vec<Attempt>,
     id: String,
 }
 
@@ -86,41 +90,67 @@ fn provision(
     let id = ids.next_id().unwrap();
     let mut labels: Vec<(String, String)> = req.labels.iter().cloned().collect();
     labels.push((SANDBOX_ID_LABEL.to_string(), id.clone()));
-    let mut acq = Acquisition::new(order.clone(), req.max_attempts as usize, req.fallback_allowed);
-    let mut attempts = Vec::new();
-    while let Some(pool) = acq.launch() {
-        match rt.launch(pool, &labels) {
-            Ok(remote) => {
-                acq.succeeded();
-                let provider_id = store.intern(&reg.pools()[pool].id);
-                store.put(Mapping {
-                    id: SandboxKey::parse(&id).expect("a router id"),
-                    provider_id,
-                    provider_sandbox_id: remote.into_boxed_str(),
-                    labels: Arc::clone(&req.labels),
-                    stamped: true,
-                    created_at: CreatedAt::Millis(0),
-                    detached: false,
-                });
-                return Outcomes { result: Ok((id.clone(), pool)), attempts, id };
+    run(reg, rt, store, &req, order, id, &labels, classify, None)
+}
+
+/// The loop `lib/provision.js` runs: ask the machine, perform, report.
+#[allow(clippy::too_many_arguments)]
+fn run(
+    reg: &Registry,
+    rt: &mut MockRuntime,
+    store: &mut MappingStore,
+    req: &agent_relay_sandbox_router::core::request::Request,
+    order: Vec<usize>,
+    id: String,
+    labels: &[(String, String)],
+    classify: Option<&dyn Fn(usize) -> (String, bool)>,
+    mut capacity: Option<(&mut Ledger, &dyn Fn(usize) -> Measurement)>,
+) -> Outcomes {
+    let plan = capacity.as_ref().map(|_| CapacityPlan {
+        need: Resources::default(),
+        readers: vec![true; reg.pools().len()],
+        ledger_pools: (0..reg.pools().len()).collect(),
+    });
+    let mut acq = Acquisition::new(order, req.max_attempts as usize, req.fallback_allowed, plan, false);
+    loop {
+        let ledger = capacity.as_mut().map(|(l, _)| &mut **l);
+        match acq.next(ledger) {
+            Step::Done => break,
+            Step::Admit(pool) => {
+                let (ledger, read) = capacity.as_mut().expect("admission only under capacity");
+                let m = read(pool);
+                acq.admit(ledger, &m);
             }
-            Err(()) => {
-                let c = match classify {
-                    None => sanitize(None, None),
-                    Some(f) => {
-                        let (code, retryable) = f(pool);
-                        sanitize(Some(&code), Some(retryable))
-                    }
-                };
-                let next = acq.failed(&c);
-                attempts.push((pool, c));
-                if !matches!(next, Next::Advance(_)) {
-                    return Outcomes { result: Err(next), attempts, id };
+            Step::Launch(pool) => match rt.launch(pool, labels) {
+                Ok(remote) => {
+                    acq.succeeded(capacity.as_mut().map(|(l, _)| &mut **l));
+                    let provider_id = store.intern(&reg.pools()[pool].id);
+                    store.put(Mapping {
+                        id: SandboxKey::parse(&id).expect("a router id"),
+                        provider_id,
+                        provider_sandbox_id: remote.into_boxed_str(),
+                        labels: Arc::clone(&req.labels),
+                        stamped: true,
+                        created_at: CreatedAt::Millis(0),
+                        detached: false,
+                    });
                 }
-            }
+                Err(()) => {
+                    let answer = classify.map(|f| f(pool));
+                    let (code, retryable) = match &answer {
+                        None => (None, None),
+                        Some((c, r)) => (Some(c.as_str()), Some(*r)),
+                    };
+                    acq.failed(capacity.as_mut().map(|(l, _)| &mut **l), code, retryable);
+                }
+            },
         }
     }
-    Outcomes { result: Err(Next::Exhausted), attempts, id }
+    let attempts = acq.attempts().to_vec();
+    match acq.outcome().cloned().expect("over") {
+        End::Succeeded(pool) => Outcomes { result: Ok((id.clone(), pool)), attempts, id },
+        other => Outcomes { result: Err(other), attempts, id },
+    }
 }
 
 fn pre_allocation(_: usize) -> (String, bool) {
@@ -159,7 +189,7 @@ fn retryable_failure_does_not_fall_back_when_forbidden() {
     let (mut store, mut ids) = (MappingStore::default(), SandboxIdSource::default());
     let req = json!({"routing": {"acquisitionFallback": "forbidden"}});
     let out = provision(&reg, &mut rt, &mut store, &mut ids, req, Some(&pre_allocation));
-    assert_eq!(out.result.unwrap_err(), Next::Terminal);
+    assert!(matches!(out.result.unwrap_err(), End::Terminal { pool: 0, .. }));
     assert_eq!(rt.launches, vec![0]);
     assert!(store.is_empty());
 }
@@ -171,8 +201,8 @@ fn unclassified_failure_is_terminal_and_outcome_unknown() {
     rt.outcomes.insert(0, Outcome::AllocatedThenThrew);
     let (mut store, mut ids) = (MappingStore::default(), SandboxIdSource::default());
     let out = provision(&reg, &mut rt, &mut store, &mut ids, json!({}), None);
-    assert_eq!(out.result.unwrap_err(), Next::Terminal);
-    assert_eq!(out.attempts[0].1.code, "PROVIDER_LAUNCH_OUTCOME_UNKNOWN");
+    assert!(matches!(out.result.unwrap_err(), End::Terminal { pool: 0, .. }));
+    assert_eq!(out.attempts[0].code, "PROVIDER_LAUNCH_OUTCOME_UNKNOWN");
     assert_eq!(rt.launches, vec![0], "no second allocation risked");
     // Orphan-proof: the sandbox the throwing launch allocated carries the router's id label.
     assert_eq!(rt.find_by_label(SANDBOX_ID_LABEL, &out.id), 1);
@@ -194,9 +224,9 @@ fn attempts_stop_at_the_bound() {
         json!({"routing": {"maxAcquisitionAttempts": 2}}),
         Some(&pre_allocation),
     );
-    assert_eq!(out.result.unwrap_err(), Next::Exhausted);
+    assert_eq!(out.result.unwrap_err(), End::Exhausted { pool: 1 });
     assert_eq!(rt.launches, vec![0, 1]);
-    assert!(out.attempts.iter().all(|(_, c)| c.code == "PROVIDER_CAPACITY_PRE_ALLOCATION" && c.retryable));
+    assert!(out.attempts.iter().all(|a| a.code == "PROVIDER_CAPACITY_PRE_ALLOCATION" && a.retryable));
 }
 
 #[test]
@@ -207,7 +237,7 @@ fn a_nonsense_classification_is_terminal() {
     let (mut store, mut ids) = (MappingStore::default(), SandboxIdSource::default());
     let lower = |_: usize| ("not a code".to_string(), true);
     let out = provision(&reg, &mut rt, &mut store, &mut ids, json!({}), Some(&lower));
-    assert_eq!(out.result.unwrap_err(), Next::Terminal);
+    assert!(matches!(out.result.unwrap_err(), End::Terminal { .. }));
     assert_eq!(rt.launches, vec![0]);
 }
 
@@ -222,4 +252,64 @@ fn many_provisions_get_unique_ids_and_one_mapping_each() {
         assert!(seen.insert(out.result.unwrap().0));
     }
     assert_eq!(store.len(), 2000);
+}
+
+fn slots(used: f64, limit: f64) -> Measurement {
+    Measurement::Known(vec![ResourceMeasurement::new("sandboxes", used, limit, "sandboxes", 1.0)])
+}
+
+/// Capacity routing: every candidate of the explicit order, admitted against the ledger.
+fn provision_with_capacity(
+    reg: &Registry,
+    rt: &mut MockRuntime,
+    ledger: &mut Ledger,
+    read: &dyn Fn(usize) -> Measurement,
+    classify: Option<&dyn Fn(usize) -> (String, bool)>,
+) -> Outcomes {
+    let req = parse_request(&json!({})).unwrap();
+    let order: Vec<usize> = (0..reg.pools().len()).collect();
+    let id = SandboxIdSource::default().next_id().unwrap();
+    let labels = vec![(SANDBOX_ID_LABEL.to_string(), id.clone())];
+    let mut store = MappingStore::default();
+    run(reg, rt, &mut store, &req, order, id, &labels, classify, Some((ledger, read)))
+}
+
+#[test]
+fn capacity_must_fire_a_full_pool_is_skipped_without_a_launch() {
+    let reg = registry(2);
+    let mut rt = MockRuntime::default();
+    let mut ledger = Ledger::new(std::time::Duration::from_secs(60));
+    let read = |pool: usize| if pool == 0 { slots(3.0, 3.0) } else { slots(0.0, 3.0) };
+    let out = provision_with_capacity(&reg, &mut rt, &mut ledger, &read, None);
+    assert_eq!(out.result.unwrap().1, 1);
+    assert_eq!(rt.launches, vec![1], "the full pool was never launched");
+}
+
+#[test]
+fn capacity_must_not_fire_holds_stop_a_second_launch_that_a_lagging_read_would_allow() {
+    let reg = registry(1);
+    let mut rt = MockRuntime::default();
+    let mut ledger = Ledger::new(std::time::Duration::from_secs(60));
+    // The reader lags: it keeps reporting 0 of 1 used after the first launch.
+    let read = |_: usize| slots(0.0, 1.0);
+    assert!(provision_with_capacity(&reg, &mut rt, &mut ledger, &read, None).result.is_ok());
+    let second = provision_with_capacity(&reg, &mut rt, &mut ledger, &read, None);
+    assert_eq!(second.result.unwrap_err(), End::NoCapacity);
+    assert_eq!(rt.launches, vec![0], "one slot, one launch");
+}
+
+#[test]
+fn capacity_a_proven_pre_allocation_failure_releases_its_hold() {
+    let reg = registry(1);
+    let mut rt = MockRuntime::default();
+    rt.outcomes.insert(0, Outcome::RefusedBeforeAllocation);
+    let mut ledger = Ledger::new(std::time::Duration::from_secs(60));
+    let read = |_: usize| slots(0.0, 1.0);
+    let out = provision_with_capacity(&reg, &mut rt, &mut ledger, &read, Some(&pre_allocation));
+    assert_eq!(out.result.unwrap_err(), End::Exhausted { pool: 0 });
+    assert_eq!(ledger.held_for(0, "sandboxes"), 0.0, "released: nothing was allocated");
+    rt.outcomes.insert(0, Outcome::AllocatedThenThrew);
+    let out = provision_with_capacity(&reg, &mut rt, &mut ledger, &read, None);
+    assert!(matches!(out.result.unwrap_err(), End::Terminal { .. }));
+    assert_eq!(ledger.held_for(0, "sandboxes"), 1.0, "kept: the sandbox may exist");
 }

@@ -8,6 +8,7 @@
 //! caller performs the I/O (a provider launch, a mapping write) and feeds the outcome back.
 #![forbid(unsafe_code)]
 
+pub mod acquisition;
 pub mod capabilities;
 pub mod capacity;
 pub mod clock;

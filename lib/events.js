@@ -1,0 +1,63 @@
+'use strict';
+// Events: the router's structured observability. The acquisition machine decides which
+// events a provision emits and with which fields (core/acquisition.rs); this file names
+// pools, stamps `type`, `at` and the sandbox id, and hands each event to the observer.
+// An observer never affects routing: whatever it throws or rejects with is dropped.
+
+const noop = () => {};
+
+// Debug switch, read once: SANDBOX_ROUTER_DEBUG=1 (or DEBUG containing sandbox-router)
+// logs each routing decision (ids and codes only) to stderr.
+const DEBUG = process.env.SANDBOX_ROUTER_DEBUG === '1' || /(^|,)\s*sandbox-router\s*(,|$)/.test(process.env.DEBUG || '');
+function debug(line) {
+  if (DEBUG) process.stderr.write(`[sandbox-router] ${line}\n`);
+}
+
+/** Sends one event to `sink` (a router's observer, or null). Never throws. */
+function emit(sink, type, fields) {
+  if (sink === null) return;
+  const event = { type, at: new Date().toISOString(), ...fields };
+  try {
+    const r = sink(event);
+    if (r !== null && typeof r === 'object' && typeof r.then === 'function') r.then(undefined, noop);
+  } catch {
+    // An observer never affects routing.
+  }
+}
+
+/**
+ * Emits the events the machine decided since the last call, naming pools by id.
+ * @param {((e: object) => unknown) | null} sink
+ * @param {{ events(): object[] }} machine
+ * @param {readonly { id: string }[]} pools the view's entries, by index
+ * @param {string} sandboxId
+ */
+function emitDecided(sink, machine, pools, sandboxId) {
+  for (const e of machine.events()) {
+    switch (e.type) {
+      case 'capacity.admitted':
+        emit(sink, e.type, { sandboxId, providerId: pools[e.pool].id });
+        break;
+      case 'capacity.skipped':
+        emit(sink, e.type, { sandboxId, providerId: pools[e.pool].id, status: e.status, reason: e.reason });
+        break;
+      case 'attempt.started':
+      case 'attempt.succeeded':
+        emit(sink, e.type, { sandboxId, providerId: pools[e.pool].id, attempt: e.attempt });
+        break;
+      case 'attempt.failed':
+        emit(sink, e.type, { sandboxId, providerId: pools[e.pool].id, attempt: e.attempt, code: e.code, retryable: e.retryable });
+        break;
+      case 'fallback.advanced':
+        emit(sink, e.type, { sandboxId, fromProviderId: pools[e.from].id, toProviderId: pools[e.to].id, attempt: e.attempt });
+        break;
+      case 'provision.exhausted':
+        emit(sink, e.type, { sandboxId, code: e.code });
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+module.exports = { emit, emitDecided, debug, DEBUG };

@@ -1,0 +1,161 @@
+'use strict';
+// Router options: read once (guard.js), validated, turned into the context every part of
+// the router works from (`RouterContext`). Nothing here is decided per request.
+
+const { binding } = require('./binding.js');
+const { SandboxRouterConfigurationError, callNative } = require('./errors.js');
+const { InMemoryMappingStore } = require('./mappings.js');
+const { guarded, copyOptions, shown } = require('./guard.js');
+
+/** Default bound on caller callbacks (readiness, resolver, classifier, mapping store). */
+const DEFAULT_CALLBACK_TIMEOUT_MS = 10_000;
+/** Default deadline of one capacity read. */
+const DEFAULT_CAPACITY_TIMEOUT_MS = 5_000;
+/** Default life of a post-launch capacity assumption that no read has reflected yet. */
+const DEFAULT_RESERVATION_TTL_MS = 60_000;
+/** Default bound on one runtime call made for an operation by id (or a cleanup). */
+const DEFAULT_OPERATION_TIMEOUT_MS = 600_000;
+
+const ROUTER_OPTIONS = [
+  'registry',
+  'mappings',
+  'observer',
+  'classifyProviderFailure',
+  'resolveRoutingSignals',
+  'provisioning',
+  'capacity',
+  'callbackTimeoutMs',
+  'operationTimeoutMs',
+];
+
+function configError(field, expectation) {
+  return new SandboxRouterConfigurationError(`invalid router options: ${field} ${expectation}`, 'INVALID_CONFIGURATION', { field });
+}
+
+function isFn(x) {
+  return typeof x === 'function';
+}
+
+/** Whether `value` has every method in `names` (guarded: a throwing getter means no). */
+function hasMethods(value, names) {
+  if (value === null || typeof value !== 'object') return false;
+  try {
+    return guarded(() => names.every((n) => isFn(value[n])));
+  } catch {
+    return false;
+  }
+}
+
+function observerOf(observer) {
+  if (observer === undefined || observer === null) return null;
+  if (isFn(observer)) return observer;
+  let method = null;
+  if (typeof observer === 'object') {
+    try {
+      method = guarded(() => ['emit', 'onEvent', 'event'].find((m) => isFn(observer[m])) ?? null);
+    } catch {
+      method = null;
+    }
+  }
+  if (method === null) throw configError('observer', 'must be a function or an object with emit(event)');
+  return (e) => observer[method](e);
+}
+
+function intOption(value, def, field, max) {
+  const v = value === undefined ? def : value;
+  if (!Number.isInteger(v) || v < 1 || v > max) throw configError(field, `must be an integer from 1 to ${max}`);
+  return v;
+}
+
+function capacityPolicyOf(policy) {
+  if (policy === undefined) return null;
+  if (policy === null || typeof policy !== 'object') throw configError('capacity', 'must be an object');
+  const { providerOrder, timeoutMs, reservationTtlMs } = policy;
+  if (!Array.isArray(providerOrder) || providerOrder.length === 0) {
+    throw configError('capacity.providerOrder', 'must be a non-empty array of provider ids');
+  }
+  const seen = new Set();
+  providerOrder.forEach((id, i) => {
+    if (typeof id !== 'string' || id.length > 64) throw configError(`capacity.providerOrder[${i}]`, 'must be a valid provider id');
+    try {
+      callNative(() => binding.checkProviderId(id));
+    } catch {
+      throw configError(`capacity.providerOrder[${i}]`, 'must be a valid provider id');
+    }
+    if (seen.has(id)) throw configError(`capacity.providerOrder[${i}]`, 'must be a distinct provider id');
+    seen.add(id);
+  });
+  return {
+    providerOrder: [...providerOrder],
+    timeoutMs: intOption(timeoutMs, DEFAULT_CAPACITY_TIMEOUT_MS, 'capacity.timeoutMs', 600_000),
+    ledger: new binding.NativeLedger(intOption(reservationTtlMs, DEFAULT_RESERVATION_TTL_MS, 'capacity.reservationTtlMs', 86_400_000)),
+  };
+}
+
+/**
+ * @typedef {object} RouterContext What every part of a router works from.
+ * @property {object} registry the caller's registry (ours or their own)
+ * @property {object} mappings the mapping store
+ * @property {boolean} fastMappings the exact default store: written synchronously
+ * @property {((e: object) => unknown) | null} observer
+ * @property {Function | null} classifier
+ * @property {Function | null} resolver
+ * @property {{ hasAvailableCredentials(id: string): unknown } | null} provisioning
+ * @property {number} callbackTimeoutMs
+ * @property {number} operationTimeoutMs
+ * @property {{ providerOrder: string[], timeoutMs: number, ledger: object } | null} capacity
+ * @property {number} capacityTimeoutMs
+ * @property {Map<string, object>} handles handles from launch, by sbx id (process-local)
+ */
+
+/**
+ * Reads and validates router options into a context. Throws INVALID_CONFIGURATION.
+ * @returns {RouterContext}
+ */
+function contextOf(input) {
+  if (input === null || typeof input !== 'object') throw configError('options', 'must be an object');
+  let options;
+  try {
+    options = copyOptions(input, 3);
+  } catch {
+    throw configError('options', 'could not be read (a property access threw)');
+  }
+  for (const key of Object.keys(options)) {
+    if (!ROUTER_OPTIONS.includes(key)) throw configError(shown(key), 'is not a known option');
+  }
+  const { registry, mappings, observer, classifyProviderFailure, resolveRoutingSignals, provisioning } = options;
+  if (!hasMethods(registry, ['list'])) throw configError('registry', 'must be a ProviderRegistry (an object with list())');
+  if (mappings !== undefined && !hasMethods(mappings, ['put', 'get', 'delete'])) {
+    throw configError('mappings', 'must be a mapping store (put, get and delete methods)');
+  }
+  if (classifyProviderFailure !== undefined && !isFn(classifyProviderFailure)) throw configError('classifyProviderFailure', 'must be a function');
+  if (resolveRoutingSignals !== undefined && !isFn(resolveRoutingSignals)) throw configError('resolveRoutingSignals', 'must be a function');
+  if (provisioning !== undefined && !hasMethods(provisioning, ['hasAvailableCredentials'])) {
+    throw configError('provisioning', 'must have hasAvailableCredentials(providerId)');
+  }
+  const store = mappings ?? new InMemoryMappingStore();
+  let fastMappings;
+  try {
+    // Only the exact default class takes the synchronous path: a subclass may override put.
+    fastMappings = guarded(() => Object.getPrototypeOf(store) === InMemoryMappingStore.prototype);
+  } catch {
+    throw configError('mappings', 'could not be read');
+  }
+  const capacity = capacityPolicyOf(options.capacity);
+  return {
+    registry,
+    mappings: store,
+    fastMappings,
+    observer: observerOf(observer),
+    classifier: classifyProviderFailure ?? null,
+    resolver: resolveRoutingSignals ?? null,
+    provisioning: provisioning ?? null,
+    callbackTimeoutMs: intOption(options.callbackTimeoutMs, DEFAULT_CALLBACK_TIMEOUT_MS, 'callbackTimeoutMs', 3_600_000),
+    operationTimeoutMs: intOption(options.operationTimeoutMs, DEFAULT_OPERATION_TIMEOUT_MS, 'operationTimeoutMs', 86_400_000),
+    capacity,
+    capacityTimeoutMs: capacity?.timeoutMs ?? DEFAULT_CAPACITY_TIMEOUT_MS,
+    handles: new Map(),
+  };
+}
+
+module.exports = { contextOf, hasMethods, isFn };

@@ -1,0 +1,461 @@
+'use strict';
+// provision(): the JS half of one acquisition. The native machine (core/acquisition.rs,
+// through binding_acquisition.rs) decides every step: which pool is next, whether capacity
+// admits it, whether a failure advances, ends or exhausts the provision, which capacity
+// hold is kept or released, which events say so. This file performs what the machine asks
+// (a capacity read, a launch, a classifier call) and reports each outcome with one native
+// call; then it writes the mapping and hands back the result, or builds the typed error the
+// machine's failure describes. It counts no attempt and checks no code.
+//
+// Why is this loop in JS at all? Every adapter call returns a JS promise. Awaiting it from
+// Rust costs a ThreadsafeFunction round trip (~150 µs measured here) per hop; awaiting it
+// here costs a microtask, and each report to the machine is a synchronous native call.
+
+const { binding } = require('./binding.js');
+const {
+  ProvisioningAvailabilityError,
+  ProviderProvisioningError,
+  ProviderCapacityExhaustedError,
+  AcquisitionTimeoutError,
+  MappingPersistenceError,
+  fromNative,
+  callNative,
+  isRouterError,
+} = require('./errors.js');
+const { nativeView } = require('./registry.js');
+const { RECORD } = require('./mappings.js');
+const { serialize } = require('./serialize.js');
+const { compile } = require('./compile.js');
+const { Deadlines } = require('./deadlines.js');
+const { nextSandboxId } = require('./ids.js');
+const { guarded } = require('./guard.js');
+const { within, TIMED_OUT } = require('./within.js');
+const { measureJson } = require('./capacity.js');
+const { emit, emitDecided, debug, DEBUG } = require('./events.js');
+const { isPackageError } = require('./operations.js');
+
+/** Label key under which the router stamps its `sbx_…` id into every launch. */
+const SANDBOX_ID_LABEL = 'agent-relay-sbx-id';
+
+const noop = () => {};
+const UNRESOLVED_TIMEOUT = JSON.stringify({ $unresolved: 'resolver timed out' });
+const UNRESOLVED_THREW = JSON.stringify({ $unresolved: 'resolver threw' });
+const UNRESOLVED_UNREADABLE = JSON.stringify({ $unresolved: 'resolver answered an unreadable value' });
+
+// One timer for every launch deadline (see deadlines.js). An entry is the provision's
+// InFlight, so no closure is made per launch.
+const DEADLINES = new Deadlines((run) => expire(run));
+
+/**
+ * One provision in flight: the settle functions of the promise `provision()` returned, its
+ * machine, and the deadline entry (see deadlines.js) of its current launch.
+ */
+class InFlight {
+  constructor(ctx) {
+    this.resolve = noop;
+    this.reject = noop;
+    // Deadline entry fields (deadlines.js).
+    this.at = 0;
+    this.settled = true;
+    this.prev = null;
+    this.next = null;
+    this.ctx = ctx;
+    this.machine = null;
+    this.pools = null;
+    this.sandboxId = '';
+    this.pool = 0;
+    this.timeoutMs = 0;
+  }
+}
+
+/** The launch options of a compiled request (our own parsed copy; the request is never handed on). */
+function launchOptionsOf(parts, labels) {
+  const out = { labels };
+  if (parts.name !== undefined) out.name = parts.name;
+  if (parts.env !== undefined) out.env = { ...parts.env };
+  if (parts.createTimeoutSeconds !== undefined) out.createTimeoutSeconds = parts.createTimeoutSeconds;
+  return out;
+}
+
+/**
+ * A fresh copy of launch options for one launch: a runtime that changes what it is given
+ * cannot change the next pool's launch (nor drop its id label) or the result.
+ */
+function launchCopy(options) {
+  const out = { ...options, labels: { ...options.labels } };
+  if (options.env !== undefined) out.env = { ...options.env };
+  return out;
+}
+
+/** The provider sandbox id of a launch's handle, or null when the handle is malformed. */
+function handleId(handle) {
+  if (handle === null || typeof handle !== 'object') return null;
+  let id;
+  try {
+    id = handle.id;
+  } catch {
+    // A throwing getter is a malformed handle; its error text is the provider's.
+    return null;
+  }
+  return typeof id === 'string' && id !== '' ? id : null;
+}
+
+/** Acquires a sandbox. Returns the promise `provision()` hands out. */
+function provision(ctx, request, detached) {
+  const run = new InFlight(ctx);
+  const promise = new Promise((resolve, reject) => {
+    run.resolve = resolve;
+    run.reject = reject;
+  });
+  body(run, request, detached);
+  return promise;
+}
+
+// Settles `run` with the result or the error; never rejects itself. The provision's
+// promise is settled by whichever comes first: this body (which awaits the adapter's own
+// promise, with no wrapper in between) or the launch deadline (`expire`).
+async function body(run, request, detached) {
+  const ctx = run.ctx;
+  try {
+    const compiled = compile(request);
+    const view = nativeView(ctx.registry);
+    const id = nextSandboxId();
+    // Everything taken from the request comes from the text compile() validated: the
+    // request is read once. Each launch gets its own copy of the options (launchCopy).
+    const parts = compiled.launchParts;
+    const labels = { ...parts.labels, [SANDBOX_ID_LABEL]: id };
+    const launchOptions = launchOptionsOf(parts, labels);
+    const observe = ctx.observer !== null;
+    const extras = needsExtras(ctx) ? await extrasFor(ctx, view, compiled, detached, request, id) : null;
+    const begun =
+      extras === null
+        ? binding.beginAcquisition(view.key, compiled.key, detached, observe)
+        : callNative(() => view.native.begin(compiled.native, detached, extras, ctx.capacity?.ledger ?? null, observe));
+    if (!(begun instanceof binding.NativeAcquisition)) throw noEligible(ctx, begun, id, detached);
+    const machine = begun;
+    const pools = view.definitions;
+    run.machine = machine;
+    run.pools = pools;
+    run.sandboxId = id;
+    run.timeoutMs = compiled.timeoutMs;
+    if (observe) emitDecision(ctx, view, compiled, detached, extras, id, machine.candidates);
+    if (DEBUG) debug(`${id}: attempt order ${Array.from(machine.candidates, (i) => pools[i].id).join(', ')}`);
+    for (;;) {
+      const step = machine.step();
+      if (observe) emitDecided(ctx.observer, machine, pools, id);
+      if (step.kind === 'done') break;
+      const def = pools[step.pool];
+      if (step.kind === 'admit') {
+        machine.admit(await measureJson(ctx, def));
+        continue;
+      }
+      run.pool = step.pool;
+      DEADLINES.add(run.timeoutMs, run);
+      let handle;
+      let failure;
+      let failed = false;
+      try {
+        // The adapter's own promise, awaited directly (a synchronous throw lands here too).
+        handle = await (detached ? def.runtime.launchDetached(launchCopy(launchOptions)) : def.runtime.launch(launchCopy(launchOptions)));
+      } catch (error) {
+        failed = true;
+        failure = error;
+      }
+      if (!DEADLINES.settle(run)) {
+        // The deadline already ended this provision (expire); a late sandbox is destroyed.
+        if (!failed) lateSuccess(ctx, def, handle, id);
+        return;
+      }
+      if (failed) {
+        await reportFailure(ctx, machine, def, failure);
+        continue;
+      }
+      const providerSandboxId = handleId(handle);
+      if (providerSandboxId === null) {
+        machine.malformed();
+        continue;
+      }
+      machine.succeeded();
+      if (observe) emitDecided(ctx.observer, machine, pools, id);
+      if (!recordFast(ctx, compiled, id, def.id, providerSandboxId, detached)) {
+        await persist(ctx, def, handle, id, providerSandboxId, labels, detached);
+      }
+      ctx.handles.set(id, handle);
+      run.resolve({ id, providerId: def.id, labels });
+      return;
+    }
+    throw failureError(machine.failure(), pools, id, run);
+  } catch (error) {
+    run.reject(error);
+  }
+}
+
+/** The package error a machine ended on (our own error object, rethrown as it is). */
+const PACKAGE_ERRORS = new WeakMap();
+
+/** A launch failed before its deadline: report our package error, or the classification. */
+async function reportFailure(ctx, machine, def, failure) {
+  if (isPackageError(failure)) {
+    PACKAGE_ERRORS.set(machine, failure);
+    machine.packageFailed(failure.code);
+    return;
+  }
+  const c = await classify(ctx, failure, def);
+  machine.failed(c.code, c.retryable);
+}
+
+// The deadline of the current launch passed first: the machine records the timeout (the
+// capacity hold stays: the sandbox may exist) and the provision ends with its error. This
+// runs in a timer callback; nothing here may throw (deadlines.js guards it anyway).
+function expire(run) {
+  const { ctx, machine, pools, sandboxId } = run;
+  try {
+    machine.timedOut();
+    if (ctx.observer !== null) emitDecided(ctx.observer, machine, pools, sandboxId);
+    run.reject(failureError(machine.failure(), pools, sandboxId, run));
+  } catch {
+    run.reject(new AcquisitionTimeoutError(`launch did not settle within ${run.timeoutMs} ms; outcome unknown`, 'ACQUISITION_TIMEOUT', { sandboxId, timeoutMs: run.timeoutMs }));
+  }
+}
+
+/** The typed error for a machine's failure (the machine decided which). */
+function failureError(f, pools, id, run) {
+  const attempts = f.attempts.map((a) => ({ providerId: pools[a.pool].id, code: a.code, retryable: a.retryable }));
+  const skipped = f.skipped.map((s) => ({ providerId: pools[s.pool].id, status: s.status, reason: s.reason }));
+  const capacityRejections = run.ctx.capacity !== null ? skipped : undefined;
+  const providerId = f.pool === null || f.pool === undefined ? undefined : pools[f.pool].id;
+  switch (f.kind) {
+    case 'package':
+      return PACKAGE_ERRORS.get(run.machine);
+    case 'timed-out': {
+      const error = new AcquisitionTimeoutError(
+        `launch on ${providerId} did not settle within ${run.timeoutMs} ms; outcome unknown (label ${SANDBOX_ID_LABEL}=${id})`,
+        'ACQUISITION_TIMEOUT',
+        { providerId, sandboxId: id, timeoutMs: run.timeoutMs },
+      );
+      error.attempts = attempts;
+      return error;
+    }
+    case 'no-capacity':
+      return new ProviderCapacityExhaustedError(
+        `no provider has capacity: ${skipped.map((r) => `${r.providerId} ${r.status} ${r.reason}`).join(', ')}`,
+        'PROVIDER_CAPACITY_EXHAUSTED',
+        { sandboxId: id, rejections: skipped },
+      );
+    case 'exhausted-by-capacity':
+      return new ProviderProvisioningError(
+        `acquisition exhausted after ${run.machine.launches} attempt(s); the remaining providers had no capacity`,
+        f.code,
+        { sandboxId: id, attempts, capacityRejections: skipped },
+      );
+    case 'exhausted':
+      return new ProviderProvisioningError(
+        `acquisition exhausted after ${run.machine.launches} attempt(s): ${attempts.map((x) => `${x.providerId} ${x.code}`).join(', ')}`,
+        f.code,
+        { providerId, sandboxId: id, attempts, capacityRejections },
+      );
+    default:
+      if (f.code === 'PROVIDER_MALFORMED_HANDLE') {
+        return new ProviderProvisioningError(
+          `provider ${providerId} returned a malformed handle; the sandbox may exist (label ${SANDBOX_ID_LABEL}=${id})`,
+          f.code,
+          { providerId, sandboxId: id, attempts },
+        );
+      }
+      return new ProviderProvisioningError(`acquisition failed on ${providerId}: ${f.code}`, f.code, {
+        providerId,
+        sandboxId: id,
+        attempts,
+        capacityRejections,
+      });
+  }
+}
+
+/** NO_ELIGIBLE_PROVIDER (a typed native error value), with its events. */
+function noEligible(ctx, value, id, detached) {
+  const err = fromNative(value);
+  err.sandboxId = id;
+  if (err.code === 'NO_ELIGIBLE_PROVIDER') {
+    debug(`no eligible provider: ${err.summary}`);
+    if (ctx.observer !== null) {
+      emit(ctx.observer, 'provision.validated', { sandboxId: id, detached });
+      for (const r of err.rejections) emit(ctx.observer, 'provider.rejected', { sandboxId: id, providerId: r.providerId, reasons: r.reasons });
+      emit(ctx.observer, 'provision.exhausted', { sandboxId: id, code: err.code, summary: err.summary });
+    }
+  }
+  return err;
+}
+
+function emitDecision(ctx, view, compiled, detached, extras, id, candidates) {
+  let raw;
+  try {
+    raw = JSON.parse(view.native.explain(compiled.native, detached, extras));
+  } catch {
+    return;
+  }
+  emit(ctx.observer, 'provision.validated', { sandboxId: id, detached });
+  for (const r of raw.rejected) emit(ctx.observer, 'provider.rejected', { sandboxId: id, providerId: r.providerId, reasons: r.reasons });
+  emit(ctx.observer, 'provision.ranked', {
+    sandboxId: id,
+    summary: raw.summary,
+    providerIds: Array.from(candidates, (i) => view.definitions[i].id),
+  });
+}
+
+// A launch that succeeds after its deadline already failed the provision: nobody holds
+// its id, so it is destroyed rather than left running unrecorded.
+async function lateSuccess(ctx, def, handle, id) {
+  let succeeded = false;
+  if (handleId(handle) !== null) {
+    try {
+      succeeded = (await within(def.runtime.destroy(handle), ctx.operationTimeoutMs)) !== TIMED_OUT;
+    } catch {
+      succeeded = false;
+    }
+  }
+  emit(ctx.observer, 'cleanup.completed', { sandboxId: id, providerId: def.id, reason: 'late-launch', succeeded });
+}
+
+/**
+ * The caller's classifier on a launch failure: its answer read once, `{ code, retryable }`
+ * when both have the right types, else nulls (outcome unknown). The classifier gets the
+ * value the runtime threw, as it was (on the credential-first surface that value is already
+ * the factory's sanitized error), and the caller's own definition. Nothing keeps it.
+ */
+async function classify(ctx, error, def) {
+  if (ctx.classifier === null) return { code: null, retryable: null };
+  try {
+    const r = await within(ctx.classifier(error, def.definition), ctx.callbackTimeoutMs);
+    const answer = r !== null && typeof r === 'object' ? guarded(() => ({ code: r.code, retryable: r.retryable })) : null;
+    if (answer !== null && typeof answer.code === 'string' && typeof answer.retryable === 'boolean') return answer;
+  } catch {
+    // A throwing classifier proves nothing: outcome unknown.
+  }
+  return { code: null, retryable: null };
+}
+
+/**
+ * The default store's synchronous write. True when the record is stored; false when the
+ * caller's store must be used, or the write failed (then `persist` runs the failure path:
+ * it retries nothing, it cleans up).
+ */
+function recordFast(ctx, compiled, id, providerId, providerSandboxId, detached) {
+  if (!ctx.fastMappings) return false;
+  try {
+    ctx.mappings[RECORD](compiled.key, id, providerId, providerSandboxId, detached);
+  } catch {
+    return false;
+  }
+  if (ctx.observer !== null) emit(ctx.observer, 'mapping.persisted', { sandboxId: id, providerId });
+  return true;
+}
+
+async function persist(ctx, def, handle, id, providerSandboxId, labels, detached) {
+  const providerId = def.id;
+  try {
+    if (ctx.fastMappings) {
+      // recordFast already failed for this record.
+      throw new Error('mapping write failed');
+    }
+    const record = { id, providerId, providerSandboxId, labels: { ...labels }, createdAt: new Date().toISOString(), detached };
+    const pending = ctx.mappings.put(record);
+    const r = await within(pending, ctx.callbackTimeoutMs);
+    if (r === TIMED_OUT) {
+      // The write may still land after the sandbox is destroyed below: remove it then.
+      Promise.resolve(pending)
+        .then(() => within(ctx.mappings.delete(id), ctx.callbackTimeoutMs), noop)
+        .catch(noop);
+      throw new Error('mapping store timed out');
+    }
+  } catch {
+    emit(ctx.observer, 'mapping.failed', { sandboxId: id, providerId });
+    let succeeded = false;
+    try {
+      succeeded = (await within(def.runtime.destroy(handle), ctx.operationTimeoutMs)) !== TIMED_OUT;
+    } catch {
+      succeeded = false;
+    }
+    emit(ctx.observer, 'cleanup.completed', { sandboxId: id, providerId, reason: 'mapping-failed', succeeded });
+    throw new MappingPersistenceError(
+      succeeded
+        ? `sandbox acquired on ${providerId} but its mapping could not be stored; the sandbox was destroyed`
+        : `sandbox acquired on ${providerId} but its mapping could not be stored, and cleanup failed: find it by label ${SANDBOX_ID_LABEL}=${id}`,
+      'MAPPING_PERSISTENCE_FAILED',
+      { providerId, sandboxId: id, cleanup: succeeded ? 'destroyed' : 'failed' },
+    );
+  }
+  if (ctx.observer !== null) emit(ctx.observer, 'mapping.persisted', { sandboxId: id, providerId });
+}
+
+// --- per-request extras: credential readiness, the signal resolver, the capacity order --
+
+function needsExtras(ctx) {
+  return ctx.provisioning !== null || ctx.resolver !== null || ctx.capacity !== null;
+}
+
+/** extras() for a provision: a readiness failure is reported as the provision's end. */
+async function extrasFor(ctx, view, compiled, detached, request, id) {
+  try {
+    return await extras(ctx, view, compiled, detached, request);
+  } catch (error) {
+    if (isRouterError(error) && error instanceof ProvisioningAvailabilityError) {
+      error.sandboxId = id;
+      emit(ctx.observer, 'provision.exhausted', { sandboxId: id, code: error.code });
+    }
+    throw error;
+  }
+}
+
+/** The per-request routing inputs (null when the router has none of the three). */
+async function extras(ctx, view, compiled, detached, request) {
+  if (!needsExtras(ctx)) return null;
+  const out = {};
+  if (ctx.capacity !== null) out.providerOrder = ctx.capacity.providerOrder;
+  if (ctx.provisioning !== null) out.credentialsUnavailable = await readiness(ctx, view);
+  if (ctx.resolver !== null) out.signalsJson = await resolveSignals(ctx, view, compiled, detached, out, request);
+  return out;
+}
+
+async function readiness(ctx, view) {
+  const port = ctx.provisioning;
+  const answers = await Promise.all(
+    view.definitions.map(async (def, i) => {
+      let answer;
+      try {
+        answer = await within(port.hasAvailableCredentials(def.id), ctx.callbackTimeoutMs);
+      } catch {
+        answer = TIMED_OUT;
+      }
+      if (typeof answer !== 'boolean') {
+        const what = answer === TIMED_OUT ? 'failed or timed out' : 'answered a non-boolean';
+        throw new ProvisioningAvailabilityError(`credential readiness for ${def.id} ${what}`, 'PROVISIONING_AVAILABILITY_FAILED', {
+          providerId: def.id,
+        });
+      }
+      return answer ? -1 : i;
+    }),
+  );
+  return answers.filter((i) => i >= 0);
+}
+
+async function resolveSignals(ctx, view, compiled, detached, extrasSoFar, request) {
+  const survivors = callNative(() => view.native.survivors(compiled.native, detached, extrasSoFar));
+  // Each answer is serialized on its own, inside a guard: an unreadable answer (a cycle,
+  // a throwing getter or toJSON) excludes only its pool.
+  const parts = await Promise.all(
+    survivors.map(async (i) => {
+      const def = view.definitions[i];
+      let text;
+      try {
+        const s = await within(ctx.resolver(def.definition, request), ctx.callbackTimeoutMs);
+        text = s === TIMED_OUT ? UNRESOLVED_TIMEOUT : s === undefined || s === null ? 'null' : serialize(s) ?? UNRESOLVED_UNREADABLE;
+      } catch {
+        text = UNRESOLVED_THREW;
+      }
+      return `"${i}":${text}`;
+    }),
+  );
+  return `{${parts.join(',')}}`;
+}
+
+module.exports = { provision, extras, SANDBOX_ID_LABEL };

@@ -1,0 +1,411 @@
+//! napi glue for the acquisition machine (`core::acquisition`) and the router's capacity
+//! ledger: typed steps, events and failures, nothing decided here.
+//!
+//! The JS provision loop (`lib/provision.js`) asks [`NativeAcquisition::step`] what to do,
+//! performs it (a capacity read, a launch, a classifier call) and reports the outcome with
+//! one call; the machine settles capacity holds on the ledger itself. Events come back only
+//! when the router has an observer (`observe`), as typed records with pool indices that the
+//! JS side names.
+
+use crate::binding::guard;
+use crate::core::acquisition::{Acquisition, Event, Outcome, SkipStatus, Step};
+use crate::core::capacity::{validate, Ledger};
+use napi_derive::napi;
+use serde_json::Value;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// A typed error value crossing the seam (returned in an `Either`, never thrown).
+#[napi(object)]
+pub struct NativeError {
+    /// Stable code (see the README's error table).
+    pub code: String,
+    /// Human message (ids, codes, field paths; never a caller's value).
+    pub message: String,
+    /// Field path, for validation errors.
+    pub field: Option<String>,
+    /// `NO_ELIGIBLE_PROVIDER`: the one-line summary.
+    pub summary: Option<String>,
+    /// `NO_ELIGIBLE_PROVIDER`: every rejected pool and why.
+    pub rejections: Option<Vec<crate::binding::RejectionRecord>>,
+}
+
+/// The ledger and its pool numbering (by pool id: a router's ledger outlives registry
+/// changes and serves caller registries that are re-read on every call).
+pub(crate) struct LedgerInner {
+    ledger: Ledger,
+    pools: HashMap<String, usize>,
+}
+
+/// In-process capacity reservations of one router (see `core::capacity::Ledger`).
+#[napi]
+pub struct NativeLedger {
+    inner: Rc<RefCell<LedgerInner>>,
+}
+
+#[napi]
+impl NativeLedger {
+    /// A ledger whose post-launch assumptions expire after `ttl_ms`.
+    #[napi(constructor)]
+    pub fn new(ttl_ms: u32) -> Self {
+        NativeLedger {
+            inner: Rc::new(RefCell::new(LedgerInner {
+                ledger: Ledger::new(std::time::Duration::from_millis(u64::from(ttl_ms))),
+                pools: HashMap::new(),
+            })),
+        }
+    }
+}
+
+impl NativeLedger {
+    /// The ledger's key for pool `id`.
+    pub(crate) fn key_for(&self, id: &str) -> usize {
+        let mut inner = self.inner.borrow_mut();
+        let next = inner.pools.len();
+        *inner.pools.entry(id.to_string()).or_insert(next)
+    }
+
+    pub(crate) fn shared(&self) -> Rc<RefCell<LedgerInner>> {
+        self.inner.clone()
+    }
+}
+
+/// What the JS side must do next.
+#[napi(string_enum = "lowercase")]
+pub enum StepKind {
+    /// Read the pool's capacity, then call `admit`.
+    Admit,
+    /// Launch on the pool, then report the outcome.
+    Launch,
+    /// Over: `failure` says how, unless it succeeded.
+    Done,
+}
+
+/// One step: what to do, and on which pool (registration index).
+#[napi(object)]
+pub struct AcquisitionStep {
+    /// What to do.
+    pub kind: StepKind,
+    /// Pool index (0 when `done`).
+    pub pool: u32,
+}
+
+/// Event types the machine decides (the JS side adds `type`'s other events).
+#[napi(string_enum)]
+pub enum EventType {
+    /// `capacity.admitted`
+    #[napi(value = "capacity.admitted")]
+    CapacityAdmitted,
+    /// `capacity.skipped`
+    #[napi(value = "capacity.skipped")]
+    CapacitySkipped,
+    /// `attempt.started`
+    #[napi(value = "attempt.started")]
+    AttemptStarted,
+    /// `attempt.succeeded`
+    #[napi(value = "attempt.succeeded")]
+    AttemptSucceeded,
+    /// `attempt.failed`
+    #[napi(value = "attempt.failed")]
+    AttemptFailed,
+    /// `fallback.advanced`
+    #[napi(value = "fallback.advanced")]
+    FallbackAdvanced,
+    /// `provision.exhausted`
+    #[napi(value = "provision.exhausted")]
+    ProvisionExhausted,
+}
+
+/// One decided event. Pools are registration indices; the JS side names them.
+#[napi(object)]
+pub struct EventRecord {
+    /// The event type.
+    #[napi(js_name = "type")]
+    pub kind: EventType,
+    /// The pool (every type but `fallback.advanced` and `provision.exhausted`).
+    pub pool: Option<u32>,
+    /// Attempt number (`attempt.*`, `fallback.advanced`).
+    pub attempt: Option<u32>,
+    /// Sanitized code (`attempt.failed`, `provision.exhausted`).
+    pub code: Option<String>,
+    /// `attempt.failed`.
+    pub retryable: Option<bool>,
+    /// `capacity.skipped`: `UNKNOWN` or `EXHAUSTED`.
+    pub status: Option<String>,
+    /// `capacity.skipped`: the unknown reason or the full dimension.
+    pub reason: Option<String>,
+    /// `fallback.advanced`: from this pool…
+    pub from: Option<u32>,
+    /// …to this one.
+    pub to: Option<u32>,
+}
+
+/// How an acquisition failed: which error class the JS side builds.
+#[napi(string_enum = "kebab-case")]
+pub enum FailureKind {
+    /// A terminal launch failure (`ProviderProvisioningError` with the code).
+    Terminal,
+    /// Every allowed attempt failed retryably (`PROVIDER_ACQUISITION_EXHAUSTED`).
+    Exhausted,
+    /// Attempts failed retryably and the remaining candidates had no capacity
+    /// (`PROVIDER_ACQUISITION_EXHAUSTED`, with capacity rejections).
+    ExhaustedByCapacity,
+    /// No candidate had capacity; nothing was launched (`ProviderCapacityExhaustedError`).
+    NoCapacity,
+    /// The launch deadline passed (`AcquisitionTimeoutError`).
+    TimedOut,
+    /// The runtime threw the router's own package error: it is rethrown as it is.
+    Package,
+}
+
+/// A failed attempt.
+#[napi(object)]
+pub struct AttemptRecord {
+    /// Pool index.
+    pub pool: u32,
+    /// Sanitized code.
+    pub code: String,
+    /// Whether the failure was retryable.
+    pub retryable: bool,
+}
+
+/// A candidate skipped for capacity.
+#[napi(object)]
+pub struct SkipRecord {
+    /// Pool index.
+    pub pool: u32,
+    /// `UNKNOWN` or `EXHAUSTED`.
+    pub status: String,
+    /// The unknown reason, `NO_CAPACITY_READER`, or the full dimension.
+    pub reason: String,
+}
+
+/// How an acquisition failed, with everything its error reports.
+#[napi(object)]
+pub struct AcquisitionFailure {
+    /// Which error to build.
+    pub kind: FailureKind,
+    /// The error's code.
+    pub code: String,
+    /// The pool that failed last (none for `no-capacity`).
+    pub pool: Option<u32>,
+    /// Failed attempts, in order.
+    pub attempts: Vec<AttemptRecord>,
+    /// Candidates skipped for capacity, in order.
+    pub skipped: Vec<SkipRecord>,
+}
+
+fn status_name(s: SkipStatus) -> &'static str {
+    match s {
+        SkipStatus::Unknown => "UNKNOWN",
+        SkipStatus::Exhausted => "EXHAUSTED",
+    }
+}
+
+fn event_record(e: Event) -> EventRecord {
+    let mut r = EventRecord {
+        kind: EventType::AttemptStarted,
+        pool: None,
+        attempt: None,
+        code: None,
+        retryable: None,
+        status: None,
+        reason: None,
+        from: None,
+        to: None,
+    };
+    match e {
+        Event::CapacityAdmitted { pool } => {
+            r.kind = EventType::CapacityAdmitted;
+            r.pool = Some(pool as u32);
+        }
+        Event::CapacitySkipped { pool, status, reason } => {
+            r.kind = EventType::CapacitySkipped;
+            r.pool = Some(pool as u32);
+            r.status = Some(status_name(status).to_string());
+            r.reason = Some(reason);
+        }
+        Event::AttemptStarted { pool, attempt } => {
+            r.pool = Some(pool as u32);
+            r.attempt = Some(attempt);
+        }
+        Event::AttemptSucceeded { pool, attempt } => {
+            r.kind = EventType::AttemptSucceeded;
+            r.pool = Some(pool as u32);
+            r.attempt = Some(attempt);
+        }
+        Event::AttemptFailed { pool, attempt, code, retryable } => {
+            r.kind = EventType::AttemptFailed;
+            r.pool = Some(pool as u32);
+            r.attempt = Some(attempt);
+            r.code = Some(code);
+            r.retryable = Some(retryable);
+        }
+        Event::FallbackAdvanced { from, to, attempt } => {
+            r.kind = EventType::FallbackAdvanced;
+            r.from = Some(from as u32);
+            r.to = Some(to as u32);
+            r.attempt = Some(attempt);
+        }
+        Event::ProvisionExhausted { code } => {
+            r.kind = EventType::ProvisionExhausted;
+            r.code = Some(code);
+        }
+    }
+    r
+}
+
+/// One provision's acquisition (see `core::acquisition`).
+#[napi]
+pub struct NativeAcquisition {
+    machine: Acquisition,
+    ledger: Option<Rc<RefCell<LedgerInner>>>,
+}
+
+impl NativeAcquisition {
+    pub(crate) fn new(machine: Acquisition, ledger: Option<Rc<RefCell<LedgerInner>>>) -> Self {
+        NativeAcquisition { machine, ledger }
+    }
+
+    /// Runs `f` with the ledger (if any) borrowed mutably.
+    fn with_ledger<T>(&mut self, f: impl FnOnce(&mut Acquisition, Option<&mut Ledger>) -> T) -> T {
+        match &self.ledger {
+            Some(l) => {
+                let mut inner = l.borrow_mut();
+                f(&mut self.machine, Some(&mut inner.ledger))
+            }
+            None => f(&mut self.machine, None),
+        }
+    }
+}
+
+#[napi]
+impl NativeAcquisition {
+    /// What to do now.
+    #[napi]
+    pub fn step(&mut self) -> napi::Result<AcquisitionStep> {
+        guard(|| {
+            Ok(match self.with_ledger(|m, l| m.next(l)) {
+                Step::Admit(pool) => AcquisitionStep { kind: StepKind::Admit, pool: pool as u32 },
+                Step::Launch(pool) => AcquisitionStep { kind: StepKind::Launch, pool: pool as u32 },
+                Step::Done => AcquisitionStep { kind: StepKind::Done, pool: 0 },
+            })
+        })
+    }
+
+    /// Reports the current candidate's capacity read: the measurement as JSON text (what
+    /// the reader answered, serialized once), validated strictly here; anything malformed
+    /// is `unknown: MALFORMED`.
+    #[napi]
+    pub fn admit(&mut self, measurement_json: String) -> napi::Result<()> {
+        guard(|| {
+            let m = validate(&serde_json::from_str::<Value>(&measurement_json).unwrap_or(Value::Null));
+            if let Some(l) = &self.ledger {
+                let mut inner = l.borrow_mut();
+                self.machine.admit(&mut inner.ledger, &m);
+            }
+            Ok(())
+        })
+    }
+
+    /// The launch returned a handle with a provider id.
+    #[napi]
+    pub fn succeeded(&mut self) -> napi::Result<()> {
+        guard(|| {
+            self.with_ledger(|m, l| m.succeeded(l));
+            Ok(())
+        })
+    }
+
+    /// The launch failed; `code` / `retryable`: the classifier's answer, if it gave one of
+    /// the right types (the machine sanitizes and decides).
+    #[napi]
+    pub fn failed(&mut self, code: Option<String>, retryable: Option<bool>) -> napi::Result<()> {
+        guard(|| {
+            self.with_ledger(|m, l| m.failed(l, code.as_deref(), retryable));
+            Ok(())
+        })
+    }
+
+    /// The launch resolved to something that is not a handle.
+    #[napi]
+    pub fn malformed(&mut self) -> napi::Result<()> {
+        guard(|| {
+            self.with_ledger(|m, l| m.malformed(l));
+            Ok(())
+        })
+    }
+
+    /// The launch did not settle within its deadline.
+    #[napi]
+    pub fn timed_out(&mut self) -> napi::Result<()> {
+        guard(|| {
+            self.with_ledger(|m, l| m.timed_out(l));
+            Ok(())
+        })
+    }
+
+    /// The runtime threw the router's own package error with this code.
+    #[napi]
+    pub fn package_failed(&mut self, code: String) -> napi::Result<()> {
+        guard(|| {
+            self.with_ledger(|m, l| m.package_failed(l, &code));
+            Ok(())
+        })
+    }
+
+    /// The candidates, best first (pool indices): the order `provision.ranked` reports.
+    #[napi(getter)]
+    pub fn candidates(&self) -> napi::bindgen_prelude::Uint32Array {
+        napi::bindgen_prelude::Uint32Array::new(self.machine.candidates().iter().map(|&i| i as u32).collect())
+    }
+
+    /// Launches made so far.
+    #[napi(getter)]
+    pub fn launches(&self) -> u32 {
+        self.machine.launches()
+    }
+
+    /// Events decided since the last call (empty unless the machine observes).
+    #[napi]
+    pub fn events(&mut self) -> Vec<EventRecord> {
+        self.machine.take_events().into_iter().map(event_record).collect()
+    }
+
+    /// How it failed, once over (null while running or after a success).
+    #[napi]
+    pub fn failure(&self) -> Option<AcquisitionFailure> {
+        let outcome = self.machine.outcome()?;
+        let (kind, pool) = match outcome {
+            Outcome::Succeeded(_) => return None,
+            Outcome::Terminal { pool, .. } => (FailureKind::Terminal, Some(*pool as u32)),
+            Outcome::Exhausted { pool } => (FailureKind::Exhausted, Some(*pool as u32)),
+            Outcome::ExhaustedByCapacity => (FailureKind::ExhaustedByCapacity, None),
+            Outcome::NoCapacity => (FailureKind::NoCapacity, None),
+            Outcome::TimedOut { pool } => (FailureKind::TimedOut, Some(*pool as u32)),
+            Outcome::PackageFailed { pool, .. } => (FailureKind::Package, Some(*pool as u32)),
+        };
+        Some(AcquisitionFailure {
+            kind,
+            code: outcome.code().unwrap_or_default().to_string(),
+            pool,
+            attempts: self
+                .machine
+                .attempts()
+                .iter()
+                .map(|a| AttemptRecord { pool: a.pool as u32, code: a.code.clone(), retryable: a.retryable })
+                .collect(),
+            skipped: self
+                .machine
+                .skipped()
+                .iter()
+                .map(|s| SkipRecord {
+                    pool: s.pool as u32,
+                    status: status_name(s.status).to_string(),
+                    reason: s.reason.clone(),
+                })
+                .collect(),
+        })
+    }
+}

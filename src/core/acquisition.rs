@@ -1,0 +1,525 @@
+//! One provision's acquisition, as a sans-IO state machine: the machine the router ships.
+//!
+//! Why a state machine and not a loop that awaits? Every step of an acquisition waits on
+//! JavaScript: a capacity reader, an adapter's `launch`, a caller's classifier. Awaiting
+//! those from Rust costs a ThreadsafeFunction round trip (~150 µs here) per hop; awaiting
+//! them in JS costs a microtask. So the JS side performs each await and reports what
+//! happened, and this machine decides everything else: which pool comes next, whether a
+//! capacity measurement admits it, whether a failure advances, ends the provision or
+//! exhausts it, which capacity hold is kept or released, and which events say so. The JS
+//! loop holds no policy: no attempt counting, no code checks, no fallback decisions.
+//!
+//! The rules it enforces:
+//! - a failure advances only when the caller's classifier proved it happened before
+//!   allocation (`retryable: true` with a valid code), fallback is allowed, and the attempt
+//!   bound and the candidates have room ([`crate::core::fallback::after_failure`]);
+//! - capacity skips consume no attempt;
+//! - a capacity hold is released only for a failure proven to have allocated nothing (a
+//!   classified retryable failure, a missing package); success, an outcome-unknown failure,
+//!   a malformed handle and a launch deadline keep it until a read reflects it or it
+//!   expires (see [`crate::core::capacity::Ledger`]).
+
+use crate::core::capabilities::Resources;
+use crate::core::capacity::{Admission, Ledger, Measurement};
+#[cfg(test)]
+use crate::core::fallback::OUTCOME_UNKNOWN;
+use crate::core::fallback::{after_failure, sanitize, Next};
+
+/// Code of a launch whose handle is not a handle (no string id): the sandbox may exist.
+pub const MALFORMED_HANDLE: &str = "PROVIDER_MALFORMED_HANDLE";
+/// Code of a launch that did not settle within its deadline: outcome unknown.
+pub const ACQUISITION_TIMEOUT: &str = "ACQUISITION_TIMEOUT";
+/// Code of an acquisition whose every allowed attempt failed retryably.
+pub const ACQUISITION_EXHAUSTED: &str = "PROVIDER_ACQUISITION_EXHAUSTED";
+/// Code of a capacity-routed acquisition in which no candidate had room.
+pub const CAPACITY_EXHAUSTED: &str = "PROVIDER_CAPACITY_EXHAUSTED";
+
+/// What the caller must do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Read `pool`'s capacity, then report it with [`Acquisition::admit`].
+    Admit(usize),
+    /// Launch on `pool`, then report [`Acquisition::succeeded`], [`Acquisition::failed`],
+    /// [`Acquisition::malformed`], [`Acquisition::timed_out`] or [`Acquisition::package_failed`].
+    Launch(usize),
+    /// The acquisition is over: see [`Acquisition::outcome`].
+    Done,
+}
+
+/// How an acquisition ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// A handle from `pool`.
+    Succeeded(usize),
+    /// A terminal failure on `pool` with this code (a classifier's code,
+    /// [`OUTCOME_UNKNOWN`], [`MALFORMED_HANDLE`]).
+    Terminal { pool: usize, code: String },
+    /// Every allowed attempt failed retryably ([`ACQUISITION_EXHAUSTED`]); `pool` failed last.
+    Exhausted { pool: usize },
+    /// Capacity routing skipped every candidate and launched nothing ([`CAPACITY_EXHAUSTED`]).
+    NoCapacity,
+    /// Some attempts failed retryably and the remaining candidates had no capacity.
+    ExhaustedByCapacity,
+    /// The launch on `pool` did not settle within its deadline ([`ACQUISITION_TIMEOUT`]).
+    TimedOut { pool: usize },
+    /// The runtime reported our own missing-package error on `pool` (`code`): nothing was
+    /// called, so nothing was allocated.
+    PackageFailed { pool: usize, code: String },
+}
+
+impl Outcome {
+    /// The stable code of a failed outcome (None for a success).
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            Outcome::Succeeded(_) => None,
+            Outcome::Terminal { code, .. } | Outcome::PackageFailed { code, .. } => Some(code),
+            Outcome::Exhausted { .. } | Outcome::ExhaustedByCapacity => Some(ACQUISITION_EXHAUSTED),
+            Outcome::NoCapacity => Some(CAPACITY_EXHAUSTED),
+            Outcome::TimedOut { .. } => Some(ACQUISITION_TIMEOUT),
+        }
+    }
+}
+
+/// One failed attempt, as reported in errors and events (sanitized code only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// Pool index.
+    pub pool: usize,
+    /// Sanitized code.
+    pub code: String,
+    /// Whether the failure was classified retryable (and so may have advanced).
+    pub retryable: bool,
+}
+
+/// Whether a skipped pool's capacity was unknown or exhausted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipStatus {
+    /// The measurement could not support a decision (or there is no reader).
+    Unknown,
+    /// A dimension is full.
+    Exhausted,
+}
+
+/// A candidate that capacity routing skipped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skip {
+    /// Pool index.
+    pub pool: usize,
+    /// Unknown or exhausted.
+    pub status: SkipStatus,
+    /// An unknown-measurement reason, `NO_CAPACITY_READER`, or the full dimension.
+    pub reason: String,
+}
+
+/// An event the router emits, decided here (the JS side adds `type`, `at` and ids).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// `capacity.admitted`.
+    CapacityAdmitted { pool: usize },
+    /// `capacity.skipped`.
+    CapacitySkipped { pool: usize, status: SkipStatus, reason: String },
+    /// `attempt.started`.
+    AttemptStarted { pool: usize, attempt: u32 },
+    /// `attempt.succeeded`.
+    AttemptSucceeded { pool: usize, attempt: u32 },
+    /// `attempt.failed`.
+    AttemptFailed { pool: usize, attempt: u32, code: String, retryable: bool },
+    /// `fallback.advanced`.
+    FallbackAdvanced { from: usize, to: usize, attempt: u32 },
+    /// `provision.exhausted`.
+    ProvisionExhausted { code: String },
+}
+
+/// What a capacity-routed acquisition needs per launch.
+#[derive(Debug, Clone)]
+pub struct CapacityPlan {
+    /// The request's resource needs.
+    pub need: Resources,
+    /// Pools (by index) that have a capacity reader; others are skipped as
+    /// `UNKNOWN: NO_CAPACITY_READER` without a read.
+    pub readers: Vec<bool>,
+    /// The ledger's key of each pool (by index): a router's ledger outlives registry
+    /// changes, so it numbers pools by id, not by registration index.
+    pub ledger_pools: Vec<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// About to handle the candidate at `pos` (admit it or launch it).
+    Next,
+    /// A read of the candidate's capacity is in flight (sequence for the ledger).
+    Admitting(u64),
+    /// A launch on the candidate is in flight (its hold token, if admitted).
+    Launching(Option<u64>),
+    Done,
+}
+
+/// One acquisition over `candidates` (pool indices, best first).
+#[derive(Debug, Clone)]
+pub struct Acquisition {
+    candidates: Vec<usize>,
+    pos: usize,
+    made: u32,
+    max_attempts: usize,
+    fallback_allowed: bool,
+    capacity: Option<CapacityPlan>,
+    phase: Phase,
+    outcome: Option<Outcome>,
+    attempts: Vec<Attempt>,
+    skipped: Vec<Skip>,
+    observe: bool,
+    events: Vec<Event>,
+}
+
+impl Acquisition {
+    /// Starts an acquisition. Under a capacity plan every candidate may be tried (skips
+    /// cost no attempt); otherwise `candidates` is already cut to `max_attempts`.
+    /// `observe`: record events (off when nobody listens, so the success path allocates
+    /// none).
+    pub fn new(
+        candidates: Vec<usize>,
+        max_attempts: usize,
+        fallback_allowed: bool,
+        capacity: Option<CapacityPlan>,
+        observe: bool,
+    ) -> Self {
+        let mut a = Acquisition {
+            candidates,
+            pos: 0,
+            made: 0,
+            max_attempts,
+            fallback_allowed,
+            capacity,
+            phase: Phase::Next,
+            outcome: None,
+            attempts: Vec::new(),
+            skipped: Vec::new(),
+            observe,
+            events: Vec::new(),
+        };
+        if a.candidates.is_empty() {
+            a.finish_without_room();
+        }
+        a
+    }
+
+    /// What to do now. With a capacity plan, a read starts here: `ledger.begin_read()`.
+    pub fn next(&mut self, ledger: Option<&mut Ledger>) -> Step {
+        loop {
+            match self.phase {
+                Phase::Done => return Step::Done,
+                Phase::Admitting(_) | Phase::Launching(_) => return self.current_step(),
+                Phase::Next => {}
+            }
+            let pool = self.candidates[self.pos];
+            let Some(plan) = &self.capacity else {
+                self.start_launch(None);
+                return Step::Launch(pool);
+            };
+            if !plan.readers.get(pool).copied().unwrap_or(false) {
+                self.skip(pool, SkipStatus::Unknown, "NO_CAPACITY_READER".to_string());
+                continue;
+            }
+            let seq = ledger.map_or(0, Ledger::begin_read);
+            self.phase = Phase::Admitting(seq);
+            return Step::Admit(pool);
+        }
+    }
+
+    fn current_step(&self) -> Step {
+        let pool = self.candidates[self.pos];
+        match self.phase {
+            Phase::Admitting(_) => Step::Admit(pool),
+            Phase::Launching(_) => Step::Launch(pool),
+            Phase::Next | Phase::Done => Step::Done,
+        }
+    }
+
+    /// Reports the capacity read of the current candidate (validated measurement).
+    /// Admitted: the next step launches it (its hold is kept by the ledger). Otherwise it
+    /// is skipped and the machine moves on.
+    pub fn admit(&mut self, ledger: &mut Ledger, measurement: &Measurement) {
+        let Phase::Admitting(seq) = self.phase else { return };
+        let pool = self.candidates[self.pos];
+        let Some(plan) = &self.capacity else { return };
+        let key = plan.ledger_pools.get(pool).copied().unwrap_or(pool);
+        match ledger.admit(key, seq, measurement, &plan.need) {
+            Admission::Admitted(token) => {
+                if self.observe {
+                    self.events.push(Event::CapacityAdmitted { pool });
+                }
+                self.start_launch(Some(token));
+            }
+            Admission::Exhausted { resource, .. } => self.skip(pool, SkipStatus::Exhausted, resource),
+            Admission::Unknown(reason) => self.skip(pool, SkipStatus::Unknown, reason.code().to_string()),
+        }
+    }
+
+    fn start_launch(&mut self, token: Option<u64>) {
+        self.made += 1;
+        self.phase = Phase::Launching(token);
+        if self.observe {
+            self.events.push(Event::AttemptStarted { pool: self.candidates[self.pos], attempt: self.made });
+        }
+    }
+
+    fn skip(&mut self, pool: usize, status: SkipStatus, reason: String) {
+        if self.observe {
+            self.events.push(Event::CapacitySkipped { pool, status, reason: reason.clone() });
+        }
+        self.skipped.push(Skip { pool, status, reason });
+        self.pos += 1;
+        self.phase = Phase::Next;
+        if self.pos >= self.candidates.len() {
+            self.finish_without_room();
+        }
+    }
+
+    /// Every candidate was used: the capacity outcome (or, with no candidate at all, a
+    /// capacity outcome too: only capacity routing can run out of candidates unlaunched).
+    fn finish_without_room(&mut self) {
+        let outcome = if self.made == 0 { Outcome::NoCapacity } else { Outcome::ExhaustedByCapacity };
+        self.finish(outcome);
+    }
+
+    fn finish(&mut self, outcome: Outcome) {
+        if self.observe {
+            if let Some(code) = outcome.code() {
+                self.events.push(Event::ProvisionExhausted { code: code.to_string() });
+            }
+        }
+        self.outcome = Some(outcome);
+        self.phase = Phase::Done;
+    }
+
+    /// The hold of the launch in flight, settled: `allocated` keeps it as an assumption
+    /// until a read reflects it (or it expires); otherwise it is released.
+    fn settle(&mut self, ledger: Option<&mut Ledger>, allocated: bool) -> Option<usize> {
+        let Phase::Launching(token) = self.phase else { return None };
+        if let (Some(t), Some(l)) = (token, ledger) {
+            l.settle(t, allocated);
+        }
+        Some(self.candidates[self.pos])
+    }
+
+    /// The launch returned a handle with a provider id.
+    pub fn succeeded(&mut self, ledger: Option<&mut Ledger>) {
+        let Some(pool) = self.settle(ledger, true) else { return };
+        if self.observe {
+            self.events.push(Event::AttemptSucceeded { pool, attempt: self.made });
+        }
+        self.outcome = Some(Outcome::Succeeded(pool));
+        self.phase = Phase::Done;
+    }
+
+    /// The launch failed; `code` and `retryable` are what the caller's classifier answered
+    /// (None: no classifier, or it threw, timed out or answered something else). Decides:
+    /// advance to the next candidate, terminal, or exhausted.
+    pub fn failed(&mut self, ledger: Option<&mut Ledger>, code: Option<&str>, retryable: Option<bool>) {
+        let c = sanitize(code, retryable);
+        // Only a classified pre-allocation failure proves that nothing was allocated.
+        let allocated_nothing = c.retryable;
+        let Some(pool) = self.settle(ledger, !allocated_nothing) else { return };
+        let remaining = self.candidates.len() - self.pos - 1;
+        let next = after_failure(
+            &c,
+            self.fallback_allowed,
+            self.made as usize,
+            self.max_attempts,
+            self.made as usize + remaining,
+        );
+        let retryable = next != Next::Terminal;
+        self.record_failure(pool, &c.code, retryable);
+        match next {
+            Next::Advance(_) => {
+                self.pos += 1;
+                self.phase = Phase::Next;
+                if self.observe {
+                    let to = self.next_launch_candidate();
+                    self.events.push(Event::FallbackAdvanced { from: pool, to, attempt: self.made + 1 });
+                }
+            }
+            Next::Terminal => self.finish(Outcome::Terminal { pool, code: c.code }),
+            Next::Exhausted => self.finish(Outcome::Exhausted { pool }),
+        }
+    }
+
+    /// The candidate a fallback moves to (the next in order; under capacity routing it may
+    /// still be skipped for capacity, as events will then say).
+    fn next_launch_candidate(&self) -> usize {
+        self.candidates[self.pos]
+    }
+
+    fn record_failure(&mut self, pool: usize, code: &str, retryable: bool) {
+        if self.observe {
+            self.events.push(Event::AttemptFailed { pool, attempt: self.made, code: code.to_string(), retryable });
+        }
+        self.attempts.push(Attempt { pool, code: code.to_string(), retryable });
+    }
+
+    /// The launch resolved to something that is not a handle: the sandbox may exist.
+    pub fn malformed(&mut self, ledger: Option<&mut Ledger>) {
+        let Some(pool) = self.settle(ledger, true) else { return };
+        self.record_failure(pool, MALFORMED_HANDLE, false);
+        self.finish(Outcome::Terminal { pool, code: MALFORMED_HANDLE.to_string() });
+    }
+
+    /// The launch did not settle within its deadline: outcome unknown, no fallback.
+    pub fn timed_out(&mut self, ledger: Option<&mut Ledger>) {
+        let Some(pool) = self.settle(ledger, true) else { return };
+        self.record_failure(pool, ACQUISITION_TIMEOUT, false);
+        self.finish(Outcome::TimedOut { pool });
+    }
+
+    /// The runtime threw the router's own missing-package error (`code`): nothing was
+    /// called, so nothing was allocated; the provision ends with that error.
+    pub fn package_failed(&mut self, ledger: Option<&mut Ledger>, code: &str) {
+        let Some(pool) = self.settle(ledger, false) else { return };
+        self.record_failure(pool, code, false);
+        self.finish(Outcome::PackageFailed { pool, code: code.to_string() });
+    }
+
+    /// How the acquisition ended (None while it runs).
+    pub fn outcome(&self) -> Option<&Outcome> {
+        self.outcome.as_ref()
+    }
+
+    /// Failed attempts so far, in order.
+    pub fn attempts(&self) -> &[Attempt] {
+        &self.attempts
+    }
+
+    /// Candidates skipped for capacity, in order.
+    pub fn skipped(&self) -> &[Skip] {
+        &self.skipped
+    }
+
+    /// The candidates, best first (pool indices).
+    pub fn candidates(&self) -> &[usize] {
+        &self.candidates
+    }
+
+    /// Launches made so far.
+    pub fn launches(&self) -> u32 {
+        self.made
+    }
+
+    /// Events decided since the last call, in order.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Whether events were decided since the last [`Acquisition::take_events`].
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::capacity::{ResourceMeasurement, UnknownReason};
+    use std::time::Duration;
+
+    fn slots(used: f64, limit: f64) -> Measurement {
+        Measurement::Known(vec![ResourceMeasurement::new("sandboxes", used, limit, "sandboxes", 1.0)])
+    }
+
+    fn capacity(readers: usize) -> Option<CapacityPlan> {
+        Some(CapacityPlan {
+            need: Resources::default(),
+            readers: vec![true; readers],
+            ledger_pools: (0..readers).collect(),
+        })
+    }
+
+    #[test]
+    fn success_on_the_first_candidate_records_no_failure() {
+        let mut a = Acquisition::new(vec![2, 0], 3, true, None, false);
+        assert_eq!(a.next(None), Step::Launch(2));
+        a.succeeded(None);
+        assert_eq!(a.next(None), Step::Done);
+        assert_eq!(a.outcome(), Some(&Outcome::Succeeded(2)));
+        assert!(a.attempts().is_empty() && !a.has_events());
+    }
+
+    #[test]
+    fn must_fire_a_retryable_classified_failure_advances() {
+        let mut a = Acquisition::new(vec![0, 1], 3, true, None, true);
+        a.next(None);
+        a.failed(None, Some("PRE_ALLOC"), Some(true));
+        assert_eq!(a.next(None), Step::Launch(1));
+        let events = a.take_events();
+        assert!(events.contains(&Event::FallbackAdvanced { from: 0, to: 1, attempt: 2 }), "{events:?}");
+    }
+
+    #[test]
+    fn must_not_fire_an_unclassified_failure_is_terminal_and_outcome_unknown() {
+        let mut a = Acquisition::new(vec![0, 1], 3, true, None, true);
+        a.next(None);
+        a.failed(None, None, None);
+        assert_eq!(a.next(None), Step::Done);
+        assert_eq!(a.outcome(), Some(&Outcome::Terminal { pool: 0, code: OUTCOME_UNKNOWN.into() }));
+        assert_eq!(a.attempts(), &[Attempt { pool: 0, code: OUTCOME_UNKNOWN.into(), retryable: false }]);
+    }
+
+    #[test]
+    fn retryable_failures_exhaust_at_the_attempt_bound() {
+        let mut a = Acquisition::new(vec![0, 1, 2], 2, true, None, false);
+        a.next(None);
+        a.failed(None, Some("X"), Some(true));
+        a.next(None);
+        a.failed(None, Some("X"), Some(true));
+        assert_eq!(a.outcome(), Some(&Outcome::Exhausted { pool: 1 }));
+        assert_eq!(a.outcome().unwrap().code(), Some(ACQUISITION_EXHAUSTED));
+    }
+
+    #[test]
+    fn must_fire_capacity_skips_consume_no_attempt_and_end_in_no_capacity() {
+        let mut ledger = Ledger::new(Duration::from_secs(60));
+        let mut a = Acquisition::new(vec![0, 1], 1, true, capacity(2), true);
+        assert_eq!(a.next(Some(&mut ledger)), Step::Admit(0));
+        a.admit(&mut ledger, &slots(5.0, 5.0));
+        assert_eq!(a.next(Some(&mut ledger)), Step::Admit(1));
+        a.admit(&mut ledger, &Measurement::Unknown(UnknownReason::Timeout));
+        assert_eq!(a.next(Some(&mut ledger)), Step::Done);
+        assert_eq!(a.outcome(), Some(&Outcome::NoCapacity));
+        assert_eq!(a.launches(), 0);
+        assert_eq!(a.skipped().len(), 2);
+    }
+
+    #[test]
+    fn must_not_fire_a_pool_with_room_is_admitted_and_its_hold_kept_on_success() {
+        let mut ledger = Ledger::new(Duration::from_secs(60));
+        let mut a = Acquisition::new(vec![0], 1, true, capacity(1), false);
+        a.next(Some(&mut ledger));
+        a.admit(&mut ledger, &slots(0.0, 1.0));
+        assert_eq!(a.next(Some(&mut ledger)), Step::Launch(0));
+        a.succeeded(Some(&mut ledger));
+        assert_eq!(ledger.held_for(0, "sandboxes"), 1.0, "a success is assumed until a read reflects it");
+    }
+
+    #[test]
+    fn holds_are_released_only_for_proven_pre_allocation_failures() {
+        for (code, retryable, held) in
+            [(Some("PRE"), Some(true), 0.0), (None, None, 1.0), (Some("Q"), Some(false), 1.0)]
+        {
+            let mut ledger = Ledger::new(Duration::from_secs(60));
+            let mut a = Acquisition::new(vec![0, 1], 3, true, capacity(2), false);
+            a.next(Some(&mut ledger));
+            a.admit(&mut ledger, &slots(0.0, 1.0));
+            a.next(Some(&mut ledger));
+            a.failed(Some(&mut ledger), code, retryable);
+            assert_eq!(ledger.held_for(0, "sandboxes"), held, "{code:?} {retryable:?}");
+        }
+    }
+
+    #[test]
+    fn a_pool_without_a_reader_is_skipped_without_a_read() {
+        let plan = CapacityPlan { need: Resources::default(), readers: vec![false, true], ledger_pools: vec![0, 1] };
+        let mut a = Acquisition::new(vec![0, 1], 1, true, Some(plan), false);
+        let mut ledger = Ledger::new(Duration::from_secs(60));
+        assert_eq!(a.next(Some(&mut ledger)), Step::Admit(1));
+        assert_eq!(a.skipped()[0].reason, "NO_CAPACITY_READER");
+    }
+}
