@@ -750,3 +750,40 @@ test('readiness failure ends the provision with an exhausted event carrying the 
   assert.equal(ev.code, 'PROVISIONING_AVAILABILITY_FAILED');
   assert.equal(ev.sandboxId, id);
 });
+
+// Acquisitions live natively under integer keys (binding_acquisition.rs); the JS side must
+// end each exactly once, whatever way the provision ends.
+test('machines must-fire: a provision in flight holds one native acquisition', async () => {
+  const { binding } = await import('../lib/binding.js');
+  const before = binding.acquisitionsInFlight();
+  let release;
+  const rt = fakeRuntime({ launch: () => new Promise((resolve) => (release = resolve)) });
+  const { router } = setup([definition('a', { runtime: rt })]);
+  const pending = router.provision({});
+  await new Promise((r) => setImmediate(r));
+  assert.equal(binding.acquisitionsInFlight(), before + 1);
+  release({ id: 'remote-x' });
+  await pending;
+  assert.equal(binding.acquisitionsInFlight(), before);
+});
+
+test('machines must-not-fire: every ending (success, failure, fallback, timeout, no eligible, malformed) leaves none behind', async () => {
+  const { binding } = await import('../lib/binding.js');
+  const before = binding.acquisitionsInFlight();
+  const never = fakeRuntime({ launch: () => new Promise(() => {}) });
+  const malformed = fakeRuntime({ launch: async () => ({ id: 42 }) });
+  const cases = [
+    setup(twoPools(fakeRuntime())).router.provision({}),
+    setup(twoPools(failing())).router.provision({}),
+    setup(twoPools(failing()), { router: { classifyProviderFailure: retryable } }).router.provision({}),
+    setup(twoPools(never)).router.provision({ routing: { acquisitionTimeoutMs: 50 } }),
+    setup(twoPools(fakeRuntime())).router.provision({ providerId: 'nope' }),
+    setup(twoPools(malformed)).router.provision({}),
+  ];
+  const settled = await Promise.allSettled(cases);
+  assert.deepEqual(
+    settled.map((r) => r.status),
+    ['fulfilled', 'rejected', 'fulfilled', 'rejected', 'rejected', 'rejected'],
+  );
+  assert.equal(binding.acquisitionsInFlight(), before);
+});

@@ -12,8 +12,8 @@
 // Only short texts are kept (MAX_CACHED_CHARS): a huge request is validated and dropped.
 
 const { binding } = require('./binding.js');
-const { SandboxRequestValidationError, callNative } = require('./errors.js');
-const { serialize } = require('./serialize.js');
+const { SandboxRequestValidationError, callNative, fromNative } = require('./errors.js');
+const { serializeRequest } = require('./serialize.js');
 
 const MAX_BY_CONTENT = 512;
 /** Longest request text (UTF-16 units) the content cache keeps. */
@@ -41,7 +41,6 @@ class Compiled {
       this.parts = Object.freeze({
         name: launch?.name,
         env: launch?.env,
-        labels: launch?.labels ?? null,
         createTimeoutSeconds: launch?.createTimeoutSeconds,
         resourcesJson: JSON.stringify(parsed?.resources ?? {}),
       });
@@ -51,19 +50,34 @@ class Compiled {
 }
 
 /**
+ * One call's compiled request: the shared compiled form of everything but the labels, and
+ * this call's labels (validated natively; `labels` is our own parsed copy, `labelsJson` the
+ * text the mapping record is made from).
+ */
+class CallRequest {
+  constructor(compiled, labels, labelsJson) {
+    this.compiled = compiled;
+    this.labels = labels;
+    this.labelsJson = labelsJson;
+  }
+}
+
+/**
  * The compiled form of `request` (validated). Throws the same typed validation errors as
  * the native parser; a request that cannot be read (a throwing getter or Proxy trap, a
  * cycle, a throwing toJSON) is INVALID_REQUEST at `(root)`.
+ * @returns {CallRequest}
  */
 function compile(request) {
-  const json = serialize(request);
-  if (typeof json !== 'string') {
+  const text = serializeRequest(request);
+  if (text === null) {
     throw new SandboxRequestValidationError(
       'invalid request: (root) must be readable plain data (no cycles, throwing getters or toJSON)',
       'INVALID_REQUEST',
       { field: '(root)' },
     );
   }
+  const { json, labels } = text;
   let compiled = byContent.get(json);
   if (compiled === undefined) {
     compiled = new Compiled(json);
@@ -72,7 +86,10 @@ function compile(request) {
       byContent.set(json, compiled);
     }
   }
-  return compiled;
+  if (labels === undefined) return new CallRequest(compiled, null, null);
+  const invalid = binding.checkLabels(labels);
+  if (invalid !== null) throw fromNative(invalid);
+  return new CallRequest(compiled, JSON.parse(labels), labels);
 }
 
 module.exports = { compile };

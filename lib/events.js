@@ -4,6 +4,8 @@
 // pools, stamps `type`, `at` and the sandbox id, and hands each event to the observer.
 // An observer never affects routing: whatever it throws or rejects with is dropped.
 
+const { binding } = require('./binding.js');
+
 const noop = () => {};
 
 // Debug switch, read once: SANDBOX_ROUTER_DEBUG=1 (or DEBUG containing sandbox-router)
@@ -28,12 +30,12 @@ function emit(sink, type, fields) {
 /**
  * Emits the events the machine decided since the last call, naming pools by id.
  * @param {((e: object) => unknown) | null} sink
- * @param {{ events(): object[] }} machine
+ * @param {number} machine the acquisition's key
  * @param {readonly { id: string }[]} pools the view's entries, by index
  * @param {string} sandboxId
  */
 function emitDecided(sink, machine, pools, sandboxId) {
-  for (const e of machine.events()) {
+  for (const e of binding.acquisitionEvents(machine)) {
     switch (e.type) {
       case 'capacity.admitted':
         emit(sink, e.type, { sandboxId, providerId: pools[e.pool].id });

@@ -70,11 +70,12 @@ class InMemoryMappingStore {
   }
 
   /**
-   * @internal the provision hot path: labels come from the compiled request (plus the id
-   * label) and createdAt from the native clock, so one native call stores the record.
+   * @internal the provision hot path: `labelsJson` is the request's caller labels as
+   * validated JSON text (null for none); the record adds the id label, and createdAt comes
+   * from the native clock, so one native call stores the record.
    */
-  [RECORD](requestKey, id, providerId, providerSandboxId, detached) {
-    binding.storeRecord(this.#key, requestKey, id, providerId, providerSandboxId, detached);
+  [RECORD](labelsJson, id, providerId, providerSandboxId, detached) {
+    binding.storeRecord(this.#key, labelsJson, id, providerId, providerSandboxId, detached);
   }
 
   toJSON() {

@@ -38,6 +38,7 @@ const { isPackageError } = require('./operations.js');
 const SANDBOX_ID_LABEL = 'agent-relay-sbx-id';
 
 const noop = () => {};
+const { Done: DONE, Admit: ADMIT } = binding.StepKind;
 const UNRESOLVED_TIMEOUT = JSON.stringify({ $unresolved: 'resolver timed out' });
 const UNRESOLVED_THREW = JSON.stringify({ $unresolved: 'resolver threw' });
 const UNRESOLVED_UNREADABLE = JSON.stringify({ $unresolved: 'resolver answered an unreadable value' });
@@ -60,11 +61,12 @@ class InFlight {
     this.prev = null;
     this.next = null;
     this.ctx = ctx;
-    this.machine = null;
+    /** the acquisition's key (binding_acquisition.rs), -1 when there is none */
+    this.machine = -1;
     this.pools = null;
     this.sandboxId = '';
-    this.pool = 0;
     this.timeoutMs = 0;
+    this.packageError = null;
   }
 }
 
@@ -117,13 +119,14 @@ function provision(ctx, request, detached) {
 async function body(run, request, detached) {
   const ctx = run.ctx;
   try {
-    const compiled = compile(request);
+    const call = compile(request);
+    const compiled = call.compiled;
     const view = nativeView(ctx.registry);
     const id = nextSandboxId();
     // Everything taken from the request comes from the text compile() validated: the
     // request is read once. Each launch gets its own copy of the options (launchCopy).
     const parts = compiled.launchParts;
-    const labels = { ...parts.labels, [SANDBOX_ID_LABEL]: id };
+    const labels = { ...call.labels, [SANDBOX_ID_LABEL]: id };
     const launchOptions = launchOptionsOf(parts, labels);
     const observe = ctx.observer !== null;
     const extras = needsExtras(ctx) ? await extrasFor(ctx, view, compiled, detached, request, id) : null;
@@ -131,25 +134,24 @@ async function body(run, request, detached) {
       extras === null
         ? binding.beginAcquisition(view.key, compiled.key, detached, observe)
         : callNative(() => view.native.begin(compiled.native, detached, extras, ctx.capacity?.ledger ?? null, observe));
-    if (!(begun instanceof binding.NativeAcquisition)) throw noEligible(ctx, begun, id, detached);
+    if (typeof begun !== 'number') throw noEligible(ctx, begun, id, detached);
     const machine = begun;
     const pools = view.definitions;
     run.machine = machine;
     run.pools = pools;
     run.sandboxId = id;
     run.timeoutMs = compiled.timeoutMs;
-    if (observe) emitDecision(ctx, view, compiled, detached, extras, id, machine.candidates);
-    if (DEBUG) debug(`${id}: attempt order ${Array.from(machine.candidates, (i) => pools[i].id).join(', ')}`);
+    if (observe) emitDecision(ctx, view, compiled, detached, extras, id, binding.acquisitionCandidates(machine));
+    if (DEBUG) debug(`${id}: attempt order ${Array.from(binding.acquisitionCandidates(machine), (i) => pools[i].id).join(', ')}`);
     for (;;) {
-      const step = machine.step();
+      const kind = binding.acquisitionStep(machine);
       if (observe) emitDecided(ctx.observer, machine, pools, id);
-      if (step.kind === 'done') break;
-      const def = pools[step.pool];
-      if (step.kind === 'admit') {
-        machine.admit(await measureJson(ctx, def));
+      if (kind === DONE) break;
+      const def = pools[binding.acquisitionPool(machine)];
+      if (kind === ADMIT) {
+        binding.acquisitionAdmit(machine, await measureJson(ctx, def));
         continue;
       }
-      run.pool = step.pool;
       DEADLINES.add(run.timeoutMs, run);
       let handle;
       let failure;
@@ -162,46 +164,57 @@ async function body(run, request, detached) {
         failure = error;
       }
       if (!DEADLINES.settle(run)) {
-        // The deadline already ended this provision (expire); a late sandbox is destroyed.
+        // The deadline already ended this provision and its machine (expire); a late
+        // sandbox is destroyed.
         if (!failed) lateSuccess(ctx, def, handle, id);
         return;
       }
       if (failed) {
-        await reportFailure(ctx, machine, def, failure);
+        await reportFailure(run, def, failure);
         continue;
       }
       const providerSandboxId = handleId(handle);
       if (providerSandboxId === null) {
-        machine.malformed();
+        binding.acquisitionMalformed(machine);
         continue;
       }
-      machine.succeeded();
+      binding.acquisitionSucceeded(machine);
       if (observe) emitDecided(ctx.observer, machine, pools, id);
-      if (!recordFast(ctx, compiled, id, def.id, providerSandboxId, detached)) {
+      end(run);
+      if (!recordFast(ctx, call.labelsJson, id, def.id, providerSandboxId, detached)) {
         await persist(ctx, def, handle, id, providerSandboxId, labels, detached);
       }
       ctx.handles.set(id, handle);
       run.resolve({ id, providerId: def.id, labels });
       return;
     }
-    throw failureError(machine.failure(), pools, id, run);
+    const failure = binding.acquisitionFailure(machine);
+    end(run);
+    throw failureError(failure, pools, id, run);
   } catch (error) {
+    end(run);
     run.reject(error);
   }
 }
 
-/** The package error a machine ended on (our own error object, rethrown as it is). */
-const PACKAGE_ERRORS = new WeakMap();
+/** Ends the provision's machine, once (see binding_acquisition.rs: machines are keys). */
+function end(run) {
+  if (run.machine >= 0) {
+    binding.acquisitionEnd(run.machine);
+    run.machine = -1;
+  }
+}
 
 /** A launch failed before its deadline: report our package error, or the classification. */
-async function reportFailure(ctx, machine, def, failure) {
+async function reportFailure(run, def, failure) {
   if (isPackageError(failure)) {
-    PACKAGE_ERRORS.set(machine, failure);
-    machine.packageFailed(failure.code);
+    // Our own error object, rethrown as it is if the machine ends the provision on it.
+    run.packageError = failure;
+    binding.acquisitionPackageFailed(run.machine, failure.code);
     return;
   }
-  const c = await classify(ctx, failure, def);
-  machine.failed(c.code, c.retryable);
+  const c = await classify(run.ctx, failure, def);
+  binding.acquisitionFailed(run.machine, c.code, c.retryable);
 }
 
 // The deadline of the current launch passed first: the machine records the timeout (the
@@ -210,10 +223,13 @@ async function reportFailure(ctx, machine, def, failure) {
 function expire(run) {
   const { ctx, machine, pools, sandboxId } = run;
   try {
-    machine.timedOut();
+    binding.acquisitionTimedOut(machine);
     if (ctx.observer !== null) emitDecided(ctx.observer, machine, pools, sandboxId);
-    run.reject(failureError(machine.failure(), pools, sandboxId, run));
+    const failure = binding.acquisitionFailure(machine);
+    end(run);
+    run.reject(failureError(failure, pools, sandboxId, run));
   } catch {
+    end(run);
     run.reject(new AcquisitionTimeoutError(`launch did not settle within ${run.timeoutMs} ms; outcome unknown`, 'ACQUISITION_TIMEOUT', { sandboxId, timeoutMs: run.timeoutMs }));
   }
 }
@@ -226,7 +242,7 @@ function failureError(f, pools, id, run) {
   const providerId = f.pool === null || f.pool === undefined ? undefined : pools[f.pool].id;
   switch (f.kind) {
     case 'package':
-      return PACKAGE_ERRORS.get(run.machine);
+      return run.packageError;
     case 'timed-out': {
       const error = new AcquisitionTimeoutError(
         `launch on ${providerId} did not settle within ${run.timeoutMs} ms; outcome unknown (label ${SANDBOX_ID_LABEL}=${id})`,
@@ -244,13 +260,13 @@ function failureError(f, pools, id, run) {
       );
     case 'exhausted-by-capacity':
       return new ProviderProvisioningError(
-        `acquisition exhausted after ${run.machine.launches} attempt(s); the remaining providers had no capacity`,
+        `acquisition exhausted after ${f.launches} attempt(s); the remaining providers had no capacity`,
         f.code,
         { sandboxId: id, attempts, capacityRejections: skipped },
       );
     case 'exhausted':
       return new ProviderProvisioningError(
-        `acquisition exhausted after ${run.machine.launches} attempt(s): ${attempts.map((x) => `${x.providerId} ${x.code}`).join(', ')}`,
+        `acquisition exhausted after ${f.launches} attempt(s): ${attempts.map((x) => `${x.providerId} ${x.code}`).join(', ')}`,
         f.code,
         { providerId, sandboxId: id, attempts, capacityRejections },
       );
@@ -339,10 +355,10 @@ async function classify(ctx, error, def) {
  * caller's store must be used, or the write failed (then `persist` runs the failure path:
  * it retries nothing, it cleans up).
  */
-function recordFast(ctx, compiled, id, providerId, providerSandboxId, detached) {
+function recordFast(ctx, labelsJson, id, providerId, providerSandboxId, detached) {
   if (!ctx.fastMappings) return false;
   try {
-    ctx.mappings[RECORD](compiled.key, id, providerId, providerSandboxId, detached);
+    ctx.mappings[RECORD](labelsJson, id, providerId, providerSandboxId, detached);
   } catch {
     return false;
   }

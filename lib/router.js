@@ -73,7 +73,7 @@ class SandboxRouter {
    */
   route(request, options) {
     const detached = detachedOf(options);
-    const compiled = compile(request);
+    const { compiled } = compile(request);
     const view = nativeView(this.#ctx.registry);
     const capacity = this.#ctx.capacity;
     const order =
@@ -91,7 +91,7 @@ class SandboxRouter {
    */
   async explain(request, options) {
     const detached = detachedOf(options);
-    const compiled = compile(request);
+    const { compiled } = compile(request);
     const view = nativeView(this.#ctx.registry);
     const ext = await extras(this.#ctx, view, compiled, detached, request);
     const raw = JSON.parse(callNative(() => view.native.explain(compiled.native, detached, ext)));

@@ -30,4 +30,38 @@ function serialize(value) {
   }
 }
 
-module.exports = { serialize, replacer };
+/**
+ * Serializes a request with its `launch.labels` apart: `{ json, labels }`, where `json` is
+ * the request without them and `labels` their own JSON text (undefined when absent); null
+ * when the request cannot be serialized (a cycle, a throwing getter or toJSON, a Proxy
+ * trap). The request is read once, by this one JSON.stringify.
+ *
+ * Why apart? Labels are per call (a request id, a user) and matter only to the launch and
+ * the mapping record, never to the routing decision. Kept out of the text, requests that
+ * differ only in labels share one compiled form instead of one native parse each.
+ */
+function serializeRequest(request) {
+  if (request === undefined || request === null) return { json: '{}', labels: undefined };
+  let root;
+  let launch;
+  let labels;
+  function capture(key, value) {
+    if (key === '' && this[''] === request) {
+      root = value;
+    } else if (key === 'launch' && this === root) {
+      launch = value;
+    } else if (key === 'labels' && launch !== undefined && this === launch) {
+      if (value !== undefined) labels = JSON.stringify(value, replacer) ?? 'null';
+      return undefined;
+    }
+    return replacer(key, value);
+  }
+  try {
+    const json = JSON.stringify(request, capture);
+    return typeof json === 'string' ? { json, labels } : null;
+  } catch {
+    return null;
+  }
+}
+
+module.exports = { serialize, serializeRequest, replacer };

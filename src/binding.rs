@@ -14,14 +14,14 @@
 //! Every entry point runs inside `guard`, so a Rust panic becomes a typed
 //! `INTERNAL_ERROR`, never a crash.
 
-use crate::binding_acquisition::{NativeAcquisition, NativeError, NativeLedger};
+use crate::binding_acquisition::{insert as insert_machine, Entry as MachineEntry, NativeError, NativeLedger};
 use crate::core::acquisition::{Acquisition, CapacityPlan};
 use crate::core::explain::{explain, summary};
 use crate::core::ids::{validate_provider_id, validate_sandbox_id, SandboxIdSource, SandboxKey};
 use crate::core::mapping::{CreatedAt, Mapping, MappingStore};
 use crate::core::ranking::Slim;
 use crate::core::registry::{route, route_order_into, Decision, Pool, Registry, RouteOptions};
-use crate::core::request::{parse_request, Request};
+use crate::core::request::{parse_labels, parse_request, Request};
 use crate::core::signals::{signal_state, unresolved, SignalState};
 use crate::core::CoreError;
 use napi::bindgen_prelude::{Either, Uint32Array};
@@ -312,7 +312,8 @@ impl NativeRegistry {
     /// Starts a provision's acquisition (see `core::acquisition`): plans the candidates
     /// with the per-request extras and, under capacity routing (`ledger` given), admits each
     /// against the router's ledger. `observe`: record events. Returns the machine, or the
-    /// typed `NO_ELIGIBLE_PROVIDER` error.
+    /// typed `NO_ELIGIBLE_PROVIDER` error. The machine is a key for the `acquisition*`
+    /// functions; the caller ends it with `acquisitionEnd`.
     #[napi]
     pub fn begin(
         &self,
@@ -321,7 +322,7 @@ impl NativeRegistry {
         extras: Option<RouteExtras>,
         ledger: Option<&NativeLedger>,
         observe: bool,
-    ) -> Result<Either<NativeAcquisition, NativeError>> {
+    ) -> Result<Either<u32, NativeError>> {
         guard(|| self.inner.borrow_mut().begin(&request.req, detached, extras.as_ref(), ledger, observe))
     }
 
@@ -393,7 +394,7 @@ pub fn begin_acquisition(
     request_key: u32,
     detached: bool,
     observe: bool,
-) -> Result<Either<NativeAcquisition, NativeError>> {
+) -> Result<Either<u32, NativeError>> {
     guard(|| {
         let (inner, req) = registry_and_request(registry_key, request_key)?;
         let mut inner = inner.borrow_mut();
@@ -451,7 +452,7 @@ impl RegistryInner {
         extras: Option<&RouteExtras>,
         ledger: Option<&NativeLedger>,
         observe: bool,
-    ) -> Result<Either<NativeAcquisition, NativeError>> {
+    ) -> Result<Either<u32, NativeError>> {
         // Capacity skips consume no attempt, so capacity routing needs every candidate.
         let limit = if ledger.is_some() { None } else { Some(req.max_attempts as usize) };
         let order = match self.candidates(req, detached, extras, limit)? {
@@ -464,7 +465,7 @@ impl RegistryInner {
             ledger_pools: self.registry.pools().iter().map(|p| l.key_for(&p.id)).collect(),
         });
         let machine = Acquisition::new(order, req.max_attempts as usize, req.fallback_allowed, capacity, observe);
-        Ok(Either::A(NativeAcquisition::new(machine, ledger.map(NativeLedger::shared))))
+        Ok(Either::A(insert_machine(MachineEntry::new(machine, ledger.map(NativeLedger::shared)))))
     }
 
     fn decide(
@@ -574,12 +575,34 @@ impl Default for NativeMappingStore {
     }
 }
 
-/// The router's hot-path mapping write into store `store_key`: labels are the compiled
-/// request's caller labels plus the router's id label, and `createdAt` is taken here.
+/// Validates a request's `launch.labels` sent apart from the request (JSON text): null when
+/// valid, else the typed `INVALID_REQUEST` error naming the field.
+#[napi]
+pub fn check_labels(labels_json: String) -> Result<Option<NativeError>> {
+    guard(|| {
+        let v = parse_json(&labels_json, "launch.labels")?;
+        Ok(parse_labels(&v).err().map(|e| {
+            let CoreError::InvalidRequest { field, expectation } = crate::core::request::invalid(e) else {
+                unreachable!("labels errors are request errors")
+            };
+            NativeError {
+                code: "INVALID_REQUEST".to_string(),
+                message: format!("invalid request: {field} {expectation}"),
+                field: Some(field),
+                summary: None,
+                rejections: None,
+            }
+        }))
+    })
+}
+
+/// The router's hot-path mapping write into store `store_key`: `labels_json` is the
+/// request's caller labels (validated by [`check_labels`]; null for none), to which the
+/// record adds the router's id label; `createdAt` is taken here.
 #[napi]
 pub fn store_record(
     store_key: u32,
-    request_key: u32,
+    labels_json: Option<String>,
     id: String,
     provider_id: String,
     provider_sandbox_id: String,
@@ -588,9 +611,14 @@ pub fn store_record(
     guard(|| {
         let key = SandboxKey::parse_checked(&id).map_err(core_err)?;
         let store = STORES.with(|s| s.borrow().get(store_key)).ok_or_else(|| stale("mapping store"))?;
-        let req = REQUESTS.with(|s| s.borrow().get(request_key)).ok_or_else(|| stale("request"))?;
         let created_at = CreatedAt::Millis(crate::core::clock::now_millis());
-        let labels = req.labels.clone();
+        let labels = match labels_json {
+            None => std::sync::Arc::new(Vec::new()),
+            Some(text) => std::sync::Arc::new(
+                parse_labels(&parse_json(&text, "launch.labels")?)
+                    .map_err(|e| core_err(crate::core::request::invalid(e)))?,
+            ),
+        };
         let mut store = store.borrow_mut();
         let provider_id = store.intern(&provider_id);
         store.put(Mapping {

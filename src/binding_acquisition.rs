@@ -1,7 +1,7 @@
 //! napi glue for the acquisition machine (`core::acquisition`) and the router's capacity
 //! ledger: typed steps, events and failures, nothing decided here.
 //!
-//! The JS provision loop (`lib/provision.js`) asks [`NativeAcquisition::step`] what to do,
+//! The JS provision loop (`lib/provision.js`) asks [`acquisition_step`] what to do,
 //! performs it (a capacity read, a launch, a classifier call) and reports the outcome with
 //! one call; the machine settles capacity holds on the ledger itself. Events come back only
 //! when the router has an observer (`observe`), as typed records with pool indices that the
@@ -71,24 +71,16 @@ impl NativeLedger {
     }
 }
 
-/// What the JS side must do next.
-#[napi(string_enum = "lowercase")]
+/// What the JS side must do next (a numeric enum: this crosses once per step, on the hot
+/// path, and a number is the cheapest value to cross). The pool is the `pool` getter.
+#[napi]
 pub enum StepKind {
-    /// Read the pool's capacity, then call `admit`.
-    Admit,
-    /// Launch on the pool, then report the outcome.
-    Launch,
+    /// Launch on `pool`, then report the outcome.
+    Launch = 0,
+    /// Read `pool`'s capacity, then call `admit`.
+    Admit = 1,
     /// Over: `failure` says how, unless it succeeded.
-    Done,
-}
-
-/// One step: what to do, and on which pool (registration index).
-#[napi(object)]
-pub struct AcquisitionStep {
-    /// What to do.
-    pub kind: StepKind,
-    /// Pool index (0 when `done`).
-    pub pool: u32,
+    Done = 2,
 }
 
 /// Event types the machine decides (the JS side adds `type`'s other events).
@@ -190,6 +182,8 @@ pub struct AcquisitionFailure {
     pub code: String,
     /// The pool that failed last (none for `no-capacity`).
     pub pool: Option<u32>,
+    /// Launches made.
+    pub launches: u32,
     /// Failed attempts, in order.
     pub attempts: Vec<AttemptRecord>,
     /// Candidates skipped for capacity, in order.
@@ -256,16 +250,17 @@ fn event_record(e: Event) -> EventRecord {
     r
 }
 
-/// One provision's acquisition (see `core::acquisition`).
-#[napi]
-pub struct NativeAcquisition {
+/// One provision's acquisition in flight: the machine, the router's ledger (capacity
+/// routing only) and the pool of its last step.
+pub(crate) struct Entry {
     machine: Acquisition,
     ledger: Option<Rc<RefCell<LedgerInner>>>,
+    pool: u32,
 }
 
-impl NativeAcquisition {
+impl Entry {
     pub(crate) fn new(machine: Acquisition, ledger: Option<Rc<RefCell<LedgerInner>>>) -> Self {
-        NativeAcquisition { machine, ledger }
+        Entry { machine, ledger, pool: 0 }
     }
 
     /// Runs `f` with the ledger (if any) borrowed mutably.
@@ -280,132 +275,195 @@ impl NativeAcquisition {
     }
 }
 
-#[napi]
-impl NativeAcquisition {
-    /// What to do now.
-    #[napi]
-    pub fn step(&mut self) -> napi::Result<AcquisitionStep> {
-        guard(|| {
-            Ok(match self.with_ledger(|m, l| m.next(l)) {
-                Step::Admit(pool) => AcquisitionStep { kind: StepKind::Admit, pool: pool as u32 },
-                Step::Launch(pool) => AcquisitionStep { kind: StepKind::Launch, pool: pool as u32 },
-                Step::Done => AcquisitionStep { kind: StepKind::Done, pool: 0 },
-            })
-        })
-    }
+/// Acquisitions in flight, by key.
+///
+/// Why keys and not a napi class per provision? A provision makes a handful of calls to its
+/// machine; a call to a free function with an integer costs a fraction of a method call on
+/// a wrapped class, and no JS object is made per provision. The JS side ends every machine
+/// it begins exactly once (`acquisitionEnd`, in a `finally`, or when a deadline ends it).
+#[derive(Default)]
+struct Machines {
+    items: Vec<Option<Entry>>,
+    free: Vec<u32>,
+}
 
-    /// Reports the current candidate's capacity read: the measurement as JSON text (what
-    /// the reader answered, serialized once), validated strictly here; anything malformed
-    /// is `unknown: MALFORMED`.
-    #[napi]
-    pub fn admit(&mut self, measurement_json: String) -> napi::Result<()> {
-        guard(|| {
-            let m = validate(&serde_json::from_str::<Value>(&measurement_json).unwrap_or(Value::Null));
-            if let Some(l) = &self.ledger {
-                let mut inner = l.borrow_mut();
-                self.machine.admit(&mut inner.ledger, &m);
+thread_local! {
+    static MACHINES: RefCell<Machines> = RefCell::new(Machines::default());
+}
+
+/// Stores a new machine; returns its key.
+pub(crate) fn insert(entry: Entry) -> u32 {
+    MACHINES.with(|m| {
+        let mut m = m.borrow_mut();
+        match m.free.pop() {
+            Some(k) => {
+                m.items[k as usize] = Some(entry);
+                k
             }
-            Ok(())
+            None => {
+                m.items.push(Some(entry));
+                (m.items.len() - 1) as u32
+            }
+        }
+    })
+}
+
+fn with<T>(key: u32, f: impl FnOnce(&mut Entry) -> T) -> napi::Result<T> {
+    MACHINES.with(|m| {
+        let mut m = m.borrow_mut();
+        match m.items.get_mut(key as usize).and_then(Option::as_mut) {
+            Some(e) => Ok(f(e)),
+            None => Err(crate::binding::encode(
+                "INTERNAL_ERROR",
+                "internal error: unknown acquisition key",
+                None,
+                Value::Null,
+            )),
+        }
+    })
+}
+
+/// What to do now; the pool it concerns is then [`acquisition_pool`].
+#[napi]
+pub fn acquisition_step(key: u32) -> napi::Result<StepKind> {
+    guard(|| {
+        with(key, |e| match e.with_ledger(|m, l| m.next(l)) {
+            Step::Admit(pool) => {
+                e.pool = pool as u32;
+                StepKind::Admit
+            }
+            Step::Launch(pool) => {
+                e.pool = pool as u32;
+                StepKind::Launch
+            }
+            Step::Done => StepKind::Done,
         })
-    }
+    })
+}
 
-    /// The launch returned a handle with a provider id.
-    #[napi]
-    pub fn succeeded(&mut self) -> napi::Result<()> {
-        guard(|| {
-            self.with_ledger(|m, l| m.succeeded(l));
-            Ok(())
+/// The pool (registration index) of the last `launch` or `admit` step.
+#[napi]
+pub fn acquisition_pool(key: u32) -> napi::Result<u32> {
+    guard(|| with(key, |e| e.pool))
+}
+
+/// Reports the current candidate's capacity read: the measurement as JSON text (what the
+/// reader answered, serialized once), validated strictly here; anything malformed is
+/// `unknown: MALFORMED`.
+#[napi]
+pub fn acquisition_admit(key: u32, measurement_json: String) -> napi::Result<()> {
+    guard(|| {
+        let m = validate(&serde_json::from_str::<Value>(&measurement_json).unwrap_or(Value::Null));
+        with(key, |e| {
+            if let Some(l) = &e.ledger {
+                let mut inner = l.borrow_mut();
+                e.machine.admit(&mut inner.ledger, &m);
+            }
         })
-    }
+    })
+}
 
-    /// The launch failed; `code` / `retryable`: the classifier's answer, if it gave one of
-    /// the right types (the machine sanitizes and decides).
-    #[napi]
-    pub fn failed(&mut self, code: Option<String>, retryable: Option<bool>) -> napi::Result<()> {
-        guard(|| {
-            self.with_ledger(|m, l| m.failed(l, code.as_deref(), retryable));
-            Ok(())
+/// The launch returned a handle with a provider id.
+#[napi]
+pub fn acquisition_succeeded(key: u32) -> napi::Result<()> {
+    guard(|| with(key, |e| e.with_ledger(|m, l| m.succeeded(l))))
+}
+
+/// The launch failed; `code` / `retryable`: the classifier's answer, if it gave one of the
+/// right types (the machine sanitizes and decides).
+#[napi]
+pub fn acquisition_failed(key: u32, code: Option<String>, retryable: Option<bool>) -> napi::Result<()> {
+    guard(|| with(key, |e| e.with_ledger(|m, l| m.failed(l, code.as_deref(), retryable))))
+}
+
+/// The launch resolved to something that is not a handle.
+#[napi]
+pub fn acquisition_malformed(key: u32) -> napi::Result<()> {
+    guard(|| with(key, |e| e.with_ledger(|m, l| m.malformed(l))))
+}
+
+/// The launch did not settle within its deadline.
+#[napi]
+pub fn acquisition_timed_out(key: u32) -> napi::Result<()> {
+    guard(|| with(key, |e| e.with_ledger(|m, l| m.timed_out(l))))
+}
+
+/// The runtime threw the router's own package error with this code.
+#[napi]
+pub fn acquisition_package_failed(key: u32, code: String) -> napi::Result<()> {
+    guard(|| with(key, |e| e.with_ledger(|m, l| m.package_failed(l, &code))))
+}
+
+/// The candidates, best first (pool indices): the order `provision.ranked` reports.
+#[napi]
+pub fn acquisition_candidates(key: u32) -> napi::Result<napi::bindgen_prelude::Uint32Array> {
+    guard(|| {
+        with(key, |e| {
+            napi::bindgen_prelude::Uint32Array::new(e.machine.candidates().iter().map(|&i| i as u32).collect())
         })
-    }
+    })
+}
 
-    /// The launch resolved to something that is not a handle.
-    #[napi]
-    pub fn malformed(&mut self) -> napi::Result<()> {
-        guard(|| {
-            self.with_ledger(|m, l| m.malformed(l));
-            Ok(())
-        })
-    }
+/// Events decided since the last call (empty unless the machine observes).
+#[napi]
+pub fn acquisition_events(key: u32) -> napi::Result<Vec<EventRecord>> {
+    guard(|| with(key, |e| e.machine.take_events().into_iter().map(event_record).collect()))
+}
 
-    /// The launch did not settle within its deadline.
-    #[napi]
-    pub fn timed_out(&mut self) -> napi::Result<()> {
-        guard(|| {
-            self.with_ledger(|m, l| m.timed_out(l));
-            Ok(())
-        })
-    }
+/// How it failed, once over (null while running or after a success).
+#[napi]
+pub fn acquisition_failure(key: u32) -> napi::Result<Option<AcquisitionFailure>> {
+    guard(|| with(key, |e| failure_of(&e.machine)))
+}
 
-    /// The runtime threw the router's own package error with this code.
-    #[napi]
-    pub fn package_failed(&mut self, code: String) -> napi::Result<()> {
-        guard(|| {
-            self.with_ledger(|m, l| m.package_failed(l, &code));
-            Ok(())
-        })
-    }
+/// Forgets the machine (its key may be reused). Ending an unknown key does nothing.
+#[napi]
+pub fn acquisition_end(key: u32) {
+    MACHINES.with(|m| {
+        let mut m = m.borrow_mut();
+        if let Some(slot) = m.items.get_mut(key as usize) {
+            if slot.take().is_some() {
+                m.free.push(key);
+            }
+        }
+    });
+}
 
-    /// The candidates, best first (pool indices): the order `provision.ranked` reports.
-    #[napi(getter)]
-    pub fn candidates(&self) -> napi::bindgen_prelude::Uint32Array {
-        napi::bindgen_prelude::Uint32Array::new(self.machine.candidates().iter().map(|&i| i as u32).collect())
-    }
+/// Machines in flight (for the leak tests).
+#[napi]
+pub fn acquisitions_in_flight() -> u32 {
+    MACHINES.with(|m| m.borrow().items.iter().filter(|e| e.is_some()).count() as u32)
+}
 
-    /// Launches made so far.
-    #[napi(getter)]
-    pub fn launches(&self) -> u32 {
-        self.machine.launches()
-    }
-
-    /// Events decided since the last call (empty unless the machine observes).
-    #[napi]
-    pub fn events(&mut self) -> Vec<EventRecord> {
-        self.machine.take_events().into_iter().map(event_record).collect()
-    }
-
-    /// How it failed, once over (null while running or after a success).
-    #[napi]
-    pub fn failure(&self) -> Option<AcquisitionFailure> {
-        let outcome = self.machine.outcome()?;
-        let (kind, pool) = match outcome {
-            Outcome::Succeeded(_) => return None,
-            Outcome::Terminal { pool, .. } => (FailureKind::Terminal, Some(*pool as u32)),
-            Outcome::Exhausted { pool } => (FailureKind::Exhausted, Some(*pool as u32)),
-            Outcome::ExhaustedByCapacity => (FailureKind::ExhaustedByCapacity, None),
-            Outcome::NoCapacity => (FailureKind::NoCapacity, None),
-            Outcome::TimedOut { pool } => (FailureKind::TimedOut, Some(*pool as u32)),
-            Outcome::PackageFailed { pool, .. } => (FailureKind::Package, Some(*pool as u32)),
-        };
-        Some(AcquisitionFailure {
-            kind,
-            code: outcome.code().unwrap_or_default().to_string(),
-            pool,
-            attempts: self
-                .machine
-                .attempts()
-                .iter()
-                .map(|a| AttemptRecord { pool: a.pool as u32, code: a.code.clone(), retryable: a.retryable })
-                .collect(),
-            skipped: self
-                .machine
-                .skipped()
-                .iter()
-                .map(|s| SkipRecord {
-                    pool: s.pool as u32,
-                    status: status_name(s.status).to_string(),
-                    reason: s.reason.clone(),
-                })
-                .collect(),
-        })
-    }
+fn failure_of(machine: &Acquisition) -> Option<AcquisitionFailure> {
+    let outcome = machine.outcome()?;
+    let (kind, pool) = match outcome {
+        Outcome::Succeeded(_) => return None,
+        Outcome::Terminal { pool, .. } => (FailureKind::Terminal, Some(*pool as u32)),
+        Outcome::Exhausted { pool } => (FailureKind::Exhausted, Some(*pool as u32)),
+        Outcome::ExhaustedByCapacity => (FailureKind::ExhaustedByCapacity, None),
+        Outcome::NoCapacity => (FailureKind::NoCapacity, None),
+        Outcome::TimedOut { pool } => (FailureKind::TimedOut, Some(*pool as u32)),
+        Outcome::PackageFailed { pool, .. } => (FailureKind::Package, Some(*pool as u32)),
+    };
+    Some(AcquisitionFailure {
+        kind,
+        code: outcome.code().unwrap_or_default().to_string(),
+        pool,
+        launches: machine.launches(),
+        attempts: machine
+            .attempts()
+            .iter()
+            .map(|a| AttemptRecord { pool: a.pool as u32, code: a.code.clone(), retryable: a.retryable })
+            .collect(),
+        skipped: machine
+            .skipped()
+            .iter()
+            .map(|s| SkipRecord {
+                pool: s.pool as u32,
+                status: status_name(s.status).to_string(),
+                reason: s.reason.clone(),
+            })
+            .collect(),
+    })
 }

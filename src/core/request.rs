@@ -184,7 +184,8 @@ const ROUTING_KEYS: &[&str] =
     &["strategy", "latencyObjective", "acquisitionFallback", "maxAcquisitionAttempts", "acquisitionTimeoutMs"];
 const LAUNCH_KEYS: &[&str] = &["name", "env", "labels", "createTimeoutSeconds"];
 
-fn invalid(e: FieldError) -> CoreError {
+/// A field error of a request, as the core error the JS layer reports (`INVALID_REQUEST`).
+pub fn invalid(e: FieldError) -> CoreError {
     CoreError::InvalidRequest { field: e.field, expectation: e.expectation }
 }
 
@@ -333,15 +334,36 @@ fn read(value: &Value) -> Result<Request, FieldError> {
         } else if launch.get("createTimeoutSeconds").is_some() {
             return Err(FieldError::new("launch.createTimeoutSeconds", "must be a finite number > 0"));
         }
-        req.labels = Arc::new(launch.string_map("labels")?.unwrap_or_default());
-        if req.labels.iter().any(|(k, _)| k == SANDBOX_ID_LABEL) {
-            return Err(FieldError::new(
-                format!("launch.labels.{SANDBOX_ID_LABEL}"),
-                "is reserved: the router stamps its own sandbox id under this key",
-            ));
+        if let Some(labels) = launch.get("labels") {
+            req.labels = Arc::new(parse_labels(labels)?);
         }
     }
     Ok(req)
+}
+
+/// A request's `launch.labels`: an object of strings, without the key the router reserves
+/// for its own id. The one rule for labels, whether they arrive inside a request or apart
+/// from it (the JS layer sends per-call labels separately, so that requests that differ
+/// only in labels share one compiled form).
+pub fn parse_labels(value: &Value) -> Result<Vec<(String, String)>, FieldError> {
+    const FIELD: &str = "launch.labels";
+    let Value::Object(map) = value else {
+        return Err(FieldError::new(FIELD, "must be an object of strings"));
+    };
+    let mut out = Vec::with_capacity(map.len());
+    for (k, v) in map {
+        match v {
+            Value::String(s) => out.push((k.clone(), s.clone())),
+            _ => return Err(FieldError::new(crate::core::json::join(FIELD, k), "must be a string")),
+        }
+    }
+    if out.iter().any(|(k, _)| k == SANDBOX_ID_LABEL) {
+        return Err(FieldError::new(
+            format!("{FIELD}.{SANDBOX_ID_LABEL}"),
+            "is reserved: the router stamps its own sandbox id under this key",
+        ));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
