@@ -2,4 +2,7 @@
 // The loaded native binding, shared by every module.
 const { load, platformTriple } = require('./native.js');
 
-module.exports = { binding: load(), platformTriple };
+/** @type {import('../binding')} the generated, checked-in types of the raw binding */
+const binding = load();
+
+module.exports = { binding, platformTriple };

@@ -184,7 +184,7 @@ function makeReader(provider, configJson, apiKey, defaultTimeoutMs) {
     },
   };
   Object.defineProperty(reader, 'provider', { value: provider, enumerable: true });
-  return Object.freeze(reader);
+  return /** @type {any} */ (Object.freeze(reader));
 }
 
 function toJson(value, field) {

@@ -564,7 +564,7 @@ async function stopOne(router, sandboxId, step, proc, flushTimeoutMs) {
  *
  * @param {{ runScript: Function }} router
  * @param {string} sandboxId
- * @param {{ manifest: object, processes: { name: string, pid: number, pgid: number }[] }} started
+ * @param {{ manifest: object, processes: { name: string, pid: number, pgid: number }[] }} input what startManifest resolved with (`started`)
  * @param {{ flushTimeoutMs?: number }} [options]
  */
 async function teardownManifest(router, sandboxId, input, options) {
@@ -710,7 +710,7 @@ function stateOf(state, key) {
  * @param {{ runScript: Function }} router
  * @param {string} sandboxId
  * @param {object} manifest a manifest with `idle`
- * @param {object} [state] the `state` of the previous result
+ * @param {object} [input] the `state` of the previous result
  * @param {{ timeoutMs?: number }} [options]
  */
 async function checkIdle(router, sandboxId, manifest, input, options) {

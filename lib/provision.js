@@ -38,7 +38,8 @@ const { isPackageError } = require('./operations.js');
 const SANDBOX_ID_LABEL = 'agent-relay-sbx-id';
 
 const noop = () => {};
-const { Done: DONE, Admit: ADMIT } = binding.StepKind;
+const DONE = binding.StepKind.Done;
+const ADMIT = binding.StepKind.Admit;
 const UNRESOLVED_TIMEOUT = JSON.stringify({ $unresolved: 'resolver timed out' });
 const UNRESOLVED_THREW = JSON.stringify({ $unresolved: 'resolver threw' });
 const UNRESOLVED_UNREADABLE = JSON.stringify({ $unresolved: 'resolver answered an unreadable value' });
@@ -53,7 +54,9 @@ const DEADLINES = new Deadlines((run) => expire(run));
  */
 class InFlight {
   constructor(ctx) {
+    /** @type {(value: object) => void} */
     this.resolve = noop;
+    /** @type {(reason: unknown) => void} */
     this.reject = noop;
     // Deadline entry fields (deadlines.js).
     this.at = 0;
@@ -244,13 +247,11 @@ function failureError(f, pools, id, run) {
     case 'package':
       return run.packageError;
     case 'timed-out': {
-      const error = new AcquisitionTimeoutError(
+      return new AcquisitionTimeoutError(
         `launch on ${providerId} did not settle within ${run.timeoutMs} ms; outcome unknown (label ${SANDBOX_ID_LABEL}=${id})`,
         'ACQUISITION_TIMEOUT',
-        { providerId, sandboxId: id, timeoutMs: run.timeoutMs },
+        { providerId, sandboxId: id, timeoutMs: run.timeoutMs, attempts },
       );
-      error.attempts = attempts;
-      return error;
     }
     case 'no-capacity':
       return new ProviderCapacityExhaustedError(
@@ -415,7 +416,7 @@ async function extrasFor(ctx, view, compiled, detached, request, id) {
     return await extras(ctx, view, compiled, detached, request);
   } catch (error) {
     if (isRouterError(error) && error instanceof ProvisioningAvailabilityError) {
-      error.sandboxId = id;
+      Object.assign(error, { sandboxId: id });
       emit(ctx.observer, 'provision.exhausted', { sandboxId: id, code: error.code });
     }
     throw error;

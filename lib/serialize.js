@@ -19,7 +19,7 @@ function replacer(_key, value) {
 
 /**
  * Serializes a request for the native core. `undefined`/`null` mean "no requirements".
- * @returns {string | { error: string }}
+ * @returns {string | null} null when it cannot be serialized (a cycle, a throwing toJSON or getter)
  */
 function serialize(value) {
   if (value === undefined || value === null) return '{}';
