@@ -51,7 +51,7 @@ export declare class NativeRegistry {
    * resolver, capacity order): pool indices, best first, at most `maxAcquisitionAttempts`;
    * or the typed `NO_ELIGIBLE_PROVIDER` error. See [`registry_order`].
    */
-  order(request: CompiledRequest, detached: boolean, extras?: RouteExtras | undefined | null): Uint32Array | NativeError
+  order(request: CompiledRequest, detached: boolean, extras: RouteExtras | undefined | null, out: Uint32Array): number | NativeError
   /**
    * Starts a provision's acquisition (see `core::acquisition`): plans the candidates
    * with the per-request extras and, under capacity routing (`ledger` given), admits each
@@ -59,7 +59,7 @@ export declare class NativeRegistry {
    * typed `NO_ELIGIBLE_PROVIDER` error. The machine is a key for the `acquisition*`
    * functions; the caller ends it with `acquisitionEnd`.
    */
-  begin(request: CompiledRequest, detached: boolean, extras: RouteExtras | undefined | null, ledger: NativeLedger | undefined | null, observe: boolean): number | NativeError
+  begin(request: CompiledRequest, detached: boolean, extras: RouteExtras | undefined | null, ledger: NativeLedger | undefined | null, observe: boolean, labelsJson?: string | undefined | null): number | NativeError
   /** Indices of pools that pass the hard requirements and credentials (for a resolver). */
   survivors(request: CompiledRequest, detached: boolean, extras?: RouteExtras | undefined | null): Array<number>
   /** Full explanation as JSON (every pool: rank and breakdown, or reasons). */
@@ -122,8 +122,12 @@ export declare function acquisitionsInFlight(): number
 /** What to do now; the pool it concerns is then [`acquisition_pool`]. */
 export declare function acquisitionStep(key: number): StepKind
 
-/** The launch returned a handle with a provider id. */
-export declare function acquisitionSucceeded(key: number): void
+/**
+ * The launch returned a handle with a provider id. With `store_key` (the default mapping
+ * store), the record is written here too: `{ id, pool id, providerSandboxId, labels,
+ * createdAt, detached }`, the labels being the request's plus the router's id label.
+ */
+export declare function acquisitionSucceeded(key: number, storeKey: number | undefined | null, id: string, providerId: string, providerSandboxId: string, detached: boolean): void
 
 /** The launch did not settle within its deadline. */
 export declare function acquisitionTimedOut(key: number): void
@@ -142,11 +146,12 @@ export interface AttemptRecord {
  * The provision hot path without extras: [`NativeRegistry::begin`] by keys, with no
  * capacity routing.
  */
-export declare function beginAcquisition(registryKey: number, requestKey: number, detached: boolean, observe: boolean): number | NativeError
+export declare function beginAcquisition(registryKey: number, requestKey: number, detached: boolean, observe: boolean, labelsJson?: string | undefined | null): number | NativeError
 
 /**
  * Validates a request's `launch.labels` sent apart from the request (JSON text): null when
- * valid, else the typed `INVALID_REQUEST` error naming the field.
+ * valid, else the typed `INVALID_REQUEST` error naming the field. (`begin` checks them
+ * itself; `route` and `explain` call this.)
  */
 export declare function checkLabels(labelsJson: string): NativeError | null
 
@@ -292,10 +297,11 @@ export interface ReasonRecord {
 
 /**
  * The `router.route()` hot path without extras: registry `registry_key`, compiled request
- * `request_key`. Pool indices, best first, at most `maxAcquisitionAttempts`; or the typed
- * `NO_ELIGIBLE_PROVIDER` error (summary and rejections).
+ * `request_key`. Writes the pool indices, best first, at most `maxAcquisitionAttempts`,
+ * into `out` and returns how many; or the typed `NO_ELIGIBLE_PROVIDER` error (summary and
+ * rejections).
  */
-export declare function registryOrder(registryKey: number, requestKey: number, detached: boolean): Uint32Array | NativeError
+export declare function registryOrder(registryKey: number, requestKey: number, detached: boolean, out: Uint32Array): number | NativeError
 
 /** A rejected pool in a typed error: its id and why. */
 export interface RejectionRecord {
@@ -357,13 +363,6 @@ export declare const enum StepKind {
   /** Over: `failure` says how, unless it succeeded. */
   Done = 2,
 }
-
-/**
- * The router's hot-path mapping write into store `store_key`: `labels_json` is the
- * request's caller labels (validated by [`check_labels`]; null for none), to which the
- * record adds the router's id label; `createdAt` is taken here.
- */
-export declare function storeRecord(storeKey: number, labelsJson: string | undefined | null, id: string, providerId: string, providerSandboxId: string, detached: boolean): void
 
 /**
  * Display summary of a Daytona inventory (array of sandboxes or a list page with `items`),

@@ -51,15 +51,21 @@ class Compiled {
 
 /**
  * One call's compiled request: the shared compiled form of everything but the labels, and
- * this call's labels (validated natively; `labels` is our own parsed copy, `labelsJson` the
- * text the mapping record is made from).
+ * this call's labels as JSON text (null when it has none), not yet validated: `provision`
+ * has them checked by the native `begin`, `route` and `explain` by `checkedLabels`.
  */
 class CallRequest {
-  constructor(compiled, labels, labelsJson) {
+  constructor(compiled, labelsJson) {
     this.compiled = compiled;
-    this.labels = labels;
     this.labelsJson = labelsJson;
   }
+}
+
+/** Validates a call's labels by the native rule; throws the typed INVALID_REQUEST. */
+function checkLabels(call) {
+  if (call.labelsJson === null) return;
+  const invalid = binding.checkLabels(call.labelsJson);
+  if (invalid !== null) throw fromNative(invalid);
 }
 
 /**
@@ -86,10 +92,7 @@ function compile(request) {
       byContent.set(json, compiled);
     }
   }
-  if (labels === undefined) return new CallRequest(compiled, null, null);
-  const invalid = binding.checkLabels(labels);
-  if (invalid !== null) throw fromNative(invalid);
-  return new CallRequest(compiled, JSON.parse(labels), labels);
+  return new CallRequest(compiled, labels === undefined ? null : labels);
 }
 
-module.exports = { compile };
+module.exports = { compile, checkLabels };

@@ -8,7 +8,7 @@ const { binding } = require('./binding.js');
 const { callNative, SandboxRequestValidationError } = require('./errors.js');
 
 const SYNC = Symbol('sandbox-router.mapping-sync');
-const RECORD = Symbol('sandbox-router.mapping-record');
+const STORE_KEY = Symbol('sandbox-router.mapping-store-key');
 
 function toRecord(r) {
   return r
@@ -70,12 +70,12 @@ class InMemoryMappingStore {
   }
 
   /**
-   * @internal the provision hot path: `labelsJson` is the request's caller labels as
-   * validated JSON text (null for none); the record adds the id label, and createdAt comes
-   * from the native clock, so one native call stores the record.
+   * @internal the provision hot path: the native store's key, so that the acquisition's
+   * success call writes the record natively (labels from the validated request, the id
+   * label added, createdAt from the native clock) without a call of its own.
    */
-  [RECORD](labelsJson, id, providerId, providerSandboxId, detached) {
-    binding.storeRecord(this.#key, labelsJson, id, providerId, providerSandboxId, detached);
+  [STORE_KEY]() {
+    return this.#key;
   }
 
   toJSON() {
@@ -83,4 +83,4 @@ class InMemoryMappingStore {
   }
 }
 
-module.exports = { InMemoryMappingStore, SYNC, RECORD };
+module.exports = { InMemoryMappingStore, SYNC, STORE_KEY };

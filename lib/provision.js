@@ -23,9 +23,9 @@ const {
   isRouterError,
 } = require('./errors.js');
 const { nativeView } = require('./registry.js');
-const { RECORD } = require('./mappings.js');
+const { STORE_KEY } = require('./mappings.js');
 const { serialize } = require('./serialize.js');
-const { compile } = require('./compile.js');
+const { compile, checkLabels } = require('./compile.js');
 const { Deadlines } = require('./deadlines.js');
 const { nextSandboxId } = require('./ids.js');
 const { guarded } = require('./guard.js');
@@ -128,17 +128,23 @@ async function body(run, request, detached) {
     const id = nextSandboxId();
     // Everything taken from the request comes from the text compile() validated: the
     // request is read once. Each launch gets its own copy of the options (launchCopy).
-    const parts = compiled.launchParts;
-    const labels = { ...call.labels, [SANDBOX_ID_LABEL]: id };
-    const launchOptions = launchOptionsOf(parts, labels);
     const observe = ctx.observer !== null;
-    const extras = needsExtras(ctx) ? await extrasFor(ctx, view, compiled, detached, request, id) : null;
+    let extras = null;
+    if (needsExtras(ctx)) {
+      // The request's own checks come before any callback runs.
+      checkLabels(call);
+      extras = await extrasFor(ctx, view, compiled, detached, request, id);
+    }
+    // begin validates the labels (the native rule) before it routes.
     const begun =
       extras === null
-        ? binding.beginAcquisition(view.key, compiled.key, detached, observe)
-        : callNative(() => view.native.begin(compiled.native, detached, extras, ctx.capacity?.ledger ?? null, observe));
+        ? binding.beginAcquisition(view.key, compiled.key, detached, observe, call.labelsJson)
+        : callNative(() => view.native.begin(compiled.native, detached, extras, ctx.capacity?.ledger ?? null, observe, call.labelsJson));
     if (typeof begun !== 'number') throw noEligible(ctx, begun, id, detached);
     const machine = begun;
+    const parts = compiled.launchParts;
+    const labels = call.labelsJson === null ? { [SANDBOX_ID_LABEL]: id } : { ...JSON.parse(call.labelsJson), [SANDBOX_ID_LABEL]: id };
+    const launchOptions = launchOptionsOf(parts, labels);
     const pools = view.definitions;
     run.machine = machine;
     run.pools = pools;
@@ -181,10 +187,13 @@ async function body(run, request, detached) {
         binding.acquisitionMalformed(machine);
         continue;
       }
-      binding.acquisitionSucceeded(machine);
+      // With the default store, the record is written by this same call (recorded: true).
+      const recorded = succeeded(ctx, machine, id, def.id, providerSandboxId, detached);
       if (observe) emitDecided(ctx.observer, machine, pools, id);
       end(run);
-      if (!recordFast(ctx, call.labelsJson, id, def.id, providerSandboxId, detached)) {
+      if (recorded) {
+        if (observe) emit(ctx.observer, 'mapping.persisted', { sandboxId: id, providerId: def.id });
+      } else {
         await persist(ctx, def, handle, id, providerSandboxId, labels, detached);
       }
       ctx.handles.set(id, handle);
@@ -352,26 +361,29 @@ async function classify(ctx, error, def) {
 }
 
 /**
- * The default store's synchronous write. True when the record is stored; false when the
- * caller's store must be used, or the write failed (then `persist` runs the failure path:
- * it retries nothing, it cleans up).
+ * Reports the success to the machine; with the exact default store, the same native call
+ * writes the record. True when the record is stored; false when the caller's store must be
+ * used, or the native write failed (then `persist` runs the failure path: it retries
+ * nothing, it cleans up).
  */
-function recordFast(ctx, labelsJson, id, providerId, providerSandboxId, detached) {
-  if (!ctx.fastMappings) return false;
+function succeeded(ctx, machine, id, providerId, providerSandboxId, detached) {
+  if (!ctx.fastMappings) {
+    binding.acquisitionSucceeded(machine, null, id, providerId, providerSandboxId, detached);
+    return false;
+  }
   try {
-    ctx.mappings[RECORD](labelsJson, id, providerId, providerSandboxId, detached);
+    binding.acquisitionSucceeded(machine, ctx.mappings[STORE_KEY](), id, providerId, providerSandboxId, detached);
+    return true;
   } catch {
     return false;
   }
-  if (ctx.observer !== null) emit(ctx.observer, 'mapping.persisted', { sandboxId: id, providerId });
-  return true;
 }
 
 async function persist(ctx, def, handle, id, providerSandboxId, labels, detached) {
   const providerId = def.id;
   try {
     if (ctx.fastMappings) {
-      // recordFast already failed for this record.
+      // The native write already failed for this record.
       throw new Error('mapping write failed');
     }
     const record = { id, providerId, providerSandboxId, labels: { ...labels }, createdAt: new Date().toISOString(), detached };

@@ -13,12 +13,15 @@
 const { binding } = require('./binding.js');
 const { SandboxRequestValidationError, fromNative, callNative } = require('./errors.js');
 const { nativeView } = require('./registry.js');
-const { compile } = require('./compile.js');
+const { compile, checkLabels } = require('./compile.js');
 const { guarded } = require('./guard.js');
 const { contextOf } = require('./options.js');
 const { provision, extras, SANDBOX_ID_LABEL } = require('./provision.js');
 const { getCapacity } = require('./capacity.js');
 const operations = require('./operations.js');
+
+/** The buffer route() lends the native side for an order (at most 10 attempts; read at once). */
+const ORDER = new Uint32Array(16);
 
 /** `options.detached === true`, read once inside a guard (null and undefined mean false). */
 function detachedOf(options) {
@@ -73,15 +76,19 @@ class SandboxRouter {
    */
   route(request, options) {
     const detached = detachedOf(options);
-    const { compiled } = compile(request);
+    const call = compile(request);
+    checkLabels(call);
+    const { compiled } = call;
     const view = nativeView(this.#ctx.registry);
     const capacity = this.#ctx.capacity;
-    const order =
+    const n =
       capacity === null
-        ? binding.registryOrder(view.key, compiled.key, detached)
-        : callNative(() => view.native.order(compiled.native, detached, { providerOrder: capacity.providerOrder }));
-    if (!(order instanceof Uint32Array)) throw fromNative(order);
-    return Array.from(order, (i) => view.definitions[i].id);
+        ? binding.registryOrder(view.key, compiled.key, detached, ORDER)
+        : callNative(() => view.native.order(compiled.native, detached, { providerOrder: capacity.providerOrder }, ORDER));
+    if (typeof n !== 'number') throw fromNative(n);
+    const ids = new Array(n);
+    for (let i = 0; i < n; i++) ids[i] = view.definitions[ORDER[i]].id;
+    return ids;
   }
 
   /**
@@ -91,7 +98,9 @@ class SandboxRouter {
    */
   async explain(request, options) {
     const detached = detachedOf(options);
-    const { compiled } = compile(request);
+    const call = compile(request);
+    checkLabels(call);
+    const { compiled } = call;
     const view = nativeView(this.#ctx.registry);
     const ext = await extras(this.#ctx, view, compiled, detached, request);
     const raw = JSON.parse(callNative(() => view.native.explain(compiled.native, detached, ext)));

@@ -24,7 +24,7 @@ use crate::core::registry::{route, route_order_into, Decision, Pool, Registry, R
 use crate::core::request::{parse_labels, parse_request, Request};
 use crate::core::signals::{signal_state, unresolved, SignalState};
 use crate::core::CoreError;
-use napi::bindgen_prelude::{Either, Uint32Array};
+use napi::bindgen_prelude::{Either, Uint32ArraySlice};
 use napi::{Error, Result, Status};
 use napi_derive::napi;
 use serde_json::{json, Value};
@@ -298,12 +298,13 @@ impl NativeRegistry {
         request: &CompiledRequest,
         detached: bool,
         extras: Option<RouteExtras>,
-    ) -> Result<Either<Uint32Array, NativeError>> {
+        out: Uint32ArraySlice<'_>,
+    ) -> Result<Either<u32, NativeError>> {
         guard(|| {
             let mut inner = self.inner.borrow_mut();
             let limit = Some(request.req.max_attempts as usize);
             Ok(match inner.candidates(&request.req, detached, extras.as_ref(), limit)? {
-                Ok(order) => Either::A(indices(&order)),
+                Ok(order) => Either::A(lend(&order, out)?),
                 Err(e) => Either::B(e),
             })
         })
@@ -322,8 +323,18 @@ impl NativeRegistry {
         extras: Option<RouteExtras>,
         ledger: Option<&NativeLedger>,
         observe: bool,
+        labels_json: Option<String>,
     ) -> Result<Either<u32, NativeError>> {
-        guard(|| self.inner.borrow_mut().begin(&request.req, detached, extras.as_ref(), ledger, observe))
+        guard(|| {
+            self.inner.borrow_mut().begin(
+                &request.req,
+                detached,
+                extras.as_ref(),
+                ledger,
+                observe,
+                labels_json.as_deref(),
+            )
+        })
     }
 
     /// Indices of pools that pass the hard requirements and credentials (for a resolver).
@@ -360,9 +371,19 @@ impl NativeRegistry {
     }
 }
 
-/// Pool indices as a typed array.
-fn indices(order: &[usize]) -> Uint32Array {
-    Uint32Array::new(order.iter().map(|&i| i as u32).collect())
+/// Writes pool indices into a buffer the JS side lends (no allocation crosses the seam);
+/// returns how many. The buffer holds at least `maxAcquisitionAttempts` (10) entries.
+fn lend(order: &[usize], mut out: Uint32ArraySlice<'_>) -> Result<u32> {
+    // SAFETY: JavaScript cannot run during this synchronous call, so nothing else touches
+    // the buffer while we write, and nothing keeps the slice beyond this call.
+    let out = unsafe { out.as_mut() };
+    if out.len() < order.len() {
+        return Err(encode("INTERNAL_ERROR", "internal error: order buffer too small", None, Value::Null));
+    }
+    for (slot, &i) in out.iter_mut().zip(order) {
+        *slot = i as u32;
+    }
+    Ok(order.len() as u32)
 }
 
 fn registry_and_request(registry_key: u32, request_key: u32) -> Result<(Rc<RefCell<RegistryInner>>, Rc<Request>)> {
@@ -372,15 +393,21 @@ fn registry_and_request(registry_key: u32, request_key: u32) -> Result<(Rc<RefCe
 }
 
 /// The `router.route()` hot path without extras: registry `registry_key`, compiled request
-/// `request_key`. Pool indices, best first, at most `maxAcquisitionAttempts`; or the typed
-/// `NO_ELIGIBLE_PROVIDER` error (summary and rejections).
+/// `request_key`. Writes the pool indices, best first, at most `maxAcquisitionAttempts`,
+/// into `out` and returns how many; or the typed `NO_ELIGIBLE_PROVIDER` error (summary and
+/// rejections).
 #[napi]
-pub fn registry_order(registry_key: u32, request_key: u32, detached: bool) -> Result<Either<Uint32Array, NativeError>> {
+pub fn registry_order(
+    registry_key: u32,
+    request_key: u32,
+    detached: bool,
+    out: Uint32ArraySlice<'_>,
+) -> Result<Either<u32, NativeError>> {
     guard(|| {
         let (inner, req) = registry_and_request(registry_key, request_key)?;
         let mut inner = inner.borrow_mut();
         Ok(match inner.candidates(&req, detached, None, Some(req.max_attempts as usize))? {
-            Ok(order) => Either::A(indices(&order)),
+            Ok(order) => Either::A(lend(&order, out)?),
             Err(e) => Either::B(e),
         })
     })
@@ -394,12 +421,29 @@ pub fn begin_acquisition(
     request_key: u32,
     detached: bool,
     observe: bool,
+    labels_json: Option<String>,
 ) -> Result<Either<u32, NativeError>> {
     guard(|| {
         let (inner, req) = registry_and_request(registry_key, request_key)?;
         let mut inner = inner.borrow_mut();
-        inner.begin(&req, detached, None, None, observe)
+        inner.begin(&req, detached, None, None, observe, labels_json.as_deref())
     })
+}
+
+/// A request's labels sent apart from it (JSON text), validated by the one rule
+/// (`request::parse_labels`): the labels, or the typed `INVALID_REQUEST` error.
+pub(crate) fn labels_from(text: &str) -> Result<std::result::Result<Vec<(String, String)>, NativeError>> {
+    let v = parse_json(text, "launch.labels")?;
+    Ok(parse_labels(&v).map_err(|e| {
+        let (field, expectation) = (e.field, e.expectation);
+        NativeError {
+            code: "INVALID_REQUEST".to_string(),
+            message: format!("invalid request: {field} {expectation}"),
+            field: Some(field),
+            summary: None,
+            rejections: None,
+        }
+    }))
 }
 
 impl RegistryInner {
@@ -452,7 +496,14 @@ impl RegistryInner {
         extras: Option<&RouteExtras>,
         ledger: Option<&NativeLedger>,
         observe: bool,
+        labels_json: Option<&str>,
     ) -> Result<Either<u32, NativeError>> {
+        // The request's own checks come first: its labels, then routing.
+        let labels = match labels_json.map(labels_from).transpose()? {
+            None => Vec::new(),
+            Some(Ok(labels)) => labels,
+            Some(Err(e)) => return Ok(Either::B(e)),
+        };
         // Capacity skips consume no attempt, so capacity routing needs every candidate.
         let limit = if ledger.is_some() { None } else { Some(req.max_attempts as usize) };
         let order = match self.candidates(req, detached, extras, limit)? {
@@ -465,7 +516,11 @@ impl RegistryInner {
             ledger_pools: self.registry.pools().iter().map(|p| l.key_for(&p.id)).collect(),
         });
         let machine = Acquisition::new(order, req.max_attempts as usize, req.fallback_allowed, capacity, observe);
-        Ok(Either::A(insert_machine(MachineEntry::new(machine, ledger.map(NativeLedger::shared)))))
+        Ok(Either::A(insert_machine(MachineEntry::new(
+            machine,
+            ledger.map(NativeLedger::shared),
+            std::sync::Arc::new(labels),
+        ))))
     }
 
     fn decide(
@@ -576,62 +631,37 @@ impl Default for NativeMappingStore {
 }
 
 /// Validates a request's `launch.labels` sent apart from the request (JSON text): null when
-/// valid, else the typed `INVALID_REQUEST` error naming the field.
+/// valid, else the typed `INVALID_REQUEST` error naming the field. (`begin` checks them
+/// itself; `route` and `explain` call this.)
 #[napi]
 pub fn check_labels(labels_json: String) -> Result<Option<NativeError>> {
-    guard(|| {
-        let v = parse_json(&labels_json, "launch.labels")?;
-        Ok(parse_labels(&v).err().map(|e| {
-            let CoreError::InvalidRequest { field, expectation } = crate::core::request::invalid(e) else {
-                unreachable!("labels errors are request errors")
-            };
-            NativeError {
-                code: "INVALID_REQUEST".to_string(),
-                message: format!("invalid request: {field} {expectation}"),
-                field: Some(field),
-                summary: None,
-                rejections: None,
-            }
-        }))
-    })
+    guard(|| Ok(labels_from(&labels_json)?.err()))
 }
 
-/// The router's hot-path mapping write into store `store_key`: `labels_json` is the
-/// request's caller labels (validated by [`check_labels`]; null for none), to which the
-/// record adds the router's id label; `createdAt` is taken here.
-#[napi]
-pub fn store_record(
+/// Writes a mapping record into store `store_key` (the default store): `labels` are the
+/// caller's (the record adds the router's id label); `createdAt` is taken here.
+pub(crate) fn write_record(
     store_key: u32,
-    labels_json: Option<String>,
-    id: String,
-    provider_id: String,
+    labels: std::sync::Arc<Vec<(String, String)>>,
+    id: &str,
+    provider_id: &str,
     provider_sandbox_id: String,
     detached: bool,
 ) -> Result<()> {
-    guard(|| {
-        let key = SandboxKey::parse_checked(&id).map_err(core_err)?;
-        let store = STORES.with(|s| s.borrow().get(store_key)).ok_or_else(|| stale("mapping store"))?;
-        let created_at = CreatedAt::Millis(crate::core::clock::now_millis());
-        let labels = match labels_json {
-            None => std::sync::Arc::new(Vec::new()),
-            Some(text) => std::sync::Arc::new(
-                parse_labels(&parse_json(&text, "launch.labels")?)
-                    .map_err(|e| core_err(crate::core::request::invalid(e)))?,
-            ),
-        };
-        let mut store = store.borrow_mut();
-        let provider_id = store.intern(&provider_id);
-        store.put(Mapping {
-            id: key,
-            provider_id,
-            provider_sandbox_id: provider_sandbox_id.into_boxed_str(),
-            labels,
-            stamped: true,
-            created_at,
-            detached,
-        });
-        Ok(())
-    })
+    let key = SandboxKey::parse_checked(id).map_err(core_err)?;
+    let store = STORES.with(|s| s.borrow().get(store_key)).ok_or_else(|| stale("mapping store"))?;
+    let mut store = store.borrow_mut();
+    let provider_id = store.intern(provider_id);
+    store.put(Mapping {
+        id: key,
+        provider_id,
+        provider_sandbox_id: provider_sandbox_id.into_boxed_str(),
+        labels,
+        stamped: true,
+        created_at: CreatedAt::Millis(crate::core::clock::now_millis()),
+        detached,
+    });
+    Ok(())
 }
 
 /// A mapping record as JS sees it.

@@ -256,11 +256,17 @@ pub(crate) struct Entry {
     machine: Acquisition,
     ledger: Option<Rc<RefCell<LedgerInner>>>,
     pool: u32,
+    /// The request's caller labels (validated), for the mapping record.
+    labels: std::sync::Arc<Vec<(String, String)>>,
 }
 
 impl Entry {
-    pub(crate) fn new(machine: Acquisition, ledger: Option<Rc<RefCell<LedgerInner>>>) -> Self {
-        Entry { machine, ledger, pool: 0 }
+    pub(crate) fn new(
+        machine: Acquisition,
+        ledger: Option<Rc<RefCell<LedgerInner>>>,
+        labels: std::sync::Arc<Vec<(String, String)>>,
+    ) -> Self {
+        Entry { machine, ledger, pool: 0, labels }
     }
 
     /// Runs `f` with the ledger (if any) borrowed mutably.
@@ -363,10 +369,30 @@ pub fn acquisition_admit(key: u32, measurement_json: String) -> napi::Result<()>
     })
 }
 
-/// The launch returned a handle with a provider id.
+/// The launch returned a handle with a provider id. With `store_key` (the default mapping
+/// store), the record is written here too: `{ id, pool id, providerSandboxId, labels,
+/// createdAt, detached }`, the labels being the request's plus the router's id label.
 #[napi]
-pub fn acquisition_succeeded(key: u32) -> napi::Result<()> {
-    guard(|| with(key, |e| e.with_ledger(|m, l| m.succeeded(l))))
+pub fn acquisition_succeeded(
+    key: u32,
+    store_key: Option<u32>,
+    id: String,
+    provider_id: String,
+    provider_sandbox_id: String,
+    detached: bool,
+) -> napi::Result<()> {
+    guard(|| {
+        let labels = with(key, |e| {
+            e.with_ledger(|m, l| m.succeeded(l));
+            e.labels.clone()
+        })?;
+        match store_key {
+            Some(store) => {
+                crate::binding::write_record(store, labels, &id, &provider_id, provider_sandbox_id, detached)
+            }
+            None => Ok(()),
+        }
+    })
 }
 
 /// The launch failed; `code` / `retryable`: the classifier's answer, if it gave one of the
