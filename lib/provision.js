@@ -143,7 +143,9 @@ async function body(run, request, detached) {
     if (typeof begun !== 'number') throw noEligible(ctx, begun, id, detached);
     const machine = begun;
     const parts = compiled.launchParts;
-    const labels = call.labelsJson === null ? { [SANDBOX_ID_LABEL]: id } : { ...JSON.parse(call.labelsJson), [SANDBOX_ID_LABEL]: id };
+    // Our own parsed copy (begin validated it: an object of strings without the id key).
+    const labels = call.labelsJson === null ? {} : JSON.parse(call.labelsJson);
+    labels[SANDBOX_ID_LABEL] = id;
     const launchOptions = launchOptionsOf(parts, labels);
     const pools = view.definitions;
     run.machine = machine;

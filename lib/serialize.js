@@ -46,15 +46,28 @@ function serializeRequest(request) {
   let launch;
   let labels;
   function capture(key, value) {
-    if (key === '' && this[''] === request) {
-      root = value;
-    } else if (key === 'launch' && this === root) {
-      launch = value;
-    } else if (key === 'labels' && launch !== undefined && this === launch) {
-      if (value !== undefined) labels = JSON.stringify(value, replacer) ?? 'null';
-      return undefined;
+    switch (typeof value) {
+      case 'object':
+        if (key === '' && this[''] === request) {
+          root = value;
+        } else if (key === 'launch' && this === root) {
+          launch = value;
+        } else if (key === 'labels' && launch !== undefined && this === launch) {
+          labels = JSON.stringify(value, replacer) ?? 'null';
+          return undefined;
+        }
+        return value;
+      case 'string':
+      case 'boolean':
+        return value;
+      default:
+        // A label that is not an object (or undefined) is still the labels' business.
+        if (key === 'labels' && launch !== undefined && this === launch) {
+          if (value !== undefined) labels = JSON.stringify(value, replacer) ?? 'null';
+          return undefined;
+        }
+        return replacer(key, value);
     }
-    return replacer(key, value);
   }
   try {
     const json = JSON.stringify(request, capture);
