@@ -127,7 +127,7 @@ export declare function acquisitionStep(key: number): StepKind
  * store), the record is written here too: `{ id, pool id, providerSandboxId, labels,
  * createdAt, detached }`, the labels being the request's plus the router's id label.
  */
-export declare function acquisitionSucceeded(key: number, storeKey: number | undefined | null, id: string, providerId: string, providerSandboxId: string, detached: boolean): void
+export declare function acquisitionSucceeded(key: number, storeKey: number | undefined | null, id: string, providerSandboxId: string, detached: boolean): void
 
 /** The launch did not settle within its deadline. */
 export declare function acquisitionTimedOut(key: number): void

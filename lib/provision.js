@@ -73,22 +73,16 @@ class InFlight {
   }
 }
 
-/** The launch options of a compiled request (our own parsed copy; the request is never handed on). */
-function launchOptionsOf(parts, labels) {
-  const out = { labels };
+/**
+ * The launch options for one launch, made fresh from our own parsed copy of the request
+ * (the request is never handed on): a runtime that changes what it is given cannot change
+ * the next pool's launch (nor drop its id label) or the result.
+ */
+function launchOptions(parts, labels) {
+  const out = { labels: { ...labels } };
   if (parts.name !== undefined) out.name = parts.name;
   if (parts.env !== undefined) out.env = { ...parts.env };
   if (parts.createTimeoutSeconds !== undefined) out.createTimeoutSeconds = parts.createTimeoutSeconds;
-  return out;
-}
-
-/**
- * A fresh copy of launch options for one launch: a runtime that changes what it is given
- * cannot change the next pool's launch (nor drop its id label) or the result.
- */
-function launchCopy(options) {
-  const out = { ...options, labels: { ...options.labels } };
-  if (options.env !== undefined) out.env = { ...options.env };
   return out;
 }
 
@@ -146,7 +140,6 @@ async function body(run, request, detached) {
     // Our own parsed copy (begin validated it: an object of strings without the id key).
     const labels = call.labelsJson === null ? {} : JSON.parse(call.labelsJson);
     labels[SANDBOX_ID_LABEL] = id;
-    const launchOptions = launchOptionsOf(parts, labels);
     const pools = view.definitions;
     run.machine = machine;
     run.pools = pools;
@@ -169,7 +162,7 @@ async function body(run, request, detached) {
       let failed = false;
       try {
         // The adapter's own promise, awaited directly (a synchronous throw lands here too).
-        handle = await (detached ? def.runtime.launchDetached(launchCopy(launchOptions)) : def.runtime.launch(launchCopy(launchOptions)));
+        handle = await (detached ? def.runtime.launchDetached(launchOptions(parts, labels)) : def.runtime.launch(launchOptions(parts, labels)));
       } catch (error) {
         failed = true;
         failure = error;
@@ -190,7 +183,7 @@ async function body(run, request, detached) {
         continue;
       }
       // With the default store, the record is written by this same call (recorded: true).
-      const recorded = succeeded(ctx, machine, id, def.id, providerSandboxId, detached);
+      const recorded = succeeded(ctx, machine, id, providerSandboxId, detached);
       if (observe) emitDecided(ctx.observer, machine, pools, id);
       end(run);
       if (recorded) {
@@ -368,13 +361,13 @@ async function classify(ctx, error, def) {
  * used, or the native write failed (then `persist` runs the failure path: it retries
  * nothing, it cleans up).
  */
-function succeeded(ctx, machine, id, providerId, providerSandboxId, detached) {
+function succeeded(ctx, machine, id, providerSandboxId, detached) {
   if (!ctx.fastMappings) {
-    binding.acquisitionSucceeded(machine, null, id, providerId, providerSandboxId, detached);
+    binding.acquisitionSucceeded(machine, null, id, providerSandboxId, detached);
     return false;
   }
   try {
-    binding.acquisitionSucceeded(machine, ctx.mappings[STORE_KEY](), id, providerId, providerSandboxId, detached);
+    binding.acquisitionSucceeded(machine, ctx.mappings[STORE_KEY](), id, providerSandboxId, detached);
     return true;
   } catch {
     return false;

@@ -196,7 +196,7 @@ pub struct NativeRegistry {
 }
 
 /// What a registry holds; shared by its class and its hot-path key.
-struct RegistryInner {
+pub(crate) struct RegistryInner {
     registry: Registry,
     /// Per pool: whether its definition has a capacity reader.
     readers: Vec<bool>,
@@ -325,16 +325,7 @@ impl NativeRegistry {
         observe: bool,
         labels_json: Option<String>,
     ) -> Result<Either<u32, NativeError>> {
-        guard(|| {
-            self.inner.borrow_mut().begin(
-                &request.req,
-                detached,
-                extras.as_ref(),
-                ledger,
-                observe,
-                labels_json.as_deref(),
-            )
-        })
+        guard(|| begin(&self.inner, &request.req, detached, extras.as_ref(), ledger, observe, labels_json.as_deref()))
     }
 
     /// Indices of pools that pass the hard requirements and credentials (for a resolver).
@@ -425,9 +416,53 @@ pub fn begin_acquisition(
 ) -> Result<Either<u32, NativeError>> {
     guard(|| {
         let (inner, req) = registry_and_request(registry_key, request_key)?;
-        let mut inner = inner.borrow_mut();
-        inner.begin(&req, detached, None, None, observe, labels_json.as_deref())
+        begin(&inner, &req, detached, None, None, observe, labels_json.as_deref())
     })
+}
+
+/// Starts an acquisition on registry `registry` (see [`NativeRegistry::begin`]).
+#[allow(clippy::too_many_arguments)]
+fn begin(
+    registry: &Rc<RefCell<RegistryInner>>,
+    req: &Request,
+    detached: bool,
+    extras: Option<&RouteExtras>,
+    ledger: Option<&NativeLedger>,
+    observe: bool,
+    labels_json: Option<&str>,
+) -> Result<Either<u32, NativeError>> {
+    // The request's own checks come first: its labels, then routing.
+    let labels = match labels_json.map(labels_from).transpose()? {
+        None => Vec::new(),
+        Some(Ok(labels)) => labels,
+        Some(Err(e)) => return Ok(Either::B(e)),
+    };
+    let mut inner = registry.borrow_mut();
+    // Capacity skips consume no attempt, so capacity routing needs every candidate.
+    let limit = if ledger.is_some() { None } else { Some(req.max_attempts as usize) };
+    let order = match inner.candidates(req, detached, extras, limit)? {
+        Ok(order) => order,
+        Err(e) => return Ok(Either::B(e)),
+    };
+    let capacity = ledger.map(|l| CapacityPlan {
+        need: req.resources,
+        readers: inner.readers.clone(),
+        ledger_pools: inner.registry.pools().iter().map(|p| l.key_for(&p.id)).collect(),
+    });
+    let machine = Acquisition::new(order, req.max_attempts as usize, req.fallback_allowed, capacity, observe);
+    Ok(Either::A(insert_machine(MachineEntry::new(
+        machine,
+        ledger.map(NativeLedger::shared),
+        std::sync::Arc::new(labels),
+        registry.clone(),
+    ))))
+}
+
+impl RegistryInner {
+    /// The id of pool `index`.
+    pub(crate) fn pool_id(&self, index: usize) -> &str {
+        &self.registry.pools()[index].id
+    }
 }
 
 /// A request's labels sent apart from it (JSON text), validated by the one rule
@@ -487,40 +522,6 @@ impl RegistryInner {
             return Ok(Err(self.no_eligible(req, detached, extras)?));
         }
         Ok(Ok(order))
-    }
-
-    fn begin(
-        &mut self,
-        req: &Request,
-        detached: bool,
-        extras: Option<&RouteExtras>,
-        ledger: Option<&NativeLedger>,
-        observe: bool,
-        labels_json: Option<&str>,
-    ) -> Result<Either<u32, NativeError>> {
-        // The request's own checks come first: its labels, then routing.
-        let labels = match labels_json.map(labels_from).transpose()? {
-            None => Vec::new(),
-            Some(Ok(labels)) => labels,
-            Some(Err(e)) => return Ok(Either::B(e)),
-        };
-        // Capacity skips consume no attempt, so capacity routing needs every candidate.
-        let limit = if ledger.is_some() { None } else { Some(req.max_attempts as usize) };
-        let order = match self.candidates(req, detached, extras, limit)? {
-            Ok(order) => order,
-            Err(e) => return Ok(Either::B(e)),
-        };
-        let capacity = ledger.map(|l| CapacityPlan {
-            need: req.resources,
-            readers: self.readers.clone(),
-            ledger_pools: self.registry.pools().iter().map(|p| l.key_for(&p.id)).collect(),
-        });
-        let machine = Acquisition::new(order, req.max_attempts as usize, req.fallback_allowed, capacity, observe);
-        Ok(Either::A(insert_machine(MachineEntry::new(
-            machine,
-            ledger.map(NativeLedger::shared),
-            std::sync::Arc::new(labels),
-        ))))
     }
 
     fn decide(

@@ -258,6 +258,8 @@ pub(crate) struct Entry {
     pool: u32,
     /// The request's caller labels (validated), for the mapping record.
     labels: std::sync::Arc<Vec<(String, String)>>,
+    /// The registry it routed on (for pool ids).
+    registry: Rc<RefCell<crate::binding::RegistryInner>>,
 }
 
 impl Entry {
@@ -265,8 +267,9 @@ impl Entry {
         machine: Acquisition,
         ledger: Option<Rc<RefCell<LedgerInner>>>,
         labels: std::sync::Arc<Vec<(String, String)>>,
+        registry: Rc<RefCell<crate::binding::RegistryInner>>,
     ) -> Self {
-        Entry { machine, ledger, pool: 0, labels }
+        Entry { machine, ledger, pool: 0, labels, registry }
     }
 
     /// Runs `f` with the ledger (if any) borrowed mutably.
@@ -377,18 +380,18 @@ pub fn acquisition_succeeded(
     key: u32,
     store_key: Option<u32>,
     id: String,
-    provider_id: String,
     provider_sandbox_id: String,
     detached: bool,
 ) -> napi::Result<()> {
     guard(|| {
-        let labels = with(key, |e| {
+        let (labels, registry, pool) = with(key, |e| {
             e.with_ledger(|m, l| m.succeeded(l));
-            e.labels.clone()
+            (e.labels.clone(), e.registry.clone(), e.pool as usize)
         })?;
         match store_key {
             Some(store) => {
-                crate::binding::write_record(store, labels, &id, &provider_id, provider_sandbox_id, detached)
+                let registry = registry.borrow();
+                crate::binding::write_record(store, labels, &id, registry.pool_id(pool), provider_sandbox_id, detached)
             }
             None => Ok(()),
         }
