@@ -483,3 +483,20 @@ async function resolveSignals(ctx, view, compiled, detached, extrasSoFar, reques
 }
 
 module.exports = { provision, extras, SANDBOX_ID_LABEL };
+
+// Shape anchors. V8 keeps optimized code only while the object shapes it was specialized
+// for exist. When no provision is in flight and a full GC runs, the shapes of the
+// per-provision objects die with their last instance, and the next burst starts over in
+// the interpreter (seen with --trace-deopt as "weak objects" deoptimizations of every
+// function on the provision path). One idle instance of each, kept here, keeps them alive.
+const ANCHORS = (() => {
+  const { contextOf } = require('./options.js');
+  const run = new InFlight(contextOf({ registry: { list: () => [] } }));
+  void new Promise((resolve, reject) => {
+    run.resolve = resolve;
+    run.reject = reject;
+  });
+  DEADLINES.settle(DEADLINES.add(1, run));
+  return { run, call: compile({ launch: { labels: { anchor: 'shape' } } }) };
+})();
+void ANCHORS;
