@@ -9,6 +9,8 @@
 /** Every error this package made: an identity check that touches no property of a value. */
 const OURS = new WeakSet();
 
+const { isNativeError } = require('node:util').types;
+
 class SandboxRouterError extends Error {
   /**
    * @param {string} message
@@ -122,7 +124,8 @@ function isRouterError(value) {
  */
 function fromNative(error) {
   let data;
-  if (error !== null && typeof error === 'object' && !(error instanceof Error)) {
+  // isNativeError, not instanceof: under Jest a thrown napi error comes from another realm.
+  if (error !== null && typeof error === 'object' && !isNativeError(error)) {
     // A typed error value (`NativeError`, returned by the newer entry points).
     data = { ...error };
     for (const k of Object.keys(data)) if (data[k] === null || data[k] === undefined) delete data[k];
