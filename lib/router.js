@@ -31,6 +31,7 @@ const { InMemoryMappingStore, SYNC, RECORD } = require('./mappings.js');
 const { serialize } = require('./serialize.js');
 const { compile } = require('./compile.js');
 const { Deadlines } = require('./deadlines.js');
+const { explainView, decisionForEvents } = require('./explain.js');
 const { nextSandboxId } = require('./ids.js');
 
 /** Label key under which the router stamps its `sbx_…` id into every launch. */
@@ -227,21 +228,6 @@ function parsePlan(text) {
   }
   if (n >= 0) order.push(n);
   return { id: text.slice(0, bar), order };
-}
-
-// Pools are named by id only: a definition holds the caller's runtime, which may hold a
-// credential, and nothing we return may carry one.
-function publicExplanation(raw) {
-  const strip = ({ index, ...rest }) => rest;
-  return {
-    summary: raw.summary,
-    strategy: raw.strategy,
-    latencyObjective: raw.latencyObjective,
-    maxAcquisitionAttempts: raw.maxAcquisitionAttempts,
-    acquisitionFallback: raw.acquisitionFallback,
-    eligible: raw.eligible.map(strip),
-    rejected: raw.rejected.map(strip),
-  };
 }
 
 /** Our own package error (missing or failing optional package): safe to surface as is. */
@@ -527,8 +513,7 @@ class SandboxRouter {
     const compiled = compile(request);
     const view = nativeView(this.#registry);
     const extras = await this.#extras(view, compiled, detached, request);
-    const raw = JSON.parse(callNative(() => view.native.explain(compiled.native, detached, extras)));
-    return publicExplanation(raw);
+    return explainView(view, compiled, detached, extras);
   }
 
   #emit(type, fields) {
@@ -870,17 +855,17 @@ class SandboxRouter {
   }
 
   #emitDecision(view, compiled, detached, extras, id, order) {
-    let raw;
+    let decision;
     try {
-      raw = JSON.parse(view.native.explain(compiled.native, detached, extras));
+      decision = decisionForEvents(view, compiled, detached, extras);
     } catch {
       return;
     }
     this.#emit('provision.validated', { sandboxId: id, detached });
-    for (const r of raw.rejected) this.#emit('provider.rejected', { sandboxId: id, providerId: r.providerId, reasons: r.reasons });
+    for (const r of decision.rejected) this.#emit('provider.rejected', { sandboxId: id, providerId: r.providerId, reasons: r.reasons });
     this.#emit('provision.ranked', {
       sandboxId: id,
-      summary: raw.summary,
+      summary: decision.summary,
       providerIds: order.map((i) => view.definitions[i].id),
     });
   }
@@ -1145,4 +1130,4 @@ new Promise((resolve, reject) => {
 });
 DEADLINES.settle(DEADLINES.add(1, ANCHOR));
 
-module.exports = { SandboxRouter, SANDBOX_ID_LABEL, publicExplanation };
+module.exports = { SandboxRouter, SANDBOX_ID_LABEL };

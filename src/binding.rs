@@ -7,7 +7,7 @@
 //! JS layer turns into an instance of the right error class. Every entry point runs
 //! inside `guard`, so a Rust panic becomes a typed `INTERNAL_ERROR`, never a crash.
 
-use crate::core::explain::{explain, summary};
+use crate::core::explain::summary;
 use crate::core::fallback::{after_failure, sanitize, Next};
 use crate::core::ids::{validate_provider_id, validate_sandbox_id, SandboxIdSource, SandboxKey};
 use crate::core::mapping::{CreatedAt, Mapping, MappingStore};
@@ -70,6 +70,16 @@ thread_local! {
     static REGISTRIES: RefCell<Slab<Rc<RefCell<RegistryInner>>>> = const { RefCell::new(Slab::new()) };
     static REQUESTS: RefCell<Slab<Rc<Request>>> = const { RefCell::new(Slab::new()) };
     static STORES: RefCell<Slab<Rc<RefCell<MappingStore>>>> = const { RefCell::new(Slab::new()) };
+}
+
+/// The registry behind hot-path key `key` (see [`Slab`]).
+pub(crate) fn registry_by_key(key: u32) -> Result<Rc<RefCell<RegistryInner>>> {
+    REGISTRIES.with(|s| s.borrow().get(key)).ok_or_else(|| stale("registry"))
+}
+
+/// The compiled request behind hot-path key `key`.
+pub(crate) fn request_by_key(key: u32) -> Result<Rc<Request>> {
+    REQUESTS.with(|s| s.borrow().get(key)).ok_or_else(|| stale("request"))
 }
 
 fn stale(what: &str) -> Error {
@@ -213,8 +223,8 @@ pub struct NativeRegistry {
 }
 
 /// What a registry holds; shared by its class and its hot-path key.
-struct RegistryInner {
-    registry: Registry,
+pub(crate) struct RegistryInner {
+    pub(crate) registry: Registry,
     ids: SandboxIdSource,
     scratch: Vec<Slim>,
     order: Vec<usize>,
@@ -340,16 +350,6 @@ impl NativeRegistry {
                 .collect())
         })
     }
-
-    /// Full explanation as JSON (every pool: rank and breakdown, or reasons).
-    #[napi]
-    pub fn explain(&self, request: &CompiledRequest, detached: bool, extras: Option<RouteExtras>) -> Result<String> {
-        guard(|| {
-            let inner = self.inner.borrow();
-            let d = inner.decide(&request.req, detached, extras.as_ref(), None, true)?;
-            Ok(explain(inner.registry.pools(), &request.req, &d).to_string())
-        })
-    }
 }
 
 /// The provision hot path: plan for registry `registry_key` and compiled request
@@ -423,7 +423,7 @@ impl RegistryInner {
         Ok(out)
     }
 
-    fn decide(
+    pub(crate) fn decide(
         &self,
         req: &Request,
         detached: bool,
@@ -472,26 +472,6 @@ impl RegistryInner {
             json!({"summary": line, "rejections": rejections, "sandboxId": id}),
         ))
     }
-}
-
-/// Routes once over pools given as a JSON array (the pure `routeProviders` path).
-/// Returns the explanation JSON.
-#[napi]
-pub fn route_once(request_json: String, definitions_json: String) -> Result<String> {
-    guard(|| {
-        let req = request_from(&request_json)?;
-        let defs = parse_json(&definitions_json, "providers")?;
-        let Value::Array(items) = defs else {
-            return Err(encode("INVALID_PROVIDER_DEFINITION", "providers must be an array", None, Value::Null));
-        };
-        let mut registry = Registry::default();
-        for item in &items {
-            let has = item.get("$launchDetached").and_then(Value::as_bool).unwrap_or(false);
-            registry.add(Pool::from_json(item, has).map_err(core_err)?).map_err(core_err)?;
-        }
-        let d = route(registry.pools(), &req, &RouteOptions { detail: true, ..RouteOptions::default() });
-        Ok(explain(registry.pools(), &req, &d).to_string())
-    })
 }
 
 /// The default in-memory mapping store (sync core; the JS class adds the async contract).

@@ -1,0 +1,119 @@
+'use strict';
+// Explanations: the native core decides and writes the numbers into two typed arrays
+// this module lends it; the documented objects are built here.
+//
+// Why build the objects in JS? The core's answer is mostly numbers (ranks, scores,
+// breakdowns, reason codes). Handing them over in a Uint32Array and a Float64Array costs
+// nothing; creating the same objects through napi would cost a native call per property,
+// and the former JSON text cost a serialization there and a parse here (10-15 ms and tens
+// of MiB at 1,000 pools). Pools are named by the ids JS already holds (`view.definitions`),
+// so no id crosses the seam, and nothing but ids, codes and details reaches an explanation:
+// never a runtime or a credential.
+//
+// Buffer layout: src/core/explain.rs (`layout`). The objects are plain data with the
+// documented fields, in the order the 0.7 explanations had (JSON.stringify gives the same
+// text), built eagerly: JSON.stringify, util.inspect and assert.deepStrictEqual all see
+// ordinary objects.
+
+const { binding } = require('./binding.js');
+const { callNative } = require('./errors.js');
+
+/** Rejection codes, by the index the core writes. */
+const CODES = binding.reasonCodes();
+const ELIGIBLE_INTS = 4;
+const ELIGIBLE_FLOATS = 7;
+const NONE = 0xffffffff;
+
+// Lent to the core on every call and grown on demand: one pair per process (explanations
+// are synchronous, so calls never overlap).
+let ints = new Uint32Array(1024);
+let floats = new Float64Array(1024);
+
+/** The native decision, in the buffers, with its header (retries once with larger buffers). */
+function decide(view, compiled, detached, extras) {
+  let h = callNative(() => binding.explainDecision(view.key, compiled.key, detached, extras ?? undefined, ints, floats));
+  if (!h.fits) {
+    ints = new Uint32Array(Math.max(h.intsNeeded, ints.length * 2));
+    floats = new Float64Array(Math.max(h.floatsNeeded, floats.length * 2));
+    h = callNative(() => binding.explainDecision(view.key, compiled.key, detached, extras ?? undefined, ints, floats));
+  }
+  return h;
+}
+
+/** The rejected pools from position `at` of `ints`: `[{ providerId, reasons: [{ code, detail }] }]`. */
+function rejectedOf(h, defs, at) {
+  const details = h.details;
+  const n = h.rejected;
+  const out = new Array(n);
+  let i = at;
+  for (let k = 0; k < n; k++) {
+    const providerId = defs[ints[i]].id;
+    const count = ints[i + 1];
+    i += 2;
+    const reasons = new Array(count);
+    for (let j = 0; j < count; j++) {
+      reasons[j] = { code: CODES[ints[i]], detail: details[ints[i + 1]] };
+      i += 2;
+    }
+    out[k] = { providerId, reasons };
+  }
+  return out;
+}
+
+/**
+ * The public explanation (what `router.explain` and `routeProviders` return) of the
+ * decision for `compiled` over `view` (a registry view: `{ key, definitions }`, where
+ * `definitions[i].id` names native pool `i`), with the per-request `extras`
+ * (credentials, resolved signals, capacity order) or null.
+ * @returns {import('../index').RoutingExplanation}
+ */
+function explainView(view, compiled, detached, extras) {
+  const h = decide(view, compiled, detached, extras);
+  const defs = view.definitions;
+  const objective = h.latencyObjective;
+  const w = h.weights;
+  const wc = w === null || w === undefined ? null : w[0];
+  const wl = w === null || w === undefined ? null : w[1];
+  const wr = w === null || w === undefined ? null : w[2];
+  const ne = h.eligible;
+  const eligible = new Array(ne);
+  for (let k = 0; k < ne; k++) {
+    const i = k * ELIGIBLE_INTS;
+    const f = k * ELIGIBLE_FLOATS;
+    const tier = ints[i + 1];
+    const position = ints[i + 2];
+    eligible[k] = {
+      breakdown: {
+        cost: { normalized: floats[f + 2], raw: floats[f + 1], weight: wc },
+        latency: { normalized: floats[f + 4], objective, raw: floats[f + 3], weight: wl },
+        reliability: { normalized: floats[f + 6], raw: floats[f + 5], weight: wr },
+      },
+      providerId: defs[ints[i]].id,
+      providerOrderPosition: position === NONE ? null : position,
+      rank: k + 1,
+      regionTier: tier === NONE ? null : tier,
+      score: floats[f],
+      tieBreak: ints[i + 3] === 1 ? 'providerId' : null,
+    };
+  }
+  return {
+    summary: h.summary,
+    strategy: h.strategy,
+    latencyObjective: objective,
+    maxAcquisitionAttempts: h.maxAcquisitionAttempts,
+    acquisitionFallback: h.acquisitionFallback,
+    eligible,
+    rejected: rejectedOf(h, defs, ne * ELIGIBLE_INTS),
+  };
+}
+
+/**
+ * What the `provision.ranked` and `provider.rejected` events need: the summary and every
+ * rejected pool with its reasons (`[{ providerId, reasons: [{ code, detail }] }]`).
+ */
+function decisionForEvents(view, compiled, detached, extras) {
+  const h = decide(view, compiled, detached, extras);
+  return { summary: h.summary, rejected: rejectedOf(h, view.definitions, h.eligible * ELIGIBLE_INTS) };
+}
+
+module.exports = { explainView, decisionForEvents };
