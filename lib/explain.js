@@ -18,8 +18,23 @@
 const { binding } = require('./binding.js');
 const { callNative } = require('./errors.js');
 
-/** Rejection codes, by the index the core writes. */
-const CODES = binding.reasonCodes();
+// Names behind the indices the core writes (codes, strategies, objectives), read once.
+const VOCABULARY = binding.explainVocabulary();
+const CODES = VOCABULARY.codes;
+const STRATEGIES = VOCABULARY.strategies;
+const OBJECTIVES = VOCABULARY.objectives;
+// The header at the start of the buffers (src/binding_explain.rs `header`), then the decision.
+const HI = VOCABULARY.headerInts;
+const HF = VOCABULARY.headerFloats;
+const FITS = 0;
+const INTS_NEEDED = 1;
+const FLOATS_NEEDED = 2;
+const ELIGIBLE = 3;
+const REJECTED = 4;
+const STRATEGY = 5;
+const OBJECTIVE = 6;
+const MAX_ATTEMPTS = 7;
+const FALLBACK_ALLOWED = 8;
 const ELIGIBLE_INTS = 4;
 const ELIGIBLE_FLOATS = 7;
 const NONE = 0xffffffff;
@@ -29,23 +44,25 @@ const NONE = 0xffffffff;
 let ints = new Uint32Array(1024);
 let floats = new Float64Array(1024);
 
-/** The native decision, in the buffers, with its header (retries once with larger buffers). */
+/** The native decision: its texts; its numbers are in the buffers (retries once with larger buffers). */
 function decide(view, compiled, detached, extras) {
-  let h = callNative(() => binding.explainDecision(view.key, compiled.key, detached, extras ?? undefined, ints, floats));
-  if (!h.fits) {
-    ints = new Uint32Array(Math.max(h.intsNeeded, ints.length * 2));
-    floats = new Float64Array(Math.max(h.floatsNeeded, floats.length * 2));
-    h = callNative(() => binding.explainDecision(view.key, compiled.key, detached, extras ?? undefined, ints, floats));
+  const ex = extras ?? undefined;
+  let texts = callNative(() => binding.explainDecision(view.key, compiled.key, detached, ex, ints, floats));
+  if (ints[FITS] !== 1) {
+    const intsNeeded = ints[INTS_NEEDED];
+    const floatsNeeded = ints[FLOATS_NEEDED];
+    ints = new Uint32Array(Math.max(intsNeeded, ints.length * 2));
+    floats = new Float64Array(Math.max(floatsNeeded, floats.length * 2));
+    texts = callNative(() => binding.explainDecision(view.key, compiled.key, detached, ex, ints, floats));
   }
-  return h;
+  return texts;
 }
 
-/** The rejected pools from position `at` of `ints`: `[{ providerId, reasons: [{ code, detail }] }]`. */
-function rejectedOf(h, defs, at) {
-  const details = h.details;
-  const n = h.rejected;
+/** The rejected pools, from the buffers: `[{ providerId, reasons: [{ code, detail }] }]`. */
+function rejectedOf(details, defs) {
+  const n = ints[REJECTED];
   const out = new Array(n);
-  let i = at;
+  let i = HI + ints[ELIGIBLE] * ELIGIBLE_INTS;
   for (let k = 0; k < n; k++) {
     const providerId = defs[ints[i]].id;
     const count = ints[i + 1];
@@ -60,6 +77,8 @@ function rejectedOf(h, defs, at) {
   return out;
 }
 
+const weightOf = (x) => (Number.isNaN(x) ? null : x);
+
 /**
  * The public explanation (what `router.explain` and `routeProviders` return) of the
  * decision for `compiled` over `view` (a registry view: `{ key, definitions }`, where
@@ -68,18 +87,17 @@ function rejectedOf(h, defs, at) {
  * @returns {import('../index').RoutingExplanation}
  */
 function explainView(view, compiled, detached, extras) {
-  const h = decide(view, compiled, detached, extras);
+  const texts = decide(view, compiled, detached, extras);
   const defs = view.definitions;
-  const objective = h.latencyObjective;
-  const w = h.weights;
-  const wc = w === null || w === undefined ? null : w[0];
-  const wl = w === null || w === undefined ? null : w[1];
-  const wr = w === null || w === undefined ? null : w[2];
-  const ne = h.eligible;
+  const objective = OBJECTIVES[ints[OBJECTIVE]];
+  const wc = weightOf(floats[0]);
+  const wl = weightOf(floats[1]);
+  const wr = weightOf(floats[2]);
+  const ne = ints[ELIGIBLE];
   const eligible = new Array(ne);
   for (let k = 0; k < ne; k++) {
-    const i = k * ELIGIBLE_INTS;
-    const f = k * ELIGIBLE_FLOATS;
+    const i = HI + k * ELIGIBLE_INTS;
+    const f = HF + k * ELIGIBLE_FLOATS;
     const tier = ints[i + 1];
     const position = ints[i + 2];
     eligible[k] = {
@@ -97,13 +115,13 @@ function explainView(view, compiled, detached, extras) {
     };
   }
   return {
-    summary: h.summary,
-    strategy: h.strategy,
+    summary: texts.summary,
+    strategy: STRATEGIES[ints[STRATEGY]],
     latencyObjective: objective,
-    maxAcquisitionAttempts: h.maxAcquisitionAttempts,
-    acquisitionFallback: h.acquisitionFallback,
+    maxAcquisitionAttempts: ints[MAX_ATTEMPTS],
+    acquisitionFallback: ints[FALLBACK_ALLOWED] === 1 ? 'allowed' : 'forbidden',
     eligible,
-    rejected: rejectedOf(h, defs, ne * ELIGIBLE_INTS),
+    rejected: rejectedOf(texts.details, defs),
   };
 }
 
@@ -112,8 +130,8 @@ function explainView(view, compiled, detached, extras) {
  * rejected pool with its reasons (`[{ providerId, reasons: [{ code, detail }] }]`).
  */
 function decisionForEvents(view, compiled, detached, extras) {
-  const h = decide(view, compiled, detached, extras);
-  return { summary: h.summary, rejected: rejectedOf(h, view.definitions, h.eligible * ELIGIBLE_INTS) };
+  const texts = decide(view, compiled, detached, extras);
+  return { summary: texts.summary, rejected: rejectedOf(texts.details, view.definitions) };
 }
 
 module.exports = { explainView, decisionForEvents };

@@ -423,7 +423,30 @@ impl RegistryInner {
         Ok(out)
     }
 
-    pub(crate) fn decide(
+    /// Every pool's verdict with every reason, texts interned (explanations).
+    pub(crate) fn decide_interned(
+        &self,
+        req: &Request,
+        detached: bool,
+        extras: Option<&RouteExtras>,
+    ) -> Result<crate::core::registry::InternedDecision> {
+        let unavailable: Vec<usize> = extras
+            .and_then(|e| e.credentials_unavailable.as_ref())
+            .map(|v| v.iter().map(|i| *i as usize).collect())
+            .unwrap_or_default();
+        let overrides = signal_overrides(extras.and_then(|e| e.signals_json.as_deref()))?;
+        let opts = RouteOptions {
+            detached,
+            credentials_unavailable: &unavailable,
+            signals: overrides.as_ref(),
+            provider_order: extras.and_then(|e| e.provider_order.as_deref()),
+            limit: None,
+            detail: true,
+        };
+        Ok(crate::core::registry::route_interned(self.registry.pools(), req, &opts))
+    }
+
+    fn decide(
         &self,
         req: &Request,
         detached: bool,

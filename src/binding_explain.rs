@@ -8,93 +8,80 @@
 //! routing fields and the distinct rejection details cross as strings. `lib/explain.js`
 //! builds the documented objects from them, naming pools by the ids JS already holds.
 
-use crate::binding::{guard, registry_by_key, request_by_key, RouteExtras};
-use crate::core::explain::{summary, weights, write_compact};
+use crate::binding::{encode, guard, registry_by_key, request_by_key, RouteExtras};
+use serde_json::Value;
+use crate::core::explain::{interned_summary, weights, write_compact};
 use crate::core::reasons::Reason;
 use crate::core::request::{Objective, Strategy};
 use napi::bindgen_prelude::{Float64ArraySlice, Uint32ArraySlice};
 use napi::Result;
 use napi_derive::napi;
 
-/// Ranking strategy, by its wire name.
-#[napi(string_enum)]
-pub enum ExplainStrategy {
-    /// Lowest `estimatedCost`.
-    #[napi(value = "cost")]
-    Cost,
-    /// Lowest latency under the objective.
-    #[napi(value = "latency")]
-    Latency,
-    /// Highest `completionWithinBudgetRate`.
-    #[napi(value = "reliability")]
-    Reliability,
-    /// Weighted min-max normalized dimensions.
-    #[napi(value = "balanced")]
-    Balanced,
+/// Positions of the request-level fields at the start of `ints` (the decision follows
+/// at [`HEADER_INTS`]); the start of `floats` holds the three balanced weights (NaN when
+/// the strategy weighs nothing), the decision follows at [`HEADER_FLOATS`].
+mod header {
+    pub const FITS: usize = 0;
+    pub const INTS_NEEDED: usize = 1;
+    pub const FLOATS_NEEDED: usize = 2;
+    pub const ELIGIBLE: usize = 3;
+    pub const REJECTED: usize = 4;
+    pub const STRATEGY: usize = 5;
+    pub const OBJECTIVE: usize = 6;
+    pub const MAX_ATTEMPTS: usize = 7;
+    pub const FALLBACK_ALLOWED: usize = 8;
 }
 
-/// Latency objective, by its wire name.
-#[napi(string_enum)]
-pub enum ExplainObjective {
-    /// `coldStartLatencyMs`.
-    #[napi(value = "cold")]
-    Cold,
-    /// `readyLatencyMs`.
-    #[napi(value = "ready")]
-    Ready,
-}
+/// `ints` taken by the header.
+pub const HEADER_INTS: usize = 9;
+/// `floats` taken by the header.
+pub const HEADER_FLOATS: usize = 3;
 
-/// Whether a failed launch may fall back to the next pool.
-#[napi(string_enum)]
-pub enum ExplainFallback {
-    /// Fallback is allowed (the default).
-    #[napi(value = "allowed")]
-    Allowed,
-    /// Exactly one launch.
-    #[napi(value = "forbidden")]
-    Forbidden,
-}
-
-/// The non-numeric part of an explanation; the numbers are in the caller's buffers
-/// (layout: `core::explain::layout`).
+/// Names the explanation buffers refer to by index, read once by `lib/explain.js`.
 #[napi(object)]
-pub struct ExplainHeader {
-    /// False when a buffer was too small: nothing was written; grow the buffers to
-    /// `intsNeeded` / `floatsNeeded` and call again.
-    pub fits: bool,
-    /// `ints` the decision needs.
-    pub ints_needed: u32,
-    /// `floats` the decision needs.
-    pub floats_needed: u32,
-    /// Eligible pools written.
-    pub eligible: u32,
-    /// Rejected pools written.
-    pub rejected: u32,
-    /// The one-line summary.
+pub struct ExplainVocabulary {
+    /// Rejection codes, by `Reason` index.
+    pub codes: Vec<String>,
+    /// Strategy names, by the header's strategy index.
+    pub strategies: Vec<String>,
+    /// Latency objective names, by the header's objective index.
+    pub objectives: Vec<String>,
+    /// Where the header fields sit in `ints`: fits, intsNeeded, floatsNeeded, eligible,
+    /// rejected, strategy, objective, maxAcquisitionAttempts, fallbackAllowed.
+    pub header_ints: u32,
+    /// How many `floats` the header takes (the balanced weights).
+    pub header_floats: u32,
+}
+
+const STRATEGIES: [Strategy; 4] = [Strategy::Cost, Strategy::Latency, Strategy::Reliability, Strategy::Balanced];
+const OBJECTIVES: [Objective; 2] = [Objective::Cold, Objective::Ready];
+
+/// The names behind the indices in the explanation buffers.
+#[napi]
+pub fn explain_vocabulary() -> ExplainVocabulary {
+    ExplainVocabulary {
+        codes: Reason::ALL.iter().map(|r| r.code().to_string()).collect(),
+        strategies: STRATEGIES.iter().map(|s| s.name().to_string()).collect(),
+        objectives: OBJECTIVES.iter().map(|o| o.name().to_string()).collect(),
+        header_ints: HEADER_INTS as u32,
+        header_floats: HEADER_FLOATS as u32,
+    }
+}
+
+/// The texts of an explanation; its numbers are in the caller's buffers.
+#[napi(object)]
+pub struct ExplainTexts {
+    /// The one-line summary (empty when the buffers were too small).
     pub summary: String,
     /// Distinct rejection details; a reason's detail is an index into this list.
     pub details: Vec<String>,
-    /// The request's strategy.
-    pub strategy: ExplainStrategy,
-    /// The request's latency objective.
-    pub latency_objective: ExplainObjective,
-    /// The request's attempt bound.
-    pub max_acquisition_attempts: u32,
-    /// The request's fallback policy.
-    pub acquisition_fallback: ExplainFallback,
-    /// Weights of cost, latency and reliability under `balanced`; null otherwise.
-    pub weights: Option<Vec<f64>>,
-}
-
-/// Every rejection code, in the order the `ints` buffer refers to them.
-#[napi]
-pub fn reason_codes() -> Vec<&'static str> {
-    Reason::ALL.iter().map(|r| r.code()).collect()
 }
 
 /// Explains the decision for compiled request `request_key` over registry `registry_key`
-/// (every pool: rank, score and breakdown, or every rejection reason), writing the
-/// numbers into `ints` and `floats` (see [`ExplainHeader`]).
+/// (every pool: rank, score and breakdown, or every rejection reason). Writes the header
+/// and the numbers into `ints` and `floats` (layout: `core::explain::layout`, after the
+/// header); when a buffer is too small, writes only the header (`fits` 0 and the sizes
+/// needed, header included) and returns empty texts.
 #[napi]
 pub fn explain_decision(
     registry_key: u32,
@@ -103,43 +90,36 @@ pub fn explain_decision(
     extras: Option<RouteExtras>,
     mut ints: Uint32ArraySlice<'_>,
     mut floats: Float64ArraySlice<'_>,
-) -> Result<ExplainHeader> {
+) -> Result<ExplainTexts> {
     guard(|| {
         // SAFETY: JavaScript cannot run during this synchronous call, so nothing else
         // touches the buffers while we write; `lib/explain.js` lends two distinct
         // ArrayBuffers (a Uint32Array and a Float64Array of its own), so the two slices
         // never alias. Nothing keeps the slices beyond this call.
         let (ints, floats) = unsafe { (ints.as_mut(), floats.as_mut()) };
+        if ints.len() < HEADER_INTS || floats.len() < HEADER_FLOATS {
+            return Err(encode("INTERNAL_ERROR", "internal error: explanation buffers too small", None, Value::Null));
+        }
         let inner = registry_by_key(registry_key)?;
         let req = request_by_key(request_key)?;
         let inner = inner.borrow();
-        let d = inner.decide(&req, detached, extras.as_ref(), None, true)?;
-        let w = write_compact(&d, ints, floats);
-        Ok(ExplainHeader {
-            fits: w.fits,
-            ints_needed: w.ints as u32,
-            floats_needed: w.floats as u32,
-            eligible: if w.fits { d.eligible.len() as u32 } else { 0 },
-            rejected: if w.fits { d.rejected.len() as u32 } else { 0 },
-            summary: if w.fits { summary(d.eligible.len(), d.total, &d.rejected) } else { String::new() },
-            details: w.details,
-            strategy: match req.strategy {
-                Strategy::Cost => ExplainStrategy::Cost,
-                Strategy::Latency => ExplainStrategy::Latency,
-                Strategy::Reliability => ExplainStrategy::Reliability,
-                Strategy::Balanced => ExplainStrategy::Balanced,
-            },
-            latency_objective: match req.latency_objective {
-                Objective::Cold => ExplainObjective::Cold,
-                Objective::Ready => ExplainObjective::Ready,
-            },
-            max_acquisition_attempts: req.max_attempts,
-            acquisition_fallback: if req.fallback_allowed {
-                ExplainFallback::Allowed
-            } else {
-                ExplainFallback::Forbidden
-            },
-            weights: weights(req.strategy).map(|w| w.to_vec()),
-        })
+        let d = inner.decide_interned(&req, detached, extras.as_ref())?;
+        let (head, body) = ints.split_at_mut(HEADER_INTS);
+        let (w_head, w_body) = floats.split_at_mut(HEADER_FLOATS);
+        let w = write_compact(&d, body, w_body);
+        head[header::FITS] = u32::from(w.fits);
+        head[header::INTS_NEEDED] = (HEADER_INTS + w.ints) as u32;
+        head[header::FLOATS_NEEDED] = (HEADER_FLOATS + w.floats) as u32;
+        head[header::ELIGIBLE] = d.eligible.len() as u32;
+        head[header::REJECTED] = d.rejected.len() as u32;
+        head[header::STRATEGY] = STRATEGIES.iter().position(|s| *s == req.strategy).unwrap_or(0) as u32;
+        head[header::OBJECTIVE] = OBJECTIVES.iter().position(|o| *o == req.latency_objective).unwrap_or(0) as u32;
+        head[header::MAX_ATTEMPTS] = req.max_attempts;
+        head[header::FALLBACK_ALLOWED] = u32::from(req.fallback_allowed);
+        w_head.copy_from_slice(&weights(req.strategy).unwrap_or([f64::NAN; 3]));
+        if !w.fits {
+            return Ok(ExplainTexts { summary: String::new(), details: Vec::new() });
+        }
+        Ok(ExplainTexts { summary: interned_summary(&d), details: d.interner.details })
     })
 }

@@ -1,8 +1,8 @@
 //! Routing decisions end to end over the core (no Node): filters, ranking, explain.
 
-use agent_relay_sandbox_router::core::explain::{compact_size, summary, write_compact, NONE};
+use agent_relay_sandbox_router::core::explain::{compact_size, interned_summary, summary, write_compact, NONE};
 use agent_relay_sandbox_router::core::reasons::Reason;
-use agent_relay_sandbox_router::core::registry::{route, Pool, Registry, RouteOptions};
+use agent_relay_sandbox_router::core::registry::{route, route_interned, Pool, Registry, RouteOptions};
 use agent_relay_sandbox_router::core::request::parse_request;
 use serde_json::{json, Value};
 
@@ -178,7 +178,7 @@ fn compact_layout_carries_ranks_breakdowns_and_reasons_by_index() {
     let req = parse_request(&json!({"requires": {"forbiddenCapabilities": ["pty"]},
         "region": {"preferred": ["eu-west"]}, "routing": {"strategy": "cost"}}))
     .unwrap();
-    let d = route(r.pools(), &req, &RouteOptions { detail: true, ..RouteOptions::default() });
+    let d = route_interned(r.pools(), &req, &RouteOptions::default());
     let (ni, nf) = compact_size(&d);
     assert_eq!((ni, nf), (2 * 4 + 2 + 2, 2 * 7));
     // Too small: nothing written, the sizes reported.
@@ -192,7 +192,36 @@ fn compact_layout_carries_ranks_breakdowns_and_reasons_by_index() {
     assert_eq!(&ints[..8], &[2, 0, NONE, 0, 0, 0, NONE, 0]);
     assert_eq!(&floats[..7], &[1.0, 0.1, 1.0, 20.0, 0.0, 0.8, 0.0]);
     assert_eq!(&ints[8..], &[1, 1, Reason::ForbiddenCapabilityPresent.index(), 0]);
-    assert_eq!(w.details, ["pty"]);
+    assert_eq!(d.interner.details, ["pty"]);
+    assert_eq!(interned_summary(&d), "2/3 providers eligible: 1 forbidden capability pty");
+}
+
+#[test]
+fn interned_decision_equals_the_owned_one() {
+    let r = reg(vec![
+        ("a", json!({"regions": ["us-east"], "resources": {"cpu": 2}}), signals(0.1, 1.0, 1.0, 0.9)),
+        ("b", json!({"supported": ["pty"], "regions": ["us-east"]}), signals(0.1, 1.0, 1.0, 0.9)),
+        ("c", json!({"regions": ["eu-west"], "resources": {"cpu": 8}}), signals(0.1, 1.0, 1.0, 0.9)),
+    ]);
+    let req = parse_request(&json!({"requires": {"requiredCapabilities": ["pty"]},
+        "region": {"preferred": ["eu-west"], "required": true}, "resources": {"cpu": 4}}))
+    .unwrap();
+    let owned = route(r.pools(), &req, &RouteOptions { detail: true, ..RouteOptions::default() });
+    let interned = route_interned(r.pools(), &req, &RouteOptions::default());
+    assert_eq!(owned.eligible, interned.eligible);
+    assert_eq!(summary(owned.eligible.len(), owned.total, &owned.rejected), interned_summary(&interned));
+    let texts = |i: usize| -> Vec<(&str, &str)> {
+        let x = interned.rejected[i];
+        interned.interner.reasons[x.start..x.end]
+            .iter()
+            .map(|y| (y.reason.code(), interned.interner.details[y.detail as usize].as_str()))
+            .collect()
+    };
+    for (i, o) in owned.rejected.iter().enumerate() {
+        assert_eq!(o.index, interned.rejected[i].index);
+        let want: Vec<(&str, &str)> = o.reasons.iter().map(|y| (y.reason.code(), y.detail.as_str())).collect();
+        assert_eq!(want, texts(i));
+    }
 }
 
 #[test]

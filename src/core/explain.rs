@@ -6,9 +6,10 @@
 //! same rejection constants, so they cannot disagree.
 
 use crate::core::ranking::{COST_WEIGHT, LATENCY_WEIGHT, RELIABILITY_WEIGHT};
-use crate::core::registry::{Decision, PoolRejection};
+use crate::core::registry::{InternedDecision, PoolRejection};
+use std::fmt::Write;
 use crate::core::request::Strategy;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// The one-line summary: eligible/total, then reason phrases counted per pool, most
 /// frequent first (ties by phrase). A pool with two reasons counts once for each.
@@ -62,7 +63,7 @@ pub mod layout {
 pub use layout::NONE;
 
 /// What [`write_compact`] wrote, or (when a buffer was too small) what it needs.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Written {
     /// `ints` the decision needs (written when the buffer holds them).
     pub ints: usize,
@@ -70,22 +71,21 @@ pub struct Written {
     pub floats: usize,
     /// Whether the buffers were large enough (nothing is written otherwise).
     pub fits: bool,
-    /// Distinct rejection details, each once (rejections refer to them by index).
-    pub details: Vec<String>,
 }
 
 /// How many `ints` and `floats` a decision needs in the compact layout.
-pub fn compact_size(d: &Decision) -> (usize, usize) {
-    let rejected: usize = d.rejected.iter().map(|r| 2 + 2 * r.reasons.len()).sum();
+pub fn compact_size(d: &InternedDecision) -> (usize, usize) {
+    let rejected: usize = d.rejected.iter().map(|r| 2 + 2 * (r.end - r.start)).sum();
     (d.eligible.len() * layout::ELIGIBLE_INTS + rejected, d.eligible.len() * layout::ELIGIBLE_FLOATS)
 }
 
 /// Writes `d` into `ints` and `floats` in the compact layout (see [`layout`]); writes
-/// nothing and reports the sizes it needs when either buffer is too small.
-pub fn write_compact(d: &Decision, ints: &mut [u32], floats: &mut [f64]) -> Written {
+/// nothing and reports the sizes it needs when either buffer is too small. Details are
+/// indices into `d.interner.details`.
+pub fn write_compact(d: &InternedDecision, ints: &mut [u32], floats: &mut [f64]) -> Written {
     let (ni, nf) = compact_size(d);
     if ints.len() < ni || floats.len() < nf {
-        return Written { ints: ni, floats: nf, fits: false, details: Vec::new() };
+        return Written { ints: ni, floats: nf, fits: false };
     }
     let mut i = 0;
     for (k, r) in d.eligible.iter().enumerate() {
@@ -105,24 +105,40 @@ pub fn write_compact(d: &Decision, ints: &mut [u32], floats: &mut [f64]) -> Writ
             r.reliability.normalized,
         ]);
     }
-    let mut details: Vec<String> = Vec::new();
-    let mut seen: HashMap<&str, u32> = HashMap::new();
     for r in &d.rejected {
         ints[i] = r.index as u32;
-        ints[i + 1] = r.reasons.len() as u32;
+        ints[i + 1] = (r.end - r.start) as u32;
         i += 2;
-        for x in &r.reasons {
-            let next = details.len() as u32;
-            let at = *seen.entry(x.detail.as_str()).or_insert_with(|| {
-                details.push(x.detail.clone());
-                next
-            });
+        for x in &d.interner.reasons[r.start..r.end] {
             ints[i] = x.reason.index();
-            ints[i + 1] = at;
+            ints[i + 1] = x.detail;
             i += 2;
         }
     }
-    Written { ints: ni, floats: nf, fits: true, details }
+    Written { ints: ni, floats: nf, fits: true }
+}
+
+/// [`summary`] of an interned decision (phrases counted by index, once per pool).
+pub fn interned_summary(d: &InternedDecision) -> String {
+    let phrases = &d.interner.phrases;
+    let mut counts = vec![0usize; phrases.len()];
+    for r in &d.rejected {
+        let reasons = &d.interner.reasons[r.start..r.end];
+        for (k, x) in reasons.iter().enumerate() {
+            if !reasons[..k].iter().any(|y| y.phrase == x.phrase) {
+                counts[x.phrase as usize] += 1;
+            }
+        }
+    }
+    let mut parts: Vec<(&str, usize)> =
+        counts.iter().enumerate().filter(|(_, n)| **n > 0).map(|(p, n)| (phrases[p].as_str(), *n)).collect();
+    parts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let mut out = format!("{}/{} providers eligible", d.eligible.len(), d.total);
+    for (k, (p, n)) in parts.iter().enumerate() {
+        out.push_str(if k == 0 { ": " } else { ", " });
+        let _ = write!(out, "{n} {p}");
+    }
+    out
 }
 
 /// The weight a strategy gives a dimension in an explanation (`None` = `null`: only

@@ -8,34 +8,106 @@
 use crate::core::capabilities::{rank_of, Capabilities, Lifetime, Resources, DURABILITY_LEVELS, ISOLATION_LEVELS};
 use crate::core::reasons::{Reason, Rejection};
 use crate::core::request::Request;
+use rustc_hash::FxHashMap;
+use std::fmt::{self, Write};
 
-/// Where rejections go: nowhere (fast yes/no) or into a list (explain, events, errors).
+/// Where rejections go: nowhere (fast yes/no), into a list of owned rejections (events,
+/// errors, tests), or into an [`Interner`] (explanations: each distinct text is stored
+/// once, so explaining 10,000 pools does not allocate two strings per reason).
 pub struct Sink<'a> {
-    out: Option<&'a mut Vec<Rejection>>,
+    out: Out<'a>,
     failed: bool,
+}
+
+enum Out<'a> {
+    Verdict,
+    Owned(&'a mut Vec<Rejection>),
+    Interned(&'a mut Interner),
+}
+
+/// Rejections of many pools with their texts stored once: details and phrases are
+/// interned into two tables and each reason refers to them by index.
+#[derive(Debug, Default)]
+pub struct Interner {
+    /// Every reason, pool after pool (a pool's reasons are a range of this list).
+    pub reasons: Vec<InternedRejection>,
+    /// Distinct details, by first use.
+    pub details: Vec<String>,
+    /// Distinct summary phrases, by first use.
+    pub phrases: Vec<String>,
+    detail_ids: FxHashMap<String, u32>,
+    phrase_ids: FxHashMap<String, u32>,
+    detail: String,
+    phrase: String,
+}
+
+/// One interned rejection reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InternedRejection {
+    /// The reason constant.
+    pub reason: Reason,
+    /// Index in [`Interner::details`].
+    pub detail: u32,
+    /// Index in [`Interner::phrases`].
+    pub phrase: u32,
+}
+
+fn intern(ids: &mut FxHashMap<String, u32>, table: &mut Vec<String>, text: &str) -> u32 {
+    if let Some(&id) = ids.get(text) {
+        return id;
+    }
+    let id = table.len() as u32;
+    table.push(text.to_string());
+    ids.insert(text.to_string(), id);
+    id
+}
+
+impl Interner {
+    fn push(&mut self, reason: Reason, text: impl FnOnce(&mut String, &mut String)) {
+        let (mut d, mut p) = (std::mem::take(&mut self.detail), std::mem::take(&mut self.phrase));
+        d.clear();
+        p.clear();
+        text(&mut d, &mut p);
+        let detail = intern(&mut self.detail_ids, &mut self.details, &d);
+        let phrase = intern(&mut self.phrase_ids, &mut self.phrases, &p);
+        self.reasons.push(InternedRejection { reason, detail, phrase });
+        (self.detail, self.phrase) = (d, p);
+    }
 }
 
 impl<'a> Sink<'a> {
     /// A sink that only records whether anything failed.
     pub fn verdict() -> Sink<'static> {
-        Sink { out: None, failed: false }
+        Sink { out: Out::Verdict, failed: false }
     }
 
     /// A sink that collects every rejection.
     pub fn collect(out: &'a mut Vec<Rejection>) -> Sink<'a> {
-        Sink { out: Some(out), failed: false }
+        Sink { out: Out::Owned(out), failed: false }
     }
 
-    /// Records a rejection; returns `true` if checking should continue.
-    pub fn reject(&mut self, reason: Reason, text: impl FnOnce() -> (String, String)) -> bool {
+    /// A sink that collects every rejection into `interner` (appending to its `reasons`).
+    pub fn interned(interner: &'a mut Interner) -> Sink<'a> {
+        Sink { out: Out::Interned(interner), failed: false }
+    }
+
+    /// Records a rejection whose detail and phrase `text` writes into the two buffers it
+    /// is given (called only when texts are collected); returns `true` if checking should
+    /// continue.
+    pub fn reject(&mut self, reason: Reason, text: impl FnOnce(&mut String, &mut String)) -> bool {
         self.failed = true;
-        match self.out.as_deref_mut() {
-            Some(out) => {
-                let (detail, phrase) = text();
-                out.push(Rejection::new(reason, detail, phrase));
+        match &mut self.out {
+            Out::Verdict => false,
+            Out::Owned(out) => {
+                let (mut detail, mut phrase) = (String::new(), String::new());
+                text(&mut detail, &mut phrase);
+                out.push(Rejection { reason, detail, phrase });
                 true
             }
-            None => false,
+            Out::Interned(interner) => {
+                interner.push(reason, text);
+                true
+            }
         }
     }
 
@@ -45,24 +117,46 @@ impl<'a> Sink<'a> {
     }
 }
 
+/// `reject!(sink, reason, (detail format…), (phrase format…))`: records a rejection and
+/// returns from the check unless the sink collects texts.
 macro_rules! reject {
-    ($sink:expr, $reason:expr, $detail:expr, $phrase:expr) => {
-        if !$sink.reject($reason, || ($detail, $phrase)) {
+    ($sink:expr, $reason:expr, ($($detail:tt)*), ($($phrase:tt)*)) => {
+        if !$sink.reject($reason, |d, p| {
+            let _ = write!(d, $($detail)*);
+            let _ = write!(p, $($phrase)*);
+        }) {
             return;
         }
     };
 }
 
-fn list(items: &[impl AsRef<str>]) -> String {
-    let joined: Vec<&str> = items.iter().map(AsRef::as_ref).collect();
-    format!("[{}]", joined.join(", "))
+/// `[a, b]`, written without an intermediate string.
+struct List<'a, T: AsRef<str>>(&'a [T]);
+
+impl<T: AsRef<str>> fmt::Display for List<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[")?;
+        for (i, x) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(x.as_ref())?;
+        }
+        f.write_str("]")
+    }
 }
 
-fn num(x: f64) -> String {
-    if x.fract() == 0.0 && x.abs() < 1e15 {
-        format!("{}", x as i64)
-    } else {
-        format!("{x}")
+/// A number as the explanations print it: integers without a fraction.
+struct Num(f64);
+
+impl fmt::Display for Num {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let x = self.0;
+        if x.fract() == 0.0 && x.abs() < 1e15 {
+            write!(f, "{}", x as i64)
+        } else {
+            write!(f, "{x}")
+        }
     }
 }
 
@@ -79,64 +173,62 @@ pub struct CheckContext {
 pub fn check(id: &str, caps: &Capabilities, req: &Request, ctx: CheckContext, sink: &mut Sink<'_>) {
     if let Some(want) = &req.provider_id {
         if want != id {
-            reject!(sink, Reason::ProviderIdMismatch, format!("request names {want}"), format!("not provider {want}"));
+            reject!(sink, Reason::ProviderIdMismatch, ("request names {want}"), ("not provider {want}"));
         }
     }
     if ctx.detached && !ctx.has_launch_detached {
-        reject!(sink, Reason::DetachedUnsupported, "runtime has no launchDetached".into(), "no detached launch".into());
+        reject!(sink, Reason::DetachedUnsupported, ("runtime has no launchDetached"), ("no detached launch"));
     }
     // One AND decides for known names; the per-name loop runs only to report, or for
     // custom names the mask cannot hold.
     if caps.mask & req.required_mask != req.required_mask || req.required_custom {
         for cap in &req.required_capabilities {
             if !caps.has(cap) {
-                reject!(sink, Reason::RequiredCapabilityMissing, cap.clone(), format!("missing capability {cap}"));
+                reject!(sink, Reason::RequiredCapabilityMissing, ("{cap}"), ("missing capability {cap}"));
             }
         }
     }
     if caps.mask & req.forbidden_mask != 0 || req.forbidden_custom {
         for cap in &req.forbidden_capabilities {
             if caps.has(cap) {
-                reject!(sink, Reason::ForbiddenCapabilityPresent, cap.clone(), format!("forbidden capability {cap}"));
+                reject!(sink, Reason::ForbiddenCapabilityPresent, ("{cap}"), ("forbidden capability {cap}"));
             }
         }
     }
     if let Some(want) = &req.image_identity {
         if caps.image_identity.as_deref() != Some(want.as_str()) {
             let have = caps.image_identity.as_deref().unwrap_or("undeclared");
-            reject!(sink, Reason::ImageMismatch, format!("{have} != {want}"), format!("image not {want}"));
+            reject!(sink, Reason::ImageMismatch, ("{have} != {want}"), ("image not {want}"));
         }
     }
     for bin in &req.required_binaries {
         if !caps.binaries.iter().any(|b| b == bin) {
-            reject!(sink, Reason::RequiredBinaryMissing, bin.clone(), format!("missing binary {bin}"));
+            reject!(sink, Reason::RequiredBinaryMissing, ("{bin}"), ("missing binary {bin}"));
         }
     }
     if !req.egress.is_empty() && !caps.egress.is_some_and(|e| req.egress.contains(&e)) {
         let have = caps.egress.unwrap_or("undeclared");
-        reject!(
-            sink,
-            Reason::EgressMismatch,
-            format!("{have} not in {}", list(&req.egress)),
-            format!("egress not in {}", list(&req.egress))
-        );
+        reject!(sink, Reason::EgressMismatch, ("{have} not in {}", List(&req.egress)), ("egress not in {}", List(&req.egress)));
     }
     for sem in &req.timeout_semantics {
         if !caps.timeout_semantics.contains(sem) {
-            reject!(sink, Reason::TimeoutSemanticsMissing, (*sem).into(), format!("missing timeout semantics {sem}"));
+            reject!(sink, Reason::TimeoutSemanticsMissing, ("{sem}"), ("missing timeout semantics {sem}"));
         }
     }
     if let Some(max) = req.timeout_granularity_ms {
         match caps.timeout_granularity_ms {
             Some(g) if g <= max => {}
-            other => reject!(
+            Some(g) => reject!(
                 sink,
                 Reason::TimeoutGranularity,
-                match other {
-                    Some(g) => format!("{} ms > {} ms", num(g), num(max)),
-                    None => "undeclared".into(),
-                },
-                format!("timeout granularity coarser than {} ms", num(max))
+                ("{} ms > {} ms", Num(g), Num(max)),
+                ("timeout granularity coarser than {} ms", Num(max))
+            ),
+            None => reject!(
+                sink,
+                Reason::TimeoutGranularity,
+                ("undeclared"),
+                ("timeout granularity coarser than {} ms", Num(max))
             ),
         }
     }
@@ -147,31 +239,31 @@ pub fn check(id: &str, caps: &Capabilities, req: &Request, ctx: CheckContext, si
             Lifetime::Capped(cap) => reject!(
                 sink,
                 Reason::SandboxLifetime,
-                format!("{} ms < {} ms", num(cap), num(need)),
-                format!("sandbox lifetime under {} ms", num(need))
+                ("{} ms < {} ms", Num(cap), Num(need)),
+                ("sandbox lifetime under {} ms", Num(need))
             ),
             Lifetime::Unknown => {
-                reject!(sink, Reason::SandboxLifetime, "unknown".into(), "sandbox lifetime unknown".into())
+                reject!(sink, Reason::SandboxLifetime, ("unknown"), ("sandbox lifetime unknown"))
             }
         }
     }
     if let Some(min) = req.durability {
         if caps.durability.is_none_or(|d| rank_of(DURABILITY_LEVELS, d) < rank_of(DURABILITY_LEVELS, min)) {
             let have = caps.durability.unwrap_or("undeclared");
-            reject!(sink, Reason::StateDurability, format!("{have} < {min}"), format!("state durability below {min}"));
+            reject!(sink, Reason::StateDurability, ("{have} < {min}"), ("state durability below {min}"));
         }
     }
     for r in &req.restrictions {
         if !caps.restrictions.iter().any(|c| c == r) {
-            reject!(sink, Reason::RestrictionMissing, r.clone(), format!("missing restriction {r}"));
+            reject!(sink, Reason::RestrictionMissing, ("{r}"), ("missing restriction {r}"));
         }
     }
     if req.region_required && !caps.regions.iter().any(|r| req.region_preferred.contains(r)) {
         reject!(
             sink,
             Reason::RegionMismatch,
-            format!("{} not in {}", list(&caps.regions), list(&req.region_preferred)),
-            format!("region not in {}", list(&req.region_preferred))
+            ("{} not in {}", List(&caps.regions), List(&req.region_preferred)),
+            ("region not in {}", List(&req.region_preferred))
         );
     }
     for (name, get) in Resources::DIMENSIONS {
@@ -180,15 +272,15 @@ pub fn check(id: &str, caps: &Capabilities, req: &Request, ctx: CheckContext, si
             reject!(
                 sink,
                 Reason::ResourcesInsufficient,
-                format!("{name} {} > {}", num(need), num(have)),
-                format!("insufficient {name}")
+                ("{name} {} > {}", Num(need), Num(have)),
+                ("insufficient {name}")
             );
         }
     }
     if let Some(min) = req.isolation {
         if caps.isolation.is_none_or(|i| rank_of(ISOLATION_LEVELS, i) < rank_of(ISOLATION_LEVELS, min)) {
             let have = caps.isolation.unwrap_or("undeclared");
-            reject!(sink, Reason::IsolationInsufficient, format!("{have} < {min}"), format!("isolation below {min}"));
+            reject!(sink, Reason::IsolationInsufficient, ("{have} < {min}"), ("isolation below {min}"));
         }
     }
 }
