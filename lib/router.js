@@ -512,7 +512,7 @@ class SandboxRouter {
     const detached = detachedOf(options);
     const compiled = compile(request);
     const view = nativeView(this.#registry);
-    const extras = await this.#extras(view, compiled, detached, request);
+    const extras = this.#needsExtras ? await this.#extras(view, compiled, detached, request) : null;
     return explainView(view, compiled, detached, extras);
   }
 

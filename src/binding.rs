@@ -429,6 +429,7 @@ impl RegistryInner {
         req: &Request,
         detached: bool,
         extras: Option<&RouteExtras>,
+        interner: &mut crate::core::requirements::Interner,
     ) -> Result<crate::core::registry::InternedDecision> {
         let unavailable: Vec<usize> = extras
             .and_then(|e| e.credentials_unavailable.as_ref())
@@ -443,7 +444,7 @@ impl RegistryInner {
             limit: None,
             detail: true,
         };
-        Ok(crate::core::registry::route_interned(self.registry.pools(), req, &opts))
+        Ok(crate::core::registry::route_interned(self.registry.pools(), req, &opts, interner))
     }
 
     fn decide(

@@ -9,13 +9,16 @@
 //! builds the documented objects from them, naming pools by the ids JS already holds.
 
 use crate::binding::{encode, guard, registry_by_key, request_by_key, RouteExtras};
-use serde_json::Value;
 use crate::core::explain::{interned_summary, weights, write_compact};
 use crate::core::reasons::Reason;
-use crate::core::request::{Objective, Strategy};
+use crate::core::registry::InternedDecision;
+use crate::core::request::{Objective, Request, Strategy};
+use crate::core::requirements::Interner;
 use napi::bindgen_prelude::{Float64ArraySlice, Uint32ArraySlice};
 use napi::Result;
 use napi_derive::napi;
+use serde_json::Value;
+use std::cell::RefCell;
 
 /// Positions of the request-level fields at the start of `ints` (the decision follows
 /// at [`HEADER_INTS`]); the start of `floats` holds the three balanced weights (NaN when
@@ -103,23 +106,36 @@ pub fn explain_decision(
         let inner = registry_by_key(registry_key)?;
         let req = request_by_key(request_key)?;
         let inner = inner.borrow();
-        let d = inner.decide_interned(&req, detached, extras.as_ref())?;
-        let (head, body) = ints.split_at_mut(HEADER_INTS);
-        let (w_head, w_body) = floats.split_at_mut(HEADER_FLOATS);
-        let w = write_compact(&d, body, w_body);
-        head[header::FITS] = u32::from(w.fits);
-        head[header::INTS_NEEDED] = (HEADER_INTS + w.ints) as u32;
-        head[header::FLOATS_NEEDED] = (HEADER_FLOATS + w.floats) as u32;
-        head[header::ELIGIBLE] = d.eligible.len() as u32;
-        head[header::REJECTED] = d.rejected.len() as u32;
-        head[header::STRATEGY] = STRATEGIES.iter().position(|s| *s == req.strategy).unwrap_or(0) as u32;
-        head[header::OBJECTIVE] = OBJECTIVES.iter().position(|o| *o == req.latency_objective).unwrap_or(0) as u32;
-        head[header::MAX_ATTEMPTS] = req.max_attempts;
-        head[header::FALLBACK_ALLOWED] = u32::from(req.fallback_allowed);
-        w_head.copy_from_slice(&weights(req.strategy).unwrap_or([f64::NAN; 3]));
-        if !w.fits {
-            return Ok(ExplainTexts { summary: String::new(), details: Vec::new() });
-        }
-        Ok(ExplainTexts { summary: interned_summary(&d), details: d.interner.details })
+        SCRATCH.with(|scratch| {
+            let mut texts = scratch.borrow_mut();
+            let d = inner.decide_interned(&req, detached, extras.as_ref(), &mut texts)?;
+            Ok(answer(&d, &texts, &req, ints, floats))
+        })
     })
+}
+
+thread_local! {
+    /// The interner every explanation reuses (explanations run on the JS thread, one at a time).
+    static SCRATCH: RefCell<Interner> = RefCell::new(Interner::default());
+}
+
+/// Writes the header and the decision into the buffers; the texts.
+fn answer(d: &InternedDecision, texts: &Interner, req: &Request, ints: &mut [u32], floats: &mut [f64]) -> ExplainTexts {
+    let (head, body) = ints.split_at_mut(HEADER_INTS);
+    let (w_head, w_body) = floats.split_at_mut(HEADER_FLOATS);
+    let w = write_compact(d, texts, body, w_body);
+    head[header::FITS] = u32::from(w.fits);
+    head[header::INTS_NEEDED] = (HEADER_INTS + w.ints) as u32;
+    head[header::FLOATS_NEEDED] = (HEADER_FLOATS + w.floats) as u32;
+    head[header::ELIGIBLE] = d.eligible.len() as u32;
+    head[header::REJECTED] = d.rejected.len() as u32;
+    head[header::STRATEGY] = STRATEGIES.iter().position(|s| *s == req.strategy).unwrap_or(0) as u32;
+    head[header::OBJECTIVE] = OBJECTIVES.iter().position(|o| *o == req.latency_objective).unwrap_or(0) as u32;
+    head[header::MAX_ATTEMPTS] = req.max_attempts;
+    head[header::FALLBACK_ALLOWED] = u32::from(req.fallback_allowed);
+    w_head.copy_from_slice(&weights(req.strategy).unwrap_or([f64::NAN; 3]));
+    if !w.fits {
+        return ExplainTexts { summary: String::new(), details: Vec::new() };
+    }
+    ExplainTexts { summary: interned_summary(d, texts), details: texts.details.as_slice().to_vec() }
 }

@@ -4,6 +4,7 @@ use agent_relay_sandbox_router::core::explain::{compact_size, interned_summary, 
 use agent_relay_sandbox_router::core::reasons::Reason;
 use agent_relay_sandbox_router::core::registry::{route, route_interned, Pool, Registry, RouteOptions};
 use agent_relay_sandbox_router::core::request::parse_request;
+use agent_relay_sandbox_router::core::requirements::Interner;
 use serde_json::{json, Value};
 
 fn signals(cost: f64, cold: f64, ready: f64, rate: f64) -> Value {
@@ -178,22 +179,23 @@ fn compact_layout_carries_ranks_breakdowns_and_reasons_by_index() {
     let req = parse_request(&json!({"requires": {"forbiddenCapabilities": ["pty"]},
         "region": {"preferred": ["eu-west"]}, "routing": {"strategy": "cost"}}))
     .unwrap();
-    let d = route_interned(r.pools(), &req, &RouteOptions::default());
+    let mut texts = Interner::default();
+    let d = route_interned(r.pools(), &req, &RouteOptions::default(), &mut texts);
     let (ni, nf) = compact_size(&d);
     assert_eq!((ni, nf), (2 * 4 + 2 + 2, 2 * 7));
     // Too small: nothing written, the sizes reported.
-    let w = write_compact(&d, &mut [0; 3], &mut [0.0; 14]);
+    let w = write_compact(&d, &texts, &mut [0; 3], &mut [0.0; 14]);
     assert!(!w.fits);
     assert_eq!((w.ints, w.floats), (ni, nf));
     let (mut ints, mut floats) = (vec![7u32; ni], vec![-1.0; nf]);
-    let w = write_compact(&d, &mut ints, &mut floats);
+    let w = write_compact(&d, &texts, &mut ints, &mut floats);
     assert!(w.fits);
     // c (cost 0.1) before b (0.2), both tier 0; no capacity order; no tie.
     assert_eq!(&ints[..8], &[2, 0, NONE, 0, 0, 0, NONE, 0]);
     assert_eq!(&floats[..7], &[1.0, 0.1, 1.0, 20.0, 0.0, 0.8, 0.0]);
     assert_eq!(&ints[8..], &[1, 1, Reason::ForbiddenCapabilityPresent.index(), 0]);
-    assert_eq!(d.interner.details, ["pty"]);
-    assert_eq!(interned_summary(&d), "2/3 providers eligible: 1 forbidden capability pty");
+    assert_eq!(texts.details.as_slice(), ["pty"]);
+    assert_eq!(interned_summary(&d, &texts), "2/3 providers eligible: 1 forbidden capability pty");
 }
 
 #[test]
@@ -207,15 +209,20 @@ fn interned_decision_equals_the_owned_one() {
         "region": {"preferred": ["eu-west"], "required": true}, "resources": {"cpu": 4}}))
     .unwrap();
     let owned = route(r.pools(), &req, &RouteOptions { detail: true, ..RouteOptions::default() });
-    let interned = route_interned(r.pools(), &req, &RouteOptions::default());
+    let mut interner = Interner::default();
+    // A reused interner (a previous, different explanation in it) gives the same answer.
+    route_interned(
+        r.pools(),
+        &parse_request(&json!({"providerId": "zz"})).unwrap(),
+        &RouteOptions::default(),
+        &mut interner,
+    );
+    let interned = route_interned(r.pools(), &req, &RouteOptions::default(), &mut interner);
     assert_eq!(owned.eligible, interned.eligible);
-    assert_eq!(summary(owned.eligible.len(), owned.total, &owned.rejected), interned_summary(&interned));
+    assert_eq!(summary(owned.eligible.len(), owned.total, &owned.rejected), interned_summary(&interned, &interner));
     let texts = |i: usize| -> Vec<(&str, &str)> {
         let x = interned.rejected[i];
-        interned.interner.reasons[x.start..x.end]
-            .iter()
-            .map(|y| (y.reason.code(), interned.interner.details[y.detail as usize].as_str()))
-            .collect()
+        interner.reasons[x.start..x.end].iter().map(|y| (y.reason.code(), interner.details.get(y.detail))).collect()
     };
     for (i, o) in owned.rejected.iter().enumerate() {
         assert_eq!(o.index, interned.rejected[i].index);

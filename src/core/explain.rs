@@ -7,9 +7,10 @@
 
 use crate::core::ranking::{COST_WEIGHT, LATENCY_WEIGHT, RELIABILITY_WEIGHT};
 use crate::core::registry::{InternedDecision, PoolRejection};
-use std::fmt::Write;
 use crate::core::request::Strategy;
+use crate::core::requirements::Interner;
 use std::collections::BTreeMap;
+use std::fmt::Write;
 
 /// The one-line summary: eligible/total, then reason phrases counted per pool, most
 /// frequent first (ties by phrase). A pool with two reasons counts once for each.
@@ -81,8 +82,8 @@ pub fn compact_size(d: &InternedDecision) -> (usize, usize) {
 
 /// Writes `d` into `ints` and `floats` in the compact layout (see [`layout`]); writes
 /// nothing and reports the sizes it needs when either buffer is too small. Details are
-/// indices into `d.interner.details`.
-pub fn write_compact(d: &InternedDecision, ints: &mut [u32], floats: &mut [f64]) -> Written {
+/// indices into `texts.details`.
+pub fn write_compact(d: &InternedDecision, texts: &Interner, ints: &mut [u32], floats: &mut [f64]) -> Written {
     let (ni, nf) = compact_size(d);
     if ints.len() < ni || floats.len() < nf {
         return Written { ints: ni, floats: nf, fits: false };
@@ -109,7 +110,7 @@ pub fn write_compact(d: &InternedDecision, ints: &mut [u32], floats: &mut [f64])
         ints[i] = r.index as u32;
         ints[i + 1] = (r.end - r.start) as u32;
         i += 2;
-        for x in &d.interner.reasons[r.start..r.end] {
+        for x in &texts.reasons[r.start..r.end] {
             ints[i] = x.reason.index();
             ints[i + 1] = x.detail;
             i += 2;
@@ -119,11 +120,11 @@ pub fn write_compact(d: &InternedDecision, ints: &mut [u32], floats: &mut [f64])
 }
 
 /// [`summary`] of an interned decision (phrases counted by index, once per pool).
-pub fn interned_summary(d: &InternedDecision) -> String {
-    let phrases = &d.interner.phrases;
+pub fn interned_summary(d: &InternedDecision, texts: &Interner) -> String {
+    let phrases = texts.phrases.as_slice();
     let mut counts = vec![0usize; phrases.len()];
     for r in &d.rejected {
-        let reasons = &d.interner.reasons[r.start..r.end];
+        let reasons = &texts.reasons[r.start..r.end];
         for (k, x) in reasons.iter().enumerate() {
             if !reasons[..k].iter().any(|y| y.phrase == x.phrase) {
                 counts[x.phrase as usize] += 1;

@@ -227,36 +227,39 @@ pub struct InternedPoolRejection {
     pub end: usize,
 }
 
-/// A decision with every rejection reason, texts interned (see [`Interner`]): what an
-/// explanation is built from.
+/// A decision with every rejection reason, texts interned into an [`Interner`] (which
+/// holds the reasons the rejections refer to): what an explanation is built from.
 #[derive(Debug)]
 pub struct InternedDecision {
     /// Eligible pools, best first.
     pub eligible: Vec<Ranked>,
     /// Rejected pools, in pool order.
     pub rejected: Vec<InternedPoolRejection>,
-    /// Reasons and their texts.
-    pub interner: Interner,
     /// How many pools were considered.
     pub total: usize,
 }
 
-/// [`route`] in detail mode with the texts interned: the same filters and ranking, without
-/// two string allocations per rejection reason.
-pub fn route_interned(pools: &[Pool], req: &Request, opts: &RouteOptions<'_>) -> InternedDecision {
+/// [`route`] in detail mode with the texts interned into `interner` (cleared first): the
+/// same filters and ranking, without two string allocations per rejection reason.
+pub fn route_interned(
+    pools: &[Pool],
+    req: &Request,
+    opts: &RouteOptions<'_>,
+    interner: &mut Interner,
+) -> InternedDecision {
     let opts = RouteOptions { detail: true, ..opts.clone() };
     let mut candidates: Vec<Candidate<'_>> = Vec::new();
     let mut rejected = Vec::new();
-    let mut interner = Interner::default();
+    interner.clear();
     for (i, p) in pools.iter().enumerate() {
         let start = interner.reasons.len();
-        let failed = judge(p, i, req, &opts, &mut Sink::interned(&mut interner), &mut candidates);
+        let failed = judge(p, i, req, &opts, &mut Sink::interned(interner), &mut candidates);
         if failed {
             rejected.push(InternedPoolRejection { index: i, start, end: interner.reasons.len() });
         }
     }
     let eligible = rank(&candidates, req, opts.provider_order, opts.limit);
-    InternedDecision { eligible, rejected, interner, total: pools.len() }
+    InternedDecision { eligible, rejected, total: pools.len() }
 }
 
 /// Signals, availability, latency budget and capacity order, for a pool that met every

@@ -8,8 +8,9 @@
 use crate::core::capabilities::{rank_of, Capabilities, Lifetime, Resources, DURABILITY_LEVELS, ISOLATION_LEVELS};
 use crate::core::reasons::{Reason, Rejection};
 use crate::core::request::Request;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHasher};
 use std::fmt::{self, Write};
+use std::hash::{Hash, Hasher};
 
 /// Where rejections go: nowhere (fast yes/no), into a list of owned rejections (events,
 /// errors, tests), or into an [`Interner`] (explanations: each distinct text is stored
@@ -26,19 +27,72 @@ enum Out<'a> {
 }
 
 /// Rejections of many pools with their texts stored once: details and phrases are
-/// interned into two tables and each reason refers to them by index.
+/// interned into two tables and each reason refers to them by index. Reusable: [`clear`]
+/// keeps every buffer (and the text buffers themselves), so a caller that keeps one
+/// interner allocates only for texts longer than any it held before.
+///
+/// [`clear`]: Interner::clear
 #[derive(Debug, Default)]
 pub struct Interner {
     /// Every reason, pool after pool (a pool's reasons are a range of this list).
     pub reasons: Vec<InternedRejection>,
     /// Distinct details, by first use.
-    pub details: Vec<String>,
+    pub details: Texts,
     /// Distinct summary phrases, by first use.
-    pub phrases: Vec<String>,
-    detail_ids: FxHashMap<String, u32>,
-    phrase_ids: FxHashMap<String, u32>,
+    pub phrases: Texts,
     detail: String,
     phrase: String,
+}
+
+/// A table of distinct texts, by first use.
+#[derive(Debug, Default)]
+pub struct Texts {
+    texts: Vec<String>,
+    len: usize,
+    ids: FxHashMap<u64, u32>,
+}
+
+impl Texts {
+    /// The texts, in order of first use.
+    pub fn as_slice(&self) -> &[String] {
+        &self.texts[..self.len]
+    }
+
+    /// The text with index `id`.
+    pub fn get(&self, id: u32) -> &str {
+        &self.texts[id as usize]
+    }
+
+    fn clear(&mut self) {
+        self.len = 0;
+        self.ids.clear();
+    }
+
+    fn intern(&mut self, text: &str) -> u32 {
+        let mut hasher = FxHasher::default();
+        text.hash(&mut hasher);
+        let h = hasher.finish();
+        if let Some(&id) = self.ids.get(&h) {
+            if self.texts[id as usize] == text {
+                return id;
+            }
+            // A 64-bit collision: correct, if slow.
+            if let Some(id) = self.as_slice().iter().position(|t| t == text) {
+                return id as u32;
+            }
+        }
+        let id = self.len;
+        match self.texts.get_mut(id) {
+            Some(slot) => {
+                slot.clear();
+                slot.push_str(text);
+            }
+            None => self.texts.push(text.to_string()),
+        }
+        self.len += 1;
+        self.ids.entry(h).or_insert(id as u32);
+        id as u32
+    }
 }
 
 /// One interned rejection reason.
@@ -52,26 +106,21 @@ pub struct InternedRejection {
     pub phrase: u32,
 }
 
-fn intern(ids: &mut FxHashMap<String, u32>, table: &mut Vec<String>, text: &str) -> u32 {
-    if let Some(&id) = ids.get(text) {
-        return id;
-    }
-    let id = table.len() as u32;
-    table.push(text.to_string());
-    ids.insert(text.to_string(), id);
-    id
-}
-
 impl Interner {
+    /// Forgets every reason and text, keeping the buffers.
+    pub fn clear(&mut self) {
+        self.reasons.clear();
+        self.details.clear();
+        self.phrases.clear();
+    }
+
     fn push(&mut self, reason: Reason, text: impl FnOnce(&mut String, &mut String)) {
-        let (mut d, mut p) = (std::mem::take(&mut self.detail), std::mem::take(&mut self.phrase));
-        d.clear();
-        p.clear();
-        text(&mut d, &mut p);
-        let detail = intern(&mut self.detail_ids, &mut self.details, &d);
-        let phrase = intern(&mut self.phrase_ids, &mut self.phrases, &p);
+        self.detail.clear();
+        self.phrase.clear();
+        text(&mut self.detail, &mut self.phrase);
+        let detail = self.details.intern(&self.detail);
+        let phrase = self.phrases.intern(&self.phrase);
         self.reasons.push(InternedRejection { reason, detail, phrase });
-        (self.detail, self.phrase) = (d, p);
     }
 }
 
@@ -208,7 +257,12 @@ pub fn check(id: &str, caps: &Capabilities, req: &Request, ctx: CheckContext, si
     }
     if !req.egress.is_empty() && !caps.egress.is_some_and(|e| req.egress.contains(&e)) {
         let have = caps.egress.unwrap_or("undeclared");
-        reject!(sink, Reason::EgressMismatch, ("{have} not in {}", List(&req.egress)), ("egress not in {}", List(&req.egress)));
+        reject!(
+            sink,
+            Reason::EgressMismatch,
+            ("{have} not in {}", List(&req.egress)),
+            ("egress not in {}", List(&req.egress))
+        );
     }
     for sem in &req.timeout_semantics {
         if !caps.timeout_semantics.contains(sem) {
