@@ -44,7 +44,10 @@ const NONE = 0xffffffff;
 let ints = new Uint32Array(1024);
 let floats = new Float64Array(1024);
 
-/** The native decision: its texts; its numbers are in the buffers (retries once with larger buffers). */
+/**
+ * The native decision: its texts (`[summary, ...details]`); its numbers are in the
+ * buffers. Retries once with larger buffers.
+ */
 function decide(view, compiled, detached, extras) {
   const ex = extras ?? undefined;
   let texts = callNative(() => binding.explainDecision(view.key, compiled.key, detached, ex, ints, floats));
@@ -59,7 +62,7 @@ function decide(view, compiled, detached, extras) {
 }
 
 /** The rejected pools, from the buffers: `[{ providerId, reasons: [{ code, detail }] }]`. */
-function rejectedOf(details, defs) {
+function rejectedOf(texts, defs) {
   const n = ints[REJECTED];
   const out = new Array(n);
   let i = HI + ints[ELIGIBLE] * ELIGIBLE_INTS;
@@ -69,7 +72,7 @@ function rejectedOf(details, defs) {
     i += 2;
     const reasons = new Array(count);
     for (let j = 0; j < count; j++) {
-      reasons[j] = { code: CODES[ints[i]], detail: details[ints[i + 1]] };
+      reasons[j] = { code: CODES[ints[i]], detail: texts[1 + ints[i + 1]] };
       i += 2;
     }
     out[k] = { providerId, reasons };
@@ -115,13 +118,13 @@ function explainView(view, compiled, detached, extras) {
     };
   }
   return {
-    summary: texts.summary,
+    summary: texts[0],
     strategy: STRATEGIES[ints[STRATEGY]],
     latencyObjective: objective,
     maxAcquisitionAttempts: ints[MAX_ATTEMPTS],
     acquisitionFallback: ints[FALLBACK_ALLOWED] === 1 ? 'allowed' : 'forbidden',
     eligible,
-    rejected: rejectedOf(texts.details, defs),
+    rejected: rejectedOf(texts, defs),
   };
 }
 
@@ -131,7 +134,7 @@ function explainView(view, compiled, detached, extras) {
  */
 function decisionForEvents(view, compiled, detached, extras) {
   const texts = decide(view, compiled, detached, extras);
-  return { summary: texts.summary, rejected: rejectedOf(texts.details, view.definitions) };
+  return { summary: texts[0], rejected: rejectedOf(texts, view.definitions) };
 }
 
 module.exports = { explainView, decisionForEvents };

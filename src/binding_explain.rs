@@ -14,7 +14,8 @@ use crate::core::reasons::Reason;
 use crate::core::registry::InternedDecision;
 use crate::core::request::{Objective, Request, Strategy};
 use crate::core::requirements::Interner;
-use napi::bindgen_prelude::{Float64ArraySlice, Uint32ArraySlice};
+use napi::bindgen_prelude::{Array, Float64ArraySlice, Uint32ArraySlice};
+use napi::Env;
 use napi::Result;
 use napi_derive::napi;
 use serde_json::Value;
@@ -71,29 +72,24 @@ pub fn explain_vocabulary() -> ExplainVocabulary {
     }
 }
 
-/// The texts of an explanation; its numbers are in the caller's buffers.
-#[napi(object)]
-pub struct ExplainTexts {
-    /// The one-line summary (empty when the buffers were too small).
-    pub summary: String,
-    /// Distinct rejection details; a reason's detail is an index into this list.
-    pub details: Vec<String>,
-}
-
 /// Explains the decision for compiled request `request_key` over registry `registry_key`
 /// (every pool: rank, score and breakdown, or every rejection reason). Writes the header
 /// and the numbers into `ints` and `floats` (layout: `core::explain::layout`, after the
-/// header); when a buffer is too small, writes only the header (`fits` 0 and the sizes
-/// needed, header included) and returns empty texts.
-#[napi]
-pub fn explain_decision(
+/// header). Returns the texts: the summary first, then the distinct rejection details (a
+/// reason's detail index `i` names element `1 + i`); one array, because each property of a
+/// returned object costs a native call and an explanation of six pools is a few µs. When a
+/// buffer is too small, writes only the header (`fits` 0 and the sizes needed, header
+/// included) and returns no texts.
+#[napi(ts_return_type = "string[]")]
+pub fn explain_decision<'env>(
+    env: &'env Env,
     registry_key: u32,
     request_key: u32,
     detached: bool,
     extras: Option<RouteExtras>,
     mut ints: Uint32ArraySlice<'_>,
     mut floats: Float64ArraySlice<'_>,
-) -> Result<ExplainTexts> {
+) -> Result<Array<'env>> {
     guard(|| {
         // SAFETY: JavaScript cannot run during this synchronous call, so nothing else
         // touches the buffers while we write; `lib/explain.js` lends two distinct
@@ -109,7 +105,17 @@ pub fn explain_decision(
         SCRATCH.with(|scratch| {
             let mut texts = scratch.borrow_mut();
             let d = inner.decide_interned(&req, detached, extras.as_ref(), &mut texts)?;
-            Ok(answer(&d, &texts, &req, ints, floats))
+            if !answer(&d, &texts, &req, ints, floats) {
+                return env.create_array(0);
+            }
+            // Straight from the interner into JS strings: no Rust copy of any text.
+            let details = texts.details.as_slice();
+            let mut out = env.create_array(1 + details.len() as u32)?;
+            out.set(0, interned_summary(&d, &texts))?;
+            for (i, t) in details.iter().enumerate() {
+                out.set(1 + i as u32, t.as_str())?;
+            }
+            Ok(out)
         })
     })
 }
@@ -119,8 +125,9 @@ thread_local! {
     static SCRATCH: RefCell<Interner> = RefCell::new(Interner::default());
 }
 
-/// Writes the header and the decision into the buffers; the texts.
-fn answer(d: &InternedDecision, texts: &Interner, req: &Request, ints: &mut [u32], floats: &mut [f64]) -> ExplainTexts {
+/// Writes the header and the decision into the buffers; false when they were too small
+/// (only the header was written).
+fn answer(d: &InternedDecision, texts: &Interner, req: &Request, ints: &mut [u32], floats: &mut [f64]) -> bool {
     let (head, body) = ints.split_at_mut(HEADER_INTS);
     let (w_head, w_body) = floats.split_at_mut(HEADER_FLOATS);
     let w = write_compact(d, texts, body, w_body);
@@ -134,8 +141,5 @@ fn answer(d: &InternedDecision, texts: &Interner, req: &Request, ints: &mut [u32
     head[header::MAX_ATTEMPTS] = req.max_attempts;
     head[header::FALLBACK_ALLOWED] = u32::from(req.fallback_allowed);
     w_head.copy_from_slice(&weights(req.strategy).unwrap_or([f64::NAN; 3]));
-    if !w.fits {
-        return ExplainTexts { summary: String::new(), details: Vec::new() };
-    }
-    ExplainTexts { summary: interned_summary(d, texts), details: texts.details.as_slice().to_vec() }
+    w.fits
 }

@@ -13,7 +13,7 @@ use crate::core::profile::{admits, tier, Profile, RegionTable, RequestProfile};
 use crate::core::ranking::{latency_of, rank, top_k, Candidate, Ranked, Slim};
 use crate::core::reasons::{Reason, Rejection};
 use crate::core::request::Request;
-use crate::core::requirements::{check, CheckContext, Interner, Sink};
+use crate::core::requirements::{check, CheckContext, Interner, Sink, TextKey};
 use crate::core::signals::{signal_state, SignalError, SignalState, Signals};
 use crate::core::CoreError;
 use serde_json::Value;
@@ -201,10 +201,12 @@ fn judge<'p>(
     candidates: &mut Vec<Candidate<'p>>,
 ) -> bool {
     if opts.credentials_unavailable.contains(&i) {
-        sink.reject(Reason::CredentialsUnavailable, |d, p| {
-            d.push_str("readiness port answered false");
-            p.push_str("credentials unavailable");
-        });
+        sink.reject(
+            Reason::CredentialsUnavailable,
+            TextKey { phrase: 0, detail: Some(0) },
+            |d| d.push_str("readiness port answered false"),
+            |p| p.push_str("credentials unavailable"),
+        );
     }
     if !sink.failed() || opts.detail {
         check(&p.id, &p.capabilities, req, ctx(p, opts), sink);
@@ -359,37 +361,49 @@ fn operational_signals(
         Ok(s) => *s,
         Err(e) => {
             let phrase = if e.reason == Reason::InvalidSignals { "invalid signals" } else { "signal resolver failed" };
-            sink.reject(e.reason, |d, p| {
-                d.push_str(&e.detail);
-                p.push_str(phrase);
-            });
+            sink.reject(
+                e.reason,
+                TextKey { phrase: 0, detail: None },
+                |d| d.push_str(&e.detail),
+                |p| p.push_str(phrase),
+            );
             return None;
         }
     };
     if !signals.available {
-        sink.reject(Reason::Unavailable, |d, p| {
-            d.push_str("signals.available is false");
-            p.push_str("unavailable");
-        });
+        sink.reject(
+            Reason::Unavailable,
+            TextKey { phrase: 0, detail: Some(0) },
+            |d| d.push_str("signals.available is false"),
+            |p| p.push_str("unavailable"),
+        );
         return None;
     }
     if let Some(budget) = req.max_ready_latency_ms {
         let latency = latency_of(&signals, req.latency_objective);
         if latency > budget {
             let objective = req.latency_objective.name();
-            sink.reject(Reason::LatencyBudget, |d, p| {
-                let _ = write!(d, "{objective} latency {} ms > {} ms", Ms(latency), Ms(budget));
-                let _ = write!(p, "{objective} latency over {} ms", Ms(budget));
-            });
+            sink.reject(
+                Reason::LatencyBudget,
+                TextKey { phrase: 0, detail: Some(latency.to_bits()) },
+                |d| {
+                    let _ = write!(d, "{objective} latency {} ms > {} ms", Ms(latency), Ms(budget));
+                },
+                |p| {
+                    let _ = write!(p, "{objective} latency over {} ms", Ms(budget));
+                },
+            );
             return None;
         }
     }
     if let Some(order) = opts.provider_order {
         if !order.contains(&p.id) {
-            sink.reject(Reason::NotInProviderOrder, |d, p| {
-                d.push_str("capacity routing lists only providerOrder");
-                p.push_str("not in providerOrder");
-            });
+            sink.reject(
+                Reason::NotInProviderOrder,
+                TextKey { phrase: 0, detail: Some(0) },
+                |d| d.push_str("capacity routing lists only providerOrder"),
+                |p| p.push_str("not in providerOrder"),
+            );
             return None;
         }
     }

@@ -5,7 +5,9 @@
 //! a registration once. The hot path (provision without an observer) asks only for a
 //! yes/no and stops at the first failure, allocating nothing.
 
-use crate::core::capabilities::{rank_of, Capabilities, Lifetime, Resources, DURABILITY_LEVELS, ISOLATION_LEVELS};
+use crate::core::capabilities::{
+    rank_of, Capabilities, Lifetime, Resources, DURABILITY_LEVELS, EGRESS_CLASSES, ISOLATION_LEVELS,
+};
 use crate::core::reasons::{Reason, Rejection};
 use crate::core::request::Request;
 use rustc_hash::{FxHashMap, FxHasher};
@@ -42,7 +44,35 @@ pub struct Interner {
     pub phrases: Texts,
     detail: String,
     phrase: String,
+    phrase_keys: FxHashMap<(Reason, u32), u32>,
+    detail_keys: FxHashMap<(Reason, u32, u64), u32>,
 }
+
+/// Which texts of a rejection are the same as another's, within one request, without
+/// writing them: an interner formats a text only the first time it meets its key.
+///
+/// Why? Formatting is most of the cost of explaining thousands of rejected pools, and most
+/// of their texts repeat ("missing capability pty" for every pool without pty). Given the
+/// request, a reason's phrase depends only on which of the request's items failed (the
+/// `phrase` key: e.g. the index of the missing capability), and its detail, when `detail`
+/// is `Some`, only on that and the pool's value behind the key (a level's rank, a number's
+/// bits). `None` means the detail varies in ways no key holds (an image name, a region
+/// list): it is written every time and interned by its text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TextKey {
+    /// Which phrase of this reason, within the request.
+    pub phrase: u32,
+    /// Which detail, with the phrase key, within the request; `None` when only the text says.
+    pub detail: Option<u64>,
+}
+
+/// A key for an optional level (`EGRESS_CLASSES`, …): its rank, or [`UNDECLARED`].
+fn level_key(levels: &[&str], v: Option<&str>) -> u64 {
+    v.map_or(UNDECLARED, |x| rank_of(levels, x) as u64)
+}
+
+/// The detail key of an undeclared value.
+const UNDECLARED: u64 = u64::MAX;
 
 /// A table of distinct texts, by first use.
 #[derive(Debug, Default)]
@@ -107,19 +137,46 @@ pub struct InternedRejection {
 }
 
 impl Interner {
-    /// Forgets every reason and text, keeping the buffers.
+    /// Forgets every reason and text, keeping the buffers. Call it between requests: the
+    /// keys of [`TextKey`] name texts within one request only.
     pub fn clear(&mut self) {
         self.reasons.clear();
         self.details.clear();
         self.phrases.clear();
+        self.phrase_keys.clear();
+        self.detail_keys.clear();
     }
 
-    fn push(&mut self, reason: Reason, text: impl FnOnce(&mut String, &mut String)) {
-        self.detail.clear();
-        self.phrase.clear();
-        text(&mut self.detail, &mut self.phrase);
-        let detail = self.details.intern(&self.detail);
-        let phrase = self.phrases.intern(&self.phrase);
+    fn push(
+        &mut self,
+        reason: Reason,
+        key: TextKey,
+        detail: impl FnOnce(&mut String),
+        phrase: impl FnOnce(&mut String),
+    ) {
+        let phrase = match self.phrase_keys.get(&(reason, key.phrase)) {
+            Some(&id) => id,
+            None => {
+                self.phrase.clear();
+                phrase(&mut self.phrase);
+                let id = self.phrases.intern(&self.phrase);
+                self.phrase_keys.insert((reason, key.phrase), id);
+                id
+            }
+        };
+        let known = key.detail.and_then(|k| self.detail_keys.get(&(reason, key.phrase, k)).copied());
+        let detail = match known {
+            Some(id) => id,
+            None => {
+                self.detail.clear();
+                detail(&mut self.detail);
+                let id = self.details.intern(&self.detail);
+                if let Some(k) = key.detail {
+                    self.detail_keys.insert((reason, key.phrase, k), id);
+                }
+                id
+            }
+        };
         self.reasons.push(InternedRejection { reason, detail, phrase });
     }
 }
@@ -140,21 +197,28 @@ impl<'a> Sink<'a> {
         Sink { out: Out::Interned(interner), failed: false }
     }
 
-    /// Records a rejection whose detail and phrase `text` writes into the two buffers it
-    /// is given (called only when texts are collected); returns `true` if checking should
-    /// continue.
-    pub fn reject(&mut self, reason: Reason, text: impl FnOnce(&mut String, &mut String)) -> bool {
+    /// Records a rejection whose detail and phrase the two closures write (called only
+    /// when texts are collected, and by an interner only for texts it has not seen under
+    /// the same key); returns `true` if checking should continue.
+    pub fn reject(
+        &mut self,
+        reason: Reason,
+        key: TextKey,
+        detail: impl FnOnce(&mut String),
+        phrase: impl FnOnce(&mut String),
+    ) -> bool {
         self.failed = true;
         match &mut self.out {
             Out::Verdict => false,
             Out::Owned(out) => {
-                let (mut detail, mut phrase) = (String::new(), String::new());
-                text(&mut detail, &mut phrase);
-                out.push(Rejection { reason, detail, phrase });
+                let (mut d, mut p) = (String::new(), String::new());
+                detail(&mut d);
+                phrase(&mut p);
+                out.push(Rejection { reason, detail: d, phrase: p });
                 true
             }
             Out::Interned(interner) => {
-                interner.push(reason, text);
+                interner.push(reason, key, detail, phrase);
                 true
             }
         }
@@ -166,14 +230,21 @@ impl<'a> Sink<'a> {
     }
 }
 
-/// `reject!(sink, reason, (detail format…), (phrase format…))`: records a rejection and
-/// returns from the check unless the sink collects texts.
+/// `reject!(sink, reason, [phrase key, detail key], (detail format…), (phrase format…))`:
+/// records a rejection and returns from the check unless the sink collects texts. The keys
+/// say which texts are the same within one request (see [`TextKey`]).
 macro_rules! reject {
-    ($sink:expr, $reason:expr, ($($detail:tt)*), ($($phrase:tt)*)) => {
-        if !$sink.reject($reason, |d, p| {
-            let _ = write!(d, $($detail)*);
-            let _ = write!(p, $($phrase)*);
-        }) {
+    ($sink:expr, $reason:expr, [$pk:expr, $dk:expr], ($($detail:tt)*), ($($phrase:tt)*)) => {
+        if !$sink.reject(
+            $reason,
+            TextKey { phrase: $pk, detail: $dk },
+            |d| {
+                let _ = write!(d, $($detail)*);
+            },
+            |p| {
+                let _ = write!(p, $($phrase)*);
+            },
+        ) {
             return;
         }
     };
@@ -222,37 +293,55 @@ pub struct CheckContext {
 pub fn check(id: &str, caps: &Capabilities, req: &Request, ctx: CheckContext, sink: &mut Sink<'_>) {
     if let Some(want) = &req.provider_id {
         if want != id {
-            reject!(sink, Reason::ProviderIdMismatch, ("request names {want}"), ("not provider {want}"));
+            reject!(sink, Reason::ProviderIdMismatch, [0, Some(0)], ("request names {want}"), ("not provider {want}"));
         }
     }
     if ctx.detached && !ctx.has_launch_detached {
-        reject!(sink, Reason::DetachedUnsupported, ("runtime has no launchDetached"), ("no detached launch"));
+        reject!(
+            sink,
+            Reason::DetachedUnsupported,
+            [0, Some(0)],
+            ("runtime has no launchDetached"),
+            ("no detached launch")
+        );
     }
     // One AND decides for known names; the per-name loop runs only to report, or for
     // custom names the mask cannot hold.
     if caps.mask & req.required_mask != req.required_mask || req.required_custom {
-        for cap in &req.required_capabilities {
+        for (k, cap) in req.required_capabilities.iter().enumerate() {
             if !caps.has(cap) {
-                reject!(sink, Reason::RequiredCapabilityMissing, ("{cap}"), ("missing capability {cap}"));
+                reject!(
+                    sink,
+                    Reason::RequiredCapabilityMissing,
+                    [k as u32, Some(0)],
+                    ("{cap}"),
+                    ("missing capability {cap}")
+                );
             }
         }
     }
     if caps.mask & req.forbidden_mask != 0 || req.forbidden_custom {
-        for cap in &req.forbidden_capabilities {
+        for (k, cap) in req.forbidden_capabilities.iter().enumerate() {
             if caps.has(cap) {
-                reject!(sink, Reason::ForbiddenCapabilityPresent, ("{cap}"), ("forbidden capability {cap}"));
+                reject!(
+                    sink,
+                    Reason::ForbiddenCapabilityPresent,
+                    [k as u32, Some(0)],
+                    ("{cap}"),
+                    ("forbidden capability {cap}")
+                );
             }
         }
     }
     if let Some(want) = &req.image_identity {
         if caps.image_identity.as_deref() != Some(want.as_str()) {
             let have = caps.image_identity.as_deref().unwrap_or("undeclared");
-            reject!(sink, Reason::ImageMismatch, ("{have} != {want}"), ("image not {want}"));
+            reject!(sink, Reason::ImageMismatch, [0, None], ("{have} != {want}"), ("image not {want}"));
         }
     }
-    for bin in &req.required_binaries {
+    for (k, bin) in req.required_binaries.iter().enumerate() {
         if !caps.binaries.iter().any(|b| b == bin) {
-            reject!(sink, Reason::RequiredBinaryMissing, ("{bin}"), ("missing binary {bin}"));
+            reject!(sink, Reason::RequiredBinaryMissing, [k as u32, Some(0)], ("{bin}"), ("missing binary {bin}"));
         }
     }
     if !req.egress.is_empty() && !caps.egress.is_some_and(|e| req.egress.contains(&e)) {
@@ -260,13 +349,20 @@ pub fn check(id: &str, caps: &Capabilities, req: &Request, ctx: CheckContext, si
         reject!(
             sink,
             Reason::EgressMismatch,
+            [0, Some(level_key(EGRESS_CLASSES, caps.egress))],
             ("{have} not in {}", List(&req.egress)),
             ("egress not in {}", List(&req.egress))
         );
     }
-    for sem in &req.timeout_semantics {
+    for (k, sem) in req.timeout_semantics.iter().enumerate() {
         if !caps.timeout_semantics.contains(sem) {
-            reject!(sink, Reason::TimeoutSemanticsMissing, ("{sem}"), ("missing timeout semantics {sem}"));
+            reject!(
+                sink,
+                Reason::TimeoutSemanticsMissing,
+                [k as u32, Some(0)],
+                ("{sem}"),
+                ("missing timeout semantics {sem}")
+            );
         }
     }
     if let Some(max) = req.timeout_granularity_ms {
@@ -275,12 +371,14 @@ pub fn check(id: &str, caps: &Capabilities, req: &Request, ctx: CheckContext, si
             Some(g) => reject!(
                 sink,
                 Reason::TimeoutGranularity,
+                [0, Some(g.to_bits())],
                 ("{} ms > {} ms", Num(g), Num(max)),
                 ("timeout granularity coarser than {} ms", Num(max))
             ),
             None => reject!(
                 sink,
                 Reason::TimeoutGranularity,
+                [0, Some(UNDECLARED)],
                 ("undeclared"),
                 ("timeout granularity coarser than {} ms", Num(max))
             ),
@@ -293,39 +391,48 @@ pub fn check(id: &str, caps: &Capabilities, req: &Request, ctx: CheckContext, si
             Lifetime::Capped(cap) => reject!(
                 sink,
                 Reason::SandboxLifetime,
+                [0, Some(cap.to_bits())],
                 ("{} ms < {} ms", Num(cap), Num(need)),
                 ("sandbox lifetime under {} ms", Num(need))
             ),
             Lifetime::Unknown => {
-                reject!(sink, Reason::SandboxLifetime, ("unknown"), ("sandbox lifetime unknown"))
+                reject!(sink, Reason::SandboxLifetime, [1, Some(0)], ("unknown"), ("sandbox lifetime unknown"))
             }
         }
     }
     if let Some(min) = req.durability {
         if caps.durability.is_none_or(|d| rank_of(DURABILITY_LEVELS, d) < rank_of(DURABILITY_LEVELS, min)) {
             let have = caps.durability.unwrap_or("undeclared");
-            reject!(sink, Reason::StateDurability, ("{have} < {min}"), ("state durability below {min}"));
+            reject!(
+                sink,
+                Reason::StateDurability,
+                [0, Some(level_key(DURABILITY_LEVELS, caps.durability))],
+                ("{have} < {min}"),
+                ("state durability below {min}")
+            );
         }
     }
-    for r in &req.restrictions {
+    for (k, r) in req.restrictions.iter().enumerate() {
         if !caps.restrictions.iter().any(|c| c == r) {
-            reject!(sink, Reason::RestrictionMissing, ("{r}"), ("missing restriction {r}"));
+            reject!(sink, Reason::RestrictionMissing, [k as u32, Some(0)], ("{r}"), ("missing restriction {r}"));
         }
     }
     if req.region_required && !caps.regions.iter().any(|r| req.region_preferred.contains(r)) {
         reject!(
             sink,
             Reason::RegionMismatch,
+            [0, None],
             ("{} not in {}", List(&caps.regions), List(&req.region_preferred)),
             ("region not in {}", List(&req.region_preferred))
         );
     }
-    for (name, get) in Resources::DIMENSIONS {
+    for (k, (name, get)) in Resources::DIMENSIONS.into_iter().enumerate() {
         let (need, have) = (get(&req.resources), get(&caps.resources));
         if need > 0.0 && need > have {
             reject!(
                 sink,
                 Reason::ResourcesInsufficient,
+                [k as u32, Some(have.to_bits())],
                 ("{name} {} > {}", Num(need), Num(have)),
                 ("insufficient {name}")
             );
@@ -334,7 +441,13 @@ pub fn check(id: &str, caps: &Capabilities, req: &Request, ctx: CheckContext, si
     if let Some(min) = req.isolation {
         if caps.isolation.is_none_or(|i| rank_of(ISOLATION_LEVELS, i) < rank_of(ISOLATION_LEVELS, min)) {
             let have = caps.isolation.unwrap_or("undeclared");
-            reject!(sink, Reason::IsolationInsufficient, ("{have} < {min}"), ("isolation below {min}"));
+            reject!(
+                sink,
+                Reason::IsolationInsufficient,
+                [0, Some(level_key(ISOLATION_LEVELS, caps.isolation))],
+                ("{have} < {min}"),
+                ("isolation below {min}")
+            );
         }
     }
 }
