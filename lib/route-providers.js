@@ -167,12 +167,6 @@ function sameSignals(o, s) {
   );
 }
 
-/** Whether definition `def` still matches its cached entry (one read of each property). */
-function unchanged(def, entry) {
-  const s = entry.snap;
-  return def.id === s.id && sameCapabilities(def.capabilities, s.capabilities) && sameSignals(def.signals, s.signals);
-}
-
 // ---------------------------------------------------------------------------------------
 
 /**
@@ -189,12 +183,19 @@ function readEntries(providers) {
       out[i] = { id: null, json: serialize({ id: null }), snap: null, cache: null };
       continue;
     }
+    // The three fields are read once here; the check and the copy both start from them.
+    const id = p.id;
+    const capabilities = p.capabilities;
+    const signals = p.signals;
     const hit = entries.get(p);
-    if (hit !== undefined && unchanged(p, hit)) {
+    if (hit !== undefined && id === hit.snap.id && sameCapabilities(capabilities, hit.snap.capabilities) && sameSignals(signals, hit.snap.signals)) {
       out[i] = hit;
       continue;
     }
-    const snap = { id: copy(p.id, 1), capabilities: copy(p.capabilities, 1), signals: copy(p.signals, 1) };
+    // New or changed: the router's own copy, from which it is serialized and parsed. (For a
+    // changed definition the check may already have read some nested properties; the
+    // decision uses only this copy, so a getter answering differently cannot split it.)
+    const snap = { id: copy(id, 1), capabilities: copy(capabilities, 1), signals: copy(signals, 1) };
     out[i] = { id: snap.id, json: serialize(snap), snap, cache: cacheable(snap) ? p : null };
   }
   return out;
