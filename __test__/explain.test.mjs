@@ -223,3 +223,20 @@ test('routeProviders: a class instance or a Proxy as a definition is read fresh 
   target.capabilities.supported = [];
   assert.deepEqual(eligibleIds(routeProviders(req, [proxy])), []);
 });
+
+test('explain: the text table starts over past its bound and explanations stay exact (must-fire of the reset)', async () => {
+  // 5,000 distinct details ("cpu 10 > 0.001", …): more than the core keeps (4,096).
+  const defs = Array.from({ length: 5000 }, (_, i) => definition(`p${i}`, { capabilities: { resources: { cpu: (i + 1) / 1000 } } }));
+  const request = { resources: { cpu: 10 } };
+  const r = router(defs);
+  for (let round = 0; round < 2; round++) {
+    const e = await r.explain(request);
+    assert.equal(e.rejected.length, 5000);
+    assert.equal(e.rejected[4999].reasons[0].detail, 'cpu 10 > 5');
+    assert.deepStrictEqual(e, explainPlain(request, plainDefs(defs)));
+  }
+  // Texts from before the reset are never mixed into a later explanation.
+  const small = await router([definition('a', { capabilities: { resources: { cpu: 1 } } })]).explain({ resources: { cpu: 2 } });
+  assert.deepEqual(small.rejected[0].reasons, [{ code: 'RESOURCES_INSUFFICIENT', detail: 'cpu 2 > 1' }]);
+  assert.equal(small.summary, '0/1 providers eligible: 1 insufficient cpu');
+});

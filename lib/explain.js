@@ -35,6 +35,9 @@ const STRATEGY = 5;
 const OBJECTIVE = 6;
 const MAX_ATTEMPTS = 7;
 const FALLBACK_ALLOWED = 8;
+const GENERATION = 9;
+const TEXTS = 10;
+const SUMMARY = 11;
 const ELIGIBLE_INTS = 4;
 const ELIGIBLE_FLOATS = 7;
 const NONE = 0xffffffff;
@@ -44,25 +47,39 @@ const NONE = 0xffffffff;
 let ints = new Uint32Array(1024);
 let floats = new Float64Array(1024);
 
-/**
- * The native decision: its texts (`[summary, ...details]`); its numbers are in the
- * buffers. Retries once with larger buffers.
- */
+// Our mirror of the core's table of texts (details and summaries): the core sends only
+// the texts we lack, and a new generation when it started its table over (it bounds it).
+let texts = [];
+let generation = 0xffffffff;
+
+/** The native decision, in the buffers, with `texts` up to date (retries once with larger buffers). */
 function decide(view, compiled, detached, extras) {
   const ex = extras ?? undefined;
-  let texts = callNative(() => binding.explainDecision(view.key, compiled.key, detached, ex, ints, floats));
+  call(view, compiled, detached, ex);
   if (ints[FITS] !== 1) {
     const intsNeeded = ints[INTS_NEEDED];
     const floatsNeeded = ints[FLOATS_NEEDED];
     ints = new Uint32Array(Math.max(intsNeeded, ints.length * 2));
     floats = new Float64Array(Math.max(floatsNeeded, floats.length * 2));
-    texts = callNative(() => binding.explainDecision(view.key, compiled.key, detached, ex, ints, floats));
+    call(view, compiled, detached, ex);
   }
-  return texts;
+}
+
+function call(view, compiled, detached, extras) {
+  ints[GENERATION] = generation;
+  ints[TEXTS] = texts.length;
+  const fresh = callNative(() => binding.explainDecision(view.key, compiled.key, detached, extras, ints, floats));
+  if (ints[GENERATION] !== generation) {
+    generation = ints[GENERATION];
+    texts = [];
+  }
+  // The core sent the texts from index ints[TEXTS] on (0 after a new generation).
+  texts.length = ints[TEXTS];
+  for (let i = 0; i < fresh.length; i++) texts.push(fresh[i]);
 }
 
 /** The rejected pools, from the buffers: `[{ providerId, reasons: [{ code, detail }] }]`. */
-function rejectedOf(texts, defs) {
+function rejectedOf(defs) {
   const n = ints[REJECTED];
   const out = new Array(n);
   let i = HI + ints[ELIGIBLE] * ELIGIBLE_INTS;
@@ -72,7 +89,7 @@ function rejectedOf(texts, defs) {
     i += 2;
     const reasons = new Array(count);
     for (let j = 0; j < count; j++) {
-      reasons[j] = { code: CODES[ints[i]], detail: texts[1 + ints[i + 1]] };
+      reasons[j] = { code: CODES[ints[i]], detail: texts[ints[i + 1]] };
       i += 2;
     }
     out[k] = { providerId, reasons };
@@ -90,7 +107,7 @@ const weightOf = (x) => (Number.isNaN(x) ? null : x);
  * @returns {import('../index').RoutingExplanation}
  */
 function explainView(view, compiled, detached, extras) {
-  const texts = decide(view, compiled, detached, extras);
+  decide(view, compiled, detached, extras);
   const defs = view.definitions;
   const objective = OBJECTIVES[ints[OBJECTIVE]];
   const wc = weightOf(floats[0]);
@@ -118,13 +135,13 @@ function explainView(view, compiled, detached, extras) {
     };
   }
   return {
-    summary: texts[0],
+    summary: texts[ints[SUMMARY]],
     strategy: STRATEGIES[ints[STRATEGY]],
     latencyObjective: objective,
     maxAcquisitionAttempts: ints[MAX_ATTEMPTS],
     acquisitionFallback: ints[FALLBACK_ALLOWED] === 1 ? 'allowed' : 'forbidden',
     eligible,
-    rejected: rejectedOf(texts, defs),
+    rejected: rejectedOf(defs),
   };
 }
 
@@ -133,8 +150,8 @@ function explainView(view, compiled, detached, extras) {
  * rejected pool with its reasons (`[{ providerId, reasons: [{ code, detail }] }]`).
  */
 function decisionForEvents(view, compiled, detached, extras) {
-  const texts = decide(view, compiled, detached, extras);
-  return { summary: texts[0], rejected: rejectedOf(texts, view.definitions) };
+  decide(view, compiled, detached, extras);
+  return { summary: texts[ints[SUMMARY]], rejected: rejectedOf(view.definitions) };
 }
 
 module.exports = { explainView, decisionForEvents };

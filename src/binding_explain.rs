@@ -21,9 +21,14 @@ use napi_derive::napi;
 use serde_json::Value;
 use std::cell::RefCell;
 
-/// Positions of the request-level fields at the start of `ints` (the decision follows
-/// at [`HEADER_INTS`]); the start of `floats` holds the three balanced weights (NaN when
-/// the strategy weighs nothing), the decision follows at [`HEADER_FLOATS`].
+/// Positions of the header at the start of `ints` (the decision follows at
+/// [`HEADER_INTS`]); the start of `floats` holds the three balanced weights (NaN when the
+/// strategy weighs nothing), the decision follows at [`HEADER_FLOATS`].
+///
+/// Texts (details and the summary) are indices into a table the caller mirrors: JS writes
+/// its table's generation and length into `GENERATION` and `TEXTS` before the call; the
+/// call returns only the texts from `TEXTS` (as written back) on, and a new generation
+/// (JS drops its table) when the table was reset. A repeated explanation moves no string.
 mod header {
     pub const FITS: usize = 0;
     pub const INTS_NEEDED: usize = 1;
@@ -34,12 +39,19 @@ mod header {
     pub const OBJECTIVE: usize = 6;
     pub const MAX_ATTEMPTS: usize = 7;
     pub const FALLBACK_ALLOWED: usize = 8;
+    pub const GENERATION: usize = 9;
+    pub const TEXTS: usize = 10;
+    pub const SUMMARY: usize = 11;
 }
 
 /// `ints` taken by the header.
-pub const HEADER_INTS: usize = 9;
+pub const HEADER_INTS: usize = 12;
 /// `floats` taken by the header.
 pub const HEADER_FLOATS: usize = 3;
+/// The text table starts over past this many texts…
+const MAX_TEXTS: usize = 4096;
+/// …or this many bytes (it holds details and summaries, which callers' declarations shape).
+const MAX_TEXT_BYTES: usize = 1 << 20;
 
 /// Names the explanation buffers refer to by index, read once by `lib/explain.js`.
 #[napi(object)]
@@ -50,8 +62,9 @@ pub struct ExplainVocabulary {
     pub strategies: Vec<String>,
     /// Latency objective names, by the header's objective index.
     pub objectives: Vec<String>,
-    /// Where the header fields sit in `ints`: fits, intsNeeded, floatsNeeded, eligible,
-    /// rejected, strategy, objective, maxAcquisitionAttempts, fallbackAllowed.
+    /// How many `ints` the header takes: fits, intsNeeded, floatsNeeded, eligible,
+    /// rejected, strategy, objective, maxAcquisitionAttempts, fallbackAllowed, text-table
+    /// generation, first new text, summary text.
     pub header_ints: u32,
     /// How many `floats` the header takes (the balanced weights).
     pub header_floats: u32,
@@ -75,11 +88,8 @@ pub fn explain_vocabulary() -> ExplainVocabulary {
 /// Explains the decision for compiled request `request_key` over registry `registry_key`
 /// (every pool: rank, score and breakdown, or every rejection reason). Writes the header
 /// and the numbers into `ints` and `floats` (layout: `core::explain::layout`, after the
-/// header). Returns the texts: the summary first, then the distinct rejection details (a
-/// reason's detail index `i` names element `1 + i`); one array, because each property of a
-/// returned object costs a native call and an explanation of six pools is a few µs. When a
-/// buffer is too small, writes only the header (`fits` 0 and the sizes needed, header
-/// included) and returns no texts.
+/// header) and returns the texts the caller's table lacks (see `header`). When a buffer is
+/// too small, writes only the header (`fits` 0 and the sizes needed, header included).
 #[napi(ts_return_type = "string[]")]
 pub fn explain_decision<'env>(
     env: &'env Env,
@@ -99,21 +109,32 @@ pub fn explain_decision<'env>(
         if ints.len() < HEADER_INTS || floats.len() < HEADER_FLOATS {
             return Err(encode("INTERNAL_ERROR", "internal error: explanation buffers too small", None, Value::Null));
         }
+        let (their_generation, their_texts) = (ints[header::GENERATION], ints[header::TEXTS] as usize);
         let inner = registry_by_key(registry_key)?;
         let req = request_by_key(request_key)?;
         let inner = inner.borrow();
         SCRATCH.with(|scratch| {
-            let mut texts = scratch.borrow_mut();
-            let d = inner.decide_interned(&req, detached, extras.as_ref(), &mut texts)?;
-            if !answer(&d, &texts, &req, ints, floats) {
-                return env.create_array(0);
+            let scratch = &mut *scratch.borrow_mut();
+            let (texts, generation) = (&mut scratch.0, &mut scratch.1);
+            if texts.details.len() > MAX_TEXTS || texts.details.bytes() > MAX_TEXT_BYTES {
+                texts.clear();
+                *generation = generation.wrapping_add(1);
             }
-            // Straight from the interner into JS strings: no Rust copy of any text.
-            let details = texts.details.as_slice();
-            let mut out = env.create_array(1 + details.len() as u32)?;
-            out.set(0, interned_summary(&d, &texts))?;
-            for (i, t) in details.iter().enumerate() {
-                out.set(1 + i as u32, t.as_str())?;
+            let from =
+                if their_generation == *generation && their_texts <= texts.details.len() { their_texts } else { 0 };
+            let d = inner.decide_interned(&req, detached, extras.as_ref(), texts)?;
+            let fits = answer(&d, texts, &req, ints, floats);
+            if fits {
+                let summary = interned_summary(&d, texts);
+                ints[header::SUMMARY] = texts.details.intern(&summary);
+            }
+            ints[header::GENERATION] = *generation;
+            ints[header::TEXTS] = from as u32;
+            // Straight from the table into JS strings: no Rust copy of any text.
+            let fresh = &texts.details.as_slice()[from..];
+            let mut out = env.create_array(fresh.len() as u32)?;
+            for (i, t) in fresh.iter().enumerate() {
+                out.set(i as u32, t.as_str())?;
             }
             Ok(out)
         })
@@ -121,10 +142,10 @@ pub fn explain_decision<'env>(
 }
 
 thread_local! {
-    /// The interner every explanation reuses (explanations run on the JS thread, one at a time).
-    static SCRATCH: RefCell<Interner> = RefCell::new(Interner::default());
+    /// The interner every explanation reuses (explanations run on the JS thread, one at a
+    /// time), with the generation of its details table.
+    static SCRATCH: RefCell<(Interner, u32)> = RefCell::new((Interner::default(), 0));
 }
-
 /// Writes the header and the decision into the buffers; false when they were too small
 /// (only the header was written).
 fn answer(d: &InternedDecision, texts: &Interner, req: &Request, ints: &mut [u32], floats: &mut [f64]) -> bool {

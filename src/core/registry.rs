@@ -241,8 +241,10 @@ pub struct InternedDecision {
     pub total: usize,
 }
 
-/// [`route`] in detail mode with the texts interned into `interner` (cleared first): the
-/// same filters and ranking, without two string allocations per rejection reason.
+/// [`route`] in detail mode with the texts interned into `interner`: the same filters and
+/// ranking, without two string allocations per rejection reason. The interner's reasons
+/// and phrases are the last request's only; its details table is kept (see
+/// [`Interner::clear_request`]).
 pub fn route_interned(
     pools: &[Pool],
     req: &Request,
@@ -252,7 +254,7 @@ pub fn route_interned(
     let opts = RouteOptions { detail: true, ..opts.clone() };
     let mut candidates: Vec<Candidate<'_>> = Vec::new();
     let mut rejected = Vec::new();
-    interner.clear();
+    interner.clear_request();
     for (i, p) in pools.iter().enumerate() {
         let start = interner.reasons.len();
         let failed = judge(p, i, req, &opts, &mut Sink::interned(interner), &mut candidates);

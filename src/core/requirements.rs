@@ -79,6 +79,7 @@ const UNDECLARED: u64 = u64::MAX;
 pub struct Texts {
     texts: Vec<String>,
     len: usize,
+    bytes: usize,
     ids: FxHashMap<u64, u32>,
 }
 
@@ -93,12 +94,29 @@ impl Texts {
         &self.texts[id as usize]
     }
 
+    /// How many texts.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes held by the texts.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
     fn clear(&mut self) {
         self.len = 0;
+        self.bytes = 0;
         self.ids.clear();
     }
 
-    fn intern(&mut self, text: &str) -> u32 {
+    /// The index of `text`, adding it when new.
+    pub fn intern(&mut self, text: &str) -> u32 {
         let mut hasher = FxHasher::default();
         text.hash(&mut hasher);
         let h = hasher.finish();
@@ -120,6 +138,7 @@ impl Texts {
             None => self.texts.push(text.to_string()),
         }
         self.len += 1;
+        self.bytes += text.len();
         self.ids.entry(h).or_insert(id as u32);
         id as u32
     }
@@ -137,11 +156,18 @@ pub struct InternedRejection {
 }
 
 impl Interner {
-    /// Forgets every reason and text, keeping the buffers. Call it between requests: the
-    /// keys of [`TextKey`] name texts within one request only.
+    /// Forgets every reason and text, keeping the buffers.
     pub fn clear(&mut self) {
-        self.reasons.clear();
+        self.clear_request();
         self.details.clear();
+    }
+
+    /// Forgets the reasons, phrases and keys of the last request (the keys of [`TextKey`]
+    /// name texts within one request only) but keeps the details table, so detail indices
+    /// stay valid across requests: a caller that mirrors the table elsewhere (the JS side
+    /// of an explanation) receives only the texts it has not seen.
+    pub fn clear_request(&mut self) {
+        self.reasons.clear();
         self.phrases.clear();
         self.phrase_keys.clear();
         self.detail_keys.clear();
