@@ -106,28 +106,48 @@ function keyCount(o) {
   return Object.keys(o).length;
 }
 
+// The check needs "serializes as the snapshot did", not "has the same prototype": JSON
+// reads own keys and values, and a prototype matters only through a `toJSON` method. So
+// the check looks for `toJSON` (an inline-cached property load) instead of asking for the
+// prototype (a runtime call per object); snapshots themselves are taken only of plain
+// objects and arrays (`copy`, `cacheable`).
+function jsonArray(a) {
+  return Array.isArray(a) && typeof a.toJSON !== 'function';
+}
+
+function jsonObject(o) {
+  return o !== null && typeof o === 'object' && !Array.isArray(o) && typeof o.toJSON !== 'function';
+}
+
 function sameStrings(a, s) {
-  if (!isPlainArray(a) || a.length !== s.length) return false;
+  if (!jsonArray(a) || a.length !== s.length) return false;
   for (let i = 0; i < s.length; i++) if (a[i] !== s[i]) return false;
   return true;
 }
 
-/** `o` is a plain object with exactly the keys of snapshot object `s` (whose values are all defined). */
-function sameShape(o, s) {
-  return isPlainObject(o) && keyCount(o) === keyCount(s);
+/** `o` is a plain object with exactly `n` keys (a snapshot object's count; its values are all defined). */
+function sameShape(o, n) {
+  return jsonObject(o) && keyCount(o) === n;
+}
+
+/** Key counts of a cacheable snapshot's objects (counted once, when it is made). */
+function countsOf(snap) {
+  const c = snap.capabilities;
+  const n = (o) => (o === undefined ? -1 : keyCount(o));
+  return { capabilities: n(c), image: n(c.image), timeout: n(c.timeout), resources: n(c.resources), signals: n(snap.signals) };
 }
 
 // Each property of the caller's objects is read at most once. With `sameShape` (exactly
 // the snapshot's number of keys) it suffices to compare the snapshot's own keys: a key
 // the snapshot lacks cannot be present unless one of the snapshot's is missing, and a
 // missing key reads `undefined`, which no clean snapshot value equals.
-function sameCapabilities(c, s) {
-  if (!sameShape(c, s)) return false;
+function sameCapabilities(c, s, k) {
+  if (!sameShape(c, k.capabilities)) return false;
   if (s.supported !== undefined && !sameStrings(c.supported, s.supported)) return false;
   if (s.image !== undefined) {
     const o = c.image;
     const t = s.image;
-    if (!sameShape(o, t)) return false;
+    if (!sameShape(o, k.image)) return false;
     if (t.identity !== undefined && o.identity !== t.identity) return false;
     if (t.binaries !== undefined && !sameStrings(o.binaries, t.binaries)) return false;
   }
@@ -135,7 +155,7 @@ function sameCapabilities(c, s) {
   if (s.timeout !== undefined) {
     const o = c.timeout;
     const t = s.timeout;
-    if (!sameShape(o, t)) return false;
+    if (!sameShape(o, k.timeout)) return false;
     if (t.semantics !== undefined && !sameStrings(o.semantics, t.semantics)) return false;
     if (t.granularityMs !== undefined && o.granularityMs !== t.granularityMs) return false;
     if (t.maxSandboxLifetimeMs !== undefined && o.maxSandboxLifetimeMs !== t.maxSandboxLifetimeMs) return false;
@@ -146,7 +166,7 @@ function sameCapabilities(c, s) {
   if (s.resources !== undefined) {
     const o = c.resources;
     const t = s.resources;
-    if (!sameShape(o, t)) return false;
+    if (!sameShape(o, k.resources)) return false;
     if (t.cpu !== undefined && o.cpu !== t.cpu) return false;
     if (t.memoryMb !== undefined && o.memoryMb !== t.memoryMb) return false;
     if (t.diskMb !== undefined && o.diskMb !== t.diskMb) return false;
@@ -155,9 +175,9 @@ function sameCapabilities(c, s) {
   return s.isolation === undefined || c.isolation === s.isolation;
 }
 
-function sameSignals(o, s) {
+function sameSignals(o, s, k) {
   if (s === undefined) return o === undefined;
-  if (!sameShape(o, s)) return false;
+  if (!sameShape(o, k.signals)) return false;
   return (
     (s.estimatedCost === undefined || o.estimatedCost === s.estimatedCost) &&
     (s.coldStartLatencyMs === undefined || o.coldStartLatencyMs === s.coldStartLatencyMs) &&
@@ -180,7 +200,7 @@ function readEntries(providers) {
   for (let i = 0; i < n; i++) {
     const p = providers[i];
     if (p === null || typeof p !== 'object') {
-      out[i] = { id: null, json: serialize({ id: null }), snap: null, cache: null };
+      out[i] = { id: null, json: serialize({ id: null }), snap: null, counts: null, cache: null };
       continue;
     }
     // The three fields are read once here; the check and the copy both start from them.
@@ -188,7 +208,7 @@ function readEntries(providers) {
     const capabilities = p.capabilities;
     const signals = p.signals;
     const hit = entries.get(p);
-    if (hit !== undefined && id === hit.snap.id && sameCapabilities(capabilities, hit.snap.capabilities) && sameSignals(signals, hit.snap.signals)) {
+    if (hit !== undefined && id === hit.snap.id && sameCapabilities(capabilities, hit.snap.capabilities, hit.counts) && sameSignals(signals, hit.snap.signals, hit.counts)) {
       out[i] = hit;
       continue;
     }
@@ -196,7 +216,8 @@ function readEntries(providers) {
     // changed definition the check may already have read some nested properties; the
     // decision uses only this copy, so a getter answering differently cannot split it.)
     const snap = { id: copy(id, 1), capabilities: copy(capabilities, 1), signals: copy(signals, 1) };
-    out[i] = { id: snap.id, json: serialize(snap), snap, cache: cacheable(snap) ? p : null };
+    const cache = cacheable(snap) ? p : null;
+    out[i] = { id: snap.id, json: serialize(snap), snap, counts: cache === null ? null : countsOf(snap), cache };
   }
   return out;
 }
