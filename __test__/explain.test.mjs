@@ -240,3 +240,14 @@ test('explain: the text table starts over past its bound and explanations stay e
   assert.deepEqual(small.rejected[0].reasons, [{ code: 'RESOURCES_INSUFFICIENT', detail: 'cpu 2 > 1' }]);
   assert.equal(small.summary, '0/1 providers eligible: 1 insufficient cpu');
 });
+
+test('routeProviders cache: a remembered definition still parses into a new registry when a neighbour changes', () => {
+  const defs = fresh();
+  routeProviders(req, defs);
+  defs[1].capabilities.supported = ['pty'];
+  // defs[0] comes from the cache (its text was dropped after parsing); the registry is new.
+  const out = routeProviders(req, defs);
+  assert.deepEqual(eligibleIds(out), ['a', 'b']);
+  assert.deepStrictEqual(out, explainPlain(req, defs));
+  assert.deepStrictEqual(routeProviders(req, [defs[0]]), explainPlain(req, [defs[0]]));
+});

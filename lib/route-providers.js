@@ -241,13 +241,16 @@ function viewOf(list) {
     }
   }
   const native = new binding.NativeRegistry();
-  for (const e of list) callNative(() => native.addPool(e.json, false));
+  // A remembered entry drops its text once parsed (it is our own copy's serialization, so
+  // it can be made again for the next registry that needs it).
+  for (const e of list) callNative(() => native.addPool(e.json ?? serialize(e.snap), false));
   // Parsed: the definitions that may be cached are remembered from now on.
   for (const e of list) {
     if (e.cache !== null) {
       entries.set(e.cache, e);
       e.cache = null;
     }
+    if (e.counts !== null) e.json = undefined;
   }
   const view = { native, key: native.key, definitions: list };
   registries.unshift({ entries: list, view });
