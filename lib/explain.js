@@ -16,7 +16,7 @@
 // ordinary objects.
 
 const { binding } = require('./binding.js');
-const { callNative } = require('./errors.js');
+const { fromNative } = require('./errors.js');
 
 // Names behind the indices the core writes (codes, strategies, objectives), read once.
 const VOCABULARY = binding.explainVocabulary();
@@ -68,14 +68,19 @@ function decide(view, compiled, detached, extras) {
 function call(view, compiled, detached, extras) {
   ints[GENERATION] = generation;
   ints[TEXTS] = texts.length;
-  const fresh = callNative(() => binding.explainDecision(view.key, compiled.key, detached, extras, ints, floats));
+  let fresh;
+  try {
+    fresh = binding.explainDecision(view.key, compiled.key, detached, extras, ints, floats);
+  } catch (error) {
+    throw fromNative(error);
+  }
   if (ints[GENERATION] !== generation) {
     generation = ints[GENERATION];
     texts = [];
   }
   // The core sent the texts from index ints[TEXTS] on (0 after a new generation).
-  texts.length = ints[TEXTS];
-  for (let i = 0; i < fresh.length; i++) texts.push(fresh[i]);
+  if (texts.length !== ints[TEXTS]) texts.length = ints[TEXTS];
+  if (fresh !== undefined && fresh !== null) for (let i = 0; i < fresh.length; i++) texts.push(fresh[i]);
 }
 
 /** The rejected pools, from the buffers: `[{ providerId, reasons: [{ code, detail }] }]`. */

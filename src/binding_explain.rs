@@ -88,9 +88,9 @@ pub fn explain_vocabulary() -> ExplainVocabulary {
 /// Explains the decision for compiled request `request_key` over registry `registry_key`
 /// (every pool: rank, score and breakdown, or every rejection reason). Writes the header
 /// and the numbers into `ints` and `floats` (layout: `core::explain::layout`, after the
-/// header) and returns the texts the caller's table lacks (see `header`). When a buffer is
+/// header) and returns the texts the caller's table lacks, if any (see `header`). When a buffer is
 /// too small, writes only the header (`fits` 0 and the sizes needed, header included).
-#[napi(ts_return_type = "string[]")]
+#[napi(ts_return_type = "string[] | undefined")]
 pub fn explain_decision<'env>(
     env: &'env Env,
     registry_key: u32,
@@ -99,7 +99,7 @@ pub fn explain_decision<'env>(
     extras: Option<RouteExtras>,
     mut ints: Uint32ArraySlice<'_>,
     mut floats: Float64ArraySlice<'_>,
-) -> Result<Array<'env>> {
+) -> Result<Option<Array<'env>>> {
     guard(|| {
         // SAFETY: JavaScript cannot run during this synchronous call, so nothing else
         // touches the buffers while we write; `lib/explain.js` lends two distinct
@@ -130,13 +130,17 @@ pub fn explain_decision<'env>(
             }
             ints[header::GENERATION] = *generation;
             ints[header::TEXTS] = from as u32;
-            // Straight from the table into JS strings: no Rust copy of any text.
+            // Straight from the table into JS strings: no Rust copy of any text; nothing at
+            // all when JS has every text already.
             let fresh = &texts.details.as_slice()[from..];
+            if fresh.is_empty() {
+                return Ok(None);
+            }
             let mut out = env.create_array(fresh.len() as u32)?;
             for (i, t) in fresh.iter().enumerate() {
                 out.set(i as u32, t.as_str())?;
             }
-            Ok(out)
+            Ok(Some(out))
         })
     })
 }
