@@ -3,9 +3,10 @@
 //! Why not JSON (as before) or one napi object per pool? At 1,000 pools the JSON round
 //! trip (serde `Value`, `to_string`, `JSON.parse`, then a copy without the internal index)
 //! took 10-15 ms, and at 10,000 pools it left ~80 MiB of RSS behind. Here the caller lends
-//! two reusable typed arrays; the core writes the ranks, scores, breakdowns and reason codes
-//! into them (`core::explain::write_compact`), and only the summary, the request's
-//! routing fields and the distinct rejection details cross as strings. `lib/explain.js`
+//! two reusable typed arrays; the core writes the request's routing fields (as indices into
+//! names JS reads once, `explain_vocabulary`), the ranks, scores, breakdowns and reason
+//! codes into them (`core::explain::write_compact`). Texts (details, summaries) are indices
+//! into a bounded table that JS mirrors, so each distinct text crosses once. `lib/explain.js`
 //! builds the documented objects from them, naming pools by the ids JS already holds.
 
 use crate::binding::{encode, guard, registry_by_key, request_by_key, RouteExtras};
