@@ -62,8 +62,6 @@ export declare class NativeRegistry {
   begin(request: CompiledRequest, detached: boolean, extras: RouteExtras | undefined | null, ledger: NativeLedger | undefined | null, observe: boolean, labelsJson?: string | undefined | null): number | NativeError
   /** Indices of pools that pass the hard requirements and credentials (for a resolver). */
   survivors(request: CompiledRequest, detached: boolean, extras?: RouteExtras | undefined | null): Array<number>
-  /** Full explanation as JSON (every pool: rank and breakdown, or reasons). */
-  explain(request: CompiledRequest, detached: boolean, extras?: RouteExtras | undefined | null): string
 }
 
 /**
@@ -204,6 +202,36 @@ export declare const enum EventType {
   ProvisionExhausted = 'provision.exhausted',
 }
 
+/**
+ * Explains the decision for compiled request `request_key` over registry `registry_key`
+ * (every pool: rank, score and breakdown, or every rejection reason). Writes the header
+ * and the numbers into `ints` and `floats` (layout: `core::explain::layout`, after the
+ * header) and returns the texts the caller's table lacks, if any (see `header`). When a buffer is
+ * too small, writes only the header (`fits` 0 and the sizes needed, header included).
+ */
+export declare function explainDecision(registryKey: number, requestKey: number, detached: boolean, extras: RouteExtras | undefined | null, ints: Uint32Array, floats: Float64Array): string[] | undefined
+
+/** The names behind the indices in the explanation buffers. */
+export declare function explainVocabulary(): ExplainVocabulary
+
+/** Names the explanation buffers refer to by index, read once by `lib/explain.js`. */
+export interface ExplainVocabulary {
+  /** Rejection codes, by `Reason` index. */
+  codes: Array<string>
+  /** Strategy names, by the header's strategy index. */
+  strategies: Array<string>
+  /** Latency objective names, by the header's objective index. */
+  objectives: Array<string>
+  /**
+   * How many `ints` the header takes: fits, intsNeeded, floatsNeeded, eligible,
+   * rejected, strategy, objective, maxAcquisitionAttempts, fallbackAllowed, text-table
+   * generation, first new text, summary text.
+   */
+  headerInts: number
+  /** How many `floats` the header takes (the balanced weights). */
+  headerFloats: number
+}
+
 /** How an acquisition failed: which error class the JS side builds. */
 export declare const enum FailureKind {
   /** A terminal launch failure (`ProviderProvisioningError` with the code). */
@@ -328,12 +356,6 @@ export interface RouteExtras {
   /** Capacity routing: the explicit provider order that replaces strategy ranking. */
   providerOrder?: Array<string>
 }
-
-/**
- * Routes once over pools given as a JSON array (the pure `routeProviders` path).
- * Returns the explanation JSON.
- */
-export declare function routeOnce(requestJson: string, definitionsJson: string): string
 
 /**
  * `count` fresh sandbox ids (1..=256), concatenated (36 characters each). The JS layer

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { routeProviders, InMemoryProviderRegistry, SandboxRouter } from '../index.js';
-import { routePlain, routePrepared, prepareRegistry, parseRequest, NAMED_CAPABILITIES } from '../bench/plain-router.mjs';
+import { routePlain, routePrepared, prepareRegistry, parseRequest, explainPlain, explainPrepared, NAMED_CAPABILITIES } from '../bench/plain-router.mjs';
 
 const RUNS = 3000;
 
@@ -234,6 +234,37 @@ test(`native and plain-JS routers agree on ${RUNS} random cases`, (t) => {
   assert.ok(stats.someRejected >= RUNS / 4, `only ${stats.someRejected} cases with rejected pools`);
   assert.ok(stats.invalidRequests >= RUNS / 100, `only ${stats.invalidRequests} invalid requests`);
   t.diagnostic(`equivalence: ${JSON.stringify(stats)}`);
+});
+
+// The full explanation (ranks, scores, tiers, breakdowns, tie-breaks, every reason with
+// its detail, the summary) is the same object on both sides, key for key and in the same
+// key order (so the same JSON text): what the bench compares, and what lib/explain.js builds
+// from the core's typed arrays.
+test(`full explanations agree with the plain-JS oracle on ${RUNS / 3} random cases`, async (t) => {
+  const stats = { explained: 0, withReasons: 0, ties: 0 };
+  await fc.assert(
+    fc.asyncProperty(poolsArb, requestArb, async (pools, request) => {
+      const native = attempt(() => routeProviders(request, pools));
+      const plain = attempt(() => explainPlain(request, pools));
+      if (native.error || plain.error) {
+        assert.equal(native.error?.code, plain.error?.code);
+        return;
+      }
+      assert.deepStrictEqual(native.value, plain.value);
+      assert.equal(JSON.stringify(native.value), JSON.stringify(plain.value));
+      const router = new SandboxRouter({ registry: new InMemoryProviderRegistry(pools.map((p) => ({ ...p, runtime }))) });
+      const explained = await router.explain(request);
+      assert.deepStrictEqual(explained, explainPrepared(prepareRegistry(pools), request));
+      stats.explained++;
+      if (explained.rejected.some((r) => r.reasons.length > 1)) stats.withReasons++;
+      if (explained.eligible.some((e) => e.tieBreak !== null)) stats.ties++;
+    }),
+    { numRuns: RUNS / 3 },
+  );
+  assert.ok(stats.explained >= RUNS / 4, `only ${stats.explained} explained`);
+  assert.ok(stats.withReasons >= RUNS / 30, `only ${stats.withReasons} cases with pools rejected for several reasons`);
+  assert.ok(stats.ties >= RUNS / 100, `only ${stats.ties} cases with a tie-break`);
+  t.diagnostic(`full explanations: ${JSON.stringify(stats)}`);
 });
 
 test('ties fall to the provider id in byte order, whatever the registration order', () => {

@@ -3,6 +3,9 @@
 //   a. Routing decision over 6 / 100 / 1,000 / 10,000 pools: the registry-backed router
 //      (router.route vs plain routePrepared, limit 3) and the per-call path
 //      (routeProviders vs plain routePlain).
+//   d. Explanations over 6 / 1,000 / 10,000 pools: router.explain vs the plain
+//      explainPrepared, routeProviders vs the plain explainPlain (both build the same full
+//      explanation, checked equal before timing), and RSS over 10,000 explanations.
 //   b. Provision overhead with an instant in-memory runtime, 6 pools: sequential time per
 //      provision, and 10,000 concurrent provisions (throughput, peak RSS), each side in
 //      its own child process.
@@ -19,7 +22,7 @@ import { readFileSync } from 'node:fs';
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import assert from 'node:assert/strict';
-import { prepareRegistry, routePrepared, routePlain, planPrepared } from './plain-router.mjs';
+import { prepareRegistry, routePrepared, routePlain, planPrepared, explainPrepared, explainPlain } from './plain-router.mjs';
 
 const SELF = fileURLToPath(import.meta.url);
 
@@ -207,6 +210,132 @@ async function routingSection(native) {
   });
   table(['pools', 'registry-backed speedup (plain time / native time)', 'target', 'per-call speedup (plain time / native time)'], rrows);
   return ratios;
+}
+
+// ---------------------------------------------------------------------------------------
+// d. Explanations.
+
+const EXPLAIN_SIZES = [6, 1_000, 10_000];
+
+/** Median time per operation (ms) of a task whose every sample ran `batch` operations. */
+function medianPerOp(task, batch) {
+  const r = task.result;
+  if (!r || r.state !== 'completed') throw new Error(`task ${task.name} did not complete: ${r?.state} ${r?.error?.stack ?? ''}`);
+  return { median: r.latency.p50 / batch, rme: r.latency.rme };
+}
+
+async function explainSection(native) {
+  const { SandboxRouter, InMemoryProviderRegistry, routeProviders } = native;
+  console.log('\n## d. Explanations (median time per full explanation; ratio = plain time / native time, > 1 means native faster)\n');
+  const rows = [];
+  const ratios = [];
+  for (const n of EXPLAIN_SIZES) {
+    const defs = makeDefinitions(n, 0x5eed + n);
+    const runtime = instantRuntime();
+    const router = new SandboxRouter({ registry: new InMemoryProviderRegistry(defs.map((d) => ({ ...d, runtime }))) });
+    const plainRegistry = prepareRegistry(defs);
+    // The same documented object on both sides, field for field, before timing anything.
+    const nativeExplained = await router.explain(REQUEST);
+    assert.deepStrictEqual(nativeExplained, explainPrepared(plainRegistry, REQUEST), `explain vs explainPrepared at ${n} pools`);
+    assert.deepStrictEqual(routeProviders(REQUEST, defs), explainPlain(REQUEST, defs), `routeProviders vs explainPlain at ${n} pools`);
+    const batch = n <= 6 ? 200 : 1;
+    const bench = new Bench({ time: n >= 10_000 ? 3000 : 1500, warmupTime: 300, iterations: 10, throws: true, setup });
+    let sink = 0;
+    // Both sides are awaited: router.explain is async (readiness and resolver may run), a
+    // plain router's explain would be too.
+    bench
+      .add('native router.explain', async () => {
+        for (let i = 0; i < batch; i++) sink += (await router.explain(REQUEST)).eligible.length;
+      })
+      .add('plain explainPrepared', async () => {
+        for (let i = 0; i < batch; i++) sink += (await explainPrepared(plainRegistry, REQUEST)).eligible.length;
+      })
+      .add('native routeProviders', () => {
+        for (let i = 0; i < batch; i++) sink += routeProviders(REQUEST, defs).eligible.length;
+      })
+      .add('plain explainPlain', () => {
+        for (let i = 0; i < batch; i++) sink += explainPlain(REQUEST, defs).eligible.length;
+      });
+    await bench.run();
+    if (sink === 0) throw new Error('nothing explained');
+    const [ne, pe, nr, pr] = bench.tasks.map((t) => medianPerOp(t, batch));
+    const label = `${fmtInt(n)} (${fmtInt(nativeExplained.eligible.length)} eligible)`;
+    rows.push([label, 'registry-backed', 'native router.explain', fmtTime(ne.median), `±${ne.rme.toFixed(1)}%`]);
+    rows.push([label, 'registry-backed', 'plain explainPrepared', fmtTime(pe.median), `±${pe.rme.toFixed(1)}%`]);
+    rows.push([label, 'per call', 'native routeProviders', fmtTime(nr.median), `±${nr.rme.toFixed(1)}%`]);
+    rows.push([label, 'per call', 'plain explainPlain', fmtTime(pr.median), `±${pr.rme.toFixed(1)}%`]);
+    ratios.push({ n, explain: pe.median / ne.median, routeProviders: pr.median / nr.median, times: { ne, pe, nr, pr } });
+  }
+  table(['pools', 'path', 'implementation', 'median', 'rme'], rows, ['l', 'l', 'l']);
+  console.log(
+    '\nBoth sides build the same full explanation (every eligible pool with rank, score, tier, breakdown and tie-break;\n' +
+      'every rejected pool with its reasons; the summary), checked deepStrictEqual above. routeProviders reuses the parsed\n' +
+      'definitions when the objects are unchanged (one read of each property decides); explainPlain parses every definition.\n',
+  );
+  const rss = runRssChild();
+  console.log(`RSS over ${fmtInt(rss.calls)} calls at ${fmtInt(rss.pools)} pools (fresh process, full GC before each reading):\n`);
+  table(
+    ['calls so far', ...rss.kinds.map((k) => `${k} RSS`)],
+    rss.checkpoints.map((c, i) => [fmtInt(c), ...rss.kinds.map((k) => `${rss.rss[k][i].toFixed(1)} MiB`)]),
+  );
+  const settle = Object.fromEntries(
+    rss.kinds.map((k) => {
+      const xs = rss.rss[k];
+      const half = Math.floor(xs.length / 2);
+      return [k, { firstHalf: xs[half] - xs[0], secondHalf: xs[xs.length - 1] - xs[half] }];
+    }),
+  );
+  console.log(
+    '\n' +
+      rss.kinds
+        .map((k) => `${k}: +${settle[k].firstHalf.toFixed(1)} MiB over the first half, ${settle[k].secondHalf >= 0 ? '+' : ''}${settle[k].secondHalf.toFixed(1)} MiB over the second`)
+        .join('\n'),
+  );
+  console.log(`one call at 10,000 pools, RSS after a full GC: router.explain ${rss.big.explain}, routeProviders ${rss.big.routeProviders}`);
+  return { ratios, rss, settle };
+}
+
+/** RSS (MiB, after a full GC) at checkpoints over 10,000 explanations at 1,000 pools, in a fresh child. */
+function runRssChild() {
+  const r = spawnSync(process.execPath, [SELF, '--rss-child'], { encoding: 'utf8', timeout: 600_000 });
+  if (r.status !== 0) throw new Error(`rss child failed (${r.status ?? r.signal}): ${r.stderr}`);
+  return JSON.parse(r.stdout.trim().split('\n').pop());
+}
+
+async function rssChild() {
+  const { SandboxRouter, InMemoryProviderRegistry, routeProviders } = await import('../index.js');
+  const mib = () => {
+    fullGc();
+    fullGc();
+    return process.memoryUsage().rss / 1024 / 1024;
+  };
+  const pools = 1_000;
+  const calls = 10_000;
+  const step = 1_000;
+  const defs = makeDefinitions(pools, 0x5eed + pools);
+  const runtime = instantRuntime();
+  const router = new SandboxRouter({ registry: new InMemoryProviderRegistry(defs.map((d) => ({ ...d, runtime }))) });
+  const kinds = ['router.explain', 'routeProviders'];
+  const run = { 'router.explain': () => router.explain(REQUEST), routeProviders: () => routeProviders(REQUEST, defs) };
+  const checkpoints = [];
+  for (let c = 0; c <= calls; c += step) checkpoints.push(c);
+  const rss = {};
+  for (const k of kinds) {
+    rss[k] = [mib()];
+    for (let done = 0; done < calls; done += step) {
+      for (let i = 0; i < step; i++) await run[k]();
+      rss[k].push(mib());
+    }
+  }
+  const bigDefs = makeDefinitions(10_000, 0x5eed + 10_000);
+  const bigRouter = new SandboxRouter({ registry: new InMemoryProviderRegistry(bigDefs.map((d) => ({ ...d, runtime }))) });
+  const grow = async (f) => {
+    const before = mib();
+    await f();
+    return `${(mib() - before) >= 0 ? '+' : ''}${(mib() - before).toFixed(1)} MiB`;
+  };
+  const big = { explain: await grow(() => bigRouter.explain(REQUEST)), routeProviders: await grow(() => routeProviders(REQUEST, bigDefs)) };
+  process.stdout.write(JSON.stringify({ pools, calls, kinds, checkpoints, rss, big }) + '\n');
 }
 
 // ---------------------------------------------------------------------------------------
@@ -447,14 +576,15 @@ async function main() {
   console.log(`# @agent-relay/sandbox-router: native vs plain JS`);
   console.log(`node ${process.version}, ${os.cpus().length} cores (${cpu}), ${os.platform()}-${os.arch()}`);
   const t0 = Date.now();
-  // `npm run bench -- --only=provision` runs one section (for iterating on it); the
-  // summary and the README's figures come from a full run.
+  // `npm run bench -- --only=provision` (or `--only=explain`) runs one section, for
+  // iterating on it; the summary and the README's figures come from a full run.
   const only = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length);
-  if (only === 'provision') {
-    await provisionSection(native);
+  if (only === 'provision' || only === 'explain') {
+    await (only === 'provision' ? provisionSection(native) : explainSection(native));
     return;
   }
   const routing = await routingSection(native);
+  const explained = await explainSection(native);
   const provision = await provisionSection(native);
   console.log('\n## c. Capacity reads (native readers on tokio, off the JS thread)');
   const { runCapacityBench } = await import('./capacity.mjs');
@@ -470,6 +600,19 @@ async function main() {
       ['route, 6 pools: plain time / native time', fmtRatio(at(6).registry), '≥ 1x', ok(at(6).registry >= 1)],
       ['route, 1,000 pools: plain time / native time', fmtRatio(at(1000).registry), '≥ 5x', ok(at(1000).registry >= 5)],
       ['route, 10,000 pools: plain time / native time', fmtRatio(at(10000).registry), '≥ 5x', ok(at(10000).registry >= 5)],
+      ...explained.ratios.flatMap(({ n, explain, routeProviders }) => {
+        const target = n === 6 ? 1 : 3;
+        return [
+          [`explain, ${fmtInt(n)} pools: plain time / native time`, fmtRatio(explain), `≥ ${target}x`, ok(explain >= target)],
+          [`routeProviders, ${fmtInt(n)} pools: plain time / native time`, fmtRatio(routeProviders), `≥ ${target}x`, ok(routeProviders >= target)],
+        ];
+      }),
+      ...explained.rss.kinds.map((k) => [
+        `${k}, 10,000 calls at 1,000 pools: RSS growth, second half`,
+        `${explained.settle[k].secondHalf.toFixed(1)} MiB`,
+        'settles (≤ 2 MiB)',
+        ok(explained.settle[k].secondHalf <= 2),
+      ]),
       ['provision, sequential: native time / floor time', fmtRatio(provision.sequentialRatio), '≤ 1.5x', ok(provision.sequentialRatio <= 1.5)],
       ['  (vs floor without routing)', fmtRatio(provision.sequentialRatioBare), '', ''],
       ['provision, 10k concurrent: native / floor throughput', fmtRatio(provision.throughputRatio), '≥ 0.7x', ok(provision.throughputRatio >= 0.7)],
@@ -485,6 +628,8 @@ async function main() {
 const at = process.argv.indexOf('--child');
 if (at >= 0) {
   await child(process.argv[at + 1]);
+} else if (process.argv.includes('--rss-child')) {
+  await rssChild();
 } else {
   await main();
 }

@@ -449,7 +449,10 @@ function readCapabilities(value, pool) {
 
 /** Validates signals into `pool`; an invalid value makes the pool ineligible (INVALID_SIGNALS). */
 function readSignals(value, pool) {
-  if (value === undefined) return;
+  if (value === undefined) {
+    pool.signalsDetail = 'signals is required';
+    return;
+  }
   try {
     const o = object(value, 'signals', undefined, SIGNAL_KEYS);
     const need = (key) => {
@@ -472,6 +475,7 @@ function readSignals(value, pool) {
     pool.available = available;
   } catch (e) {
     if (!(e instanceof FieldError)) throw e;
+    pool.signalsDetail = `${e.field} ${e.expectation}`;
   }
 }
 
@@ -499,6 +503,7 @@ export function preparePool(def) {
     gpu: 0,
     isolationRank: -1,
     signalsValid: false,
+    signalsDetail: '',
     estimatedCost: 0,
     coldStartLatencyMs: 0,
     readyLatencyMs: 0,
@@ -753,4 +758,198 @@ export function routePlain(request, definitions) {
   const rejected = [];
   const { cands, lo } = decide(registry.pools, r, rejected);
   return { eligible: rank(cands, r, undefined, lo), rejected };
+}
+
+// ---------------------------------------------------------------------------------------
+// The full explanation (explain.rs summary, requirements.rs check in collect mode,
+// registry.rs operational, ranking.rs rank with breakdowns and tie-breaks): the same
+// documented object, key for key and in the same key order, as the native
+// `router.explain` / `routeProviders`.
+
+/** A double as Rust's `{}` prints it: the shortest round-trip digits, never an exponent. */
+function rustFloat(x) {
+  let s = String(x);
+  if (!s.includes('e')) return s;
+  const neg = s.startsWith('-');
+  if (neg) s = s.slice(1);
+  const [mantissa, e] = s.split('e');
+  const [ip, fp = ''] = mantissa.split('.');
+  const digits = ip + fp;
+  const point = ip.length + Number(e);
+  let out;
+  if (point <= 0) out = `0.${'0'.repeat(-point)}${digits}`;
+  else if (point >= digits.length) out = digits + '0'.repeat(point - digits.length);
+  else out = `${digits.slice(0, point)}.${digits.slice(point)}`;
+  return (neg ? '-' : '') + out;
+}
+
+/** `x as i64` (saturating) as text. */
+function asI64(x) {
+  if (x >= 9223372036854775807) return '9223372036854775807';
+  if (x <= -9223372036854775808) return '-9223372036854775808';
+  return BigInt(Math.trunc(x)).toString();
+}
+
+/** requirements.rs `Num`. */
+function num(x) {
+  return Number.isInteger(x) && Math.abs(x) < 1e15 ? asI64(x) : rustFloat(x);
+}
+
+/** registry.rs `Ms`. */
+function ms(x) {
+  return Number.isInteger(x) ? asI64(x) : rustFloat(x);
+}
+
+const list = (xs) => `[${xs.join(', ')}]`;
+
+/** Every reason pool `p` fails request `r`, in the native order: `[code, detail, phrase]` triples. */
+function reasonsOf(p, r) {
+  const out = [];
+  const add = (code, detail, phrase) => out.push(code, detail, phrase);
+  if (r.providerId !== undefined && r.providerId !== p.id) add('PROVIDER_ID_MISMATCH', `request names ${r.providerId}`, `not provider ${r.providerId}`);
+  for (const cap of r.requiredCapabilities) if (!p.supported.has(cap)) add('REQUIRED_CAPABILITY_MISSING', cap, `missing capability ${cap}`);
+  for (const cap of r.forbiddenCapabilities) if (p.supported.has(cap)) add('FORBIDDEN_CAPABILITY_PRESENT', cap, `forbidden capability ${cap}`);
+  if (r.imageIdentity !== undefined && p.imageIdentity !== r.imageIdentity) {
+    add('IMAGE_MISMATCH', `${p.imageIdentity ?? 'undeclared'} != ${r.imageIdentity}`, `image not ${r.imageIdentity}`);
+  }
+  for (const bin of r.requiredBinaries) if (!p.binaries.includes(bin)) add('REQUIRED_BINARY_MISSING', bin, `missing binary ${bin}`);
+  if (r.egress.length !== 0 && (p.egress === undefined || !r.egress.includes(p.egress))) {
+    add('EGRESS_MISMATCH', `${p.egress ?? 'undeclared'} not in ${list(r.egress)}`, `egress not in ${list(r.egress)}`);
+  }
+  for (const sem of r.timeoutSemantics) if (!p.timeoutSemantics.includes(sem)) add('TIMEOUT_SEMANTICS_MISSING', sem, `missing timeout semantics ${sem}`);
+  if (r.timeoutGranularityMs !== undefined && !(p.timeoutGranularityMs !== undefined && p.timeoutGranularityMs <= r.timeoutGranularityMs)) {
+    const detail = p.timeoutGranularityMs === undefined ? 'undeclared' : `${num(p.timeoutGranularityMs)} ms > ${num(r.timeoutGranularityMs)} ms`;
+    add('TIMEOUT_GRANULARITY', detail, `timeout granularity coarser than ${num(r.timeoutGranularityMs)} ms`);
+  }
+  if (r.requiredLifetimeMs !== undefined) {
+    if (p.lifetime === LIFETIME_UNKNOWN) add('SANDBOX_LIFETIME', 'unknown', 'sandbox lifetime unknown');
+    else if (p.lifetime === LIFETIME_CAPPED && !(p.lifetimeMs >= r.requiredLifetimeMs)) {
+      add('SANDBOX_LIFETIME', `${num(p.lifetimeMs)} ms < ${num(r.requiredLifetimeMs)} ms`, `sandbox lifetime under ${num(r.requiredLifetimeMs)} ms`);
+    }
+  }
+  if (r.durabilityRank >= 0 && !(p.durabilityRank >= 0 && p.durabilityRank >= r.durabilityRank)) {
+    const min = DURABILITY_LEVELS[r.durabilityRank];
+    add('STATE_DURABILITY', `${p.durabilityRank >= 0 ? DURABILITY_LEVELS[p.durabilityRank] : 'undeclared'} < ${min}`, `state durability below ${min}`);
+  }
+  for (const x of r.restrictions) if (!p.restrictions.includes(x)) add('RESTRICTION_MISSING', x, `missing restriction ${x}`);
+  if (r.regionRequired && !p.regions.some((x) => r.regionPreferred.includes(x))) {
+    add('REGION_MISMATCH', `${list(p.regions)} not in ${list(r.regionPreferred)}`, `region not in ${list(r.regionPreferred)}`);
+  }
+  for (const name of ['cpu', 'memoryMb', 'diskMb', 'gpu']) {
+    const need = r[name];
+    if (need > 0 && need > p[name]) add('RESOURCES_INSUFFICIENT', `${name} ${num(need)} > ${num(p[name])}`, `insufficient ${name}`);
+  }
+  if (r.isolationRank >= 0 && !(p.isolationRank >= 0 && p.isolationRank >= r.isolationRank)) {
+    const min = ISOLATION_LEVELS[r.isolationRank];
+    add('ISOLATION_INSUFFICIENT', `${p.isolationRank >= 0 ? ISOLATION_LEVELS[p.isolationRank] : 'undeclared'} < ${min}`, `isolation below ${min}`);
+  }
+  if (out.length !== 0) return out;
+  if (!p.signalsValid) {
+    add('INVALID_SIGNALS', p.signalsDetail, 'invalid signals');
+  } else if (!p.available) {
+    add('UNAVAILABLE', 'signals.available is false', 'unavailable');
+  } else if (r.maxReadyLatencyMs !== undefined) {
+    const objective = r.coldObjective ? 'cold' : 'ready';
+    const latency = r.coldObjective ? p.coldStartLatencyMs : p.readyLatencyMs;
+    if (latency > r.maxReadyLatencyMs) {
+      add('LATENCY_BUDGET', `${objective} latency ${ms(latency)} ms > ${ms(r.maxReadyLatencyMs)} ms`, `${objective} latency over ${ms(r.maxReadyLatencyMs)} ms`);
+    }
+  }
+  return out;
+}
+
+/** explain.rs `summary`: each phrase counted once per pool, most frequent first, ties by phrase. */
+function summaryOf(eligible, total, phrasesPerPool) {
+  const counts = new Map();
+  for (const phrases of phrasesPerPool) {
+    const seen = new Set(phrases);
+    for (const p of seen) counts.set(p, (counts.get(p) ?? 0) + 1);
+  }
+  const parts = [...counts].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  const head = `${eligible}/${total} providers eligible`;
+  return parts.length === 0 ? head : `${head}: ${parts.map(([p, n]) => `${n} ${p}`).join(', ')}`;
+}
+
+/**
+ * The full explanation over a prepared registry (the plain equivalent of
+ * `router.explain(request)` without readiness, resolver or capacity order).
+ */
+export function explainPrepared(registry, request) {
+  const r = parseRequest(request);
+  const pools = registry.pools;
+  const rejected = [];
+  const phrasesPerPool = [];
+  const cands = [];
+  const lo = { costLo: Infinity, costHi: -Infinity, latLo: Infinity, latHi: -Infinity, relLo: Infinity, relHi: -Infinity };
+  const cold = r.coldObjective;
+  for (let i = 0; i < pools.length; i++) {
+    const p = pools[i];
+    const found = reasonsOf(p, r);
+    if (found.length !== 0) {
+      const reasons = [];
+      const phrases = [];
+      for (let j = 0; j < found.length; j += 3) {
+        reasons.push({ code: found[j], detail: found[j + 1] });
+        phrases.push(found[j + 2]);
+      }
+      rejected.push({ providerId: p.id, reasons });
+      phrasesPerPool.push(phrases);
+      continue;
+    }
+    cands.push(p);
+    const lat = cold ? p.coldStartLatencyMs : p.readyLatencyMs;
+    if (p.estimatedCost < lo.costLo) lo.costLo = p.estimatedCost;
+    if (p.estimatedCost > lo.costHi) lo.costHi = p.estimatedCost;
+    if (lat < lo.latLo) lo.latLo = lat;
+    if (lat > lo.latHi) lo.latHi = lat;
+    if (p.completionWithinBudgetRate < lo.relLo) lo.relLo = p.completionWithinBudgetRate;
+    if (p.completionWithinBudgetRate > lo.relHi) lo.relHi = p.completionWithinBudgetRate;
+  }
+  const balanced = r.strategy === BALANCED;
+  const objective = cold ? 'cold' : 'ready';
+  const lower = (x, a, b) => (b > a ? clamp01((b - x) / (b - a)) : 1);
+  const higher = (x, a, b) => (b > a ? clamp01((x - a) / (b - a)) : 1);
+  const entries = cands.map((p) => {
+    const lat = cold ? p.coldStartLatencyMs : p.readyLatencyMs;
+    const c = lower(p.estimatedCost, lo.costLo, lo.costHi);
+    const l = lower(lat, lo.latLo, lo.latHi);
+    const rel = higher(p.completionWithinBudgetRate, lo.relLo, lo.relHi);
+    const score =
+      r.strategy === COST ? c : r.strategy === LATENCY ? l : r.strategy === RELIABILITY ? rel : clamp01(COST_WEIGHT * c + LATENCY_WEIGHT * l + RELIABILITY_WEIGHT * rel);
+    const key = r.strategy === COST ? p.estimatedCost : r.strategy === LATENCY ? lat : r.strategy === RELIABILITY ? -p.completionWithinBudgetRate : -score;
+    return { p, lat, c, l, rel, score, key, tier: regionTier(p.regions, r.regionPreferred) };
+  });
+  const primaryEqual = (a, b) => a.tier === b.tier && a.key === b.key;
+  entries.sort((a, b) => a.tier - b.tier || (a.key < b.key ? -1 : a.key > b.key ? 1 : a.p.id < b.p.id ? -1 : a.p.id > b.p.id ? 1 : 0));
+  const eligible = entries.map((e, k) => ({
+    breakdown: {
+      cost: { normalized: e.c, raw: e.p.estimatedCost, weight: balanced ? COST_WEIGHT : null },
+      latency: { normalized: e.l, objective, raw: e.lat, weight: balanced ? LATENCY_WEIGHT : null },
+      reliability: { normalized: e.rel, raw: e.p.completionWithinBudgetRate, weight: balanced ? RELIABILITY_WEIGHT : null },
+    },
+    providerId: e.p.id,
+    providerOrderPosition: null,
+    rank: k + 1,
+    regionTier: e.tier,
+    score: e.score,
+    tieBreak: (k > 0 && primaryEqual(entries[k - 1], e)) || (k + 1 < entries.length && primaryEqual(e, entries[k + 1])) ? 'providerId' : null,
+  }));
+  return {
+    summary: summaryOf(eligible.length, pools.length, phrasesPerPool),
+    strategy: STRATEGIES[r.strategy],
+    latencyObjective: objective,
+    maxAcquisitionAttempts: r.maxAttempts,
+    acquisitionFallback: r.fallbackAllowed ? 'allowed' : 'forbidden',
+    eligible,
+    rejected,
+  };
+}
+
+/** Everything per call, like routeProviders: parses every definition, then the full explanation. */
+export function explainPlain(request, definitions) {
+  if (!Array.isArray(definitions)) {
+    throw new PlainRouterError('INVALID_PROVIDER_DEFINITION', 'explainPlain expects an array of provider definitions', 'providers');
+  }
+  parseRequest(request);
+  return explainPrepared(prepareRegistry(definitions), request);
 }

@@ -31,6 +31,7 @@ const { nextSandboxId } = require('./ids.js');
 const { guarded } = require('./guard.js');
 const { within, TIMED_OUT } = require('./within.js');
 const { measureJson } = require('./capacity.js');
+const { decisionForEvents } = require('./explain.js');
 const { emit, emitDecided, debug, DEBUG } = require('./events.js');
 const { isPackageError } = require('./operations.js');
 
@@ -308,17 +309,17 @@ function noEligible(ctx, value, id, detached) {
 }
 
 function emitDecision(ctx, view, compiled, detached, extras, id, candidates) {
-  let raw;
+  let decision;
   try {
-    raw = JSON.parse(view.native.explain(compiled.native, detached, extras));
+    decision = decisionForEvents(view, compiled, detached, extras);
   } catch {
     return;
   }
   emit(ctx.observer, 'provision.validated', { sandboxId: id, detached });
-  for (const r of raw.rejected) emit(ctx.observer, 'provider.rejected', { sandboxId: id, providerId: r.providerId, reasons: r.reasons });
+  for (const r of decision.rejected) emit(ctx.observer, 'provider.rejected', { sandboxId: id, providerId: r.providerId, reasons: r.reasons });
   emit(ctx.observer, 'provision.ranked', {
     sandboxId: id,
-    summary: raw.summary,
+    summary: decision.summary,
     providerIds: Array.from(candidates, (i) => view.definitions[i].id),
   });
 }
@@ -482,7 +483,7 @@ async function resolveSignals(ctx, view, compiled, detached, extrasSoFar, reques
   return `{${parts.join(',')}}`;
 }
 
-module.exports = { provision, extras, SANDBOX_ID_LABEL };
+module.exports = { provision, extras, needsExtras, SANDBOX_ID_LABEL };
 
 // Shape anchors. V8 keeps optimized code only while the object shapes it was specialized
 // for exist. When no provision is in flight and a full GC runs, the shapes of the

@@ -2,45 +2,287 @@
 // routeProviders(request, providers): the pure, synchronous decision over a list of
 // definitions, with upstream's signature. Same core, same order, same reasons as the
 // router; nothing is launched and no callback runs.
+//
+// Why a cache? Callers pass the same definitions again and again (often a fresh array,
+// `registry.list()`, holding the same objects). Parsing every definition natively on
+// every call cost ~20 ms at 1,000 pools. So each definition is read once, inside a guard,
+// into a plain copy of our own (its snapshot), serialized from that copy and parsed once;
+// on the next call, a definition whose object is the same (a WeakMap hit) is compared
+// field by field with its snapshot, reading each property once, and reused only when
+// nothing changed. A native registry is kept for the last few sequences of definitions.
+//
+// What counts as unchanged: the same `id`, and `capabilities` / `signals` with exactly the
+// snapshot's keys (own enumerable, on plain objects and arrays) and identical values
+// (`===`). Only definitions whose snapshot is plain JSON data with known keys are cached;
+// anything else (a class instance, a Proxy that answered strangely, a NaN, a function, an
+// unknown key) is read, serialized and parsed again on every call, as before.
 
 const { binding } = require('./binding.js');
-const { ProviderRegistryError, SandboxRequestValidationError, callNative } = require('./errors.js');
+const { ProviderRegistryError, callNative } = require('./errors.js');
 const { serialize } = require('./serialize.js');
 const { guarded } = require('./guard.js');
-const { publicExplanation } = require('./router.js');
+const { compile, checkLabels } = require('./compile.js');
+const { explainView } = require('./explain.js');
+
+/** definition object → its entry `{ id, json, snap }` (only definitions that parsed). */
+const entries = new WeakMap();
+/** Recent native registries: `{ entries, view }`, most recent first. */
+const registries = [];
+const MAX_REGISTRIES = 4;
+/** Deepest nesting a snapshot copies (the schema is 4 deep: definition → capabilities → timeout → semantics). */
+const MAX_DEPTH = 6;
+
+const CAPABILITY_KEYS = ['supported', 'image', 'egress', 'timeout', 'stateDurability', 'restrictions', 'regions', 'resources', 'isolation'];
+const KNOWN = {
+  capabilities: new Set(CAPABILITY_KEYS),
+  image: new Set(['identity', 'binaries']),
+  timeout: new Set(['semantics', 'granularityMs', 'maxSandboxLifetimeMs']),
+  resources: new Set(['cpu', 'memoryMb', 'diskMb', 'gpu']),
+  signals: new Set(['estimatedCost', 'coldStartLatencyMs', 'readyLatencyMs', 'completionWithinBudgetRate', 'available']),
+};
+
+function isPlainObject(v) {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return false;
+  const proto = Object.getPrototypeOf(v);
+  return proto === Object.prototype || proto === null;
+}
+
+function isPlainArray(v) {
+  return Array.isArray(v) && Object.getPrototypeOf(v) === Array.prototype;
+}
+
+/**
+ * A plain copy of `v` (own enumerable keys of plain objects, elements of plain arrays);
+ * anything else is kept as is and serialized as is. Reads each property once.
+ */
+function copy(v, depth) {
+  if (v === null || typeof v !== 'object' || depth >= MAX_DEPTH) return v;
+  if (isPlainArray(v)) {
+    const n = v.length;
+    const out = new Array(n);
+    for (let i = 0; i < n; i++) out[i] = copy(v[i], depth + 1);
+    return out;
+  }
+  if (!isPlainObject(v)) return v;
+  const out = {};
+  for (const key of Object.keys(v)) out[key] = copy(v[key], depth + 1);
+  return out;
+}
+
+// --- Snapshots: which copies may be cached, and the check that a definition still matches one.
+
+/** A JSON scalar that round-trips exactly: string, finite number, boolean, null. */
+function isScalar(v) {
+  return v === null || typeof v === 'string' || typeof v === 'boolean' || (typeof v === 'number' && Number.isFinite(v));
+}
+
+/** Whether copy `o` is a plain object with only `known` keys, each holding clean data. */
+function cleanObject(o, known) {
+  if (!isPlainObject(o)) return false;
+  for (const key of Object.keys(o)) {
+    if (!known.has(key)) return false;
+    const v = o[key];
+    if (KNOWN[key] !== undefined && known !== KNOWN.signals) {
+      if (!cleanObject(v, KNOWN[key])) return false;
+    } else if (isPlainArray(v)) {
+      for (let i = 0; i < v.length; i++) if (typeof v[i] !== 'string') return false;
+    } else if (!isScalar(v)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/** `def`'s copy, if it may be cached: a string id, plain known-key capabilities, signals absent or plain. */
+function cacheable(snap) {
+  return (
+    typeof snap.id === 'string' &&
+    cleanObject(snap.capabilities, KNOWN.capabilities) &&
+    (snap.signals === undefined || cleanObject(snap.signals, KNOWN.signals))
+  );
+}
+
+function keyCount(o) {
+  return Object.keys(o).length;
+}
+
+// The check needs "serializes as the snapshot did", not "has the same prototype": JSON
+// reads own keys and values, and a prototype matters only through a `toJSON` method. So
+// the check looks for `toJSON` (an inline-cached property load) instead of asking for the
+// prototype (a runtime call per object); snapshots themselves are taken only of plain
+// objects and arrays (`copy`, `cacheable`).
+function jsonArray(a) {
+  return Array.isArray(a) && typeof /** @type {any} */ (a).toJSON !== 'function';
+}
+
+function jsonObject(o) {
+  return o !== null && typeof o === 'object' && !Array.isArray(o) && typeof o.toJSON !== 'function';
+}
+
+function sameStrings(a, s) {
+  if (!jsonArray(a) || a.length !== s.length) return false;
+  for (let i = 0; i < s.length; i++) if (a[i] !== s[i]) return false;
+  return true;
+}
+
+/** `o` is a plain object with exactly `n` keys (a snapshot object's count; its values are all defined). */
+function sameShape(o, n) {
+  return jsonObject(o) && keyCount(o) === n;
+}
+
+/** Key counts of a cacheable snapshot's objects (counted once, when it is made). */
+function countsOf(snap) {
+  const c = snap.capabilities;
+  const n = (o) => (o === undefined ? -1 : keyCount(o));
+  return { capabilities: n(c), image: n(c.image), timeout: n(c.timeout), resources: n(c.resources), signals: n(snap.signals) };
+}
+
+// Each property of the caller's objects is read at most once. With `sameShape` (exactly
+// the snapshot's number of keys) it suffices to compare the snapshot's own keys: a key
+// the snapshot lacks cannot be present unless one of the snapshot's is missing, and a
+// missing key reads `undefined`, which no clean snapshot value equals.
+function sameCapabilities(c, s, k) {
+  if (!sameShape(c, k.capabilities)) return false;
+  if (s.supported !== undefined && !sameStrings(c.supported, s.supported)) return false;
+  if (s.image !== undefined) {
+    const o = c.image;
+    const t = s.image;
+    if (!sameShape(o, k.image)) return false;
+    if (t.identity !== undefined && o.identity !== t.identity) return false;
+    if (t.binaries !== undefined && !sameStrings(o.binaries, t.binaries)) return false;
+  }
+  if (s.egress !== undefined && c.egress !== s.egress) return false;
+  if (s.timeout !== undefined) {
+    const o = c.timeout;
+    const t = s.timeout;
+    if (!sameShape(o, k.timeout)) return false;
+    if (t.semantics !== undefined && !sameStrings(o.semantics, t.semantics)) return false;
+    if (t.granularityMs !== undefined && o.granularityMs !== t.granularityMs) return false;
+    if (t.maxSandboxLifetimeMs !== undefined && o.maxSandboxLifetimeMs !== t.maxSandboxLifetimeMs) return false;
+  }
+  if (s.stateDurability !== undefined && c.stateDurability !== s.stateDurability) return false;
+  if (s.restrictions !== undefined && !sameStrings(c.restrictions, s.restrictions)) return false;
+  if (s.regions !== undefined && !sameStrings(c.regions, s.regions)) return false;
+  if (s.resources !== undefined) {
+    const o = c.resources;
+    const t = s.resources;
+    if (!sameShape(o, k.resources)) return false;
+    if (t.cpu !== undefined && o.cpu !== t.cpu) return false;
+    if (t.memoryMb !== undefined && o.memoryMb !== t.memoryMb) return false;
+    if (t.diskMb !== undefined && o.diskMb !== t.diskMb) return false;
+    if (t.gpu !== undefined && o.gpu !== t.gpu) return false;
+  }
+  return s.isolation === undefined || c.isolation === s.isolation;
+}
+
+function sameSignals(o, s, k) {
+  if (s === undefined) return o === undefined;
+  if (!sameShape(o, k.signals)) return false;
+  return (
+    (s.estimatedCost === undefined || o.estimatedCost === s.estimatedCost) &&
+    (s.coldStartLatencyMs === undefined || o.coldStartLatencyMs === s.coldStartLatencyMs) &&
+    (s.readyLatencyMs === undefined || o.readyLatencyMs === s.readyLatencyMs) &&
+    (s.completionWithinBudgetRate === undefined || o.completionWithinBudgetRate === s.completionWithinBudgetRate) &&
+    (s.available === undefined || o.available === s.available)
+  );
+}
+
+// ---------------------------------------------------------------------------------------
+
+/**
+ * Each definition's entry: the cached one when its object is unchanged, else a fresh read
+ * `{ id, json, snap, cache }`. Runs inside a guard: a throw while reading is reported by
+ * the caller.
+ */
+function readEntries(providers) {
+  const n = providers.length;
+  const out = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const p = providers[i];
+    if (p === null || typeof p !== 'object') {
+      out[i] = { id: null, json: serialize({ id: null }), snap: null, counts: null, cache: null };
+      continue;
+    }
+    // The three fields are read once here; the check and the copy both start from them.
+    const id = p.id;
+    const capabilities = p.capabilities;
+    const signals = p.signals;
+    const hit = entries.get(p);
+    if (hit !== undefined && id === hit.snap.id && sameCapabilities(capabilities, hit.snap.capabilities, hit.counts) && sameSignals(signals, hit.snap.signals, hit.counts)) {
+      out[i] = hit;
+      continue;
+    }
+    // New or changed: the router's own copy, from which it is serialized and parsed. (For a
+    // changed definition the check may already have read some nested properties; the
+    // decision uses only this copy, so a getter answering differently cannot split it.)
+    const snap = { id: copy(id, 1), capabilities: copy(capabilities, 1), signals: copy(signals, 1) };
+    const cache = cacheable(snap) ? p : null;
+    out[i] = { id: snap.id, json: serialize(snap), snap, counts: cache === null ? null : countsOf(snap), cache };
+  }
+  return out;
+}
+
+function sameSequence(a, b) {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** The native registry of these entries: a recent one with the very same entries, or a new one. */
+function viewOf(list) {
+  for (let i = 0; i < registries.length; i++) {
+    const r = registries[i];
+    if (sameSequence(r.entries, list)) {
+      if (i > 0) {
+        registries.splice(i, 1);
+        registries.unshift(r);
+      }
+      return r.view;
+    }
+  }
+  const native = new binding.NativeRegistry();
+  // A remembered entry drops its text once parsed (it is our own copy's serialization, so
+  // it can be made again for the next registry that needs it).
+  // (No runtime here: no launchDetached, no capacity reader.)
+  for (const e of list) callNative(() => native.addPool(e.json ?? serialize(e.snap), false, false));
+  // Parsed: the definitions that may be cached are remembered from now on.
+  for (const e of list) {
+    if (e.cache !== null) {
+      entries.set(e.cache, e);
+      e.cache = null;
+    }
+    if (e.counts !== null) e.json = undefined;
+  }
+  const view = { native, key: native.key, definitions: list };
+  registries.unshift({ entries: list, view });
+  if (registries.length > MAX_REGISTRIES) registries.pop();
+  return view;
+}
 
 /**
  * @param {object | undefined} request
  * @param {readonly object[]} providers
  */
 function routeProviders(request, providers) {
-  // Read once, inside a guard (guard.js): the request through serialize, the definitions
-  // into plain `{ id, capabilities, signals }` data.
-  let defs;
+  // The definitions, each read once inside a guard (guard.js), then the request, then the
+  // native parse of the definitions: the order (and so the error) of 0.7.
+  let list;
   try {
-    defs = guarded(() => {
-      if (!Array.isArray(providers)) return undefined;
-      return serialize(
-        Array.from(providers, (p) => (p !== null && typeof p === 'object' ? { id: p.id, capabilities: p.capabilities, signals: p.signals } : { id: null })),
-      );
-    });
+    list = guarded(() => (Array.isArray(providers) ? readEntries(providers) : undefined));
   } catch {
-    defs = null;
+    list = null;
   }
-  if (defs === undefined) {
+  if (list === undefined) {
     throw new ProviderRegistryError('routeProviders expects an array of provider definitions', 'INVALID_PROVIDER_DEFINITION', {
       field: 'providers',
     });
   }
-  if (defs === null) {
+  if (list === null || list.some((e) => e.json === null)) {
     throw new ProviderRegistryError('provider definitions must be readable and serializable', 'INVALID_PROVIDER_DEFINITION', { field: 'providers' });
   }
-  const json = serialize(request);
-  if (json === null) {
-    throw new SandboxRequestValidationError('invalid request: (root) must be readable plain data (no cycles, throwing getters or toJSON)', 'INVALID_REQUEST', { field: '(root)' });
-  }
-  const raw = JSON.parse(callNative(() => binding.routeOnce(json, defs)));
-  return publicExplanation(raw);
+  const call = compile(request);
+  checkLabels(call);
+  return explainView(viewOf(list), call.compiled, false, null);
 }
 
 module.exports = { routeProviders };

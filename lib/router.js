@@ -16,8 +16,9 @@ const { nativeView } = require('./registry.js');
 const { compile, checkLabels } = require('./compile.js');
 const { guarded } = require('./guard.js');
 const { contextOf } = require('./options.js');
-const { provision, extras, SANDBOX_ID_LABEL } = require('./provision.js');
+const { provision, extras, needsExtras, SANDBOX_ID_LABEL } = require('./provision.js');
 const { getCapacity } = require('./capacity.js');
+const { explainView } = require('./explain.js');
 const operations = require('./operations.js');
 
 /** The buffer route() lends the native side for an order (at most 10 attempts; read at once). */
@@ -31,21 +32,6 @@ function detachedOf(options) {
   } catch {
     throw new SandboxRequestValidationError('invalid options: could not be read', 'INVALID_REQUEST', { field: 'options' });
   }
-}
-
-// Pools are named by id only: a definition holds the caller's runtime, which may hold a
-// credential, and nothing we return may carry one.
-function publicExplanation(raw) {
-  const strip = ({ index, ...rest }) => rest;
-  return {
-    summary: raw.summary,
-    strategy: raw.strategy,
-    latencyObjective: raw.latencyObjective,
-    maxAcquisitionAttempts: raw.maxAcquisitionAttempts,
-    acquisitionFallback: raw.acquisitionFallback,
-    eligible: raw.eligible.map(strip),
-    rejected: raw.rejected.map(strip),
-  };
 }
 
 class SandboxRouter {
@@ -102,9 +88,8 @@ class SandboxRouter {
     checkLabels(call);
     const { compiled } = call;
     const view = nativeView(this.#ctx.registry);
-    const ext = await extras(this.#ctx, view, compiled, detached, request);
-    const raw = JSON.parse(callNative(() => view.native.explain(compiled.native, detached, ext)));
-    return publicExplanation(raw);
+    const ext = needsExtras(this.#ctx) ? await extras(this.#ctx, view, compiled, detached, request) : null;
+    return explainView(view, compiled, detached, ext);
   }
 
   /**
@@ -161,4 +146,4 @@ class SandboxRouter {
   }
 }
 
-module.exports = { SandboxRouter, SANDBOX_ID_LABEL, publicExplanation };
+module.exports = { SandboxRouter, SANDBOX_ID_LABEL };

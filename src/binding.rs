@@ -16,7 +16,7 @@
 
 use crate::binding_acquisition::{insert as insert_machine, Entry as MachineEntry, NativeError, NativeLedger};
 use crate::core::acquisition::{Acquisition, CapacityPlan};
-use crate::core::explain::{explain, summary};
+use crate::core::explain::summary;
 use crate::core::ids::{validate_provider_id, validate_sandbox_id, SandboxIdSource, SandboxKey};
 use crate::core::mapping::{CreatedAt, Mapping, MappingStore};
 use crate::core::ranking::Slim;
@@ -79,6 +79,16 @@ thread_local! {
     static REGISTRIES: RefCell<Slab<Rc<RefCell<RegistryInner>>>> = const { RefCell::new(Slab::new()) };
     static REQUESTS: RefCell<Slab<Rc<Request>>> = const { RefCell::new(Slab::new()) };
     static STORES: RefCell<Slab<Rc<RefCell<MappingStore>>>> = const { RefCell::new(Slab::new()) };
+}
+
+/// The registry behind hot-path key `key` (see [`Slab`]).
+pub(crate) fn registry_by_key(key: u32) -> Result<Rc<RefCell<RegistryInner>>> {
+    REGISTRIES.with(|s| s.borrow().get(key)).ok_or_else(|| stale("registry"))
+}
+
+/// The compiled request behind hot-path key `key`.
+pub(crate) fn request_by_key(key: u32) -> Result<Rc<Request>> {
+    REQUESTS.with(|s| s.borrow().get(key)).ok_or_else(|| stale("request"))
 }
 
 fn stale(what: &str) -> Error {
@@ -197,7 +207,7 @@ pub struct NativeRegistry {
 
 /// What a registry holds; shared by its class and its hot-path key.
 pub(crate) struct RegistryInner {
-    registry: Registry,
+    pub(crate) registry: Registry,
     /// Per pool: whether its definition has a capacity reader.
     readers: Vec<bool>,
     scratch: Vec<Slim>,
@@ -348,16 +358,6 @@ impl NativeRegistry {
                 .into_iter()
                 .map(|i| i as u32)
                 .collect())
-        })
-    }
-
-    /// Full explanation as JSON (every pool: rank and breakdown, or reasons).
-    #[napi]
-    pub fn explain(&self, request: &CompiledRequest, detached: bool, extras: Option<RouteExtras>) -> Result<String> {
-        guard(|| {
-            let inner = self.inner.borrow();
-            let d = inner.decide(&request.req, detached, extras.as_ref(), None, true)?;
-            Ok(explain(inner.registry.pools(), &request.req, &d).to_string())
         })
     }
 }
@@ -524,6 +524,30 @@ impl RegistryInner {
         Ok(Ok(order))
     }
 
+    /// Every pool's verdict with every reason, texts interned (explanations).
+    pub(crate) fn decide_interned(
+        &self,
+        req: &Request,
+        detached: bool,
+        extras: Option<&RouteExtras>,
+        interner: &mut crate::core::requirements::Interner,
+    ) -> Result<crate::core::registry::InternedDecision> {
+        let unavailable: Vec<usize> = extras
+            .and_then(|e| e.credentials_unavailable.as_ref())
+            .map(|v| v.iter().map(|i| *i as usize).collect())
+            .unwrap_or_default();
+        let overrides = signal_overrides(extras.and_then(|e| e.signals_json.as_deref()))?;
+        let opts = RouteOptions {
+            detached,
+            credentials_unavailable: &unavailable,
+            signals: overrides.as_ref(),
+            provider_order: extras.and_then(|e| e.provider_order.as_deref()),
+            limit: None,
+            detail: true,
+        };
+        Ok(crate::core::registry::route_interned(self.registry.pools(), req, &opts, interner))
+    }
+
     fn decide(
         &self,
         req: &Request,
@@ -590,26 +614,6 @@ pub struct ReasonRecord {
     pub code: String,
     /// What exactly (names and numbers, never a caller's value).
     pub detail: String,
-}
-
-/// Routes once over pools given as a JSON array (the pure `routeProviders` path).
-/// Returns the explanation JSON.
-#[napi]
-pub fn route_once(request_json: String, definitions_json: String) -> Result<String> {
-    guard(|| {
-        let req = request_from(&request_json)?;
-        let defs = parse_json(&definitions_json, "providers")?;
-        let Value::Array(items) = defs else {
-            return Err(encode("INVALID_PROVIDER_DEFINITION", "providers must be an array", None, Value::Null));
-        };
-        let mut registry = Registry::default();
-        for item in &items {
-            let has = item.get("$launchDetached").and_then(Value::as_bool).unwrap_or(false);
-            registry.add(Pool::from_json(item, has).map_err(core_err)?).map_err(core_err)?;
-        }
-        let d = route(registry.pools(), &req, &RouteOptions { detail: true, ..RouteOptions::default() });
-        Ok(explain(registry.pools(), &req, &d).to_string())
-    })
 }
 
 /// The default in-memory mapping store (sync core; the JS class adds the async contract).

@@ -1,6 +1,7 @@
 pub mod binding;
 pub mod binding_acquisition;
 pub mod binding_capacity;
+pub mod binding_explain;
 pub mod binding_manifest;
 pub mod core;
 pub mod readers;

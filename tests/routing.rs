@@ -1,8 +1,10 @@
 //! Routing decisions end to end over the core (no Node): filters, ranking, explain.
 
-use agent_relay_sandbox_router::core::explain::explain;
-use agent_relay_sandbox_router::core::registry::{route, Pool, Registry, RouteOptions};
+use agent_relay_sandbox_router::core::explain::{compact_size, interned_summary, summary, write_compact, NONE};
+use agent_relay_sandbox_router::core::reasons::Reason;
+use agent_relay_sandbox_router::core::registry::{route, route_interned, Pool, Registry, RouteOptions};
 use agent_relay_sandbox_router::core::request::parse_request;
+use agent_relay_sandbox_router::core::requirements::Interner;
 use serde_json::{json, Value};
 
 fn signals(cost: f64, cold: f64, ready: f64, rate: f64) -> Value {
@@ -158,14 +160,75 @@ fn explain_summary_counts_reasons_kubernetes_style() {
         "region": {"preferred": ["eu-west"], "required": true}, "resources": {"cpu": 4}}))
     .unwrap();
     let d = route(r.pools(), &req, &RouteOptions { detail: true, ..RouteOptions::default() });
-    let e = explain(r.pools(), &req, &d);
     assert_eq!(
-        e["summary"],
+        summary(d.eligible.len(), d.total, &d.rejected),
         "0/5 providers eligible: 3 missing capability pty, 3 region not in [eu-west], 1 insufficient cpu"
     );
-    let d_reasons = &e["rejected"][3]["reasons"];
-    assert_eq!(d_reasons[0]["code"], "RESOURCES_INSUFFICIENT");
-    assert_eq!(d_reasons[0]["detail"], "cpu 4 > 2");
+    let d_reasons = &d.rejected[3].reasons;
+    assert_eq!(d_reasons[0].reason.code(), "RESOURCES_INSUFFICIENT");
+    assert_eq!(d_reasons[0].detail, "cpu 4 > 2");
+}
+
+#[test]
+fn compact_layout_carries_ranks_breakdowns_and_reasons_by_index() {
+    let r = reg(vec![
+        ("b", json!({"regions": ["eu-west"]}), signals(0.2, 1.0, 10.0, 0.9)),
+        ("a", json!({"supported": ["pty"], "regions": ["us-east"]}), signals(0.1, 1.0, 20.0, 0.8)),
+        ("c", json!({"regions": ["eu-west"]}), signals(0.1, 1.0, 20.0, 0.8)),
+    ]);
+    let req = parse_request(&json!({"requires": {"forbiddenCapabilities": ["pty"]},
+        "region": {"preferred": ["eu-west"]}, "routing": {"strategy": "cost"}}))
+    .unwrap();
+    let mut texts = Interner::default();
+    let d = route_interned(r.pools(), &req, &RouteOptions::default(), &mut texts);
+    let (ni, nf) = compact_size(&d);
+    assert_eq!((ni, nf), (2 * 4 + 2 + 2, 2 * 7));
+    // Too small: nothing written, the sizes reported.
+    let w = write_compact(&d, &texts, &mut [0; 3], &mut [0.0; 14]);
+    assert!(!w.fits);
+    assert_eq!((w.ints, w.floats), (ni, nf));
+    let (mut ints, mut floats) = (vec![7u32; ni], vec![-1.0; nf]);
+    let w = write_compact(&d, &texts, &mut ints, &mut floats);
+    assert!(w.fits);
+    // c (cost 0.1) before b (0.2), both tier 0; no capacity order; no tie.
+    assert_eq!(&ints[..8], &[2, 0, NONE, 0, 0, 0, NONE, 0]);
+    assert_eq!(&floats[..7], &[1.0, 0.1, 1.0, 20.0, 0.0, 0.8, 0.0]);
+    assert_eq!(&ints[8..], &[1, 1, Reason::ForbiddenCapabilityPresent.index(), 0]);
+    assert_eq!(texts.details.as_slice(), ["pty"]);
+    assert_eq!(interned_summary(&d, &texts), "2/3 providers eligible: 1 forbidden capability pty");
+}
+
+#[test]
+fn interned_decision_equals_the_owned_one() {
+    let r = reg(vec![
+        ("a", json!({"regions": ["us-east"], "resources": {"cpu": 2}}), signals(0.1, 1.0, 1.0, 0.9)),
+        ("b", json!({"supported": ["pty"], "regions": ["us-east"]}), signals(0.1, 1.0, 1.0, 0.9)),
+        ("c", json!({"regions": ["eu-west"], "resources": {"cpu": 8}}), signals(0.1, 1.0, 1.0, 0.9)),
+    ]);
+    let req = parse_request(&json!({"requires": {"requiredCapabilities": ["pty"]},
+        "region": {"preferred": ["eu-west"], "required": true}, "resources": {"cpu": 4}}))
+    .unwrap();
+    let owned = route(r.pools(), &req, &RouteOptions { detail: true, ..RouteOptions::default() });
+    let mut interner = Interner::default();
+    // A reused interner (a previous, different explanation in it) gives the same answer.
+    route_interned(
+        r.pools(),
+        &parse_request(&json!({"providerId": "zz"})).unwrap(),
+        &RouteOptions::default(),
+        &mut interner,
+    );
+    let interned = route_interned(r.pools(), &req, &RouteOptions::default(), &mut interner);
+    assert_eq!(owned.eligible, interned.eligible);
+    assert_eq!(summary(owned.eligible.len(), owned.total, &owned.rejected), interned_summary(&interned, &interner));
+    let texts = |i: usize| -> Vec<(&str, &str)> {
+        let x = interned.rejected[i];
+        interner.reasons[x.start..x.end].iter().map(|y| (y.reason.code(), interner.details.get(y.detail))).collect()
+    };
+    for (i, o) in owned.rejected.iter().enumerate() {
+        assert_eq!(o.index, interned.rejected[i].index);
+        let want: Vec<(&str, &str)> = o.reasons.iter().map(|y| (y.reason.code(), y.detail.as_str())).collect();
+        assert_eq!(want, texts(i));
+    }
 }
 
 #[test]

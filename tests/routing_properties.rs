@@ -252,3 +252,127 @@ proptest! {
         prop_assert_eq!(full, all);
     }
 }
+
+/// Every per-request option of the router, as generated inputs: detached requests and
+/// pools with or without `launchDetached`, credential readiness, resolver answers (valid,
+/// invalid, unresolved), a capacity `providerOrder` (a subset, in any order, possibly
+/// naming unknown ids), and the request's attempt bound and fallback policy.
+#[derive(Debug, Clone)]
+struct Extras {
+    detached: bool,
+    launch_detached: Vec<bool>,
+    unavailable: Vec<usize>,
+    overrides: Vec<(usize, u8, Value)>,
+    order: Option<Vec<String>>,
+    max_attempts: u32,
+    fallback_forbidden: bool,
+}
+
+fn extras_strategy() -> impl Strategy<Value = Extras> {
+    (
+        prop::bool::weighted(0.3),
+        prop::collection::vec(prop::bool::weighted(0.7), 25),
+        prop::collection::vec(0usize..25, 0..6),
+        prop::collection::vec((0usize..25, 0u8..3, pool_base()), 0..8),
+        prop::option::of(prop::collection::vec(0usize..30, 0..12)),
+        1u32..=10,
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(
+            |(detached, launch_detached, unavailable, overrides, order, max_attempts, fallback_forbidden)| Extras {
+                detached,
+                launch_detached,
+                unavailable,
+                overrides: overrides.into_iter().map(|(i, kind, v)| (i, kind, v["signals"].clone())).collect(),
+                order: order.map(|o| {
+                    let mut seen = Vec::new();
+                    for i in o {
+                        let id = format!("p{i:03}");
+                        if !seen.contains(&id) {
+                            seen.push(id);
+                        }
+                    }
+                    seen
+                }),
+                max_attempts,
+                fallback_forbidden,
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    /// Item 3 of issue 13: the provision path (`route_order_into`: compact profiles,
+    /// `admits`, `top_k`) and the explained paths (`route` in verdict and in detail mode,
+    /// `route_interned`, which explanations are built from) make the same decision under
+    /// every option the router passes, extras included, with the attempt bound the
+    /// binding applies (`maxAcquisitionAttempts`, or every candidate under capacity order).
+    #[test]
+    fn hot_path_equals_explained_path_over_every_option(
+        pools in prop::collection::vec(pool_json(), 1..25),
+        req in request_json(),
+        x in extras_strategy(),
+    ) {
+        use agent_relay_sandbox_router::core::registry::{route_interned, route_order};
+        use agent_relay_sandbox_router::core::requirements::Interner;
+        use agent_relay_sandbox_router::core::signals::{signal_state, unresolved};
+        use std::collections::HashMap;
+        let mut req = req;
+        req["routing"]["maxAcquisitionAttempts"] = json!(x.max_attempts);
+        if x.fallback_forbidden {
+            req["routing"]["acquisitionFallback"] = json!("forbidden");
+        }
+        let parsed = parse_request(&req).unwrap();
+        let mut r = Registry::default();
+        for (i, p) in pools.iter().enumerate() {
+            let mut v = p.clone();
+            v["id"] = json!(format!("p{i:03}"));
+            r.add(Pool::from_json(&v, x.launch_detached[i]).unwrap()).unwrap();
+        }
+        let n = pools.len();
+        let unavailable: Vec<usize> = x.unavailable.iter().copied().filter(|i| *i < n).collect();
+        let overrides: HashMap<usize, _> = x
+            .overrides
+            .iter()
+            .filter(|(i, _, _)| *i < n)
+            .map(|(i, kind, s)| {
+                let state = match kind {
+                    0 => signal_state(s),
+                    1 => signal_state(&json!({"estimatedCost": -1})),
+                    _ => unresolved("threw"),
+                };
+                (*i, state)
+            })
+            .collect();
+        let with_overrides = !x.overrides.is_empty();
+        let limit = if x.order.is_some() { None } else { Some(parsed.max_attempts as usize) };
+        let opts = RouteOptions {
+            detached: x.detached,
+            credentials_unavailable: &unavailable,
+            signals: with_overrides.then_some(&overrides),
+            provider_order: x.order.as_deref(),
+            limit,
+            detail: false,
+        };
+        let fast = route_order(&r, &parsed, &opts, &mut Vec::new());
+        let verdict = route(r.pools(), &parsed, &RouteOptions { limit: None, ..opts.clone() });
+        let detail = route(r.pools(), &parsed, &RouteOptions { limit: None, detail: true, ..opts.clone() });
+        let interned = route_interned(r.pools(), &parsed, &RouteOptions { limit: None, ..opts.clone() }, &mut Interner::default());
+        let order = |e: &[agent_relay_sandbox_router::core::ranking::Ranked]| e.iter().map(|x| x.index).collect::<Vec<_>>();
+        let full = order(&verdict.eligible);
+        let k = limit.unwrap_or(full.len()).min(full.len());
+        prop_assert_eq!(&full[..k], &fast[..], "hot path vs explained order");
+        prop_assert_eq!(&verdict.eligible, &detail.eligible, "verdict vs detail mode");
+        prop_assert_eq!(&detail.eligible, &interned.eligible, "owned vs interned");
+        prop_assert_eq!(verdict.rejected_count, detail.rejected.len());
+        prop_assert_eq!(
+            detail.rejected.iter().map(|p| p.index).collect::<Vec<_>>(),
+            interned.rejected.iter().map(|p| p.index).collect::<Vec<_>>()
+        );
+        for p in &detail.rejected {
+            prop_assert!(!p.reasons.is_empty(), "a rejected pool has a reason");
+        }
+        prop_assert_eq!(full.len() + verdict.rejected_count, n);
+    }
+}

@@ -80,6 +80,12 @@ impl Reason {
         }
     }
 
+    /// Position in [`Reason::ALL`]: how a reason crosses to JavaScript (which reads the
+    /// codes once, in that order).
+    pub fn index(self) -> u32 {
+        self as u32
+    }
+
     /// Every reason, for documentation and tests.
     pub const ALL: [Reason; 21] = [
         Reason::ProviderIdMismatch,
@@ -122,5 +128,17 @@ impl Rejection {
     /// Builds a rejection.
     pub fn new(reason: Reason, detail: impl Into<String>, phrase: impl Into<String>) -> Self {
         Rejection { reason, detail: detail.into(), phrase: phrase.into() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Reason;
+
+    #[test]
+    fn index_is_the_position_in_all() {
+        for (i, r) in Reason::ALL.iter().enumerate() {
+            assert_eq!(r.index() as usize, i, "{}", r.code());
+        }
     }
 }

@@ -13,11 +13,12 @@ use crate::core::profile::{admits, tier, Profile, RegionTable, RequestProfile};
 use crate::core::ranking::{latency_of, rank, top_k, Candidate, Ranked, Slim};
 use crate::core::reasons::{Reason, Rejection};
 use crate::core::request::Request;
-use crate::core::requirements::{check, CheckContext, Sink};
+use crate::core::requirements::{check, CheckContext, Interner, Sink, TextKey};
 use crate::core::signals::{signal_state, SignalError, SignalState, Signals};
 use crate::core::CoreError;
 use serde_json::Value;
 use std::collections::HashMap;
+use std::fmt::{self, Write};
 
 /// A registered provider pool.
 #[derive(Debug, Clone)]
@@ -152,11 +153,16 @@ fn ctx(p: &Pool, opts: &RouteOptions<'_>) -> CheckContext {
     CheckContext { detached: opts.detached, has_launch_detached: p.has_launch_detached }
 }
 
-fn fmt_ms(x: f64) -> String {
-    if x.fract() == 0.0 {
-        format!("{}", x as i64)
-    } else {
-        format!("{x}")
+/// Milliseconds as the latency-budget texts print them: integers without a fraction.
+struct Ms(f64);
+
+impl fmt::Display for Ms {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.fract() == 0.0 {
+            write!(f, "{}", self.0 as i64)
+        } else {
+            write!(f, "{}", self.0)
+        }
     }
 }
 
@@ -169,18 +175,7 @@ pub fn route(pools: &[Pool], req: &Request, opts: &RouteOptions<'_>) -> Decision
         let mut reasons = Vec::new();
         let failed = {
             let mut sink = if opts.detail { Sink::collect(&mut reasons) } else { Sink::verdict() };
-            if opts.credentials_unavailable.contains(&i) {
-                sink.reject(Reason::CredentialsUnavailable, || {
-                    ("readiness port answered false".into(), "credentials unavailable".into())
-                });
-            }
-            if !sink.failed() || opts.detail {
-                check(&p.id, &p.capabilities, req, ctx(p, opts), &mut sink);
-            }
-            if !sink.failed() {
-                operational(p, i, req, opts, &mut sink, &mut candidates);
-            }
-            sink.failed()
+            judge(p, i, req, opts, &mut sink, &mut candidates)
         };
         if failed {
             rejected_count += 1;
@@ -191,6 +186,84 @@ pub fn route(pools: &[Pool], req: &Request, opts: &RouteOptions<'_>) -> Decision
     }
     let eligible = rank(&candidates, req, opts.provider_order, opts.limit);
     Decision { eligible, rejected, rejected_count, total: pools.len() }
+}
+
+/// One pool through the filters, in the spec's order, into `sink`; pushes it to
+/// `candidates` when it passes. Returns whether it was rejected. The one judgement both
+/// [`route`] and [`route_interned`] make (and that `route_order_into` makes over profiles,
+/// which the property tests hold equal).
+fn judge<'p>(
+    p: &'p Pool,
+    i: usize,
+    req: &Request,
+    opts: &RouteOptions<'_>,
+    sink: &mut Sink<'_>,
+    candidates: &mut Vec<Candidate<'p>>,
+) -> bool {
+    if opts.credentials_unavailable.contains(&i) {
+        sink.reject(
+            Reason::CredentialsUnavailable,
+            TextKey { phrase: 0, detail: Some(0) },
+            |d| d.push_str("readiness port answered false"),
+            |p| p.push_str("credentials unavailable"),
+        );
+    }
+    if !sink.failed() || opts.detail {
+        check(&p.id, &p.capabilities, req, ctx(p, opts), sink);
+    }
+    if !sink.failed() {
+        operational(p, i, req, opts, sink, candidates);
+    }
+    sink.failed()
+}
+
+/// A rejected pool of an [`InternedDecision`]: its reasons are
+/// `interner.reasons[start..end]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InternedPoolRejection {
+    /// Index in the pool list.
+    pub index: usize,
+    /// First reason.
+    pub start: usize,
+    /// One past the last reason.
+    pub end: usize,
+}
+
+/// A decision with every rejection reason, texts interned into an [`Interner`] (which
+/// holds the reasons the rejections refer to): what an explanation is built from.
+#[derive(Debug)]
+pub struct InternedDecision {
+    /// Eligible pools, best first.
+    pub eligible: Vec<Ranked>,
+    /// Rejected pools, in pool order.
+    pub rejected: Vec<InternedPoolRejection>,
+    /// How many pools were considered.
+    pub total: usize,
+}
+
+/// [`route`] in detail mode with the texts interned into `interner`: the same filters and
+/// ranking, without two string allocations per rejection reason. The interner's reasons
+/// and phrases are the last request's only; its details table is kept (see
+/// [`Interner::clear_request`]).
+pub fn route_interned(
+    pools: &[Pool],
+    req: &Request,
+    opts: &RouteOptions<'_>,
+    interner: &mut Interner,
+) -> InternedDecision {
+    let opts = RouteOptions { detail: true, ..opts.clone() };
+    let mut candidates: Vec<Candidate<'_>> = Vec::new();
+    let mut rejected = Vec::new();
+    interner.clear_request();
+    for (i, p) in pools.iter().enumerate() {
+        let start = interner.reasons.len();
+        let failed = judge(p, i, req, &opts, &mut Sink::interned(interner), &mut candidates);
+        if failed {
+            rejected.push(InternedPoolRejection { index: i, start, end: interner.reasons.len() });
+        }
+    }
+    let eligible = rank(&candidates, req, opts.provider_order, opts.limit);
+    InternedDecision { eligible, rejected, total: pools.len() }
 }
 
 /// Signals, availability, latency budget and capacity order, for a pool that met every
@@ -290,32 +363,49 @@ fn operational_signals(
         Ok(s) => *s,
         Err(e) => {
             let phrase = if e.reason == Reason::InvalidSignals { "invalid signals" } else { "signal resolver failed" };
-            sink.reject(e.reason, || (e.detail.clone(), phrase.into()));
+            sink.reject(
+                e.reason,
+                TextKey { phrase: 0, detail: None },
+                |d| d.push_str(&e.detail),
+                |p| p.push_str(phrase),
+            );
             return None;
         }
     };
     if !signals.available {
-        sink.reject(Reason::Unavailable, || ("signals.available is false".into(), "unavailable".into()));
+        sink.reject(
+            Reason::Unavailable,
+            TextKey { phrase: 0, detail: Some(0) },
+            |d| d.push_str("signals.available is false"),
+            |p| p.push_str("unavailable"),
+        );
         return None;
     }
     if let Some(budget) = req.max_ready_latency_ms {
         let latency = latency_of(&signals, req.latency_objective);
         if latency > budget {
             let objective = req.latency_objective.name();
-            sink.reject(Reason::LatencyBudget, || {
-                (
-                    format!("{objective} latency {} ms > {} ms", fmt_ms(latency), fmt_ms(budget)),
-                    format!("{objective} latency over {} ms", fmt_ms(budget)),
-                )
-            });
+            sink.reject(
+                Reason::LatencyBudget,
+                TextKey { phrase: 0, detail: Some(latency.to_bits()) },
+                |d| {
+                    let _ = write!(d, "{objective} latency {} ms > {} ms", Ms(latency), Ms(budget));
+                },
+                |p| {
+                    let _ = write!(p, "{objective} latency over {} ms", Ms(budget));
+                },
+            );
             return None;
         }
     }
     if let Some(order) = opts.provider_order {
         if !order.contains(&p.id) {
-            sink.reject(Reason::NotInProviderOrder, || {
-                ("capacity routing lists only providerOrder".into(), "not in providerOrder".into())
-            });
+            sink.reject(
+                Reason::NotInProviderOrder,
+                TextKey { phrase: 0, detail: Some(0) },
+                |d| d.push_str("capacity routing lists only providerOrder"),
+                |p| p.push_str("not in providerOrder"),
+            );
             return None;
         }
     }

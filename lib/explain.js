@@ -1,0 +1,162 @@
+'use strict';
+// Explanations: the native core decides and writes the numbers into two typed arrays
+// this module lends it; the documented objects are built here.
+//
+// Why build the objects in JS? The core's answer is mostly numbers (ranks, scores,
+// breakdowns, reason codes). Handing them over in a Uint32Array and a Float64Array costs
+// nothing; creating the same objects through napi would cost a native call per property,
+// and the former JSON text cost a serialization there and a parse here (10-15 ms and tens
+// of MiB at 1,000 pools). Pools are named by the ids JS already holds (`view.definitions`),
+// so no id crosses the seam, and nothing but ids, codes and details reaches an explanation:
+// never a runtime or a credential.
+//
+// Buffer layout: src/core/explain.rs (`layout`). The objects are plain data with the
+// documented fields, in the order the 0.7 explanations had (JSON.stringify gives the same
+// text), built eagerly: JSON.stringify, util.inspect and assert.deepStrictEqual all see
+// ordinary objects.
+
+const { binding } = require('./binding.js');
+const { fromNative } = require('./errors.js');
+
+// Names behind the indices the core writes (codes, strategies, objectives), read once.
+const VOCABULARY = binding.explainVocabulary();
+const CODES = VOCABULARY.codes;
+const STRATEGIES = /** @type {import('../index').RoutingStrategy[]} */ (VOCABULARY.strategies);
+const OBJECTIVES = /** @type {import('../index').LatencyObjective[]} */ (VOCABULARY.objectives);
+// The header at the start of the buffers (src/binding_explain.rs `header`), then the decision.
+const HI = VOCABULARY.headerInts;
+const HF = VOCABULARY.headerFloats;
+const FITS = 0;
+const INTS_NEEDED = 1;
+const FLOATS_NEEDED = 2;
+const ELIGIBLE = 3;
+const REJECTED = 4;
+const STRATEGY = 5;
+const OBJECTIVE = 6;
+const MAX_ATTEMPTS = 7;
+const FALLBACK_ALLOWED = 8;
+const GENERATION = 9;
+const TEXTS = 10;
+const SUMMARY = 11;
+const ELIGIBLE_INTS = 4;
+const ELIGIBLE_FLOATS = 7;
+const NONE = 0xffffffff;
+
+// Lent to the core on every call and grown on demand: one pair per process (explanations
+// are synchronous, so calls never overlap).
+let ints = new Uint32Array(1024);
+let floats = new Float64Array(1024);
+
+// Our mirror of the core's table of texts (details and summaries): the core sends only
+// the texts we lack, and a new generation when it started its table over (it bounds it).
+let texts = [];
+let generation = 0xffffffff;
+
+/** The native decision, in the buffers, with `texts` up to date (retries once with larger buffers). */
+function decide(view, compiled, detached, extras) {
+  const ex = extras ?? undefined;
+  call(view, compiled, detached, ex);
+  if (ints[FITS] !== 1) {
+    const intsNeeded = ints[INTS_NEEDED];
+    const floatsNeeded = ints[FLOATS_NEEDED];
+    ints = new Uint32Array(Math.max(intsNeeded, ints.length * 2));
+    floats = new Float64Array(Math.max(floatsNeeded, floats.length * 2));
+    call(view, compiled, detached, ex);
+  }
+}
+
+function call(view, compiled, detached, extras) {
+  ints[GENERATION] = generation;
+  ints[TEXTS] = texts.length;
+  let fresh;
+  try {
+    fresh = binding.explainDecision(view.key, compiled.key, detached, extras, ints, floats);
+  } catch (error) {
+    throw fromNative(error);
+  }
+  if (ints[GENERATION] !== generation) {
+    generation = ints[GENERATION];
+    texts = [];
+  }
+  // The core sent the texts from index ints[TEXTS] on (0 after a new generation).
+  if (texts.length !== ints[TEXTS]) texts.length = ints[TEXTS];
+  if (fresh !== undefined && fresh !== null) for (let i = 0; i < fresh.length; i++) texts.push(fresh[i]);
+}
+
+/** The rejected pools, from the buffers: `[{ providerId, reasons: [{ code, detail }] }]`. */
+function rejectedOf(defs) {
+  const n = ints[REJECTED];
+  const out = new Array(n);
+  let i = HI + ints[ELIGIBLE] * ELIGIBLE_INTS;
+  for (let k = 0; k < n; k++) {
+    const providerId = defs[ints[i]].id;
+    const count = ints[i + 1];
+    i += 2;
+    const reasons = new Array(count);
+    for (let j = 0; j < count; j++) {
+      reasons[j] = { code: CODES[ints[i]], detail: texts[ints[i + 1]] };
+      i += 2;
+    }
+    out[k] = { providerId, reasons };
+  }
+  return out;
+}
+
+const weightOf = (x) => (Number.isNaN(x) ? null : x);
+
+/**
+ * The public explanation (what `router.explain` and `routeProviders` return) of the
+ * decision for `compiled` over `view` (a registry view: `{ key, definitions }`, where
+ * `definitions[i].id` names native pool `i`), with the per-request `extras`
+ * (credentials, resolved signals, capacity order) or null.
+ * @returns {import('../index').RoutingExplanation}
+ */
+function explainView(view, compiled, detached, extras) {
+  decide(view, compiled, detached, extras);
+  const defs = view.definitions;
+  const objective = OBJECTIVES[ints[OBJECTIVE]];
+  const wc = weightOf(floats[0]);
+  const wl = weightOf(floats[1]);
+  const wr = weightOf(floats[2]);
+  const ne = ints[ELIGIBLE];
+  const eligible = new Array(ne);
+  for (let k = 0; k < ne; k++) {
+    const i = HI + k * ELIGIBLE_INTS;
+    const f = HF + k * ELIGIBLE_FLOATS;
+    const tier = ints[i + 1];
+    const position = ints[i + 2];
+    eligible[k] = {
+      breakdown: {
+        cost: { normalized: floats[f + 2], raw: floats[f + 1], weight: wc },
+        latency: { normalized: floats[f + 4], objective, raw: floats[f + 3], weight: wl },
+        reliability: { normalized: floats[f + 6], raw: floats[f + 5], weight: wr },
+      },
+      providerId: defs[ints[i]].id,
+      providerOrderPosition: position === NONE ? null : position,
+      rank: k + 1,
+      regionTier: tier === NONE ? null : tier,
+      score: floats[f],
+      tieBreak: ints[i + 3] === 1 ? 'providerId' : null,
+    };
+  }
+  return {
+    summary: texts[ints[SUMMARY]],
+    strategy: STRATEGIES[ints[STRATEGY]],
+    latencyObjective: objective,
+    maxAcquisitionAttempts: ints[MAX_ATTEMPTS],
+    acquisitionFallback: ints[FALLBACK_ALLOWED] === 1 ? 'allowed' : 'forbidden',
+    eligible,
+    rejected: rejectedOf(defs),
+  };
+}
+
+/**
+ * What the `provision.ranked` and `provider.rejected` events need: the summary and every
+ * rejected pool with its reasons (`[{ providerId, reasons: [{ code, detail }] }]`).
+ */
+function decisionForEvents(view, compiled, detached, extras) {
+  decide(view, compiled, detached, extras);
+  return { summary: texts[ints[SUMMARY]], rejected: rejectedOf(view.definitions) };
+}
+
+module.exports = { explainView, decisionForEvents };

@@ -1,0 +1,171 @@
+//! napi glue for explanations: the decision in typed arrays, the objects built in JS.
+//!
+//! Why not JSON (as before) or one napi object per pool? At 1,000 pools the JSON round
+//! trip (serde `Value`, `to_string`, `JSON.parse`, then a copy without the internal index)
+//! took 10-15 ms, and at 10,000 pools it left ~80 MiB of RSS behind. Here the caller lends
+//! two reusable typed arrays; the core writes the request's routing fields (as indices into
+//! names JS reads once, `explain_vocabulary`), the ranks, scores, breakdowns and reason
+//! codes into them (`core::explain::write_compact`). Texts (details, summaries) are indices
+//! into a bounded table that JS mirrors, so each distinct text crosses once. `lib/explain.js`
+//! builds the documented objects from them, naming pools by the ids JS already holds.
+
+use crate::binding::{encode, guard, registry_by_key, request_by_key, RouteExtras};
+use crate::core::explain::{interned_summary, weights, write_compact};
+use crate::core::reasons::Reason;
+use crate::core::registry::InternedDecision;
+use crate::core::request::{Objective, Request, Strategy};
+use crate::core::requirements::Interner;
+use napi::bindgen_prelude::{Array, Float64ArraySlice, Uint32ArraySlice};
+use napi::Env;
+use napi::Result;
+use napi_derive::napi;
+use serde_json::Value;
+use std::cell::RefCell;
+
+/// Positions of the header at the start of `ints` (the decision follows at
+/// [`HEADER_INTS`]); the start of `floats` holds the three balanced weights (NaN when the
+/// strategy weighs nothing), the decision follows at [`HEADER_FLOATS`].
+///
+/// Texts (details and the summary) are indices into a table the caller mirrors: JS writes
+/// its table's generation and length into `GENERATION` and `TEXTS` before the call; the
+/// call returns only the texts from `TEXTS` (as written back) on, and a new generation
+/// (JS drops its table) when the table was reset. A repeated explanation moves no string.
+mod header {
+    pub const FITS: usize = 0;
+    pub const INTS_NEEDED: usize = 1;
+    pub const FLOATS_NEEDED: usize = 2;
+    pub const ELIGIBLE: usize = 3;
+    pub const REJECTED: usize = 4;
+    pub const STRATEGY: usize = 5;
+    pub const OBJECTIVE: usize = 6;
+    pub const MAX_ATTEMPTS: usize = 7;
+    pub const FALLBACK_ALLOWED: usize = 8;
+    pub const GENERATION: usize = 9;
+    pub const TEXTS: usize = 10;
+    pub const SUMMARY: usize = 11;
+}
+
+/// `ints` taken by the header.
+pub const HEADER_INTS: usize = 12;
+/// `floats` taken by the header.
+pub const HEADER_FLOATS: usize = 3;
+/// The text table starts over past this many texts…
+const MAX_TEXTS: usize = 4096;
+/// …or this many bytes (it holds details and summaries, which callers' declarations shape).
+const MAX_TEXT_BYTES: usize = 1 << 20;
+
+/// Names the explanation buffers refer to by index, read once by `lib/explain.js`.
+#[napi(object)]
+pub struct ExplainVocabulary {
+    /// Rejection codes, by `Reason` index.
+    pub codes: Vec<String>,
+    /// Strategy names, by the header's strategy index.
+    pub strategies: Vec<String>,
+    /// Latency objective names, by the header's objective index.
+    pub objectives: Vec<String>,
+    /// How many `ints` the header takes: fits, intsNeeded, floatsNeeded, eligible,
+    /// rejected, strategy, objective, maxAcquisitionAttempts, fallbackAllowed, text-table
+    /// generation, first new text, summary text.
+    pub header_ints: u32,
+    /// How many `floats` the header takes (the balanced weights).
+    pub header_floats: u32,
+}
+
+const STRATEGIES: [Strategy; 4] = [Strategy::Cost, Strategy::Latency, Strategy::Reliability, Strategy::Balanced];
+const OBJECTIVES: [Objective; 2] = [Objective::Cold, Objective::Ready];
+
+/// The names behind the indices in the explanation buffers.
+#[napi]
+pub fn explain_vocabulary() -> ExplainVocabulary {
+    ExplainVocabulary {
+        codes: Reason::ALL.iter().map(|r| r.code().to_string()).collect(),
+        strategies: STRATEGIES.iter().map(|s| s.name().to_string()).collect(),
+        objectives: OBJECTIVES.iter().map(|o| o.name().to_string()).collect(),
+        header_ints: HEADER_INTS as u32,
+        header_floats: HEADER_FLOATS as u32,
+    }
+}
+
+/// Explains the decision for compiled request `request_key` over registry `registry_key`
+/// (every pool: rank, score and breakdown, or every rejection reason). Writes the header
+/// and the numbers into `ints` and `floats` (layout: `core::explain::layout`, after the
+/// header) and returns the texts the caller's table lacks, if any (see `header`). When a buffer is
+/// too small, writes only the header (`fits` 0 and the sizes needed, header included).
+#[napi(ts_return_type = "string[] | undefined")]
+pub fn explain_decision<'env>(
+    env: &'env Env,
+    registry_key: u32,
+    request_key: u32,
+    detached: bool,
+    extras: Option<RouteExtras>,
+    mut ints: Uint32ArraySlice<'_>,
+    mut floats: Float64ArraySlice<'_>,
+) -> Result<Option<Array<'env>>> {
+    guard(|| {
+        // SAFETY: JavaScript cannot run during this synchronous call, so nothing else
+        // touches the buffers while we write; `lib/explain.js` lends two distinct
+        // ArrayBuffers (a Uint32Array and a Float64Array of its own), so the two slices
+        // never alias. Nothing keeps the slices beyond this call.
+        let (ints, floats) = unsafe { (ints.as_mut(), floats.as_mut()) };
+        if ints.len() < HEADER_INTS || floats.len() < HEADER_FLOATS {
+            return Err(encode("INTERNAL_ERROR", "internal error: explanation buffers too small", None, Value::Null));
+        }
+        let (their_generation, their_texts) = (ints[header::GENERATION], ints[header::TEXTS] as usize);
+        let inner = registry_by_key(registry_key)?;
+        let req = request_by_key(request_key)?;
+        let inner = inner.borrow();
+        SCRATCH.with(|scratch| {
+            let scratch = &mut *scratch.borrow_mut();
+            let (texts, generation) = (&mut scratch.0, &mut scratch.1);
+            if texts.details.len() > MAX_TEXTS || texts.details.bytes() > MAX_TEXT_BYTES {
+                texts.clear();
+                *generation = generation.wrapping_add(1);
+            }
+            let from =
+                if their_generation == *generation && their_texts <= texts.details.len() { their_texts } else { 0 };
+            let d = inner.decide_interned(&req, detached, extras.as_ref(), texts)?;
+            let fits = answer(&d, texts, &req, ints, floats);
+            if fits {
+                let summary = interned_summary(&d, texts);
+                ints[header::SUMMARY] = texts.details.intern(&summary);
+            }
+            ints[header::GENERATION] = *generation;
+            ints[header::TEXTS] = from as u32;
+            // Straight from the table into JS strings: no Rust copy of any text; nothing at
+            // all when JS has every text already.
+            let fresh = &texts.details.as_slice()[from..];
+            if fresh.is_empty() {
+                return Ok(None);
+            }
+            let mut out = env.create_array(fresh.len() as u32)?;
+            for (i, t) in fresh.iter().enumerate() {
+                out.set(i as u32, t.as_str())?;
+            }
+            Ok(Some(out))
+        })
+    })
+}
+
+thread_local! {
+    /// The interner every explanation reuses (explanations run on the JS thread, one at a
+    /// time), with the generation of its details table.
+    static SCRATCH: RefCell<(Interner, u32)> = RefCell::new((Interner::default(), 0));
+}
+/// Writes the header and the decision into the buffers; false when they were too small
+/// (only the header was written).
+fn answer(d: &InternedDecision, texts: &Interner, req: &Request, ints: &mut [u32], floats: &mut [f64]) -> bool {
+    let (head, body) = ints.split_at_mut(HEADER_INTS);
+    let (w_head, w_body) = floats.split_at_mut(HEADER_FLOATS);
+    let w = write_compact(d, texts, body, w_body);
+    head[header::FITS] = u32::from(w.fits);
+    head[header::INTS_NEEDED] = (HEADER_INTS + w.ints) as u32;
+    head[header::FLOATS_NEEDED] = (HEADER_FLOATS + w.floats) as u32;
+    head[header::ELIGIBLE] = d.eligible.len() as u32;
+    head[header::REJECTED] = d.rejected.len() as u32;
+    head[header::STRATEGY] = STRATEGIES.iter().position(|s| *s == req.strategy).unwrap_or(0) as u32;
+    head[header::OBJECTIVE] = OBJECTIVES.iter().position(|o| *o == req.latency_objective).unwrap_or(0) as u32;
+    head[header::MAX_ATTEMPTS] = req.max_attempts;
+    head[header::FALLBACK_ALLOWED] = u32::from(req.fallback_allowed);
+    w_head.copy_from_slice(&weights(req.strategy).unwrap_or([f64::NAN; 3]));
+    w.fits
+}
