@@ -57,9 +57,10 @@ export declare class NativeRegistry {
    * with the per-request extras and, under capacity routing (`ledger` given), admits each
    * against the router's ledger. `observe`: record events. Returns the machine, or the
    * typed `NO_ELIGIBLE_PROVIDER` error. The machine is a key for the `acquisition*`
-   * functions; the caller ends it with `acquisitionEnd`.
+   * functions; the caller ends it with `acquisitionEnd`. Its first step is written into
+   * `step` as `acquisitionStep` would.
    */
-  begin(request: CompiledRequest, detached: boolean, extras: RouteExtras | undefined | null, ledger: NativeLedger | undefined | null, observe: boolean, labelsJson?: string | undefined | null): number | NativeError
+  begin(request: CompiledRequest, detached: boolean, extras: RouteExtras | undefined | null, ledger: NativeLedger | undefined | null, observe: boolean, labelsJson: string | undefined | null, step: Uint32Array): number | NativeError
   /** Indices of pools that pass the hard requirements and credentials (for a resolver). */
   survivors(request: CompiledRequest, detached: boolean, extras?: RouteExtras | undefined | null): Array<number>
 }
@@ -111,14 +112,14 @@ export declare function acquisitionMalformed(key: number): void
 /** The runtime threw the router's own package error with this code. */
 export declare function acquisitionPackageFailed(key: number, code: string): void
 
-/** The pool (registration index) of the last `launch` or `admit` step. */
-export declare function acquisitionPool(key: number): number
-
 /** Machines in flight (for the leak tests). */
 export declare function acquisitionsInFlight(): number
 
-/** What to do now; the pool it concerns is then [`acquisition_pool`]. */
-export declare function acquisitionStep(key: number): StepKind
+/**
+ * What to do now, written into `out` (a buffer the JS side lends, so one call answers
+ * both): `out[0]` is the [`StepKind`], `out[1]` the pool (registration index) it concerns.
+ */
+export declare function acquisitionStep(key: number, out: Uint32Array): void
 
 /**
  * The launch returned a handle with a provider id. With `store_key` (the default mapping
@@ -144,7 +145,7 @@ export interface AttemptRecord {
  * The provision hot path without extras: [`NativeRegistry::begin`] by keys, with no
  * capacity routing.
  */
-export declare function beginAcquisition(registryKey: number, requestKey: number, detached: boolean, observe: boolean, labelsJson?: string | undefined | null): number | NativeError
+export declare function beginAcquisition(registryKey: number, requestKey: number, detached: boolean, observe: boolean, labelsJson: string | undefined | null, step: Uint32Array): number | NativeError
 
 /**
  * Validates a request's `launch.labels` sent apart from the request (JSON text): null when
@@ -374,8 +375,8 @@ export interface SkipRecord {
 }
 
 /**
- * What the JS side must do next (a numeric enum: this crosses once per step, on the hot
- * path, and a number is the cheapest value to cross). The pool is the `pool` getter.
+ * What the JS side must do next: `out[0]` of [`acquisition_step`] (a numeric enum: it
+ * crosses once per step, on the hot path, in the buffer the JS side lends).
  */
 export declare const enum StepKind {
   /** Launch on `pool`, then report the outcome. */

@@ -6,9 +6,12 @@
 // ordered by deadline (with one timeout value, appending *is* ordering; other values are
 // inserted in place, searching from the tail), and one timer is armed for the head.
 // Settling unlinks an entry in O(1) wherever it is, so nothing needs compacting, and an
-// entry can be added again once settled. When nothing is live the timer is cleared, so an
-// idle router never keeps the process alive. Times come from the monotonic clock, so a
-// wall-clock jump neither fires deadlines early nor stretches them.
+// entry can be added again once settled. When nothing is live the timer is unref'd, not
+// cleared: an idle router never keeps the process alive, and a provision that follows
+// reuses the armed timer instead of making a new one (sequential provisions would
+// otherwise pay a setTimeout and a clearTimeout each). A timer that fires with nothing
+// due re-arms for the head, or stops. Times come from the monotonic clock, so a wall-clock
+// jump neither fires deadlines early nor stretches them.
 
 /**
  * The fields an entry carries (set by `add`): `at`, `settled`, `prev`, `next`. Entries
@@ -21,6 +24,8 @@ class Deadlines {
   #onExpire;
   #timer = null;
   #armedAt = Infinity;
+  /** whether the armed timer is ref'd (it is while an entry is live) */
+  #refd = false;
 
   /** @param {(entry: object) => void} onExpire called with an entry whose deadline passed */
   constructor(onExpire) {
@@ -44,6 +49,10 @@ class Deadlines {
     else after.next = entry;
     this.#live++;
     if (at < this.#armedAt) this.#arm(at);
+    else if (!this.#refd) {
+      this.#timer.ref();
+      this.#refd = true;
+    }
     return entry;
   }
 
@@ -52,10 +61,9 @@ class Deadlines {
     if (entry.settled) return false;
     entry.settled = true;
     this.#unlink(entry);
-    if (this.#live === 0 && this.#timer !== null) {
-      clearTimeout(this.#timer);
-      this.#timer = null;
-      this.#armedAt = Infinity;
+    if (this.#live === 0 && this.#refd) {
+      this.#timer.unref();
+      this.#refd = false;
     }
     return true;
   }
@@ -80,11 +88,13 @@ class Deadlines {
     if (this.#timer !== null) clearTimeout(this.#timer);
     this.#armedAt = at;
     this.#timer = setTimeout(() => this.#fire(), Math.max(0, at - performance.now()));
+    this.#refd = true;
   }
 
   #fire() {
     this.#timer = null;
     this.#armedAt = Infinity;
+    this.#refd = false;
     const now = performance.now();
     const due = [];
     while (this.#head !== null && this.#head.at <= now) {

@@ -41,6 +41,8 @@ const SANDBOX_ID_LABEL = 'agent-relay-sbx-id';
 const noop = () => {};
 const DONE = binding.StepKind.Done;
 const ADMIT = binding.StepKind.Admit;
+/** The buffer the machine writes each step into: [StepKind, pool]. */
+const STEP = new Uint32Array(2);
 const UNRESOLVED_TIMEOUT = JSON.stringify({ $unresolved: 'resolver timed out' });
 const UNRESOLVED_THREW = JSON.stringify({ $unresolved: 'resolver threw' });
 const UNRESOLVED_UNREADABLE = JSON.stringify({ $unresolved: 'resolver answered an unreadable value' });
@@ -133,8 +135,8 @@ async function body(run, request, detached) {
     // begin validates the labels (the native rule) before it routes.
     const begun =
       extras === null
-        ? binding.beginAcquisition(view.key, compiled.key, detached, observe, call.labelsJson)
-        : callNative(() => view.native.begin(compiled.native, detached, extras, ctx.capacity?.ledger ?? null, observe, call.labelsJson));
+        ? binding.beginAcquisition(view.key, compiled.key, detached, observe, call.labelsJson, STEP)
+        : callNative(() => view.native.begin(compiled.native, detached, extras, ctx.capacity?.ledger ?? null, observe, call.labelsJson, STEP));
     if (typeof begun !== 'number') throw noEligible(ctx, begun, id, detached);
     const machine = begun;
     const parts = compiled.launchParts;
@@ -148,11 +150,12 @@ async function body(run, request, detached) {
     run.timeoutMs = compiled.timeoutMs;
     if (observe) emitDecision(ctx, view, compiled, detached, extras, id, binding.acquisitionCandidates(machine));
     if (DEBUG) debug(`${id}: attempt order ${Array.from(binding.acquisitionCandidates(machine), (i) => pools[i].id).join(', ')}`);
-    for (;;) {
-      const kind = binding.acquisitionStep(machine);
+    // Each step is read from STEP right after the native call that wrote it (begin wrote
+    // the first), before any await.
+    for (let kind = STEP[0], pool = STEP[1]; ; binding.acquisitionStep(machine, STEP), kind = STEP[0], pool = STEP[1]) {
       if (observe) emitDecided(ctx.observer, machine, pools, id);
       if (kind === DONE) break;
-      const def = pools[binding.acquisitionPool(machine)];
+      const def = pools[pool];
       if (kind === ADMIT) {
         binding.acquisitionAdmit(machine, await measureJson(ctx, def));
         continue;

@@ -324,7 +324,8 @@ impl NativeRegistry {
     /// with the per-request extras and, under capacity routing (`ledger` given), admits each
     /// against the router's ledger. `observe`: record events. Returns the machine, or the
     /// typed `NO_ELIGIBLE_PROVIDER` error. The machine is a key for the `acquisition*`
-    /// functions; the caller ends it with `acquisitionEnd`.
+    /// functions; the caller ends it with `acquisitionEnd`. Its first step is written into
+    /// `step` as `acquisitionStep` would.
     #[napi]
     pub fn begin(
         &self,
@@ -334,8 +335,11 @@ impl NativeRegistry {
         ledger: Option<&NativeLedger>,
         observe: bool,
         labels_json: Option<String>,
+        step: Uint32ArraySlice<'_>,
     ) -> Result<Either<u32, NativeError>> {
-        guard(|| begin(&self.inner, &request.req, detached, extras.as_ref(), ledger, observe, labels_json.as_deref()))
+        guard(|| {
+            begin(&self.inner, &request.req, detached, extras.as_ref(), ledger, observe, labels_json.as_deref(), step)
+        })
     }
 
     /// Indices of pools that pass the hard requirements and credentials (for a resolver).
@@ -413,10 +417,11 @@ pub fn begin_acquisition(
     detached: bool,
     observe: bool,
     labels_json: Option<String>,
+    step: Uint32ArraySlice<'_>,
 ) -> Result<Either<u32, NativeError>> {
     guard(|| {
         let (inner, req) = registry_and_request(registry_key, request_key)?;
-        begin(&inner, &req, detached, None, None, observe, labels_json.as_deref())
+        begin(&inner, &req, detached, None, None, observe, labels_json.as_deref(), step)
     })
 }
 
@@ -430,6 +435,7 @@ fn begin(
     ledger: Option<&NativeLedger>,
     observe: bool,
     labels_json: Option<&str>,
+    step: Uint32ArraySlice<'_>,
 ) -> Result<Either<u32, NativeError>> {
     // The request's own checks come first: its labels, then routing.
     let labels = match labels_json.map(labels_from).transpose()? {
@@ -450,12 +456,16 @@ fn begin(
         ledger_pools: inner.registry.pools().iter().map(|p| l.key_for(&p.id)).collect(),
     });
     let machine = Acquisition::new(order, req.max_attempts as usize, req.fallback_allowed, capacity, observe);
-    Ok(Either::A(insert_machine(MachineEntry::new(
+    drop(inner);
+    let key = insert_machine(MachineEntry::new(
         machine,
         ledger.map(NativeLedger::shared),
         std::sync::Arc::new(labels),
         registry.clone(),
-    ))))
+    ));
+    // The first step, in the same call.
+    crate::binding_acquisition::step_into(key, step)?;
+    Ok(Either::A(key))
 }
 
 impl RegistryInner {

@@ -10,6 +10,7 @@
 use crate::binding::guard;
 use crate::core::acquisition::{Acquisition, Event, Outcome, SkipStatus, Step};
 use crate::core::capacity::{validate, Ledger};
+use napi::bindgen_prelude::Uint32ArraySlice;
 use napi_derive::napi;
 use serde_json::Value;
 use std::cell::RefCell;
@@ -71,9 +72,10 @@ impl NativeLedger {
     }
 }
 
-/// What the JS side must do next (a numeric enum: this crosses once per step, on the hot
-/// path, and a number is the cheapest value to cross). The pool is the `pool` getter.
+/// What the JS side must do next: `out[0]` of [`acquisition_step`] (a numeric enum: it
+/// crosses once per step, on the hot path, in the buffer the JS side lends).
 #[napi]
+#[derive(Clone, Copy)]
 pub enum StepKind {
     /// Launch on `pool`, then report the outcome.
     Launch = 0,
@@ -332,28 +334,30 @@ fn with<T>(key: u32, f: impl FnOnce(&mut Entry) -> T) -> napi::Result<T> {
     })
 }
 
-/// What to do now; the pool it concerns is then [`acquisition_pool`].
+/// What to do now, written into `out` (a buffer the JS side lends, so one call answers
+/// both): `out[0]` is the [`StepKind`], `out[1]` the pool (registration index) it concerns.
 #[napi]
-pub fn acquisition_step(key: u32) -> napi::Result<StepKind> {
-    guard(|| {
-        with(key, |e| match e.with_ledger(|m, l| m.next(l)) {
-            Step::Admit(pool) => {
-                e.pool = pool as u32;
-                StepKind::Admit
-            }
-            Step::Launch(pool) => {
-                e.pool = pool as u32;
-                StepKind::Launch
-            }
-            Step::Done => StepKind::Done,
-        })
-    })
+pub fn acquisition_step(key: u32, out: Uint32ArraySlice<'_>) -> napi::Result<()> {
+    guard(|| step_into(key, out))
 }
 
-/// The pool (registration index) of the last `launch` or `admit` step.
-#[napi]
-pub fn acquisition_pool(key: u32) -> napi::Result<u32> {
-    guard(|| with(key, |e| e.pool))
+/// Takes the machine's next step and writes it into `out` (see [`acquisition_step`]).
+pub(crate) fn step_into(key: u32, mut out: Uint32ArraySlice<'_>) -> napi::Result<()> {
+    // SAFETY: JavaScript cannot run during this synchronous call, so nothing else touches
+    // the buffer while we write, and nothing keeps the slice beyond this call.
+    let out = unsafe { out.as_mut() };
+    if out.len() < 2 {
+        return Err(crate::binding::encode("INTERNAL_ERROR", "internal error: step buffer too small", None, Value::Null));
+    }
+    let (kind, pool) = with(key, |e| match e.with_ledger(|m, l| m.next(l)) {
+        Step::Admit(pool) => (StepKind::Admit, pool as u32),
+        Step::Launch(pool) => (StepKind::Launch, pool as u32),
+        Step::Done => (StepKind::Done, 0),
+    })?;
+    with(key, |e| e.pool = pool)?;
+    out[0] = kind as u32;
+    out[1] = pool;
+    Ok(())
 }
 
 /// Reports the current candidate's capacity read: the measurement as JSON text (what the
