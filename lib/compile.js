@@ -55,9 +55,11 @@ class Compiled {
  * has them checked by the native `begin`, `route` and `explain` by `checkedLabels`.
  */
 class CallRequest {
-  constructor(compiled, labelsJson) {
+  constructor(compiled, labelsJson, labels) {
     this.compiled = compiled;
     this.labelsJson = labelsJson;
+    /** our own copy of the labels' string entries, made in the same read (use once validated) */
+    this.labels = labels;
   }
 }
 
@@ -83,7 +85,7 @@ function compile(request) {
       { field: '(root)' },
     );
   }
-  const { json, labels } = text;
+  const { json, labels, copy } = text;
   let compiled = byContent.get(json);
   if (compiled === undefined) {
     compiled = new Compiled(json);
@@ -92,7 +94,7 @@ function compile(request) {
       byContent.set(json, compiled);
     }
   }
-  return new CallRequest(compiled, labels === undefined ? null : labels);
+  return labels === undefined ? new CallRequest(compiled, null, null) : new CallRequest(compiled, labels, copy);
 }
 
 module.exports = { compile, checkLabels };

@@ -140,8 +140,9 @@ async function body(run, request, detached) {
     if (typeof begun !== 'number') throw noEligible(ctx, begun, id, detached);
     const machine = begun;
     const parts = compiled.launchParts;
-    // Our own parsed copy (begin validated it: an object of strings without the id key).
-    const labels = call.labelsJson === null ? {} : JSON.parse(call.labelsJson);
+    // Our own copy, made when the request was read (begin validated its text: an object of
+    // strings without the id key, so the copy holds every entry).
+    const labels = call.labels ?? {};
     labels[SANDBOX_ID_LABEL] = id;
     const pools = view.definitions;
     run.machine = machine;

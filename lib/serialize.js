@@ -41,10 +41,27 @@ function serialize(value) {
  * differ only in labels share one compiled form instead of one native parse each.
  */
 function serializeRequest(request) {
-  if (request === undefined || request === null) return { json: '{}', labels: undefined };
+  if (request === undefined || request === null) return { json: '{}', labels: undefined, copy: null };
   let root;
   let launch;
   let labels;
+  let copy = null;
+  // The labels' text, and (in the same read) our own copy of their string entries: the
+  // copy is what the launch gets once the text has been validated.
+  function captureLabels(value) {
+    let top;
+    const out = {};
+    labels =
+      JSON.stringify(value, function (k, v) {
+        if (k === '' && this[''] === value) top = v;
+        else if (this === top && typeof v === 'string') {
+          if (k === '__proto__') Object.defineProperty(out, k, { value: v, writable: true, enumerable: true, configurable: true });
+          else out[k] = v;
+        }
+        return replacer(k, v);
+      }) ?? 'null';
+    copy = out;
+  }
   function capture(key, value) {
     switch (typeof value) {
       case 'object':
@@ -53,7 +70,7 @@ function serializeRequest(request) {
         } else if (key === 'launch' && this === root) {
           launch = value;
         } else if (key === 'labels' && launch !== undefined && this === launch) {
-          labels = JSON.stringify(value, replacer) ?? 'null';
+          captureLabels(value);
           return undefined;
         }
         return value;
@@ -63,7 +80,7 @@ function serializeRequest(request) {
       default:
         // A label that is not an object (or undefined) is still the labels' business.
         if (key === 'labels' && launch !== undefined && this === launch) {
-          if (value !== undefined) labels = JSON.stringify(value, replacer) ?? 'null';
+          if (value !== undefined) captureLabels(value);
           return undefined;
         }
         return replacer(key, value);
@@ -71,7 +88,7 @@ function serializeRequest(request) {
   }
   try {
     const json = JSON.stringify(request, capture);
-    return typeof json === 'string' ? { json, labels } : null;
+    return typeof json === 'string' ? { json, labels, copy } : null;
   } catch {
     return null;
   }
