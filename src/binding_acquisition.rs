@@ -371,7 +371,8 @@ pub fn acquisition_admit(key: u32, measurement_json: String) -> napi::Result<()>
 
 /// The launch returned a handle with a provider id. With `store_key` (the default mapping
 /// store), the record is written here too: `{ id, pool id, providerSandboxId, labels,
-/// createdAt, detached }`, the labels being the request's plus the router's id label.
+/// createdAt, detached }`, the labels being the request's plus the router's id and fleet
+/// labels (`fleet`: the router's fleet name).
 #[napi]
 pub fn acquisition_succeeded(
     key: u32,
@@ -380,6 +381,7 @@ pub fn acquisition_succeeded(
     provider_id: String,
     provider_sandbox_id: String,
     detached: bool,
+    fleet: String,
 ) -> napi::Result<()> {
     guard(|| {
         let labels = with(key, |e| {
@@ -388,7 +390,7 @@ pub fn acquisition_succeeded(
         })?;
         match store_key {
             Some(store) => {
-                crate::binding::write_record(store, labels, &id, &provider_id, provider_sandbox_id, detached)
+                crate::binding::write_record(store, labels, &id, &provider_id, provider_sandbox_id, detached, &fleet)
             }
             None => Ok(()),
         }
