@@ -229,7 +229,7 @@ async function reconcile(ctx, options) {
 
   // 3. Classify.
   const now = Date.now();
-  const report = { reclaim, fleet: ctx.fleet, graceMs, startedAt: new Date(started).toISOString(), durationMs: 0, timedOut: false, pools: {}, outcomes: [] };
+  const report = { reclaim, fleet: ctx.fleet, graceMs, startedAt: new Date(started).toISOString(), durationMs: 0, timedOut: false, pools: {}, staleIntents: [], outcomes: [] };
   const work = [];
   for (const { def, finder, reason, items } of listed) {
     const pool = emptyPool(def.id, finder);
@@ -241,8 +241,10 @@ async function reconcile(ctx, options) {
       continue;
     }
     const listedIds = new Set();
+    const seenIds = new Set();
     for (const f of items) {
       listedIds.add(f.providerSandboxId);
+      if (f.sandboxId !== null) seenIds.add(f.sandboxId);
       const byProvider = f.sandboxId === null ? undefined : mapById.get(f.sandboxId);
       if (byProvider !== undefined && byProvider.providerId === def.id && byProvider.providerSandboxId === f.providerSandboxId) {
         pool.mapped.push(f.sandboxId);
@@ -272,6 +274,14 @@ async function reconcile(ctx, options) {
       pool.staleMapping.push(item);
       work.push({ kind: 'stale-mapping', def, item });
     }
+    // Intents of this pool whose launch is provably over and left nothing listed: garbage.
+    for (const i of intentById.values()) {
+      if (i.providerId !== def.id || seenIds.has(i.id) || mapById.has(i.id)) continue;
+      const over = i.state === 'failed' || (i.ownerSession !== ctx.session && i.ownerHost === HOST && processGone(i.ownerPid)) || (typeof i.expiresAt === 'number' && i.expiresAt < now);
+      if (!over || ctx.inflight.has(i.id)) continue;
+      report.staleIntents.push(i.id);
+      if (reclaim) work.push({ kind: 'stale-intent', def, item: { sandboxId: i.id, providerSandboxId: null, reason: 'NOTHING_LISTED' } });
+    }
     for (const k of ['orphan', 'staleMapping', 'mapped', 'pending']) pool.counts[k] = pool[k].length;
     emit(ctx.observer, 'reconcile.listed', { providerId: def.id, status: 'known', ...pool.counts });
   }
@@ -279,7 +289,14 @@ async function reconcile(ctx, options) {
   // 4. Reclaim, bounded, each action re-checked first.
   if (reclaim) {
     const tasks = work.map((w) => async () => {
-      const outcome = left() === 0 ? 'DEADLINE' : w.kind === 'orphan' ? await destroyOrphan(ctx, w.def, w.item, left) : await unmapStale(ctx, w.def, w.item, left);
+      const outcome =
+        left() === 0
+          ? 'DEADLINE'
+          : w.kind === 'orphan'
+            ? await destroyOrphan(ctx, w.def, w.item, left)
+            : w.kind === 'stale-mapping'
+              ? await unmapStale(ctx, w.def, w.item, left)
+              : await dropIntent(ctx, w.item, left);
       if (outcome === 'DEADLINE') report.timedOut = true;
       const entry = { providerId: w.def.id, sandboxId: w.item.sandboxId, providerSandboxId: w.item.providerSandboxId, class: w.kind, outcome };
       report.outcomes.push(entry);
@@ -329,10 +346,22 @@ async function destroyOrphan(ctx, def, item, left) {
     }
     const r = await within(rt.destroy(handle), Math.max(1, Math.min(ctx.operationTimeoutMs, left())));
     if (r === TIMED_OUT) return 'TIMED_OUT';
-    ctx.handles.delete(item.sandboxId);
-    return 'DESTROYED';
   } catch {
     return 'DESTROY_FAILED';
+  }
+  ctx.handles.delete(item.sandboxId);
+  // Its intent is settled now. (A DUPLICATE_OF_MAPPED id has a live mapping: left alone.)
+  if (ctx.intents && item.reason !== 'DUPLICATE_OF_MAPPED') await dropIntent(ctx, item, left);
+  return 'DESTROYED';
+}
+
+/** Removes the intent record of `item.sandboxId` (the store's delete removes intents too). */
+async function dropIntent(ctx, item, left) {
+  try {
+    const r = await within(ctx.mappings.delete(item.sandboxId), Math.max(1, Math.min(ctx.callbackTimeoutMs, left() || 1)));
+    return r === TIMED_OUT ? 'TIMED_OUT' : 'INTENT_REMOVED';
+  } catch {
+    return 'UNMAP_FAILED';
   }
 }
 
