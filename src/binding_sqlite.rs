@@ -153,7 +153,7 @@ impl NativeSqliteStore {
     /// Number of records.
     #[napi]
     pub fn count(&self) -> Result<u32> {
-        self.with(|s| s.len()).map(|n| n as u32)
+        self.with(|s| s.count()).map(|n| n as u32)
     }
 
     /// Writes an intent (`launching` before a launch, `failed` when a launch ended with

@@ -253,7 +253,7 @@ impl SqliteStore {
     }
 
     /// Number of mappings.
-    pub fn len(&self) -> Result<u64, StoreError> {
+    pub fn count(&self) -> Result<u64, StoreError> {
         self.conn
             .query_row("SELECT COUNT(*) FROM mappings", [], |r| r.get::<_, i64>(0))
             .map(|n| n as u64)
@@ -408,7 +408,7 @@ mod tests {
         assert_eq!(s.get("sbx_b").unwrap(), None);
         assert_eq!(s.list().unwrap(), vec![row("sbx_a")]);
         assert_eq!(list_file(&path).unwrap(), vec![row("sbx_a")]);
-        assert_eq!(s.len().unwrap(), 1);
+        assert_eq!(s.count().unwrap(), 1);
     }
 
     #[test]
