@@ -151,6 +151,10 @@ function emptyPool(providerId, finder) {
   };
 }
 
+/** Items classified between two yields to the event loop (a 10,000-sandbox pool is one admin call, not one stall). */
+const CHUNK = 1000;
+const yieldNow = () => new Promise((r) => setImmediate(r));
+
 /** Runs `tasks` (functions returning promises) with at most `n` in flight. */
 async function bounded(tasks, n) {
   let next = 0;
@@ -222,6 +226,7 @@ async function reconcile(ctx, options) {
   } catch {
     throw new MappingPersistenceError('the mapping store could not be listed: nothing was reconciled', 'MAPPING_READ_FAILED');
   }
+  await yieldNow();
   const mapById = new Map();
   for (const m of mappings) if (m !== null) mapById.set(m.id, m);
   const intentById = new Map();
@@ -242,7 +247,9 @@ async function reconcile(ctx, options) {
     }
     const listedIds = new Set();
     const seenIds = new Set();
+    let n = 0;
     for (const f of items) {
+      if (++n % CHUNK === 0) await yieldNow();
       listedIds.add(f.providerSandboxId);
       if (f.sandboxId !== null) seenIds.add(f.sandboxId);
       const byProvider = f.sandboxId === null ? undefined : mapById.get(f.sandboxId);
@@ -263,7 +270,9 @@ async function reconcile(ctx, options) {
       if (cls === 'orphan') work.push({ kind: 'orphan', def, item });
     }
     // Mappings of this pool and fleet that the listing does not show.
+    n = 0;
     for (const m of mappings) {
+      if (++n % CHUNK === 0) await yieldNow();
       if (m === null || m.providerId !== def.id || m.fleet !== ctx.fleet || listedIds.has(m.providerSandboxId)) continue;
       if (ctx.inflight.has(m.id)) continue;
       if (!(now - m.createdAtMs >= graceMs)) {
