@@ -75,21 +75,19 @@ export declare class NativeSqliteStore {
   constructor(path: string, full: boolean)
   /** Opens the file now (creating and migrating it if needed); returns its schema version. */
   open(): number
-  /** Inserts or replaces a record, and completes the id's intent, in one transaction. */
-  put(id: string, providerId: string, providerSandboxId: string, labelsJson: string, createdAt: string, detached: boolean): void
   /** The record of `id`, or null. */
   get(id: string): MappingRecord | null
-  /** Removes the record (and any intent) of `id`; true if a record existed. */
-  delete(id: string): boolean
   /** Every record, ordered by id, read on the JS thread (see [`sqlite_list`]). */
   list(): Array<MappingRecord>
   /** Number of records. */
   count(): number
   /**
-   * Writes an intent (`launching` before a launch, `failed` when a launch ended with
-   * its outcome unknown). Never shadows an existing record.
+   * Applies a batch of writes (`[{ op: 'put' | 'intent' | 'delete', ... }]`, JSON) in
+   * order, in one transaction: all or none (group commit). Returns, per op, whether it
+   * changed a record (for a delete: whether a record existed). Every op is validated
+   * before anything is written.
    */
-  putIntent(intent: IntentRecord): void
+  apply(opsJson: string): Array<boolean>
   /** Every intent, ordered by id. */
   intents(): Array<IntentRecord>
   /** Closes the file (the next operation opens it again). */

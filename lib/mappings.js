@@ -86,6 +86,58 @@ class InMemoryMappingStore {
   }
 }
 
+const SBX_ID = /^sbx_[0-9a-f]{32}$/;
+const POOL_ID = /^[a-z0-9][a-z0-9._-]{0,63}$/;
+
+function invalidInput(field, what) {
+  return new SandboxRequestValidationError(`invalid mapping record: ${field} ${what}`, 'INVALID_INPUT', { field });
+}
+
+/** A record read once into the batch's `put` op, validated as the native side will. */
+function readPut(record) {
+  checkRecord(record);
+  const labels = {};
+  const raw = record.labels ?? {};
+  if (raw === null || typeof raw !== 'object') throw invalidInput('labels', 'must be an object of strings');
+  for (const k of Object.keys(raw)) {
+    if (typeof raw[k] !== 'string') throw invalidInput('labels', 'must be an object of strings');
+    labels[k] = raw[k];
+  }
+  if (!SBX_ID.test(record.id)) throw invalidInput('id', 'must be an sbx_ id');
+  if (record.providerSandboxId === '') throw invalidInput('providerSandboxId', 'must not be empty');
+  return {
+    op: 'put',
+    id: record.id,
+    providerId: record.providerId,
+    providerSandboxId: record.providerSandboxId,
+    labels,
+    createdAt: record.createdAt,
+    detached: record.detached === true,
+  };
+}
+
+/** An intent read once into the batch's `intent` op. */
+function readIntent(i) {
+  if (i === null || typeof i !== 'object') throw invalidInput('intent', 'must be an object');
+  const op = {
+    op: 'intent',
+    id: i.id,
+    providerId: i.providerId,
+    state: i.state,
+    startedAt: i.startedAt,
+    expiresAt: i.expiresAt,
+    ownerHost: i.ownerHost,
+    ownerPid: i.ownerPid,
+    ownerSession: i.ownerSession,
+  };
+  if (typeof op.id !== 'string' || !SBX_ID.test(op.id)) throw invalidInput('id', 'must be an sbx_ id');
+  if (typeof op.providerId !== 'string' || !POOL_ID.test(op.providerId)) throw invalidInput('providerId', 'must be a provider id');
+  if (op.state !== 'launching' && op.state !== 'failed') throw invalidInput('state', 'must be launching or failed');
+  for (const f of ['startedAt', 'expiresAt', 'ownerPid']) if (!Number.isFinite(op[f])) throw invalidInput(f, 'must be a finite number');
+  for (const f of ['ownerHost', 'ownerSession']) if (typeof op[f] !== 'string') throw invalidInput(f, 'must be a string');
+  return op;
+}
+
 function storeConfigError(field, what) {
   return new SandboxRouterConfigurationError(`invalid SqliteMappingStore options: ${field} ${what}`, 'INVALID_CONFIGURATION', { field });
 }
@@ -109,6 +161,8 @@ class SqliteMappingStore {
   #native;
   #path;
   #dirReady = false;
+  /** @type {{ op: object, resolve: (v: any) => void, reject: (e: unknown) => void }[]} */
+  #queue = [];
 
   /**
    * @param {string | { path: string, durability?: 'normal' | 'full' }} options the file's
@@ -154,13 +208,37 @@ class SqliteMappingStore {
     return callNative(() => this.#n().open());
   }
 
+  /**
+   * Writes go through one queue, flushed once per turn of the event loop (a microtask) as
+   * ONE transaction (group commit): concurrent provisions share a commit, a lone write
+   * costs a microtask more. Each op is validated before it is queued, so one bad record
+   * never fails its neighbours; a write resolves only once its transaction committed.
+   */
+  #enqueue(op) {
+    return new Promise((resolve, reject) => {
+      this.#queue.push({ op, resolve, reject });
+      if (this.#queue.length === 1) queueMicrotask(() => this.#flush());
+    });
+  }
+
+  #flush() {
+    const batch = this.#queue;
+    this.#queue = [];
+    let results;
+    try {
+      const text = JSON.stringify(batch.map((b) => b.op));
+      results = callNative(() => this.#n().apply(text));
+    } catch (error) {
+      for (const b of batch) b.reject(error);
+      return;
+    }
+    batch.forEach((b, i) => b.resolve(results[i]));
+  }
+
   /** @param {import('../index').SandboxMapping} record */
   async put(record) {
-    checkRecord(record);
-    const labels = JSON.stringify(record.labels ?? {});
-    callNative(() =>
-      this.#n().put(record.id, record.providerId, record.providerSandboxId, labels, record.createdAt, record.detached === true),
-    );
+    const op = readPut(record);
+    await this.#enqueue(op);
   }
 
   /** @param {string} id */
@@ -170,7 +248,7 @@ class SqliteMappingStore {
 
   /** @param {string} id @returns {Promise<boolean>} */
   async delete(id) {
-    return callNative(() => this.#n().delete(String(id)));
+    return this.#enqueue({ op: 'delete', id: String(id) });
   }
 
   /** Every record, ordered by id (read off the JS thread). */
@@ -196,7 +274,7 @@ class SqliteMappingStore {
    * @param {import('../index').MappingIntent} intent
    */
   async intent(intent) {
-    callNative(() => this.#n().putIntent(intent));
+    await this.#enqueue(readIntent(intent));
   }
 
   /** Every intent record, ordered by id. */

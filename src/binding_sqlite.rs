@@ -1,9 +1,10 @@
 //! napi glue for the durable mapping store ([`crate::core::sqlite_store`]).
 //!
-//! Why are `put`, `get` and `delete` synchronous native calls? In WAL mode with
-//! `synchronous = NORMAL` a one-row transaction is a `write(2)` to the log: a few
-//! microseconds, less than a hop to a worker thread and back (see `../shared/STYLE.md`). The
-//! JS class wraps them in its async contract. `list` can read tens of thousands of rows,
+//! Why are writes (`apply`) and `get` synchronous native calls? In WAL mode with
+//! `synchronous = NORMAL` a transaction is a few `write(2)`s to the log: tens of
+//! microseconds, about a hop to a worker thread and back (see `../shared/STYLE.md`), and the
+//! JS class batches the writes of one event-loop turn into one transaction, so a burst of
+//! provisions pays one commit. The JS class wraps them in its async contract. `list` can read tens of thousands of rows,
 //! so [`sqlite_list`] reads on tokio's blocking pool through a read-only connection of its
 //! own (WAL readers never block the writer), off the JS thread.
 //!
@@ -13,7 +14,7 @@
 
 use crate::binding::{encode, guard, MappingRecord};
 use crate::core::ids::{validate_provider_id, SandboxKey};
-use crate::core::sqlite_store::{list_file, Durability, Intent, Row, SqliteStore, StoreError};
+use crate::core::sqlite_store::{list_file, Durability, Intent, Op, Row, SqliteStore, StoreError};
 use napi::{Error, Result};
 use napi_derive::napi;
 use serde_json::Value;
@@ -29,14 +30,6 @@ fn invalid(field: &str, what: &str) -> Error {
     encode("INVALID_INPUT", &format!("invalid mapping record: {field} {what}"), Some(field), Value::Null)
 }
 
-/// Labels JSON checked to be an object of strings; returned re-serialized (canonical).
-fn checked_labels(labels_json: &str) -> Result<String> {
-    match serde_json::from_str::<Value>(labels_json) {
-        Ok(Value::Object(map)) if map.values().all(Value::is_string) => Ok(Value::Object(map).to_string()),
-        _ => Err(invalid("labels", "must be an object of strings")),
-    }
-}
-
 fn to_record(r: Row) -> Result<MappingRecord> {
     let labels: HashMap<String, String> =
         serde_json::from_str(&r.labels_json).map_err(|_| store_err(StoreError::ReadFailed))?;
@@ -47,6 +40,92 @@ fn to_record(r: Row) -> Result<MappingRecord> {
         labels,
         created_at: r.created_at,
         detached: r.detached,
+    })
+}
+
+/// One write of a batch, as the JS class sends it (JSON, tagged by `op`).
+#[derive(serde::Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
+enum BatchOp {
+    Put {
+        id: String,
+        #[serde(rename = "providerId")]
+        provider_id: String,
+        #[serde(rename = "providerSandboxId")]
+        provider_sandbox_id: String,
+        labels: serde_json::Map<String, Value>,
+        #[serde(rename = "createdAt")]
+        created_at: String,
+        detached: bool,
+    },
+    Intent {
+        id: String,
+        #[serde(rename = "providerId")]
+        provider_id: String,
+        state: String,
+        #[serde(rename = "startedAt")]
+        started_at: f64,
+        #[serde(rename = "expiresAt")]
+        expires_at: f64,
+        #[serde(rename = "ownerHost")]
+        owner_host: String,
+        #[serde(rename = "ownerPid")]
+        owner_pid: f64,
+        #[serde(rename = "ownerSession")]
+        owner_session: String,
+    },
+    Delete {
+        id: String,
+    },
+}
+
+fn checked_intent(i: IntentRecord) -> Result<Intent> {
+    SandboxKey::parse_checked(&i.id).map_err(|_| invalid("id", "must be an sbx_ id"))?;
+    validate_provider_id(&i.provider_id).map_err(|_| invalid("providerId", "must be a provider id"))?;
+    if i.state != "launching" && i.state != "failed" {
+        return Err(invalid("state", "must be launching or failed"));
+    }
+    if !i.started_at.is_finite() || !i.expires_at.is_finite() || !i.owner_pid.is_finite() {
+        return Err(invalid("intent", "times and pid must be finite numbers"));
+    }
+    Ok(Intent {
+        id: i.id,
+        provider_id: i.provider_id,
+        state: i.state,
+        started_at: i.started_at as i64,
+        expires_at: i.expires_at as i64,
+        owner_host: i.owner_host,
+        owner_pid: i.owner_pid as i64,
+        owner_session: i.owner_session,
+    })
+}
+
+fn checked_op(op: BatchOp) -> Result<Op> {
+    Ok(match op {
+        BatchOp::Put { id, provider_id, provider_sandbox_id, labels, created_at, detached } => {
+            SandboxKey::parse_checked(&id).map_err(|_| invalid("id", "must be an sbx_ id"))?;
+            if provider_sandbox_id.is_empty() {
+                return Err(invalid("providerSandboxId", "must not be empty"));
+            }
+            if !labels.values().all(Value::is_string) {
+                return Err(invalid("labels", "must be an object of strings"));
+            }
+            let labels_json = Value::Object(labels).to_string();
+            Op::Put(Row { id, provider_id, provider_sandbox_id, labels_json, created_at, detached })
+        }
+        BatchOp::Intent { id, provider_id, state, started_at, expires_at, owner_host, owner_pid, owner_session } => {
+            Op::Intent(checked_intent(IntentRecord {
+                id,
+                provider_id,
+                state,
+                started_at,
+                expires_at,
+                owner_host,
+                owner_pid,
+                owner_session,
+            })?)
+        }
+        BatchOp::Delete { id } => Op::Delete(id),
     })
 }
 
@@ -112,36 +191,10 @@ impl NativeSqliteStore {
         self.with(|s| s.schema_version().map(|v| v as u32))
     }
 
-    /// Inserts or replaces a record, and completes the id's intent, in one transaction.
-    #[napi]
-    pub fn put(
-        &self,
-        id: String,
-        provider_id: String,
-        provider_sandbox_id: String,
-        labels_json: String,
-        created_at: String,
-        detached: bool,
-    ) -> Result<()> {
-        SandboxKey::parse_checked(&id).map_err(|_| invalid("id", "must be an sbx_ id"))?;
-        if provider_sandbox_id.is_empty() {
-            return Err(invalid("providerSandboxId", "must not be empty"));
-        }
-        let labels_json = checked_labels(&labels_json)?;
-        let row = Row { id, provider_id, provider_sandbox_id, labels_json, created_at, detached };
-        self.with(|s| s.put(&row))
-    }
-
     /// The record of `id`, or null.
     #[napi]
     pub fn get(&self, id: String) -> Result<Option<MappingRecord>> {
         self.with(|s| s.get(&id))?.map(to_record).transpose()
-    }
-
-    /// Removes the record (and any intent) of `id`; true if a record existed.
-    #[napi]
-    pub fn delete(&self, id: String) -> Result<bool> {
-        self.with(|s| s.delete(&id))
     }
 
     /// Every record, ordered by id, read on the JS thread (see [`sqlite_list`]).
@@ -156,26 +209,16 @@ impl NativeSqliteStore {
         self.with(|s| s.count()).map(|n| n as u32)
     }
 
-    /// Writes an intent (`launching` before a launch, `failed` when a launch ended with
-    /// its outcome unknown). Never shadows an existing record.
+    /// Applies a batch of writes (`[{ op: 'put' | 'intent' | 'delete', ... }]`, JSON) in
+    /// order, in one transaction: all or none (group commit). Returns, per op, whether it
+    /// changed a record (for a delete: whether a record existed). Every op is validated
+    /// before anything is written.
     #[napi]
-    pub fn put_intent(&self, intent: IntentRecord) -> Result<()> {
-        SandboxKey::parse_checked(&intent.id).map_err(|_| invalid("id", "must be an sbx_ id"))?;
-        validate_provider_id(&intent.provider_id).map_err(|_| invalid("providerId", "must be a provider id"))?;
-        if intent.state != "launching" && intent.state != "failed" {
-            return Err(invalid("state", "must be launching or failed"));
-        }
-        let i = Intent {
-            id: intent.id,
-            provider_id: intent.provider_id,
-            state: intent.state,
-            started_at: intent.started_at as i64,
-            expires_at: intent.expires_at as i64,
-            owner_host: intent.owner_host,
-            owner_pid: intent.owner_pid as i64,
-            owner_session: intent.owner_session,
-        };
-        self.with(|s| s.put_intent(&i))
+    pub fn apply(&self, ops_json: String) -> Result<Vec<bool>> {
+        let ops: Vec<BatchOp> =
+            serde_json::from_str(&ops_json).map_err(|_| invalid("batch", "is not a list of writes"))?;
+        let ops = ops.into_iter().map(checked_op).collect::<Result<Vec<_>>>()?;
+        self.with(|s| s.apply(&ops))
     }
 
     /// Every intent, ordered by id.

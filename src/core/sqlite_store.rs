@@ -126,6 +126,17 @@ pub struct Intent {
     pub owner_session: String,
 }
 
+/// One write of a batch ([`SqliteStore::apply`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// [`SqliteStore::put`].
+    Put(Row),
+    /// [`SqliteStore::put_intent`].
+    Intent(Intent),
+    /// [`SqliteStore::delete`].
+    Delete(String),
+}
+
 /// How much a commit is worth.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
@@ -200,28 +211,35 @@ impl SqliteStore {
         tx.commit().map_err(|_| StoreError::OpenFailed)
     }
 
+    /// Applies `ops` in order in ONE transaction (group commit): all or none. Returns, per
+    /// op, whether it changed a mapping (for a delete: whether a mapping existed).
+    ///
+    /// Why? A commit costs about the same whether it carries one row or a thousand, so
+    /// writes that arrive together share one (`SqliteMappingStore` in `lib/mappings.js`
+    /// gathers the writes issued in one turn of the event loop).
+    pub fn apply(&mut self, ops: &[Op]) -> Result<Vec<bool>, StoreError> {
+        let tx = self.conn.transaction().map_err(write_err)?;
+        let mut out = Vec::with_capacity(ops.len());
+        for op in ops {
+            out.push(match op {
+                Op::Put(row) => {
+                    put_in(&tx, row)?;
+                    true
+                }
+                Op::Intent(i) => {
+                    intent_in(&tx, i)?;
+                    false
+                }
+                Op::Delete(id) => delete_in(&tx, id)?,
+            });
+        }
+        tx.commit().map_err(write_err)?;
+        Ok(out)
+    }
+
     /// Inserts or replaces a mapping and removes the id's intent, in one transaction.
     pub fn put(&mut self, row: &Row) -> Result<(), StoreError> {
-        let tx = self.conn.transaction().map_err(write_err)?;
-        tx.prepare_cached(
-            "INSERT OR REPLACE INTO mappings (id, provider_id, provider_sandbox_id, labels, created_at, detached)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )
-        .and_then(|mut s| {
-            s.execute(params![
-                row.id,
-                row.provider_id,
-                row.provider_sandbox_id,
-                row.labels_json,
-                row.created_at,
-                row.detached
-            ])
-        })
-        .map_err(write_err)?;
-        tx.prepare_cached("DELETE FROM intents WHERE id = ?1")
-            .and_then(|mut s| s.execute([&row.id]))
-            .map_err(write_err)?;
-        tx.commit().map_err(write_err)
+        self.apply(std::slice::from_ref(&Op::Put(row.clone()))).map(|_| ())
     }
 
     /// The mapping of `id`, if any (intents are not mappings).
@@ -237,14 +255,7 @@ impl SqliteStore {
 
     /// Removes the mapping and the intent of `id`; true if a mapping existed.
     pub fn delete(&mut self, id: &str) -> Result<bool, StoreError> {
-        let tx = self.conn.transaction().map_err(write_err)?;
-        let n = tx
-            .prepare_cached("DELETE FROM mappings WHERE id = ?1")
-            .and_then(|mut s| s.execute([id]))
-            .map_err(write_err)?;
-        tx.prepare_cached("DELETE FROM intents WHERE id = ?1").and_then(|mut s| s.execute([id])).map_err(write_err)?;
-        tx.commit().map_err(write_err)?;
-        Ok(n > 0)
+        Ok(self.apply(&[Op::Delete(id.to_string())])?.first().copied().unwrap_or(false))
     }
 
     /// Every mapping, ordered by id.
@@ -263,27 +274,7 @@ impl SqliteStore {
     /// Writes (inserts or replaces) an intent. A mapping for the id wins: no intent is
     /// written beside an existing mapping.
     pub fn put_intent(&mut self, i: &Intent) -> Result<(), StoreError> {
-        self.conn
-            .prepare_cached(
-                "INSERT OR REPLACE INTO intents
-                   (id, provider_id, state, started_at, expires_at, owner_host, owner_pid, owner_session)
-                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8
-                 WHERE NOT EXISTS (SELECT 1 FROM mappings WHERE id = ?1)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    i.id,
-                    i.provider_id,
-                    i.state,
-                    i.started_at,
-                    i.expires_at,
-                    i.owner_host,
-                    i.owner_pid,
-                    i.owner_session
-                ])
-            })
-            .map(|_| ())
-            .map_err(write_err)
+        self.apply(std::slice::from_ref(&Op::Intent(i.clone()))).map(|_| ())
     }
 
     /// Every intent, ordered by id.
@@ -311,6 +302,56 @@ impl SqliteStore {
             .map_err(read_err)?;
         rows.collect::<Result<Vec<_>, _>>().map_err(read_err)
     }
+}
+
+fn put_in(tx: &rusqlite::Transaction<'_>, row: &Row) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO mappings (id, provider_id, provider_sandbox_id, labels, created_at, detached)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            row.id,
+            row.provider_id,
+            row.provider_sandbox_id,
+            row.labels_json,
+            row.created_at,
+            row.detached
+        ])
+    })
+    .map_err(write_err)?;
+    tx.prepare_cached("DELETE FROM intents WHERE id = ?1").and_then(|mut s| s.execute([&row.id])).map_err(write_err)?;
+    Ok(())
+}
+
+fn intent_in(tx: &rusqlite::Transaction<'_>, i: &Intent) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO intents
+           (id, provider_id, state, started_at, expires_at, owner_host, owner_pid, owner_session)
+         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8
+         WHERE NOT EXISTS (SELECT 1 FROM mappings WHERE id = ?1)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            i.id,
+            i.provider_id,
+            i.state,
+            i.started_at,
+            i.expires_at,
+            i.owner_host,
+            i.owner_pid,
+            i.owner_session
+        ])
+    })
+    .map(|_| ())
+    .map_err(write_err)
+}
+
+fn delete_in(tx: &rusqlite::Transaction<'_>, id: &str) -> Result<bool, StoreError> {
+    let n =
+        tx.prepare_cached("DELETE FROM mappings WHERE id = ?1").and_then(|mut s| s.execute([id])).map_err(write_err)?;
+    tx.prepare_cached("DELETE FROM intents WHERE id = ?1").and_then(|mut s| s.execute([id])).map_err(write_err)?;
+    Ok(n > 0)
 }
 
 fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
@@ -432,6 +473,25 @@ mod tests {
         s.put_intent(&intent("sbx_b")).unwrap();
         assert!(s.delete("sbx_b").is_ok_and(|existed| !existed));
         assert!(s.intents().unwrap().is_empty(), "delete removes the intent too");
+    }
+
+    #[test]
+    fn apply_writes_a_batch_in_order_in_one_transaction() {
+        let d = dir();
+        let mut s = SqliteStore::open(&d.join("m.db"), Durability::Normal).unwrap();
+        s.put(&row("sbx_x")).unwrap();
+        let out = s
+            .apply(&[
+                Op::Intent(intent("sbx_a")),
+                Op::Put(row("sbx_a")),
+                Op::Delete("sbx_x".into()),
+                Op::Delete("sbx_missing".into()),
+                Op::Intent(intent("sbx_b")),
+            ])
+            .unwrap();
+        assert_eq!(out, vec![false, true, true, false, false]);
+        assert_eq!(s.list().unwrap(), vec![row("sbx_a")]);
+        assert_eq!(s.intents().unwrap().iter().map(|i| i.id.as_str()).collect::<Vec<_>>(), vec!["sbx_b"]);
     }
 
     #[test]
