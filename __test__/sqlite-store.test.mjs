@@ -134,3 +134,22 @@ test('sqlite: identity survives a restart: a router killed with SIGKILL after pr
   await assert.rejects(router.getSandbox(id), (e) => e.code === 'SANDBOX_NOT_FOUND');
   assert.deepEqual(fs.readdirSync(rootDir), []);
 });
+
+test('sqlite group commit must-fire: writes issued together land together (one transaction) and each resolves with its own result', async (t) => {
+  const store = new SqliteMappingStore(path.join(scratch(t), 'm.db'));
+  await store.put(record(500));
+  const writes = [...Array.from({ length: 200 }, (_, i) => store.put(record(i + 1))), store.delete(sbx(500)), store.delete(sbx(999))];
+  const results = await Promise.all(writes);
+  assert.deepEqual(results.slice(-2), [true, false], 'each delete answers for itself');
+  assert.equal(await store.count(), 200);
+  store.close();
+});
+
+test('sqlite group commit must-not-fire: one invalid record among concurrent writes fails alone', async (t) => {
+  const store = new SqliteMappingStore(path.join(scratch(t), 'm.db'));
+  const outcomes = await Promise.allSettled([store.put(record(1)), store.put(record(2, { labels: { bad: 7 } })), store.put(record(3))]);
+  assert.deepEqual(outcomes.map((o) => o.status), ['fulfilled', 'rejected', 'fulfilled']);
+  assert.equal(outcomes[1].reason.code, 'INVALID_INPUT');
+  assert.deepEqual((await store.list()).map((r) => r.id), [sbx(1), sbx(3)]);
+  store.close();
+});
