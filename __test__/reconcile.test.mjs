@@ -277,6 +277,37 @@ test('duplicate must-fire: a stamped sandbox whose id is mapped to ANOTHER sandb
   assert.deepEqual([...rt.live.keys()], [kept]);
 });
 
+test('lookup must-fire: a getById that rejects with a 404 means gone: the orphan is ALREADY_GONE, the stale mapping UNMAPPED', async () => {
+  const rt = labelledRuntime();
+  rt.seed(stamp(sbx(30)));
+  rt.getById = async () => {
+    throw Object.assign(new Error(`not found ${CANARY}`), { status: 404 });
+  };
+  const store = memoryStore();
+  store.records.set(sbx(31), { id: sbx(31), providerId: 'a', providerSandboxId: 'gone', labels: stamp(sbx(31)), createdAt: OLD });
+  const { router } = setup(rt, { mappings: store });
+  const r = await router.reconcile({ reclaim: true });
+  assert.deepEqual(r.outcomes.map((o) => [o.sandboxId, o.outcome]).sort(), [[sbx(30), 'ALREADY_GONE'], [sbx(31), 'UNMAPPED']]);
+  assert.equal(store.records.size, 0);
+  assert.equal(leaks(r), false);
+});
+
+test('lookup must-not-fire: a getById that rejects otherwise destroys nothing and keeps the mapping (DESTROY_FAILED, LOOKUP_FAILED)', async () => {
+  const rt = labelledRuntime();
+  rt.seed(stamp(sbx(32)));
+  rt.getById = async () => {
+    throw Object.assign(new Error(`boom ${CANARY}`), { status: 500 });
+  };
+  const store = memoryStore();
+  store.records.set(sbx(33), { id: sbx(33), providerId: 'a', providerSandboxId: 'gone', labels: stamp(sbx(33)), createdAt: OLD });
+  const { router } = setup(rt, { mappings: store });
+  const r = await router.reconcile({ reclaim: true });
+  assert.deepEqual(r.outcomes.map((o) => [o.sandboxId, o.outcome]).sort(), [[sbx(32), 'DESTROY_FAILED'], [sbx(33), 'LOOKUP_FAILED']]);
+  assert.equal(store.records.size, 1);
+  assert.equal(rt.live.size, 1);
+  assert.equal(rt.calls.filter((c) => c.op === 'destroy').length, 0);
+});
+
 // ---------------------------------------------------------------------------------------
 // unknown pools, deadline, concurrency, options
 

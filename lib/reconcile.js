@@ -29,6 +29,7 @@ const { within, TIMED_OUT } = require('./within.js');
 const { hasMethods } = require('./options.js');
 const { emit } = require('./events.js');
 const { finderFor, SANDBOX_FLEET_LABEL } = require('./finders.js');
+const { isNotFound } = require('./operations.js');
 
 /** Default age (ms) after which a stamped sandbox without mapping or intent is an orphan. */
 const DEFAULT_GRACE_MS = 15 * 60_000;
@@ -348,7 +349,14 @@ async function destroyOrphan(ctx, def, item, left) {
     let handle = { id: item.providerSandboxId };
     if (hasMethods(rt, ['getById'])) {
       // Owned: an attached handle's destroy only forgets the sandbox on some adapters.
-      const h = await within(rt.getById(item.providerSandboxId, { owned: true }), ms);
+      let h;
+      try {
+        h = await within(rt.getById(item.providerSandboxId, { owned: true }), ms);
+      } catch (error) {
+        // An adapter may say "not found" by rejecting (a 404): gone already.
+        if (isNotFound(error)) return 'ALREADY_GONE';
+        throw error;
+      }
       if (h === TIMED_OUT) return 'TIMED_OUT';
       if (h === null || h === undefined) return 'ALREADY_GONE';
       handle = h;
@@ -385,9 +393,9 @@ async function unmapStale(ctx, def, item, left) {
       const h = await within(rt.getById(item.providerSandboxId, { owned: true }), ms);
       if (h === TIMED_OUT) return 'TIMED_OUT';
       if (h !== null && h !== undefined) return 'STILL_EXISTS';
-    } catch {
-      // An adapter may say "not found" by rejecting; anything else leaves the mapping.
-      return 'LOOKUP_FAILED';
+    } catch (error) {
+      // An adapter may say "not found" by rejecting (a 404); anything else leaves the mapping.
+      if (!isNotFound(error)) return 'LOOKUP_FAILED';
     }
   }
   try {
