@@ -25,3 +25,16 @@ test('CommonJS: ESM import of the package yields the same class objects', async 
   assert.equal(esm.ProviderProvisioningError, router.ProviderProvisioningError);
   assert.equal(esm.default, router);
 });
+
+test('regression (Jest consumer): a native error from another realm still becomes its typed class', () => {
+  const { runInNewContext } = require('node:vm');
+  const { fromNative } = require('../lib/errors.js');
+  // Jest runs each test file in its own vm context; the addon's errors come from the main realm.
+  const foreign = runInNewContext('new Error(JSON.stringify({ code: "ROUTING_NOT_APPLICABLE", message: "fleet placement" }))');
+  assert.equal(foreign instanceof Error, false, 'really from another realm');
+  const e = fromNative(foreign);
+  assert.ok(e instanceof router.RoutingNotApplicableError);
+  assert.equal(e.code, 'ROUTING_NOT_APPLICABLE');
+  // A typed NativeError value (a plain object) is still read as one.
+  assert.ok(fromNative({ code: 'NO_ELIGIBLE_PROVIDER', message: 'm', summary: 's', rejections: [] }) instanceof router.NoEligibleProviderError);
+});

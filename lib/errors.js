@@ -126,7 +126,11 @@ function isRouterError(value) {
  */
 function fromNative(error) {
   let data;
-  if (error !== null && typeof error === 'object' && !(error instanceof Error)) {
+  // `instanceof Error` alone is realm-bound: under Jest (a vm context per test file) the
+  // addon's thrown errors come from the main realm and fail it, and were taken for typed
+  // values (internal error, empty message). The brand check sees an Error of any realm.
+  const isError = error instanceof Error || Object.prototype.toString.call(error) === '[object Error]';
+  if (error !== null && typeof error === 'object' && !isError) {
     // A typed error value (`NativeError`, returned by the newer entry points).
     data = { ...error };
     for (const k of Object.keys(data)) if (data[k] === null || data[k] === undefined) delete data[k];
