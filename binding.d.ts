@@ -65,6 +65,34 @@ export declare class NativeRegistry {
   survivors(request: CompiledRequest, detached: boolean, extras?: RouteExtras | undefined | null): Array<number>
 }
 
+/** The native half of `SqliteMappingStore`: one file, opened on first use. */
+export declare class NativeSqliteStore {
+  /**
+   * A store over the file at `path` (created, in WAL mode, on first use). `full`:
+   * `synchronous = FULL` (fsync per commit) instead of `NORMAL`.
+   */
+  constructor(path: string, full: boolean)
+  /** Opens the file now (creating and migrating it if needed); returns its schema version. */
+  open(): number
+  /** The record of `id`, or null. */
+  get(id: string): MappingRecord | null
+  /** Every record, ordered by id, read on the JS thread (see [`sqlite_list`]). */
+  list(): Array<MappingRecord>
+  /** Number of records. */
+  count(): number
+  /**
+   * Applies a batch of writes (`[{ op: 'put' | 'intent' | 'delete', ... }]`, JSON) in
+   * order, in one transaction: all or none (group commit). Returns, per op, whether it
+   * changed a record (for a delete: whether a record existed). Every op is validated
+   * before anything is written.
+   */
+  apply(opsJson: string): Array<boolean>
+  /** Every intent, ordered by id. */
+  intents(): Array<IntentRecord>
+  /** Closes the file (the next operation opens it again). */
+  close(): void
+}
+
 /**
  * Reports the current candidate's capacity read: the measurement as JSON text (what the
  * reader answered, serialized once), validated strictly here; anything malformed is
@@ -124,9 +152,10 @@ export declare function acquisitionStep(key: number, out: Uint32Array): void
 /**
  * The launch returned a handle with a provider id. With `store_key` (the default mapping
  * store), the record is written here too: `{ id, pool id, providerSandboxId, labels,
- * createdAt, detached }`, the labels being the request's plus the router's id label.
+ * createdAt, detached }`, the labels being the request's plus the router's id and fleet
+ * labels (`fleet`: the router's fleet name).
  */
-export declare function acquisitionSucceeded(key: number, storeKey: number | undefined | null, id: string, providerSandboxId: string, detached: boolean): void
+export declare function acquisitionSucceeded(key: number, storeKey: number | undefined | null, id: string, providerSandboxId: string, detached: boolean, fleet: string): void
 
 /** The launch did not settle within its deadline. */
 export declare function acquisitionTimedOut(key: number): void
@@ -146,6 +175,12 @@ export interface AttemptRecord {
  * capacity routing.
  */
 export declare function beginAcquisition(registryKey: number, requestKey: number, detached: boolean, observe: boolean, labelsJson: string | undefined | null, step: Uint32Array): number | NativeError
+
+/**
+ * Whether `name` is a valid fleet name (router option `fleet`): 1–63 characters of
+ * `[a-z0-9][a-z0-9._-]*`.
+ */
+export declare function checkFleet(name: string): boolean
 
 /**
  * Validates a request's `launch.labels` sent apart from the request (JSON text): null when
@@ -250,6 +285,59 @@ export declare const enum FailureKind {
   TimedOut = 'timed-out',
   /** The runtime threw the router's own package error: it is rethrown as it is. */
   Package = 'package',
+}
+
+/** What a finder answers: the stamped sandboxes, or why the account could not be listed. */
+export interface FindResult {
+  /**
+   * Null when listed completely; otherwise an unknown reason (`TIMEOUT`, `READ_FAILED`,
+   * `MALFORMED`, `RATE_LIMITED`, `UNAUTHORIZED`, `PAGE_LIMIT_EXCEEDED`, `NOT_SUPPORTED`).
+   */
+  reason?: string
+  /** Every sandbox carrying the whole stamp of the fleet (empty when `reason` is set). */
+  items: Array<FoundSandbox>
+}
+
+/**
+ * Lists one account's sandboxes stamped with `fleet` (the fleet label and a well-formed id
+ * label), through the provider's list API (`daytona`, `e2b`, `microsandbox`, `agent37`;
+ * other kinds answer `NOT_SUPPORTED`). `config_json` as for [`read_capacity`] (limits are
+ * ignored). On expiry of `timeout_ms` the HTTP is cancelled and the answer is `TIMEOUT`.
+ * Never rejects for provider problems; only a caught panic rejects (`INTERNAL_ERROR`).
+ */
+export declare function findStamped(kind: string, configJson: string, apiKey: string, fleet: string, timeoutMs: number): Promise<FindResult>
+
+/** One stamped sandbox found by [`find_stamped`]. */
+export interface FoundSandbox {
+  /** The provider's own sandbox id. */
+  providerSandboxId: string
+  /** The router's `sbx_…` id, from the id label. */
+  sandboxId: string
+  /** Creation time (epoch ms) when the list reports one. */
+  createdAtMs?: number
+}
+
+/**
+ * An intent record as JS sees it: a launch in flight (`launching`) or one that failed with
+ * its outcome unknown (`failed`).
+ */
+export interface IntentRecord {
+  /** Router id, `sbx_…`. */
+  id: string
+  /** Pool of the current attempt. */
+  providerId: string
+  /** `launching` | `failed`. */
+  state: string
+  /** Epoch ms. */
+  startedAt: number
+  /** Epoch ms after which the writer's provision has certainly ended. */
+  expiresAt: number
+  /** Host name of the writing process. */
+  ownerHost: string
+  /** Process id of the writing process. */
+  ownerPid: number
+  /** Random session id of the writing router. */
+  ownerSession: string
 }
 
 /** A mapping record as JS sees it. */
@@ -373,6 +461,12 @@ export interface SkipRecord {
   /** The unknown reason, `NO_CAPACITY_READER`, or the full dimension. */
   reason: string
 }
+
+/**
+ * Every record of the store file at `path`, read on tokio's blocking pool through a
+ * read-only connection (the file must already be open through a `NativeSqliteStore`).
+ */
+export declare function sqliteList(path: string): Promise<Array<MappingRecord>>
 
 /**
  * What the JS side must do next: `out[0]` of [`acquisition_step`] (a numeric enum: it

@@ -428,12 +428,47 @@ export interface SandboxMapping {
   detached: boolean;
 }
 
-/** Where mappings live. Supply a durable one for cross-process identity. */
+/**
+ * Where mappings live. Supply a durable one (`SqliteMappingStore`) for identity across
+ * restarts. `list` is what `reconcile` compares with; `intent`/`intents` (both or neither)
+ * let the router record each launch before it happens (see `MappingIntent`). `delete` removes
+ * the id's intent as well as its record.
+ */
 export interface SandboxMappingStore {
   put(record: SandboxMapping): Promise<void>;
   get(id: string): Promise<SandboxMapping | null | undefined>;
   delete(id: string): Promise<boolean | void>;
   list?(): Promise<SandboxMapping[]>;
+  /** Inserts or replaces the intent of `intent.id` (never beside an existing record). */
+  intent?(intent: MappingIntent): Promise<void>;
+  /** Every intent. */
+  intents?(): Promise<MappingIntent[]>;
+}
+
+/**
+ * An intent record: written (`launching`) before each launch, bounded by
+ * `callbackTimeoutMs`; replaced by the mapping when the provision succeeds; turned `failed`
+ * when the launch ended with its outcome unknown; removed when nothing was allocated. With
+ * it, `reconcile` tells a launch that was in flight when its process died (`WRITER_GONE`) or
+ * that failed (`LAUNCH_FAILED`) from a sandbox someone else made with the router's labels,
+ * without waiting for the grace period. If it cannot be written, nothing is launched
+ * (`MappingPersistenceError` `MAPPING_INTENT_FAILED`).
+ */
+export interface MappingIntent {
+  /** The `sbx_…` id stamped into the launch. */
+  id: string;
+  /** The pool of the current attempt. */
+  providerId: ProviderId;
+  state: 'launching' | 'failed';
+  /** Epoch ms. */
+  startedAt: number;
+  /** Epoch ms after which the writer's provision has certainly ended (launch deadline + callbackTimeoutMs + 60 s). */
+  expiresAt: number;
+  /** Host name and process id of the writer (a dead pid on this host = the launch died with it). */
+  ownerHost: string;
+  ownerPid: number;
+  /** The writing router's random session id. */
+  ownerSession: string;
 }
 
 /** What a failure classifier answers. Only `retryable: true` may advance to another pool. */
@@ -590,6 +625,43 @@ export interface SandboxDestroyedEvent extends RoutingEventBase {
   providerId: ProviderId;
 }
 
+/** `reconcile()`: one pool was listed (counts per class) or could not be (`reason`). Pool-level: no `sandboxId`. */
+export interface ReconcileListedEvent {
+  type: 'reconcile.listed';
+  /** ISO-8601. */
+  at: string;
+  providerId: ProviderId;
+  status: 'known' | 'unknown';
+  reason?: ReconcileUnknownReason;
+  orphan?: number;
+  staleMapping?: number;
+  mapped?: number;
+  pending?: number;
+}
+
+/** `reconcile({ reclaim: true })` acted on one sandbox, mapping or intent. */
+export interface ReconcileReclaimedEvent extends RoutingEventBase {
+  type: 'reconcile.reclaimed';
+  providerId: ProviderId;
+  class: ReconcileOutcome['class'];
+  outcome: ReconcileOutcomeCode;
+}
+
+/** `reconcile()` finished. Totals over the pools; no `sandboxId`. */
+export interface ReconcileCompletedEvent {
+  type: 'reconcile.completed';
+  /** ISO-8601. */
+  at: string;
+  reclaim: boolean;
+  timedOut: boolean;
+  durationMs: number;
+  orphan: number;
+  staleMapping: number;
+  mapped: number;
+  pending: number;
+  unknownPools: number;
+}
+
 /** A structured event, discriminated on `type`: `switch (event.type)` narrows it. */
 export type RoutingEvent =
   | ProvisionValidatedEvent
@@ -605,7 +677,10 @@ export type RoutingEvent =
   | MappingFailedEvent
   | CleanupCompletedEvent
   | ProvisionExhaustedEvent
-  | SandboxDestroyedEvent;
+  | SandboxDestroyedEvent
+  | ReconcileListedEvent
+  | ReconcileReclaimedEvent
+  | ReconcileCompletedEvent;
 
 /** Event types the router emits. */
 export type RoutingEventType = RoutingEvent['type'];
@@ -637,6 +712,118 @@ export interface SandboxRouterOptions {
    * `OPERATION_TIMEOUT` (outcome unknown; a destroy keeps the mapping).
    */
   operationTimeoutMs?: number;
+  /**
+   * The fleet name stamped into every launch under `SANDBOX_FLEET_LABEL` (beside the id), and
+   * the one `reconcile` looks for. 1-63 characters of `[a-z0-9][a-z0-9._-]*`. Default
+   * `'default'`. Routers that share a provider account but not a mapping store must use
+   * different fleets: each one's reconcile treats the other's sandboxes as unmapped.
+   */
+  fleet?: string;
+}
+
+/** Why a pool could not be listed by `reconcile`. */
+export type ReconcileUnknownReason =
+  | 'TIMEOUT'
+  | 'READ_FAILED'
+  | 'MALFORMED'
+  | 'RATE_LIMITED'
+  | 'UNAUTHORIZED'
+  | 'PAGE_LIMIT_EXCEEDED'
+  | 'NOT_SUPPORTED';
+
+/** Why a stamped sandbox without a mapping is an orphan. */
+export type OrphanReason =
+  /** No intent record, and its provider-reported age is at least `graceMs`. */
+  | 'GRACE_ELAPSED'
+  /** Its intent says the launch failed with its outcome unknown. */
+  | 'LAUNCH_FAILED'
+  /** Its `launching` intent names a process on this host that no longer exists. */
+  | 'WRITER_GONE'
+  /** Its `launching` intent outlived the launch deadline. */
+  | 'INTENT_EXPIRED'
+  /** Its intent was written by this router, whose provision of it is over. */
+  | 'INTENT_ABANDONED'
+  /** Its id is mapped, to another sandbox: an earlier attempt that allocated after all. */
+  | 'DUPLICATE_OF_MAPPED';
+
+/** Why an item is pending (never touched). */
+export type PendingReason =
+  | 'IN_FLIGHT'
+  | 'IN_FLIGHT_ELSEWHERE'
+  | 'WITHIN_GRACE'
+  | 'AGE_UNKNOWN'
+  | 'NOT_LISTED_YET'
+  /** A runtime label search returned a handle without labels: matched to nothing, never reclaimed. */
+  | 'STAMP_UNVERIFIED';
+
+/** What `reconcile({ reclaim: true })` did with one item. */
+export type ReconcileOutcomeCode =
+  | 'DESTROYED'
+  | 'ALREADY_GONE'
+  | 'DESTROY_FAILED'
+  | 'NOW_MAPPED'
+  | 'IN_FLIGHT'
+  | 'UNMAPPED'
+  | 'STILL_EXISTS'
+  | 'LOOKUP_FAILED'
+  | 'UNMAP_FAILED'
+  | 'INTENT_REMOVED'
+  | 'TIMED_OUT'
+  | 'DEADLINE';
+
+export interface ReconcileOutcome {
+  providerId: ProviderId;
+  sandboxId: string;
+  providerSandboxId: string | null;
+  class: 'orphan' | 'stale-mapping' | 'stale-intent';
+  outcome: ReconcileOutcomeCode;
+}
+
+/** One pool's part of a reconcile report. */
+export interface ReconcilePool {
+  providerId: ProviderId;
+  /** `unknown`: the pool could not be listed (`reason`); nothing of it was classified. */
+  status: 'listed' | 'unknown';
+  reason?: ReconcileUnknownReason;
+  /** `native`: the provider's list API through the router's HTTP; `runtime`: the runtime's `findAllByLabels`. */
+  finder: 'native' | 'runtime';
+  counts: { orphan: number; staleMapping: number; mapped: number; pending: number };
+  orphan: Array<{ sandboxId: string; providerSandboxId: string; reason: OrphanReason }>;
+  staleMapping: Array<{ sandboxId: string; providerSandboxId: string; reason: 'NOT_LISTED' }>;
+  /** The `sbx_…` ids both sides agree on. */
+  mapped: string[];
+  pending: Array<{ sandboxId: string | null; providerSandboxId: string; reason: PendingReason }>;
+}
+
+/** What `reconcile` found and did. Ids, counts and codes only: never provider text. */
+export interface ReconcileReport {
+  reclaim: boolean;
+  fleet: string;
+  graceMs: number;
+  /** ISO-8601. */
+  startedAt: string;
+  durationMs: number;
+  /** The deadline passed: some pools or items were not done (`TIMEOUT` / `DEADLINE`). */
+  timedOut: boolean;
+  pools: Record<string, ReconcilePool>;
+  /** Intents whose launch is over and left nothing listed (removed with `reclaim`). */
+  staleIntents: string[];
+  outcomes: ReconcileOutcome[];
+  totals: { orphan: number; staleMapping: number; mapped: number; pending: number; unknownPools: number };
+}
+
+/** Options of `reconcile`. */
+export interface ReconcileOptions {
+  /** Pool ids to reconcile. Default: every registered pool. */
+  providers?: readonly string[];
+  /** Destroy orphans (as owned sandboxes) and remove stale mappings. Default false: a dry run. */
+  reclaim?: boolean;
+  /** Age before a stamped sandbox without mapping or intent is an orphan. Default 900,000 (15 min). */
+  graceMs?: number;
+  /** Destroys / unmaps in flight at once. Default 8. */
+  concurrency?: number;
+  /** Deadline of the whole run, ms. Default 120,000. */
+  timeoutMs?: number;
 }
 
 /** The router: filters, ranks, acquires with bounded fallback, and maps ids. */
@@ -663,6 +850,13 @@ export declare class SandboxRouter {
   getSandbox(id: string): Promise<SandboxMapping>;
   /** Destroys and unmaps. An already-deleted provider sandbox is not an error. */
   destroy(id: string): Promise<void>;
+  /**
+   * Compares each pool's sandboxes carrying this router's stamp with the mapping store.
+   * A dry run unless `reclaim: true`. Throws only for invalid options
+   * (`SandboxRequestValidationError`) or a store that cannot be listed
+   * (`MappingPersistenceError` `MAPPING_READ_FAILED`); pool failures are `unknown` pools.
+   */
+  reconcile(options?: ReconcileOptions): Promise<ReconcileReport>;
 }
 
 /** Reference registry held in memory. */
@@ -692,6 +886,40 @@ export declare function routeProviders(request: SandboxRequest | undefined, prov
 
 /** The label key under which the router stamps its `sbx_…` id before every launch. */
 export declare const SANDBOX_ID_LABEL: 'agent-relay-sbx-id';
+
+/** The label key under which the router stamps its fleet name (router option `fleet`) before every launch. */
+export declare const SANDBOX_FLEET_LABEL: 'agent-relay-sbx-fleet';
+
+/** Options of `SqliteMappingStore`. */
+export interface SqliteMappingStoreOptions {
+  /** The database file (created, with its directory, on first use). */
+  path: string;
+  /** `normal` (default): a write survives the process, not necessarily a power loss. `full`: fsync per write. */
+  durability?: 'normal' | 'full';
+}
+
+/**
+ * A durable mapping store in one SQLite file (SQLite compiled into the addon), in WAL mode,
+ * its schema versioned and migrated on open; keeps intent records too. One machine's file:
+ * processes on one host may share it, hosts may not.
+ */
+export declare class SqliteMappingStore implements SandboxMappingStore {
+  constructor(options: string | SqliteMappingStoreOptions);
+  /** The file's absolute path. */
+  readonly path: string;
+  /** Opens (creates, migrates) the file now; resolves to its schema version. */
+  open(): Promise<number>;
+  put(record: SandboxMapping): Promise<void>;
+  get(id: string): Promise<SandboxMapping | null>;
+  delete(id: string): Promise<boolean>;
+  list(): Promise<SandboxMapping[]>;
+  count(): Promise<number>;
+  intent(intent: MappingIntent): Promise<void>;
+  intents(): Promise<MappingIntent[]>;
+  /** Closes the file; the next operation opens it again. */
+  close(): void;
+  toJSON(): { type: 'SqliteMappingStore'; path: string };
+}
 
 // ---------------------------------------------------------------------------------------
 // Capacity
@@ -816,10 +1044,20 @@ export declare class ProviderCapacityExhaustedError extends SandboxRouterError {
   /** `reason`: an unknown-measurement reason, `NO_CAPACITY_READER`, or the full dimension (`cpu`, `sandboxes`, …). */
   readonly rejections: Array<{ providerId: ProviderId; status: 'UNKNOWN' | 'EXHAUSTED'; reason: string }>;
 }
-/** `MAPPING_PERSISTENCE_FAILED` (with `cleanup`: `destroyed` | `failed`) or `MAPPING_READ_FAILED`. */
+/**
+ * `MAPPING_PERSISTENCE_FAILED` (with `cleanup`: `destroyed` | `failed`), `MAPPING_READ_FAILED`,
+ * `MAPPING_INTENT_FAILED` (the launch intent could not be stored: nothing was launched,
+ * `cleanup: 'none'`), or, from `SqliteMappingStore`, `MAPPING_STORE_OPEN_FAILED` /
+ * `MAPPING_STORE_SCHEMA_TOO_NEW` (the file was written by a newer version).
+ */
 export declare class MappingPersistenceError extends SandboxRouterError {
-  readonly code: 'MAPPING_PERSISTENCE_FAILED' | 'MAPPING_READ_FAILED';
-  readonly cleanup?: 'destroyed' | 'failed';
+  readonly code:
+    | 'MAPPING_PERSISTENCE_FAILED'
+    | 'MAPPING_READ_FAILED'
+    | 'MAPPING_INTENT_FAILED'
+    | 'MAPPING_STORE_OPEN_FAILED'
+    | 'MAPPING_STORE_SCHEMA_TOO_NEW';
+  readonly cleanup?: 'destroyed' | 'failed' | 'none';
 }
 /** `SANDBOX_NOT_FOUND`. */
 export declare class SandboxNotFoundError extends SandboxRouterError {
@@ -977,6 +1215,8 @@ export interface CreateSandboxRouterOptions {
   classifyProviderFailure?: ProviderFailureClassifier;
   callbackTimeoutMs?: number;
   operationTimeoutMs?: number;
+  /** See `SandboxRouterOptions.fleet`. Default `'default'`. */
+  fleet?: string;
   moduleLoader?: ModuleLoader;
 }
 

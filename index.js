@@ -4,8 +4,8 @@
 
 const errors = require('./lib/errors.js');
 const { asProviderId, InMemoryProviderRegistry } = require('./lib/registry.js');
-const { InMemoryMappingStore } = require('./lib/mappings.js');
-const { SandboxRouter, SANDBOX_ID_LABEL } = require('./lib/router.js');
+const { InMemoryMappingStore, SqliteMappingStore } = require('./lib/mappings.js');
+const { SandboxRouter, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./lib/router.js');
 const { routeProviders } = require('./lib/route-providers.js');
 const factory = require('./lib/factory.js');
 const capacityReaders = require('./lib/capacity-readers.js');
@@ -15,9 +15,11 @@ module.exports = {
   asProviderId,
   InMemoryProviderRegistry,
   InMemoryMappingStore,
+  SqliteMappingStore,
   SandboxRouter,
   routeProviders,
   SANDBOX_ID_LABEL,
+  SANDBOX_FLEET_LABEL,
   createSandboxRouter: factory.createSandboxRouter,
   createProviderRuntime: factory.createProviderRuntime,
   ConfiguredSandboxRouter: factory.ConfiguredSandboxRouter,

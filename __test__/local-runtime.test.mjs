@@ -494,3 +494,44 @@ test('close: a caller-provided rootDir is kept, only its sandboxes are removed (
   assert.ok(fs.existsSync(root));
   assert.deepEqual(fs.readdirSync(root), []);
 });
+
+test('records on disk must-fire: a runtime over the same rootDir finds, runs in and destroys a sandbox another runtime recorded there', async (t) => {
+  const root = scratch(t);
+  const first = createLocalRuntime({ rootDir: root });
+  const h = await first.launch({ labels: { 'agent-relay-sbx-fleet': 'f', team: 'a' } });
+  assert.ok(fs.existsSync(path.join(root, `${h.id}.json`)), 'the record sits beside the directory');
+  assert.deepEqual(h.labels, { 'agent-relay-sbx-fleet': 'f', team: 'a' }, 'handles carry their labels');
+  // A second runtime stands in for a new process after the first one died.
+  const second = createLocalRuntime({ rootDir: root });
+  const found = await second.findAllByLabels({ 'agent-relay-sbx-fleet': 'f' });
+  assert.deepEqual(found.map((x) => [x.id, x.labels.team]), [[h.id, 'a']]);
+  assert.equal(await second.countByLabels({ team: 'a' }), 1);
+  const owned = await second.getById(h.id, { owned: true });
+  assert.equal(owned.id, h.id);
+  assert.equal((await second.runScript(owned, { command: 'echo hi' })).stdout, 'hi\n');
+  await second.destroy(owned);
+  assert.deepEqual(fs.readdirSync(root), [], 'directory and record removed');
+  await first.close();
+  await second.close();
+});
+
+test('records on disk must-not-fire: runtimes with private temporary roots never see each other\'s sandboxes', async () => {
+  const a = createLocalRuntime();
+  const b = createLocalRuntime();
+  const h = await a.launch({ labels: { k: 'v' } });
+  assert.deepEqual(await b.findAllByLabels({ k: 'v' }), []);
+  assert.equal(await b.getById(h.id), null);
+  await a.close();
+  await b.close();
+});
+
+test('records on disk must-fire: a record whose directory was never made (a process killed in between) is found and destroyed', async (t) => {
+  const root = scratch(t);
+  const id = 'local-00000000000000ab';
+  fs.writeFileSync(path.join(root, `${id}.json`), JSON.stringify({ id, name: null, labels: { x: 'y' }, createdAt: '2026-01-01T00:00:00.000Z' }));
+  const rt = createLocalRuntime({ rootDir: root });
+  assert.deepEqual((await rt.findAllByLabels({ x: 'y' })).map((h) => [h.id, h.createdAt]), [[id, '2026-01-01T00:00:00.000Z']]);
+  await rt.destroy({ id });
+  assert.deepEqual(fs.readdirSync(root), []);
+  await rt.close();
+});

@@ -270,15 +270,24 @@ const everyType: Record<RoutingEventType, true> = {
   'cleanup.completed': true,
   'provision.exhausted': true,
   'sandbox.destroyed': true,
+  'reconcile.listed': true,
+  'reconcile.reclaimed': true,
+  'reconcile.completed': true,
 };
 // @ts-expect-error not an event type
 const notAType: RoutingEventType = 'provision.started';
 
 export function describeEvent(event: RoutingEvent): string {
   const at: string = event.at;
-  const sandboxId: string = event.sandboxId;
   // @ts-expect-error no index signature: a misspelt field does not compile
   void event.provderId;
+  // reconcile's pool-level events carry no sandboxId; every other event does.
+  if (event.type === 'reconcile.listed' || event.type === 'reconcile.completed') {
+    // @ts-expect-error pool-level: no sandboxId
+    void event.sandboxId;
+    return event.type === 'reconcile.listed' ? `${event.providerId} ${event.status} ${event.reason ?? ''}` : `${event.orphan} orphans`;
+  }
+  const sandboxId: string = event.sandboxId;
   switch (event.type) {
     case 'provision.validated':
       return `${at} ${sandboxId} validated detached=${event.detached satisfies boolean}`;
@@ -314,6 +323,8 @@ export function describeEvent(event: RoutingEvent): string {
       // @ts-expect-error provision.exhausted carries no providerId
       void event.providerId;
       return event.summary === undefined ? event.code : `${event.code}: ${event.summary}`;
+    case 'reconcile.reclaimed':
+      return `${event.providerId} ${event.class} ${event.outcome}`;
     default: {
       const unreachable: never = event;
       return unreachable;
@@ -364,7 +375,13 @@ const configCodes: Record<SandboxRouterConfigurationError['code'], true> = { INV
 const runtimeCodes: Record<ProviderRuntimeError['code'], true> = { PROVIDER_RUNTIME_ERROR: true, OPERATION_TIMEOUT: true };
 const availabilityCodes: Record<ProvisioningAvailabilityError['code'], true> = { PROVISIONING_AVAILABILITY_FAILED: true };
 const capacityCodes: Record<ProviderCapacityExhaustedError['code'], true> = { PROVIDER_CAPACITY_EXHAUSTED: true };
-const mappingCodes: Record<MappingPersistenceError['code'], true> = { MAPPING_PERSISTENCE_FAILED: true, MAPPING_READ_FAILED: true };
+const mappingCodes: Record<MappingPersistenceError['code'], true> = {
+  MAPPING_PERSISTENCE_FAILED: true,
+  MAPPING_READ_FAILED: true,
+  MAPPING_INTENT_FAILED: true,
+  MAPPING_STORE_OPEN_FAILED: true,
+  MAPPING_STORE_SCHEMA_TOO_NEW: true,
+};
 const notFoundCodes: Record<SandboxNotFoundError['code'], true> = { SANDBOX_NOT_FOUND: true };
 const timeoutCodes: Record<AcquisitionTimeoutError['code'], true> = { ACQUISITION_TIMEOUT: true };
 const packageCodes: Record<ProviderPackageMissingError['code'], true> = {

@@ -7,6 +7,7 @@ import {
   InMemoryMappingStore,
   SandboxRouter,
   SANDBOX_ID_LABEL,
+  SANDBOX_FLEET_LABEL,
   ProviderProvisioningError,
   ProviderRuntimeError,
   ProvisioningAvailabilityError,
@@ -46,7 +47,7 @@ test('provision returns an sbx id, never the provider id, and stamps it into the
   const s = await router.provision({ launch: { labels: { team: 'infra' } } });
   assert.match(s.id, SBX);
   assert.equal(s.providerId, 'a');
-  assert.deepEqual(s.labels, { team: 'infra', [SANDBOX_ID_LABEL]: s.id });
+  assert.deepEqual(s.labels, { team: 'infra', [SANDBOX_ID_LABEL]: s.id, [SANDBOX_FLEET_LABEL]: 'default' });
   assert.deepEqual(rt.calls[0].options.labels, s.labels);
   const m = await router.getSandbox(s.id);
   assert.equal(m.providerSandboxId, 'remote-1');
@@ -62,6 +63,28 @@ test('labels: a caller label on the stamp key is a typed error (must-fire)', asy
     return e instanceof SandboxRequestValidationError && e.field === `launch.labels.${SANDBOX_ID_LABEL}`;
   });
   assert.equal(rt.calls.length, 0);
+});
+
+test('labels: a caller label on the fleet stamp key is a typed error, in provision, route and explain (must-fire)', async () => {
+  const rt = fakeRuntime();
+  const { router } = setup([definition('a', { runtime: rt })]);
+  const request = { launch: { labels: { team: 't', [SANDBOX_FLEET_LABEL]: 'other' } } };
+  const isFleetField = (e) => e instanceof SandboxRequestValidationError && e.field === `launch.labels.${SANDBOX_FLEET_LABEL}`;
+  await assert.rejects(router.provision(request), isFleetField);
+  assert.throws(() => router.route(request), isFleetField);
+  await assert.rejects(router.explain(request), isFleetField);
+  assert.equal(rt.calls.length, 0);
+});
+
+test('labels: the fleet option is stamped beside the id; a fleet name outside [a-z0-9._-] is INVALID_CONFIGURATION (must-fire / must-not-fire)', async () => {
+  const rt = fakeRuntime();
+  const { router } = setup([definition('a', { runtime: rt })], { router: { fleet: 'prod-eu.1' } });
+  const s = await router.provision({});
+  assert.deepEqual(rt.calls[0].options.labels, { [SANDBOX_ID_LABEL]: s.id, [SANDBOX_FLEET_LABEL]: 'prod-eu.1' });
+  assert.equal((await router.getSandbox(s.id)).labels[SANDBOX_FLEET_LABEL], 'prod-eu.1');
+  for (const fleet of ['', 'Prod', 'a b', 'x'.repeat(64), 7]) {
+    assert.throws(() => setup([definition('a')], { router: { fleet } }), (e) => e.code === 'INVALID_CONFIGURATION' && e.field === 'fleet');
+  }
 });
 
 test('labels: other caller labels are kept (must-not-fire)', async () => {
@@ -693,9 +716,9 @@ test('labels: a runtime that changes the labels it was given changes neither the
   const b = fakeRuntime();
   const { router } = setup(twoPools(vandal, b), { router: { classifyProviderFailure: retryable } });
   const s = await router.provision({ launch: { labels: { team: 't' } } });
-  assert.deepEqual(s.labels, { team: 't', [SANDBOX_ID_LABEL]: s.id });
-  assert.deepEqual(b.calls[0].options.labels, { team: 't', [SANDBOX_ID_LABEL]: s.id });
-  assert.deepEqual(seen[0], { team: 't', [SANDBOX_ID_LABEL]: s.id });
+  assert.deepEqual(s.labels, { team: 't', [SANDBOX_ID_LABEL]: s.id, [SANDBOX_FLEET_LABEL]: 'default' });
+  assert.deepEqual(b.calls[0].options.labels, { team: 't', [SANDBOX_ID_LABEL]: s.id, [SANDBOX_FLEET_LABEL]: 'default' });
+  assert.deepEqual(seen[0], { team: 't', [SANDBOX_ID_LABEL]: s.id, [SANDBOX_FLEET_LABEL]: 'default' });
 });
 
 test('labels: a request changed after validation (here by the signal resolver) launches what was validated', async () => {
@@ -708,9 +731,9 @@ test('labels: a request changed after validation (here by the signal resolver) l
   const { router } = setup([definition('a', { runtime: rt })], { router: { resolveRoutingSignals } });
   const request = { launch: { labels: { team: 't' }, env: { A: '1' } } };
   const s = await router.provision(request);
-  assert.deepEqual(rt.calls[0].options.labels, { team: 't', [SANDBOX_ID_LABEL]: s.id });
+  assert.deepEqual(rt.calls[0].options.labels, { team: 't', [SANDBOX_ID_LABEL]: s.id, [SANDBOX_FLEET_LABEL]: 'default' });
   assert.deepEqual(rt.calls[0].options.env, { A: '1' });
-  assert.deepEqual((await router.getSandbox(s.id)).labels, { team: 't', [SANDBOX_ID_LABEL]: s.id });
+  assert.deepEqual((await router.getSandbox(s.id)).labels, { team: 't', [SANDBOX_ID_LABEL]: s.id, [SANDBOX_FLEET_LABEL]: 'default' });
 });
 
 test('mapping: a write that times out and lands later is removed again (no record of a destroyed sandbox)', async () => {

@@ -113,3 +113,30 @@ const pure = routeProviders(undefined, registry.list());
 void explanation;
 void order;
 void pure.eligible[0]?.breakdown.latency.objective;
+
+// Orphans and restarts: the SQLite store, the fleet, reconcile's report and events.
+import { createSandboxRouter, SqliteMappingStore, SANDBOX_FLEET_LABEL, type ReconcileReport, type MappingIntent } from '../index.js';
+
+export async function keepIdentityAcrossRestarts(): Promise<number> {
+  const mappings = new SqliteMappingStore({ path: './state/sandboxes.db', durability: 'normal' });
+  const durable = createSandboxRouter({
+    providers: { local: {} },
+    mappings,
+    fleet: 'prod-eu',
+    observer: (e: RoutingEvent) => {
+      if (e.type === 'reconcile.reclaimed') void [e.sandboxId, e.class, e.outcome];
+      if (e.type === 'reconcile.completed') void e.orphan;
+      if (e.type === 'reconcile.listed') void e.reason;
+    },
+  });
+  const dry: ReconcileReport = await durable.reconcile();
+  for (const pool of Object.values(dry.pools)) {
+    if (pool.status === 'unknown') void pool.reason;
+    for (const o of pool.orphan) void [o.sandboxId, o.reason];
+  }
+  const done = await durable.reconcile({ reclaim: true, providers: ['local'], graceMs: 600_000, concurrency: 4, timeoutMs: 60_000 });
+  const intents: MappingIntent[] = await mappings.intents();
+  const key: 'agent-relay-sbx-fleet' = SANDBOX_FLEET_LABEL;
+  void key;
+  return done.outcomes.filter((o) => o.outcome === 'DESTROYED').length + intents.length;
+}

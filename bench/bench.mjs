@@ -9,6 +9,9 @@
 //   b. Provision overhead with an instant in-memory runtime, 6 pools: sequential time per
 //      provision, and 10,000 concurrent provisions (throughput, peak RSS), each side in
 //      its own child process.
+//   c. Capacity reads (bench/capacity.mjs).
+//   d. Orphans and restarts (bench/orphans.mjs): provision through SqliteMappingStore vs
+//      the in-memory store, and reconcile over 10,000 stamped sandboxes.
 //
 // Every ratio printed is computed from figures measured in this run. Ratio > 1 means
 // the native side is faster.
@@ -583,6 +586,11 @@ async function main() {
     await (only === 'provision' ? provisionSection(native) : explainSection(native));
     return;
   }
+  if (only === 'orphans') {
+    console.log('\n## d. Orphans and restarts');
+    await (await import('./orphans.mjs')).runOrphansBench(native);
+    return;
+  }
   const routing = await routingSection(native);
   const explained = await explainSection(native);
   const provision = await provisionSection(native);
@@ -591,6 +599,8 @@ async function main() {
   const capacity = await runCapacityBench();
   const routerRow = capacity.concurrency.find((r) => r.readers.startsWith('router.getCapacity'));
   const stallRow = capacity.stalls.find((r) => r.reader.startsWith('native, in this process'));
+  console.log('\n## d. Orphans and restarts');
+  await (await import('./orphans.mjs')).runOrphansBench(native);
   console.log('\n## Summary (all ratios from this run; > 1 means native faster / higher)\n');
   const at = (n) => routing.find((r) => r.n === n);
   const ok = (b) => (b ? 'met' : 'NOT met');

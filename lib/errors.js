@@ -109,6 +109,10 @@ const CLASS_BY_CODE = {
   INVALID_CONFIGURATION: SandboxRouterConfigurationError,
   INVALID_INPUT: SandboxRequestValidationError,
   INTERNAL_ERROR: SandboxRouterInternalError,
+  MAPPING_STORE_OPEN_FAILED: MappingPersistenceError,
+  MAPPING_STORE_SCHEMA_TOO_NEW: MappingPersistenceError,
+  MAPPING_PERSISTENCE_FAILED: MappingPersistenceError,
+  MAPPING_READ_FAILED: MappingPersistenceError,
 };
 
 /** Whether `value` is an error this package made. Never throws, reads no property of `value`. */

@@ -19,6 +19,7 @@ const { guarded, copyOptions, shown } = require('./guard.js');
 const { InMemoryProviderRegistry } = require('./registry.js');
 const { SandboxRouter } = require('./router.js');
 const { createCapacityReader } = require('./capacity-readers.js');
+const { attachFinder } = require('./finders.js');
 
 const SANDBOX_PACKAGE = '@agent-relay/sandbox';
 const SANDBOX_RANGE = '>=0.1.10';
@@ -400,7 +401,9 @@ function createProviderRuntime(provider, input, internals = {}) {
     throw configError(null, 'provider', `must be one of ${[...Object.keys(PROVIDERS), 'local'].join(', ')}`);
   }
   const adapterOptions = validateEntry(provider, options);
-  return lazyRuntime(provider, adapterOptions, checkLoader(readOptions(internals)?.moduleLoader));
+  const runtime = lazyRuntime(provider, adapterOptions, checkLoader(readOptions(internals)?.moduleLoader));
+  withFinder(runtime, provider, options);
+  return runtime;
 }
 
 function localRuntime(entry) {
@@ -441,6 +444,24 @@ function capacityFor(provider, entry, runtime) {
   });
 }
 
+/**
+ * Registers reconcile's native finder for a runtime of a provider with a list API (see
+ * finders.js), with the credentials and base URL its capacity reader uses.
+ */
+function withFinder(runtime, provider, entry) {
+  const spec = PROVIDERS[provider];
+  if (!spec.capacityKey) return;
+  const c = entry.capacity;
+  const baseUrl = c?.baseUrl ?? (spec.capacityBaseUrl ? entry[spec.capacityBaseUrl] : undefined);
+  attachFinder(runtime, provider, {
+    apiKey: entry[spec.capacityKey],
+    baseUrl,
+    organizationId: entry.organizationId,
+    maxPages: c?.maxPages,
+    pageSize: c?.pageSize,
+  });
+}
+
 /** The router `createSandboxRouter` returns: a `SandboxRouter` over the configured pools. */
 class ConfiguredSandboxRouter extends SandboxRouter {
   #providerIds;
@@ -460,7 +481,7 @@ class ConfiguredSandboxRouter extends SandboxRouter {
   }
 }
 
-const ROUTER_KEYS = ['providers', 'capacity', 'mappings', 'observer', 'provisioning', 'resolveRoutingSignals', 'classifyProviderFailure', 'callbackTimeoutMs', 'operationTimeoutMs', 'moduleLoader'];
+const ROUTER_KEYS = ['providers', 'capacity', 'mappings', 'fleet', 'observer', 'provisioning', 'resolveRoutingSignals', 'classifyProviderFailure', 'callbackTimeoutMs', 'operationTimeoutMs', 'moduleLoader'];
 
 /**
  * Builds a router from provider credentials, synchronously. Adapters and SDKs load on
@@ -495,6 +516,7 @@ function createSandboxRouter(input) {
       runtime = localRuntime(entry);
     } else {
       runtime = lazyRuntime(provider, validateEntry(provider, entry), loader);
+      withFinder(runtime, provider, entry);
     }
     definitions.push({
       id: entry.id ?? provider,

@@ -257,4 +257,4 @@ async function destroy(ctx, id) {
   emit(ctx.observer, 'sandbox.destroyed', { sandboxId: id, providerId: def.id });
 }
 
-module.exports = { runScript, uploadBundle, call, getSandbox, destroy, isPackageError };
+module.exports = { runScript, uploadBundle, call, getSandbox, destroy, isPackageError, isNotFound };

@@ -26,7 +26,20 @@ const ROUTER_OPTIONS = [
   'capacity',
   'callbackTimeoutMs',
   'operationTimeoutMs',
+  'fleet',
 ];
+
+/** Default fleet name: the value of the `agent-relay-sbx-fleet` label stamped into every launch. */
+const DEFAULT_FLEET = 'default';
+
+/** The router's fleet name, validated by the native rule (1–63 chars of [a-z0-9][a-z0-9._-]*). */
+function fleetOf(fleet) {
+  if (fleet === undefined) return DEFAULT_FLEET;
+  if (typeof fleet !== 'string' || !binding.checkFleet(fleet)) {
+    throw configError('fleet', 'must be 1-63 characters of [a-z0-9][a-z0-9._-]* (a label-safe name)');
+  }
+  return fleet;
+}
 
 function configError(field, expectation) {
   return new SandboxRouterConfigurationError(`invalid router options: ${field} ${expectation}`, 'INVALID_CONFIGURATION', { field });
@@ -106,6 +119,10 @@ function capacityPolicyOf(policy) {
  * @property {{ providerOrder: string[], timeoutMs: number, ledger: object } | null} capacity
  * @property {number} capacityTimeoutMs
  * @property {Map<string, object>} handles handles from launch, by sbx id (process-local)
+ * @property {string} fleet the fleet name stamped into every launch
+ * @property {boolean} intents whether the store takes intent records (`intent` and `intents`)
+ * @property {Set<string>} inflight sbx ids of this router's provisions in flight
+ * @property {string} session this router's random session id (in intent records)
  */
 
 /**
@@ -155,7 +172,11 @@ function contextOf(input) {
     capacity,
     capacityTimeoutMs: capacity?.timeoutMs ?? DEFAULT_CAPACITY_TIMEOUT_MS,
     handles: new Map(),
+    fleet: fleetOf(options.fleet),
+    intents: !fastMappings && hasMethods(store, ['intent', 'intents']),
+    inflight: new Set(),
+    session: require('node:crypto').randomBytes(8).toString('hex'),
   };
 }
 
-module.exports = { contextOf, hasMethods, isFn };
+module.exports = { contextOf, hasMethods, isFn, DEFAULT_FLEET };

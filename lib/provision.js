@@ -35,8 +35,17 @@ const { decisionForEvents } = require('./explain.js');
 const { emit, emitDecided, debug, DEBUG } = require('./events.js');
 const { isPackageError } = require('./operations.js');
 
-/** Label key under which the router stamps its `sbx_…` id into every launch. */
-const SANDBOX_ID_LABEL = 'agent-relay-sbx-id';
+const { SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
+const os = require('node:os');
+
+/** This process, as intent records name their writer (host name and pid). */
+const OWNER_HOST = os.hostname();
+const OWNER_PID = process.pid;
+/**
+ * How long after a launch's own deadline an intent stays "in flight": the mapping write
+ * (callbackTimeoutMs) comes on top, and this covers clock steps between processes.
+ */
+const INTENT_SLACK_MS = 60_000;
 
 const noop = () => {};
 const DONE = binding.StepKind.Done;
@@ -73,6 +82,8 @@ class InFlight {
     this.sandboxId = '';
     this.timeoutMs = 0;
     this.packageError = null;
+    /** whether a launch was attempted (an intent may exist) */
+    this.launched = false;
   }
 }
 
@@ -141,14 +152,17 @@ async function body(run, request, detached) {
     const machine = begun;
     const parts = compiled.launchParts;
     // Our own copy, made when the request was read (begin validated its text: an object of
-    // strings without the id key, so the copy holds every entry).
+    // strings without the stamp keys, so the copy holds every entry), stamped.
+    const fleet = ctx.fleet;
     const labels = call.labels ?? {};
     labels[SANDBOX_ID_LABEL] = id;
+    labels[SANDBOX_FLEET_LABEL] = fleet;
     const pools = view.definitions;
     run.machine = machine;
     run.pools = pools;
     run.sandboxId = id;
     run.timeoutMs = compiled.timeoutMs;
+    ctx.inflight.add(id);
     if (observe) emitDecision(ctx, view, compiled, detached, extras, id, binding.acquisitionCandidates(machine));
     if (DEBUG) debug(`${id}: attempt order ${Array.from(binding.acquisitionCandidates(machine), (i) => pools[i].id).join(', ')}`);
     // Each step is read from STEP right after the native call that wrote it (begin wrote
@@ -161,6 +175,17 @@ async function body(run, request, detached) {
         binding.acquisitionAdmit(machine, await measureJson(ctx, def));
         continue;
       }
+      if (ctx.intents && !(await writeIntent(run, def, 'launching'))) {
+        // No intent, no launch: nothing is allocated, so nothing can be lost.
+        run.packageError = new MappingPersistenceError(
+          `the launch intent for ${id} could not be stored; nothing was launched`,
+          'MAPPING_INTENT_FAILED',
+          { providerId: def.id, sandboxId: id, cleanup: 'none' },
+        );
+        binding.acquisitionPackageFailed(machine, 'MAPPING_INTENT_FAILED');
+        continue;
+      }
+      run.launched = true;
       DEADLINES.add(run.timeoutMs, run);
       let handle;
       let failure;
@@ -188,24 +213,82 @@ async function body(run, request, detached) {
         continue;
       }
       // With the default store, the record is written by this same call (recorded: true).
-      const recorded = succeeded(ctx, machine, id, providerSandboxId, detached);
+      const recorded = succeeded(ctx, machine, id, providerSandboxId, detached, fleet);
       if (observe) emitDecided(ctx.observer, machine, pools, id);
       end(run);
       if (recorded) {
         if (observe) emit(ctx.observer, 'mapping.persisted', { sandboxId: id, providerId: def.id });
       } else {
-        await persist(ctx, def, handle, id, providerSandboxId, labels, detached);
+        await persist(ctx, def, handle, id, providerSandboxId, labels, detached, run);
       }
       ctx.handles.set(id, handle);
+      ctx.inflight.delete(id);
       run.resolve({ id, providerId: def.id, labels });
       return;
     }
     const failure = binding.acquisitionFailure(machine);
     end(run);
-    throw failureError(failure, pools, id, run);
+    const error = failureError(failure, pools, id, run);
+    if (ctx.intents) await settleIntent(run, failure.pool === null || failure.pool === undefined ? null : pools[failure.pool], mayExist(failure));
+    throw error;
   } catch (error) {
     end(run);
+    if (run.sandboxId !== '') ctx.inflight.delete(run.sandboxId);
     run.reject(error);
+  }
+}
+
+/**
+ * Writes the intent record of the current launch (`launching`) or of one that ended with
+ * its outcome unknown (`failed`), bounded by callbackTimeoutMs. True when it was stored.
+ * `expiresAt`: after it, the writer's provision has certainly ended (launch deadline +
+ * mapping write + slack), so reconcile may call the sandbox an orphan even if the writer
+ * is alive.
+ */
+async function writeIntent(run, def, state) {
+  const ctx = run.ctx;
+  const now = Date.now();
+  const intent = {
+    id: run.sandboxId,
+    providerId: def.id,
+    state,
+    startedAt: now,
+    expiresAt: now + run.timeoutMs + ctx.callbackTimeoutMs + INTENT_SLACK_MS,
+    ownerHost: OWNER_HOST,
+    ownerPid: OWNER_PID,
+    ownerSession: ctx.session,
+  };
+  try {
+    return (await within(ctx.mappings.intent(intent), ctx.callbackTimeoutMs)) !== TIMED_OUT;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Whether a failed acquisition may have left a sandbox behind: a terminal failure (outcome
+ * unknown, malformed handle) or a launch deadline. Retryable failures were proven
+ * pre-allocation by the classifier, and package failures (including a failed intent write)
+ * called no launch.
+ */
+function mayExist(f) {
+  return f.kind === 'terminal' || f.kind === 'timed-out';
+}
+
+/**
+ * After a failed provision: the intent becomes `failed` when a sandbox may exist (reconcile
+ * then calls it an orphan without waiting for a grace period), or is removed when nothing
+ * was allocated. Best effort: a store that fails here leaves a `launching` intent, which
+ * reconcile treats as in flight until it expires.
+ */
+async function settleIntent(run, def, mayHaveAllocated) {
+  const ctx = run.ctx;
+  if (!run.launched) return;
+  try {
+    if (mayHaveAllocated && def !== null) await writeIntent(run, def, 'failed');
+    else await within(ctx.mappings.delete(run.sandboxId), ctx.callbackTimeoutMs);
+  } catch {
+    // Best effort (see above).
   }
 }
 
@@ -239,8 +322,11 @@ function expire(run) {
     if (ctx.observer !== null) emitDecided(ctx.observer, machine, pools, sandboxId);
     const failure = binding.acquisitionFailure(machine);
     end(run);
+    ctx.inflight.delete(sandboxId);
+    if (ctx.intents) settleIntent(run, failure.pool === null || failure.pool === undefined ? null : pools[failure.pool], true);
     run.reject(failureError(failure, pools, sandboxId, run));
   } catch {
+    ctx.inflight.delete(sandboxId);
     end(run);
     run.reject(new AcquisitionTimeoutError(`launch did not settle within ${run.timeoutMs} ms; outcome unknown`, 'ACQUISITION_TIMEOUT', { sandboxId, timeoutMs: run.timeoutMs }));
   }
@@ -366,20 +452,20 @@ async function classify(ctx, error, def) {
  * used, or the native write failed (then `persist` runs the failure path: it retries
  * nothing, it cleans up).
  */
-function succeeded(ctx, machine, id, providerSandboxId, detached) {
+function succeeded(ctx, machine, id, providerSandboxId, detached, fleet) {
   if (!ctx.fastMappings) {
-    binding.acquisitionSucceeded(machine, null, id, providerSandboxId, detached);
+    binding.acquisitionSucceeded(machine, null, id, providerSandboxId, detached, fleet);
     return false;
   }
   try {
-    binding.acquisitionSucceeded(machine, ctx.mappings[STORE_KEY](), id, providerSandboxId, detached);
+    binding.acquisitionSucceeded(machine, ctx.mappings[STORE_KEY](), id, providerSandboxId, detached, fleet);
     return true;
   } catch {
     return false;
   }
 }
 
-async function persist(ctx, def, handle, id, providerSandboxId, labels, detached) {
+async function persist(ctx, def, handle, id, providerSandboxId, labels, detached, run) {
   const providerId = def.id;
   try {
     if (ctx.fastMappings) {
@@ -405,6 +491,8 @@ async function persist(ctx, def, handle, id, providerSandboxId, labels, detached
       succeeded = false;
     }
     emit(ctx.observer, 'cleanup.completed', { sandboxId: id, providerId, reason: 'mapping-failed', succeeded });
+    // A sandbox that could not be destroyed is an orphan now: its intent says so.
+    if (ctx.intents) await settleIntent(run, def, !succeeded);
     throw new MappingPersistenceError(
       succeeded
         ? `sandbox acquired on ${providerId} but its mapping could not be stored; the sandbox was destroyed`
@@ -487,7 +575,7 @@ async function resolveSignals(ctx, view, compiled, detached, extrasSoFar, reques
   return `{${parts.join(',')}}`;
 }
 
-module.exports = { provision, extras, needsExtras, SANDBOX_ID_LABEL };
+module.exports = { provision, extras, needsExtras, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL };
 
 // Shape anchors. V8 keeps optimized code only while the object shapes it was specialized
 // for exist. When no provision is in flight and a full GC runs, the shapes of the

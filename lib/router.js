@@ -16,10 +16,11 @@ const { nativeView } = require('./registry.js');
 const { compile, checkLabels } = require('./compile.js');
 const { guarded } = require('./guard.js');
 const { contextOf } = require('./options.js');
-const { provision, extras, needsExtras, SANDBOX_ID_LABEL } = require('./provision.js');
+const { provision, extras, needsExtras, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./provision.js');
 const { getCapacity } = require('./capacity.js');
 const { explainView } = require('./explain.js');
 const operations = require('./operations.js');
+const { reconcile } = require('./reconcile.js');
 
 /** The buffer route() lends the native side for an order (at most 10 attempts; read at once). */
 const ORDER = new Uint32Array(16);
@@ -100,6 +101,17 @@ class SandboxRouter {
     return getCapacity(this.#ctx);
   }
 
+  /**
+   * Compares each pool's sandboxes that carry this router's stamp with the mapping store:
+   * `orphan` (stamped, no mapping, provably not in flight), `stale-mapping` (mapped, gone at
+   * the provider), `mapped`, `pending` (too young, or in flight), per pool, with `unknown`
+   * pools (could not be listed, with a reason). A dry run unless `reclaim: true`, which
+   * destroys orphans (as owned sandboxes) and removes stale mappings. See lib/reconcile.js.
+   */
+  reconcile(options) {
+    return reconcile(this.#ctx, options);
+  }
+
   /** Runs a command in the sandbox, on the provider that launched it. */
   runScript(id, options) {
     try {
@@ -146,4 +158,4 @@ class SandboxRouter {
   }
 }
 
-module.exports = { SandboxRouter, SANDBOX_ID_LABEL };
+module.exports = { SandboxRouter, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL };

@@ -41,6 +41,8 @@ export interface LocalRuntimeHandle extends RuntimeHandle {
   homeDir: string;
   /** Same directory as `homeDir`; the cwd of its commands. */
   workdir: string;
+  /** The launch labels (a copy): the router's reconcile checks its stamp on them. */
+  labels: Record<string, string>;
 }
 
 /** Options of {@link createLocalRuntime}. Unknown keys are rejected (`LOCAL_INVALID_OPTIONS`). */
@@ -50,7 +52,9 @@ export interface LocalRuntimeOptions {
    * `fs.mkdtempSync(path.join(os.tmpdir(), 'sandbox-router-local-'))`, created lazily on
    * the first launch and removed by {@link LocalSandboxRuntime.close}. A directory given
    * here is created if missing (mode 0700) but never removed: close() only removes the
-   * sandbox directories inside it.
+   * sandbox directories inside it. Each sandbox also has a record file beside its directory
+   * (`<rootDir>/<id>.json`: id, name, labels, createdAt); with a `rootDir` given here, lookups
+   * and destroy also see sandboxes another process launched there (a killed one included).
    */
   rootDir?: string;
   /** Timeout of runScript when the call gives none, in ms. Default 60 000. At most 2^31-1. */

@@ -24,6 +24,12 @@
 //   after runScript returns (longRunningProcesses). Their process group is remembered per
 //   sandbox and killed by stop(), destroy() and close().
 // - uploadBundle: a string `source` is the file CONTENT (UTF-8), never a path to read.
+// - Every sandbox has a record file beside its directory (`<rootDir>/<id>.json`: id, name,
+//   labels, createdAt), written atomically BEFORE the directory. With a caller-given
+//   `rootDir`, lookups (getById, the label queries) and destroy also see sandboxes that
+//   another process launched there, including one that was killed: that is what lets the
+//   router's reconcile find a crashed process's stamped sandboxes. (A private temporary
+//   root is this process's alone, so nothing else can look there.)
 
 const { spawn } = require('node:child_process');
 const crypto = require('node:crypto');
@@ -41,6 +47,8 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 /** After a SIGKILL, how long to wait for the pipes to close before giving up on them. */
 const KILL_GRACE_MS = 1_000;
 const ROOT_PREFIX = 'sandbox-router-local-';
+/** A sandbox record file: `local-` + 16 hex + `.json`. */
+const RECORD_FILE = /^(local-[0-9a-f]{16})\.json$/;
 const KNOWN_OPTIONS = ['rootDir', 'defaultTimeoutMs', 'shell', 'maxOutputBytes'];
 
 /**
@@ -326,24 +334,35 @@ class LocalSandboxRuntime {
     // createTimeoutSeconds is accepted and ignored: creating a directory does not boot.
 
     const root = this.#ensureRoot();
+    const createdAt = new Date().toISOString();
     let id;
     let dir;
     for (;;) {
       id = `local-${crypto.randomBytes(8).toString('hex')}`;
       dir = path.join(root, id);
+      // The record first, atomically and exclusively (link fails on an existing name): a
+      // process killed at any point leaves either no record or a whole one, and a whole one
+      // is a sandbox that lookups find (its directory may still be missing).
       try {
-        fs.mkdirSync(dir, { mode: 0o700 });
+        writeRecord(root, id, { id, name: name ?? null, labels: launchLabels, createdAt });
         break;
       } catch (err) {
         if (err.code === 'EEXIST') continue; // 64 random bits: practically never
-        throw new LocalRuntimeError(`cannot create sandbox directory ${dir}: ${err.message}`, 'LOCAL_IO_ERROR', { cause: err, path: dir });
+        throw new LocalRuntimeError(`cannot record sandbox ${id} in ${root}: ${err.message}`, 'LOCAL_IO_ERROR', { cause: err, path: root });
       }
+    }
+    try {
+      fs.mkdirSync(dir, { mode: 0o700 });
+    } catch (err) {
+      removeRecord(root, id);
+      throw new LocalRuntimeError(`cannot create sandbox directory ${dir}: ${err.message}`, 'LOCAL_IO_ERROR', { cause: err, path: dir });
     }
     try {
       fs.chmodSync(dir, 0o700); // the umask may have narrowed it; never widened
       dir = fs.realpathSync(dir); // canonical, so absolute upload destinations compare exactly
     } catch (err) {
       fs.rmSync(dir, { recursive: true, force: true });
+      removeRecord(root, id);
       throw new LocalRuntimeError(`cannot prepare sandbox directory ${dir}: ${err.message}`, 'LOCAL_IO_ERROR', { cause: err, path: dir });
     }
     const sb = {
@@ -353,7 +372,8 @@ class LocalSandboxRuntime {
       labels: launchLabels,
       env: launchEnv,
       state: 'started',
-      createdAt: new Date().toISOString(),
+      createdAt,
+      root,
       homeDir: dir,
       workdir: dir,
       /** pgid → true, for every command whose group may still have live members */
@@ -377,7 +397,7 @@ class LocalSandboxRuntime {
     [id, options] = readArgs('getById', [id, options]);
     if (typeof id !== 'string') throw invalid(`id must be a string, got ${describe(id)}`, 'id');
     const states = checkStates(options);
-    const sb = this.#sandboxes.get(id);
+    const sb = this.#sandboxes.get(id) ?? this.#adopt(id);
     if (!sb || (states && !states.includes(sb.state))) return null;
     return toHandle(sb);
   }
@@ -416,7 +436,7 @@ class LocalSandboxRuntime {
     const excluded = new Set(exclude ?? []);
     const out = [];
     if (limit <= 0) return out;
-    for (const sb of this.#sandboxes.values()) {
+    for (const sb of [...this.#sandboxes.values(), ...this.#onDisk()]) {
       if (excluded.has(sb.id)) continue;
       if (states && !states.includes(sb.state)) continue;
       if (!wanted.every(([k, v]) => Object.prototype.hasOwnProperty.call(sb.labels, k) && sb.labels[k] === v)) continue;
@@ -607,13 +627,14 @@ class LocalSandboxRuntime {
     [handle] = readArgs('destroy', [handle]);
     const id = handle && typeof handle === 'object' ? handle.id : handle;
     if (typeof id !== 'string') return;
-    const sb = this.#sandboxes.get(id);
+    const sb = this.#sandboxes.get(id) ?? this.#adopt(id);
     if (!sb) return; // unknown or already destroyed: tolerated, like the remote adapters
     this.#sandboxes.delete(id); // invisible to lookups from now on
     sb.state = 'destroyed';
     try {
       await this.#killAll(sb, 'destroyed');
       await fsp.rm(sb.dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 20 });
+      removeRecord(sb.root, sb.id);
     } finally {
       if (this.#sandboxes.size === 0 && !this.#ownsRoot) trackLive(this, false);
     }
@@ -651,6 +672,7 @@ class LocalSandboxRuntime {
       for (const pgid of sb.groups) killGroup(pgid);
       try {
         fs.rmSync(sb.dir, { recursive: true, force: true });
+        removeRecord(sb.root, sb.id);
       } catch {
         /* best effort */
       }
@@ -710,6 +732,40 @@ class LocalSandboxRuntime {
     return this.#root;
   }
 
+  /**
+   * Sandboxes recorded in a caller-given rootDir that this runtime does not hold (another
+   * process launched them; it may be dead). Read on each label query: the directory is the
+   * truth, shared between processes.
+   */
+  #onDisk() {
+    if (!this.#opts.rootDir || this.#ownsRoot) return [];
+    let names;
+    try {
+      names = fs.readdirSync(this.#opts.rootDir);
+    } catch {
+      return [];
+    }
+    const out = [];
+    for (const name of names) {
+      const m = RECORD_FILE.exec(name);
+      if (!m || this.#sandboxes.has(m[1])) continue;
+      const sb = readRecord(this.#opts.rootDir, m[1]);
+      if (sb) out.push(sb);
+    }
+    return out;
+  }
+
+  /** Takes over a sandbox recorded on disk by another process (getById, destroy). */
+  #adopt(id) {
+    if (!this.#opts.rootDir || this.#ownsRoot || !/^local-[0-9a-f]{16}$/.test(id)) return null;
+    const sb = readRecord(this.#opts.rootDir, id);
+    if (!sb) return null;
+    this.#root ??= this.#opts.rootDir;
+    this.#sandboxes.set(id, sb);
+    trackLive(this, true);
+    return sb;
+  }
+
   /** Forgets process groups that no longer have members. */
   #prune(sb) {
     for (const pgid of sb.groups) if (!sb.running.has(pgid) && !groupAlive(pgid)) sb.groups.delete(pgid);
@@ -727,7 +783,59 @@ class LocalSandboxRuntime {
 }
 
 function toHandle(sb) {
-  return { id: sb.id, state: sb.state, createdAt: sb.createdAt, homeDir: sb.homeDir, workdir: sb.workdir };
+  return { id: sb.id, state: sb.state, createdAt: sb.createdAt, homeDir: sb.homeDir, workdir: sb.workdir, labels: { ...sb.labels } };
+}
+
+/** Writes `<root>/<id>.json` atomically and exclusively (EEXIST when the name is taken). */
+function writeRecord(root, id, record) {
+  const tmp = path.join(root, `.${id}.${process.pid}.${crypto.randomBytes(4).toString('hex')}.tmp`);
+  fs.writeFileSync(tmp, JSON.stringify(record), { mode: 0o600, flag: 'wx' });
+  try {
+    fs.linkSync(tmp, path.join(root, `${id}.json`));
+  } finally {
+    fs.rmSync(tmp, { force: true });
+  }
+}
+
+function removeRecord(root, id) {
+  try {
+    fs.rmSync(path.join(root, `${id}.json`), { force: true });
+  } catch {
+    /* best effort: a leftover record without a directory is destroyed again by the next destroy */
+  }
+}
+
+/** A sandbox from its record file, or null when there is none (or it cannot be read). */
+function readRecord(root, id) {
+  let rec;
+  try {
+    rec = JSON.parse(fs.readFileSync(path.join(root, `${id}.json`), 'utf8'));
+  } catch {
+    return null;
+  }
+  if (rec === null || typeof rec !== 'object' || rec.id !== id || !isPlainObject(rec.labels)) return null;
+  const labels = {};
+  for (const [k, v] of Object.entries(rec.labels)) if (typeof v === 'string') labels[k] = v;
+  let dir = path.join(root, id);
+  try {
+    dir = fs.realpathSync(dir);
+  } catch {
+    /* the process died before making it: destroy removes the record alone */
+  }
+  return {
+    id,
+    name: typeof rec.name === 'string' ? rec.name : null,
+    dir,
+    labels,
+    env: {},
+    state: 'started',
+    createdAt: typeof rec.createdAt === 'string' ? rec.createdAt : new Date(0).toISOString(),
+    root,
+    homeDir: dir,
+    workdir: dir,
+    groups: new Set(),
+    running: new Map(),
+  };
 }
 
 function checkStates(options) {

@@ -150,6 +150,13 @@ pub fn check_sandbox_id(id: String) -> Result<()> {
     guard(|| validate_sandbox_id(&id).map_err(core_err))
 }
 
+/// Whether `name` is a valid fleet name (router option `fleet`): 1–63 characters of
+/// `[a-z0-9][a-z0-9._-]*`.
+#[napi]
+pub fn check_fleet(name: String) -> bool {
+    crate::core::request::validate_fleet(&name)
+}
+
 /// A validated, parsed request, reusable across calls. The JS layer caches these so a
 /// repeated request is parsed once (parsing costs more than routing six pools).
 #[napi]
@@ -327,6 +334,7 @@ impl NativeRegistry {
     /// functions; the caller ends it with `acquisitionEnd`. Its first step is written into
     /// `step` as `acquisitionStep` would.
     #[napi]
+    #[allow(clippy::too_many_arguments, reason = "a napi entry point: flat typed arguments cross the seam cheapest")]
     pub fn begin(
         &self,
         request: &CompiledRequest,
@@ -662,17 +670,20 @@ pub(crate) fn write_record(
     provider_id: &str,
     provider_sandbox_id: String,
     detached: bool,
+    fleet: &str,
 ) -> Result<()> {
     let key = SandboxKey::parse_checked(id).map_err(core_err)?;
     let store = STORES.with(|s| s.borrow().get(store_key)).ok_or_else(|| stale("mapping store"))?;
     let mut store = store.borrow_mut();
     let provider_id = store.intern(provider_id);
+    let fleet = Some(store.intern(fleet));
     store.put(Mapping {
         id: key,
         provider_id,
         provider_sandbox_id: provider_sandbox_id.into_boxed_str(),
         labels,
         stamped: true,
+        fleet,
         created_at: CreatedAt::Millis(crate::core::clock::now_millis()),
         detached,
     });
@@ -765,6 +776,7 @@ impl NativeMappingStore {
                 provider_sandbox_id: provider_sandbox_id.into_boxed_str(),
                 labels,
                 stamped: false,
+                fleet: None,
                 created_at,
                 detached,
             });

@@ -347,7 +347,12 @@ pub(crate) fn step_into(key: u32, mut out: Uint32ArraySlice<'_>) -> napi::Result
     // the buffer while we write, and nothing keeps the slice beyond this call.
     let out = unsafe { out.as_mut() };
     if out.len() < 2 {
-        return Err(crate::binding::encode("INTERNAL_ERROR", "internal error: step buffer too small", None, Value::Null));
+        return Err(crate::binding::encode(
+            "INTERNAL_ERROR",
+            "internal error: step buffer too small",
+            None,
+            Value::Null,
+        ));
     }
     let (kind, pool) = with(key, |e| match e.with_ledger(|m, l| m.next(l)) {
         Step::Admit(pool) => (StepKind::Admit, pool as u32),
@@ -378,7 +383,8 @@ pub fn acquisition_admit(key: u32, measurement_json: String) -> napi::Result<()>
 
 /// The launch returned a handle with a provider id. With `store_key` (the default mapping
 /// store), the record is written here too: `{ id, pool id, providerSandboxId, labels,
-/// createdAt, detached }`, the labels being the request's plus the router's id label.
+/// createdAt, detached }`, the labels being the request's plus the router's id and fleet
+/// labels (`fleet`: the router's fleet name).
 #[napi]
 pub fn acquisition_succeeded(
     key: u32,
@@ -386,6 +392,7 @@ pub fn acquisition_succeeded(
     id: String,
     provider_sandbox_id: String,
     detached: bool,
+    fleet: String,
 ) -> napi::Result<()> {
     guard(|| {
         let (labels, registry, pool) = with(key, |e| {
@@ -395,7 +402,15 @@ pub fn acquisition_succeeded(
         match store_key {
             Some(store) => {
                 let registry = registry.borrow();
-                crate::binding::write_record(store, labels, &id, registry.pool_id(pool), provider_sandbox_id, detached)
+                crate::binding::write_record(
+                    store,
+                    labels,
+                    &id,
+                    registry.pool_id(pool),
+                    provider_sandbox_id,
+                    detached,
+                    &fleet,
+                )
             }
             None => Ok(()),
         }

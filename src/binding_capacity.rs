@@ -81,6 +81,67 @@ where
     tokio::spawn(f).await.map_err(|_| internal())
 }
 
+/// One stamped sandbox found by [`find_stamped`].
+#[napi(object)]
+pub struct FoundSandbox {
+    /// The provider's own sandbox id.
+    pub provider_sandbox_id: String,
+    /// The router's `sbx_…` id, from the id label.
+    pub sandbox_id: String,
+    /// Creation time (epoch ms) when the list reports one.
+    pub created_at_ms: Option<f64>,
+}
+
+/// What a finder answers: the stamped sandboxes, or why the account could not be listed.
+#[napi(object)]
+pub struct FindResult {
+    /// Null when listed completely; otherwise an unknown reason (`TIMEOUT`, `READ_FAILED`,
+    /// `MALFORMED`, `RATE_LIMITED`, `UNAUTHORIZED`, `PAGE_LIMIT_EXCEEDED`, `NOT_SUPPORTED`).
+    pub reason: Option<String>,
+    /// Every sandbox carrying the whole stamp of the fleet (empty when `reason` is set).
+    pub items: Vec<FoundSandbox>,
+}
+
+/// Lists one account's sandboxes stamped with `fleet` (the fleet label and a well-formed id
+/// label), through the provider's list API (`daytona`, `e2b`, `microsandbox`, `agent37`;
+/// other kinds answer `NOT_SUPPORTED`). `config_json` as for [`read_capacity`] (limits are
+/// ignored). On expiry of `timeout_ms` the HTTP is cancelled and the answer is `TIMEOUT`.
+/// Never rejects for provider problems; only a caught panic rejects (`INTERNAL_ERROR`).
+#[napi]
+pub async fn find_stamped(
+    kind: String,
+    config_json: String,
+    api_key: String,
+    fleet: String,
+    timeout_ms: u32,
+) -> Result<FindResult> {
+    let deadline = Duration::from_millis(u64::from(timeout_ms));
+    let outcome = tokio::spawn(async move {
+        let Ok(config) = serde_json::from_str::<Value>(&config_json) else {
+            return Err(UnknownReason::Malformed);
+        };
+        tokio::time::timeout(deadline, readers::find::find(&kind, &config, &api_key, &fleet))
+            .await
+            .unwrap_or(Err(UnknownReason::Timeout))
+    })
+    .await
+    .map_err(|_| internal())?;
+    Ok(match outcome {
+        Ok(items) => FindResult {
+            reason: None,
+            items: items
+                .into_iter()
+                .map(|f| FoundSandbox {
+                    provider_sandbox_id: f.provider_sandbox_id,
+                    sandbox_id: f.sandbox_id,
+                    created_at_ms: f.created_at_ms,
+                })
+                .collect(),
+        },
+        Err(reason) => FindResult { reason: Some(reason.code().to_string()), items: Vec::new() },
+    })
+}
+
 /// Strictly parses Daytona limits `{ cpu?, memory?, disk? }` (vCPU; GiB for memory/disk):
 /// finite numbers > 0, no unknown keys, at least one. Returns
 /// `{"cpu","memoryMiB","diskMiB","provided"}` as JSON; throws an encoded `INVALID_INPUT`

@@ -131,6 +131,7 @@ fn run(
                         provider_sandbox_id: remote.into_boxed_str(),
                         labels: Arc::clone(&req.labels),
                         stamped: true,
+                        fleet: None,
                         created_at: CreatedAt::Millis(0),
                         detached: false,
                     });

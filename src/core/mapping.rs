@@ -39,6 +39,9 @@ pub struct Mapping {
     pub labels: Arc<Vec<(String, String)>>,
     /// Whether the router's id label (`SANDBOX_ID_LABEL` = `id`) follows `labels`.
     pub stamped: bool,
+    /// The router's fleet label (`SANDBOX_FLEET_LABEL` = this) follows `labels` too, when
+    /// set (interned by the store like pool ids).
+    pub fleet: Option<Arc<str>>,
     /// Creation time.
     pub created_at: CreatedAt,
     /// Whether it came from `provisionDetached`.
@@ -51,6 +54,9 @@ impl Mapping {
         let mut out: Vec<(String, String)> = self.labels.iter().cloned().collect();
         if self.stamped {
             out.push((crate::core::request::SANDBOX_ID_LABEL.to_string(), self.id.to_string()));
+        }
+        if let Some(fleet) = &self.fleet {
+            out.push((crate::core::request::SANDBOX_FLEET_LABEL.to_string(), fleet.to_string()));
         }
         out
     }
@@ -132,6 +138,7 @@ mod tests {
             provider_sandbox_id: "remote-1".into(),
             labels: Arc::new(vec![]),
             stamped: true,
+            fleet: None,
             created_at: CreatedAt::Millis(0),
             detached: false,
         }

@@ -26,5 +26,6 @@ pub mod registry;
 pub mod request;
 pub mod requirements;
 pub mod signals;
+pub mod sqlite_store;
 
 pub use error::CoreError;

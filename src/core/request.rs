@@ -19,6 +19,26 @@ use std::sync::Arc;
 /// The label key under which the router stamps its own `sbx_…` id before launch.
 pub const SANDBOX_ID_LABEL: &str = "agent-relay-sbx-id";
 
+/// The label key under which the router stamps its fleet's name before launch (beside the
+/// id), so that one label search lists everything one router fleet made.
+pub const SANDBOX_FLEET_LABEL: &str = "agent-relay-sbx-fleet";
+
+/// The label keys the router stamps itself; a caller label on either is refused.
+pub const RESERVED_LABELS: [&str; 2] = [SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL];
+
+/// Default fleet name (router option `fleet`).
+pub const DEFAULT_FLEET: &str = "default";
+
+/// Validates a fleet name: 1–63 bytes of `[a-z0-9][a-z0-9._-]*`, a value every provider's
+/// labels, metadata and query strings carry unchanged.
+pub fn validate_fleet(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && matches!(b[0], b'a'..=b'z' | b'0'..=b'9')
+        && b[1..].iter().all(|c| matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-'))
+}
+
 /// Default number of launch attempts.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 /// Upper bound on launch attempts.
@@ -357,10 +377,10 @@ pub fn parse_labels(value: &Value) -> Result<Vec<(String, String)>, FieldError> 
             _ => return Err(FieldError::new(crate::core::json::join(FIELD, k), "must be a string")),
         }
     }
-    if out.iter().any(|(k, _)| k == SANDBOX_ID_LABEL) {
+    if let Some((k, _)) = out.iter().find(|(k, _)| RESERVED_LABELS.contains(&k.as_str())) {
         return Err(FieldError::new(
-            format!("{FIELD}.{SANDBOX_ID_LABEL}"),
-            "is reserved: the router stamps its own sandbox id under this key",
+            format!("{FIELD}.{k}"),
+            "is reserved: the router stamps its own sandbox id and fleet under these keys",
         ));
     }
     Ok(out)
@@ -448,8 +468,24 @@ mod tests {
     fn reserved_label_is_refused_and_other_labels_are_kept() {
         let v = json!({"launch": {"labels": {SANDBOX_ID_LABEL: "x"}}});
         assert_eq!(field_of(v), format!("launch.labels.{SANDBOX_ID_LABEL}"));
+        let v = json!({"launch": {"labels": {"team": "a", SANDBOX_FLEET_LABEL: "default"}}});
+        assert_eq!(field_of(v), format!("launch.labels.{SANDBOX_FLEET_LABEL}"));
         let r = parse_request(&json!({"launch": {"labels": {"team": "a"}}})).unwrap();
         assert_eq!(*r.labels, vec![("team".to_string(), "a".to_string())]);
+    }
+
+    #[test]
+    fn must_fire_fleet_names_outside_the_label_safe_alphabet_are_refused() {
+        for bad in ["", "Default", "-x", "a b", "a/b", "a=b", &"a".repeat(64)] {
+            assert!(!validate_fleet(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn must_not_fire_label_safe_fleet_names_are_accepted() {
+        for good in [DEFAULT_FLEET, "prod-eu.1", "0", "a_b", &"a".repeat(63)] {
+            assert!(validate_fleet(good), "{good:?}");
+        }
     }
 
     #[test]

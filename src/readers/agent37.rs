@@ -9,7 +9,8 @@
 //! fields differ between sources (`vcpu` vs `resources`), which is one more reason this
 //! reader only counts.
 
-use super::http::{Auth, Fetch};
+use super::find::{collect, Found};
+use super::http::{Auth, Fetch, HttpFetch};
 use super::{endpoint, parse_body, slot_reader, slots_or_unknown, PageGuard, ReaderConfig};
 use crate::core::capacity::{Measurement, UnknownReason};
 use serde::Deserialize;
@@ -49,6 +50,45 @@ pub async fn read(cfg: &ReaderConfig, api_key: &str) -> Measurement {
     }
 }
 
+/// One listed instance as a finder needs it.
+#[derive(Debug, Deserialize)]
+struct Listed {
+    id: String,
+    #[serde(default)]
+    metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Unix seconds.
+    #[serde(default)]
+    created: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ListedAll {
+    data: Vec<Listed>,
+}
+
+/// Lists the account's instances stamped with `fleet` through `fetch`. The list carries
+/// each instance's `metadata` but documents no filter and no pagination, so this is one
+/// `GET /v1/instances` filtered here. (Whether an adapter writes launch labels into
+/// `metadata` is the adapter's business: an instance without them is simply not found.)
+pub async fn find_with<F: Fetch>(cfg: &ReaderConfig, fleet: &str, fetch: &mut F) -> Result<Vec<Found>, UnknownReason> {
+    let url = endpoint(cfg, DEFAULT_BASE_URL, "/v1/instances")?;
+    PageGuard::new(cfg.max_pages).before_fetch()?;
+    let fetched = fetch.get(url).await?;
+    let list: ListedAll = parse_body(&fetched.body)?;
+    let mut out = Vec::new();
+    for i in &list.data {
+        let created = i.created.as_ref().and_then(serde_json::Value::as_f64).filter(|s| s.is_finite() && *s >= 0.0);
+        collect(&mut out, &i.id, i.metadata.as_ref(), fleet, created.map(|s| s * 1000.0))?;
+    }
+    Ok(out)
+}
+
+/// [`find_with`] over HTTP with the account's key.
+pub async fn find(cfg: &ReaderConfig, api_key: &str, fleet: &str) -> Result<Vec<Found>, UnknownReason> {
+    let mut fetch = HttpFetch::new(Auth::Bearer(api_key), &[])?;
+    find_with(cfg, fleet, &mut fetch).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,5 +124,22 @@ mod tests {
                 "{body}"
             );
         }
+    }
+
+    #[test]
+    fn finder_filters_instances_by_metadata_and_converts_unix_seconds() {
+        let id = format!("sbx_{}", "d".repeat(32));
+        let body = json!({"data": [
+            {"id": "inst_1", "metadata": {"agent-relay-sbx-fleet": "f", "agent-relay-sbx-id": id}, "created": 1755000000},
+            {"id": "inst_2", "metadata": {"k": "v"}},
+            {"id": "inst_3"}]})
+        .to_string();
+        let mut f = MemoryFetch::default().page("http://h/v1/instances", &body);
+        let found = block_on(find_with(&cfg(), "f", &mut f)).unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            (found[0].provider_sandbox_id.as_str(), found[0].created_at_ms),
+            ("inst_1", Some(1_755_000_000_000.0))
+        );
     }
 }

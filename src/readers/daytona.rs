@@ -31,6 +31,7 @@
 //! negative or of the wrong type makes the whole read `MALFORMED` (a sandbox we cannot size
 //! is not a sandbox of size zero).
 
+use super::find::{collect, fleet_filter_json, parse_rfc3339_ms, Found};
 use super::http::{Auth, Fetch, HttpFetch};
 use super::{endpoint, page_size, parse_body, PageGuard, ReaderConfig};
 use crate::core::capacity::{Measurement, ResourceMeasurement, UnknownReason};
@@ -263,6 +264,108 @@ pub async fn read(cfg: &ReaderConfig, api_key: &str) -> Measurement {
         Err(r) => return Measurement::Unknown(r),
     };
     measure(cfg, &plan, &mut fetch).await
+}
+
+/// One listed sandbox as a finder needs it: its id, labels and creation time.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Listed {
+    id: String,
+    #[serde(default)]
+    labels: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(default)]
+    created_at: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ListedPage {
+    items: Vec<Listed>,
+    #[serde(default)]
+    next_cursor: Option<String>,
+    #[serde(default)]
+    page: Option<u64>,
+    #[serde(default)]
+    total_pages: Option<u64>,
+}
+
+fn collect_listed(out: &mut Vec<Found>, items: &[Listed], fleet: &str) -> Result<(), UnknownReason> {
+    for s in items {
+        let created = s.created_at.as_ref().and_then(serde_json::Value::as_str).and_then(parse_rfc3339_ms);
+        collect(out, &s.id, s.labels.as_ref(), fleet, created)?;
+    }
+    Ok(())
+}
+
+/// Lists the organization's sandboxes stamped with `fleet` through `fetch`: `GET /sandbox`
+/// with the `labels` filter (`{"agent-relay-sbx-fleet":"<fleet>"}`), in any of the three
+/// page shapes, every item checked again for the whole stamp.
+pub async fn find_with<F: Fetch>(cfg: &ReaderConfig, fleet: &str, fetch: &mut F) -> Result<Vec<Found>, UnknownReason> {
+    let limit = page_size(cfg, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)?.to_string();
+    let base = endpoint(cfg, DEFAULT_BASE_URL, "/sandbox")?;
+    let filter = fleet_filter_json(fleet);
+    let mut guard = PageGuard::new(cfg.max_pages);
+    let mut out = Vec::new();
+    let mut next: Option<Next> = None;
+    let mut last_reported: Option<u64> = None;
+    loop {
+        let mut url = base.clone();
+        {
+            let mut q = url.query_pairs_mut();
+            q.append_pair("limit", &limit).append_pair("labels", &filter);
+            match &next {
+                Some(Next::Cursor(c)) => {
+                    q.append_pair("cursor", c);
+                }
+                Some(Next::Page(p)) => {
+                    q.append_pair("page", &p.to_string());
+                }
+                _ => {}
+            }
+        }
+        guard.before_fetch()?;
+        let fetched = fetch.get(url).await?;
+        let step = match fetched.body.iter().find(|b| !b.is_ascii_whitespace()) {
+            Some(b'[') => {
+                let items: Vec<Listed> = parse_body(&fetched.body)?;
+                collect_listed(&mut out, &items, fleet)?;
+                Next::Done
+            }
+            Some(b'{') => {
+                let p: ListedPage = parse_body(&fetched.body)?;
+                collect_listed(&mut out, &p.items, fleet)?;
+                match (p.next_cursor, p.page, p.total_pages) {
+                    (Some(c), _, _) if !c.is_empty() => Next::Cursor(c),
+                    (_, Some(page), Some(total)) if page < total => Next::Page(page + 1),
+                    _ => Next::Done,
+                }
+            }
+            _ => return Err(UnknownReason::Malformed),
+        };
+        match step {
+            Next::Done => return Ok(out),
+            Next::Cursor(c) => {
+                guard.cursor(&c)?;
+                next = Some(Next::Cursor(c));
+            }
+            Next::Page(p) => {
+                let reported = p - 1;
+                if last_reported.is_some_and(|l| reported <= l) {
+                    return Err(UnknownReason::PageLimitExceeded);
+                }
+                last_reported = Some(reported);
+                next = Some(Next::Page(p));
+            }
+        }
+    }
+}
+
+/// [`find_with`] over HTTP with the organization's key.
+pub async fn find(cfg: &ReaderConfig, api_key: &str, fleet: &str) -> Result<Vec<Found>, UnknownReason> {
+    let extra: Vec<(&'static str, &str)> =
+        cfg.organization_id.as_deref().map(|o| ("x-daytona-organization-id", o)).into_iter().collect();
+    let mut fetch = HttpFetch::new(Auth::Bearer(api_key), &extra)?;
+    find_with(cfg, fleet, &mut fetch).await
 }
 
 #[cfg(test)]
@@ -499,5 +602,44 @@ mod tests {
         let mut f = MemoryFetch::default().page("http://h/api/sandbox?limit=200", &body);
         assert_eq!(used(&run(&cfg(json!({})), &mut f))[0].1, 1.0);
         assert_eq!(f.log.len(), 1);
+    }
+
+    #[test]
+    fn finder_filters_by_fleet_follows_cursors_and_rechecks_every_item() {
+        let id = |n: u8| format!("sbx_{}", format!("{n:x}").repeat(32));
+        let item = |pid: &str, labels: serde_json::Value| json!({"id": pid, "labels": labels, "createdAt": "1970-01-01T00:00:01Z", "cpu": 1});
+        let p1 = json!({"items": [
+            item("a", json!({"agent-relay-sbx-fleet": "f", "agent-relay-sbx-id": id(1)})),
+            item("b", json!({"agent-relay-sbx-fleet": "other", "agent-relay-sbx-id": id(2)})),
+            item("c", json!({"k": "v"}))], "nextCursor": "c1"});
+        let p2 = json!({"items": [item("d", json!({"agent-relay-sbx-fleet": "f", "agent-relay-sbx-id": id(3)}))], "nextCursor": null});
+        let q = "limit=200&labels=%7B%22agent-relay-sbx-fleet%22%3A%22f%22%7D";
+        let mut f = MemoryFetch::default()
+            .page(&format!("http://h/api/sandbox?{q}"), &p1.to_string())
+            .page(&format!("http://h/api/sandbox?{q}&cursor=c1"), &p2.to_string());
+        let found = block_on(find_with(&cfg(json!({})), "f", &mut f)).unwrap();
+        assert_eq!(
+            found
+                .iter()
+                .map(|x| (x.provider_sandbox_id.as_str(), x.sandbox_id.clone(), x.created_at_ms))
+                .collect::<Vec<_>>(),
+            vec![("a", id(1), Some(1000.0)), ("d", id(3), Some(1000.0))]
+        );
+    }
+
+    #[test]
+    fn finder_reads_the_legacy_array_and_paginated_shapes() {
+        let id = format!("sbx_{}", "a".repeat(32));
+        let it = json!({"id": "z", "labels": {"agent-relay-sbx-fleet": "f", "agent-relay-sbx-id": id}});
+        let q = "limit=200&labels=%7B%22agent-relay-sbx-fleet%22%3A%22f%22%7D";
+        let mut f = MemoryFetch::default().page(&format!("http://h/api/sandbox?{q}"), &json!([it]).to_string());
+        assert_eq!(block_on(find_with(&cfg(json!({})), "f", &mut f)).unwrap().len(), 1);
+        let mut f = MemoryFetch::default()
+            .page(&format!("http://h/api/sandbox?{q}"), &json!({"items": [it], "page": 1, "totalPages": 2}).to_string())
+            .page(
+                &format!("http://h/api/sandbox?{q}&page=2"),
+                &json!({"items": [it], "page": 2, "totalPages": 2}).to_string(),
+            );
+        assert_eq!(block_on(find_with(&cfg(json!({})), "f", &mut f)).unwrap().len(), 2);
     }
 }

@@ -13,9 +13,11 @@
 //! Items are parsed only far enough to prove they are sandbox objects (`sandboxID` string);
 //! anything else is `MALFORMED`.
 
-use super::http::{Auth, Fetch};
+use super::find::{collect, parse_rfc3339_ms, Found};
+use super::http::{Auth, Fetch, HttpFetch};
 use super::{endpoint, page_size, parse_body, slot_reader, slots_or_unknown, PageGuard, ReaderConfig};
 use crate::core::capacity::{Measurement, UnknownReason};
+use crate::core::request::SANDBOX_FLEET_LABEL;
 use serde::Deserialize;
 
 /// Default base URL.
@@ -76,6 +78,66 @@ pub async fn read(cfg: &ReaderConfig, api_key: &str) -> Measurement {
         Ok((limit, required, mut fetch)) => measure(cfg, limit, required, &mut fetch).await,
         Err(m) => m,
     }
+}
+
+/// One listed sandbox as a finder needs it.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Listed {
+    #[serde(rename = "sandboxID")]
+    sandbox_id: String,
+    #[serde(default)]
+    metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(default)]
+    started_at: Option<serde_json::Value>,
+}
+
+/// Lists the account's sandboxes (running and paused: `state` omitted) stamped with `fleet`
+/// through `fetch`: `GET /v2/sandboxes?metadata=agent-relay-sbx-fleet%3D<fleet>`, following
+/// `X-Next-Token`; every item is checked again for the whole stamp in its `metadata`.
+/// E2B reports no creation time, only `startedAt` (a resumed sandbox restarts it): the age
+/// of a paused-and-resumed orphan is understated, never overstated.
+pub async fn find_with<F: Fetch>(cfg: &ReaderConfig, fleet: &str, fetch: &mut F) -> Result<Vec<Found>, UnknownReason> {
+    let limit = page_size(cfg, MAX_PAGE_SIZE, MAX_PAGE_SIZE)?.to_string();
+    let base = endpoint(cfg, DEFAULT_BASE_URL, "/v2/sandboxes")?;
+    let filter = format!("{SANDBOX_FLEET_LABEL}={fleet}");
+    let mut guard = PageGuard::new(cfg.max_pages);
+    let mut token: Option<String> = None;
+    let mut out = Vec::new();
+    loop {
+        let mut url = base.clone();
+        {
+            let mut q = url.query_pairs_mut();
+            q.append_pair("metadata", &filter).append_pair("limit", &limit);
+            if let Some(t) = &token {
+                q.append_pair("nextToken", t);
+            }
+        }
+        guard.before_fetch()?;
+        let fetched = fetch.get(url).await?;
+        let items: Vec<Listed> = parse_body(&fetched.body)?;
+        for s in &items {
+            let started = s.started_at.as_ref().and_then(serde_json::Value::as_str).and_then(parse_rfc3339_ms);
+            collect(&mut out, &s.sandbox_id, s.metadata.as_ref(), fleet, started)?;
+        }
+        match fetched.headers.get(NEXT_TOKEN_HEADER) {
+            None => return Ok(out),
+            Some(v) => {
+                let t = v.to_str().map_err(|_| UnknownReason::Malformed)?;
+                if t.is_empty() {
+                    return Ok(out);
+                }
+                guard.cursor(t)?;
+                token = Some(t.to_string());
+            }
+        }
+    }
+}
+
+/// [`find_with`] over HTTP with the account's key.
+pub async fn find(cfg: &ReaderConfig, api_key: &str, fleet: &str) -> Result<Vec<Found>, UnknownReason> {
+    let mut fetch = HttpFetch::new(Auth::Header("x-api-key", api_key), &[])?;
+    find_with(cfg, fleet, &mut fetch).await
 }
 
 #[cfg(test)]
@@ -160,5 +222,29 @@ mod tests {
     fn missing_limit_is_decided_before_any_request() {
         let c = parse_config(&json!({"baseUrl": "http://127.0.0.1:9"})).unwrap();
         assert_eq!(block_on(read(&c, "k")), Measurement::Unknown(UnknownReason::LimitNotConfigured));
+    }
+
+    #[test]
+    fn finder_sends_the_metadata_filter_follows_tokens_and_rechecks_items() {
+        let id = format!("sbx_{}", "b".repeat(32));
+        let p1 = json!([
+            {"sandboxID": "i1", "metadata": {"agent-relay-sbx-fleet": "f", "agent-relay-sbx-id": id}, "startedAt": "1970-01-01T00:00:02Z", "state": "paused"},
+            {"sandboxID": "i2", "metadata": {"agent-relay-sbx-fleet": "g", "agent-relay-sbx-id": id}},
+            {"sandboxID": "i3"}
+        ]);
+        let p2 = json!([{"sandboxID": "i4", "metadata": {"agent-relay-sbx-fleet": "f", "agent-relay-sbx-id": id}}]);
+        let mut f = MemoryFetch::default()
+            .page_with_header(
+                "http://h/v2/sandboxes?metadata=agent-relay-sbx-fleet%3Df&limit=100",
+                &p1.to_string(),
+                "x-next-token",
+                "t1",
+            )
+            .page("http://h/v2/sandboxes?metadata=agent-relay-sbx-fleet%3Df&limit=100&nextToken=t1", &p2.to_string());
+        let found = block_on(find_with(&cfg(), "f", &mut f)).unwrap();
+        assert_eq!(
+            found.iter().map(|x| (x.provider_sandbox_id.as_str(), x.created_at_ms)).collect::<Vec<_>>(),
+            vec![("i1", Some(2000.0)), ("i4", None)]
+        );
     }
 }

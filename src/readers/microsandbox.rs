@@ -10,7 +10,8 @@
 //! `MALFORMED` (we could not finish the count); a response without `has_more` continues
 //! only while a cursor is present.
 
-use super::http::{Auth, Fetch};
+use super::find::{collect, fleet_filter_json, parse_rfc3339_ms, Found};
+use super::http::{Auth, Fetch, HttpFetch};
 use super::{endpoint, page_size, parse_body, slot_reader, slots_or_unknown, PageGuard, ReaderConfig};
 use crate::core::capacity::{Measurement, UnknownReason};
 use serde::Deserialize;
@@ -77,6 +78,75 @@ pub async fn read(cfg: &ReaderConfig, api_key: &str) -> Measurement {
         Ok((limit, required, mut fetch)) => measure(cfg, limit, required, &mut fetch).await,
         Err(m) => m,
     }
+}
+
+#[derive(Debug, Deserialize)]
+struct ListedSpec {
+    #[serde(default)]
+    labels: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// One listed sandbox as a finder needs it (`spec` may be null).
+#[derive(Debug, Deserialize)]
+struct Listed {
+    id: String,
+    #[serde(default)]
+    created_at: Option<serde_json::Value>,
+    #[serde(default)]
+    spec: Option<ListedSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ListedPage {
+    data: Vec<Listed>,
+    #[serde(default)]
+    has_more: Option<bool>,
+    #[serde(default)]
+    next_cursor: Option<String>,
+}
+
+/// Lists the account's sandboxes stamped with `fleet` through `fetch`:
+/// `GET /v1/sandboxes?labels={"agent-relay-sbx-fleet":"<fleet>"}`, following `next_cursor`;
+/// every item's `spec.labels` is checked again for the whole stamp.
+pub async fn find_with<F: Fetch>(cfg: &ReaderConfig, fleet: &str, fetch: &mut F) -> Result<Vec<Found>, UnknownReason> {
+    let limit = page_size(cfg, MAX_PAGE_SIZE, MAX_PAGE_SIZE)?.to_string();
+    let base = endpoint(cfg, DEFAULT_BASE_URL, "/v1/sandboxes")?;
+    let filter = fleet_filter_json(fleet);
+    let mut guard = PageGuard::new(cfg.max_pages);
+    let mut cursor: Option<String> = None;
+    let mut out = Vec::new();
+    loop {
+        let mut url = base.clone();
+        {
+            let mut q = url.query_pairs_mut();
+            q.append_pair("limit", &limit).append_pair("labels", &filter);
+            if let Some(c) = &cursor {
+                q.append_pair("cursor", c);
+            }
+        }
+        guard.before_fetch()?;
+        let fetched = fetch.get(url).await?;
+        let page: ListedPage = parse_body(&fetched.body)?;
+        for s in &page.data {
+            let created = s.created_at.as_ref().and_then(serde_json::Value::as_str).and_then(parse_rfc3339_ms);
+            collect(&mut out, &s.id, s.spec.as_ref().and_then(|sp| sp.labels.as_ref()), fleet, created)?;
+        }
+        let next = page.next_cursor.filter(|c| !c.is_empty());
+        match (page.has_more, next) {
+            (Some(false), _) | (None, None) => return Ok(out),
+            (Some(true), None) => return Err(UnknownReason::Malformed),
+            (_, Some(c)) => {
+                guard.cursor(&c)?;
+                cursor = Some(c);
+            }
+        }
+    }
+}
+
+/// [`find_with`] over HTTP with the account's key.
+pub async fn find(cfg: &ReaderConfig, api_key: &str, fleet: &str) -> Result<Vec<Found>, UnknownReason> {
+    let mut fetch = HttpFetch::new(Auth::Bearer(api_key), &[])?;
+    find_with(cfg, fleet, &mut fetch).await
 }
 
 #[cfg(test)]
@@ -148,6 +218,26 @@ mod tests {
         assert_eq!(
             block_on(measure(&cfg(), 10.0, 1.0, &mut f)),
             Measurement::Unknown(UnknownReason::PageLimitExceeded)
+        );
+    }
+
+    #[test]
+    fn finder_reads_spec_labels_across_cursor_pages() {
+        let id = format!("sbx_{}", "c".repeat(32));
+        let stamped = json!({"agent-relay-sbx-fleet": "f", "agent-relay-sbx-id": id});
+        let p1 = json!({"data": [
+            {"id": "u1", "created_at": "1970-01-01T00:00:03Z", "spec": {"labels": stamped}},
+            {"id": "u2", "spec": null},
+            {"id": "u3", "spec": {"labels": {"agent-relay-sbx-id": id}}}], "has_more": true, "next_cursor": "n"});
+        let p2 = json!({"data": [{"id": "u4", "spec": {"labels": stamped}}], "has_more": false, "next_cursor": null});
+        let q = "limit=100&labels=%7B%22agent-relay-sbx-fleet%22%3A%22f%22%7D";
+        let mut f = MemoryFetch::default()
+            .page(&format!("http://h/v1/sandboxes?{q}"), &p1.to_string())
+            .page(&format!("http://h/v1/sandboxes?{q}&cursor=n"), &p2.to_string());
+        let found = block_on(find_with(&cfg(), "f", &mut f)).unwrap();
+        assert_eq!(
+            found.iter().map(|x| (x.provider_sandbox_id.as_str(), x.created_at_ms)).collect::<Vec<_>>(),
+            vec![("u1", Some(3000.0)), ("u4", None)]
         );
     }
 }

@@ -29,6 +29,7 @@ pub mod agent37;
 pub mod daytona;
 pub mod daytona_summary;
 pub mod e2b;
+pub mod find;
 pub mod http;
 pub mod microsandbox;
 

@@ -1,0 +1,128 @@
+'use strict';
+// Finders: how reconcile lists the sandboxes of one pool that carry the router's stamp.
+//
+// A pool built by createSandboxRouter / createProviderRuntime for Daytona, E2B, Microsandbox
+// or Agent37 gets a NATIVE finder: the provider's own list API over the capacity readers'
+// HTTP (src/readers/find.rs), with the same credentials the factory already holds, kept in
+// this closure and nowhere else. Why not the adapter's findAllByLabels? On E2B the
+// published adapter's label search finds nothing against the real SDK (see
+// ../shared/reference/sandbox-runtime-port.md, point 5); the list APIs return each
+// sandbox's labels, so the stamp is checked item by item.
+//
+// Every other pool falls back to its runtime's `findAllByLabels({ agent-relay-sbx-fleet })`.
+// The port's handles carry no labels, so a handle is trusted as stamped only when it
+// carries `labels` itself (the local runtime's do) with the whole stamp; a handle without
+// labels can be matched to a mapping by its provider id, but never reclaimed.
+
+const { binding } = require('./binding.js');
+const { guarded } = require('./guard.js');
+const { within, TIMED_OUT } = require('./within.js');
+
+/** Label key of the router's fleet stamp. */
+const SANDBOX_FLEET_LABEL = 'agent-relay-sbx-fleet';
+/** Label key of the router's id stamp (also exported by provision.js). */
+const SANDBOX_ID_LABEL = 'agent-relay-sbx-id';
+const SBX_ID = /^sbx_[0-9a-f]{32}$/;
+const NATIVE_KINDS = new Set(['daytona', 'e2b', 'microsandbox', 'agent37']);
+
+/** runtime object → its native finder (made by the factory; holds the credentials). */
+const FINDERS = new WeakMap();
+
+/**
+ * Registers a native finder for a runtime the factory made. `options`: `{ apiKey, baseUrl?,
+ * organizationId?, maxPages?, pageSize? }` (already validated by the factory). The key stays
+ * in the returned closure.
+ */
+function attachFinder(runtime, kind, options) {
+  if (!NATIVE_KINDS.has(kind) || typeof options.apiKey !== 'string') return;
+  const config = {};
+  if (options.baseUrl !== undefined) config.baseUrl = options.baseUrl;
+  if (kind === 'daytona' && options.organizationId !== undefined) config.organizationId = options.organizationId;
+  if (options.maxPages !== undefined) config.maxPages = options.maxPages;
+  if (options.pageSize !== undefined) config.pageSize = options.pageSize;
+  FINDERS.set(runtime, nativeFinder(kind, JSON.stringify(config), options.apiKey));
+}
+
+function nativeFinder(kind, configJson, apiKey) {
+  return {
+    kind: 'native',
+    /** @returns {Promise<{ reason: string | null, items: Found[] }>} */
+    async find(fleet, timeoutMs) {
+      const r = await binding.findStamped(kind, configJson, apiKey, fleet, Math.max(1, Math.min(timeoutMs, 2 ** 31 - 1)));
+      return {
+        reason: r.reason ?? null,
+        items: r.items.map((f) => ({ providerSandboxId: f.providerSandboxId, sandboxId: f.sandboxId, createdAtMs: f.createdAtMs ?? null, verified: true })),
+      };
+    },
+  };
+}
+
+/**
+ * @typedef {object} Found
+ * @property {string} providerSandboxId
+ * @property {string | null} sandboxId the stamp's sbx id (null: the handle carried no labels)
+ * @property {number | null} createdAtMs
+ * @property {boolean} verified whether the whole stamp was seen on the item
+ */
+
+/** The finder for a pool entry: native when the factory registered one, else the runtime's label search. */
+function finderFor(entry) {
+  return FINDERS.get(entry.runtime) ?? runtimeFinder(entry.runtime);
+}
+
+function runtimeFinder(runtime) {
+  return {
+    kind: 'runtime',
+    async find(fleet, timeoutMs) {
+      let has;
+      try {
+        has = guarded(() => typeof runtime.findAllByLabels === 'function');
+      } catch {
+        has = false;
+      }
+      if (!has) return { reason: 'NOT_SUPPORTED', items: [] };
+      let answer;
+      try {
+        answer = await within(runtime.findAllByLabels({ [SANDBOX_FLEET_LABEL]: fleet }, { timeoutMs }), timeoutMs);
+      } catch {
+        // The adapter's error text is the provider's: only the fact is kept.
+        return { reason: 'READ_FAILED', items: [] };
+      }
+      if (answer === TIMED_OUT) return { reason: 'TIMEOUT', items: [] };
+      let items;
+      try {
+        items = guarded(() => {
+          if (!Array.isArray(answer)) return null;
+          return Array.from(answer, (h) => readHandle(h, fleet));
+        });
+      } catch {
+        items = null;
+      }
+      if (items === null || items.some((x) => x === null)) return { reason: 'MALFORMED', items: [] };
+      return { reason: null, items: items.filter((x) => x !== false) };
+    },
+  };
+}
+
+/**
+ * One handle from findAllByLabels (read inside the caller's guard): a Found, false when its
+ * own labels show it is not stamped by this fleet (a search that ignored the filter), or
+ * null when it is not a handle.
+ */
+function readHandle(h, fleet) {
+  if (h === null || typeof h !== 'object' || typeof h.id !== 'string' || h.id === '') return null;
+  const created = typeof h.createdAt === 'string' ? Date.parse(h.createdAt) : NaN;
+  const labels = h.labels;
+  let sandboxId = null;
+  let verified = false;
+  if (labels !== null && typeof labels === 'object') {
+    if (labels[SANDBOX_FLEET_LABEL] !== fleet) return false;
+    const id = labels[SANDBOX_ID_LABEL];
+    if (typeof id !== 'string' || !SBX_ID.test(id)) return false;
+    sandboxId = id;
+    verified = true;
+  }
+  return { providerSandboxId: h.id, sandboxId, createdAtMs: Number.isFinite(created) ? created : null, verified };
+}
+
+module.exports = { attachFinder, finderFor, SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL };

@@ -1,0 +1,263 @@
+//! napi glue for the durable mapping store ([`crate::core::sqlite_store`]).
+//!
+//! Why are writes (`apply`) and `get` synchronous native calls? In WAL mode with
+//! `synchronous = NORMAL` a transaction is a few `write(2)`s to the log: tens of
+//! microseconds, about a hop to a worker thread and back (see `../shared/STYLE.md`), and the
+//! JS class batches the writes of one event-loop turn into one transaction, so a burst of
+//! provisions pays one commit. The JS class wraps them in its async contract. `list` can read tens of thousands of rows,
+//! so [`sqlite_list`] reads on tokio's blocking pool through a read-only connection of its
+//! own (WAL readers never block the writer), off the JS thread.
+//!
+//! Errors cross encoded with their stable code (`MAPPING_STORE_OPEN_FAILED`,
+//! `MAPPING_STORE_SCHEMA_TOO_NEW`, `MAPPING_PERSISTENCE_FAILED`, `MAPPING_READ_FAILED`,
+//! `INVALID_INPUT`); SQLite's own messages (which may name paths) never do.
+
+use crate::binding::{encode, guard, MappingRecord};
+use crate::core::ids::{validate_provider_id, SandboxKey};
+use crate::core::sqlite_store::{list_file, Durability, Intent, Op, Row, SqliteStore, StoreError};
+use napi::{Error, Result};
+use napi_derive::napi;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+fn store_err(e: StoreError) -> Error {
+    encode(e.code(), &e.to_string(), None, Value::Null)
+}
+
+fn invalid(field: &str, what: &str) -> Error {
+    encode("INVALID_INPUT", &format!("invalid mapping record: {field} {what}"), Some(field), Value::Null)
+}
+
+fn to_record(r: Row) -> Result<MappingRecord> {
+    let labels: HashMap<String, String> =
+        serde_json::from_str(&r.labels_json).map_err(|_| store_err(StoreError::ReadFailed))?;
+    Ok(MappingRecord {
+        id: r.id,
+        provider_id: r.provider_id,
+        provider_sandbox_id: r.provider_sandbox_id,
+        labels,
+        created_at: r.created_at,
+        detached: r.detached,
+    })
+}
+
+/// One write of a batch, as the JS class sends it (JSON, tagged by `op`).
+#[derive(serde::Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
+enum BatchOp {
+    Put {
+        id: String,
+        #[serde(rename = "providerId")]
+        provider_id: String,
+        #[serde(rename = "providerSandboxId")]
+        provider_sandbox_id: String,
+        labels: serde_json::Map<String, Value>,
+        #[serde(rename = "createdAt")]
+        created_at: String,
+        detached: bool,
+    },
+    Intent {
+        id: String,
+        #[serde(rename = "providerId")]
+        provider_id: String,
+        state: String,
+        #[serde(rename = "startedAt")]
+        started_at: f64,
+        #[serde(rename = "expiresAt")]
+        expires_at: f64,
+        #[serde(rename = "ownerHost")]
+        owner_host: String,
+        #[serde(rename = "ownerPid")]
+        owner_pid: f64,
+        #[serde(rename = "ownerSession")]
+        owner_session: String,
+    },
+    Delete {
+        id: String,
+    },
+}
+
+fn checked_intent(i: IntentRecord) -> Result<Intent> {
+    SandboxKey::parse_checked(&i.id).map_err(|_| invalid("id", "must be an sbx_ id"))?;
+    validate_provider_id(&i.provider_id).map_err(|_| invalid("providerId", "must be a provider id"))?;
+    if i.state != "launching" && i.state != "failed" {
+        return Err(invalid("state", "must be launching or failed"));
+    }
+    if !i.started_at.is_finite() || !i.expires_at.is_finite() || !i.owner_pid.is_finite() {
+        return Err(invalid("intent", "times and pid must be finite numbers"));
+    }
+    Ok(Intent {
+        id: i.id,
+        provider_id: i.provider_id,
+        state: i.state,
+        started_at: i.started_at as i64,
+        expires_at: i.expires_at as i64,
+        owner_host: i.owner_host,
+        owner_pid: i.owner_pid as i64,
+        owner_session: i.owner_session,
+    })
+}
+
+fn checked_op(op: BatchOp) -> Result<Op> {
+    Ok(match op {
+        BatchOp::Put { id, provider_id, provider_sandbox_id, labels, created_at, detached } => {
+            SandboxKey::parse_checked(&id).map_err(|_| invalid("id", "must be an sbx_ id"))?;
+            if provider_sandbox_id.is_empty() {
+                return Err(invalid("providerSandboxId", "must not be empty"));
+            }
+            if !labels.values().all(Value::is_string) {
+                return Err(invalid("labels", "must be an object of strings"));
+            }
+            let labels_json = Value::Object(labels).to_string();
+            Op::Put(Row { id, provider_id, provider_sandbox_id, labels_json, created_at, detached })
+        }
+        BatchOp::Intent { id, provider_id, state, started_at, expires_at, owner_host, owner_pid, owner_session } => {
+            Op::Intent(checked_intent(IntentRecord {
+                id,
+                provider_id,
+                state,
+                started_at,
+                expires_at,
+                owner_host,
+                owner_pid,
+                owner_session,
+            })?)
+        }
+        BatchOp::Delete { id } => Op::Delete(id),
+    })
+}
+
+/// An intent record as JS sees it: a launch in flight (`launching`) or one that failed with
+/// its outcome unknown (`failed`).
+#[napi(object)]
+pub struct IntentRecord {
+    /// Router id, `sbx_…`.
+    pub id: String,
+    /// Pool of the current attempt.
+    pub provider_id: String,
+    /// `launching` | `failed`.
+    pub state: String,
+    /// Epoch ms.
+    pub started_at: f64,
+    /// Epoch ms after which the writer's provision has certainly ended.
+    pub expires_at: f64,
+    /// Host name of the writing process.
+    pub owner_host: String,
+    /// Process id of the writing process.
+    pub owner_pid: f64,
+    /// Random session id of the writing router.
+    pub owner_session: String,
+}
+
+/// The native half of `SqliteMappingStore`: one file, opened on first use.
+#[napi]
+pub struct NativeSqliteStore {
+    path: PathBuf,
+    durability: Durability,
+    store: Mutex<Option<SqliteStore>>,
+}
+
+impl NativeSqliteStore {
+    fn with<T>(&self, f: impl FnOnce(&mut SqliteStore) -> std::result::Result<T, StoreError>) -> Result<T> {
+        guard(|| {
+            let mut slot = self.store.lock().map_err(|_| store_err(StoreError::OpenFailed))?;
+            if slot.is_none() {
+                *slot = Some(SqliteStore::open(&self.path, self.durability).map_err(store_err)?);
+            }
+            let store = slot.as_mut().ok_or_else(|| store_err(StoreError::OpenFailed))?;
+            f(store).map_err(store_err)
+        })
+    }
+}
+
+#[napi]
+impl NativeSqliteStore {
+    /// A store over the file at `path` (created, in WAL mode, on first use). `full`:
+    /// `synchronous = FULL` (fsync per commit) instead of `NORMAL`.
+    #[napi(constructor)]
+    pub fn new(path: String, full: bool) -> Self {
+        NativeSqliteStore {
+            path: PathBuf::from(path),
+            durability: if full { Durability::Full } else { Durability::Normal },
+            store: Mutex::new(None),
+        }
+    }
+
+    /// Opens the file now (creating and migrating it if needed); returns its schema version.
+    #[napi]
+    pub fn open(&self) -> Result<u32> {
+        self.with(|s| s.schema_version().map(|v| v as u32))
+    }
+
+    /// The record of `id`, or null.
+    #[napi]
+    pub fn get(&self, id: String) -> Result<Option<MappingRecord>> {
+        self.with(|s| s.get(&id))?.map(to_record).transpose()
+    }
+
+    /// Every record, ordered by id, read on the JS thread (see [`sqlite_list`]).
+    #[napi]
+    pub fn list(&self) -> Result<Vec<MappingRecord>> {
+        self.with(|s| s.list())?.into_iter().map(to_record).collect()
+    }
+
+    /// Number of records.
+    #[napi]
+    pub fn count(&self) -> Result<u32> {
+        self.with(|s| s.count()).map(|n| n as u32)
+    }
+
+    /// Applies a batch of writes (`[{ op: 'put' | 'intent' | 'delete', ... }]`, JSON) in
+    /// order, in one transaction: all or none (group commit). Returns, per op, whether it
+    /// changed a record (for a delete: whether a record existed). Every op is validated
+    /// before anything is written.
+    #[napi]
+    pub fn apply(&self, ops_json: String) -> Result<Vec<bool>> {
+        let ops: Vec<BatchOp> =
+            serde_json::from_str(&ops_json).map_err(|_| invalid("batch", "is not a list of writes"))?;
+        let ops = ops.into_iter().map(checked_op).collect::<Result<Vec<_>>>()?;
+        self.with(|s| s.apply(&ops))
+    }
+
+    /// Every intent, ordered by id.
+    #[napi]
+    pub fn intents(&self) -> Result<Vec<IntentRecord>> {
+        Ok(self
+            .with(|s| s.intents())?
+            .into_iter()
+            .map(|i| IntentRecord {
+                id: i.id,
+                provider_id: i.provider_id,
+                state: i.state,
+                started_at: i.started_at as f64,
+                expires_at: i.expires_at as f64,
+                owner_host: i.owner_host,
+                owner_pid: i.owner_pid as f64,
+                owner_session: i.owner_session,
+            })
+            .collect())
+    }
+
+    /// Closes the file (the next operation opens it again).
+    #[napi]
+    pub fn close(&self) {
+        if let Ok(mut slot) = self.store.lock() {
+            slot.take();
+        }
+    }
+}
+
+/// Every record of the store file at `path`, read on tokio's blocking pool through a
+/// read-only connection (the file must already be open through a `NativeSqliteStore`).
+#[napi]
+pub async fn sqlite_list(path: String) -> Result<Vec<MappingRecord>> {
+    let rows = tokio::task::spawn_blocking(move || list_file(std::path::Path::new(&path)))
+        .await
+        .map_err(|_| {
+            encode("INTERNAL_ERROR", "internal error in the mapping store (a bug: please report it)", None, Value::Null)
+        })?
+        .map_err(store_err)?;
+    rows.into_iter().map(to_record).collect()
+}

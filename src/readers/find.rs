@@ -1,0 +1,209 @@
+//! Finders: list a provider account's sandboxes that carry the router's stamp, through the
+//! same list APIs (and credentials) the capacity readers use.
+//!
+//! Why not the adapters' `findAllByLabels`? Label search is not reliable on every adapter:
+//! the published E2B adapter hands the SDK a pre-serialized metadata filter that the SDK
+//! iterates as an object, so it finds nothing (`../shared/reference/sandbox-runtime-port.md`,
+//! point 5). The list APIs return each sandbox's labels (Daytona, Microsandbox) or metadata
+//! (E2B, Agent37), so the stamp can be filtered server-side where the API offers it and is
+//! always checked again here, item by item.
+//!
+//! What counts as stamped: the fleet label equals the router's fleet AND the id label is a
+//! well-formed `sbx_` id. A server that ignores the filter, or a sandbox that carries only
+//! one of the two labels, yields nothing: reconcile can only ever act on sandboxes that
+//! carry the whole stamp.
+//!
+//! Errors follow the readers' policy: never a failure, never provider text; an unlistable
+//! account is `unknown` with a reason ([`UnknownReason`]).
+
+use super::{agent37, daytona, e2b, microsandbox, parse_config, Kind};
+use crate::core::capacity::UnknownReason;
+use crate::core::ids::is_sandbox_id;
+use crate::core::request::{SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL};
+use serde_json::{Map, Value};
+
+/// One stamped sandbox, as listed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Found {
+    /// The provider's own sandbox id.
+    pub provider_sandbox_id: String,
+    /// The router's `sbx_…` id from the id label.
+    pub sandbox_id: String,
+    /// Creation time in epoch ms, when the list reports one that parses.
+    pub created_at_ms: Option<f64>,
+}
+
+/// Longest provider sandbox id accepted from a list (longer is `MALFORMED`).
+const MAX_PROVIDER_ID_LEN: usize = 256;
+
+/// The stamp's `sbx_` id when `labels` carry the whole stamp of `fleet`, else `None`.
+pub fn stamped_id(labels: Option<&Map<String, Value>>, fleet: &str) -> Option<String> {
+    let labels = labels?;
+    if labels.get(SANDBOX_FLEET_LABEL).and_then(Value::as_str) != Some(fleet) {
+        return None;
+    }
+    let id = labels.get(SANDBOX_ID_LABEL)?.as_str()?;
+    is_sandbox_id(id).then(|| id.to_string())
+}
+
+/// Adds `(provider id, labels, created)` to `out` when stamped; a provider id that is empty,
+/// too long or holds control characters makes the list `MALFORMED`.
+pub(crate) fn collect(
+    out: &mut Vec<Found>,
+    provider_sandbox_id: &str,
+    labels: Option<&Map<String, Value>>,
+    fleet: &str,
+    created_at_ms: Option<f64>,
+) -> Result<(), UnknownReason> {
+    let Some(sandbox_id) = stamped_id(labels, fleet) else { return Ok(()) };
+    if provider_sandbox_id.is_empty()
+        || provider_sandbox_id.len() > MAX_PROVIDER_ID_LEN
+        || provider_sandbox_id.chars().any(char::is_control)
+    {
+        return Err(UnknownReason::Malformed);
+    }
+    out.push(Found { provider_sandbox_id: provider_sandbox_id.to_string(), sandbox_id, created_at_ms });
+    Ok(())
+}
+
+/// Lists the stamped sandboxes of one account. `config` is the readers' configuration JSON
+/// (`baseUrl`, `organizationId`, `maxPages`, `pageSize`; limits are ignored). Vercel,
+/// Freestyle and unknown kinds are `NOT_SUPPORTED` (the caller falls back to the runtime's
+/// own label search). No deadline here: the caller drops the future to cancel.
+pub async fn find(kind: &str, config: &Value, api_key: &str, fleet: &str) -> Result<Vec<Found>, UnknownReason> {
+    let kind = match Kind::parse(kind) {
+        None | Some(Kind::Vercel | Kind::Freestyle) => return Err(UnknownReason::NotSupported),
+        Some(k) => k,
+    };
+    let mut cfg = parse_config(config).map_err(|_| UnknownReason::Malformed)?;
+    // Finders count nothing against a quota: limits and demand do not apply.
+    cfg.limits = Default::default();
+    cfg.demand = Default::default();
+    match kind {
+        Kind::Daytona => daytona::find(&cfg, api_key, fleet).await,
+        Kind::E2b => e2b::find(&cfg, api_key, fleet).await,
+        Kind::Microsandbox => microsandbox::find(&cfg, api_key, fleet).await,
+        Kind::Agent37 => agent37::find(&cfg, api_key, fleet).await,
+        Kind::Vercel | Kind::Freestyle => Err(UnknownReason::NotSupported),
+    }
+}
+
+/// `{"agent-relay-sbx-fleet":"<fleet>"}`: the JSON label filter Daytona and Microsandbox take.
+pub(crate) fn fleet_filter_json(fleet: &str) -> String {
+    let mut m = Map::new();
+    m.insert(SANDBOX_FLEET_LABEL.to_string(), Value::String(fleet.to_string()));
+    Value::Object(m).to_string()
+}
+
+/// Epoch ms of an RFC 3339 timestamp (`2026-01-01T00:00:00Z`, fractions and offsets
+/// allowed); `None` when it does not parse.
+pub fn parse_rfc3339_ms(s: &str) -> Option<f64> {
+    let b = s.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> { s.get(r)?.parse::<u32>().ok().map(i64::from) };
+    let (y, mo, d, h, mi, se) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
+        return None;
+    }
+    let mut i = 19;
+    let mut frac_ms = 0.0;
+    if b.get(i) == Some(&b'.') {
+        let start = i + 1;
+        i = start;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        frac_ms = format!("0.{}", &s[start..i]).parse::<f64>().ok()? * 1000.0;
+    }
+    let offset_min = match b.get(i)? {
+        b'Z' | b'z' if i + 1 == b.len() => 0,
+        sign @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
+            let m = num(i + 1..i + 3)? * 60 + num(i + 4..i + 6)?;
+            if *sign == b'+' {
+                m
+            } else {
+                -m
+            }
+        }
+        _ => return None,
+    };
+    let days = days_from_civil(y, mo, d);
+    let secs = days * 86_400 + h * 3600 + mi * 60 + se - offset_min * 60;
+    Some(secs as f64 * 1000.0 + frac_ms.floor())
+}
+
+/// Days since 1970-01-01 of a civil date (Howard Hinnant's public-domain algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const ID: &str = "sbx_0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn must_fire_the_whole_stamp_of_our_fleet_is_found() {
+        let l = json!({SANDBOX_FLEET_LABEL: "prod", SANDBOX_ID_LABEL: ID, "team": "x"});
+        assert_eq!(stamped_id(l.as_object(), "prod").as_deref(), Some(ID));
+    }
+
+    #[test]
+    fn must_not_fire_a_partial_foreign_or_malformed_stamp_is_not_found() {
+        for l in [
+            json!({SANDBOX_ID_LABEL: ID}),
+            json!({SANDBOX_FLEET_LABEL: "prod"}),
+            json!({SANDBOX_FLEET_LABEL: "other", SANDBOX_ID_LABEL: ID}),
+            json!({SANDBOX_FLEET_LABEL: "prod", SANDBOX_ID_LABEL: "sbx_NOT"}),
+            json!({SANDBOX_FLEET_LABEL: "prod", SANDBOX_ID_LABEL: 7}),
+            json!({}),
+        ] {
+            assert_eq!(stamped_id(l.as_object(), "prod"), None, "{l}");
+        }
+        assert_eq!(stamped_id(None, "prod"), None);
+    }
+
+    #[test]
+    fn rfc3339_parses_fractions_and_offsets() {
+        assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:00Z"), Some(0.0));
+        assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:01.5Z"), Some(1500.0));
+        assert_eq!(parse_rfc3339_ms("2026-01-01T00:00:00.000Z"), Some(1_767_225_600_000.0));
+        assert_eq!(parse_rfc3339_ms("2026-01-01T01:00:00+01:00"), Some(1_767_225_600_000.0));
+        assert_eq!(parse_rfc3339_ms("2024-02-29T12:00:00.123456Z"), Some(1_709_208_000_123.0));
+        for bad in ["", "yesterday", "2026-13-01T00:00:00Z", "2026-01-01T00:00:00", "2026-01-01T00:00:00.Z"] {
+            assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn must_fire_a_stamped_item_with_an_unusable_provider_id_is_malformed() {
+        let l = json!({SANDBOX_FLEET_LABEL: "f", SANDBOX_ID_LABEL: ID});
+        let mut out = vec![];
+        assert_eq!(collect(&mut out, "", l.as_object(), "f", None), Err(UnknownReason::Malformed));
+        assert_eq!(collect(&mut out, "a\nb", l.as_object(), "f", None), Err(UnknownReason::Malformed));
+        assert_eq!(collect(&mut out, &"x".repeat(257), l.as_object(), "f", None), Err(UnknownReason::Malformed));
+        assert_eq!(collect(&mut out, "ok", l.as_object(), "f", None), Ok(()));
+        // An unstamped item is skipped whatever its id.
+        assert_eq!(collect(&mut out, "", None, "f", None), Ok(()));
+        assert_eq!(out.len(), 1);
+    }
+}
