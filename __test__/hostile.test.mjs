@@ -290,3 +290,53 @@ test('registry must-not-fire: a caller registry that answers is routed', () => {
   const defs = [definition('a')];
   assert.deepEqual(new SandboxRouter({ registry: { list: () => defs } }).route({}), ['a']);
 });
+
+// --- route/explain reuse a request object seen before, only while it reads the same -------
+
+function twoPoolRouter() {
+  return new SandboxRouter({
+    registry: new InMemoryProviderRegistry([
+      definition('a', { capabilities: { supported: ['pty'] }, signals: { estimatedCost: 0.5 } }),
+      definition('b', { signals: { estimatedCost: 0.1 } }),
+    ]),
+  });
+}
+
+test('identity cache must-not-fire: an unchanged request object is read once per call and answered from the cache', () => {
+  const router = twoPoolRouter();
+  let reads = 0;
+  const request = {
+    get requires() {
+      reads++;
+      return { requiredCapabilities: [] };
+    },
+  };
+  assert.deepEqual(router.route(request), ['b', 'a']);
+  reads = 0;
+  for (let i = 0; i < 5; i++) assert.deepEqual(router.route(request), ['b', 'a']);
+  assert.equal(reads, 5, 'one read per call: the comparison, no second serialization');
+});
+
+test('identity cache must-fire: every kind of change to a reused request object is seen', async () => {
+  const router = twoPoolRouter();
+  const request = { requires: { requiredCapabilities: [] } };
+  assert.deepEqual(router.route(request), ['b', 'a']);
+  request.requires.requiredCapabilities.push('pty');
+  assert.deepEqual(router.route(request), ['a'], 'a nested array grew');
+  request.requires.requiredCapabilities = [];
+  assert.deepEqual(router.route(request), ['b', 'a'], 'a value replaced');
+  request.requires.requiredCapabilities = () => ['pty'];
+  assert.throws(() => router.route(request), typed('INVALID_REQUEST'), 'a function is refused, not dropped');
+  delete request.requires;
+  request.providerId = 'a';
+  assert.deepEqual(router.route(request), ['a'], 'a key deleted and another added');
+  assert.equal((await router.explain(request)).eligible.length, 1);
+  let n = 0;
+  const flaky = {
+    get providerId() {
+      return ++n === 1 ? 'a' : 'b';
+    },
+  };
+  assert.deepEqual(router.route(flaky), ['a']);
+  assert.deepEqual(router.route(flaky), ['b'], 'a getter that answers differently is a change');
+});

@@ -14,6 +14,7 @@
 const { binding } = require('./binding.js');
 const { SandboxRequestValidationError, callNative, fromNative } = require('./errors.js');
 const { serializeRequest } = require('./serialize.js');
+const { guarded } = require('./guard.js');
 
 const MAX_BY_CONTENT = 512;
 /** Longest request text (UTF-16 units) the content cache keeps. */
@@ -97,4 +98,82 @@ function compile(request) {
   return labels === undefined ? new CallRequest(compiled, null, null) : new CallRequest(compiled, labels, copy);
 }
 
-module.exports = { compile, checkLabels };
+// --- requests reused by identity (route and explain) -------------------------------------
+//
+// Why? `route` and `explain` are often asked about one request object again and again (a
+// template). For them the serialization above costs more than the decision itself. So an
+// object seen before is compared with a snapshot of what was validated, in one read inside
+// a guard; if it is unchanged, the call it compiled to is reused. The snapshot is made from
+// our own parse of the validated text, never from a second read of the caller's object, so
+// a hit means "the object now reads exactly as the text we validated". Requests with
+// labels are not remembered (their text is split). `provision` does not use this: callers
+// make a fresh request per provision, for which a WeakMap entry would be pure cost.
+
+const byIdentity = new WeakMap();
+
+/** A snapshot of our own parsed data: keys in order and the snapshots of their values. */
+class ObjectSnapshot {
+  constructor(keys, values) {
+    this.keys = keys;
+    this.values = values;
+  }
+}
+
+function snapshot(v) {
+  if (v === null || typeof v !== 'object') return v;
+  if (Array.isArray(v)) return v.map(snapshot);
+  const keys = Object.keys(v);
+  return new ObjectSnapshot(
+    keys,
+    keys.map((k) => snapshot(v[k])),
+  );
+}
+
+function isPlain(v) {
+  const proto = Object.getPrototypeOf(v);
+  return proto === Object.prototype || proto === null;
+}
+
+/** Whether live value `a` still reads as snapshot `s` (key order included). Allocates nothing. */
+function same(a, s) {
+  if (s instanceof ObjectSnapshot) {
+    if (typeof a !== 'object' || a === null || Array.isArray(a) || !isPlain(a)) return false;
+    const keys = s.keys;
+    let n = 0;
+    for (const k in a) {
+      if (n >= keys.length || k !== keys[n] || !Object.hasOwn(a, k) || !same(a[k], s.values[n])) return false;
+      n++;
+    }
+    return n === keys.length;
+  }
+  if (Array.isArray(s)) {
+    if (!Array.isArray(a) || a.length !== s.length) return false;
+    for (let i = 0; i < s.length; i++) if (!same(a[i], s[i])) return false;
+    return true;
+  }
+  return a === s;
+}
+
+/** `compile`, reusing the call of a request object seen before and unchanged (see above). */
+function compileShared(request) {
+  const object = request !== null && typeof request === 'object';
+  if (object) {
+    const seen = byIdentity.get(request);
+    if (seen !== undefined) {
+      let unchanged;
+      try {
+        unchanged = guarded(() => same(request, seen.snapshot));
+      } catch {
+        unchanged = false;
+      }
+      if (unchanged) return seen.call;
+    }
+  }
+  const call = compile(request);
+  if (object && call.labelsJson === null && call.compiled.json.length <= MAX_CACHED_CHARS) {
+    byIdentity.set(request, { call, snapshot: snapshot(JSON.parse(call.compiled.json)) });
+  }
+  return call;
+}
+
+module.exports = { compile, compileShared, checkLabels };

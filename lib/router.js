@@ -13,7 +13,7 @@
 const { binding } = require('./binding.js');
 const { SandboxRequestValidationError, fromNative, callNative } = require('./errors.js');
 const { nativeView } = require('./registry.js');
-const { compile, checkLabels } = require('./compile.js');
+const { compileShared, checkLabels } = require('./compile.js');
 const { guarded } = require('./guard.js');
 const { contextOf } = require('./options.js');
 const { provision, extras, needsExtras, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./provision.js');
@@ -63,7 +63,7 @@ class SandboxRouter {
    */
   route(request, options) {
     const detached = detachedOf(options);
-    const call = compile(request);
+    const call = compileShared(request);
     checkLabels(call);
     const { compiled } = call;
     const view = nativeView(this.#ctx.registry);
@@ -85,7 +85,7 @@ class SandboxRouter {
    */
   async explain(request, options) {
     const detached = detachedOf(options);
-    const call = compile(request);
+    const call = compileShared(request);
     checkLabels(call);
     const { compiled } = call;
     const view = nativeView(this.#ctx.registry);
