@@ -260,6 +260,31 @@ fn signal_overrides(json_text: Option<&str>) -> Result<Option<HashMap<usize, Sig
     Ok(Some(out))
 }
 
+/// Runs `f` with the [`RouteOptions`] that `extras` describe (credentials unavailable,
+/// resolver overrides, capacity order), plus `detached`, `limit` and `detail`: the one
+/// conversion every decision path shares.
+fn with_options<T>(
+    extras: Option<&RouteExtras>,
+    detached: bool,
+    limit: Option<usize>,
+    detail: bool,
+    f: impl FnOnce(&RouteOptions<'_>) -> T,
+) -> Result<T> {
+    let unavailable: Vec<usize> = extras
+        .and_then(|e| e.credentials_unavailable.as_ref())
+        .map(|v| v.iter().map(|i| *i as usize).collect())
+        .unwrap_or_default();
+    let overrides = signal_overrides(extras.and_then(|e| e.signals_json.as_deref()))?;
+    Ok(f(&RouteOptions {
+        detached,
+        credentials_unavailable: &unavailable,
+        signals: overrides.as_ref(),
+        provider_order: extras.and_then(|e| e.provider_order.as_deref()),
+        limit,
+        detail,
+    }))
+}
+
 #[napi]
 impl NativeRegistry {
     /// An empty registry.
@@ -359,17 +384,20 @@ impl NativeRegistry {
         extras: Option<RouteExtras>,
     ) -> Result<Vec<u32>> {
         guard(|| {
-            let unavailable: Vec<usize> = extras
-                .as_ref()
-                .and_then(|e| e.credentials_unavailable.as_ref())
-                .map(|v| v.iter().map(|i| *i as usize).collect())
-                .unwrap_or_default();
-            let opts = RouteOptions { detached, credentials_unavailable: &unavailable, ..RouteOptions::default() };
             let inner = self.inner.borrow();
-            Ok(crate::core::registry::requirement_survivors(inner.registry.pools(), &request.req, &opts)
-                .into_iter()
-                .map(|i| i as u32)
-                .collect())
+            // Survivors of the hard requirements and credentials only: the resolver's answers
+            // and the capacity order come after it.
+            let credentials = extras.map(|e| RouteExtras {
+                credentials_unavailable: e.credentials_unavailable,
+                signals_json: None,
+                provider_order: None,
+            });
+            with_options(credentials.as_ref(), detached, None, false, |opts| {
+                crate::core::registry::requirement_survivors(inner.registry.pools(), &request.req, opts)
+                    .into_iter()
+                    .map(|i| i as u32)
+                    .collect()
+            })
         })
     }
 }
@@ -510,32 +538,10 @@ impl RegistryInner {
         limit: Option<usize>,
     ) -> Result<std::result::Result<Vec<usize>, NativeError>> {
         let mut order = Vec::new();
-        match extras {
-            None => route_order_into(
-                &self.registry,
-                req,
-                &RouteOptions { detached, limit, ..RouteOptions::default() },
-                &mut self.scratch,
-                &mut order,
-            ),
-            Some(e) => {
-                let unavailable: Vec<usize> = e
-                    .credentials_unavailable
-                    .as_ref()
-                    .map(|v| v.iter().map(|i| *i as usize).collect())
-                    .unwrap_or_default();
-                let overrides = signal_overrides(e.signals_json.as_deref())?;
-                let opts = RouteOptions {
-                    detached,
-                    credentials_unavailable: &unavailable,
-                    signals: overrides.as_ref(),
-                    provider_order: e.provider_order.as_deref(),
-                    limit,
-                    detail: false,
-                };
-                route_order_into(&self.registry, req, &opts, &mut self.scratch, &mut order)
-            }
-        }
+        let (registry, scratch) = (&self.registry, &mut self.scratch);
+        with_options(extras, detached, limit, false, |opts| {
+            route_order_into(registry, req, opts, scratch, &mut order)
+        })?;
         if order.is_empty() {
             return Ok(Err(self.no_eligible(req, detached, extras)?));
         }
@@ -550,20 +556,9 @@ impl RegistryInner {
         extras: Option<&RouteExtras>,
         interner: &mut crate::core::requirements::Interner,
     ) -> Result<crate::core::registry::InternedDecision> {
-        let unavailable: Vec<usize> = extras
-            .and_then(|e| e.credentials_unavailable.as_ref())
-            .map(|v| v.iter().map(|i| *i as usize).collect())
-            .unwrap_or_default();
-        let overrides = signal_overrides(extras.and_then(|e| e.signals_json.as_deref()))?;
-        let opts = RouteOptions {
-            detached,
-            credentials_unavailable: &unavailable,
-            signals: overrides.as_ref(),
-            provider_order: extras.and_then(|e| e.provider_order.as_deref()),
-            limit: None,
-            detail: true,
-        };
-        Ok(crate::core::registry::route_interned(self.registry.pools(), req, &opts, interner))
+        with_options(extras, detached, None, true, |opts| {
+            crate::core::registry::route_interned(self.registry.pools(), req, opts, interner)
+        })
     }
 
     fn decide(
@@ -574,20 +569,7 @@ impl RegistryInner {
         limit: Option<usize>,
         detail: bool,
     ) -> Result<Decision> {
-        let unavailable: Vec<usize> = extras
-            .and_then(|e| e.credentials_unavailable.as_ref())
-            .map(|v| v.iter().map(|i| *i as usize).collect())
-            .unwrap_or_default();
-        let overrides = signal_overrides(extras.and_then(|e| e.signals_json.as_deref()))?;
-        let opts = RouteOptions {
-            detached,
-            credentials_unavailable: &unavailable,
-            signals: overrides.as_ref(),
-            provider_order: extras.and_then(|e| e.provider_order.as_deref()),
-            limit,
-            detail,
-        };
-        Ok(route(self.registry.pools(), req, &opts))
+        with_options(extras, detached, limit, detail, |opts| route(self.registry.pools(), req, opts))
     }
 
     fn no_eligible(&self, req: &Request, detached: bool, extras: Option<&RouteExtras>) -> Result<NativeError> {
