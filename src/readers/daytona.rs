@@ -138,6 +138,29 @@ enum Next {
     Page(u64),
 }
 
+/// The query of one list page: `limit`, the caller's extra pairs, then where to continue
+/// (`cursor` or `page`, per the shape the server answered with).
+fn page_url(base: &reqwest::Url, limit: &str, extra: &[(&str, &str)], next: &Option<Next>) -> reqwest::Url {
+    let mut url = base.clone();
+    {
+        let mut q = url.query_pairs_mut();
+        q.append_pair("limit", limit);
+        for (k, v) in extra {
+            q.append_pair(k, v);
+        }
+        match next {
+            Some(Next::Cursor(c)) => {
+                q.append_pair("cursor", c);
+            }
+            Some(Next::Page(p)) => {
+                q.append_pair("page", &p.to_string());
+            }
+            _ => {}
+        }
+    }
+    url
+}
+
 /// Running totals in API units (cores, GiB).
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
 struct Totals {
@@ -216,20 +239,7 @@ async fn sum<F: Fetch>(cfg: &ReaderConfig, plan: &Plan, fetch: &mut F) -> Result
     let mut next: Option<Next> = None;
     let mut last_reported: Option<u64> = None;
     loop {
-        let mut url = base.clone();
-        {
-            let mut q = url.query_pairs_mut();
-            q.append_pair("limit", &limit);
-            match &next {
-                Some(Next::Cursor(c)) => {
-                    q.append_pair("cursor", c);
-                }
-                Some(Next::Page(p)) => {
-                    q.append_pair("page", &p.to_string());
-                }
-                _ => {}
-            }
-        }
+        let url = page_url(&base, &limit, &[], &next);
         guard.before_fetch()?;
         let fetched = fetch.get(url).await?;
         match page(&fetched.body, &mut totals, plan)? {
@@ -309,20 +319,7 @@ pub async fn find_with<F: Fetch>(cfg: &ReaderConfig, fleet: &str, fetch: &mut F)
     let mut next: Option<Next> = None;
     let mut last_reported: Option<u64> = None;
     loop {
-        let mut url = base.clone();
-        {
-            let mut q = url.query_pairs_mut();
-            q.append_pair("limit", &limit).append_pair("labels", &filter);
-            match &next {
-                Some(Next::Cursor(c)) => {
-                    q.append_pair("cursor", c);
-                }
-                Some(Next::Page(p)) => {
-                    q.append_pair("page", &p.to_string());
-                }
-                _ => {}
-            }
-        }
+        let url = page_url(&base, &limit, &[("labels", &filter)], &next);
         guard.before_fetch()?;
         let fetched = fetch.get(url).await?;
         let step = match fetched.body.iter().find(|b| !b.is_ascii_whitespace()) {
