@@ -96,62 +96,10 @@ pub(crate) fn fleet_filter_json(fleet: &str) -> String {
 }
 
 /// Epoch ms of an RFC 3339 timestamp (`2026-01-01T00:00:00Z`, fractions and offsets
-/// allowed); `None` when it does not parse.
+/// allowed), whole milliseconds; `None` when it does not parse. One parser serves the
+/// readers: the strict one of `daytona_summary`.
 pub fn parse_rfc3339_ms(s: &str) -> Option<f64> {
-    let b = s.as_bytes();
-    if b.len() < 20
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || !matches!(b[10], b'T' | b't' | b' ')
-        || b[13] != b':'
-        || b[16] != b':'
-    {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| -> Option<i64> { s.get(r)?.parse::<u32>().ok().map(i64::from) };
-    let (y, mo, d, h, mi, se) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
-        return None;
-    }
-    let mut i = 19;
-    let mut frac_ms = 0.0;
-    if b.get(i) == Some(&b'.') {
-        let start = i + 1;
-        i = start;
-        while i < b.len() && b[i].is_ascii_digit() {
-            i += 1;
-        }
-        if i == start {
-            return None;
-        }
-        frac_ms = format!("0.{}", &s[start..i]).parse::<f64>().ok()? * 1000.0;
-    }
-    let offset_min = match b.get(i)? {
-        b'Z' | b'z' if i + 1 == b.len() => 0,
-        sign @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
-            let m = num(i + 1..i + 3)? * 60 + num(i + 4..i + 6)?;
-            if *sign == b'+' {
-                m
-            } else {
-                -m
-            }
-        }
-        _ => return None,
-    };
-    let days = days_from_civil(y, mo, d);
-    let secs = days * 86_400 + h * 3600 + mi * 60 + se - offset_min * 60;
-    Some(secs as f64 * 1000.0 + frac_ms.floor())
-}
-
-/// Days since 1970-01-01 of a civil date (Howard Hinnant's public-domain algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    super::daytona_summary::parse_rfc3339_ms(s).map(f64::floor)
 }
 
 #[cfg(test)]
