@@ -153,9 +153,14 @@ export declare function acquisitionStep(key: number, out: Uint32Array): void
  * The launch returned a handle with a provider id. With `store_key` (the default mapping
  * store), the record is written here too: `{ id, pool id, providerSandboxId, labels,
  * createdAt, detached }`, the labels being the request's plus the router's id and fleet
- * labels (`fleet`: the router's fleet name).
+ * labels (`fleet`: the router's fleet, as [`crate::binding::fleet_key`] numbered it).
+ *
+ * A machine that records no events (no observer) ends here, before the record is written
+ * (whether or not that write fails): nothing more is asked of it, and ending it in the same
+ * call saves the provision a native call. An observed machine ends with
+ * [`acquisition_end`], once its events are read.
  */
-export declare function acquisitionSucceeded(key: number, storeKey: number | undefined | null, id: string, providerSandboxId: string, detached: boolean, fleet: string): void
+export declare function acquisitionSucceeded(key: number, storeKey: number | undefined | null, id: string, providerSandboxId: string, detached: boolean, fleet: number): void
 
 /** The launch did not settle within its deadline. */
 export declare function acquisitionTimedOut(key: number): void
@@ -306,6 +311,12 @@ export interface FindResult {
  * Never rejects for provider problems; only a caught panic rejects (`INTERNAL_ERROR`).
  */
 export declare function findStamped(kind: string, configJson: string, apiKey: string, fleet: string, timeoutMs: number): Promise<FindResult>
+
+/**
+ * The key of fleet name `name` (validated by the fleet rule), made once per router: the
+ * success of every provision names its fleet by this number instead of sending the name.
+ */
+export declare function fleetKey(name: string): number
 
 /** One stamped sandbox found by [`find_stamped`]. */
 export interface FoundSandbox {

@@ -120,6 +120,7 @@ function capacityPolicyOf(policy) {
  * @property {number} capacityTimeoutMs
  * @property {Map<string, object>} handles handles from launch, by sbx id (process-local)
  * @property {string} fleet the fleet name stamped into every launch
+ * @property {number} fleetKey the fleet's native key (binding.rs fleet_key)
  * @property {boolean} intents whether the store takes intent records (`intent` and `intents`)
  * @property {Set<string>} inflight sbx ids of this router's provisions in flight
  * @property {string} session this router's random session id (in intent records)
@@ -159,6 +160,7 @@ function contextOf(input) {
     throw configError('mappings', 'could not be read');
   }
   const capacity = capacityPolicyOf(options.capacity);
+  const fleet = fleetOf(options.fleet);
   return {
     registry,
     mappings: store,
@@ -172,7 +174,9 @@ function contextOf(input) {
     capacity,
     capacityTimeoutMs: capacity?.timeoutMs ?? DEFAULT_CAPACITY_TIMEOUT_MS,
     handles: new Map(),
-    fleet: fleetOf(options.fleet),
+    fleet,
+    /** the fleet's native key (binding.rs fleet_key): a success names it by number */
+    fleetKey: binding.fleetKey(fleet),
     intents: !fastMappings && hasMethods(store, ['intent', 'intents']),
     inflight: new Set(),
     session: require('node:crypto').randomBytes(8).toString('hex'),

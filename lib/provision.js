@@ -304,7 +304,7 @@ async function delivered(run, handle) {
   const def = run.def;
   const id = run.sandboxId;
   // With the default store, the record is written by this same call (recorded: true).
-  const recorded = succeeded(ctx, run.machine, id, providerSandboxId, run.detached, ctx.fleet);
+  const recorded = succeeded(run, providerSandboxId);
   if (ctx.observer !== null) emitDecided(ctx.observer, run.machine, run.pools, id);
   end(run);
   if (recorded) {
@@ -530,15 +530,19 @@ async function classify(ctx, error, def) {
  * Reports the success to the machine; with the exact default store, the same native call
  * writes the record. True when the record is stored; false when the caller's store must be
  * used, or the native write failed (then `persist` runs the failure path: it retries
- * nothing, it cleans up).
+ * nothing, it cleans up). A machine without an observer ends in that call (see
+ * binding_acquisition.rs), whatever happens to the write.
  */
-function succeeded(ctx, machine, id, providerSandboxId, detached, fleet) {
+function succeeded(run, providerSandboxId) {
+  const ctx = run.ctx;
+  const machine = run.machine;
+  if (ctx.observer === null) run.machine = -1;
   if (!ctx.fastMappings) {
-    binding.acquisitionSucceeded(machine, null, id, providerSandboxId, detached, fleet);
+    binding.acquisitionSucceeded(machine, null, run.sandboxId, providerSandboxId, run.detached, ctx.fleetKey);
     return false;
   }
   try {
-    binding.acquisitionSucceeded(machine, ctx.mappings[STORE_KEY](), id, providerSandboxId, detached, fleet);
+    binding.acquisitionSucceeded(machine, ctx.mappings[STORE_KEY](), run.sandboxId, providerSandboxId, run.detached, ctx.fleetKey);
     return true;
   } catch {
     return false;

@@ -514,6 +514,9 @@ impl RegistryInner {
 /// A request's labels sent apart from it (JSON text), validated by the one rule
 /// (`request::parse_labels`): the labels, or the typed `INVALID_REQUEST` error.
 pub(crate) fn labels_from(text: &str) -> Result<std::result::Result<Vec<(String, String)>, NativeError>> {
+    if let Some(labels) = crate::core::request::parse_labels_text(text) {
+        return Ok(Ok(labels));
+    }
     let v = parse_json(text, "launch.labels")?;
     Ok(parse_labels(&v).map_err(|e| {
         let (field, expectation) = (e.field, e.expectation);
@@ -652,24 +655,62 @@ pub(crate) fn write_record(
     provider_id: &str,
     provider_sandbox_id: String,
     detached: bool,
-    fleet: &str,
+    fleet: std::sync::Arc<str>,
 ) -> Result<()> {
     let key = SandboxKey::parse_checked(id).map_err(core_err)?;
     let store = STORES.with(|s| s.borrow().get(store_key)).ok_or_else(|| stale("mapping store"))?;
     let mut store = store.borrow_mut();
     let provider_id = store.intern(provider_id);
-    let fleet = Some(store.intern(fleet));
     store.put(Mapping {
         id: key,
         provider_id,
         provider_sandbox_id: provider_sandbox_id.into_boxed_str(),
         labels,
         stamped: true,
-        fleet,
+        fleet: Some(fleet),
         created_at: CreatedAt::Millis(crate::core::clock::now_millis()),
         detached,
     });
     Ok(())
+}
+
+thread_local! {
+    /// Fleet names by key (see [`fleet_key`]): one entry per distinct name a router was
+    /// given in this process.
+    static FLEETS: RefCell<Vec<std::sync::Arc<str>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The key of fleet name `name` (validated by the fleet rule), made once per router: the
+/// success of every provision names its fleet by this number instead of sending the name.
+#[napi]
+pub fn fleet_key(name: String) -> Result<u32> {
+    guard(|| {
+        if !crate::core::request::validate_fleet(&name) {
+            return Err(encode(
+                "INVALID_CONFIGURATION",
+                "invalid router options: fleet must be 1-63 characters of [a-z0-9][a-z0-9._-]*",
+                Some("fleet"),
+                Value::Null,
+            ));
+        }
+        Ok(FLEETS.with(|f| {
+            let mut f = f.borrow_mut();
+            match f.iter().position(|n| **n == *name) {
+                Some(i) => i as u32,
+                None => {
+                    f.push(std::sync::Arc::from(name.as_str()));
+                    (f.len() - 1) as u32
+                }
+            }
+        }))
+    })
+}
+
+/// The fleet name of `key` (see [`fleet_key`]).
+pub(crate) fn fleet_named(key: u32) -> Result<std::sync::Arc<str>> {
+    FLEETS
+        .with(|f| f.borrow().get(key as usize).cloned())
+        .ok_or_else(|| encode("INTERNAL_ERROR", "internal error: unknown fleet key", None, Value::Null))
 }
 
 /// A mapping record as JS sees it.

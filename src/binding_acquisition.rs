@@ -384,7 +384,12 @@ pub fn acquisition_admit(key: u32, measurement_json: String) -> napi::Result<()>
 /// The launch returned a handle with a provider id. With `store_key` (the default mapping
 /// store), the record is written here too: `{ id, pool id, providerSandboxId, labels,
 /// createdAt, detached }`, the labels being the request's plus the router's id and fleet
-/// labels (`fleet`: the router's fleet name).
+/// labels (`fleet`: the router's fleet, as [`crate::binding::fleet_key`] numbered it).
+///
+/// A machine that records no events (no observer) ends here, before the record is written
+/// (whether or not that write fails): nothing more is asked of it, and ending it in the same
+/// call saves the provision a native call. An observed machine ends with
+/// [`acquisition_end`], once its events are read.
 #[napi]
 pub fn acquisition_succeeded(
     key: u32,
@@ -392,13 +397,16 @@ pub fn acquisition_succeeded(
     id: String,
     provider_sandbox_id: String,
     detached: bool,
-    fleet: String,
+    fleet: u32,
 ) -> napi::Result<()> {
     guard(|| {
-        let (labels, registry, pool) = with(key, |e| {
+        let (labels, registry, pool, observed) = with(key, |e| {
             e.with_ledger(|m, l| m.succeeded(l));
-            (e.labels.clone(), e.registry.clone(), e.pool as usize)
+            (e.labels.clone(), e.registry.clone(), e.pool as usize, e.machine.observing())
         })?;
+        if !observed {
+            acquisition_end(key);
+        }
         match store_key {
             Some(store) => {
                 let registry = registry.borrow();
@@ -409,7 +417,7 @@ pub fn acquisition_succeeded(
                     registry.pool_id(pool),
                     provider_sandbox_id,
                     detached,
-                    &fleet,
+                    crate::binding::fleet_named(fleet)?,
                 )
             }
             None => Ok(()),

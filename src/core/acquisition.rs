@@ -203,6 +203,11 @@ impl Acquisition {
         a
     }
 
+    /// Whether this machine records events (the router has an observer).
+    pub fn observing(&self) -> bool {
+        self.observe
+    }
+
     /// What to do now. With a capacity plan, a read starts here: `ledger.begin_read()`.
     pub fn next(&mut self, ledger: Option<&mut Ledger>) -> Step {
         loop {
