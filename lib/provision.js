@@ -14,6 +14,7 @@
 const { binding } = require('./binding.js');
 const {
   ProvisioningAvailabilityError,
+  NoEligibleProviderError,
   ProviderProvisioningError,
   ProviderCapacityExhaustedError,
   AcquisitionTimeoutError,
@@ -48,6 +49,15 @@ const OWNER_PID = process.pid;
 const INTENT_SLACK_MS = 60_000;
 
 const noop = () => {};
+
+/**
+ * The router's clock for health (ms), or undefined when health tracking is off (then the
+ * native side records nothing and nothing is read).
+ * @param {import('./options.js').RouterContext} ctx
+ */
+function tick(ctx) {
+  return ctx.health === null ? undefined : ctx.health.clock();
+}
 const DONE = binding.StepKind.Done;
 const ADMIT = binding.StepKind.Admit;
 /** The buffer the machine writes each step into: [StepKind, pool]. */
@@ -143,11 +153,20 @@ async function body(run, request, detached) {
       checkLabels(call);
       extras = await extrasFor(ctx, view, compiled, detached, request, id);
     }
+    // Health: the router's clock, read once for the route (circuits) and the first launch.
+    const health = ctx.health;
+    const now = health === null ? undefined : health.clock();
+    const healthKey = health === null ? undefined : health.key;
+    // The decision the events report, taken before begin (which may take a half-open
+    // circuit's trial token for this provision).
+    const decision = observe ? decisionOf(view, compiled, detached, extras, health, now) : null;
     // begin validates the labels (the native rule) before it routes.
     const begun =
       extras === null
-        ? binding.beginAcquisition(view.key, compiled.key, detached, observe, call.labelsJson, STEP)
-        : callNative(() => view.native.begin(compiled.native, detached, extras, ctx.capacity?.ledger ?? null, observe, call.labelsJson, STEP));
+        ? binding.beginAcquisition(view.key, compiled.key, detached, observe, call.labelsJson, STEP, healthKey, now)
+        : callNative(() =>
+            view.native.begin(compiled.native, detached, extras, ctx.capacity?.ledger ?? null, observe, call.labelsJson, STEP, healthKey, now),
+          );
     if (typeof begun !== 'number') throw noEligible(ctx, begun, id, detached);
     const machine = begun;
     const parts = compiled.launchParts;
@@ -163,7 +182,7 @@ async function body(run, request, detached) {
     run.sandboxId = id;
     run.timeoutMs = compiled.timeoutMs;
     ctx.inflight.add(id);
-    if (observe) emitDecision(ctx, view, compiled, detached, extras, id, binding.acquisitionCandidates(machine));
+    if (observe) emitDecision(ctx, view, decision, detached, id, binding.acquisitionCandidates(machine));
     if (DEBUG) debug(`${id}: attempt order ${Array.from(binding.acquisitionCandidates(machine), (i) => pools[i].id).join(', ')}`);
     // Each step is read from STEP right after the native call that wrote it (begin wrote
     // the first), before any await.
@@ -172,7 +191,8 @@ async function body(run, request, detached) {
       if (kind === DONE) break;
       const def = pools[pool];
       if (kind === ADMIT) {
-        binding.acquisitionAdmit(machine, await measureJson(ctx, def));
+        const measured = await measureJson(ctx, def);
+        binding.acquisitionAdmit(machine, measured, tick(ctx));
         continue;
       }
       if (ctx.intents && !(await writeIntent(run, def, 'launching'))) {
@@ -182,7 +202,7 @@ async function body(run, request, detached) {
           'MAPPING_INTENT_FAILED',
           { providerId: def.id, sandboxId: id, cleanup: 'none' },
         );
-        binding.acquisitionPackageFailed(machine, 'MAPPING_INTENT_FAILED');
+        binding.acquisitionPackageFailed(machine, 'MAPPING_INTENT_FAILED', tick(ctx));
         continue;
       }
       run.launched = true;
@@ -209,7 +229,7 @@ async function body(run, request, detached) {
       }
       const providerSandboxId = handleId(handle);
       if (providerSandboxId === null) {
-        binding.acquisitionMalformed(machine);
+        binding.acquisitionMalformed(machine, tick(ctx));
         continue;
       }
       // With the default store, the record is written by this same call (recorded: true).
@@ -302,14 +322,16 @@ function end(run) {
 
 /** A launch failed before its deadline: report our package error, or the classification. */
 async function reportFailure(run, def, failure) {
+  // The failure's instant, before the classifier runs (health measures the launch only).
+  const at = tick(run.ctx);
   if (isPackageError(failure)) {
     // Our own error object, rethrown as it is if the machine ends the provision on it.
     run.packageError = failure;
-    binding.acquisitionPackageFailed(run.machine, failure.code);
+    binding.acquisitionPackageFailed(run.machine, failure.code, at);
     return;
   }
   const c = await classify(run.ctx, failure, def);
-  binding.acquisitionFailed(run.machine, c.code, c.retryable);
+  binding.acquisitionFailed(run.machine, c.code, c.retryable, at);
 }
 
 // The deadline of the current launch passed first: the machine records the timeout (the
@@ -318,7 +340,7 @@ async function reportFailure(run, def, failure) {
 function expire(run) {
   const { ctx, machine, pools, sandboxId } = run;
   try {
-    binding.acquisitionTimedOut(machine);
+    binding.acquisitionTimedOut(machine, tick(ctx));
     if (ctx.observer !== null) emitDecided(ctx.observer, machine, pools, sandboxId);
     const failure = binding.acquisitionFailure(machine);
     end(run);
@@ -347,6 +369,17 @@ function failureError(f, pools, id, run) {
         'ACQUISITION_TIMEOUT',
         { providerId, sandboxId: id, timeoutMs: run.timeoutMs, attempts },
       );
+    }
+    case 'circuit-open': {
+      // Every remaining candidate's circuit excluded it at launch time (it opened, or a
+      // half-open trial started, after the route was decided). Nothing was launched.
+      const reasons = [{ code: 'CIRCUIT_OPEN', detail: 'circuit excluded it at launch time' }];
+      return new NoEligibleProviderError(`0 providers eligible at launch: ${providerId} circuit open`, 'NO_ELIGIBLE_PROVIDER', {
+        sandboxId: id,
+        summary: `0 providers eligible at launch: circuit open`,
+        rejections: [{ providerId, reasons }],
+        attempts,
+      });
     }
     case 'no-capacity':
       return new ProviderCapacityExhaustedError(
@@ -398,13 +431,17 @@ function noEligible(ctx, value, id, detached) {
   return err;
 }
 
-function emitDecision(ctx, view, compiled, detached, extras, id, candidates) {
-  let decision;
+/** The decision the events report (null when it cannot be made: events are best effort). */
+function decisionOf(view, compiled, detached, extras, health, now) {
   try {
-    decision = decisionForEvents(view, compiled, detached, extras);
+    return decisionForEvents(view, compiled, detached, extras, health, now);
   } catch {
-    return;
+    return null;
   }
+}
+
+function emitDecision(ctx, view, decision, detached, id, candidates) {
+  if (decision === null) return;
   emit(ctx.observer, 'provision.validated', { sandboxId: id, detached });
   for (const r of decision.rejected) emit(ctx.observer, 'provider.rejected', { sandboxId: id, providerId: r.providerId, reasons: r.reasons });
   emit(ctx.observer, 'provision.ranked', {
@@ -453,12 +490,13 @@ async function classify(ctx, error, def) {
  * nothing, it cleans up).
  */
 function succeeded(ctx, machine, id, providerSandboxId, detached, fleet) {
+  const now = tick(ctx);
   if (!ctx.fastMappings) {
-    binding.acquisitionSucceeded(machine, null, id, providerSandboxId, detached, fleet);
+    binding.acquisitionSucceeded(machine, null, id, providerSandboxId, detached, fleet, now);
     return false;
   }
   try {
-    binding.acquisitionSucceeded(machine, ctx.mappings[STORE_KEY](), id, providerSandboxId, detached, fleet);
+    binding.acquisitionSucceeded(machine, ctx.mappings[STORE_KEY](), id, providerSandboxId, detached, fleet, now);
     return true;
   } catch {
     return false;
