@@ -491,6 +491,7 @@ pub fn registry_order(
 /// The provision hot path without extras: [`NativeRegistry::begin`] by keys, with no
 /// capacity routing.
 #[napi]
+#[allow(clippy::too_many_arguments, reason = "a napi entry point: flat typed arguments cross the seam cheapest")]
 pub fn begin_acquisition(
     registry_key: u32,
     request_key: u32,

@@ -92,6 +92,7 @@ pub fn explain_vocabulary() -> ExplainVocabulary {
 /// header) and returns the texts the caller's table lacks, if any (see `header`). When a buffer is
 /// too small, writes only the header (`fits` 0 and the sizes needed, header included).
 #[napi(ts_return_type = "string[] | undefined")]
+#[allow(clippy::too_many_arguments, reason = "a napi entry point: flat typed arguments cross the seam cheapest")]
 pub fn explain_decision<'env>(
     env: &'env Env,
     registry_key: u32,
