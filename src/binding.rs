@@ -220,7 +220,7 @@ pub(crate) struct RegistryInner {
     readers: Vec<bool>,
     scratch: Vec<Slim>,
     /// The health slot of each pool, for the health (by its id) they were taken from.
-    health_slots: Option<(u64, Vec<usize>)>,
+    health_slots: Option<(u64, Rc<[usize]>)>,
 }
 
 impl Drop for NativeRegistry {
@@ -305,7 +305,7 @@ pub(crate) fn with_health<T>(
         Some(h) => {
             let mut h = h.borrow_mut();
             let slots = inner.health_slots(&mut h);
-            let view = HealthView { health: &h.health, slots: &slots, now: now.unwrap_or(0.0) as i64 };
+            let view = HealthView { health: &h.health, slots: &slots, shared: &slots, now: now.unwrap_or(0.0) as i64 };
             f(inner, Some(&view))
         }
     }
@@ -540,7 +540,7 @@ fn begin(
     // Capacity skips consume no attempt, so capacity routing needs every candidate.
     let limit = if ledger.is_some() { None } else { Some(req.max_attempts as usize) };
     let found = with_health(&mut inner, health.as_ref(), now, |inner, h| {
-        inner.candidates(req, detached, extras, limit, h).map(|r| r.map(|order| (order, h.map(|h| h.slots.to_vec()))))
+        inner.candidates(req, detached, extras, limit, h).map(|r| r.map(|order| (order, h.map(|h| h.shared.clone()))))
     })?;
     let (order, slots) = match found {
         Ok(found) => found,
@@ -575,11 +575,11 @@ impl RegistryInner {
     }
 
     /// The health slot of each pool (cached per health; a registry only grows).
-    pub(crate) fn health_slots(&mut self, h: &mut HealthInner) -> Vec<usize> {
+    pub(crate) fn health_slots(&mut self, h: &mut HealthInner) -> Rc<[usize]> {
         match &self.health_slots {
             Some((id, slots)) if *id == h.id && slots.len() == self.registry.pools().len() => slots.clone(),
             _ => {
-                let slots: Vec<usize> = self.registry.pools().iter().map(|p| h.health.slot(&p.id)).collect();
+                let slots: Rc<[usize]> = self.registry.pools().iter().map(|p| h.health.slot(&p.id)).collect();
                 self.health_slots = Some((h.id, slots.clone()));
                 slots
             }

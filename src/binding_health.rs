@@ -180,6 +180,8 @@ pub(crate) struct HealthView<'a> {
     pub(crate) health: &'a Health,
     /// Health slot of each pool of the registry, by pool index.
     pub(crate) slots: &'a [usize],
+    /// The same slots, shared (an acquisition keeps them without a copy).
+    pub(crate) shared: &'a Rc<[usize]>,
     pub(crate) now: i64,
 }
 

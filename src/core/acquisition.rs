@@ -25,6 +25,7 @@ use crate::core::capacity::{Admission, Ledger, Measurement};
 use crate::core::fallback::OUTCOME_UNKNOWN;
 use crate::core::fallback::{after_failure, sanitize, Next, OUTCOME_UNKNOWN as UNKNOWN_CODE};
 use crate::core::health::{Health, LaunchOutcome, Transition};
+use std::rc::Rc;
 
 /// Code of a launch whose handle is not a handle (no string id): the sandbox may exist.
 pub const MALFORMED_HANDLE: &str = "PROVIDER_MALFORMED_HANDLE";
@@ -148,8 +149,8 @@ pub enum Event {
 /// reported, and the launch in flight.
 #[derive(Debug, Clone)]
 struct Tracking {
-    /// Health slot of each pool (by pool index).
-    slots: Vec<usize>,
+    /// Health slot of each pool (by pool index), shared with the registry's cache.
+    slots: Rc<[usize]>,
     /// The instant the caller last reported (ms).
     now: i64,
     /// When the launch in flight started (ms).
@@ -247,8 +248,8 @@ impl Acquisition {
 
     /// Tracks this acquisition's launches in a router's health: `slots` maps pool indices
     /// to health slots; `now` is the caller's clock (ms). Call before the first step.
-    pub fn track(&mut self, slots: Vec<usize>, now: i64) {
-        self.tracking = Some(Tracking { slots, now, started: now, trial: false, pending: None });
+    pub fn track(&mut self, slots: impl Into<Rc<[usize]>>, now: i64) {
+        self.tracking = Some(Tracking { slots: slots.into(), now, started: now, trial: false, pending: None });
     }
 
     /// The caller's clock (ms), reported with each outcome (and admission): launch
