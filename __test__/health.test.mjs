@@ -305,7 +305,7 @@ test('observed signals: off by default (declared only); opted in, ranking blends
   const declaredOnly = await plain.explain({ routing: { strategy: 'latency', latencyObjective: 'ready' } });
   assert.equal('observed' in declaredOnly.eligible[0].breakdown.latency, false, 'must not fire: not opted in');
 
-  const { router, rts } = setup({ observedSignals: true, minSamples: 3 });
+  const { router } = setup({ observedSignals: true, minSamples: 3 });
   // a declares 1000 ms ready latency like the others; it really answers in 100 ms.
   for (let i = 0; i < 2; i++) await router.provision(CHEAP);
   let x = await router.explain({ routing: { strategy: 'latency', latencyObjective: 'ready' } });
@@ -320,20 +320,17 @@ test('observed signals: off by default (declared only); opted in, ranking blends
   assert.equal(a.breakdown.reliability.declared, 0.99);
   assert.equal(a.breakdown.reliability.observed, 1);
   assert.equal(x.eligible[0].providerId, 'a', 'ranked first on its observed latency');
-  void rts;
+  assert.deepEqual(router.route({ routing: { strategy: 'latency', latencyObjective: 'ready' } })[0], 'a', 'route agrees with explain');
 });
 
 test('tracking off (health: false): no statistics, no circuit, health() is empty', async () => {
-  const { router, rts } = setup({}, {});
-  void router;
   const clock = fakeClock();
   const rt = switchable(clock);
   rt.mode = 'throw';
   const off = new SandboxRouter({ registry: new InMemoryProviderRegistry([definition('a', { runtime: rt })]), health: false });
   for (let i = 0; i < 10; i++) await settle(off.provision(CHEAP));
   assert.deepEqual(off.health(), []);
-  assert.deepEqual(off.route(CHEAP), ['a']);
-  void rts;
+  assert.deepEqual(off.route(CHEAP), ['a'], 'must not fire: ten outcome-unknown failures open nothing');
 });
 
 test('bad health options are typed INVALID_CONFIGURATION errors naming the field', () => {
@@ -369,9 +366,20 @@ test('a clock that throws or answers nonsense fails the provision with a typed e
   const r = await settle(router.provision({}));
   assert.ok(r.error instanceof SandboxRouterConfigurationError);
   assert.equal(r.error.field, 'health.clock');
-  const throwing = new SandboxRouter({ registry, health: { clock: () => { throw new Error(CANARY); } } });
+  const throwing = new SandboxRouter({
+    registry,
+    health: {
+      clock: () => {
+        throw new Error(CANARY);
+      },
+    },
+  });
   const t = await settle(throwing.provision({}));
+  assert.ok(t.error instanceof SandboxRouterConfigurationError);
   assert.equal(leaks(t.error), false);
+  assert.throws(() => throwing.route({}), SandboxRouterConfigurationError);
+  // Must not fire: a clock answering numbers is used as is.
+  assert.equal((await new SandboxRouter({ registry, health: { clock: () => 0 } }).provision({})).providerId, 'a');
 });
 
 test('determinism: the same outcome sequence at the same instants gives the same health', async () => {
