@@ -18,8 +18,8 @@ export declare class NativeHealth {
   constructor(options: HealthOptions)
   /** The key for the hot-path free functions. */
   get key(): number
-  /** Every pool of `provider_ids`, in that order, at `now` (ms). */
-  snapshot(providerIds: Array<string>, now: number): Array<PoolHealthRecord>
+  /** Every pool of `provider_ids`, in that order, at `now` (ms; omitted: the wall clock). */
+  snapshot(providerIds: Array<string>, now?: number | undefined | null): Array<PoolHealthRecord>
 }
 
 /** In-process capacity reservations of one router (see `core::capacity::Ledger`). */
@@ -107,6 +107,7 @@ export declare class NativeSqliteStore {
  * Reports the current candidate's capacity read: the measurement as JSON text (what the
  * reader answered, serialized once), validated strictly here; anything malformed is
  * `unknown: MALFORMED`.
+ * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
  */
 export declare function acquisitionAdmit(key: number, measurementJson: string, now?: number | undefined | null): void
 
@@ -125,6 +126,7 @@ export declare function acquisitionEvents(key: number): Array<EventRecord>
 /**
  * The launch failed; `code` / `retryable`: the classifier's answer, if it gave one of the
  * right types (the machine sanitizes and decides).
+ * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
  */
 export declare function acquisitionFailed(key: number, code?: string | undefined | null, retryable?: boolean | undefined | null, now?: number | undefined | null): void
 
@@ -147,10 +149,16 @@ export interface AcquisitionFailure {
   skipped: Array<SkipRecord>
 }
 
-/** The launch resolved to something that is not a handle. */
+/**
+ * The launch resolved to something that is not a handle.
+ * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
+ */
 export declare function acquisitionMalformed(key: number, now?: number | undefined | null): void
 
-/** The runtime threw the router's own package error with this code. */
+/**
+ * The runtime threw the router's own package error with this code.
+ * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
+ */
 export declare function acquisitionPackageFailed(key: number, code: string, now?: number | undefined | null): void
 
 /** Machines in flight (for the leak tests). */
@@ -167,10 +175,14 @@ export declare function acquisitionStep(key: number, out: Uint32Array): void
  * store), the record is written here too: `{ id, pool id, providerSandboxId, labels,
  * createdAt, detached }`, the labels being the request's plus the router's id and fleet
  * labels (`fleet`: the router's fleet name).
+ * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
  */
 export declare function acquisitionSucceeded(key: number, storeKey: number | undefined | null, id: string, providerSandboxId: string, detached: boolean, fleet: string, now?: number | undefined | null): void
 
-/** The launch did not settle within its deadline. */
+/**
+ * The launch did not settle within its deadline.
+ * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
+ */
 export declare function acquisitionTimedOut(key: number, now?: number | undefined | null): void
 
 /** A failed attempt. */
@@ -186,6 +198,8 @@ export interface AttemptRecord {
 /**
  * The provision hot path without extras: [`NativeRegistry::begin`] by keys, with no
  * capacity routing.
+ * `health`, `now`: the router's `NativeHealth` key (omitted: no tracking) and its injected
+ * clock's reading (ms; omitted: the wall clock, read here).
  */
 export declare function beginAcquisition(registryKey: number, requestKey: number, detached: boolean, observe: boolean, labelsJson: string | undefined | null, step: Uint32Array, health?: number | undefined | null, now?: number | undefined | null): number | NativeError
 
@@ -508,6 +522,8 @@ export interface ReasonRecord {
  * `request_key`. Writes the pool indices, best first, at most `maxAcquisitionAttempts`,
  * into `out` and returns how many; or the typed `NO_ELIGIBLE_PROVIDER` error (summary and
  * rejections).
+ * `health`, `now`: the router's `NativeHealth` key (omitted: no tracking) and its injected
+ * clock's reading (ms; omitted: the wall clock, read here).
  */
 export declare function registryOrder(registryKey: number, requestKey: number, detached: boolean, out: Uint32Array, health?: number | undefined | null, now?: number | undefined | null): number | NativeError
 

@@ -382,6 +382,23 @@ test('a clock that throws or answers nonsense fails the provision with a typed e
   assert.equal((await new SandboxRouter({ registry, health: { clock: () => 0 } }).provision({})).providerId, 'a');
 });
 
+test('the default clock (read natively, no clock option): retry times are wall-clock times', async () => {
+  const rt = fakeRuntime({
+    launch: async () => {
+      throw new Error(CANARY);
+    },
+  });
+  const router = new SandboxRouter({ registry: new InMemoryProviderRegistry([definition('a', { runtime: rt })]), health: { failureThreshold: 1, cooldownMs: 60_000 } });
+  const before = Date.now();
+  await settle(router.provision({}));
+  const after = Date.now();
+  const [a] = router.health();
+  assert.equal(a.state, 'open');
+  const retryAt = Date.parse(a.retryAt);
+  assert.ok(retryAt >= before + 60_000 - 1 && retryAt <= after + 60_000 + 1, `${a.retryAt} vs ${new Date(before).toISOString()}`);
+  assert.throws(() => router.route({}), NoEligibleProviderError);
+});
+
 test('determinism: the same outcome sequence at the same instants gives the same health', async () => {
   async function replay() {
     const { router, rts, clock } = setup();

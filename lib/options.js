@@ -120,8 +120,9 @@ function capacityPolicyOf(policy) {
 
 /**
  * The `health` option: null when tracking is off (`health: false`), else the native health
- * and the clock (the injectable one, or Date.now).
- * @returns {{ native: object, key: number, clock: () => number, observedSignals: boolean } | null}
+ * and the injected clock (null for the default wall clock, which the native side reads
+ * itself: no clock call and no argument per native call).
+ * @returns {{ native: object, key: number, clock: (() => number) | null, observedSignals: boolean } | null}
  */
 function healthOf(option) {
   if (option === false) return null;
@@ -147,7 +148,16 @@ function healthOf(option) {
   if (typeof options.observedSignals !== 'boolean') throw configError('health.observedSignals', 'must be a boolean');
   if (options.maxCooldownMs < options.cooldownMs) throw configError('health.maxCooldownMs', 'must be at least health.cooldownMs');
   const native = new binding.NativeHealth(options);
-  return { native, key: native.key, clock: clock === null ? Date.now : clockOf(clock), observedSignals: options.observedSignals };
+  return { native, key: native.key, clock: clock === null ? null : clockOf(clock), observedSignals: options.observedSignals };
+}
+
+/**
+ * What native calls get as `now`: the injected clock's reading, or undefined (health off,
+ * or the default clock, which the native side reads itself).
+ * @param {{ clock: (() => number) | null } | null} health
+ */
+function healthNow(health) {
+  return health === null || health.clock === null ? undefined : health.clock();
 }
 
 /** The caller's clock, read inside a guard: a throw or a non-finite answer is a typed error. */
@@ -186,7 +196,7 @@ function clockOf(clock) {
  * @property {boolean} intents whether the store takes intent records (`intent` and `intents`)
  * @property {Set<string>} inflight sbx ids of this router's provisions in flight
  * @property {string} session this router's random session id (in intent records)
- * @property {{ native: object, key: number, clock: () => number, observedSignals: boolean } | null} health
+ * @property {{ native: object, key: number, clock: (() => number) | null, observedSignals: boolean } | null} health
  *   live pool health (null: `health: false`)
  */
 
@@ -245,4 +255,4 @@ function contextOf(input) {
   };
 }
 
-module.exports = { contextOf, hasMethods, isFn, DEFAULT_FLEET, HEALTH_DEFAULTS };
+module.exports = { contextOf, hasMethods, isFn, healthNow, DEFAULT_FLEET, HEALTH_DEFAULTS };

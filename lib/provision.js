@@ -35,6 +35,7 @@ const { measureJson } = require('./capacity.js');
 const { decisionForEvents } = require('./explain.js');
 const { emit, emitDecided, debug, DEBUG } = require('./events.js');
 const { isPackageError } = require('./operations.js');
+const { healthNow } = require('./options.js');
 
 const { SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
 const os = require('node:os');
@@ -51,12 +52,12 @@ const INTENT_SLACK_MS = 60_000;
 const noop = () => {};
 
 /**
- * The router's clock for health (ms), or undefined when health tracking is off (then the
- * native side records nothing and nothing is read).
+ * The injected health clock's reading (ms), or undefined: health off (nothing is
+ * recorded), or the default wall clock (the native side reads it itself).
  * @param {import('./options.js').RouterContext} ctx
  */
 function tick(ctx) {
-  return ctx.health === null ? undefined : ctx.health.clock();
+  return healthNow(ctx.health);
 }
 const DONE = binding.StepKind.Done;
 const ADMIT = binding.StepKind.Admit;
@@ -155,7 +156,7 @@ async function body(run, request, detached) {
     }
     // Health: the router's clock, read once for the route (circuits) and the first launch.
     const health = ctx.health;
-    const now = health === null ? undefined : health.clock();
+    const now = healthNow(health);
     const healthKey = health === null ? undefined : health.key;
     // The decision the events report, taken before begin (which may take a half-open
     // circuit's trial token for this provision).

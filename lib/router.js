@@ -15,7 +15,7 @@ const { SandboxRequestValidationError, fromNative, callNative } = require('./err
 const { nativeView } = require('./registry.js');
 const { compileShared, checkLabels } = require('./compile.js');
 const { guarded } = require('./guard.js');
-const { contextOf } = require('./options.js');
+const { contextOf, healthNow } = require('./options.js');
 const { provision, extras, needsExtras, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./provision.js');
 const { getCapacity } = require('./capacity.js');
 const { explainView } = require('./explain.js');
@@ -70,7 +70,7 @@ class SandboxRouter {
     const capacity = this.#ctx.capacity;
     const health = this.#ctx.health;
     const key = health === null ? undefined : health.key;
-    const now = health === null ? undefined : health.clock();
+    const now = healthNow(health);
     const n =
       capacity === null
         ? binding.registryOrder(view.key, compiled.key, detached, ORDER, key, now)
@@ -94,7 +94,7 @@ class SandboxRouter {
     const view = nativeView(this.#ctx.registry);
     const ext = needsExtras(this.#ctx) ? await extras(this.#ctx, view, compiled, detached, request) : null;
     const health = this.#ctx.health;
-    return explainView(view, compiled, detached, ext, health, health === null ? undefined : health.clock());
+    return explainView(view, compiled, detached, ext, health, healthNow(health));
   }
 
   /**
@@ -109,7 +109,7 @@ class SandboxRouter {
     const view = nativeView(this.#ctx.registry);
     const records = health.native.snapshot(
       view.definitions.map((d) => d.id),
-      health.clock(),
+      healthNow(health),
     );
     // The documented shape, every field present (absent native options become null).
     return records.map((p) => ({

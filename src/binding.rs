@@ -305,7 +305,8 @@ pub(crate) fn with_health<T>(
         Some(h) => {
             let mut h = h.borrow_mut();
             let slots = inner.health_slots(&mut h);
-            let view = HealthView { health: &h.health, slots: &slots, shared: &slots, now: now.unwrap_or(0.0) as i64 };
+            let now = crate::binding_health::instant(now);
+            let view = HealthView { health: &h.health, slots: &slots, shared: &slots, now };
             f(inner, Some(&view))
         }
     }
@@ -465,6 +466,8 @@ fn registry_and_request(registry_key: u32, request_key: u32) -> Result<(Rc<RefCe
 /// `request_key`. Writes the pool indices, best first, at most `maxAcquisitionAttempts`,
 /// into `out` and returns how many; or the typed `NO_ELIGIBLE_PROVIDER` error (summary and
 /// rejections).
+/// `health`, `now`: the router's `NativeHealth` key (omitted: no tracking) and its injected
+/// clock's reading (ms; omitted: the wall clock, read here).
 #[napi]
 pub fn registry_order(
     registry_key: u32,
@@ -490,6 +493,8 @@ pub fn registry_order(
 
 /// The provision hot path without extras: [`NativeRegistry::begin`] by keys, with no
 /// capacity routing.
+/// `health`, `now`: the router's `NativeHealth` key (omitted: no tracking) and its injected
+/// clock's reading (ms; omitted: the wall clock, read here).
 #[napi]
 #[allow(clippy::too_many_arguments, reason = "a napi entry point: flat typed arguments cross the seam cheapest")]
 pub fn begin_acquisition(
@@ -540,7 +545,9 @@ fn begin(
     // Capacity skips consume no attempt, so capacity routing needs every candidate.
     let limit = if ledger.is_some() { None } else { Some(req.max_attempts as usize) };
     let found = with_health(&mut inner, health.as_ref(), now, |inner, h| {
-        inner.candidates(req, detached, extras, limit, h).map(|r| r.map(|order| (order, h.map(|h| h.shared.clone()))))
+        inner
+            .candidates(req, detached, extras, limit, h)
+            .map(|r| r.map(|order| (order, h.map(|h| (h.shared.clone(), h.now)))))
     })?;
     let (order, slots) = match found {
         Ok(found) => found,
@@ -552,8 +559,8 @@ fn begin(
         ledger_pools: inner.registry.pools().iter().map(|p| l.key_for(&p.id)).collect(),
     });
     let mut machine = Acquisition::new(order, req.max_attempts as usize, req.fallback_allowed, capacity, observe);
-    if let Some(slots) = slots {
-        machine.track(slots, now.unwrap_or(0.0) as i64);
+    if let Some((slots, now)) = slots {
+        machine.track(slots, now);
     }
     drop(inner);
     let key = insert_machine(MachineEntry::new(

@@ -325,8 +325,8 @@ impl Entry {
     /// Reports an outcome: sets the clock (`now`, ms), runs `f` with the ledger, then
     /// records the launch's outcome in the router's health.
     fn report<T>(&mut self, now: Option<f64>, f: impl FnOnce(&mut Acquisition, Option<&mut Ledger>) -> T) -> T {
-        if let Some(now) = now {
-            self.machine.set_now(now as i64);
+        if self.health.is_some() {
+            self.machine.set_now(crate::binding_health::instant(now));
         }
         let out = self.with_ledger(f);
         if let Some(h) = &self.health {
@@ -436,13 +436,14 @@ fn next(e: &mut Entry) -> Step {
 /// Reports the current candidate's capacity read: the measurement as JSON text (what the
 /// reader answered, serialized once), validated strictly here; anything malformed is
 /// `unknown: MALFORMED`.
+/// `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
 #[napi]
 pub fn acquisition_admit(key: u32, measurement_json: String, now: Option<f64>) -> napi::Result<()> {
     guard(|| {
         let m = validate(&serde_json::from_str::<Value>(&measurement_json).unwrap_or(Value::Null));
         with(key, |e| {
-            if let Some(now) = now {
-                e.machine.set_now(now as i64);
+            if e.health.is_some() {
+                e.machine.set_now(crate::binding_health::instant(now));
             }
             if let Some(l) = &e.ledger {
                 let mut inner = l.borrow_mut();
@@ -457,6 +458,7 @@ pub fn acquisition_admit(key: u32, measurement_json: String, now: Option<f64>) -
 /// store), the record is written here too: `{ id, pool id, providerSandboxId, labels,
 /// createdAt, detached }`, the labels being the request's plus the router's id and fleet
 /// labels (`fleet`: the router's fleet name).
+/// `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
 #[napi]
 pub fn acquisition_succeeded(
     key: u32,
@@ -492,6 +494,7 @@ pub fn acquisition_succeeded(
 
 /// The launch failed; `code` / `retryable`: the classifier's answer, if it gave one of the
 /// right types (the machine sanitizes and decides).
+/// `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
 #[napi]
 pub fn acquisition_failed(
     key: u32,
@@ -503,18 +506,21 @@ pub fn acquisition_failed(
 }
 
 /// The launch resolved to something that is not a handle.
+/// `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
 #[napi]
 pub fn acquisition_malformed(key: u32, now: Option<f64>) -> napi::Result<()> {
     guard(|| with(key, |e| e.report(now, |m, l| m.malformed(l))))
 }
 
 /// The launch did not settle within its deadline.
+/// `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
 #[napi]
 pub fn acquisition_timed_out(key: u32, now: Option<f64>) -> napi::Result<()> {
     guard(|| with(key, |e| e.report(now, |m, l| m.timed_out(l))))
 }
 
 /// The runtime threw the router's own package error with this code.
+/// `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
 #[napi]
 pub fn acquisition_package_failed(key: u32, code: String, now: Option<f64>) -> napi::Result<()> {
     guard(|| with(key, |e| e.report(now, |m, l| m.package_failed(l, &code))))

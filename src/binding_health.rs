@@ -26,6 +26,13 @@ thread_local! {
     static NEXT_ID: Cell<u64> = const { Cell::new(1) };
 }
 
+/// The instant health works with: the router's injected clock's reading, or (none given:
+/// the default clock) the wall clock, read here so that JS makes no clock call and passes
+/// no argument for it. The core never reads a clock; the glue passes the instant in.
+pub(crate) fn instant(now: Option<f64>) -> i64 {
+    now.map_or_else(crate::core::clock::now_millis, |n| n as i64)
+}
+
 /// The health behind hot-path key `key` (None: no key given, or a stale one).
 pub(crate) fn health_by_key(key: Option<u32>) -> Option<SharedHealth> {
     key.and_then(|k| HEALTHS.with(|s| s.borrow().get(k)))
@@ -134,13 +141,13 @@ impl NativeHealth {
         self.key
     }
 
-    /// Every pool of `provider_ids`, in that order, at `now` (ms).
+    /// Every pool of `provider_ids`, in that order, at `now` (ms; omitted: the wall clock).
     #[napi]
-    pub fn snapshot(&self, provider_ids: Vec<String>, now: f64) -> napi::Result<Vec<PoolHealthRecord>> {
+    pub fn snapshot(&self, provider_ids: Vec<String>, now: Option<f64>) -> napi::Result<Vec<PoolHealthRecord>> {
         guard(|| {
             let inner = self.inner.borrow();
             let h = &inner.health;
-            let now = now as i64;
+            let now = instant(now);
             Ok(provider_ids
                 .into_iter()
                 .map(|id| {
