@@ -739,7 +739,10 @@ export interface PoolHealth {
 
 /** Router option `health` (every field optional; defaults in the README). */
 export interface HealthOptions {
-  /** The clock health reads, ms since the epoch. Default `Date.now`. Inject one for deterministic tests. */
+  /**
+   * The clock health reads, ms since the epoch. Default: the wall clock (read natively, no
+   * call into JavaScript). Inject one for deterministic tests.
+   */
   clock?: () => number;
   /** Consecutive outcome-unknown failures, timeouts or malformed handles that open a circuit. Default 5. */
   failureThreshold?: number;
