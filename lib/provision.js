@@ -323,7 +323,9 @@ function end(run) {
 
 /** A launch failed before its deadline: report our package error, or the classification. */
 async function reportFailure(run, def, failure) {
-  // The failure's instant, before the classifier runs (health measures the launch only).
+  // An injected clock is read here, before the classifier runs (with the default clock the
+  // native side reads it at the report). Only successes give latency samples, so the
+  // classifier's time never skews the latency statistics.
   const at = tick(run.ctx);
   if (isPackageError(failure)) {
     // Our own error object, rethrown as it is if the machine ends the provision on it.
