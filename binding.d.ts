@@ -12,6 +12,16 @@ export declare class CompiledRequest {
   get info(): RequestInfo
 }
 
+/** One router's live pool health (see `core::health`). */
+export declare class NativeHealth {
+  /** Empty health under `options`. */
+  constructor(options: HealthOptions)
+  /** The key for the hot-path free functions. */
+  get key(): number
+  /** Every pool of `provider_ids`, in that order, at `now` (ms; omitted: the wall clock). */
+  snapshot(providerIds: Array<string>, now?: number | undefined | null): Array<PoolHealthRecord>
+}
+
 /** In-process capacity reservations of one router (see `core::capacity::Ledger`). */
 export declare class NativeLedger {
   /** A ledger whose post-launch assumptions expire after `ttl_ms`. */
@@ -51,7 +61,7 @@ export declare class NativeRegistry {
    * resolver, capacity order): pool indices, best first, at most `maxAcquisitionAttempts`;
    * or the typed `NO_ELIGIBLE_PROVIDER` error. See [`registry_order`].
    */
-  order(request: CompiledRequest, detached: boolean, extras: RouteExtras | undefined | null, out: Uint32Array): number | NativeError
+  order(request: CompiledRequest, detached: boolean, extras: RouteExtras | undefined | null, out: Uint32Array, health?: number | undefined | null, now?: number | undefined | null): number | NativeError
   /**
    * Starts a provision's acquisition (see `core::acquisition`): plans the candidates
    * with the per-request extras and, under capacity routing (`ledger` given), admits each
@@ -60,7 +70,7 @@ export declare class NativeRegistry {
    * functions; the caller ends it with `acquisitionEnd`. Its first step is written into
    * `step` as `acquisitionStep` would.
    */
-  begin(request: CompiledRequest, detached: boolean, extras: RouteExtras | undefined | null, ledger: NativeLedger | undefined | null, observe: boolean, labelsJson: string | undefined | null, step: Uint32Array): number | NativeError
+  begin(request: CompiledRequest, detached: boolean, extras: RouteExtras | undefined | null, ledger: NativeLedger | undefined | null, observe: boolean, labelsJson: string | undefined | null, step: Uint32Array, health?: number | undefined | null, now?: number | undefined | null): number | NativeError
   /** Indices of pools that pass the hard requirements and credentials (for a resolver). */
   survivors(request: CompiledRequest, detached: boolean, extras?: RouteExtras | undefined | null): Array<number>
 }
@@ -97,13 +107,17 @@ export declare class NativeSqliteStore {
  * Reports the current candidate's capacity read: the measurement as JSON text (what the
  * reader answered, serialized once), validated strictly here; anything malformed is
  * `unknown: MALFORMED`.
+ * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
  */
-export declare function acquisitionAdmit(key: number, measurementJson: string): void
+export declare function acquisitionAdmit(key: number, measurementJson: string, now?: number | undefined | null): void
 
 /** The candidates, best first (pool indices): the order `provision.ranked` reports. */
 export declare function acquisitionCandidates(key: number): Uint32Array
 
-/** Forgets the machine (its key may be reused). Ending an unknown key does nothing. */
+/**
+ * Forgets the machine (its key may be reused); a half-open trial token it still holds is
+ * freed. Ending an unknown key does nothing.
+ */
 export declare function acquisitionEnd(key: number): void
 
 /** Events decided since the last call (empty unless the machine observes). */
@@ -112,8 +126,9 @@ export declare function acquisitionEvents(key: number): Array<EventRecord>
 /**
  * The launch failed; `code` / `retryable`: the classifier's answer, if it gave one of the
  * right types (the machine sanitizes and decides).
+ * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
  */
-export declare function acquisitionFailed(key: number, code?: string | undefined | null, retryable?: boolean | undefined | null): void
+export declare function acquisitionFailed(key: number, code?: string | undefined | null, retryable?: boolean | undefined | null, now?: number | undefined | null): void
 
 /** How it failed, once over (null while running or after a success). */
 export declare function acquisitionFailure(key: number): AcquisitionFailure | null
@@ -134,11 +149,17 @@ export interface AcquisitionFailure {
   skipped: Array<SkipRecord>
 }
 
-/** The launch resolved to something that is not a handle. */
-export declare function acquisitionMalformed(key: number): void
+/**
+ * The launch resolved to something that is not a handle.
+ * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
+ */
+export declare function acquisitionMalformed(key: number, now?: number | undefined | null): void
 
-/** The runtime threw the router's own package error with this code. */
-export declare function acquisitionPackageFailed(key: number, code: string): void
+/**
+ * The runtime threw the router's own package error with this code.
+ * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
+ */
+export declare function acquisitionPackageFailed(key: number, code: string, now?: number | undefined | null): void
 
 /** Machines in flight (for the leak tests). */
 export declare function acquisitionsInFlight(): number
@@ -154,16 +175,20 @@ export declare function acquisitionStep(key: number, out: Uint32Array): void
  * store), the record is written here too: `{ id, pool id, providerSandboxId, labels,
  * createdAt, detached }`, the labels being the request's plus the router's id and fleet
  * labels (`fleet`: the router's fleet, as [`crate::binding::fleet_key`] numbered it).
+ * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
  *
  * A machine that records no events (no observer) ends here, before the record is written
  * (whether or not that write fails): nothing more is asked of it, and ending it in the same
  * call saves the provision a native call. An observed machine ends with
  * [`acquisition_end`], once its events are read.
  */
-export declare function acquisitionSucceeded(key: number, storeKey: number | undefined | null, id: string, providerSandboxId: string, detached: boolean, fleet: number): void
+export declare function acquisitionSucceeded(key: number, storeKey: number | undefined | null, id: string, providerSandboxId: string, detached: boolean, fleet: number, now?: number | undefined | null): void
 
-/** The launch did not settle within its deadline. */
-export declare function acquisitionTimedOut(key: number): void
+/**
+ * The launch did not settle within its deadline.
+ * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
+ */
+export declare function acquisitionTimedOut(key: number, now?: number | undefined | null): void
 
 /** A failed attempt. */
 export interface AttemptRecord {
@@ -178,8 +203,10 @@ export interface AttemptRecord {
 /**
  * The provision hot path without extras: [`NativeRegistry::begin`] by keys, with no
  * capacity routing.
+ * `health`, `now`: the router's `NativeHealth` key (omitted: no tracking) and its injected
+ * clock's reading (ms; omitted: the wall clock, read here).
  */
-export declare function beginAcquisition(registryKey: number, requestKey: number, detached: boolean, observe: boolean, labelsJson: string | undefined | null, step: Uint32Array): number | NativeError
+export declare function beginAcquisition(registryKey: number, requestKey: number, detached: boolean, observe: boolean, labelsJson: string | undefined | null, step: Uint32Array, health?: number | undefined | null, now?: number | undefined | null): number | NativeError
 
 /**
  * Whether `name` is a valid fleet name (router option `fleet`): 1–63 characters of
@@ -199,6 +226,16 @@ export declare function checkProviderId(id: string): void
 
 /** Validates a sandbox id; throws an encoded `INVALID_SANDBOX_ID` error. */
 export declare function checkSandboxId(id: string): void
+
+/** A circuit's state. */
+export declare const enum CircuitStateName {
+  /** Routing as usual. */
+  Closed = 'closed',
+  /** Excluded until `retryAt`. */
+  Open = 'open',
+  /** The cooldown is over: the next provision may probe it (one at a time). */
+  HalfOpen = 'half-open',
+}
 
 /** Deliberately panics inside `guard`; used by tests to prove a panic becomes a typed error. */
 export declare function debugPanic(): void
@@ -223,6 +260,12 @@ export interface EventRecord {
   from?: number
   /** …to this one. */
   to?: number
+  /** `health.circuit.opened`: when the pool may be probed (ISO 8601). */
+  retryAt?: string
+  /** `health.circuit.opened`: this cooldown, ms. */
+  cooldownMs?: number
+  /** `health.circuit.opened`: the consecutive failures that opened it. */
+  failures?: number
 }
 
 /** Event types the machine decides (the JS side adds `type`'s other events). */
@@ -241,6 +284,14 @@ export declare const enum EventType {
   FallbackAdvanced = 'fallback.advanced',
   /** `provision.exhausted` */
   ProvisionExhausted = 'provision.exhausted',
+  /** `health.circuit.opened` */
+  CircuitOpened = 'health.circuit.opened',
+  /** `health.circuit.half-open` */
+  CircuitHalfOpen = 'health.circuit.half-open',
+  /** `health.circuit.closed` */
+  CircuitClosed = 'health.circuit.closed',
+  /** `health.skipped` */
+  HealthSkipped = 'health.skipped',
 }
 
 /**
@@ -250,7 +301,7 @@ export declare const enum EventType {
  * header) and returns the texts the caller's table lacks, if any (see `header`). When a buffer is
  * too small, writes only the header (`fits` 0 and the sizes needed, header included).
  */
-export declare function explainDecision(registryKey: number, requestKey: number, detached: boolean, extras: RouteExtras | undefined | null, ints: Uint32Array, floats: Float64Array): string[] | undefined
+export declare function explainDecision(registryKey: number, requestKey: number, detached: boolean, extras: RouteExtras | undefined | null, ints: Uint32Array, floats: Float64Array, health?: number | undefined | null, now?: number | undefined | null): string[] | undefined
 
 /** The names behind the indices in the explanation buffers. */
 export declare function explainVocabulary(): ExplainVocabulary
@@ -290,6 +341,11 @@ export declare const enum FailureKind {
   TimedOut = 'timed-out',
   /** The runtime threw the router's own package error: it is rethrown as it is. */
   Package = 'package',
+  /**
+   * Every remaining candidate's circuit excluded it at launch time; nothing was
+   * launched (`NoEligibleProviderError`, `CIRCUIT_OPEN` rejections).
+   */
+  CircuitOpen = 'circuit-open',
 }
 
 /** What a finder answers: the stamped sandboxes, or why the account could not be listed. */
@@ -326,6 +382,24 @@ export interface FoundSandbox {
   sandboxId: string
   /** Creation time (epoch ms) when the list reports one. */
   createdAtMs?: number
+}
+
+/** The health options, validated by `lib/options.js` (defaults in the README). */
+export interface HealthOptions {
+  /** Consecutive outcome-unknown failures, timeouts or malformed handles that open a circuit. */
+  failureThreshold: number
+  /** Consecutive classified pre-allocation failures that open a circuit. */
+  retryableFailureThreshold: number
+  /** First cooldown, ms. */
+  cooldownMs: number
+  /** Bound on a cooldown after failed trials, ms. */
+  maxCooldownMs: number
+  /** Half-life of the weighted statistics, in launches. */
+  halfLife: number
+  /** Samples before observed signals join the ranking. */
+  minSamples: number
+  /** Whether ranking blends observed signals in. */
+  observedSignals: boolean
 }
 
 /**
@@ -402,6 +476,37 @@ export declare function planStartup(manifestJson: string): string
  */
 export declare function planTeardown(manifestJson: string): string
 
+/** One pool's health, as `router.health()` returns it: numbers and codes only. */
+export interface PoolHealthRecord {
+  /** The pool's id. */
+  providerId: string
+  /** The circuit's state now. */
+  state: CircuitStateName
+  /**
+   * Why it opened (`CONSECUTIVE_FAILURES`, `CONSECUTIVE_RETRYABLE_FAILURES`,
+   * `TRIAL_FAILED`); null when closed.
+   */
+  cause?: string
+  /** Open: when it may be probed (ISO 8601). Otherwise null. */
+  retryAt?: string
+  /** Half-open: whether the single trial provision is running. */
+  trialInFlight: boolean
+  /** Launch outcomes recorded. */
+  samples: number
+  /** Weighted success rate (0..1); null before the first outcome. */
+  successRate?: number
+  /** Weighted launch-to-handle latency of successes, ms; null before the first success. */
+  latencyMs?: number
+  /** p95 of launch-to-handle latency (a sketch's bucket bound, within 19 %), ms. */
+  p95LatencyMs?: number
+  /** Consecutive outcome-unknown failures, timeouts and malformed handles. */
+  consecutiveFailures: number
+  /** Consecutive classified pre-allocation failures. */
+  consecutiveRetryableFailures: number
+  /** The current cooldown (open or half-open), or the first one (closed), ms. */
+  cooldownMs: number
+}
+
 /**
  * Reads one provider account's capacity without creating anything.
  *
@@ -428,8 +533,10 @@ export interface ReasonRecord {
  * `request_key`. Writes the pool indices, best first, at most `maxAcquisitionAttempts`,
  * into `out` and returns how many; or the typed `NO_ELIGIBLE_PROVIDER` error (summary and
  * rejections).
+ * `health`, `now`: the router's `NativeHealth` key (omitted: no tracking) and its injected
+ * clock's reading (ms; omitted: the wall clock, read here).
  */
-export declare function registryOrder(registryKey: number, requestKey: number, detached: boolean, out: Uint32Array): number | NativeError
+export declare function registryOrder(registryKey: number, requestKey: number, detached: boolean, out: Uint32Array, health?: number | undefined | null, now?: number | undefined | null): number | NativeError
 
 /** A rejected pool in a typed error: its id and why. */
 export interface RejectionRecord {

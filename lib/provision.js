@@ -14,6 +14,7 @@
 const { binding } = require('./binding.js');
 const {
   ProvisioningAvailabilityError,
+  NoEligibleProviderError,
   ProviderProvisioningError,
   ProviderCapacityExhaustedError,
   AcquisitionTimeoutError,
@@ -34,6 +35,7 @@ const { measureJson } = require('./capacity.js');
 const { decisionForEvents } = require('./explain.js');
 const { emit, emitDecided, debug, DEBUG } = require('./events.js');
 const { isPackageError } = require('./operations.js');
+const { healthNow } = require('./options.js');
 
 const { SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
 const os = require('node:os');
@@ -48,6 +50,15 @@ const OWNER_PID = process.pid;
 const INTENT_SLACK_MS = 60_000;
 
 const noop = () => {};
+
+/**
+ * The injected health clock's reading (ms), or undefined: health off (nothing is
+ * recorded), or the default wall clock (the native side reads it itself).
+ * @param {import('./options.js').RouterContext} ctx
+ */
+function tick(ctx) {
+  return healthNow(ctx.health);
+}
 const DONE = binding.StepKind.Done;
 const ADMIT = binding.StepKind.Admit;
 /** The buffer the machine writes each step into: [StepKind, pool]. */
@@ -133,9 +144,23 @@ function provision(ctx, request, detached) {
       const call = compile(request);
       const view = nativeView(ctx.registry);
       const id = nextSandboxId();
+      // Health: the router's clock, read once for the route (circuits) and the first launch.
+      const now = healthNow(ctx.health);
+      // The decision the events report, taken before begin (which may take a half-open
+      // circuit's trial token for this provision).
+      const decision = ctx.observer !== null ? decisionOf(view, call.compiled, detached, null, ctx.health, now) : null;
       // begin validates the labels (the native rule) before it routes.
-      const begun = binding.beginAcquisition(view.key, call.compiled.key, detached, ctx.observer !== null, call.labelsJson, STEP);
-      started(run, begun, call, view, null, id);
+      const begun = binding.beginAcquisition(
+        view.key,
+        call.compiled.key,
+        detached,
+        ctx.observer !== null,
+        call.labelsJson,
+        STEP,
+        ctx.health === null ? undefined : ctx.health.key,
+        now,
+      );
+      started(run, begun, view, call, decision, id);
     } catch (error) {
       failed(run, error);
       return promise;
@@ -165,10 +190,23 @@ async function begunWithExtras(run, request) {
     const id = nextSandboxId();
     checkLabels(call);
     const extras = await extrasFor(ctx, view, compiled, run.detached, request, id);
+    const health = ctx.health;
+    const now = healthNow(health);
+    const decision = ctx.observer !== null ? decisionOf(view, compiled, run.detached, extras, health, now) : null;
     const begun = callNative(() =>
-      view.native.begin(compiled.native, run.detached, extras, ctx.capacity?.ledger ?? null, ctx.observer !== null, call.labelsJson, STEP),
+      view.native.begin(
+        compiled.native,
+        run.detached,
+        extras,
+        ctx.capacity?.ledger ?? null,
+        ctx.observer !== null,
+        call.labelsJson,
+        STEP,
+        health === null ? undefined : health.key,
+        now,
+      ),
     );
-    started(run, begun, call, view, extras, id);
+    started(run, begun, view, call, decision, id);
   } catch (error) {
     failed(run, error);
     return;
@@ -181,7 +219,7 @@ async function begunWithExtras(run, request) {
  * with what the launches need. Everything taken from the request comes from the text
  * compile() validated: the request is read once.
  */
-function started(run, begun, call, view, extras, id) {
+function started(run, begun, view, call, decision, id) {
   const ctx = run.ctx;
   if (typeof begun !== 'number') throw noEligible(ctx, begun, id, run.detached);
   const compiled = call.compiled;
@@ -197,7 +235,7 @@ function started(run, begun, call, view, extras, id) {
   run.parts = compiled.launchParts;
   run.labels = labels;
   ctx.inflight.add(id);
-  if (ctx.observer !== null) emitDecision(ctx, view, compiled, run.detached, extras, id, binding.acquisitionCandidates(begun));
+  if (ctx.observer !== null) emitDecision(ctx, view, decision, run.detached, id, binding.acquisitionCandidates(begun));
   if (DEBUG) debug(`${id}: attempt order ${Array.from(binding.acquisitionCandidates(begun), (i) => run.pools[i].id).join(', ')}`);
 }
 
@@ -219,7 +257,8 @@ async function acquire(run) {
     // the first), before any await.
     for (let kind = took(run); kind !== DONE; kind = next(run)) {
       if (kind === ADMIT) {
-        binding.acquisitionAdmit(run.machine, await measureJson(run.ctx, run.def));
+        const measured = await measureJson(run.ctx, run.def);
+        binding.acquisitionAdmit(run.machine, measured, tick(run.ctx));
         continue;
       }
       if (run.ctx.intents && !(await launchIntent(run, run.def))) continue;
@@ -286,7 +325,7 @@ async function launchIntent(run, def) {
     'MAPPING_INTENT_FAILED',
     { providerId: def.id, sandboxId: run.sandboxId, cleanup: 'none' },
   );
-  binding.acquisitionPackageFailed(run.machine, 'MAPPING_INTENT_FAILED');
+  binding.acquisitionPackageFailed(run.machine, 'MAPPING_INTENT_FAILED', tick(run.ctx));
   return false;
 }
 
@@ -297,7 +336,7 @@ async function launchIntent(run, def) {
 async function delivered(run, handle) {
   const providerSandboxId = handleId(handle);
   if (providerSandboxId === null) {
-    binding.acquisitionMalformed(run.machine);
+    binding.acquisitionMalformed(run.machine, tick(run.ctx));
     return false;
   }
   const ctx = run.ctx;
@@ -382,14 +421,18 @@ function end(run) {
 
 /** A launch failed before its deadline: report our package error, or the classification. */
 async function reportFailure(run, def, failure) {
+  // An injected clock is read here, before the classifier runs (with the default clock the
+  // native side reads it at the report). Only successes give latency samples, so the
+  // classifier's time never skews the latency statistics.
+  const at = tick(run.ctx);
   if (isPackageError(failure)) {
     // Our own error object, rethrown as it is if the machine ends the provision on it.
     run.packageError = failure;
-    binding.acquisitionPackageFailed(run.machine, failure.code);
+    binding.acquisitionPackageFailed(run.machine, failure.code, at);
     return;
   }
   const c = await classify(run.ctx, failure, def);
-  binding.acquisitionFailed(run.machine, c.code, c.retryable);
+  binding.acquisitionFailed(run.machine, c.code, c.retryable, at);
 }
 
 // The deadline of the current launch passed first: the machine records the timeout (the
@@ -398,7 +441,7 @@ async function reportFailure(run, def, failure) {
 function expire(run) {
   const { ctx, machine, pools, sandboxId } = run;
   try {
-    binding.acquisitionTimedOut(machine);
+    binding.acquisitionTimedOut(machine, tick(ctx));
     if (ctx.observer !== null) emitDecided(ctx.observer, machine, pools, sandboxId);
     const failure = binding.acquisitionFailure(machine);
     end(run);
@@ -427,6 +470,17 @@ function failureError(f, pools, id, run) {
         'ACQUISITION_TIMEOUT',
         { providerId, sandboxId: id, timeoutMs: run.timeoutMs, attempts },
       );
+    }
+    case 'circuit-open': {
+      // Every remaining candidate's circuit excluded it at launch time (it opened, or a
+      // half-open trial started, after the route was decided). Nothing was launched.
+      const reasons = [{ code: 'CIRCUIT_OPEN', detail: 'circuit excluded it at launch time' }];
+      return new NoEligibleProviderError(`0 providers eligible at launch: ${providerId} circuit open`, 'NO_ELIGIBLE_PROVIDER', {
+        sandboxId: id,
+        summary: `0 providers eligible at launch: circuit open`,
+        rejections: [{ providerId, reasons }],
+        attempts,
+      });
     }
     case 'no-capacity':
       return new ProviderCapacityExhaustedError(
@@ -478,13 +532,17 @@ function noEligible(ctx, value, id, detached) {
   return err;
 }
 
-function emitDecision(ctx, view, compiled, detached, extras, id, candidates) {
-  let decision;
+/** The decision the events report (null when it cannot be made: events are best effort). */
+function decisionOf(view, compiled, detached, extras, health, now) {
   try {
-    decision = decisionForEvents(view, compiled, detached, extras);
+    return decisionForEvents(view, compiled, detached, extras, health, now);
   } catch {
-    return;
+    return null;
   }
+}
+
+function emitDecision(ctx, view, decision, detached, id, candidates) {
+  if (decision === null) return;
   emit(ctx.observer, 'provision.validated', { sandboxId: id, detached });
   for (const r of decision.rejected) emit(ctx.observer, 'provider.rejected', { sandboxId: id, providerId: r.providerId, reasons: r.reasons });
   emit(ctx.observer, 'provision.ranked', {
@@ -536,13 +594,14 @@ async function classify(ctx, error, def) {
 function succeeded(run, providerSandboxId) {
   const ctx = run.ctx;
   const machine = run.machine;
+  const now = tick(ctx);
   if (ctx.observer === null) run.machine = -1;
   if (!ctx.fastMappings) {
-    binding.acquisitionSucceeded(machine, null, run.sandboxId, providerSandboxId, run.detached, ctx.fleetKey);
+    binding.acquisitionSucceeded(machine, null, run.sandboxId, providerSandboxId, run.detached, ctx.fleetKey, now);
     return false;
   }
   try {
-    binding.acquisitionSucceeded(machine, ctx.mappings[STORE_KEY](), run.sandboxId, providerSandboxId, run.detached, ctx.fleetKey);
+    binding.acquisitionSucceeded(machine, ctx.mappings[STORE_KEY](), run.sandboxId, providerSandboxId, run.detached, ctx.fleetKey, now);
     return true;
   } catch {
     return false;

@@ -313,7 +313,11 @@ proptest! {
         pools in prop::collection::vec(pool_json(), 1..25),
         req in request_json(),
         x in extras_strategy(),
+        circuit in prop::collection::vec((0usize..25, any::<bool>()), 0..4),
+        observed in prop::option::of(prop::collection::vec(
+            prop::option::of((prop::option::of(0.0f64..5000.0), 0.0f64..=1.0, 0.5f64..1.0)), 25)),
     ) {
+        use agent_relay_sandbox_router::core::health::{Block, Cause, Observed};
         use agent_relay_sandbox_router::core::registry::{route_interned, route_order};
         use agent_relay_sandbox_router::core::requirements::Interner;
         use agent_relay_sandbox_router::core::signals::{signal_state, unresolved};
@@ -347,6 +351,19 @@ proptest! {
             .collect();
         let with_overrides = !x.overrides.is_empty();
         let limit = if x.order.is_some() { None } else { Some(parsed.max_attempts as usize) };
+        // Live health: pools whose circuit excludes them, and observed signals blended in.
+        let circuit: Vec<(usize, Block)> = circuit
+            .into_iter()
+            .filter(|(i, _)| *i < n)
+            .map(|(i, open)| {
+                (i, if open { Block::Open { retry_at: 1_000, cause: Cause::Failures } } else { Block::TrialInFlight })
+            })
+            .collect();
+        let observed: Option<Vec<Option<Observed>>> = observed.map(|v| {
+            v.into_iter()
+                .map(|o| o.map(|(l, r, w)| Observed { ready_latency_ms: l, completion_rate: r, weight: w }))
+                .collect()
+        });
         let opts = RouteOptions {
             detached: x.detached,
             credentials_unavailable: &unavailable,
@@ -354,6 +371,8 @@ proptest! {
             provider_order: x.order.as_deref(),
             limit,
             detail: false,
+            circuit: &circuit,
+            observed: observed.as_deref(),
         };
         let fast = route_order(&r, &parsed, &opts, &mut Vec::new());
         let verdict = route(r.pools(), &parsed, &RouteOptions { limit: None, ..opts.clone() });
@@ -372,6 +391,9 @@ proptest! {
         );
         for p in &detail.rejected {
             prop_assert!(!p.reasons.is_empty(), "a rejected pool has a reason");
+        }
+        for (i, _) in &circuit {
+            prop_assert!(!full.contains(i), "a pool whose circuit excludes it is never a candidate");
         }
         prop_assert_eq!(full.len() + verdict.rejected_count, n);
     }
