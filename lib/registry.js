@@ -150,8 +150,9 @@ class InMemoryProviderRegistry {
  */
 /** Whether `registry` is ours (guarded: a hostile registry's prototype trap may throw). */
 function isOurs(registry) {
+  // The guard is this try itself (no closure: this runs on every provision).
   try {
-    return guarded(() => registry instanceof InMemoryProviderRegistry);
+    return registry instanceof InMemoryProviderRegistry;
   } catch {
     throw new ProviderRegistryError('the registry could not be read', 'REGISTRY_READ_FAILED');
   }
