@@ -921,6 +921,60 @@ export declare class SqliteMappingStore implements SandboxMappingStore {
   toJSON(): { type: 'SqliteMappingStore'; path: string };
 }
 
+/** Connection options of `PostgresMappingStore` as an object (or give a URL string). */
+export interface PostgresConnectionOptions {
+  /** Host name, IP address, or a unix socket directory (starts with `/`). */
+  host: string;
+  /** Default 5432. */
+  port?: number;
+  user: string;
+  /** Kept in native memory only: never in an error, event, `util.inspect` or `JSON.stringify`. */
+  password?: string;
+  /** Default: the user's name. */
+  database?: string;
+}
+
+/** Options of `PostgresMappingStore`. */
+export interface PostgresMappingStoreOptions {
+  /** `postgres://user:password@host:port/database` (no TLS: `sslmode=disable|prefer`), or an object. */
+  connection: string | PostgresConnectionOptions;
+  /** Bound of every database call (client and server side), ms. Default 5,000. */
+  timeoutMs?: number;
+  /** Most connections open at once. Default 10. */
+  poolSize?: number;
+  /** Lease of this process's in-flight capacity holds, renewed every third of it, ms. Default 30,000. */
+  leaseMs?: number;
+}
+
+/**
+ * Mappings and intents in PostgreSQL, shared by every router process pointed at the same
+ * database; also a shared capacity ledger (`capacity: { coordinator: store }`). The schema is
+ * created and migrated on first use (versioned, concurrent first uses serialized). Writes fail
+ * as `MAPPING_PERSISTENCE_FAILED`, reads as `MAPPING_READ_FAILED`, `open` as
+ * `MAPPING_STORE_OPEN_FAILED` / `MAPPING_STORE_SCHEMA_TOO_NEW`.
+ */
+export declare class PostgresMappingStore implements SandboxMappingStore {
+  constructor(options: string | PostgresMappingStoreOptions);
+  /** Bound of one database call, ms. */
+  readonly timeoutMs: number;
+  /** Lease of this process's in-flight holds, ms. */
+  readonly leaseMs: number;
+  /** Connects and creates or migrates the schema now; resolves to its version. */
+  open(): Promise<number>;
+  put(record: SandboxMapping): Promise<void>;
+  get(id: string): Promise<SandboxMapping | null>;
+  delete(id: string): Promise<boolean>;
+  list(): Promise<SandboxMapping[]>;
+  count(): Promise<number>;
+  intent(intent: MappingIntent): Promise<void>;
+  intents(): Promise<MappingIntent[]>;
+  /** Unexpired capacity holds on a pool in the shared ledger, every process's. */
+  held(providerId: string): Promise<number>;
+  /** Ends this process's ledger session (its in-flight holds are released); closes idle connections. */
+  close(): Promise<void>;
+  toJSON(): { type: 'PostgresMappingStore'; timeoutMs: number; leaseMs: number };
+}
+
 // ---------------------------------------------------------------------------------------
 // Capacity
 // ---------------------------------------------------------------------------------------
@@ -969,6 +1023,12 @@ export interface CapacityPolicy {
    * reflects it yet, ms. Default 60,000.
    */
   reservationTtlMs?: number;
+  /**
+   * A shared capacity ledger: every router process given the same database admits against
+   * one set of holds (see README "Running many routers"). Without it, holds are in-process.
+   * A coordinator that fails or times out skips the pool as `UNKNOWN: COORDINATOR_UNAVAILABLE`.
+   */
+  coordinator?: PostgresMappingStore;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -172,7 +172,8 @@ async function body(run, request, detached) {
       if (kind === DONE) break;
       const def = pools[pool];
       if (kind === ADMIT) {
-        binding.acquisitionAdmit(machine, await measureJson(ctx, def));
+        if (ctx.capacity.coordinator !== null) await admitShared(run, def);
+        else binding.acquisitionAdmit(machine, await measureJson(ctx, def));
         continue;
       }
       if (ctx.intents && !(await writeIntent(run, def, 'launching'))) {
@@ -183,6 +184,7 @@ async function body(run, request, detached) {
           { providerId: def.id, sandboxId: id, cleanup: 'none' },
         );
         binding.acquisitionPackageFailed(machine, 'MAPPING_INTENT_FAILED');
+        settleShared(run);
         continue;
       }
       run.launched = true;
@@ -210,10 +212,12 @@ async function body(run, request, detached) {
       const providerSandboxId = handleId(handle);
       if (providerSandboxId === null) {
         binding.acquisitionMalformed(machine);
+        settleShared(run);
         continue;
       }
       // With the default store, the record is written by this same call (recorded: true).
       const recorded = succeeded(ctx, machine, id, providerSandboxId, detached, fleet);
+      settleShared(run);
       if (observe) emitDecided(ctx.observer, machine, pools, id);
       end(run);
       if (recorded) {
@@ -306,10 +310,59 @@ async function reportFailure(run, def, failure) {
     // Our own error object, rethrown as it is if the machine ends the provision on it.
     run.packageError = failure;
     binding.acquisitionPackageFailed(run.machine, failure.code);
+    settleShared(run);
     return;
   }
   const c = await classify(run.ctx, failure, def);
   binding.acquisitionFailed(run.machine, c.code, c.retryable);
+  settleShared(run);
+}
+
+/** A failed coordinator call: the pool is skipped as UNKNOWN: COORDINATOR_UNAVAILABLE. */
+const UNAVAILABLE = null;
+
+/**
+ * One admission against the shared ledger (`capacity.coordinator`): a read sequence from
+ * the database first (so a hold settled before the read started is known to be), then the
+ * pool's reader, then the admission transaction. The machine decides on each answer; a
+ * coordinator that fails or times out (every call is bounded natively) skips the pool as
+ * `UNKNOWN: COORDINATOR_UNAVAILABLE`, so the request spills to the next pool or fails as
+ * "retry later" (PROVIDER_CAPACITY_EXHAUSTED).
+ */
+async function admitShared(run, def) {
+  const ctx = run.ctx;
+  const coordinator = ctx.capacity.coordinator;
+  let seq;
+  try {
+    seq = await coordinator.beginRead();
+  } catch {
+    binding.acquisitionAdmitDecided(run.machine, UNAVAILABLE, UNAVAILABLE);
+    return;
+  }
+  const demand = binding.acquisitionDemand(run.machine, await measureJson(ctx, def));
+  // null: the measurement was unknown or malformed; the machine skipped the pool.
+  if (demand === null) return;
+  let verdict;
+  try {
+    // An unsettled hold expires after the launch's own deadline, the mapping write and slack,
+    // even if this process lives on (its answer may be lost after the commit).
+    verdict = await coordinator.admit(def.id, seq, demand, run.timeoutMs + ctx.callbackTimeoutMs + INTENT_SLACK_MS);
+  } catch {
+    binding.acquisitionAdmitDecided(run.machine, UNAVAILABLE, UNAVAILABLE);
+    return;
+  }
+  binding.acquisitionAdmitDecided(run.machine, verdict.token ?? UNAVAILABLE, verdict.resource ?? UNAVAILABLE);
+}
+
+/**
+ * Writes the shared hold the machine just settled (if any) to the coordinator, without
+ * waiting: the native side retries a settlement it could not write with its lease renewal.
+ */
+function settleShared(run) {
+  const capacity = run.ctx.capacity;
+  if (capacity === null || capacity.coordinator === null || run.machine < 0) return;
+  const s = binding.acquisitionSettlement(run.machine);
+  if (s !== null && s !== undefined) capacity.coordinator.settle(s.token, s.allocated, capacity.reservationTtlMs).catch(noop);
 }
 
 // The deadline of the current launch passed first: the machine records the timeout (the
@@ -319,6 +372,7 @@ function expire(run) {
   const { ctx, machine, pools, sandboxId } = run;
   try {
     binding.acquisitionTimedOut(machine);
+    settleShared(run);
     if (ctx.observer !== null) emitDecided(ctx.observer, machine, pools, sandboxId);
     const failure = binding.acquisitionFailure(machine);
     end(run);

@@ -23,8 +23,10 @@ pub mod profile;
 pub mod ranking;
 pub mod reasons;
 pub mod registry;
+pub mod pg_store;
 pub mod request;
 pub mod requirements;
+pub mod shared_ledger;
 pub mod signals;
 pub mod sqlite_store;
 
