@@ -21,10 +21,10 @@ const workers = [];
 
 // The provider: pools with limits, live sandboxes, launches in flight.
 const provider = {
-  limit: { a: 10, b: 3 },
+  limit: { a: 10, b: 3, c: 10 },
   live: new Map(),
-  launched: { a: 0, b: 0 },
-  maxLive: { a: 0, b: 0 },
+  launched: { a: 0, b: 0, c: 0 },
+  maxLive: { a: 0, b: 0, c: 0 },
   /** launches of pool b are held open (never answered) while this is true */
   hangB: false,
   hanging: [],
@@ -129,6 +129,7 @@ test('fleet: four processes, one database, one truth', async (t) => {
   await t.test('4 × 50 concurrent provisions against 10 slots and a lagging reader never exceed 10 live launches', async () => {
     const answers = (await Promise.all(fleet.map((w) => w.ask({ cmd: 'burst', pool: 'a', n: 50 })))).flat();
     const ok = answers.filter((a) => a.ok);
+    t.diagnostic(`pool a: ${provider.launched.a} launched, at most ${provider.maxLive.a} live, ${answers.length - ok.length} refused`);
     assert.equal(answers.length, 200);
     assert.ok(provider.maxLive.a <= 10, `max live ${provider.maxLive.a}`);
     assert.ok(provider.launched.a <= 10, `launched ${provider.launched.a}`);
@@ -184,6 +185,14 @@ test('fleet: four processes, one database, one truth', async (t) => {
     assert.equal(pg.psql(`SELECT count(*) FROM sandbox_router_mappings WHERE id = '${id}'`, 'fleet'), '0');
     const after = await fleet[0].ask({ cmd: 'get', pool: 'b', id });
     assert.ok(after.ok === false || after.value === null, JSON.stringify(after));
+  });
+
+  await t.test('must-fire: the same fleet with in-process holds only (no coordinator) launches past the limit', async () => {
+    const live = fleet.slice(0, 3);
+    const answers = (await Promise.all(live.map((w) => w.ask({ cmd: 'burst', pool: 'c', n: 50 })))).flat();
+    t.diagnostic(`pool c without a coordinator: ${provider.launched.c} launched against 10 slots`);
+    assert.ok(provider.launched.c > 10, `launched ${provider.launched.c}`);
+    assert.equal(answers.filter((a) => a.ok).length, provider.launched.c);
   });
 
   for (const w of fleet.slice(0, 3)) w.child.send({ cmd: 'exit', seq: 0 });

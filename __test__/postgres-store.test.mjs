@@ -223,7 +223,7 @@ test('pg store faults: a slow database (a row lock held elsewhere) is bounded by
   assert.equal(await s.count(), 2);
 });
 
-test('pg router: a mapping write that fails destroys the sandbox (cleanup: destroyed) and a read fails as MAPPING_READ_FAILED', async () => {
+test('pg router: a mapping write that fails mid-provision destroys the sandbox (cleanup: destroyed); a down database launches nothing; a read fails as MAPPING_READ_FAILED', async () => {
   const db = freshDb();
   const rt = fakeRuntime();
   const good = store(db);
@@ -232,11 +232,31 @@ test('pg router: a mapping write that fails destroys the sandbox (cleanup: destr
   assert.equal((await good.get(sbx.id))?.providerId, 'a');
   // A second router on the same database reads it
   const other = new SandboxRouter({ registry: new InMemoryProviderRegistry([definition('a', { runtime: rt })]), mappings: store(db) });
-  assert.equal((await other.getSandbox(sbx.id))?.id, 'remote-1');
+  const seen = await other.getSandbox(sbx.id);
+  assert.equal(seen?.id, sbx.id);
+  assert.equal(rt.calls.filter((c) => c.op === 'launch').length, 1);
+  // The database fails between the launch intent and the mapping write (the table is gone
+  // while the launch runs): the sandbox is destroyed and the error says so.
+  const failing = fakeRuntime({
+    launch: async () => {
+      pg.psql('ALTER TABLE sandbox_router_mappings RENAME TO moved_away', db);
+      return { id: 'remote-doomed' };
+    },
+    destroy: async () => {
+      pg.psql('ALTER TABLE moved_away RENAME TO sandbox_router_mappings', db);
+    },
+  });
+  const midway = new SandboxRouter({ registry: new InMemoryProviderRegistry([definition('a', { runtime: failing })]), mappings: store(db) });
+  await assert.rejects(midway.provision({}), (e) => e instanceof MappingPersistenceError && e.code === 'MAPPING_PERSISTENCE_FAILED' && e.cleanup === 'destroyed');
+  assert.equal(failing.calls.filter((c) => c.op === 'destroy').length, 1);
+  // The sandbox was destroyed, so its intent is removed (not left `failed` for reconcile).
+  assert.deepEqual(await good.intents(), []);
+  // With the database down from the start, the launch intent cannot be written: nothing is launched.
   const down = new PostgresMappingStore({ connection: `postgres://postgres:x@127.0.0.1:1/postgres`, timeoutMs: 1_000 });
-  const broken = new SandboxRouter({ registry: new InMemoryProviderRegistry([definition('a', { runtime: rt })]), mappings: down });
-  await assert.rejects(broken.provision({}), (e) => e instanceof MappingPersistenceError && e.code === 'MAPPING_PERSISTENCE_FAILED' && e.cleanup === 'destroyed');
-  assert.equal(rt.calls.filter((c) => c.op === 'destroy').length, 1);
+  const rt2 = fakeRuntime();
+  const broken = new SandboxRouter({ registry: new InMemoryProviderRegistry([definition('a', { runtime: rt2 })]), mappings: down });
+  await assert.rejects(broken.provision({}), (e) => e instanceof MappingPersistenceError && e.code === 'MAPPING_INTENT_FAILED' && e.cleanup === 'none');
+  assert.equal(rt2.calls.length, 0);
   await assert.rejects(broken.getSandbox(sbx.id), (e) => e.code === 'MAPPING_READ_FAILED');
 });
 
