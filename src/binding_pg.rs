@@ -47,11 +47,17 @@ pub struct PgConnectOptions {
 }
 
 fn config_err(field: &str, what: &str) -> Error {
-    encode("INVALID_CONFIGURATION", &format!("invalid PostgresMappingStore options: {field} {what}"), Some(field), Value::Null)
+    encode(
+        "INVALID_CONFIGURATION",
+        &format!("invalid PostgresMappingStore options: {field} {what}"),
+        Some(field),
+        Value::Null,
+    )
 }
 
 fn config_of(o: PgConnectOptions) -> Result<Config> {
-    let fields = o.host.is_some() || o.port.is_some() || o.user.is_some() || o.password.is_some() || o.database.is_some();
+    let fields =
+        o.host.is_some() || o.port.is_some() || o.user.is_some() || o.password.is_some() || o.database.is_some();
     let config = match o.url {
         Some(url) => {
             if fields {
@@ -67,7 +73,10 @@ fn config_of(o: PgConnectOptions) -> Result<Config> {
                 _ => return Err(config_err("connection.host", "must be a non-empty host or socket directory")),
             };
             if let Some(p) = o.port {
-                let p = u16::try_from(p).ok().filter(|p| *p > 0).ok_or_else(|| config_err("connection.port", "must be a port number"))?;
+                let p = u16::try_from(p)
+                    .ok()
+                    .filter(|p| *p > 0)
+                    .ok_or_else(|| config_err("connection.port", "must be a port number"))?;
                 c.port(p);
             }
             if let Some(u) = o.user {
@@ -108,7 +117,9 @@ fn fail(code: &str, what: &str, f: PgFailure) -> Error {
             None,
             serde_json::json!({ "timedOut": true }),
         ),
-        PgFailure::Failed | PgFailure::Malformed => encode(code, &format!("{what}: the database call failed"), None, Value::Null),
+        PgFailure::Failed | PgFailure::Malformed => {
+            encode(code, &format!("{what}: the database call failed"), None, Value::Null)
+        }
     }
 }
 
@@ -157,7 +168,11 @@ impl NativePgStore {
     /// Connects and migrates now; the schema version.
     #[napi]
     pub async fn open(&self) -> Result<u32> {
-        let v = self.inner.open().await.map_err(|f| fail("MAPPING_STORE_OPEN_FAILED", "the mapping store could not be opened", f))?;
+        let v = self
+            .inner
+            .open()
+            .await
+            .map_err(|f| fail("MAPPING_STORE_OPEN_FAILED", "the mapping store could not be opened", f))?;
         Ok(v as u32)
     }
 
@@ -180,7 +195,12 @@ impl NativePgStore {
     /// The record of `id`, or null.
     #[napi]
     pub async fn get(&self, id: String) -> Result<Option<MappingRecord>> {
-        self.inner.get(id).await.map_err(|f| fail(READ, "the mapping store could not read", f))?.map(to_record).transpose()
+        self.inner
+            .get(id)
+            .await
+            .map_err(|f| fail(READ, "the mapping store could not read", f))?
+            .map(to_record)
+            .transpose()
     }
 
     /// Every record, ordered by id.
@@ -219,16 +239,28 @@ impl NativePgStore {
     /// A read sequence number for the shared ledger, taken before a capacity read starts.
     #[napi]
     pub async fn begin_read(&self) -> Result<f64> {
-        let s = self.inner.begin_read().await.map_err(|f| fail(COORDINATOR, "the capacity coordinator is unavailable", f))?;
+        let s = self
+            .inner
+            .begin_read()
+            .await
+            .map_err(|f| fail(COORDINATOR, "the capacity coordinator is unavailable", f))?;
         Ok(s as f64)
     }
 
     /// Admits one launch on `pool` in the shared ledger (one transaction under the pool's
     /// row lock). `inflightMs`: how long the hold may stay unsettled.
     #[napi]
-    pub async fn admit(&self, pool: String, read_seq: f64, dims: Vec<DemandDim>, inflight_ms: f64) -> Result<AdmitVerdict> {
-        let dims: Vec<Dim> =
-            dims.into_iter().map(|d| Dim { resource: d.resource, used: d.used, limit: d.limit, need: d.need }).collect();
+    pub async fn admit(
+        &self,
+        pool: String,
+        read_seq: f64,
+        dims: Vec<DemandDim>,
+        inflight_ms: f64,
+    ) -> Result<AdmitVerdict> {
+        let dims: Vec<Dim> = dims
+            .into_iter()
+            .map(|d| Dim { resource: d.resource, used: d.used, limit: d.limit, need: d.need })
+            .collect();
         let inflight_ms = if inflight_ms.is_finite() && inflight_ms > 0.0 { inflight_ms } else { 60_000.0 };
         let v = self
             .inner
@@ -251,7 +283,8 @@ impl NativePgStore {
     /// Unexpired holds of `pool`, every process's (for tests and dashboards).
     #[napi]
     pub async fn held(&self, pool: String) -> Result<u32> {
-        let n = self.inner.held(pool).await.map_err(|f| fail(COORDINATOR, "the capacity coordinator is unavailable", f))?;
+        let n =
+            self.inner.held(pool).await.map_err(|f| fail(COORDINATOR, "the capacity coordinator is unavailable", f))?;
         Ok(n.clamp(0, i64::from(u32::MAX)) as u32)
     }
 

@@ -21,10 +21,10 @@
 
 use crate::core::capabilities::Resources;
 use crate::core::capacity::{request_need, Admission, Ledger, Measurement};
-use crate::core::shared_ledger::Dim;
 #[cfg(test)]
 use crate::core::fallback::OUTCOME_UNKNOWN;
 use crate::core::fallback::{after_failure, sanitize, Next};
+use crate::core::shared_ledger::Dim;
 
 /// Code of a launch whose handle is not a handle (no string id): the sandbox may exist.
 pub const MALFORMED_HANDLE: &str = "PROVIDER_MALFORMED_HANDLE";

@@ -262,7 +262,8 @@ const LOCK_POOL: &str = "INSERT INTO sandbox_router_pools (pool) VALUES ($1)
 const EXPIRE: &str = "DELETE FROM sandbox_router_holds h WHERE h.pool = $1 AND (h.expires_at <= now()
     OR (h.settled_seq IS NULL AND NOT EXISTS (SELECT 1 FROM sandbox_router_sessions s
         WHERE s.session = h.session AND s.lease_until > now())))";
-const HOLDS: &str = "SELECT token, amounts, expect, settled_seq FROM sandbox_router_holds WHERE pool = $1 ORDER BY token";
+const HOLDS: &str =
+    "SELECT token, amounts, expect, settled_seq FROM sandbox_router_holds WHERE pool = $1 ORDER BY token";
 const RELEASE: &str = "DELETE FROM sandbox_router_holds WHERE token = ANY($1)";
 const HOLD: &str = "INSERT INTO sandbox_router_holds (pool, session, amounts, expect, expires_at)
     VALUES ($1, $2, $3, $4, now() + $5 * interval '1 millisecond') RETURNING token";
@@ -337,7 +338,10 @@ impl PgStore {
     /// back to the pool only if `f` succeeded in time.
     async fn bounded<T, F>(&self, f: F) -> Result<T, PgFailure>
     where
-        F: for<'c> FnOnce(&'c mut Conn) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, PgFailure>> + Send + 'c>>,
+        F: for<'c> FnOnce(
+            &'c mut Conn,
+        )
+            -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, PgFailure>> + Send + 'c>>,
     {
         let work = async {
             let mut lease = self.pool.get().await?;
@@ -369,7 +373,14 @@ impl PgStore {
                 c.client
                     .execute(
                         &s,
-                        &[&row.id, &row.provider_id, &row.provider_sandbox_id, &row.labels_json, &row.created_at, &row.detached],
+                        &[
+                            &row.id,
+                            &row.provider_id,
+                            &row.provider_sandbox_id,
+                            &row.labels_json,
+                            &row.created_at,
+                            &row.detached,
+                        ],
                     )
                     .await?;
                 Ok(())
@@ -542,7 +553,13 @@ impl PgStore {
     /// `inflight_ms`: the hold's expiry while its launch is in flight (the launch's own
     /// deadline plus slack), on top of this process's lease: a hold whose admission
     /// committed but whose answer was lost still frees itself.
-    pub async fn admit(self: &Arc<Self>, pool: String, read_seq: i64, dims: Vec<Dim>, inflight_ms: f64) -> Result<Verdict, PgFailure> {
+    pub async fn admit(
+        self: &Arc<Self>,
+        pool: String,
+        read_seq: i64,
+        dims: Vec<Dim>,
+        inflight_ms: f64,
+    ) -> Result<Verdict, PgFailure> {
         self.ensure_session().await?;
         let session = self.session.clone();
         self.bounded(move |c| {
@@ -574,7 +591,10 @@ impl PgStore {
                             tx.execute(&release, &[&gone]).await?;
                         }
                         let token: i64 = tx
-                            .query_one(&hold, &[&pool, &session, &amounts_json(&amounts), &amounts_json(&expect), &inflight_ms])
+                            .query_one(
+                                &hold,
+                                &[&pool, &session, &amounts_json(&amounts), &amounts_json(&expect), &inflight_ms],
+                            )
                             .await?
                             .try_get(0)
                             .map_err(|_| PgFailure::Malformed)?;

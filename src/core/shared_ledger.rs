@@ -143,9 +143,15 @@ mod tests {
             settled_seq: Some(5),
         }];
         // Lagging: started after, but does not count it yet.
-        assert_eq!(decide(&rows, 6, &slots(0.0, 1.0)), Decision::Exhausted { release: vec![], resource: "sandboxes".into() });
+        assert_eq!(
+            decide(&rows, 6, &slots(0.0, 1.0)),
+            Decision::Exhausted { release: vec![], resource: "sandboxes".into() }
+        );
         // Started before the settle, even though it reports enough usage.
-        assert_eq!(decide(&rows, 5, &slots(1.0, 2.0)), Decision::Exhausted { release: vec![], resource: "sandboxes".into() });
+        assert_eq!(
+            decide(&rows, 5, &slots(1.0, 2.0)),
+            Decision::Exhausted { release: vec![], resource: "sandboxes".into() }
+        );
     }
 
     #[test]
@@ -156,7 +162,9 @@ mod tests {
             expect: vec![("sandboxes".into(), 1.0)],
             settled_seq: None,
         }];
-        assert!(matches!(decide(&rows, 100, &slots(1.0, 1.0)), Decision::Exhausted { ref release, .. } if release.is_empty()));
+        assert!(
+            matches!(decide(&rows, 100, &slots(1.0, 1.0)), Decision::Exhausted { ref release, .. } if release.is_empty())
+        );
     }
 
     #[test]
