@@ -306,12 +306,16 @@ test('pg ledger: a proven pre-allocation failure releases its hold; an outcome-u
   await assert.rejects(kept.provision({}), ProviderCapacityExhaustedError);
 });
 
+// A launch that never settles keeps its deadline timer (and so this file's process) alive
+// until the deadline: a short one, past the end of the test that uses it.
+const HANGING = { routing: { acquisitionTimeoutMs: 8_000 } };
+
 test('pg ledger: an in-flight hold lives while its session is renewed (must-not-expire) and expires with a lapsed lease (must-fire)', async () => {
   const db = freshDb();
   const never = fakeRuntime({ launch: () => new Promise(() => {}) });
   const reader = { getCapacity: async () => slots(0, 1) };
   const holder = store(db, { leaseMs: 600 });
-  void ledgerRouter(holder, reader, never).provision({}).catch(() => {});
+  void ledgerRouter(holder, reader, never).provision(HANGING).catch(() => {});
   await new Promise((r) => setTimeout(r, 300));
   assert.equal(await holder.held('a'), 1);
   const r2 = ledgerRouter(store(db), reader);
@@ -323,7 +327,7 @@ test('pg ledger: an in-flight hold lives while its session is renewed (must-not-
   const lapsing = store(db, { leaseMs: 60_000 });
   const db2 = freshDb();
   const h2 = store(db2, { leaseMs: 60_000 });
-  void ledgerRouter(h2, reader, never).provision({}).catch(() => {});
+  void ledgerRouter(h2, reader, never).provision(HANGING).catch(() => {});
   await new Promise((r) => setTimeout(r, 300));
   const r3 = ledgerRouter(store(db2), reader);
   await assert.rejects(r3.provision({}), ProviderCapacityExhaustedError);

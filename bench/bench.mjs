@@ -12,6 +12,9 @@
 //   c. Capacity reads (bench/capacity.mjs).
 //   d. Orphans and restarts (bench/orphans.mjs): provision through SqliteMappingStore vs
 //      the in-memory store, and reconcile over 10,000 stamped sandboxes.
+//   e. Running many routers (bench/postgres.mjs): provision with PostgresMappingStore and
+//      the capacity coordinator vs the in-memory router, and admissions per second across
+//      4 processes (starts the test PostgreSQL).
 //
 // Every ratio printed is computed from figures measured in this run. Ratio > 1 means
 // the native side is faster.
@@ -591,6 +594,11 @@ async function main() {
     await (await import('./orphans.mjs')).runOrphansBench(native);
     return;
   }
+  if (only === 'postgres') {
+    console.log('\n## e. Running many routers (PostgreSQL)');
+    await (await import('./postgres.mjs')).runPostgresBench(native);
+    return;
+  }
   const routing = await routingSection(native);
   const explained = await explainSection(native);
   const provision = await provisionSection(native);
@@ -601,6 +609,8 @@ async function main() {
   const stallRow = capacity.stalls.find((r) => r.reader.startsWith('native, in this process'));
   console.log('\n## d. Orphans and restarts');
   await (await import('./orphans.mjs')).runOrphansBench(native);
+  console.log('\n## e. Running many routers (PostgreSQL)');
+  await (await import('./postgres.mjs')).runPostgresBench(native);
   console.log('\n## Summary (all ratios from this run; > 1 means native faster / higher)\n');
   const at = (n) => routing.find((r) => r.n === n);
   const ok = (b) => (b ? 'met' : 'NOT met');
