@@ -30,6 +30,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 use tokio::sync::{OnceCell, Semaphore};
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, NoTls, Statement};
 
 /// The advisory lock key that serializes migrations (any constant unlikely to be used by the
@@ -564,17 +565,30 @@ impl PgStore {
         let session = self.session.clone();
         self.bounded(move |c| {
             Box::pin(async move {
+                let begin = c.statement("BEGIN").await?;
+                let commit = c.statement("COMMIT").await?;
                 let lock = c.statement(LOCK_POOL).await?;
                 let expire = c.statement(EXPIRE).await?;
                 let holds = c.statement(HOLDS).await?;
                 let release = c.statement(RELEASE).await?;
                 let hold = c.statement(HOLD).await?;
-                let tx = c.client.transaction().await?;
-                tx.execute(&lock, &[&pool]).await?;
-                tx.execute(&expire, &[&pool]).await?;
-                let rows = tx
-                    .query(&holds, &[&pool])
-                    .await?
+                let client = &c.client;
+                // Two round trips, pipelined (tokio-postgres sends queries that are polled
+                // together without waiting for each answer): BEGIN, lock, expire, read; then
+                // release, insert, COMMIT. The pool's lock is held for one round trip and the
+                // decision. A failure anywhere aborts the transaction (a COMMIT after an error
+                // rolls back) and the connection is dropped, never reused.
+                let by_pool: [&(dyn ToSql + Sync); 1] = [&pool];
+                let (b, l, e, rows) = tokio::join!(
+                    client.execute(&begin, &[]),
+                    client.execute(&lock, &by_pool),
+                    client.execute(&expire, &by_pool),
+                    client.query(&holds, &by_pool),
+                );
+                b?;
+                l?;
+                e?;
+                let rows = rows?
                     .iter()
                     .map(|r| {
                         Ok(HoldRow {
@@ -584,31 +598,45 @@ impl PgStore {
                             settled_seq: r.try_get(3).map_err(|_| PgFailure::Malformed)?,
                         })
                     })
-                    .collect::<Result<Vec<_>, PgFailure>>()?;
-                let verdict = match decide(&rows, read_seq, &dims) {
-                    Decision::Admit { release: gone, amounts, expect } => {
-                        if !gone.is_empty() {
-                            tx.execute(&release, &[&gone]).await?;
-                        }
-                        let token: i64 = tx
-                            .query_one(
-                                &hold,
-                                &[&pool, &session, &amounts_json(&amounts), &amounts_json(&expect), &inflight_ms],
-                            )
-                            .await?
-                            .try_get(0)
-                            .map_err(|_| PgFailure::Malformed)?;
-                        Verdict::Admitted(token)
-                    }
-                    Decision::Exhausted { release: gone, resource } => {
-                        if !gone.is_empty() {
-                            tx.execute(&release, &[&gone]).await?;
-                        }
-                        Verdict::Exhausted(resource)
-                    }
+                    .collect::<Result<Vec<_>, PgFailure>>();
+                let rows = rows?;
+                let decision = decide(&rows, read_seq, &dims);
+                let gone: &[i64] = match &decision {
+                    Decision::Admit { release, .. } | Decision::Exhausted { release, .. } => release,
                 };
-                tx.commit().await?;
-                Ok(verdict)
+                let no_release: Result<u64, tokio_postgres::Error> = Ok(0);
+                match decision {
+                    Decision::Admit { ref amounts, ref expect, .. } => {
+                        let (amounts, expect) = (amounts_json(amounts), amounts_json(expect));
+                        let by_token: [&(dyn ToSql + Sync); 1] = [&gone];
+                        let released = async {
+                            if gone.is_empty() {
+                                no_release
+                            } else {
+                                client.execute(&release, &by_token).await
+                            }
+                        };
+                        let row: [&(dyn ToSql + Sync); 5] = [&pool, &session, &amounts, &expect, &inflight_ms];
+                        let (r, token, done) =
+                            tokio::join!(released, client.query_one(&hold, &row), client.execute(&commit, &[]),);
+                        r?;
+                        let token: i64 = token?.try_get(0).map_err(|_| PgFailure::Malformed)?;
+                        done?;
+                        Ok(Verdict::Admitted(token))
+                    }
+                    Decision::Exhausted { ref resource, .. } => {
+                        if gone.is_empty() {
+                            client.execute(&commit, &[]).await?;
+                        } else {
+                            let by_token: [&(dyn ToSql + Sync); 1] = [&gone];
+                            let (r, done) =
+                                tokio::join!(client.execute(&release, &by_token), client.execute(&commit, &[]));
+                            r?;
+                            done?;
+                        }
+                        Ok(Verdict::Exhausted(resource.clone()))
+                    }
+                }
             })
         })
         .await
@@ -697,7 +725,10 @@ async fn migrate(c: &mut Conn) -> Result<i64, PgFailure> {
     let tx = c.client.transaction().await?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
     tx.batch_execute("CREATE TABLE IF NOT EXISTS sandbox_router_schema (version INTEGER NOT NULL)").await?;
-    let found: Option<i32> = tx.query_opt("SELECT version FROM sandbox_router_schema", &[]).await?.map(|r| r.get(0));
+    let found: Option<i32> = match tx.query_opt("SELECT version FROM sandbox_router_schema", &[]).await? {
+        Some(r) => Some(r.try_get(0).map_err(|_| PgFailure::Malformed)?),
+        None => None,
+    };
     let from = i64::from(found.unwrap_or(0));
     if from > SCHEMA_VERSION {
         return Err(PgFailure::SchemaTooNew(from));
