@@ -544,7 +544,7 @@ export interface CapacitySkippedEvent extends RoutingEventBase {
   type: 'capacity.skipped';
   providerId: ProviderId;
   status: 'UNKNOWN' | 'EXHAUSTED';
-  /** `UNKNOWN`: a `CapacityUnknownReason` or `NO_CAPACITY_READER`; `EXHAUSTED`: the full dimension (`cpu`, `sandboxes`, …). */
+  /** `UNKNOWN`: a `CapacityUnknownReason`, `NO_CAPACITY_READER`, or `COORDINATOR_UNAVAILABLE` (a `capacity.coordinator` that could not be asked); `EXHAUSTED`: the full dimension (`cpu`, `sandboxes`, …). */
   reason: string;
 }
 
@@ -1101,13 +1101,13 @@ export declare class ProvisioningAvailabilityError extends SandboxRouterError {
 /** `PROVIDER_CAPACITY_EXHAUSTED`: retry later, capacity changes. */
 export declare class ProviderCapacityExhaustedError extends SandboxRouterError {
   readonly code: 'PROVIDER_CAPACITY_EXHAUSTED';
-  /** `reason`: an unknown-measurement reason, `NO_CAPACITY_READER`, or the full dimension (`cpu`, `sandboxes`, …). */
+  /** `reason`: an unknown-measurement reason, `NO_CAPACITY_READER`, `COORDINATOR_UNAVAILABLE`, or the full dimension (`cpu`, `sandboxes`, …). */
   readonly rejections: Array<{ providerId: ProviderId; status: 'UNKNOWN' | 'EXHAUSTED'; reason: string }>;
 }
 /**
  * `MAPPING_PERSISTENCE_FAILED` (with `cleanup`: `destroyed` | `failed`), `MAPPING_READ_FAILED`,
  * `MAPPING_INTENT_FAILED` (the launch intent could not be stored: nothing was launched,
- * `cleanup: 'none'`), or, from `SqliteMappingStore`, `MAPPING_STORE_OPEN_FAILED` /
+ * `cleanup: 'none'`), `COORDINATOR_UNAVAILABLE` (`PostgresMappingStore.held`), or, from `SqliteMappingStore` / `PostgresMappingStore`, `MAPPING_STORE_OPEN_FAILED` /
  * `MAPPING_STORE_SCHEMA_TOO_NEW` (the file was written by a newer version).
  */
 export declare class MappingPersistenceError extends SandboxRouterError {
@@ -1116,8 +1116,11 @@ export declare class MappingPersistenceError extends SandboxRouterError {
     | 'MAPPING_READ_FAILED'
     | 'MAPPING_INTENT_FAILED'
     | 'MAPPING_STORE_OPEN_FAILED'
-    | 'MAPPING_STORE_SCHEMA_TOO_NEW';
+    | 'MAPPING_STORE_SCHEMA_TOO_NEW'
+    | 'COORDINATOR_UNAVAILABLE';
   readonly cleanup?: 'destroyed' | 'failed' | 'none';
+  /** Set when a `PostgresMappingStore` call did not finish within its `timeoutMs`. */
+  readonly timedOut?: boolean;
 }
 /** `SANDBOX_NOT_FOUND`. */
 export declare class SandboxNotFoundError extends SandboxRouterError {
