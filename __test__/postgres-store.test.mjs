@@ -339,6 +339,32 @@ test('pg ledger: an in-flight hold lives while its session is renewed (must-not-
   assert.equal((await r2.provision({})).providerId, 'a');
 });
 
+test('pg ledger: a settlement that could not be written is retried with the lease renewal (held until then, released after)', async () => {
+  const db = freshDb();
+  const s = store(db, { leaseMs: 6_000 });
+  await s.open();
+  const rt = fakeRuntime({
+    launch: async () => {
+      // The holds table is gone while the launch fails: the release cannot be written.
+      pg.psql('ALTER TABLE sandbox_router_holds RENAME TO holds_away', db);
+      throw new Error('refused before allocating');
+    },
+  });
+  const router = ledgerRouter(s, { getCapacity: async () => slots(0, 5) }, rt, { classifyProviderFailure: () => ({ code: 'QUOTA', retryable: true }) });
+  await assert.rejects(router.provision({}));
+  await new Promise((r) => setTimeout(r, 200));
+  pg.psql('ALTER TABLE holds_away RENAME TO sandbox_router_holds', db);
+  // must-fire: the release was not written, so the hold is still there
+  assert.equal(pg.psql('SELECT count(*) FROM sandbox_router_holds', db), '1');
+  // the next renewal (every 2 s) writes it
+  let left = '1';
+  for (let i = 0; i < 40 && left !== '0'; i++) {
+    await new Promise((r) => setTimeout(r, 200));
+    left = pg.psql('SELECT count(*) FROM sandbox_router_holds', db);
+  }
+  assert.equal(left, '0');
+});
+
 test('pg ledger: coordinator down → the pool is skipped as COORDINATOR_UNAVAILABLE (retry later), within the deadline', async () => {
   const down = new PostgresMappingStore({ connection: `postgres://postgres:x@127.0.0.1:1/postgres`, timeoutMs: 500 });
   const rt = fakeRuntime();
