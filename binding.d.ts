@@ -12,6 +12,16 @@ export declare class CompiledRequest {
   get info(): RequestInfo
 }
 
+/** One router's live pool health (see `core::health`). */
+export declare class NativeHealth {
+  /** Empty health under `options`. */
+  constructor(options: HealthOptions)
+  /** The key for the hot-path free functions. */
+  get key(): number
+  /** Every pool of `provider_ids`, in that order, at `now` (ms; omitted: the wall clock). */
+  snapshot(providerIds: Array<string>, now?: number | undefined | null): Array<PoolHealthRecord>
+}
+
 /** In-process capacity reservations of one router (see `core::capacity::Ledger`). */
 export declare class NativeLedger {
   /**
@@ -104,7 +114,7 @@ export declare class NativeRegistry {
    * resolver, capacity order): pool indices, best first, at most `maxAcquisitionAttempts`;
    * or the typed `NO_ELIGIBLE_PROVIDER` error. See [`registry_order`].
    */
-  order(request: CompiledRequest, detached: boolean, extras: RouteExtras | undefined | null, out: Uint32Array): number | NativeError
+  order(request: CompiledRequest, detached: boolean, extras: RouteExtras | undefined | null, out: Uint32Array, health?: number | undefined | null, now?: number | undefined | null): number | NativeError
   /**
    * Starts a provision's acquisition (see `core::acquisition`): plans the candidates
    * with the per-request extras and, under capacity routing (`ledger` given), admits each
@@ -113,7 +123,7 @@ export declare class NativeRegistry {
    * functions; the caller ends it with `acquisitionEnd`. Its first step is written into
    * `step` as `acquisitionStep` would.
    */
-  begin(request: CompiledRequest, detached: boolean, extras: RouteExtras | undefined | null, ledger: NativeLedger | undefined | null, observe: boolean, labelsJson: string | undefined | null, step: Uint32Array): number | NativeError
+  begin(request: CompiledRequest, detached: boolean, extras: RouteExtras | undefined | null, ledger: NativeLedger | undefined | null, observe: boolean, labelsJson: string | undefined | null, step: Uint32Array, health?: number | undefined | null, now?: number | undefined | null): number | NativeError
   /** Indices of pools that pass the hard requirements and credentials (for a resolver). */
   survivors(request: CompiledRequest, detached: boolean, extras?: RouteExtras | undefined | null): Array<number>
 }
@@ -150,15 +160,17 @@ export declare class NativeSqliteStore {
  * Reports the current candidate's capacity read: the measurement as JSON text (what the
  * reader answered, serialized once), validated strictly here; anything malformed is
  * `unknown: MALFORMED`.
+ * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
  */
-export declare function acquisitionAdmit(key: number, measurementJson: string): void
+export declare function acquisitionAdmit(key: number, measurementJson: string, now?: number | undefined | null): void
 
 /**
  * Under a shared coordinator, step two: its verdict. `token`: admitted under it;
  * otherwise `resource`: exhausted in it; neither: the coordinator was unavailable (the
  * pool is skipped as `UNKNOWN: COORDINATOR_UNAVAILABLE`).
+ * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
  */
-export declare function acquisitionAdmitDecided(key: number, token?: number | undefined | null, resource?: string | undefined | null): void
+export declare function acquisitionAdmitDecided(key: number, token?: number | undefined | null, resource?: string | undefined | null, now?: number | undefined | null): void
 
 /** The candidates, best first (pool indices): the order `provision.ranked` reports. */
 export declare function acquisitionCandidates(key: number): Uint32Array
@@ -167,10 +179,14 @@ export declare function acquisitionCandidates(key: number): Uint32Array
  * Under a shared coordinator, step one of an admission: the measurement (JSON text, validated
  * here) as the dimensions to decide on, or null when the machine skipped the pool already
  * (an unknown or malformed measurement).
+ * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
  */
-export declare function acquisitionDemand(key: number, measurementJson: string): Array<DemandDim> | null
+export declare function acquisitionDemand(key: number, measurementJson: string, now?: number | undefined | null): Array<DemandDim> | null
 
-/** Forgets the machine (its key may be reused). Ending an unknown key does nothing. */
+/**
+ * Forgets the machine (its key may be reused); a half-open trial token it still holds is
+ * freed. Ending an unknown key does nothing.
+ */
 export declare function acquisitionEnd(key: number): void
 
 /** Events decided since the last call (empty unless the machine observes). */
@@ -179,8 +195,9 @@ export declare function acquisitionEvents(key: number): Array<EventRecord>
 /**
  * The launch failed; `code` / `retryable`: the classifier's answer, if it gave one of the
  * right types (the machine sanitizes and decides).
+ * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
  */
-export declare function acquisitionFailed(key: number, code?: string | undefined | null, retryable?: boolean | undefined | null): void
+export declare function acquisitionFailed(key: number, code?: string | undefined | null, retryable?: boolean | undefined | null, now?: number | undefined | null): void
 
 /** How it failed, once over (null while running or after a success). */
 export declare function acquisitionFailure(key: number): AcquisitionFailure | null
@@ -201,11 +218,17 @@ export interface AcquisitionFailure {
   skipped: Array<SkipRecord>
 }
 
-/** The launch resolved to something that is not a handle. */
-export declare function acquisitionMalformed(key: number): void
+/**
+ * The launch resolved to something that is not a handle.
+ * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
+ */
+export declare function acquisitionMalformed(key: number, now?: number | undefined | null): void
 
-/** The runtime threw the router's own package error with this code. */
-export declare function acquisitionPackageFailed(key: number, code: string): void
+/**
+ * The runtime threw the router's own package error with this code.
+ * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
+ */
+export declare function acquisitionPackageFailed(key: number, code: string, now?: number | undefined | null): void
 
 /** The shared hold settled by the last report, if any (taken: a second call returns null). */
 export declare function acquisitionSettlement(key: number): HoldSettlement | null
@@ -223,12 +246,21 @@ export declare function acquisitionStep(key: number, out: Uint32Array): void
  * The launch returned a handle with a provider id. With `store_key` (the default mapping
  * store), the record is written here too: `{ id, pool id, providerSandboxId, labels,
  * createdAt, detached }`, the labels being the request's plus the router's id and fleet
- * labels (`fleet`: the router's fleet name).
+ * labels (`fleet`: the router's fleet, as [`crate::binding::fleet_key`] numbered it).
+ * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
+ *
+ * A machine that records no events (no observer) ends here, before the record is written
+ * (whether or not that write fails): nothing more is asked of it, and ending it in the same
+ * call saves the provision a native call. An observed machine, or one whose holds are in a
+ * shared ledger (its settlement is still to be read), ends with [`acquisition_end`].
  */
-export declare function acquisitionSucceeded(key: number, storeKey: number | undefined | null, id: string, providerSandboxId: string, detached: boolean, fleet: string): void
+export declare function acquisitionSucceeded(key: number, storeKey: number | undefined | null, id: string, providerSandboxId: string, detached: boolean, fleet: number, now?: number | undefined | null): void
 
-/** The launch did not settle within its deadline. */
-export declare function acquisitionTimedOut(key: number): void
+/**
+ * The launch did not settle within its deadline.
+ * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
+ */
+export declare function acquisitionTimedOut(key: number, now?: number | undefined | null): void
 
 /** The coordinator's verdict on one admission. */
 export interface AdmitVerdict {
@@ -251,8 +283,10 @@ export interface AttemptRecord {
 /**
  * The provision hot path without extras: [`NativeRegistry::begin`] by keys, with no
  * capacity routing.
+ * `health`, `now`: the router's `NativeHealth` key (omitted: no tracking) and its injected
+ * clock's reading (ms; omitted: the wall clock, read here).
  */
-export declare function beginAcquisition(registryKey: number, requestKey: number, detached: boolean, observe: boolean, labelsJson: string | undefined | null, step: Uint32Array): number | NativeError
+export declare function beginAcquisition(registryKey: number, requestKey: number, detached: boolean, observe: boolean, labelsJson: string | undefined | null, step: Uint32Array, health?: number | undefined | null, now?: number | undefined | null): number | NativeError
 
 /**
  * Whether `name` is a valid fleet name (router option `fleet`): 1–63 characters of
@@ -272,6 +306,16 @@ export declare function checkProviderId(id: string): void
 
 /** Validates a sandbox id; throws an encoded `INVALID_SANDBOX_ID` error. */
 export declare function checkSandboxId(id: string): void
+
+/** A circuit's state. */
+export declare const enum CircuitStateName {
+  /** Routing as usual. */
+  Closed = 'closed',
+  /** Excluded until `retryAt`. */
+  Open = 'open',
+  /** The cooldown is over: the next provision may probe it (one at a time). */
+  HalfOpen = 'half-open',
+}
 
 /** Deliberately panics inside `guard`; used by tests to prove a panic becomes a typed error. */
 export declare function debugPanic(): void
@@ -311,6 +355,12 @@ export interface EventRecord {
   from?: number
   /** …to this one. */
   to?: number
+  /** `health.circuit.opened`: when the pool may be probed (ISO 8601). */
+  retryAt?: string
+  /** `health.circuit.opened`: this cooldown, ms. */
+  cooldownMs?: number
+  /** `health.circuit.opened`: the consecutive failures that opened it. */
+  failures?: number
 }
 
 /** Event types the machine decides (the JS side adds `type`'s other events). */
@@ -329,6 +379,14 @@ export declare const enum EventType {
   FallbackAdvanced = 'fallback.advanced',
   /** `provision.exhausted` */
   ProvisionExhausted = 'provision.exhausted',
+  /** `health.circuit.opened` */
+  CircuitOpened = 'health.circuit.opened',
+  /** `health.circuit.half-open` */
+  CircuitHalfOpen = 'health.circuit.half-open',
+  /** `health.circuit.closed` */
+  CircuitClosed = 'health.circuit.closed',
+  /** `health.skipped` */
+  HealthSkipped = 'health.skipped',
 }
 
 /**
@@ -338,7 +396,7 @@ export declare const enum EventType {
  * header) and returns the texts the caller's table lacks, if any (see `header`). When a buffer is
  * too small, writes only the header (`fits` 0 and the sizes needed, header included).
  */
-export declare function explainDecision(registryKey: number, requestKey: number, detached: boolean, extras: RouteExtras | undefined | null, ints: Uint32Array, floats: Float64Array): string[] | undefined
+export declare function explainDecision(registryKey: number, requestKey: number, detached: boolean, extras: RouteExtras | undefined | null, ints: Uint32Array, floats: Float64Array, health?: number | undefined | null, now?: number | undefined | null): string[] | undefined
 
 /** The names behind the indices in the explanation buffers. */
 export declare function explainVocabulary(): ExplainVocabulary
@@ -378,6 +436,11 @@ export declare const enum FailureKind {
   TimedOut = 'timed-out',
   /** The runtime threw the router's own package error: it is rethrown as it is. */
   Package = 'package',
+  /**
+   * Every remaining candidate's circuit excluded it at launch time; nothing was
+   * launched (`NoEligibleProviderError`, `CIRCUIT_OPEN` rejections).
+   */
+  CircuitOpen = 'circuit-open',
 }
 
 /** What a finder answers: the stamped sandboxes, or why the account could not be listed. */
@@ -400,6 +463,12 @@ export interface FindResult {
  */
 export declare function findStamped(kind: string, configJson: string, apiKey: string, fleet: string, timeoutMs: number): Promise<FindResult>
 
+/**
+ * The key of fleet name `name` (validated by the fleet rule), made once per router: the
+ * success of every provision names its fleet by this number instead of sending the name.
+ */
+export declare function fleetKey(name: string): number
+
 /** One stamped sandbox found by [`find_stamped`]. */
 export interface FoundSandbox {
   /** The provider's own sandbox id. */
@@ -408,6 +477,24 @@ export interface FoundSandbox {
   sandboxId: string
   /** Creation time (epoch ms) when the list reports one. */
   createdAtMs?: number
+}
+
+/** The health options, validated by `lib/options.js` (defaults in the README). */
+export interface HealthOptions {
+  /** Consecutive outcome-unknown failures, timeouts or malformed handles that open a circuit. */
+  failureThreshold: number
+  /** Consecutive classified pre-allocation failures that open a circuit. */
+  retryableFailureThreshold: number
+  /** First cooldown, ms. */
+  cooldownMs: number
+  /** Bound on a cooldown after failed trials, ms. */
+  maxCooldownMs: number
+  /** Half-life of the weighted statistics, in launches. */
+  halfLife: number
+  /** Samples before observed signals join the ranking. */
+  minSamples: number
+  /** Whether ranking blends observed signals in. */
+  observedSignals: boolean
 }
 
 /** A shared hold the machine settled, for the JS side to write to the coordinator. */
@@ -514,6 +601,37 @@ export declare function planStartup(manifestJson: string): string
  */
 export declare function planTeardown(manifestJson: string): string
 
+/** One pool's health, as `router.health()` returns it: numbers and codes only. */
+export interface PoolHealthRecord {
+  /** The pool's id. */
+  providerId: string
+  /** The circuit's state now. */
+  state: CircuitStateName
+  /**
+   * Why it opened (`CONSECUTIVE_FAILURES`, `CONSECUTIVE_RETRYABLE_FAILURES`,
+   * `TRIAL_FAILED`); null when closed.
+   */
+  cause?: string
+  /** Open: when it may be probed (ISO 8601). Otherwise null. */
+  retryAt?: string
+  /** Half-open: whether the single trial provision is running. */
+  trialInFlight: boolean
+  /** Launch outcomes recorded. */
+  samples: number
+  /** Weighted success rate (0..1); null before the first outcome. */
+  successRate?: number
+  /** Weighted launch-to-handle latency of successes, ms; null before the first success. */
+  latencyMs?: number
+  /** p95 of launch-to-handle latency (a sketch's bucket bound, within 19 %), ms. */
+  p95LatencyMs?: number
+  /** Consecutive outcome-unknown failures, timeouts and malformed handles. */
+  consecutiveFailures: number
+  /** Consecutive classified pre-allocation failures. */
+  consecutiveRetryableFailures: number
+  /** The current cooldown (open or half-open), or the first one (closed), ms. */
+  cooldownMs: number
+}
+
 /**
  * Reads one provider account's capacity without creating anything.
  *
@@ -540,8 +658,10 @@ export interface ReasonRecord {
  * `request_key`. Writes the pool indices, best first, at most `maxAcquisitionAttempts`,
  * into `out` and returns how many; or the typed `NO_ELIGIBLE_PROVIDER` error (summary and
  * rejections).
+ * `health`, `now`: the router's `NativeHealth` key (omitted: no tracking) and its injected
+ * clock's reading (ms; omitted: the wall clock, read here).
  */
-export declare function registryOrder(registryKey: number, requestKey: number, detached: boolean, out: Uint32Array): number | NativeError
+export declare function registryOrder(registryKey: number, requestKey: number, detached: boolean, out: Uint32Array, health?: number | undefined | null, now?: number | undefined | null): number | NativeError
 
 /** A rejected pool in a typed error: its id and why. */
 export interface RejectionRecord {

@@ -357,7 +357,9 @@ export type RejectionCode =
   | 'INVALID_SIGNALS'
   | 'UNAVAILABLE'
   | 'LATENCY_BUDGET'
-  | 'NOT_IN_PROVIDER_ORDER';
+  | 'NOT_IN_PROVIDER_ORDER'
+  /** Live health: the pool's circuit is open (detail: why, and when it is retried), or half-open with its one trial running. */
+  | 'CIRCUIT_OPEN';
 
 /** One reason a pool was rejected. */
 export interface RejectionReason {
@@ -373,6 +375,16 @@ export interface ScoreDimension {
   normalized: number;
   /** Weight under `balanced`, else null. */
   weight: number | null;
+  /**
+   * Only with `health.observedSignals` (latency: objective `ready`; reliability): the declared
+   * value, beside `raw` (the blend the ranking used).
+   */
+  declared?: number;
+  /**
+   * Only with `health.observedSignals`: the observed value (weighted launch-to-handle latency,
+   * or success rate), or null until the pool has `health.minSamples` samples.
+   */
+  observed?: number | null;
 }
 
 /** An eligible pool in an explanation. */
@@ -662,6 +674,92 @@ export interface ReconcileCompletedEvent {
   unknownPools: number;
 }
 
+/** Live health: a pool's circuit opened; it is excluded (`CIRCUIT_OPEN`) until `retryAt`. */
+export interface HealthCircuitOpenedEvent extends RoutingEventBase {
+  type: 'health.circuit.opened';
+  providerId: ProviderId;
+  reason: HealthCause;
+  /** The consecutive failures that opened it (1 for a failed trial). */
+  consecutiveFailures: number;
+  cooldownMs: number;
+  /** ISO-8601: from then, one trial provision may use it. */
+  retryAt: string;
+}
+
+/** Live health: the cooldown is over and this provision is the single trial on the pool. */
+export interface HealthCircuitHalfOpenEvent extends RoutingEventBase {
+  type: 'health.circuit.half-open';
+  providerId: ProviderId;
+}
+
+/** Live health: a success closed the pool's circuit. */
+export interface HealthCircuitClosedEvent extends RoutingEventBase {
+  type: 'health.circuit.closed';
+  providerId: ProviderId;
+}
+
+/**
+ * Live health: a candidate of this provision was passed over at launch time (its circuit
+ * opened, or another provision took its half-open trial, after the route was decided).
+ */
+export interface HealthSkippedEvent extends RoutingEventBase {
+  type: 'health.skipped';
+  providerId: ProviderId;
+  reason: 'CIRCUIT_OPEN';
+}
+
+/** Why a circuit opened. */
+export type HealthCause = 'CONSECUTIVE_FAILURES' | 'CONSECUTIVE_RETRYABLE_FAILURES' | 'TRIAL_FAILED';
+
+/** One pool's live health (`router.health()`): ids, numbers and codes only. */
+export interface PoolHealth {
+  providerId: ProviderId;
+  state: 'closed' | 'open' | 'half-open';
+  /** Why it opened; null when closed. */
+  cause: HealthCause | null;
+  /** Open: ISO-8601 time from which one trial provision may use it; else null. */
+  retryAt: string | null;
+  /** Half-open: whether the single trial provision is running. */
+  trialInFlight: boolean;
+  /** Launch outcomes recorded. */
+  samples: number;
+  /** Exponentially weighted success rate (0..1); null before the first outcome. */
+  successRate: number | null;
+  /** Exponentially weighted launch-to-handle latency of successes, ms; null before the first success. */
+  latencyMs: number | null;
+  /** p95 of launch-to-handle latency from a streaming sketch (within 19 %), ms. */
+  p95LatencyMs: number | null;
+  /** Consecutive outcome-unknown failures, timeouts and malformed handles. */
+  consecutiveFailures: number;
+  /** Consecutive classified pre-allocation (retryable) failures. */
+  consecutiveRetryableFailures: number;
+  /** The current cooldown (open, half-open), or the first one (closed), ms. */
+  cooldownMs: number;
+}
+
+/** Router option `health` (every field optional; defaults in the README). */
+export interface HealthOptions {
+  /**
+   * The clock health reads, ms since the epoch. Default: the wall clock (read natively, no
+   * call into JavaScript). Inject one for deterministic tests.
+   */
+  clock?: () => number;
+  /** Consecutive outcome-unknown failures, timeouts or malformed handles that open a circuit. Default 5. */
+  failureThreshold?: number;
+  /** Consecutive classified pre-allocation (retryable) failures that open a circuit. Default 10. */
+  retryableFailureThreshold?: number;
+  /** First cooldown, ms. Default 30,000. */
+  cooldownMs?: number;
+  /** Bound on the cooldown, which doubles per failed trial, ms. Default 600,000. */
+  maxCooldownMs?: number;
+  /** Half-life of the weighted statistics, in launches. Default 20. */
+  halfLife?: number;
+  /** Samples before observed signals join the ranking. Default 20. */
+  minSamples?: number;
+  /** Blend observed ready latency and success rate into ranking. Default false: declared signals only. */
+  observedSignals?: boolean;
+}
+
 /** A structured event, discriminated on `type`: `switch (event.type)` narrows it. */
 export type RoutingEvent =
   | ProvisionValidatedEvent
@@ -680,7 +778,11 @@ export type RoutingEvent =
   | SandboxDestroyedEvent
   | ReconcileListedEvent
   | ReconcileReclaimedEvent
-  | ReconcileCompletedEvent;
+  | ReconcileCompletedEvent
+  | HealthCircuitOpenedEvent
+  | HealthCircuitHalfOpenEvent
+  | HealthCircuitClosedEvent
+  | HealthSkippedEvent;
 
 /** Event types the router emits. */
 export type RoutingEventType = RoutingEvent['type'];
@@ -719,6 +821,11 @@ export interface SandboxRouterOptions {
    * different fleets: each one's reconcile treats the other's sandboxes as unmapped.
    */
   fleet?: string;
+  /**
+   * Live health from real launch outcomes (circuit breaker, statistics, optional observed
+   * signals). On by default; `false` turns tracking off. Per process (see the README).
+   */
+  health?: boolean | HealthOptions;
 }
 
 /** Why a pool could not be listed by `reconcile`. */
@@ -842,6 +949,8 @@ export declare class SandboxRouter {
   explain(request?: SandboxRequest, options?: { detached?: boolean }): Promise<RoutingExplanation>;
   /** Reads every pool's capacity reader concurrently; never creates anything. */
   getCapacity(): Promise<Record<string, CapacityMeasurement>>;
+  /** Live health of every registered pool, in registration order (empty with `health: false`). */
+  health(): PoolHealth[];
   runScript(id: string, options: RunScriptOptions): Promise<RunScriptResult>;
   uploadBundle(id: string, bundle: UploadBundle): Promise<void>;
   start(id: string): Promise<RuntimeHandle>;
@@ -1280,6 +1389,8 @@ export interface CreateSandboxRouterOptions {
   operationTimeoutMs?: number;
   /** See `SandboxRouterOptions.fleet`. Default `'default'`. */
   fleet?: string;
+  /** See `SandboxRouterOptions.health`. Default on. */
+  health?: boolean | HealthOptions;
   moduleLoader?: ModuleLoader;
 }
 

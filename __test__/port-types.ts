@@ -273,6 +273,10 @@ const everyType: Record<RoutingEventType, true> = {
   'reconcile.listed': true,
   'reconcile.reclaimed': true,
   'reconcile.completed': true,
+  'health.circuit.opened': true,
+  'health.circuit.half-open': true,
+  'health.circuit.closed': true,
+  'health.skipped': true,
 };
 // @ts-expect-error not an event type
 const notAType: RoutingEventType = 'provision.started';
@@ -325,6 +329,19 @@ export function describeEvent(event: RoutingEvent): string {
       return event.summary === undefined ? event.code : `${event.code}: ${event.summary}`;
     case 'reconcile.reclaimed':
       return `${event.providerId} ${event.class} ${event.outcome}`;
+    case 'health.circuit.opened': {
+      const reason: 'CONSECUTIVE_FAILURES' | 'CONSECUTIVE_RETRYABLE_FAILURES' | 'TRIAL_FAILED' = event.reason;
+      return `${event.providerId} open (${reason}, ${event.consecutiveFailures}) until ${event.retryAt} (${event.cooldownMs} ms)`;
+    }
+    case 'health.circuit.half-open':
+    case 'health.circuit.closed':
+      // @ts-expect-error only health.circuit.opened carries retryAt
+      void event.retryAt;
+      return `${event.type} ${event.providerId}`;
+    case 'health.skipped': {
+      const reason: 'CIRCUIT_OPEN' = event.reason;
+      return `${event.providerId} ${reason}`;
+    }
     default: {
       const unreachable: never = event;
       return unreachable;

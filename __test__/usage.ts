@@ -160,4 +160,27 @@ export async function manyRouters(url: string): Promise<number> {
   await byObject.close();
   await shared.close();
   return version + held + shared.leaseMs;
+
+// Live health: the option, the snapshot and the circuit events, as a user would write them.
+import { type PoolHealth, type HealthOptions } from '../index.js';
+
+export function watchHealth(now: () => number): PoolHealth[] {
+  const options: HealthOptions = { clock: now, failureThreshold: 3, cooldownMs: 10_000, observedSignals: true, minSamples: 10 };
+  const watched = new SandboxRouter({
+    registry,
+    health: options,
+    observer: (e: RoutingEvent) => {
+      if (e.type === 'health.circuit.opened') void [e.providerId, e.reason, e.retryAt, e.cooldownMs, e.consecutiveFailures];
+      if (e.type === 'health.circuit.half-open' || e.type === 'health.circuit.closed') void e.providerId;
+      if (e.type === 'health.skipped') void e.reason;
+    },
+  });
+  new SandboxRouter({ registry, health: false });
+  const pools: PoolHealth[] = watched.health();
+  for (const p of pools) {
+    if (p.state === 'open') void [p.retryAt, p.cause, p.cooldownMs];
+    void [p.samples, p.successRate, p.latencyMs, p.p95LatencyMs, p.consecutiveFailures, p.consecutiveRetryableFailures, p.trialInFlight];
+  }
+  void watched.explain().then((x) => x.eligible[0]?.breakdown.latency.observed);
+  return pools;
 }

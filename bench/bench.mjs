@@ -12,9 +12,12 @@
 //   c. Capacity reads (bench/capacity.mjs).
 //   d. Orphans and restarts (bench/orphans.mjs): provision through SqliteMappingStore vs
 //      the in-memory store, and reconcile over 10,000 stamped sandboxes.
-//   e. Running many routers (bench/postgres.mjs): provision with PostgresMappingStore and
+//   e. Live health: provision overhead with tracking on vs off (same run, interleaved),
+//      and the chaos scenario (the best of three pools hangs; time to route around it and
+//      to return to it once it recovers). `--only=health` runs this section alone.
+//   f. Running many routers (bench/postgres.mjs): provision with PostgresMappingStore and
 //      the capacity coordinator vs the in-memory router, and admissions per second across
-//      4 processes (starts the test PostgreSQL).
+//      4 processes (starts the test PostgreSQL). `--only=postgres` runs it alone.
 //
 // Every ratio printed is computed from figures measured in this run. Ratio > 1 means
 // the native side is faster.
@@ -27,6 +30,7 @@ import os from 'node:os';
 import { readFileSync } from 'node:fs';
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { createRequire } from 'node:module';
 import assert from 'node:assert/strict';
 import { prepareRegistry, routePrepared, routePlain, planPrepared, explainPrepared, explainPlain } from './plain-router.mjs';
 
@@ -576,6 +580,172 @@ async function child(kind) {
 
 // ---------------------------------------------------------------------------------------
 
+// ---------------------------------------------------------------------------------------
+// e. Live health (issue 17): tracking overhead, and the chaos scenario's time to recover.
+
+async function healthSection(native) {
+  const { SandboxRouter, InMemoryProviderRegistry } = native;
+  console.log('\n## e. Live health: provision overhead with tracking on vs off, and the chaos scenario\n');
+  const defs = makeDefinitions(6, 0x5eed + 6).map((d) => ({ ...d, runtime: instantRuntime() }));
+  const registry = new InMemoryProviderRegistry(defs);
+  // (i) Overhead: the same provisions (fresh request per call, per-call labels) through a
+  // router with tracking on (the default, Date.now clock) and one with `health: false`,
+  // interleaved one provision at a time (rotating which goes first), each timed alone; the
+  // median per router. A second tracking-off router is the control: its difference from the
+  // first is the noise floor. Contention bursts on this shared machine hit neighbouring
+  // provisions alike, and the median ignores GC pauses, so the figure is stable run to run
+  // (batch timings were not: ±15 % here).
+  const N = 60_000;
+  const KINDS = ['on', 'off', 'control'];
+  const make = (kind) => new SandboxRouter(kind === 'on' ? { registry } : { registry, health: false });
+  const routers = Object.fromEntries(KINDS.map((k) => [k, make(k)]));
+  const times = Object.fromEntries(KINDS.map((k) => [k, new Float64Array(N)]));
+  for (let i = 0; i < 3_000; i++) await routers[KINDS[i % 3]].provision(freshRequest());
+  for (let i = 0; i < N; i++) {
+    if (i % 10_000 === 0) {
+      // Fresh routers now and then keep the default stores' memory bounded.
+      for (const kind of KINDS) routers[kind] = make(kind);
+    }
+    for (let j = 0; j < 3; j++) {
+      const kind = KINDS[(i + j) % 3];
+      const t0 = process.hrtime.bigint();
+      await routers[kind].provision(freshRequest());
+      times[kind][i] = Number(process.hrtime.bigint() - t0) / 1e6;
+    }
+  }
+  const median = (xs) => Float64Array.from(xs).sort()[Math.floor(xs.length / 2)];
+  const on = median(times.on);
+  const off = median(times.off);
+  const control = median(times.control);
+  const overhead = on / off - 1;
+  table(
+    ['provision, 6 pools, fresh request per call', 'per provision (median)', 'provisions/s'],
+    [
+      ['tracking on (default)', fmtTime(on), fmtInt(1000 / on)],
+      ['tracking off (health: false)', fmtTime(off), fmtInt(1000 / off)],
+      ['control: a second tracking-off router', fmtTime(control), fmtInt(1000 / control)],
+      ['difference (on / off - 1)', `${(overhead * 100).toFixed(1)} %`, ''],
+      ['noise floor (control / off - 1)', `${((control / off - 1) * 100).toFixed(1)} %`, ''],
+    ],
+    ['l'],
+  );
+
+  // (i b) The same, native calls alone: what tracking adds to the success path's three native
+  // calls (begin with the health key, the success report, end; with the default clock the
+  // native side reads the wall clock itself), in a tight synchronous loop (no promise, no GC of provisions),
+  // interleaved in chunks. This isolates the cost that the end-to-end figure above blurs.
+  const require = createRequire(import.meta.url);
+  const { binding } = require('../lib/binding.js');
+  const { compile } = require('../lib/compile.js');
+  const { nativeView } = require('../lib/registry.js');
+  const { contextOf, healthNow } = require('../lib/options.js');
+  const view = nativeView(registry);
+  const compiled = compile(freshRequest());
+  const step = new Uint32Array(2);
+  const tracked = contextOf({ registry }).health;
+  const nativeRound = (health) => {
+    const CHUNK = 20_000;
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < CHUNK; i++) {
+      const now = healthNow(health);
+      const key = binding.beginAcquisition(view.key, compiled.compiled.key, false, false, compiled.labelsJson, step, health?.key, now);
+      binding.acquisitionSucceeded(key, null, 'sbx_00000000000000000000000000000000', 'remote', false, 'default', healthNow(health));
+      binding.acquisitionEnd(key);
+    }
+    return Number(process.hrtime.bigint() - t0) / CHUNK / 1e6;
+  };
+  const nativeTimes = { on: [], off: [] };
+  for (let r = 0; r < 60; r++) {
+    const order = r % 2 === 0 ? ['on', 'off'] : ['off', 'on'];
+    for (const kind of order) nativeTimes[kind].push(nativeRound(kind === 'on' ? tracked : null));
+  }
+  const nativeOn = median(nativeTimes.on.slice(10));
+  const nativeOff = median(nativeTimes.off.slice(10));
+  table(
+    ['the success path\'s native calls alone', 'per provision (median)', 'share of a tracking-off provision'],
+    [
+      ['tracking on', fmtTime(nativeOn), ''],
+      ['tracking off', fmtTime(nativeOff), ''],
+      ['added by tracking', fmtTime(nativeOn - nativeOff), `${(((nativeOn - nativeOff) / off) * 100).toFixed(1)} %`],
+    ],
+    ['l'],
+  );
+
+  // (ii) Chaos: three pools, the best starts hanging; real clock and timers.
+  const TIMEOUT = 20;
+  const COOLDOWN = 200;
+  const THRESHOLD = 3;
+  let mode = 'ok';
+  let n = 0;
+  const best = {
+    launch: () => (mode === 'hang' ? new Promise(() => {}) : Promise.resolve({ id: `a-${n++}` })),
+    destroy: async () => {},
+  };
+  const sig = (cost) => ({ estimatedCost: cost, coldStartLatencyMs: 100, readyLatencyMs: 100, completionWithinBudgetRate: 0.99, available: true });
+  const chaos = new SandboxRouter({
+    registry: new InMemoryProviderRegistry([
+      { id: 'best', runtime: best, capabilities: {}, signals: sig(1) },
+      { id: 'second', runtime: instantRuntime(), capabilities: {}, signals: sig(2) },
+      { id: 'third', runtime: instantRuntime(), capabilities: {}, signals: sig(3) },
+    ]),
+    health: { failureThreshold: THRESHOLD, cooldownMs: COOLDOWN },
+  });
+  const request = () => ({ routing: { strategy: 'cost', acquisitionTimeoutMs: TIMEOUT }, launch: { labels: { run: `c-${requestSeq++}` } } });
+  let longest = 0;
+  const once = async () => {
+    const t0 = performance.now();
+    let served;
+    try {
+      served = (await chaos.provision(request())).providerId;
+    } catch (e) {
+      served = e.code;
+    }
+    longest = Math.max(longest, performance.now() - t0);
+    return served;
+  };
+  for (const kind of KINDS) routers[kind] = null;
+  fullGc();
+  // Let the event loop drain first: right after the overhead rounds, the first timer of
+  // this process fires ~200 ms late (measured: the collected routers' native finalizers run
+  // there), which would be charged to the first timeout below.
+  for (let i = 0; i < 3; i++) await new Promise((r) => setTimeout(r, 20));
+  for (let i = 0; i < 20; i++) assert.equal(await once(), 'best');
+  mode = 'hang';
+  const hangAt = performance.now();
+  let failed = 0;
+  let served;
+  while ((served = await once()) !== 'second') failed++;
+  const routedAround = performance.now() - hangAt;
+  // Keep serving while it hangs: probes fail and the cooldown doubles.
+  const probeEnd = performance.now() + 3 * COOLDOWN;
+  let probes = 0;
+  while (performance.now() < probeEnd) {
+    if ((await once()) === 'ACQUISITION_TIMEOUT') probes++;
+    await new Promise((r) => setTimeout(r, 2));
+  }
+  const atRecovery = chaos.health().find((p) => p.providerId === 'best');
+  const remaining = atRecovery.retryAt === null ? 0 : Math.max(0, Date.parse(atRecovery.retryAt) - Date.now());
+  mode = 'ok';
+  const recoveredAt = performance.now();
+  while ((served = await once()) !== 'best') await new Promise((r) => setTimeout(r, 2));
+  const backAfter = performance.now() - recoveredAt;
+  const cooldownThen = chaos.health().find((p) => p.providerId === 'best');
+  table(
+    ['chaos (3 pools; the best hangs; timeout 20 ms, threshold 3, cooldown 200 ms)', 'value'],
+    [
+      ['provisions that timed out before the router routed around it', String(failed)],
+      ['time from the first hang to the first provision served elsewhere', fmtTime(routedAround)],
+      ['failed probes while it kept hanging (one per cooldown)', String(probes)],
+      [`cooldown left when it recovered (state ${atRecovery.state}, cooldown ${atRecovery.cooldownMs} ms)`, fmtTime(remaining)],
+      ['time from its recovery to the router returning to it', fmtTime(backAfter)],
+      ['longest single provision in the run', fmtTime(longest)],
+      ['its state after the return', `${cooldownThen.state}, ${cooldownThen.samples} samples`],
+    ],
+    ['l'],
+  );
+  return { overhead, added: (nativeOn - nativeOff) / off, failed, routedAround, backAfter, longest };
+}
+
 async function main() {
   const native = await import('../index.js');
   const cpu = os.cpus()[0]?.model ?? 'unknown cpu';
@@ -589,13 +759,17 @@ async function main() {
     await (only === 'provision' ? provisionSection(native) : explainSection(native));
     return;
   }
+  if (only === 'health') {
+    await healthSection(native);
+    return;
+  }
   if (only === 'orphans') {
     console.log('\n## d. Orphans and restarts');
     await (await import('./orphans.mjs')).runOrphansBench(native);
     return;
   }
   if (only === 'postgres') {
-    console.log('\n## e. Running many routers (PostgreSQL)');
+    console.log('\n## f. Running many routers (PostgreSQL)');
     await (await import('./postgres.mjs')).runPostgresBench(native);
     return;
   }
@@ -609,7 +783,8 @@ async function main() {
   const stallRow = capacity.stalls.find((r) => r.reader.startsWith('native, in this process'));
   console.log('\n## d. Orphans and restarts');
   await (await import('./orphans.mjs')).runOrphansBench(native);
-  console.log('\n## e. Running many routers (PostgreSQL)');
+  const health = await healthSection(native);
+  console.log('\n## f. Running many routers (PostgreSQL)');
   await (await import('./postgres.mjs')).runPostgresBench(native);
   console.log('\n## Summary (all ratios from this run; > 1 means native faster / higher)\n');
   const at = (n) => routing.find((r) => r.n === n);
@@ -637,6 +812,8 @@ async function main() {
       ['  (vs floor without routing)', fmtRatio(provision.sequentialRatioBare), '', ''],
       ['provision, 10k concurrent: native / floor throughput', fmtRatio(provision.throughputRatio), '≥ 0.7x', ok(provision.throughputRatio >= 0.7)],
       ['  (vs floor without routing)', fmtRatio(provision.throughputRatioBare), '', ''],
+      ['provision, health tracking on vs off: time difference (end to end)', `${(health.overhead * 100).toFixed(1)} %`, '≤ 5 %', ok(health.overhead <= 0.05)],
+      ['  (native calls alone: added time / provision time)', `${(health.added * 100).toFixed(1)} %`, '≤ 5 %', ok(health.added <= 0.05)],
       ['getCapacity, 6 readers × 200 ms: total / slowest', `${routerRow['total / slowest alone']}x`, '≤ 1.2x', routerRow.ok === 'yes' ? 'met' : 'NOT met'],
       ['10,000-sandbox Daytona read: max event-loop stall (median)', stallRow['max stall (median)'], '≤ 5 ms', stallRow.ok === 'yes' ? 'met' : 'NOT met'],
     ],

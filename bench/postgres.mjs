@@ -1,4 +1,4 @@
-// Running many routers (`npm run bench`, section e; alone: `npm run bench -- --only=postgres`).
+// Running many routers (`npm run bench`, section f; alone: `npm run bench -- --only=postgres`).
 // Starts the test PostgreSQL (__test__/postgres-server.mjs: a private server on this machine).
 //
 //   (i)  Provision with PostgresMappingStore as the mapping store AND the capacity coordinator

@@ -56,6 +56,23 @@ function emitDecided(sink, machine, pools, sandboxId) {
       case 'provision.exhausted':
         emit(sink, e.type, { sandboxId, code: e.code });
         break;
+      case 'health.circuit.opened':
+        emit(sink, e.type, {
+          sandboxId,
+          providerId: pools[e.pool].id,
+          reason: e.reason,
+          consecutiveFailures: e.failures,
+          cooldownMs: e.cooldownMs,
+          retryAt: e.retryAt,
+        });
+        break;
+      case 'health.circuit.half-open':
+      case 'health.circuit.closed':
+        emit(sink, e.type, { sandboxId, providerId: pools[e.pool].id });
+        break;
+      case 'health.skipped':
+        emit(sink, e.type, { sandboxId, providerId: pools[e.pool].id, reason: e.reason });
+        break;
       default:
         break;
     }

@@ -39,7 +39,7 @@ const GENERATION = 9;
 const TEXTS = 10;
 const SUMMARY = 11;
 const ELIGIBLE_INTS = 4;
-const ELIGIBLE_FLOATS = 7;
+const ELIGIBLE_FLOATS = 11;
 const NONE = 0xffffffff;
 
 // Lent to the core on every call and grown on demand: one pair per process (explanations
@@ -53,24 +53,25 @@ let texts = [];
 let generation = 0xffffffff;
 
 /** The native decision, in the buffers, with `texts` up to date (retries once with larger buffers). */
-function decide(view, compiled, detached, extras) {
+function decide(view, compiled, detached, extras, health, now) {
   const ex = extras ?? undefined;
-  call(view, compiled, detached, ex);
+  const key = health === null || health === undefined ? undefined : health.key;
+  call(view, compiled, detached, ex, key, now);
   if (ints[FITS] !== 1) {
     const intsNeeded = ints[INTS_NEEDED];
     const floatsNeeded = ints[FLOATS_NEEDED];
     ints = new Uint32Array(Math.max(intsNeeded, ints.length * 2));
     floats = new Float64Array(Math.max(floatsNeeded, floats.length * 2));
-    call(view, compiled, detached, ex);
+    call(view, compiled, detached, ex, key, now);
   }
 }
 
-function call(view, compiled, detached, extras) {
+function call(view, compiled, detached, extras, healthKey, now) {
   ints[GENERATION] = generation;
   ints[TEXTS] = texts.length;
   let fresh;
   try {
-    fresh = binding.explainDecision(view.key, compiled.key, detached, extras, ints, floats);
+    fresh = binding.explainDecision(view.key, compiled.key, detached, extras, ints, floats, healthKey, now);
   } catch (error) {
     throw fromNative(error);
   }
@@ -105,14 +106,25 @@ function rejectedOf(defs) {
 const weightOf = (x) => (Number.isNaN(x) ? null : x);
 
 /**
+ * Adds `declared` and `observed` beside a dimension's blended `raw`, when the router
+ * blends observed signals in (`health.observedSignals`): `declared` NaN means it does not.
+ */
+function sideBySide(dimension, declared, observed) {
+  if (Number.isNaN(declared)) return dimension;
+  dimension.declared = declared;
+  dimension.observed = Number.isNaN(observed) ? null : observed;
+  return dimension;
+}
+
+/**
  * The public explanation (what `router.explain` and `routeProviders` return) of the
  * decision for `compiled` over `view` (a registry view: `{ key, definitions }`, where
  * `definitions[i].id` names native pool `i`), with the per-request `extras`
  * (credentials, resolved signals, capacity order) or null.
  * @returns {import('../index').RoutingExplanation}
  */
-function explainView(view, compiled, detached, extras) {
-  decide(view, compiled, detached, extras);
+function explainView(view, compiled, detached, extras, health = null, now = undefined) {
+  decide(view, compiled, detached, extras, health, now);
   const defs = view.definitions;
   const objective = OBJECTIVES[ints[OBJECTIVE]];
   const wc = weightOf(floats[0]);
@@ -128,8 +140,8 @@ function explainView(view, compiled, detached, extras) {
     eligible[k] = {
       breakdown: {
         cost: { normalized: floats[f + 2], raw: floats[f + 1], weight: wc },
-        latency: { normalized: floats[f + 4], objective, raw: floats[f + 3], weight: wl },
-        reliability: { normalized: floats[f + 6], raw: floats[f + 5], weight: wr },
+        latency: sideBySide({ normalized: floats[f + 4], objective, raw: floats[f + 3], weight: wl }, floats[f + 7], floats[f + 8]),
+        reliability: sideBySide({ normalized: floats[f + 6], raw: floats[f + 5], weight: wr }, floats[f + 9], floats[f + 10]),
       },
       providerId: defs[ints[i]].id,
       providerOrderPosition: position === NONE ? null : position,
@@ -154,8 +166,8 @@ function explainView(view, compiled, detached, extras) {
  * What the `provision.ranked` and `provider.rejected` events need: the summary and every
  * rejected pool with its reasons (`[{ providerId, reasons: [{ code, detail }] }]`).
  */
-function decisionForEvents(view, compiled, detached, extras) {
-  decide(view, compiled, detached, extras);
+function decisionForEvents(view, compiled, detached, extras, health = null, now = undefined) {
+  decide(view, compiled, detached, extras, health, now);
   return { summary: texts[ints[SUMMARY]], rejected: rejectedOf(view.definitions) };
 }
 

@@ -27,7 +27,20 @@ const ROUTER_OPTIONS = [
   'callbackTimeoutMs',
   'operationTimeoutMs',
   'fleet',
+  'health',
 ];
+
+/** Health defaults (src/core/health.rs holds the same numbers; the README documents them). */
+const HEALTH_DEFAULTS = {
+  failureThreshold: 5,
+  retryableFailureThreshold: 10,
+  cooldownMs: 30_000,
+  maxCooldownMs: 600_000,
+  halfLife: 20,
+  minSamples: 20,
+  observedSignals: false,
+};
+const HEALTH_OPTIONS = ['clock', ...Object.keys(HEALTH_DEFAULTS)];
 
 /** Default fleet name: the value of the `agent-relay-sbx-fleet` label stamped into every launch. */
 const DEFAULT_FLEET = 'default';
@@ -114,6 +127,66 @@ function capacityPolicyOf(policy) {
 }
 
 /**
+ * The `health` option: null when tracking is off (`health: false`), else the native health
+ * and the injected clock (null for the default wall clock, which the native side reads
+ * itself: no clock call and no argument per native call).
+ * @returns {{ native: object, key: number, clock: (() => number) | null, observedSignals: boolean } | null}
+ */
+function healthOf(option) {
+  if (option === false) return null;
+  if (option !== undefined && option !== true && (option === null || typeof option !== 'object' || Array.isArray(option))) {
+    throw configError('health', 'must be false, true or an object');
+  }
+  const o = option === undefined || option === true ? {} : option;
+  for (const key of Object.keys(o)) {
+    if (!HEALTH_OPTIONS.includes(key)) throw configError(`health.${shown(key)}`, 'is not a known option');
+  }
+  const clock = o.clock ?? null;
+  if (clock !== null && !isFn(clock)) throw configError('health.clock', 'must be a function returning milliseconds since the epoch');
+  const int = (name, max) => intOption(o[name], HEALTH_DEFAULTS[name], `health.${name}`, max);
+  const options = {
+    failureThreshold: int('failureThreshold', 1_000),
+    retryableFailureThreshold: int('retryableFailureThreshold', 1_000),
+    cooldownMs: int('cooldownMs', 86_400_000),
+    maxCooldownMs: int('maxCooldownMs', 86_400_000),
+    halfLife: int('halfLife', 100_000),
+    minSamples: int('minSamples', 100_000),
+    observedSignals: o.observedSignals ?? HEALTH_DEFAULTS.observedSignals,
+  };
+  if (typeof options.observedSignals !== 'boolean') throw configError('health.observedSignals', 'must be a boolean');
+  if (options.maxCooldownMs < options.cooldownMs) throw configError('health.maxCooldownMs', 'must be at least health.cooldownMs');
+  const native = new binding.NativeHealth(options);
+  return { native, key: native.key, clock: clock === null ? null : clockOf(clock), observedSignals: options.observedSignals };
+}
+
+/**
+ * What native calls get as `now`: the injected clock's reading, or undefined (health off,
+ * or the default clock, which the native side reads itself).
+ * @param {{ clock: (() => number) | null } | null} health
+ */
+function healthNow(health) {
+  return health === null || health.clock === null ? undefined : health.clock();
+}
+
+/** The caller's clock, read inside a guard: a throw or a non-finite answer is a typed error. */
+function clockOf(clock) {
+  return () => {
+    let t;
+    try {
+      t = clock();
+    } catch {
+      t = NaN;
+    }
+    if (typeof t !== 'number' || !Number.isFinite(t)) {
+      throw new SandboxRouterConfigurationError('invalid router options: health.clock must return a finite number of milliseconds', 'INVALID_CONFIGURATION', {
+        field: 'health.clock',
+      });
+    }
+    return t;
+  };
+}
+
+/**
  * @typedef {object} RouterContext What every part of a router works from.
  * @property {object} registry the caller's registry (ours or their own)
  * @property {object} mappings the mapping store
@@ -128,9 +201,12 @@ function capacityPolicyOf(policy) {
  * @property {number} capacityTimeoutMs
  * @property {Map<string, object>} handles handles from launch, by sbx id (process-local)
  * @property {string} fleet the fleet name stamped into every launch
+ * @property {number} fleetKey the fleet's native key (binding.rs fleet_key)
  * @property {boolean} intents whether the store takes intent records (`intent` and `intents`)
  * @property {Set<string>} inflight sbx ids of this router's provisions in flight
  * @property {string} session this router's random session id (in intent records)
+ * @property {{ native: object, key: number, clock: (() => number) | null, observedSignals: boolean } | null} health
+ *   live pool health (null: `health: false`)
  */
 
 /**
@@ -167,6 +243,7 @@ function contextOf(input) {
     throw configError('mappings', 'could not be read');
   }
   const capacity = capacityPolicyOf(options.capacity);
+  const fleet = fleetOf(options.fleet);
   return {
     registry,
     mappings: store,
@@ -180,11 +257,14 @@ function contextOf(input) {
     capacity,
     capacityTimeoutMs: capacity?.timeoutMs ?? DEFAULT_CAPACITY_TIMEOUT_MS,
     handles: new Map(),
-    fleet: fleetOf(options.fleet),
+    fleet,
+    /** the fleet's native key (binding.rs fleet_key): a success names it by number */
+    fleetKey: binding.fleetKey(fleet),
     intents: !fastMappings && hasMethods(store, ['intent', 'intents']),
     inflight: new Set(),
     session: require('node:crypto').randomBytes(8).toString('hex'),
+    health: healthOf(options.health),
   };
 }
 
-module.exports = { contextOf, hasMethods, isFn, DEFAULT_FLEET };
+module.exports = { contextOf, hasMethods, isFn, healthNow, DEFAULT_FLEET, HEALTH_DEFAULTS };

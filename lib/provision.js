@@ -14,6 +14,7 @@
 const { binding } = require('./binding.js');
 const {
   ProvisioningAvailabilityError,
+  NoEligibleProviderError,
   ProviderProvisioningError,
   ProviderCapacityExhaustedError,
   AcquisitionTimeoutError,
@@ -34,6 +35,7 @@ const { measureJson } = require('./capacity.js');
 const { decisionForEvents } = require('./explain.js');
 const { emit, emitDecided, debug, DEBUG } = require('./events.js');
 const { isPackageError } = require('./operations.js');
+const { healthNow } = require('./options.js');
 
 const { SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
 const os = require('node:os');
@@ -48,6 +50,15 @@ const OWNER_PID = process.pid;
 const INTENT_SLACK_MS = 60_000;
 
 const noop = () => {};
+
+/**
+ * The injected health clock's reading (ms), or undefined: health off (nothing is
+ * recorded), or the default wall clock (the native side reads it itself).
+ * @param {import('./options.js').RouterContext} ctx
+ */
+function tick(ctx) {
+  return healthNow(ctx.health);
+}
 const DONE = binding.StepKind.Done;
 const ADMIT = binding.StepKind.Admit;
 /** The buffer the machine writes each step into: [StepKind, pool]. */
@@ -65,7 +76,7 @@ const DEADLINES = new Deadlines((run) => expire(run));
  * machine, and the deadline entry (see deadlines.js) of its current launch.
  */
 class InFlight {
-  constructor(ctx) {
+  constructor(ctx, detached) {
     /** @type {(value: object) => void} */
     this.resolve = noop;
     /** @type {(reason: unknown) => void} */
@@ -84,6 +95,13 @@ class InFlight {
     this.packageError = null;
     /** whether a launch was attempted (an intent may exist) */
     this.launched = false;
+    this.detached = detached;
+    /** the launch options' parts (compile.js launchParts) and the stamped labels */
+    this.parts = null;
+    /** @type {Record<string, string> | null} */
+    this.labels = null;
+    /** the definition of the pool the current step concerns */
+    this.def = null;
   }
 }
 
@@ -115,131 +133,235 @@ function handleId(handle) {
 
 /** Acquires a sandbox. Returns the promise `provision()` hands out. */
 function provision(ctx, request, detached) {
-  const run = new InFlight(ctx);
-  const promise = new Promise((resolve, reject) => {
-    run.resolve = resolve;
-    run.reject = reject;
-  });
-  body(run, request, detached);
+  const run = new InFlight(ctx, detached);
+  SETTLING = run;
+  const promise = new Promise(takeSettlers);
+  SETTLING = null;
+  if (needsExtras(ctx)) begunWithExtras(run, request);
+  else {
+    try {
+      // No callback runs before the machine starts: validate, route and begin now.
+      const call = compile(request);
+      const view = nativeView(ctx.registry);
+      const id = nextSandboxId();
+      // Health: the router's clock, read once for the route (circuits) and the first launch.
+      const now = healthNow(ctx.health);
+      // The decision the events report, taken before begin (which may take a half-open
+      // circuit's trial token for this provision).
+      const decision = ctx.observer !== null ? decisionOf(view, call.compiled, detached, null, ctx.health, now) : null;
+      // begin validates the labels (the native rule) before it routes.
+      const begun = binding.beginAcquisition(
+        view.key,
+        call.compiled.key,
+        detached,
+        ctx.observer !== null,
+        call.labelsJson,
+        STEP,
+        ctx.health === null ? undefined : ctx.health.key,
+        now,
+      );
+      started(run, begun, view, call, decision, id);
+    } catch (error) {
+      failed(run, error);
+      return promise;
+    }
+    acquire(run);
+  }
   return promise;
 }
 
-// Settles `run` with the result or the error; never rejects itself. The provision's
-// promise is settled by whichever comes first: this body (which awaits the adapter's own
-// promise, with no wrapper in between) or the launch deadline (`expire`).
-async function body(run, request, detached) {
+/** The promise executor of `provision`, without a closure per call (SETTLING is the run). */
+let SETTLING = null;
+function takeSettlers(resolve, reject) {
+  SETTLING.resolve = resolve;
+  SETTLING.reject = reject;
+}
+
+/**
+ * With credential readiness, a signal resolver or capacity routing, callbacks run before
+ * the machine starts (the request's own checks first).
+ */
+async function begunWithExtras(run, request) {
   const ctx = run.ctx;
   try {
     const call = compile(request);
     const compiled = call.compiled;
     const view = nativeView(ctx.registry);
     const id = nextSandboxId();
-    // Everything taken from the request comes from the text compile() validated: the
-    // request is read once. Each launch gets its own copy of the options (launchCopy).
-    const observe = ctx.observer !== null;
-    let extras = null;
-    if (needsExtras(ctx)) {
-      // The request's own checks come before any callback runs.
-      checkLabels(call);
-      extras = await extrasFor(ctx, view, compiled, detached, request, id);
-    }
-    // begin validates the labels (the native rule) before it routes.
-    const begun =
-      extras === null
-        ? binding.beginAcquisition(view.key, compiled.key, detached, observe, call.labelsJson, STEP)
-        : callNative(() => view.native.begin(compiled.native, detached, extras, ctx.capacity?.ledger ?? null, observe, call.labelsJson, STEP));
-    if (typeof begun !== 'number') throw noEligible(ctx, begun, id, detached);
-    const machine = begun;
-    const parts = compiled.launchParts;
-    // Our own copy, made when the request was read (begin validated its text: an object of
-    // strings without the stamp keys, so the copy holds every entry), stamped.
-    const fleet = ctx.fleet;
-    const labels = call.labels ?? {};
-    labels[SANDBOX_ID_LABEL] = id;
-    labels[SANDBOX_FLEET_LABEL] = fleet;
-    const pools = view.definitions;
-    run.machine = machine;
-    run.pools = pools;
-    run.sandboxId = id;
-    run.timeoutMs = compiled.timeoutMs;
-    ctx.inflight.add(id);
-    if (observe) emitDecision(ctx, view, compiled, detached, extras, id, binding.acquisitionCandidates(machine));
-    if (DEBUG) debug(`${id}: attempt order ${Array.from(binding.acquisitionCandidates(machine), (i) => pools[i].id).join(', ')}`);
+    checkLabels(call);
+    const extras = await extrasFor(ctx, view, compiled, run.detached, request, id);
+    const health = ctx.health;
+    const now = healthNow(health);
+    const decision = ctx.observer !== null ? decisionOf(view, compiled, run.detached, extras, health, now) : null;
+    const begun = callNative(() =>
+      view.native.begin(
+        compiled.native,
+        run.detached,
+        extras,
+        ctx.capacity?.ledger ?? null,
+        ctx.observer !== null,
+        call.labelsJson,
+        STEP,
+        health === null ? undefined : health.key,
+        now,
+      ),
+    );
+    started(run, begun, view, call, decision, id);
+  } catch (error) {
+    failed(run, error);
+    return;
+  }
+  acquire(run);
+}
+
+/**
+ * The machine began (`begun` is its key) or refused (a typed native error): fills `run`
+ * with what the launches need. Everything taken from the request comes from the text
+ * compile() validated: the request is read once.
+ */
+function started(run, begun, view, call, decision, id) {
+  const ctx = run.ctx;
+  if (typeof begun !== 'number') throw noEligible(ctx, begun, id, run.detached);
+  const compiled = call.compiled;
+  // Our own copy, made when the request was read (begin validated its text: an object of
+  // strings without the stamp keys, so the copy holds every entry), stamped.
+  const labels = call.labels ?? {};
+  labels[SANDBOX_ID_LABEL] = id;
+  labels[SANDBOX_FLEET_LABEL] = ctx.fleet;
+  run.machine = begun;
+  run.pools = view.definitions;
+  run.sandboxId = id;
+  run.timeoutMs = compiled.timeoutMs;
+  run.parts = compiled.launchParts;
+  run.labels = labels;
+  ctx.inflight.add(id);
+  if (ctx.observer !== null) emitDecision(ctx, view, decision, run.detached, id, binding.acquisitionCandidates(begun));
+  if (DEBUG) debug(`${id}: attempt order ${Array.from(binding.acquisitionCandidates(begun), (i) => run.pools[i].id).join(', ')}`);
+}
+
+/** The provision failed before or after its machine ran: settle it with `error`. */
+function failed(run, error) {
+  end(run);
+  if (run.sandboxId !== '') run.ctx.inflight.delete(run.sandboxId);
+  run.reject(error);
+}
+
+// The acquisition loop: performs each step the machine asks for, until it is done. Settles
+// `run` with the result or the error; never rejects itself. The provision's promise is
+// settled by whichever comes first: this loop (which awaits the adapter's own promise, with
+// no wrapper in between) or the launch deadline (`expire`). Its state lives in `run`, so
+// the frame kept across each await stays small.
+async function acquire(run) {
+  try {
     // Each step is read from STEP right after the native call that wrote it (begin wrote
     // the first), before any await.
-    for (let kind = STEP[0], pool = STEP[1]; ; binding.acquisitionStep(machine, STEP), kind = STEP[0], pool = STEP[1]) {
-      if (observe) emitDecided(ctx.observer, machine, pools, id);
-      if (kind === DONE) break;
-      const def = pools[pool];
+    for (let kind = took(run); kind !== DONE; kind = next(run)) {
       if (kind === ADMIT) {
-        if (ctx.capacity.coordinator !== null) await admitShared(run, def);
-        else binding.acquisitionAdmit(machine, await measureJson(ctx, def));
+        if (run.ctx.capacity.coordinator !== null) {
+          await admitShared(run, run.def);
+        } else {
+          const measured = await measureJson(run.ctx, run.def);
+          binding.acquisitionAdmit(run.machine, measured, tick(run.ctx));
+        }
         continue;
       }
-      if (ctx.intents && !(await writeIntent(run, def, 'launching'))) {
-        // No intent, no launch: nothing is allocated, so nothing can be lost.
-        run.packageError = new MappingPersistenceError(
-          `the launch intent for ${id} could not be stored; nothing was launched`,
-          'MAPPING_INTENT_FAILED',
-          { providerId: def.id, sandboxId: id, cleanup: 'none' },
-        );
-        binding.acquisitionPackageFailed(machine, 'MAPPING_INTENT_FAILED');
-        settleShared(run);
-        continue;
-      }
+      if (run.ctx.intents && !(await launchIntent(run, run.def))) continue;
       run.launched = true;
       DEADLINES.add(run.timeoutMs, run);
       let handle;
-      let failure;
-      let failed = false;
+      let threw = false;
       try {
         // The adapter's own promise, awaited directly (a synchronous throw lands here too).
-        handle = await (detached ? def.runtime.launchDetached(launchOptions(parts, labels)) : def.runtime.launch(launchOptions(parts, labels)));
+        handle = await launch(run);
       } catch (error) {
-        failed = true;
-        failure = error;
+        threw = true;
+        handle = error;
       }
       if (!DEADLINES.settle(run)) {
         // The deadline already ended this provision and its machine (expire); a late
         // sandbox is destroyed.
-        if (!failed) lateSuccess(ctx, def, handle, id);
+        if (!threw) lateSuccess(run.ctx, run.def, handle, run.sandboxId);
         return;
       }
-      if (failed) {
-        await reportFailure(run, def, failure);
-        continue;
-      }
-      const providerSandboxId = handleId(handle);
-      if (providerSandboxId === null) {
-        binding.acquisitionMalformed(machine);
-        settleShared(run);
-        continue;
-      }
-      // With the default store, the record is written by this same call (recorded: true).
-      const recorded = succeeded(ctx, machine, id, providerSandboxId, detached, fleet);
-      settleShared(run);
-      if (observe) emitDecided(ctx.observer, machine, pools, id);
-      end(run);
-      if (recorded) {
-        if (observe) emit(ctx.observer, 'mapping.persisted', { sandboxId: id, providerId: def.id });
-      } else {
-        await persist(ctx, def, handle, id, providerSandboxId, labels, detached, run);
-      }
-      ctx.handles.set(id, handle);
-      ctx.inflight.delete(id);
-      run.resolve({ id, providerId: def.id, labels });
-      return;
+      if (threw) await reportFailure(run, run.def, handle);
+      else if (await delivered(run, handle)) return;
     }
-    const failure = binding.acquisitionFailure(machine);
-    end(run);
-    const error = failureError(failure, pools, id, run);
-    if (ctx.intents) await settleIntent(run, failure.pool === null || failure.pool === undefined ? null : pools[failure.pool], mayExist(failure));
-    throw error;
+    await exhausted(run);
   } catch (error) {
-    end(run);
-    if (run.sandboxId !== '') ctx.inflight.delete(run.sandboxId);
-    run.reject(error);
+    failed(run, error);
   }
+}
+
+/** The step `STEP` holds, for `run` (its pool's definition in `run.def`); events first. */
+function took(run) {
+  if (run.ctx.observer !== null) emitDecided(run.ctx.observer, run.machine, run.pools, run.sandboxId);
+  run.def = STEP[0] === DONE ? null : run.pools[STEP[1]];
+  return STEP[0];
+}
+
+/** Asks the machine for its next step. */
+function next(run) {
+  binding.acquisitionStep(run.machine, STEP);
+  return took(run);
+}
+
+/** The launch on `run.def`, with fresh options. */
+function launch(run) {
+  const options = launchOptions(run.parts, run.labels);
+  return run.detached ? run.def.runtime.launchDetached(options) : run.def.runtime.launch(options);
+}
+
+/** The machine ended without a handle: the typed error it describes (intents settled). */
+async function exhausted(run) {
+  const failure = binding.acquisitionFailure(run.machine);
+  end(run);
+  const error = failureError(failure, run.pools, run.sandboxId, run);
+  if (run.ctx.intents) await settleIntent(run, failure.pool === null || failure.pool === undefined ? null : run.pools[failure.pool], mayExist(failure));
+  throw error;
+}
+
+/** The intent write before a launch; false (and the machine told) when it failed. */
+async function launchIntent(run, def) {
+  if (await writeIntent(run, def, 'launching')) return true;
+  // No intent, no launch: nothing is allocated, so nothing can be lost.
+  run.packageError = new MappingPersistenceError(
+    `the launch intent for ${run.sandboxId} could not be stored; nothing was launched`,
+    'MAPPING_INTENT_FAILED',
+    { providerId: def.id, sandboxId: run.sandboxId, cleanup: 'none' },
+  );
+  binding.acquisitionPackageFailed(run.machine, 'MAPPING_INTENT_FAILED', tick(run.ctx));
+  settleShared(run);
+  return false;
+}
+
+/**
+ * A launch resolved: a malformed handle is reported (false: the machine goes on);
+ * otherwise the success is reported, the mapping stored and the provision resolved (true).
+ */
+async function delivered(run, handle) {
+  const providerSandboxId = handleId(handle);
+  if (providerSandboxId === null) {
+    binding.acquisitionMalformed(run.machine, tick(run.ctx));
+    settleShared(run);
+    return false;
+  }
+  const ctx = run.ctx;
+  const def = run.def;
+  const id = run.sandboxId;
+  // With the default store, the record is written by this same call (recorded: true).
+  const recorded = succeeded(run, providerSandboxId);
+  settleShared(run);
+  if (ctx.observer !== null) emitDecided(ctx.observer, run.machine, run.pools, id);
+  end(run);
+  if (recorded) {
+    if (ctx.observer !== null) emit(ctx.observer, 'mapping.persisted', { sandboxId: id, providerId: def.id });
+  } else {
+    await persist(ctx, def, handle, id, providerSandboxId, run.labels, run.detached, run);
+  }
+  ctx.handles.set(id, handle);
+  ctx.inflight.delete(id);
+  run.resolve({ id, providerId: def.id, labels: run.labels });
+  return true;
 }
 
 /**
@@ -306,15 +428,19 @@ function end(run) {
 
 /** A launch failed before its deadline: report our package error, or the classification. */
 async function reportFailure(run, def, failure) {
+  // An injected clock is read here, before the classifier runs (with the default clock the
+  // native side reads it at the report). Only successes give latency samples, so the
+  // classifier's time never skews the latency statistics.
+  const at = tick(run.ctx);
   if (isPackageError(failure)) {
     // Our own error object, rethrown as it is if the machine ends the provision on it.
     run.packageError = failure;
-    binding.acquisitionPackageFailed(run.machine, failure.code);
+    binding.acquisitionPackageFailed(run.machine, failure.code, at);
     settleShared(run);
     return;
   }
   const c = await classify(run.ctx, failure, def);
-  binding.acquisitionFailed(run.machine, c.code, c.retryable);
+  binding.acquisitionFailed(run.machine, c.code, c.retryable, at);
   settleShared(run);
 }
 
@@ -336,10 +462,10 @@ async function admitShared(run, def) {
   try {
     seq = await coordinator.beginRead();
   } catch {
-    binding.acquisitionAdmitDecided(run.machine, UNAVAILABLE, UNAVAILABLE);
+    binding.acquisitionAdmitDecided(run.machine, UNAVAILABLE, UNAVAILABLE, tick(ctx));
     return;
   }
-  const demand = binding.acquisitionDemand(run.machine, await measureJson(ctx, def));
+  const demand = binding.acquisitionDemand(run.machine, await measureJson(ctx, def), tick(ctx));
   // null: the measurement was unknown or malformed; the machine skipped the pool.
   if (demand === null) return;
   let verdict;
@@ -348,10 +474,10 @@ async function admitShared(run, def) {
     // even if this process lives on (its answer may be lost after the commit).
     verdict = await coordinator.admit(def.id, seq, demand, run.timeoutMs + ctx.callbackTimeoutMs + INTENT_SLACK_MS);
   } catch {
-    binding.acquisitionAdmitDecided(run.machine, UNAVAILABLE, UNAVAILABLE);
+    binding.acquisitionAdmitDecided(run.machine, UNAVAILABLE, UNAVAILABLE, tick(ctx));
     return;
   }
-  binding.acquisitionAdmitDecided(run.machine, verdict.token ?? UNAVAILABLE, verdict.resource ?? UNAVAILABLE);
+  binding.acquisitionAdmitDecided(run.machine, verdict.token ?? UNAVAILABLE, verdict.resource ?? UNAVAILABLE, tick(ctx));
 }
 
 /**
@@ -371,7 +497,7 @@ function settleShared(run) {
 function expire(run) {
   const { ctx, machine, pools, sandboxId } = run;
   try {
-    binding.acquisitionTimedOut(machine);
+    binding.acquisitionTimedOut(machine, tick(ctx));
     settleShared(run);
     if (ctx.observer !== null) emitDecided(ctx.observer, machine, pools, sandboxId);
     const failure = binding.acquisitionFailure(machine);
@@ -401,6 +527,17 @@ function failureError(f, pools, id, run) {
         'ACQUISITION_TIMEOUT',
         { providerId, sandboxId: id, timeoutMs: run.timeoutMs, attempts },
       );
+    }
+    case 'circuit-open': {
+      // Every remaining candidate's circuit excluded it at launch time (it opened, or a
+      // half-open trial started, after the route was decided). Nothing was launched.
+      const reasons = [{ code: 'CIRCUIT_OPEN', detail: 'circuit excluded it at launch time' }];
+      return new NoEligibleProviderError(`0 providers eligible at launch: ${providerId} circuit open`, 'NO_ELIGIBLE_PROVIDER', {
+        sandboxId: id,
+        summary: `0 providers eligible at launch: circuit open`,
+        rejections: [{ providerId, reasons }],
+        attempts,
+      });
     }
     case 'no-capacity':
       return new ProviderCapacityExhaustedError(
@@ -452,13 +589,17 @@ function noEligible(ctx, value, id, detached) {
   return err;
 }
 
-function emitDecision(ctx, view, compiled, detached, extras, id, candidates) {
-  let decision;
+/** The decision the events report (null when it cannot be made: events are best effort). */
+function decisionOf(view, compiled, detached, extras, health, now) {
   try {
-    decision = decisionForEvents(view, compiled, detached, extras);
+    return decisionForEvents(view, compiled, detached, extras, health, now);
   } catch {
-    return;
+    return null;
   }
+}
+
+function emitDecision(ctx, view, decision, detached, id, candidates) {
+  if (decision === null) return;
   emit(ctx.observer, 'provision.validated', { sandboxId: id, detached });
   for (const r of decision.rejected) emit(ctx.observer, 'provider.rejected', { sandboxId: id, providerId: r.providerId, reasons: r.reasons });
   emit(ctx.observer, 'provision.ranked', {
@@ -504,15 +645,21 @@ async function classify(ctx, error, def) {
  * Reports the success to the machine; with the exact default store, the same native call
  * writes the record. True when the record is stored; false when the caller's store must be
  * used, or the native write failed (then `persist` runs the failure path: it retries
- * nothing, it cleans up).
+ * nothing, it cleans up). A machine without an observer ends in that call (see
+ * binding_acquisition.rs), whatever happens to the write.
  */
-function succeeded(ctx, machine, id, providerSandboxId, detached, fleet) {
+function succeeded(run, providerSandboxId) {
+  const ctx = run.ctx;
+  const machine = run.machine;
+  const now = tick(ctx);
+  // (a coordinated machine is kept: its hold's settlement is read next, see settleShared)
+  if (ctx.observer === null && (ctx.capacity === null || ctx.capacity.coordinator === null)) run.machine = -1;
   if (!ctx.fastMappings) {
-    binding.acquisitionSucceeded(machine, null, id, providerSandboxId, detached, fleet);
+    binding.acquisitionSucceeded(machine, null, run.sandboxId, providerSandboxId, run.detached, ctx.fleetKey, now);
     return false;
   }
   try {
-    binding.acquisitionSucceeded(machine, ctx.mappings[STORE_KEY](), id, providerSandboxId, detached, fleet);
+    binding.acquisitionSucceeded(machine, ctx.mappings[STORE_KEY](), run.sandboxId, providerSandboxId, run.detached, ctx.fleetKey, now);
     return true;
   } catch {
     return false;
@@ -638,11 +785,10 @@ module.exports = { provision, extras, needsExtras, SANDBOX_ID_LABEL, SANDBOX_FLE
 // function on the provision path). One idle instance of each, kept here, keeps them alive.
 const ANCHORS = (() => {
   const { contextOf } = require('./options.js');
-  const run = new InFlight(contextOf({ registry: { list: () => [] } }));
-  void new Promise((resolve, reject) => {
-    run.resolve = resolve;
-    run.reject = reject;
-  });
+  const run = new InFlight(contextOf({ registry: { list: () => [] } }), false);
+  SETTLING = run;
+  void new Promise(takeSettlers);
+  SETTLING = null;
   DEADLINES.settle(DEADLINES.add(1, run));
   return { run, call: compile({ launch: { labels: { anchor: 'shape' } } }) };
 })();

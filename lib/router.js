@@ -15,7 +15,7 @@ const { SandboxRequestValidationError, fromNative, callNative } = require('./err
 const { nativeView } = require('./registry.js');
 const { compileShared, checkLabels } = require('./compile.js');
 const { guarded } = require('./guard.js');
-const { contextOf } = require('./options.js');
+const { contextOf, healthNow } = require('./options.js');
 const { provision, extras, needsExtras, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./provision.js');
 const { getCapacity } = require('./capacity.js');
 const { explainView } = require('./explain.js');
@@ -68,10 +68,13 @@ class SandboxRouter {
     const { compiled } = call;
     const view = nativeView(this.#ctx.registry);
     const capacity = this.#ctx.capacity;
+    const health = this.#ctx.health;
+    const key = health === null ? undefined : health.key;
+    const now = healthNow(health);
     const n =
       capacity === null
-        ? binding.registryOrder(view.key, compiled.key, detached, ORDER)
-        : callNative(() => view.native.order(compiled.native, detached, { providerOrder: capacity.providerOrder }, ORDER));
+        ? binding.registryOrder(view.key, compiled.key, detached, ORDER, key, now)
+        : callNative(() => view.native.order(compiled.native, detached, { providerOrder: capacity.providerOrder }, ORDER, key, now));
     if (typeof n !== 'number') throw fromNative(n);
     const ids = new Array(n);
     for (let i = 0; i < n; i++) ids[i] = view.definitions[ORDER[i]].id;
@@ -90,7 +93,39 @@ class SandboxRouter {
     const { compiled } = call;
     const view = nativeView(this.#ctx.registry);
     const ext = needsExtras(this.#ctx) ? await extras(this.#ctx, view, compiled, detached, request) : null;
-    return explainView(view, compiled, detached, ext);
+    const health = this.#ctx.health;
+    return explainView(view, compiled, detached, ext, health, healthNow(health));
+  }
+
+  /**
+   * Live health of every registered pool, in registration order: the circuit's state
+   * (`closed`, `open` with `retryAt`, `half-open`), and statistics from real launch
+   * outcomes. Plain data (ids, numbers, codes); empty when tracking is off (`health: false`).
+   * Health is per process: see the README.
+   */
+  health() {
+    const health = this.#ctx.health;
+    if (health === null) return [];
+    const view = nativeView(this.#ctx.registry);
+    const records = health.native.snapshot(
+      view.definitions.map((d) => d.id),
+      healthNow(health),
+    );
+    // The documented shape, every field present (absent native options become null).
+    return records.map((p) => ({
+      providerId: p.providerId,
+      state: p.state,
+      cause: p.cause ?? null,
+      retryAt: p.retryAt ?? null,
+      trialInFlight: p.trialInFlight,
+      samples: p.samples,
+      successRate: p.successRate ?? null,
+      latencyMs: p.latencyMs ?? null,
+      p95LatencyMs: p.p95LatencyMs ?? null,
+      consecutiveFailures: p.consecutiveFailures,
+      consecutiveRetryableFailures: p.consecutiveRetryableFailures,
+      cooldownMs: p.cooldownMs,
+    }));
   }
 
   /**

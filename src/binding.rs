@@ -15,6 +15,7 @@
 //! `INTERNAL_ERROR`, never a crash.
 
 use crate::binding_acquisition::{insert as insert_machine, Entry as MachineEntry, NativeError, NativeLedger};
+use crate::binding_health::{health_by_key, HealthInner, HealthView, SharedHealth};
 use crate::core::acquisition::{Acquisition, CapacityPlan};
 use crate::core::explain::summary;
 use crate::core::ids::{validate_provider_id, validate_sandbox_id, SandboxIdSource, SandboxKey};
@@ -39,17 +40,17 @@ use std::rc::Rc;
 /// function (the wrapper must be unwrapped and borrow-checked). The classes stay the
 /// owners (their `Drop`, run when JS collects them, removes the entry); the provision hot
 /// path calls free functions with the keys instead.
-struct Slab<T> {
+pub(crate) struct Slab<T> {
     items: Vec<Option<T>>,
     free: Vec<u32>,
 }
 
 impl<T: Clone> Slab<T> {
-    const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         Slab { items: Vec::new(), free: Vec::new() }
     }
 
-    fn insert(&mut self, t: T) -> u32 {
+    pub(crate) fn insert(&mut self, t: T) -> u32 {
         match self.free.pop() {
             Some(k) => {
                 self.items[k as usize] = Some(t);
@@ -62,11 +63,11 @@ impl<T: Clone> Slab<T> {
         }
     }
 
-    fn get(&self, k: u32) -> Option<T> {
+    pub(crate) fn get(&self, k: u32) -> Option<T> {
         self.items.get(k as usize).and_then(Clone::clone)
     }
 
-    fn remove(&mut self, k: u32) {
+    pub(crate) fn remove(&mut self, k: u32) {
         if let Some(slot) = self.items.get_mut(k as usize) {
             if slot.take().is_some() {
                 self.free.push(k);
@@ -218,6 +219,8 @@ pub(crate) struct RegistryInner {
     /// Per pool: whether its definition has a capacity reader.
     readers: Vec<bool>,
     scratch: Vec<Slim>,
+    /// The health slot of each pool, for the health (by its id) they were taken from.
+    health_slots: Option<(u64, Rc<[usize]>)>,
 }
 
 impl Drop for NativeRegistry {
@@ -268,8 +271,11 @@ fn with_options<T>(
     detached: bool,
     limit: Option<usize>,
     detail: bool,
+    health: Option<&HealthView<'_>>,
     f: impl FnOnce(&RouteOptions<'_>) -> T,
 ) -> Result<T> {
+    let circuit = health.map(HealthView::circuit).unwrap_or_default();
+    let observed = health.and_then(HealthView::observed);
     let unavailable: Vec<usize> = extras
         .and_then(|e| e.credentials_unavailable.as_ref())
         .map(|v| v.iter().map(|i| *i as usize).collect())
@@ -282,7 +288,28 @@ fn with_options<T>(
         provider_order: extras.and_then(|e| e.provider_order.as_deref()),
         limit,
         detail,
+        circuit: &circuit,
+        observed: observed.as_deref(),
     }))
+}
+
+/// Runs `f` with the registry and the view of `health` (None without health) at `now`.
+pub(crate) fn with_health<T>(
+    inner: &mut RegistryInner,
+    health: Option<&SharedHealth>,
+    now: Option<f64>,
+    f: impl FnOnce(&mut RegistryInner, Option<&HealthView<'_>>) -> T,
+) -> T {
+    match health {
+        None => f(inner, None),
+        Some(h) => {
+            let mut h = h.borrow_mut();
+            let slots = inner.health_slots(&mut h);
+            let now = crate::binding_health::instant(now);
+            let view = HealthView { health: &h.health, slots: &slots, shared: &slots, now };
+            f(inner, Some(&view))
+        }
+    }
 }
 
 #[napi]
@@ -294,6 +321,7 @@ impl NativeRegistry {
             registry: Registry::default(),
             readers: Vec::new(),
             scratch: Vec::new(),
+            health_slots: None,
         }));
         let key = REGISTRIES.with(|s| s.borrow_mut().insert(inner.clone()));
         NativeRegistry { inner, key }
@@ -341,11 +369,17 @@ impl NativeRegistry {
         detached: bool,
         extras: Option<RouteExtras>,
         out: Uint32ArraySlice<'_>,
+        health: Option<u32>,
+        now: Option<f64>,
     ) -> Result<Either<u32, NativeError>> {
         guard(|| {
             let mut inner = self.inner.borrow_mut();
             let limit = Some(request.req.max_attempts as usize);
-            Ok(match inner.candidates(&request.req, detached, extras.as_ref(), limit)? {
+            let health = health_by_key(health);
+            let found = with_health(&mut inner, health.as_ref(), now, |inner, h| {
+                inner.candidates(&request.req, detached, extras.as_ref(), limit, h)
+            })?;
+            Ok(match found {
                 Ok(order) => Either::A(lend(&order, out)?),
                 Err(e) => Either::B(e),
             })
@@ -369,9 +403,14 @@ impl NativeRegistry {
         observe: bool,
         labels_json: Option<String>,
         step: Uint32ArraySlice<'_>,
+        health: Option<u32>,
+        now: Option<f64>,
     ) -> Result<Either<u32, NativeError>> {
         guard(|| {
-            begin(&self.inner, &request.req, detached, extras.as_ref(), ledger, observe, labels_json.as_deref(), step)
+            let extras = extras.as_ref();
+            let health = health_by_key(health);
+            let args = Begin { detached, extras, ledger, observe, labels_json: labels_json.as_deref(), health, now };
+            begin(&self.inner, &request.req, args, step)
         })
     }
 
@@ -392,7 +431,7 @@ impl NativeRegistry {
                 signals_json: None,
                 provider_order: None,
             });
-            with_options(credentials.as_ref(), detached, None, false, |opts| {
+            with_options(credentials.as_ref(), detached, None, false, None, |opts| {
                 crate::core::registry::requirement_survivors(inner.registry.pools(), &request.req, opts)
                     .into_iter()
                     .map(|i| i as u32)
@@ -427,17 +466,25 @@ fn registry_and_request(registry_key: u32, request_key: u32) -> Result<(Rc<RefCe
 /// `request_key`. Writes the pool indices, best first, at most `maxAcquisitionAttempts`,
 /// into `out` and returns how many; or the typed `NO_ELIGIBLE_PROVIDER` error (summary and
 /// rejections).
+/// `health`, `now`: the router's `NativeHealth` key (omitted: no tracking) and its injected
+/// clock's reading (ms; omitted: the wall clock, read here).
 #[napi]
 pub fn registry_order(
     registry_key: u32,
     request_key: u32,
     detached: bool,
     out: Uint32ArraySlice<'_>,
+    health: Option<u32>,
+    now: Option<f64>,
 ) -> Result<Either<u32, NativeError>> {
     guard(|| {
         let (inner, req) = registry_and_request(registry_key, request_key)?;
         let mut inner = inner.borrow_mut();
-        Ok(match inner.candidates(&req, detached, None, Some(req.max_attempts as usize))? {
+        let health = health_by_key(health);
+        let limit = Some(req.max_attempts as usize);
+        let found =
+            with_health(&mut inner, health.as_ref(), now, |inner, h| inner.candidates(&req, detached, None, limit, h))?;
+        Ok(match found {
             Ok(order) => Either::A(lend(&order, out)?),
             Err(e) => Either::B(e),
         })
@@ -446,7 +493,10 @@ pub fn registry_order(
 
 /// The provision hot path without extras: [`NativeRegistry::begin`] by keys, with no
 /// capacity routing.
+/// `health`, `now`: the router's `NativeHealth` key (omitted: no tracking) and its injected
+/// clock's reading (ms; omitted: the wall clock, read here).
 #[napi]
+#[allow(clippy::too_many_arguments, reason = "a napi entry point: flat typed arguments cross the seam cheapest")]
 pub fn begin_acquisition(
     registry_key: u32,
     request_key: u32,
@@ -454,25 +504,37 @@ pub fn begin_acquisition(
     observe: bool,
     labels_json: Option<String>,
     step: Uint32ArraySlice<'_>,
+    health: Option<u32>,
+    now: Option<f64>,
 ) -> Result<Either<u32, NativeError>> {
     guard(|| {
         let (inner, req) = registry_and_request(registry_key, request_key)?;
-        begin(&inner, &req, detached, None, None, observe, labels_json.as_deref(), step)
+        let health = health_by_key(health);
+        let args =
+            Begin { detached, extras: None, ledger: None, observe, labels_json: labels_json.as_deref(), health, now };
+        begin(&inner, &req, args, step)
     })
 }
 
+/// What a provision's acquisition starts from, beside the registry and the request.
+struct Begin<'a> {
+    detached: bool,
+    extras: Option<&'a RouteExtras>,
+    ledger: Option<&'a NativeLedger>,
+    observe: bool,
+    labels_json: Option<&'a str>,
+    health: Option<SharedHealth>,
+    now: Option<f64>,
+}
+
 /// Starts an acquisition on registry `registry` (see [`NativeRegistry::begin`]).
-#[allow(clippy::too_many_arguments)]
 fn begin(
     registry: &Rc<RefCell<RegistryInner>>,
     req: &Request,
-    detached: bool,
-    extras: Option<&RouteExtras>,
-    ledger: Option<&NativeLedger>,
-    observe: bool,
-    labels_json: Option<&str>,
+    args: Begin<'_>,
     step: Uint32ArraySlice<'_>,
 ) -> Result<Either<u32, NativeError>> {
+    let Begin { detached, extras, ledger, observe, labels_json, health, now } = args;
     // The request's own checks come first: its labels, then routing.
     let labels = match labels_json.map(labels_from).transpose()? {
         None => Vec::new(),
@@ -482,8 +544,13 @@ fn begin(
     let mut inner = registry.borrow_mut();
     // Capacity skips consume no attempt, so capacity routing needs every candidate.
     let limit = if ledger.is_some() { None } else { Some(req.max_attempts as usize) };
-    let order = match inner.candidates(req, detached, extras, limit)? {
-        Ok(order) => order,
+    let found = with_health(&mut inner, health.as_ref(), now, |inner, h| {
+        inner
+            .candidates(req, detached, extras, limit, h)
+            .map(|r| r.map(|order| (order, h.map(|h| (h.shared.clone(), h.now)))))
+    })?;
+    let (order, slots) = match found {
+        Ok(found) => found,
         Err(e) => return Ok(Either::B(e)),
     };
     let capacity = ledger.map(|l| CapacityPlan {
@@ -491,13 +558,17 @@ fn begin(
         readers: inner.readers.clone(),
         ledger_pools: inner.registry.pools().iter().map(|p| l.key_for(&p.id)).collect(),
     });
-    let machine = Acquisition::new(order, req.max_attempts as usize, req.fallback_allowed, capacity, observe);
+    let mut machine = Acquisition::new(order, req.max_attempts as usize, req.fallback_allowed, capacity, observe);
+    if let Some((slots, now)) = slots {
+        machine.track(slots, now);
+    }
     drop(inner);
     let key = insert_machine(MachineEntry::new(
         machine,
         ledger.map(NativeLedger::shared),
         std::sync::Arc::new(labels),
         registry.clone(),
+        health,
     ));
     // The first step, in the same call.
     crate::binding_acquisition::step_into(key, step)?;
@@ -509,11 +580,26 @@ impl RegistryInner {
     pub(crate) fn pool_id(&self, index: usize) -> &str {
         &self.registry.pools()[index].id
     }
+
+    /// The health slot of each pool (cached per health; a registry only grows).
+    pub(crate) fn health_slots(&mut self, h: &mut HealthInner) -> Rc<[usize]> {
+        match &self.health_slots {
+            Some((id, slots)) if *id == h.id && slots.len() == self.registry.pools().len() => slots.clone(),
+            _ => {
+                let slots: Rc<[usize]> = self.registry.pools().iter().map(|p| h.health.slot(&p.id)).collect();
+                self.health_slots = Some((h.id, slots.clone()));
+                slots
+            }
+        }
+    }
 }
 
 /// A request's labels sent apart from it (JSON text), validated by the one rule
 /// (`request::parse_labels`): the labels, or the typed `INVALID_REQUEST` error.
 pub(crate) fn labels_from(text: &str) -> Result<std::result::Result<Vec<(String, String)>, NativeError>> {
+    if let Some(labels) = crate::core::request::parse_labels_text(text) {
+        return Ok(Ok(labels));
+    }
     let v = parse_json(text, "launch.labels")?;
     Ok(parse_labels(&v).map_err(|e| {
         let (field, expectation) = (e.field, e.expectation);
@@ -536,14 +622,15 @@ impl RegistryInner {
         detached: bool,
         extras: Option<&RouteExtras>,
         limit: Option<usize>,
+        health: Option<&HealthView<'_>>,
     ) -> Result<std::result::Result<Vec<usize>, NativeError>> {
         let mut order = Vec::new();
         let (registry, scratch) = (&self.registry, &mut self.scratch);
-        with_options(extras, detached, limit, false, |opts| {
+        with_options(extras, detached, limit, false, health, |opts| {
             route_order_into(registry, req, opts, scratch, &mut order)
         })?;
         if order.is_empty() {
-            return Ok(Err(self.no_eligible(req, detached, extras)?));
+            return Ok(Err(self.no_eligible(req, detached, extras, health)?));
         }
         Ok(Ok(order))
     }
@@ -555,8 +642,9 @@ impl RegistryInner {
         detached: bool,
         extras: Option<&RouteExtras>,
         interner: &mut crate::core::requirements::Interner,
+        health: Option<&HealthView<'_>>,
     ) -> Result<crate::core::registry::InternedDecision> {
-        with_options(extras, detached, None, true, |opts| {
+        with_options(extras, detached, None, true, health, |opts| {
             crate::core::registry::route_interned(self.registry.pools(), req, opts, interner)
         })
     }
@@ -568,12 +656,19 @@ impl RegistryInner {
         extras: Option<&RouteExtras>,
         limit: Option<usize>,
         detail: bool,
+        health: Option<&HealthView<'_>>,
     ) -> Result<Decision> {
-        with_options(extras, detached, limit, detail, |opts| route(self.registry.pools(), req, opts))
+        with_options(extras, detached, limit, detail, health, |opts| route(self.registry.pools(), req, opts))
     }
 
-    fn no_eligible(&self, req: &Request, detached: bool, extras: Option<&RouteExtras>) -> Result<NativeError> {
-        let d = self.decide(req, detached, extras, None, true)?;
+    fn no_eligible(
+        &self,
+        req: &Request,
+        detached: bool,
+        extras: Option<&RouteExtras>,
+        health: Option<&HealthView<'_>>,
+    ) -> Result<NativeError> {
+        let d = self.decide(req, detached, extras, None, true, health)?;
         let pools = self.registry.pools();
         let line = summary(0, d.total, &d.rejected);
         let rejections = d
@@ -652,24 +747,62 @@ pub(crate) fn write_record(
     provider_id: &str,
     provider_sandbox_id: String,
     detached: bool,
-    fleet: &str,
+    fleet: std::sync::Arc<str>,
 ) -> Result<()> {
     let key = SandboxKey::parse_checked(id).map_err(core_err)?;
     let store = STORES.with(|s| s.borrow().get(store_key)).ok_or_else(|| stale("mapping store"))?;
     let mut store = store.borrow_mut();
     let provider_id = store.intern(provider_id);
-    let fleet = Some(store.intern(fleet));
     store.put(Mapping {
         id: key,
         provider_id,
         provider_sandbox_id: provider_sandbox_id.into_boxed_str(),
         labels,
         stamped: true,
-        fleet,
+        fleet: Some(fleet),
         created_at: CreatedAt::Millis(crate::core::clock::now_millis()),
         detached,
     });
     Ok(())
+}
+
+thread_local! {
+    /// Fleet names by key (see [`fleet_key`]): one entry per distinct name a router was
+    /// given in this process.
+    static FLEETS: RefCell<Vec<std::sync::Arc<str>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The key of fleet name `name` (validated by the fleet rule), made once per router: the
+/// success of every provision names its fleet by this number instead of sending the name.
+#[napi]
+pub fn fleet_key(name: String) -> Result<u32> {
+    guard(|| {
+        if !crate::core::request::validate_fleet(&name) {
+            return Err(encode(
+                "INVALID_CONFIGURATION",
+                "invalid router options: fleet must be 1-63 characters of [a-z0-9][a-z0-9._-]*",
+                Some("fleet"),
+                Value::Null,
+            ));
+        }
+        Ok(FLEETS.with(|f| {
+            let mut f = f.borrow_mut();
+            match f.iter().position(|n| **n == *name) {
+                Some(i) => i as u32,
+                None => {
+                    f.push(std::sync::Arc::from(name.as_str()));
+                    (f.len() - 1) as u32
+                }
+            }
+        }))
+    })
+}
+
+/// The fleet name of `key` (see [`fleet_key`]).
+pub(crate) fn fleet_named(key: u32) -> Result<std::sync::Arc<str>> {
+    FLEETS
+        .with(|f| f.borrow().get(key as usize).cloned())
+        .ok_or_else(|| encode("INTERNAL_ERROR", "internal error: unknown fleet key", None, Value::Null))
 }
 
 /// A mapping record as JS sees it.

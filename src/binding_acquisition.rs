@@ -8,8 +8,10 @@
 //! JS side names.
 
 use crate::binding::guard;
+use crate::binding_health::SharedHealth;
 use crate::core::acquisition::{Acquisition, Event, Outcome, SkipStatus, Step};
 use crate::core::capacity::{validate, Ledger};
+use crate::core::health::Transition;
 use napi::bindgen_prelude::Uint32ArraySlice;
 use napi_derive::napi;
 use serde_json::Value;
@@ -114,6 +116,18 @@ pub enum EventType {
     /// `provision.exhausted`
     #[napi(value = "provision.exhausted")]
     ProvisionExhausted,
+    /// `health.circuit.opened`
+    #[napi(value = "health.circuit.opened")]
+    CircuitOpened,
+    /// `health.circuit.half-open`
+    #[napi(value = "health.circuit.half-open")]
+    CircuitHalfOpen,
+    /// `health.circuit.closed`
+    #[napi(value = "health.circuit.closed")]
+    CircuitClosed,
+    /// `health.skipped`
+    #[napi(value = "health.skipped")]
+    HealthSkipped,
 }
 
 /// One decided event. Pools are registration indices; the JS side names them.
@@ -138,6 +152,12 @@ pub struct EventRecord {
     pub from: Option<u32>,
     /// …to this one.
     pub to: Option<u32>,
+    /// `health.circuit.opened`: when the pool may be probed (ISO 8601).
+    pub retry_at: Option<String>,
+    /// `health.circuit.opened`: this cooldown, ms.
+    pub cooldown_ms: Option<f64>,
+    /// `health.circuit.opened`: the consecutive failures that opened it.
+    pub failures: Option<u32>,
 }
 
 /// How an acquisition failed: which error class the JS side builds.
@@ -156,6 +176,9 @@ pub enum FailureKind {
     TimedOut,
     /// The runtime threw the router's own package error: it is rethrown as it is.
     Package,
+    /// Every remaining candidate's circuit excluded it at launch time; nothing was
+    /// launched (`NoEligibleProviderError`, `CIRCUIT_OPEN` rejections).
+    CircuitOpen,
 }
 
 /// A failed attempt.
@@ -215,6 +238,9 @@ fn event_record(e: Event) -> EventRecord {
         reason: None,
         from: None,
         to: None,
+        retry_at: None,
+        cooldown_ms: None,
+        failures: None,
     };
     match e {
         Event::CapacityAdmitted { pool } => {
@@ -253,6 +279,25 @@ fn event_record(e: Event) -> EventRecord {
             r.kind = EventType::ProvisionExhausted;
             r.code = Some(code);
         }
+        Event::Circuit { pool, transition } => {
+            r.pool = Some(pool as u32);
+            match transition {
+                Transition::Opened { retry_at, cooldown_ms, cause, failures } => {
+                    r.kind = EventType::CircuitOpened;
+                    r.retry_at = Some(crate::core::clock::iso8601_millis(retry_at));
+                    r.cooldown_ms = Some(cooldown_ms as f64);
+                    r.reason = Some(cause.code().to_string());
+                    r.failures = Some(failures);
+                }
+                Transition::HalfOpen => r.kind = EventType::CircuitHalfOpen,
+                Transition::Closed => r.kind = EventType::CircuitClosed,
+            }
+        }
+        Event::HealthSkipped { pool } => {
+            r.kind = EventType::HealthSkipped;
+            r.pool = Some(pool as u32);
+            r.reason = Some("CIRCUIT_OPEN".to_string());
+        }
     }
     r
 }
@@ -267,6 +312,8 @@ pub(crate) struct Entry {
     labels: std::sync::Arc<Vec<(String, String)>>,
     /// The registry it routed on (for pool ids).
     registry: Rc<RefCell<crate::binding::RegistryInner>>,
+    /// The router's health, when it tracks outcomes.
+    health: Option<SharedHealth>,
 }
 
 impl Entry {
@@ -275,8 +322,22 @@ impl Entry {
         ledger: Option<Rc<RefCell<LedgerInner>>>,
         labels: std::sync::Arc<Vec<(String, String)>>,
         registry: Rc<RefCell<crate::binding::RegistryInner>>,
+        health: Option<SharedHealth>,
     ) -> Self {
-        Entry { machine, ledger, pool: 0, labels, registry }
+        Entry { machine, ledger, pool: 0, labels, registry, health }
+    }
+
+    /// Reports an outcome: sets the clock (`now`, ms), runs `f` with the ledger, then
+    /// records the launch's outcome in the router's health.
+    fn report<T>(&mut self, now: Option<f64>, f: impl FnOnce(&mut Acquisition, Option<&mut Ledger>) -> T) -> T {
+        if self.health.is_some() {
+            self.machine.set_now(crate::binding_health::instant(now));
+        }
+        let out = self.with_ledger(f);
+        if let Some(h) = &self.health {
+            self.machine.report_health(&mut h.borrow_mut().health);
+        }
+        out
     }
 
     /// Runs `f` with the ledger (if any) borrowed mutably.
@@ -360,7 +421,7 @@ pub(crate) fn step_into(key: u32, mut out: Uint32ArraySlice<'_>) -> napi::Result
             Value::Null,
         ));
     }
-    let (kind, pool) = with(key, |e| match e.with_ledger(|m, l| m.next(l)) {
+    let (kind, pool) = with(key, |e| match next(e) {
         Step::Admit(pool) => (StepKind::Admit, pool as u32),
         Step::Launch(pool) => (StepKind::Launch, pool as u32),
         Step::Done => (StepKind::Done, 0),
@@ -371,17 +432,29 @@ pub(crate) fn step_into(key: u32, mut out: Uint32ArraySlice<'_>) -> napi::Result
     Ok(())
 }
 
+/// The machine's next step, with the ledger and the health (when the router has them).
+fn next(e: &mut Entry) -> Step {
+    let mut ledger = e.ledger.as_ref().map(|l| l.borrow_mut());
+    let mut health = e.health.as_ref().map(|h| h.borrow_mut());
+    e.machine.next_with(ledger.as_mut().map(|l| &mut l.ledger), health.as_mut().map(|h| &mut h.health))
+}
+
 /// Reports the current candidate's capacity read: the measurement as JSON text (what the
 /// reader answered, serialized once), validated strictly here; anything malformed is
 /// `unknown: MALFORMED`.
+/// `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
 #[napi]
-pub fn acquisition_admit(key: u32, measurement_json: String) -> napi::Result<()> {
+pub fn acquisition_admit(key: u32, measurement_json: String, now: Option<f64>) -> napi::Result<()> {
     guard(|| {
         let m = validate(&serde_json::from_str::<Value>(&measurement_json).unwrap_or(Value::Null));
         with(key, |e| {
+            if e.health.is_some() {
+                e.machine.set_now(crate::binding_health::instant(now));
+            }
             if let Some(l) = &e.ledger {
                 let mut inner = l.borrow_mut();
-                e.machine.admit(&mut inner.ledger, &m);
+                let mut health = e.health.as_ref().map(|h| h.borrow_mut());
+                e.machine.admit_with(&mut inner.ledger, &m, health.as_mut().map(|h| &mut h.health));
             }
         })
     })
@@ -405,11 +478,20 @@ pub struct DemandDim {
 /// here) as the dimensions to decide on, or null when the machine skipped the pool already
 /// (an unknown or malformed measurement).
 #[napi]
-pub fn acquisition_demand(key: u32, measurement_json: String) -> napi::Result<Option<Vec<DemandDim>>> {
+/// `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
+pub fn acquisition_demand(
+    key: u32,
+    measurement_json: String,
+    now: Option<f64>,
+) -> napi::Result<Option<Vec<DemandDim>>> {
     guard(|| {
         let m = validate(&serde_json::from_str::<Value>(&measurement_json).unwrap_or(Value::Null));
         with(key, |e| {
-            e.machine.shared_demand(&m).map(|dims| {
+            if e.health.is_some() {
+                e.machine.set_now(crate::binding_health::instant(now));
+            }
+            let mut health = e.health.as_ref().map(|h| h.borrow_mut());
+            e.machine.shared_demand(&m, health.as_mut().map(|h| &mut h.health)).map(|dims| {
                 dims.into_iter()
                     .map(|d| DemandDim { resource: d.resource, used: d.used, limit: d.limit, need: d.need })
                     .collect()
@@ -422,7 +504,13 @@ pub fn acquisition_demand(key: u32, measurement_json: String) -> napi::Result<Op
 /// otherwise `resource`: exhausted in it; neither: the coordinator was unavailable (the
 /// pool is skipped as `UNKNOWN: COORDINATOR_UNAVAILABLE`).
 #[napi]
-pub fn acquisition_admit_decided(key: u32, token: Option<f64>, resource: Option<String>) -> napi::Result<()> {
+/// `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
+pub fn acquisition_admit_decided(
+    key: u32,
+    token: Option<f64>,
+    resource: Option<String>,
+    now: Option<f64>,
+) -> napi::Result<()> {
     use crate::core::acquisition::SharedVerdict;
     guard(|| {
         let verdict = match (token, resource) {
@@ -430,7 +518,13 @@ pub fn acquisition_admit_decided(key: u32, token: Option<f64>, resource: Option<
             (_, Some(r)) => SharedVerdict::Exhausted(r),
             _ => SharedVerdict::Unavailable,
         };
-        with(key, |e| e.machine.admit_shared(verdict))
+        with(key, |e| {
+            if e.health.is_some() {
+                e.machine.set_now(crate::binding_health::instant(now));
+            }
+            let mut health = e.health.as_ref().map(|h| h.borrow_mut());
+            e.machine.admit_shared(verdict, health.as_mut().map(|h| &mut h.health));
+        })
     })
 }
 
@@ -454,7 +548,13 @@ pub fn acquisition_settlement(key: u32) -> napi::Result<Option<HoldSettlement>> 
 /// The launch returned a handle with a provider id. With `store_key` (the default mapping
 /// store), the record is written here too: `{ id, pool id, providerSandboxId, labels,
 /// createdAt, detached }`, the labels being the request's plus the router's id and fleet
-/// labels (`fleet`: the router's fleet name).
+/// labels (`fleet`: the router's fleet, as [`crate::binding::fleet_key`] numbered it).
+/// `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
+///
+/// A machine that records no events (no observer) ends here, before the record is written
+/// (whether or not that write fails): nothing more is asked of it, and ending it in the same
+/// call saves the provision a native call. An observed machine, or one whose holds are in a
+/// shared ledger (its settlement is still to be read), ends with [`acquisition_end`].
 #[napi]
 pub fn acquisition_succeeded(
     key: u32,
@@ -462,13 +562,20 @@ pub fn acquisition_succeeded(
     id: String,
     provider_sandbox_id: String,
     detached: bool,
-    fleet: String,
+    fleet: u32,
+    now: Option<f64>,
 ) -> napi::Result<()> {
     guard(|| {
-        let (labels, registry, pool) = with(key, |e| {
-            e.with_ledger(|m, l| m.succeeded(l));
-            (e.labels.clone(), e.registry.clone(), e.pool as usize)
+        let (labels, registry, pool, keep) = with(key, |e| {
+            e.report(now, |m, l| m.succeeded(l));
+            // A coordinated machine stays until its hold's settlement is read
+            // (`acquisitionSettlement`); the JS side then ends it.
+            let coordinated = e.ledger.as_ref().is_some_and(|l| l.borrow().coordinated);
+            (e.labels.clone(), e.registry.clone(), e.pool as usize, e.machine.observing() || coordinated)
         })?;
+        if !keep {
+            acquisition_end(key);
+        }
         match store_key {
             Some(store) => {
                 let registry = registry.borrow();
@@ -479,7 +586,7 @@ pub fn acquisition_succeeded(
                     registry.pool_id(pool),
                     provider_sandbox_id,
                     detached,
-                    &fleet,
+                    crate::binding::fleet_named(fleet)?,
                 )
             }
             None => Ok(()),
@@ -489,27 +596,36 @@ pub fn acquisition_succeeded(
 
 /// The launch failed; `code` / `retryable`: the classifier's answer, if it gave one of the
 /// right types (the machine sanitizes and decides).
+/// `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
 #[napi]
-pub fn acquisition_failed(key: u32, code: Option<String>, retryable: Option<bool>) -> napi::Result<()> {
-    guard(|| with(key, |e| e.with_ledger(|m, l| m.failed(l, code.as_deref(), retryable))))
+pub fn acquisition_failed(
+    key: u32,
+    code: Option<String>,
+    retryable: Option<bool>,
+    now: Option<f64>,
+) -> napi::Result<()> {
+    guard(|| with(key, |e| e.report(now, |m, l| m.failed(l, code.as_deref(), retryable))))
 }
 
 /// The launch resolved to something that is not a handle.
+/// `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
 #[napi]
-pub fn acquisition_malformed(key: u32) -> napi::Result<()> {
-    guard(|| with(key, |e| e.with_ledger(|m, l| m.malformed(l))))
+pub fn acquisition_malformed(key: u32, now: Option<f64>) -> napi::Result<()> {
+    guard(|| with(key, |e| e.report(now, |m, l| m.malformed(l))))
 }
 
 /// The launch did not settle within its deadline.
+/// `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
 #[napi]
-pub fn acquisition_timed_out(key: u32) -> napi::Result<()> {
-    guard(|| with(key, |e| e.with_ledger(|m, l| m.timed_out(l))))
+pub fn acquisition_timed_out(key: u32, now: Option<f64>) -> napi::Result<()> {
+    guard(|| with(key, |e| e.report(now, |m, l| m.timed_out(l))))
 }
 
 /// The runtime threw the router's own package error with this code.
+/// `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
 #[napi]
-pub fn acquisition_package_failed(key: u32, code: String) -> napi::Result<()> {
-    guard(|| with(key, |e| e.with_ledger(|m, l| m.package_failed(l, &code))))
+pub fn acquisition_package_failed(key: u32, code: String, now: Option<f64>) -> napi::Result<()> {
+    guard(|| with(key, |e| e.report(now, |m, l| m.package_failed(l, &code))))
 }
 
 /// The candidates, best first (pool indices): the order `provision.ranked` reports.
@@ -534,17 +650,23 @@ pub fn acquisition_failure(key: u32) -> napi::Result<Option<AcquisitionFailure>>
     guard(|| with(key, |e| failure_of(&e.machine)))
 }
 
-/// Forgets the machine (its key may be reused). Ending an unknown key does nothing.
+/// Forgets the machine (its key may be reused); a half-open trial token it still holds is
+/// freed. Ending an unknown key does nothing.
 #[napi]
 pub fn acquisition_end(key: u32) {
-    MACHINES.with(|m| {
+    let ended = MACHINES.with(|m| {
         let mut m = m.borrow_mut();
-        if let Some(slot) = m.items.get_mut(key as usize) {
-            if slot.take().is_some() {
-                m.free.push(key);
-            }
+        let entry = m.items.get_mut(key as usize).and_then(Option::take);
+        if entry.is_some() {
+            m.free.push(key);
         }
+        entry
     });
+    if let Some(mut e) = ended {
+        if let Some(h) = &e.health {
+            e.machine.abandon(&mut h.borrow_mut().health);
+        }
+    }
 }
 
 /// Machines in flight (for the leak tests).
@@ -563,6 +685,7 @@ fn failure_of(machine: &Acquisition) -> Option<AcquisitionFailure> {
         Outcome::NoCapacity => (FailureKind::NoCapacity, None),
         Outcome::TimedOut { pool } => (FailureKind::TimedOut, Some(*pool as u32)),
         Outcome::PackageFailed { pool, .. } => (FailureKind::Package, Some(*pool as u32)),
+        Outcome::CircuitOpen { pool } => (FailureKind::CircuitOpen, Some(*pool as u32)),
     };
     Some(AcquisitionFailure {
         kind,

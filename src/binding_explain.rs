@@ -92,6 +92,7 @@ pub fn explain_vocabulary() -> ExplainVocabulary {
 /// header) and returns the texts the caller's table lacks, if any (see `header`). When a buffer is
 /// too small, writes only the header (`fits` 0 and the sizes needed, header included).
 #[napi(ts_return_type = "string[] | undefined")]
+#[allow(clippy::too_many_arguments, reason = "a napi entry point: flat typed arguments cross the seam cheapest")]
 pub fn explain_decision<'env>(
     env: &'env Env,
     registry_key: u32,
@@ -100,6 +101,8 @@ pub fn explain_decision<'env>(
     extras: Option<RouteExtras>,
     mut ints: Uint32ArraySlice<'_>,
     mut floats: Float64ArraySlice<'_>,
+    health: Option<u32>,
+    now: Option<f64>,
 ) -> Result<Option<Array<'env>>> {
     guard(|| {
         // SAFETY: JavaScript cannot run during this synchronous call, so nothing else
@@ -113,7 +116,8 @@ pub fn explain_decision<'env>(
         let (their_generation, their_texts) = (ints[header::GENERATION], ints[header::TEXTS] as usize);
         let inner = registry_by_key(registry_key)?;
         let req = request_by_key(request_key)?;
-        let inner = inner.borrow();
+        let health = crate::binding_health::health_by_key(health);
+        let mut inner = inner.borrow_mut();
         SCRATCH.with(|scratch| {
             let scratch = &mut *scratch.borrow_mut();
             let (texts, generation) = (&mut scratch.0, &mut scratch.1);
@@ -123,7 +127,9 @@ pub fn explain_decision<'env>(
             }
             let from =
                 if their_generation == *generation && their_texts <= texts.details.len() { their_texts } else { 0 };
-            let d = inner.decide_interned(&req, detached, extras.as_ref(), texts)?;
+            let d = crate::binding::with_health(&mut inner, health.as_ref(), now, |inner, h| {
+                inner.decide_interned(&req, detached, extras.as_ref(), texts, h)
+            })?;
             let fits = answer(&d, texts, &req, ints, floats);
             if fits {
                 let summary = interned_summary(&d, texts);

@@ -182,9 +182,9 @@ fn compact_layout_carries_ranks_breakdowns_and_reasons_by_index() {
     let mut texts = Interner::default();
     let d = route_interned(r.pools(), &req, &RouteOptions::default(), &mut texts);
     let (ni, nf) = compact_size(&d);
-    assert_eq!((ni, nf), (2 * 4 + 2 + 2, 2 * 7));
+    assert_eq!((ni, nf), (2 * 4 + 2 + 2, 2 * 11));
     // Too small: nothing written, the sizes reported.
-    let w = write_compact(&d, &texts, &mut [0; 3], &mut [0.0; 14]);
+    let w = write_compact(&d, &texts, &mut [0; 3], &mut [0.0; 22]);
     assert!(!w.fits);
     assert_eq!((w.ints, w.floats), (ni, nf));
     let (mut ints, mut floats) = (vec![7u32; ni], vec![-1.0; nf]);
@@ -193,6 +193,8 @@ fn compact_layout_carries_ranks_breakdowns_and_reasons_by_index() {
     // c (cost 0.1) before b (0.2), both tier 0; no capacity order; no tie.
     assert_eq!(&ints[..8], &[2, 0, NONE, 0, 0, 0, NONE, 0]);
     assert_eq!(&floats[..7], &[1.0, 0.1, 1.0, 20.0, 0.0, 0.8, 0.0]);
+    // Declared and observed side by side: NaN when observed signals are not blended in.
+    assert!(floats[7..11].iter().all(|x| x.is_nan()));
     assert_eq!(&ints[8..], &[1, 1, Reason::ForbiddenCapabilityPresent.index(), 0]);
     assert_eq!(texts.details.as_slice(), ["pty"]);
     assert_eq!(interned_summary(&d, &texts), "2/3 providers eligible: 1 forbidden capability pty");

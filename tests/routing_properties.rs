@@ -313,7 +313,11 @@ proptest! {
         pools in prop::collection::vec(pool_json(), 1..25),
         req in request_json(),
         x in extras_strategy(),
+        circuit in prop::collection::vec((0usize..25, any::<bool>()), 0..4),
+        observed in prop::option::of(prop::collection::vec(
+            prop::option::of((prop::option::of(0.0f64..5000.0), 0.0f64..=1.0, 0.5f64..1.0)), 25)),
     ) {
+        use agent_relay_sandbox_router::core::health::{Block, Cause, Observed};
         use agent_relay_sandbox_router::core::registry::{route_interned, route_order};
         use agent_relay_sandbox_router::core::requirements::Interner;
         use agent_relay_sandbox_router::core::signals::{signal_state, unresolved};
@@ -347,6 +351,19 @@ proptest! {
             .collect();
         let with_overrides = !x.overrides.is_empty();
         let limit = if x.order.is_some() { None } else { Some(parsed.max_attempts as usize) };
+        // Live health: pools whose circuit excludes them, and observed signals blended in.
+        let circuit: Vec<(usize, Block)> = circuit
+            .into_iter()
+            .filter(|(i, _)| *i < n)
+            .map(|(i, open)| {
+                (i, if open { Block::Open { retry_at: 1_000, cause: Cause::Failures } } else { Block::TrialInFlight })
+            })
+            .collect();
+        let observed: Option<Vec<Option<Observed>>> = observed.map(|v| {
+            v.into_iter()
+                .map(|o| o.map(|(l, r, w)| Observed { ready_latency_ms: l, completion_rate: r, weight: w }))
+                .collect()
+        });
         let opts = RouteOptions {
             detached: x.detached,
             credentials_unavailable: &unavailable,
@@ -354,6 +371,8 @@ proptest! {
             provider_order: x.order.as_deref(),
             limit,
             detail: false,
+            circuit: &circuit,
+            observed: observed.as_deref(),
         };
         let fast = route_order(&r, &parsed, &opts, &mut Vec::new());
         let verdict = route(r.pools(), &parsed, &RouteOptions { limit: None, ..opts.clone() });
@@ -373,6 +392,77 @@ proptest! {
         for p in &detail.rejected {
             prop_assert!(!p.reasons.is_empty(), "a rejected pool has a reason");
         }
+        for (i, _) in &circuit {
+            prop_assert!(!full.contains(i), "a pool whose circuit excludes it is never a candidate");
+        }
         prop_assert_eq!(full.len() + verdict.rejected_count, n);
     }
+}
+
+/// Label texts as JSON.stringify writes them and as hostile callers could: objects with
+/// string and non-string values, repeated keys, the reserved keys, escapes, not objects.
+fn labels_text() -> impl Strategy<Value = String> {
+    let key = prop::sample::select(vec![
+        "team",
+        "a",
+        "b",
+        "\\u0061",
+        "é",
+        "agent-relay-sbx-id",
+        "agent-relay-sbx-fleet",
+        "",
+        "__proto__",
+    ]);
+    let value = prop::sample::select(vec![
+        "\"x\"",
+        "\"\"",
+        "\"\\n\\u00e9\"",
+        "1",
+        "null",
+        "true",
+        "[]",
+        "{}",
+        "{\"$invalid\":\"function\"}",
+    ]);
+    prop_oneof![
+        8 => prop::collection::vec((key, value), 0..6).prop_map(|entries| {
+            let body: Vec<String> = entries.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+            format!("{{{}}}", body.join(","))
+        }),
+        1 => prop::sample::select(vec!["null", "[]", "\"x\"", "5", "{", "", "{\"a\":\"b\"} x"]).prop_map(str::to_string),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// The provision path's labels reader never answers differently from the general rule:
+    /// when it accepts, the labels are the same; when the general rule refuses, so does it.
+    /// (It may also defer on valid text the general rule accepts, such as a repeated key
+    /// whose earlier value is not a string: the caller then asks the general rule.)
+    #[test]
+    fn labels_text_agrees_with_parse_labels(text in labels_text()) {
+        use agent_relay_sandbox_router::core::request::{parse_labels, parse_labels_text};
+        let general = serde_json::from_str::<Value>(&text).ok().map(|v| parse_labels(&v));
+        match (parse_labels_text(&text), general) {
+            (Some(fast), Some(Ok(slow))) => prop_assert_eq!(fast, slow),
+            (Some(fast), other) => prop_assert!(false, "fast path accepted {text:?} as {fast:?}; general: {other:?}"),
+            (None, _) => {}
+        }
+    }
+}
+
+#[test]
+fn labels_text_reads_ordinary_labels_itself() {
+    use agent_relay_sandbox_router::core::request::parse_labels_text;
+    // must-fire: what JSON.stringify writes for ordinary labels is read by the fast path
+    assert_eq!(
+        parse_labels_text(r#"{"team":"a","requestId":"r-1","x":"\u00e9"}"#),
+        Some(vec![("requestId".into(), "r-1".into()), ("team".into(), "a".into()), ("x".into(), "é".into())])
+    );
+    assert_eq!(parse_labels_text("{}"), Some(vec![]));
+    // must-not-fire: a non-string value, a reserved key, not an object: deferred
+    assert_eq!(parse_labels_text(r#"{"a":1}"#), None);
+    assert_eq!(parse_labels_text(r#"{"agent-relay-sbx-id":"x"}"#), None);
+    assert_eq!(parse_labels_text("null"), None);
 }

@@ -23,8 +23,10 @@ use crate::core::capabilities::Resources;
 use crate::core::capacity::{request_need, Admission, Ledger, Measurement};
 #[cfg(test)]
 use crate::core::fallback::OUTCOME_UNKNOWN;
-use crate::core::fallback::{after_failure, sanitize, Next};
+use crate::core::fallback::{after_failure, sanitize, Next, OUTCOME_UNKNOWN as UNKNOWN_CODE};
+use crate::core::health::{Health, LaunchOutcome, Transition};
 use crate::core::shared_ledger::Dim;
+use std::rc::Rc;
 
 /// Code of a launch whose handle is not a handle (no string id): the sandbox may exist.
 pub const MALFORMED_HANDLE: &str = "PROVIDER_MALFORMED_HANDLE";
@@ -34,6 +36,9 @@ pub const ACQUISITION_TIMEOUT: &str = "ACQUISITION_TIMEOUT";
 pub const ACQUISITION_EXHAUSTED: &str = "PROVIDER_ACQUISITION_EXHAUSTED";
 /// Code of a capacity-routed acquisition in which no candidate had room.
 pub const CAPACITY_EXHAUSTED: &str = "PROVIDER_CAPACITY_EXHAUSTED";
+/// Code of an acquisition whose every remaining candidate's circuit opened (or whose
+/// half-open trial another provision took) after the route was decided; nothing launched.
+pub const CIRCUIT_OPEN: &str = "CIRCUIT_OPEN";
 
 /// What the caller must do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +71,10 @@ pub enum Outcome {
     /// The runtime reported our own missing-package error on `pool` (`code`): nothing was
     /// called, so nothing was allocated.
     PackageFailed { pool: usize, code: String },
+    /// Health excluded every candidate at launch time (their circuits opened, or another
+    /// provision took the half-open trial, after the route was decided); nothing launched.
+    /// `pool`: the last candidate excluded.
+    CircuitOpen { pool: usize },
 }
 
 impl Outcome {
@@ -77,6 +86,7 @@ impl Outcome {
             Outcome::Exhausted { .. } | Outcome::ExhaustedByCapacity => Some(ACQUISITION_EXHAUSTED),
             Outcome::NoCapacity => Some(CAPACITY_EXHAUSTED),
             Outcome::TimedOut { .. } => Some(ACQUISITION_TIMEOUT),
+            Outcome::CircuitOpen { .. } => Some(CIRCUIT_OPEN),
         }
     }
 }
@@ -129,6 +139,34 @@ pub enum Event {
     FallbackAdvanced { from: usize, to: usize, attempt: u32 },
     /// `provision.exhausted`.
     ProvisionExhausted { code: String },
+    /// `health.circuit.opened` / `half-open` / `closed`, caused by this acquisition.
+    Circuit { pool: usize, transition: Transition },
+    /// `health.skipped`: a candidate excluded at launch time by its circuit (it opened, or
+    /// another provision took the half-open trial, after the route was decided).
+    HealthSkipped { pool: usize },
+}
+
+/// Health tracking of one acquisition: each pool's health slot, the caller's clock as last
+/// reported, and the launch in flight.
+#[derive(Debug, Clone)]
+struct Tracking {
+    /// Health slot of each pool (by pool index), shared with the registry's cache.
+    slots: Rc<[usize]>,
+    /// The instant the caller last reported (ms).
+    now: i64,
+    /// When the launch in flight started (ms).
+    started: i64,
+    /// Whether the launch in flight (or the admission before it) holds the half-open trial.
+    trial: bool,
+    /// The outcome of the last launch, not yet recorded.
+    pending: Option<(usize, Pending)>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Pending {
+    Record(LaunchOutcome),
+    /// Ended with no outcome health counts: free the trial token, if held.
+    Release,
 }
 
 /// What a capacity-routed acquisition needs per launch.
@@ -173,6 +211,9 @@ pub struct Acquisition {
     /// A hold of the shared ledger settled by the machine, for the caller to write
     /// ([`Acquisition::take_settlement`]): (token, allocated).
     settlement: Option<(u64, bool)>,
+    tracking: Option<Tracking>,
+    /// The last candidate health excluded at launch time.
+    circuit_skipped: Option<usize>,
 }
 
 /// The shared ledger's answer to one admission (`PostgresMappingStore` as a coordinator).
@@ -216,6 +257,8 @@ impl Acquisition {
             observe,
             events: Vec::new(),
             settlement: None,
+            tracking: None,
+            circuit_skipped: None,
         };
         if a.candidates.is_empty() {
             a.finish_without_room();
@@ -223,8 +266,34 @@ impl Acquisition {
         a
     }
 
+    /// Whether this machine records events (the router has an observer).
+    pub fn observing(&self) -> bool {
+        self.observe
+    }
+
+    /// Tracks this acquisition's launches in a router's health: `slots` maps pool indices
+    /// to health slots; `now` is the caller's clock (ms). Call before the first step.
+    pub fn track(&mut self, slots: impl Into<Rc<[usize]>>, now: i64) {
+        self.tracking = Some(Tracking { slots: slots.into(), now, started: now, trial: false, pending: None });
+    }
+
+    /// The caller's clock (ms), reported with each outcome (and admission): launch
+    /// latencies are measured between these instants.
+    pub fn set_now(&mut self, now: i64) {
+        if let Some(t) = &mut self.tracking {
+            t.now = now;
+        }
+    }
+
     /// What to do now. With a capacity plan, a read starts here: `ledger.begin_read()`.
     pub fn next(&mut self, ledger: Option<&mut Ledger>) -> Step {
+        self.next_with(ledger, None)
+    }
+
+    /// [`Acquisition::next`] with the router's health (when tracked): a candidate whose
+    /// circuit excludes it now is passed over (no attempt consumed; `health.skipped`), and a
+    /// half-open one takes the single trial token before it is read or launched.
+    pub fn next_with(&mut self, mut ledger: Option<&mut Ledger>, mut health: Option<&mut Health>) -> Step {
         loop {
             match self.phase {
                 Phase::Done => return Step::Done,
@@ -232,17 +301,56 @@ impl Acquisition {
                 Phase::Next => {}
             }
             let pool = self.candidates[self.pos];
+            if let (Some(t), Some(h)) = (&mut self.tracking, health.as_deref_mut()) {
+                let slot = t.slots[pool];
+                match h.try_launch(slot, t.now) {
+                    Ok(trial) => {
+                        t.trial = trial;
+                        if trial && self.observe {
+                            self.events.push(Event::Circuit { pool, transition: Transition::HalfOpen });
+                        }
+                    }
+                    Err(_) => {
+                        self.pass_over(pool);
+                        continue;
+                    }
+                }
+            }
             let Some(plan) = &self.capacity else {
                 self.start_launch(None);
                 return Step::Launch(pool);
             };
             if !plan.readers.get(pool).copied().unwrap_or(false) {
+                self.release_trial(health.as_deref_mut());
                 self.skip(pool, SkipStatus::Unknown, "NO_CAPACITY_READER".to_string());
                 continue;
             }
-            let seq = ledger.map_or(0, Ledger::begin_read);
+            let seq = ledger.as_deref_mut().map_or(0, Ledger::begin_read);
             self.phase = Phase::Admitting(seq);
             return Step::Admit(pool);
+        }
+    }
+
+    /// A candidate health excluded at launch time: no attempt consumed.
+    fn pass_over(&mut self, pool: usize) {
+        if self.observe {
+            self.events.push(Event::HealthSkipped { pool });
+        }
+        self.circuit_skipped = Some(pool);
+        self.pos += 1;
+        self.phase = Phase::Next;
+        if self.pos >= self.candidates.len() {
+            self.finish_without_room();
+        }
+    }
+
+    /// Frees a trial token taken for a candidate that is then not launched.
+    fn release_trial(&mut self, health: Option<&mut Health>) {
+        if let (Some(t), Some(h)) = (&mut self.tracking, health) {
+            if t.trial {
+                h.release(t.slots[self.candidates[self.pos]]);
+                t.trial = false;
+            }
         }
     }
 
@@ -259,6 +367,12 @@ impl Acquisition {
     /// Admitted: the next step launches it (its hold is kept by the ledger). Otherwise it
     /// is skipped and the machine moves on.
     pub fn admit(&mut self, ledger: &mut Ledger, measurement: &Measurement) {
+        self.admit_with(ledger, measurement, None);
+    }
+
+    /// [`Acquisition::admit`] with the router's health (when tracked): a skipped candidate
+    /// frees the trial token it took.
+    pub fn admit_with(&mut self, ledger: &mut Ledger, measurement: &Measurement, health: Option<&mut Health>) {
         let Phase::Admitting(seq) = self.phase else { return };
         let pool = self.candidates[self.pos];
         let Some(plan) = &self.capacity else { return };
@@ -270,8 +384,14 @@ impl Acquisition {
                 }
                 self.start_launch(Some(token));
             }
-            Admission::Exhausted { resource, .. } => self.skip(pool, SkipStatus::Exhausted, resource),
-            Admission::Unknown(reason) => self.skip(pool, SkipStatus::Unknown, reason.code().to_string()),
+            Admission::Exhausted { resource, .. } => {
+                self.release_trial(health);
+                self.skip(pool, SkipStatus::Exhausted, resource);
+            }
+            Admission::Unknown(reason) => {
+                self.release_trial(health);
+                self.skip(pool, SkipStatus::Unknown, reason.code().to_string());
+            }
         }
     }
 
@@ -279,13 +399,15 @@ impl Acquisition {
     /// measurement, turned into the dimensions the coordinator decides on (each with this
     /// request's need). An unknown measurement is skipped here (None), as [`Acquisition::admit`]
     /// would skip it; so is a call outside an admission.
-    pub fn shared_demand(&mut self, measurement: &Measurement) -> Option<Vec<Dim>> {
+    pub fn shared_demand(&mut self, measurement: &Measurement, health: Option<&mut Health>) -> Option<Vec<Dim>> {
         let Phase::Admitting(_) = self.phase else { return None };
         let pool = self.candidates[self.pos];
         let plan = self.capacity.as_ref()?;
         match measurement {
             Measurement::Unknown(reason) => {
-                self.skip(pool, SkipStatus::Unknown, reason.code().to_string());
+                let reason = reason.code().to_string();
+                self.release_trial(health);
+                self.skip(pool, SkipStatus::Unknown, reason);
                 None
             }
             Measurement::Known(m) => Some(
@@ -303,7 +425,7 @@ impl Acquisition {
 
     /// Under a shared ledger, step two: the coordinator's verdict on the current candidate.
     /// Admitted: the next step launches it; otherwise it is skipped.
-    pub fn admit_shared(&mut self, verdict: SharedVerdict) {
+    pub fn admit_shared(&mut self, verdict: SharedVerdict, health: Option<&mut Health>) {
         let Phase::Admitting(_) = self.phase else { return };
         let pool = self.candidates[self.pos];
         match verdict {
@@ -313,8 +435,14 @@ impl Acquisition {
                 }
                 self.start_launch(Some(token));
             }
-            SharedVerdict::Exhausted(resource) => self.skip(pool, SkipStatus::Exhausted, resource),
-            SharedVerdict::Unavailable => self.skip(pool, SkipStatus::Unknown, COORDINATOR_UNAVAILABLE.to_string()),
+            SharedVerdict::Exhausted(resource) => {
+                self.release_trial(health);
+                self.skip(pool, SkipStatus::Exhausted, resource);
+            }
+            SharedVerdict::Unavailable => {
+                self.release_trial(health);
+                self.skip(pool, SkipStatus::Unknown, COORDINATOR_UNAVAILABLE.to_string());
+            }
         }
     }
 
@@ -326,6 +454,9 @@ impl Acquisition {
     }
 
     fn start_launch(&mut self, token: Option<u64>) {
+        if let Some(t) = &mut self.tracking {
+            t.started = t.now;
+        }
         self.made += 1;
         self.phase = Phase::Launching(token);
         if self.observe {
@@ -348,7 +479,13 @@ impl Acquisition {
     /// Every candidate was used: the capacity outcome (or, with no candidate at all, a
     /// capacity outcome too: only capacity routing can run out of candidates unlaunched).
     fn finish_without_room(&mut self) {
-        let outcome = if self.made == 0 { Outcome::NoCapacity } else { Outcome::ExhaustedByCapacity };
+        let outcome = match (self.made, self.circuit_skipped, &self.capacity, self.attempts.last()) {
+            // Health passed over every candidate it did not launch, and capacity none.
+            (0, Some(pool), _, _) if self.skipped.is_empty() => Outcome::CircuitOpen { pool },
+            (_, Some(_), None, Some(last)) => Outcome::Exhausted { pool: last.pool },
+            (0, _, _, _) => Outcome::NoCapacity,
+            _ => Outcome::ExhaustedByCapacity,
+        };
         self.finish(outcome);
     }
 
@@ -375,9 +512,52 @@ impl Acquisition {
         Some(self.candidates[self.pos])
     }
 
+    /// Notes the health outcome of the launch just settled on `pool` (recorded by
+    /// [`Acquisition::report_health`]).
+    fn note(&mut self, pool: usize, what: impl FnOnce(i64) -> Pending) {
+        if let Some(t) = &mut self.tracking {
+            t.pending = Some((pool, what(t.now.saturating_sub(t.started))));
+        }
+    }
+
+    /// Records the last settled launch's outcome in the router's health (call after each
+    /// outcome report when tracked): statistics, the circuit's transition and its event.
+    pub fn report_health(&mut self, health: &mut Health) {
+        let Some(t) = &mut self.tracking else { return };
+        let Some((pool, pending)) = t.pending.take() else { return };
+        let slot = t.slots[pool];
+        let trial = std::mem::take(&mut t.trial);
+        match pending {
+            Pending::Release => {
+                if trial {
+                    health.release(slot);
+                }
+            }
+            Pending::Record(outcome) => {
+                if let Some(transition) = health.record(slot, outcome, t.now, trial) {
+                    if self.observe {
+                        self.events.push(Event::Circuit { pool, transition });
+                    }
+                }
+            }
+        }
+    }
+
+    /// The acquisition is being forgotten: a trial token still held (a launch or read whose
+    /// outcome was never reported) is freed.
+    pub fn abandon(&mut self, health: &mut Health) {
+        if let Some(t) = &mut self.tracking {
+            if t.trial && matches!(self.phase, Phase::Admitting(_) | Phase::Launching(_)) {
+                health.release(t.slots[self.candidates[self.pos]]);
+                t.trial = false;
+            }
+        }
+    }
+
     /// The launch returned a handle with a provider id.
     pub fn succeeded(&mut self, ledger: Option<&mut Ledger>) {
         let Some(pool) = self.settle(ledger, true) else { return };
+        self.note(pool, |ms| Pending::Record(LaunchOutcome::Succeeded { latency_ms: ms as f64 }));
         if self.observe {
             self.events.push(Event::AttemptSucceeded { pool, attempt: self.made });
         }
@@ -393,6 +573,9 @@ impl Acquisition {
         // Only a classified pre-allocation failure proves that nothing was allocated.
         let allocated_nothing = c.retryable;
         let Some(pool) = self.settle(ledger, !allocated_nothing) else { return };
+        let classified = c.code != UNKNOWN_CODE;
+        let outcome = LaunchOutcome::of_failure(&c.code, classified, c.retryable);
+        self.note(pool, |_| Pending::Record(outcome));
         let remaining = self.candidates.len() - self.pos - 1;
         let next = after_failure(
             &c,
@@ -433,6 +616,7 @@ impl Acquisition {
     /// The launch resolved to something that is not a handle: the sandbox may exist.
     pub fn malformed(&mut self, ledger: Option<&mut Ledger>) {
         let Some(pool) = self.settle(ledger, true) else { return };
+        self.note(pool, |_| Pending::Record(LaunchOutcome::Malformed));
         self.record_failure(pool, MALFORMED_HANDLE, false);
         self.finish(Outcome::Terminal { pool, code: MALFORMED_HANDLE.to_string() });
     }
@@ -440,6 +624,7 @@ impl Acquisition {
     /// The launch did not settle within its deadline: outcome unknown, no fallback.
     pub fn timed_out(&mut self, ledger: Option<&mut Ledger>) {
         let Some(pool) = self.settle(ledger, true) else { return };
+        self.note(pool, |_| Pending::Record(LaunchOutcome::TimedOut));
         self.record_failure(pool, ACQUISITION_TIMEOUT, false);
         self.finish(Outcome::TimedOut { pool });
     }
@@ -448,6 +633,7 @@ impl Acquisition {
     /// called, so nothing was allocated; the provision ends with that error.
     pub fn package_failed(&mut self, ledger: Option<&mut Ledger>, code: &str) {
         let Some(pool) = self.settle(ledger, false) else { return };
+        self.note(pool, |_| Pending::Release);
         self.record_failure(pool, code, false);
         self.finish(Outcome::PackageFailed { pool, code: code.to_string() });
     }
@@ -600,9 +786,9 @@ mod tests {
     fn shared_admission_launches_and_its_success_is_settled_as_allocated_must_fire() {
         let mut a = Acquisition::new(vec![0], 1, true, capacity(1), false);
         assert_eq!(a.next(None), Step::Admit(0));
-        let dims = a.shared_demand(&slots(3.0, 10.0)).expect("known measurement");
+        let dims = a.shared_demand(&slots(3.0, 10.0), None).expect("known measurement");
         assert_eq!(dims, vec![Dim { resource: "sandboxes".into(), used: 3.0, limit: 10.0, need: 1.0 }]);
-        a.admit_shared(SharedVerdict::Admitted(42));
+        a.admit_shared(SharedVerdict::Admitted(42), None);
         assert_eq!(a.next(None), Step::Launch(0));
         assert_eq!(a.take_settlement(), None);
         a.succeeded(None);
@@ -614,8 +800,8 @@ mod tests {
     fn shared_hold_of_a_proven_pre_allocation_failure_is_released_must_not_keep() {
         let mut a = Acquisition::new(vec![0, 1], 2, true, capacity(2), false);
         a.next(None);
-        a.shared_demand(&slots(0.0, 1.0));
-        a.admit_shared(SharedVerdict::Admitted(7));
+        a.shared_demand(&slots(0.0, 1.0), None);
+        a.admit_shared(SharedVerdict::Admitted(7), None);
         a.next(None);
         a.failed(None, Some("QUOTA"), Some(true));
         assert_eq!(a.take_settlement(), Some((7, false)));
@@ -625,10 +811,10 @@ mod tests {
     fn shared_unavailable_coordinator_is_an_unknown_skip_and_an_unknown_measurement_skips_without_asking() {
         let mut a = Acquisition::new(vec![0, 1], 2, true, capacity(2), false);
         a.next(None);
-        a.shared_demand(&slots(0.0, 1.0));
-        a.admit_shared(SharedVerdict::Unavailable);
+        a.shared_demand(&slots(0.0, 1.0), None);
+        a.admit_shared(SharedVerdict::Unavailable, None);
         assert_eq!(a.next(None), Step::Admit(1));
-        assert_eq!(a.shared_demand(&Measurement::Unknown(UnknownReason::Timeout)), None);
+        assert_eq!(a.shared_demand(&Measurement::Unknown(UnknownReason::Timeout), None), None);
         assert_eq!(a.next(None), Step::Done);
         assert_eq!(a.outcome(), Some(&Outcome::NoCapacity));
         let reasons: Vec<&str> = a.skipped().iter().map(|s| s.reason.as_str()).collect();
@@ -640,8 +826,8 @@ mod tests {
     fn shared_exhausted_verdict_skips_the_pool() {
         let mut a = Acquisition::new(vec![0], 1, true, capacity(1), false);
         a.next(None);
-        a.shared_demand(&slots(0.0, 1.0));
-        a.admit_shared(SharedVerdict::Exhausted("sandboxes".into()));
+        a.shared_demand(&slots(0.0, 1.0), None);
+        a.admit_shared(SharedVerdict::Exhausted("sandboxes".into()), None);
         assert_eq!(a.next(None), Step::Done);
         assert_eq!(a.skipped()[0].status, SkipStatus::Exhausted);
     }

@@ -51,12 +51,15 @@ pub fn summary(eligible: usize, total: usize, rejected: &[PoolRejection]) -> Str
 ///   reasons, and per reason its [`Reason`] index (`Reason::ALL` order) and the index of
 ///   its detail in [`Written::details`].
 /// - `floats`, for each eligible pool, best first: score, cost raw, cost normalized,
-///   latency raw, latency normalized, reliability raw, reliability normalized.
+///   latency raw, latency normalized, reliability raw, reliability normalized, then the
+///   declared and observed latency and the declared and observed reliability (NaN when
+///   observed signals are not blended in; an observed value is NaN until the pool has
+///   enough samples).
 pub mod layout {
     /// `ints` per eligible pool.
     pub const ELIGIBLE_INTS: usize = 4;
     /// `floats` per eligible pool.
-    pub const ELIGIBLE_FLOATS: usize = 7;
+    pub const ELIGIBLE_FLOATS: usize = 11;
     /// An absent value (`null` in the explanation).
     pub const NONE: u32 = u32::MAX;
 }
@@ -104,6 +107,10 @@ pub fn write_compact(d: &InternedDecision, texts: &Interner, ints: &mut [u32], f
             r.latency.normalized,
             r.reliability.raw,
             r.reliability.normalized,
+            r.observed.map_or(f64::NAN, |o| o.declared_latency),
+            r.observed.and_then(|o| o.observed_latency).unwrap_or(f64::NAN),
+            r.observed.map_or(f64::NAN, |o| o.declared_reliability),
+            r.observed.and_then(|o| o.observed_reliability).unwrap_or(f64::NAN),
         ]);
     }
     for r in &d.rejected {

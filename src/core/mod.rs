@@ -15,6 +15,7 @@ pub mod clock;
 pub mod error;
 pub mod explain;
 pub mod fallback;
+pub mod health;
 pub mod ids;
 pub mod json;
 pub mod manifest;

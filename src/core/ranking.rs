@@ -53,6 +53,35 @@ pub struct Ranked {
     pub reliability: Dimension,
     /// True when the id decided this pool's place against an equal neighbour.
     pub tie_break: bool,
+    /// Declared and observed values side by side, when observed signals are blended in.
+    pub observed: Option<SideBySide>,
+}
+
+/// Declared and observed signals of a pool whose ranking blended them (router option
+/// `health.observedSignals`): what explanations show beside the blended `raw`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SideBySide {
+    /// The declared latency under the request's objective, ms.
+    pub declared_latency: f64,
+    /// The observed launch-to-handle latency (None: objective `cold`, or not enough samples
+    /// or no success yet).
+    pub observed_latency: Option<f64>,
+    /// The declared completion-within-budget rate.
+    pub declared_reliability: f64,
+    /// The observed success rate (None: not enough samples).
+    pub observed_reliability: Option<f64>,
+}
+
+impl SideBySide {
+    /// A pool without observed signals yet (fewer samples than the minimum): declared only.
+    pub fn declared(s: &Signals, objective: Objective) -> Self {
+        SideBySide {
+            declared_latency: latency_of(s, objective),
+            observed_latency: None,
+            declared_reliability: s.completion_within_budget_rate,
+            observed_reliability: None,
+        }
+    }
 }
 
 /// A pool that passed every filter, with the inputs ranking needs.
@@ -64,8 +93,10 @@ pub struct Candidate<'a> {
     pub id: &'a str,
     /// The pool's regions.
     pub regions: &'a [String],
-    /// Its (validated) signals.
+    /// Its (validated) signals: blended with observed ones when `observed` is set.
     pub signals: Signals,
+    /// Declared and observed values, when observed signals are blended in.
+    pub observed: Option<SideBySide>,
 }
 
 fn spread(values: impl Iterator<Item = f64>) -> (f64, f64) {
@@ -155,6 +186,7 @@ pub fn rank(
                 latency,
                 reliability,
                 tie_break: false,
+                observed: c.observed,
             }
         })
         .collect();

@@ -50,6 +50,8 @@ pub enum Reason {
     LatencyBudget,
     /// Capacity routing is on and the pool is not in `providerOrder`.
     NotInProviderOrder,
+    /// The pool's circuit is open (live health), or half-open with its one trial running.
+    CircuitOpen,
 }
 
 impl Reason {
@@ -77,6 +79,7 @@ impl Reason {
             Reason::Unavailable => "UNAVAILABLE",
             Reason::LatencyBudget => "LATENCY_BUDGET",
             Reason::NotInProviderOrder => "NOT_IN_PROVIDER_ORDER",
+            Reason::CircuitOpen => "CIRCUIT_OPEN",
         }
     }
 
@@ -87,7 +90,7 @@ impl Reason {
     }
 
     /// Every reason, for documentation and tests.
-    pub const ALL: [Reason; 21] = [
+    pub const ALL: [Reason; 22] = [
         Reason::ProviderIdMismatch,
         Reason::DetachedUnsupported,
         Reason::CredentialsUnavailable,
@@ -109,6 +112,7 @@ impl Reason {
         Reason::Unavailable,
         Reason::LatencyBudget,
         Reason::NotInProviderOrder,
+        Reason::CircuitOpen,
     ];
 }
 

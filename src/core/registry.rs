@@ -7,12 +7,13 @@
 //! then (request-scoped) signals, then availability and the latency budget, then rank.
 
 use crate::core::capabilities::Capabilities;
+use crate::core::health::{Block, Observed};
 use crate::core::ids::validate_provider_id;
 use crate::core::json::FieldError;
 use crate::core::profile::{admits, tier, Profile, RegionTable, RequestProfile};
-use crate::core::ranking::{latency_of, rank, top_k, Candidate, Ranked, Slim};
+use crate::core::ranking::{latency_of, rank, top_k, Candidate, Ranked, SideBySide, Slim};
 use crate::core::reasons::{Reason, Rejection};
-use crate::core::request::Request;
+use crate::core::request::{Objective, Request};
 use crate::core::requirements::{check, CheckContext, Interner, Sink, TextKey};
 use crate::core::signals::{signal_state, SignalError, SignalState, Signals};
 use crate::core::CoreError;
@@ -110,6 +111,35 @@ pub struct RouteOptions<'a> {
     pub limit: Option<usize>,
     /// Collect every rejection reason (explain, events, errors) instead of a verdict.
     pub detail: bool,
+    /// Pools whose circuit excludes them now (health), by pool index, with why.
+    pub circuit: &'a [(usize, Block)],
+    /// Observed signals by pool index, blended into ranking (health, opted in).
+    pub observed: Option<&'a [Option<Observed>]>,
+}
+
+/// Blends a pool's observed signals into its declared ones (ready latency and completion
+/// rate; the latency budget filter keeps the declared value): the signals ranking uses,
+/// and both sides for explanations. Without observed signals, the declared ones as they are.
+pub fn blended(declared: Signals, observed: Option<Observed>, objective: Objective) -> (Signals, Option<SideBySide>) {
+    let Some(o) = observed else { return (declared, None) };
+    let mut s = declared;
+    if let Some(l) = o.ready_latency_ms {
+        s.ready_latency_ms = o.blend(declared.ready_latency_ms, l);
+    }
+    s.completion_within_budget_rate =
+        o.blend(declared.completion_within_budget_rate, o.completion_rate).clamp(0.0, 1.0);
+    let side = SideBySide {
+        declared_latency: latency_of(&declared, objective),
+        observed_latency: if objective == Objective::Ready { o.ready_latency_ms } else { None },
+        declared_reliability: declared.completion_within_budget_rate,
+        observed_reliability: Some(o.completion_rate),
+    };
+    (s, Some(side))
+}
+
+/// What a pool's observed signals are under `opts` (None when not blended in).
+fn observed_of(opts: &RouteOptions<'_>, i: usize) -> Option<Observed> {
+    opts.observed.and_then(|o| o.get(i).copied().flatten())
 }
 
 /// A rejected pool and why.
@@ -276,8 +306,15 @@ fn operational<'p>(
     sink: &mut Sink<'_>,
     candidates: &mut Vec<Candidate<'p>>,
 ) {
-    if let Some(signals) = operational_signals(p, i, req, opts, sink) {
-        candidates.push(Candidate { index: i, id: &p.id, regions: &p.capabilities.regions, signals });
+    if let Some(declared) = operational_signals(p, i, req, opts, sink) {
+        let (signals, observed) = match opts.observed {
+            Some(_) => {
+                let (s, side) = blended(declared, observed_of(opts, i), req.latency_objective);
+                (s, side.or(Some(SideBySide::declared(&declared, req.latency_objective))))
+            }
+            None => (declared, None),
+        };
+        candidates.push(Candidate { index: i, id: &p.id, regions: &p.capabilities.regions, signals, observed });
     }
 }
 
@@ -300,7 +337,10 @@ pub fn route_order_into(
     scratch.clear();
     let pools = &registry.pools;
     let q = RequestProfile::new(req, &registry.regions, |id| registry.position(id), opts.detached);
-    let plain = opts.signals.is_none() && opts.credentials_unavailable.is_empty() && opts.provider_order.is_none();
+    let plain = opts.signals.is_none()
+        && opts.credentials_unavailable.is_empty()
+        && opts.provider_order.is_none()
+        && opts.circuit.is_empty();
     for (i, p) in registry.profiles.iter().enumerate() {
         let regions = &pools[i].capabilities.regions;
         if !admits(i, p, &q, req, regions) {
@@ -333,6 +373,7 @@ pub fn route_order_into(
             let Some(s) = operational_signals(pool, i, req, opts, &mut sink) else { continue };
             s
         };
+        let s = if opts.observed.is_some() { blended(s, observed_of(opts, i), req.latency_objective).0 } else { s };
         let tier = match opts.provider_order {
             Some(order) => order.iter().position(|o| *o == pools[i].id).unwrap_or(usize::MAX) as u32,
             None => tier(p, &q, req, regions),
@@ -397,6 +438,26 @@ fn operational_signals(
             );
             return None;
         }
+    }
+    if let Some((_, block)) = opts.circuit.iter().find(|(x, _)| *x == i) {
+        let block = *block;
+        sink.reject(
+            Reason::CircuitOpen,
+            TextKey { phrase: 0, detail: None },
+            |d| match block {
+                Block::Open { retry_at, cause } => {
+                    let _ = write!(
+                        d,
+                        "circuit open ({}); retry at {}",
+                        cause.code(),
+                        crate::core::clock::iso8601_millis(retry_at)
+                    );
+                }
+                Block::TrialInFlight => d.push_str("circuit half-open: a trial provision is in flight"),
+            },
+            |p| p.push_str("circuit open"),
+        );
+        return None;
     }
     if let Some(order) = opts.provider_order {
         if !order.contains(&p.id) {
