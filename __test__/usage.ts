@@ -160,6 +160,7 @@ export async function manyRouters(url: string): Promise<number> {
   await byObject.close();
   await shared.close();
   return version + held + shared.leaseMs;
+}
 
 // Live health: the option, the snapshot and the circuit events, as a user would write them.
 import { type PoolHealth, type HealthOptions } from '../index.js';
