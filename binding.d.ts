@@ -24,8 +24,11 @@ export declare class NativeHealth {
 
 /** In-process capacity reservations of one router (see `core::capacity::Ledger`). */
 export declare class NativeLedger {
-  /** A ledger whose post-launch assumptions expire after `ttl_ms`. */
-  constructor(ttlMs: number)
+  /**
+   * A ledger whose post-launch assumptions expire after `ttl_ms`. `coordinated`: the
+   * holds are kept by a shared coordinator instead (see `acquisitionDemand`).
+   */
+  constructor(ttlMs: number, coordinated?: boolean | undefined | null)
 }
 
 /** The default in-memory mapping store (sync core; the JS class adds the async contract). */
@@ -44,6 +47,56 @@ export declare class NativeMappingStore {
   list(): Array<MappingRecord>
   /** Number of records. */
   get size(): number
+}
+
+/**
+ * The native half of `PostgresMappingStore`: a connection pool, the schema, this process's
+ * session in the shared capacity ledger.
+ */
+export declare class NativePgStore {
+  /**
+   * A store over `connection` (nothing connects until the first call). `timeoutMs`
+   * bounds every call; `poolSize` connections at most; `leaseMs`: the lease of this
+   * process's in-flight holds.
+   */
+  constructor(connection: PgConnectOptions, timeoutMs: number, poolSize: number, leaseMs: number)
+  /** This process's session id in the shared ledger. */
+  get session(): string
+  /** Connects and migrates now; the schema version. */
+  open(): Promise<number>
+  /**
+   * One write (`{ op: 'put' | 'intent' | 'delete', ... }`, JSON, validated before
+   * anything is sent). Resolves to whether it changed a record (a delete: whether a
+   * mapping existed).
+   */
+  apply(opJson: string): Promise<boolean>
+  /** The record of `id`, or null. */
+  get(id: string): Promise<MappingRecord | null>
+  /** Every record, ordered by id. */
+  list(): Promise<Array<MappingRecord>>
+  /** Number of records. */
+  count(): Promise<number>
+  /** Every intent record, ordered by id. */
+  intents(): Promise<Array<IntentRecord>>
+  /** A read sequence number for the shared ledger, taken before a capacity read starts. */
+  beginRead(): Promise<number>
+  /**
+   * Admits one launch on `pool` in the shared ledger (one transaction under the pool's
+   * row lock). `inflightMs`: how long the hold may stay unsettled.
+   */
+  admit(pool: string, readSeq: number, dims: Array<DemandDim>, inflightMs: number): Promise<AdmitVerdict>
+  /**
+   * Settles a hold (see `core::pg_store::PgStore::settle`). Resolves to whether it was
+   * written now (false: kept and retried with the lease renewal).
+   */
+  settle(token: number, allocated: boolean, ttlMs: number): Promise<boolean>
+  /** Unexpired holds of `pool`, every process's (for tests and dashboards). */
+  held(pool: string): Promise<number>
+  /**
+   * Ends this process's session (its in-flight holds are released) and closes idle
+   * connections.
+   */
+  close(): Promise<void>
 }
 
 /** The registered pools of one registry, parsed once. */
@@ -111,8 +164,24 @@ export declare class NativeSqliteStore {
  */
 export declare function acquisitionAdmit(key: number, measurementJson: string, now?: number | undefined | null): void
 
+/**
+ * Under a shared coordinator, step two: its verdict. `token`: admitted under it;
+ * otherwise `resource`: exhausted in it; neither: the coordinator was unavailable (the
+ * pool is skipped as `UNKNOWN: COORDINATOR_UNAVAILABLE`).
+ * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
+ */
+export declare function acquisitionAdmitDecided(key: number, token?: number | undefined | null, resource?: string | undefined | null, now?: number | undefined | null): void
+
 /** The candidates, best first (pool indices): the order `provision.ranked` reports. */
 export declare function acquisitionCandidates(key: number): Uint32Array
+
+/**
+ * Under a shared coordinator, step one of an admission: the measurement (JSON text, validated
+ * here) as the dimensions to decide on, or null when the machine skipped the pool already
+ * (an unknown or malformed measurement).
+ * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
+ */
+export declare function acquisitionDemand(key: number, measurementJson: string, now?: number | undefined | null): Array<DemandDim> | null
 
 /**
  * Forgets the machine (its key may be reused); a half-open trial token it still holds is
@@ -161,6 +230,9 @@ export declare function acquisitionMalformed(key: number, now?: number | undefin
  */
 export declare function acquisitionPackageFailed(key: number, code: string, now?: number | undefined | null): void
 
+/** The shared hold settled by the last report, if any (taken: a second call returns null). */
+export declare function acquisitionSettlement(key: number): HoldSettlement | null
+
 /** Machines in flight (for the leak tests). */
 export declare function acquisitionsInFlight(): number
 
@@ -179,8 +251,8 @@ export declare function acquisitionStep(key: number, out: Uint32Array): void
  *
  * A machine that records no events (no observer) ends here, before the record is written
  * (whether or not that write fails): nothing more is asked of it, and ending it in the same
- * call saves the provision a native call. An observed machine ends with
- * [`acquisition_end`], once its events are read.
+ * call saves the provision a native call. An observed machine, or one whose holds are in a
+ * shared ledger (its settlement is still to be read), ends with [`acquisition_end`].
  */
 export declare function acquisitionSucceeded(key: number, storeKey: number | undefined | null, id: string, providerSandboxId: string, detached: boolean, fleet: number, now?: number | undefined | null): void
 
@@ -189,6 +261,14 @@ export declare function acquisitionSucceeded(key: number, storeKey: number | und
  * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
  */
 export declare function acquisitionTimedOut(key: number, now?: number | undefined | null): void
+
+/** The coordinator's verdict on one admission. */
+export interface AdmitVerdict {
+  /** The hold's token when admitted. */
+  token?: number
+  /** The first dimension without room when not. */
+  resource?: string
+}
 
 /** A failed attempt. */
 export interface AttemptRecord {
@@ -239,6 +319,21 @@ export declare const enum CircuitStateName {
 
 /** Deliberately panics inside `guard`; used by tests to prove a panic becomes a typed error. */
 export declare function debugPanic(): void
+
+/**
+ * One dimension of a measurement with this request's need: what a shared coordinator
+ * decides on.
+ */
+export interface DemandDim {
+  /** `cpu`, `memory`, `disk`, `sandboxes`, … */
+  resource: string
+  /** Reported usage. */
+  used: number
+  /** Account limit. */
+  limit: number
+  /** `max(configured demand, request need)`. */
+  need: number
+}
 
 /** One decided event. Pools are registration indices; the JS side names them. */
 export interface EventRecord {
@@ -402,6 +497,14 @@ export interface HealthOptions {
   observedSignals: boolean
 }
 
+/** A shared hold the machine settled, for the JS side to write to the coordinator. */
+export interface HoldSettlement {
+  /** The hold's token. */
+  token: number
+  /** Kept as an assumption (true) or released (false). */
+  allocated: boolean
+}
+
 /**
  * An intent record as JS sees it: a launch in flight (`launching`) or one that failed with
  * its outcome unknown (`failed`).
@@ -462,6 +565,28 @@ export interface NativeError {
  * naming the field.
  */
 export declare function parseDaytonaCapacityLimits(limitsJson: string): string
+
+/**
+ * Connection options as an object (or use `url`). A `host` that starts with `/` is a
+ * directory holding the server's unix socket.
+ */
+export interface PgConnectOptions {
+  /**
+   * `postgres://user:password@host:port/database?options` (libpq's URL form; also the
+   * `key=value` form). Exclusive with the other fields.
+   */
+  url?: string
+  /** Host name, IP address, or unix socket directory. */
+  host?: string
+  /** Port (default 5432). */
+  port?: number
+  /** User. */
+  user?: string
+  /** Password (kept in native memory only). */
+  password?: string
+  /** Database (default: the user's name). */
+  database?: string
+}
 
 /**
  * The startup plan of a manifest (JSON text): `{ waves: [{ wave, processes }], order }`,

@@ -556,7 +556,7 @@ export interface CapacitySkippedEvent extends RoutingEventBase {
   type: 'capacity.skipped';
   providerId: ProviderId;
   status: 'UNKNOWN' | 'EXHAUSTED';
-  /** `UNKNOWN`: a `CapacityUnknownReason` or `NO_CAPACITY_READER`; `EXHAUSTED`: the full dimension (`cpu`, `sandboxes`, …). */
+  /** `UNKNOWN`: a `CapacityUnknownReason`, `NO_CAPACITY_READER`, or `COORDINATOR_UNAVAILABLE` (a `capacity.coordinator` that could not be asked); `EXHAUSTED`: the full dimension (`cpu`, `sandboxes`, …). */
   reason: string;
 }
 
@@ -1030,6 +1030,60 @@ export declare class SqliteMappingStore implements SandboxMappingStore {
   toJSON(): { type: 'SqliteMappingStore'; path: string };
 }
 
+/** Connection options of `PostgresMappingStore` as an object (or give a URL string). */
+export interface PostgresConnectionOptions {
+  /** Host name, IP address, or a unix socket directory (starts with `/`). */
+  host: string;
+  /** Default 5432. */
+  port?: number;
+  user: string;
+  /** Kept in native memory only: never in an error, event, `util.inspect` or `JSON.stringify`. */
+  password?: string;
+  /** Default: the user's name. */
+  database?: string;
+}
+
+/** Options of `PostgresMappingStore`. */
+export interface PostgresMappingStoreOptions {
+  /** `postgres://user:password@host:port/database` (no TLS: `sslmode=disable|prefer`), or an object. */
+  connection: string | PostgresConnectionOptions;
+  /** Bound of every database call (client and server side), ms. Default 5,000. */
+  timeoutMs?: number;
+  /** Most connections open at once. Default 10. */
+  poolSize?: number;
+  /** Lease of this process's in-flight capacity holds, renewed every third of it, ms. Default 30,000. */
+  leaseMs?: number;
+}
+
+/**
+ * Mappings and intents in PostgreSQL, shared by every router process pointed at the same
+ * database; also a shared capacity ledger (`capacity: { coordinator: store }`). The schema is
+ * created and migrated on first use (versioned, concurrent first uses serialized). Writes fail
+ * as `MAPPING_PERSISTENCE_FAILED`, reads as `MAPPING_READ_FAILED`, `open` as
+ * `MAPPING_STORE_OPEN_FAILED` / `MAPPING_STORE_SCHEMA_TOO_NEW`.
+ */
+export declare class PostgresMappingStore implements SandboxMappingStore {
+  constructor(options: string | PostgresMappingStoreOptions);
+  /** Bound of one database call, ms. */
+  readonly timeoutMs: number;
+  /** Lease of this process's in-flight holds, ms. */
+  readonly leaseMs: number;
+  /** Connects and creates or migrates the schema now; resolves to its version. */
+  open(): Promise<number>;
+  put(record: SandboxMapping): Promise<void>;
+  get(id: string): Promise<SandboxMapping | null>;
+  delete(id: string): Promise<boolean>;
+  list(): Promise<SandboxMapping[]>;
+  count(): Promise<number>;
+  intent(intent: MappingIntent): Promise<void>;
+  intents(): Promise<MappingIntent[]>;
+  /** Unexpired capacity holds on a pool in the shared ledger, every process's. */
+  held(providerId: string): Promise<number>;
+  /** Ends this process's ledger session (its in-flight holds are released); closes idle connections. */
+  close(): Promise<void>;
+  toJSON(): { type: 'PostgresMappingStore'; timeoutMs: number; leaseMs: number };
+}
+
 // ---------------------------------------------------------------------------------------
 // Capacity
 // ---------------------------------------------------------------------------------------
@@ -1078,6 +1132,12 @@ export interface CapacityPolicy {
    * reflects it yet, ms. Default 60,000.
    */
   reservationTtlMs?: number;
+  /**
+   * A shared capacity ledger: every router process given the same database admits against
+   * one set of holds (see README "Running many routers"). Without it, holds are in-process.
+   * A coordinator that fails or times out skips the pool as `UNKNOWN: COORDINATOR_UNAVAILABLE`.
+   */
+  coordinator?: PostgresMappingStore;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1150,13 +1210,13 @@ export declare class ProvisioningAvailabilityError extends SandboxRouterError {
 /** `PROVIDER_CAPACITY_EXHAUSTED`: retry later, capacity changes. */
 export declare class ProviderCapacityExhaustedError extends SandboxRouterError {
   readonly code: 'PROVIDER_CAPACITY_EXHAUSTED';
-  /** `reason`: an unknown-measurement reason, `NO_CAPACITY_READER`, or the full dimension (`cpu`, `sandboxes`, …). */
+  /** `reason`: an unknown-measurement reason, `NO_CAPACITY_READER`, `COORDINATOR_UNAVAILABLE`, or the full dimension (`cpu`, `sandboxes`, …). */
   readonly rejections: Array<{ providerId: ProviderId; status: 'UNKNOWN' | 'EXHAUSTED'; reason: string }>;
 }
 /**
  * `MAPPING_PERSISTENCE_FAILED` (with `cleanup`: `destroyed` | `failed`), `MAPPING_READ_FAILED`,
  * `MAPPING_INTENT_FAILED` (the launch intent could not be stored: nothing was launched,
- * `cleanup: 'none'`), or, from `SqliteMappingStore`, `MAPPING_STORE_OPEN_FAILED` /
+ * `cleanup: 'none'`), `COORDINATOR_UNAVAILABLE` (`PostgresMappingStore.held`), or, from `SqliteMappingStore` / `PostgresMappingStore`, `MAPPING_STORE_OPEN_FAILED` /
  * `MAPPING_STORE_SCHEMA_TOO_NEW` (the file was written by a newer version).
  */
 export declare class MappingPersistenceError extends SandboxRouterError {
@@ -1165,8 +1225,11 @@ export declare class MappingPersistenceError extends SandboxRouterError {
     | 'MAPPING_READ_FAILED'
     | 'MAPPING_INTENT_FAILED'
     | 'MAPPING_STORE_OPEN_FAILED'
-    | 'MAPPING_STORE_SCHEMA_TOO_NEW';
+    | 'MAPPING_STORE_SCHEMA_TOO_NEW'
+    | 'COORDINATOR_UNAVAILABLE';
   readonly cleanup?: 'destroyed' | 'failed' | 'none';
+  /** Set when a `PostgresMappingStore` call did not finish within its `timeoutMs`. */
+  readonly timedOut?: boolean;
 }
 /** `SANDBOX_NOT_FOUND`. */
 export declare class SandboxNotFoundError extends SandboxRouterError {

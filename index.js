@@ -5,6 +5,7 @@
 const errors = require('./lib/errors.js');
 const { asProviderId, InMemoryProviderRegistry } = require('./lib/registry.js');
 const { InMemoryMappingStore, SqliteMappingStore } = require('./lib/mappings.js');
+const { PostgresMappingStore } = require('./lib/postgres.js');
 const { SandboxRouter, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./lib/router.js');
 const { routeProviders } = require('./lib/route-providers.js');
 const factory = require('./lib/factory.js');
@@ -16,6 +17,7 @@ module.exports = {
   InMemoryProviderRegistry,
   InMemoryMappingStore,
   SqliteMappingStore,
+  PostgresMappingStore,
   SandboxRouter,
   routeProviders,
   SANDBOX_ID_LABEL,

@@ -7,6 +7,7 @@ export const {
   InMemoryProviderRegistry,
   InMemoryMappingStore,
   SqliteMappingStore,
+  PostgresMappingStore,
   SandboxRouter,
   routeProviders,
   SANDBOX_ID_LABEL,

@@ -20,3 +20,7 @@ export function fromEsm(event: RoutingEvent, error: unknown): string {
   return event.type === 'fallback.advanced' ? event.fromProviderId : event.type;
 }
 void [sameEvent, sameEventBack, sameRuntime, sameClass, sameDefault];
+
+import { PostgresMappingStore } from '../index.mjs';
+const samePg: typeof cjs.PostgresMappingStore = PostgresMappingStore;
+void samePg;

@@ -398,6 +398,7 @@ const mappingCodes: Record<MappingPersistenceError['code'], true> = {
   MAPPING_INTENT_FAILED: true,
   MAPPING_STORE_OPEN_FAILED: true,
   MAPPING_STORE_SCHEMA_TOO_NEW: true,
+  COORDINATOR_UNAVAILABLE: true,
 };
 const notFoundCodes: Record<SandboxNotFoundError['code'], true> = { SANDBOX_NOT_FOUND: true };
 const timeoutCodes: Record<AcquisitionTimeoutError['code'], true> = { ACQUISITION_TIMEOUT: true };

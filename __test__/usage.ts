@@ -141,6 +141,27 @@ export async function keepIdentityAcrossRestarts(): Promise<number> {
   return done.outcomes.filter((o) => o.outcome === 'DESTROYED').length + intents.length;
 }
 
+// Running many routers: one PostgreSQL database for mappings and capacity holds.
+import { PostgresMappingStore, SandboxRouter as Router2, InMemoryProviderRegistry as Registry2 } from '../index.js';
+
+export async function manyRouters(url: string): Promise<number> {
+  const shared = new PostgresMappingStore({ connection: url, timeoutMs: 2_000, poolSize: 4, leaseMs: 15_000 });
+  const byObject = new PostgresMappingStore({ connection: { host: '/run/postgresql', port: 5432, user: 'router', password: 'pw', database: 'router' } });
+  const version: number = await shared.open();
+  const router = new Router2({
+    registry: new Registry2([]),
+    mappings: shared,
+    capacity: { providerOrder: ['a'], reservationTtlMs: 30_000, coordinator: shared },
+  });
+  void router;
+  const held: number = await shared.held('a');
+  const info: { type: 'PostgresMappingStore'; timeoutMs: number; leaseMs: number } = shared.toJSON();
+  void info;
+  await byObject.close();
+  await shared.close();
+  return version + held + shared.leaseMs;
+}
+
 // Live health: the option, the snapshot and the circuit events, as a user would write them.
 import { type PoolHealth, type HealthOptions } from '../index.js';
 

@@ -15,6 +15,9 @@
 //   e. Live health: provision overhead with tracking on vs off (same run, interleaved),
 //      and the chaos scenario (the best of three pools hangs; time to route around it and
 //      to return to it once it recovers). `--only=health` runs this section alone.
+//   f. Running many routers (bench/postgres.mjs): provision with PostgresMappingStore and
+//      the capacity coordinator vs the in-memory router, and admissions per second across
+//      4 processes (starts the test PostgreSQL). `--only=postgres` runs it alone.
 //
 // Every ratio printed is computed from figures measured in this run. Ratio > 1 means
 // the native side is faster.
@@ -765,6 +768,11 @@ async function main() {
     await (await import('./orphans.mjs')).runOrphansBench(native);
     return;
   }
+  if (only === 'postgres') {
+    console.log('\n## f. Running many routers (PostgreSQL)');
+    await (await import('./postgres.mjs')).runPostgresBench(native);
+    return;
+  }
   const routing = await routingSection(native);
   const explained = await explainSection(native);
   const provision = await provisionSection(native);
@@ -776,6 +784,8 @@ async function main() {
   console.log('\n## d. Orphans and restarts');
   await (await import('./orphans.mjs')).runOrphansBench(native);
   const health = await healthSection(native);
+  console.log('\n## f. Running many routers (PostgreSQL)');
+  await (await import('./postgres.mjs')).runPostgresBench(native);
   console.log('\n## Summary (all ratios from this run; > 1 means native faster / higher)\n');
   const at = (n) => routing.find((r) => r.n === n);
   const ok = (b) => (b ? 'met' : 'NOT met');

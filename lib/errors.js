@@ -113,6 +113,7 @@ const CLASS_BY_CODE = {
   MAPPING_STORE_SCHEMA_TOO_NEW: MappingPersistenceError,
   MAPPING_PERSISTENCE_FAILED: MappingPersistenceError,
   MAPPING_READ_FAILED: MappingPersistenceError,
+  COORDINATOR_UNAVAILABLE: MappingPersistenceError,
 };
 
 /** Whether `value` is an error this package made. Never throws, reads no property of `value`. */

@@ -292,4 +292,4 @@ class SqliteMappingStore {
   }
 }
 
-module.exports = { InMemoryMappingStore, SqliteMappingStore, SYNC, STORE_KEY };
+module.exports = { InMemoryMappingStore, SqliteMappingStore, SYNC, STORE_KEY, readPut, readIntent, toRecord };

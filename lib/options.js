@@ -96,7 +96,7 @@ function intOption(value, def, field, max) {
 function capacityPolicyOf(policy) {
   if (policy === undefined) return null;
   if (policy === null || typeof policy !== 'object') throw configError('capacity', 'must be an object');
-  const { providerOrder, timeoutMs, reservationTtlMs } = policy;
+  const { providerOrder, timeoutMs, reservationTtlMs, coordinator } = policy;
   if (!Array.isArray(providerOrder) || providerOrder.length === 0) {
     throw configError('capacity.providerOrder', 'must be a non-empty array of provider ids');
   }
@@ -111,10 +111,18 @@ function capacityPolicyOf(policy) {
     if (seen.has(id)) throw configError(`capacity.providerOrder[${i}]`, 'must be a distinct provider id');
     seen.add(id);
   });
+  let shared = null;
+  if (coordinator !== undefined) {
+    shared = require('./postgres.js').coordinatorOf(coordinator);
+    if (shared === null) throw configError('capacity.coordinator', 'must be a PostgresMappingStore');
+  }
+  const reservationTtl = intOption(reservationTtlMs, DEFAULT_RESERVATION_TTL_MS, 'capacity.reservationTtlMs', 86_400_000);
   return {
     providerOrder: [...providerOrder],
     timeoutMs: intOption(timeoutMs, DEFAULT_CAPACITY_TIMEOUT_MS, 'capacity.timeoutMs', 600_000),
-    ledger: new binding.NativeLedger(intOption(reservationTtlMs, DEFAULT_RESERVATION_TTL_MS, 'capacity.reservationTtlMs', 86_400_000)),
+    ledger: new binding.NativeLedger(reservationTtl, shared !== null),
+    reservationTtlMs: reservationTtl,
+    coordinator: shared,
   };
 }
 
@@ -189,7 +197,7 @@ function clockOf(clock) {
  * @property {{ hasAvailableCredentials(id: string): unknown } | null} provisioning
  * @property {number} callbackTimeoutMs
  * @property {number} operationTimeoutMs
- * @property {{ providerOrder: string[], timeoutMs: number, ledger: object } | null} capacity
+ * @property {{ providerOrder: string[], timeoutMs: number, ledger: object, reservationTtlMs: number, coordinator: any } | null} capacity
  * @property {number} capacityTimeoutMs
  * @property {Map<string, object>} handles handles from launch, by sbx id (process-local)
  * @property {string} fleet the fleet name stamped into every launch

@@ -257,8 +257,12 @@ async function acquire(run) {
     // the first), before any await.
     for (let kind = took(run); kind !== DONE; kind = next(run)) {
       if (kind === ADMIT) {
-        const measured = await measureJson(run.ctx, run.def);
-        binding.acquisitionAdmit(run.machine, measured, tick(run.ctx));
+        if (run.ctx.capacity.coordinator !== null) {
+          await admitShared(run, run.def);
+        } else {
+          const measured = await measureJson(run.ctx, run.def);
+          binding.acquisitionAdmit(run.machine, measured, tick(run.ctx));
+        }
         continue;
       }
       if (run.ctx.intents && !(await launchIntent(run, run.def))) continue;
@@ -326,6 +330,7 @@ async function launchIntent(run, def) {
     { providerId: def.id, sandboxId: run.sandboxId, cleanup: 'none' },
   );
   binding.acquisitionPackageFailed(run.machine, 'MAPPING_INTENT_FAILED', tick(run.ctx));
+  settleShared(run);
   return false;
 }
 
@@ -337,6 +342,7 @@ async function delivered(run, handle) {
   const providerSandboxId = handleId(handle);
   if (providerSandboxId === null) {
     binding.acquisitionMalformed(run.machine, tick(run.ctx));
+    settleShared(run);
     return false;
   }
   const ctx = run.ctx;
@@ -344,6 +350,7 @@ async function delivered(run, handle) {
   const id = run.sandboxId;
   // With the default store, the record is written by this same call (recorded: true).
   const recorded = succeeded(run, providerSandboxId);
+  settleShared(run);
   if (ctx.observer !== null) emitDecided(ctx.observer, run.machine, run.pools, id);
   end(run);
   if (recorded) {
@@ -429,10 +436,59 @@ async function reportFailure(run, def, failure) {
     // Our own error object, rethrown as it is if the machine ends the provision on it.
     run.packageError = failure;
     binding.acquisitionPackageFailed(run.machine, failure.code, at);
+    settleShared(run);
     return;
   }
   const c = await classify(run.ctx, failure, def);
   binding.acquisitionFailed(run.machine, c.code, c.retryable, at);
+  settleShared(run);
+}
+
+/** A failed coordinator call: the pool is skipped as UNKNOWN: COORDINATOR_UNAVAILABLE. */
+const UNAVAILABLE = null;
+
+/**
+ * One admission against the shared ledger (`capacity.coordinator`): a read sequence from
+ * the database first (so a hold settled before the read started is known to be), then the
+ * pool's reader, then the admission transaction. The machine decides on each answer; a
+ * coordinator that fails or times out (every call is bounded natively) skips the pool as
+ * `UNKNOWN: COORDINATOR_UNAVAILABLE`, so the request spills to the next pool or fails as
+ * "retry later" (PROVIDER_CAPACITY_EXHAUSTED).
+ */
+async function admitShared(run, def) {
+  const ctx = run.ctx;
+  const coordinator = ctx.capacity.coordinator;
+  let seq;
+  try {
+    seq = await coordinator.beginRead();
+  } catch {
+    binding.acquisitionAdmitDecided(run.machine, UNAVAILABLE, UNAVAILABLE, tick(ctx));
+    return;
+  }
+  const demand = binding.acquisitionDemand(run.machine, await measureJson(ctx, def), tick(ctx));
+  // null: the measurement was unknown or malformed; the machine skipped the pool.
+  if (demand === null) return;
+  let verdict;
+  try {
+    // An unsettled hold expires after the launch's own deadline, the mapping write and slack,
+    // even if this process lives on (its answer may be lost after the commit).
+    verdict = await coordinator.admit(def.id, seq, demand, run.timeoutMs + ctx.callbackTimeoutMs + INTENT_SLACK_MS);
+  } catch {
+    binding.acquisitionAdmitDecided(run.machine, UNAVAILABLE, UNAVAILABLE, tick(ctx));
+    return;
+  }
+  binding.acquisitionAdmitDecided(run.machine, verdict.token ?? UNAVAILABLE, verdict.resource ?? UNAVAILABLE, tick(ctx));
+}
+
+/**
+ * Writes the shared hold the machine just settled (if any) to the coordinator, without
+ * waiting: the native side retries a settlement it could not write with its lease renewal.
+ */
+function settleShared(run) {
+  const capacity = run.ctx.capacity;
+  if (capacity === null || capacity.coordinator === null || run.machine < 0) return;
+  const s = binding.acquisitionSettlement(run.machine);
+  if (s !== null && s !== undefined) capacity.coordinator.settle(s.token, s.allocated, capacity.reservationTtlMs).catch(noop);
 }
 
 // The deadline of the current launch passed first: the machine records the timeout (the
@@ -442,6 +498,7 @@ function expire(run) {
   const { ctx, machine, pools, sandboxId } = run;
   try {
     binding.acquisitionTimedOut(machine, tick(ctx));
+    settleShared(run);
     if (ctx.observer !== null) emitDecided(ctx.observer, machine, pools, sandboxId);
     const failure = binding.acquisitionFailure(machine);
     end(run);
@@ -595,7 +652,8 @@ function succeeded(run, providerSandboxId) {
   const ctx = run.ctx;
   const machine = run.machine;
   const now = tick(ctx);
-  if (ctx.observer === null) run.machine = -1;
+  // (a coordinated machine is kept: its hold's settlement is read next, see settleShared)
+  if (ctx.observer === null && (ctx.capacity === null || ctx.capacity.coordinator === null)) run.machine = -1;
   if (!ctx.fastMappings) {
     binding.acquisitionSucceeded(machine, null, run.sandboxId, providerSandboxId, run.detached, ctx.fleetKey, now);
     return false;

@@ -39,6 +39,9 @@ pub struct NativeError {
 pub(crate) struct LedgerInner {
     ledger: Ledger,
     pools: HashMap<String, usize>,
+    /// The holds live in a shared ledger (a coordinator): the machine admits on the
+    /// coordinator's verdicts and hands its settlements out (`acquisitionSettlement`).
+    coordinated: bool,
 }
 
 /// In-process capacity reservations of one router (see `core::capacity::Ledger`).
@@ -49,13 +52,15 @@ pub struct NativeLedger {
 
 #[napi]
 impl NativeLedger {
-    /// A ledger whose post-launch assumptions expire after `ttl_ms`.
+    /// A ledger whose post-launch assumptions expire after `ttl_ms`. `coordinated`: the
+    /// holds are kept by a shared coordinator instead (see `acquisitionDemand`).
     #[napi(constructor)]
-    pub fn new(ttl_ms: u32) -> Self {
+    pub fn new(ttl_ms: u32, coordinated: Option<bool>) -> Self {
         NativeLedger {
             inner: Rc::new(RefCell::new(LedgerInner {
                 ledger: Ledger::new(std::time::Duration::from_millis(u64::from(ttl_ms))),
                 pools: HashMap::new(),
+                coordinated: coordinated.unwrap_or(false),
             })),
         }
     }
@@ -338,11 +343,12 @@ impl Entry {
     /// Runs `f` with the ledger (if any) borrowed mutably.
     fn with_ledger<T>(&mut self, f: impl FnOnce(&mut Acquisition, Option<&mut Ledger>) -> T) -> T {
         match &self.ledger {
-            Some(l) => {
+            Some(l) if !l.borrow().coordinated => {
                 let mut inner = l.borrow_mut();
                 f(&mut self.machine, Some(&mut inner.ledger))
             }
-            None => f(&mut self.machine, None),
+            // No ledger, or a shared one: the machine records its settlements instead.
+            _ => f(&mut self.machine, None),
         }
     }
 }
@@ -454,6 +460,91 @@ pub fn acquisition_admit(key: u32, measurement_json: String, now: Option<f64>) -
     })
 }
 
+/// One dimension of a measurement with this request's need: what a shared coordinator
+/// decides on.
+#[napi(object)]
+pub struct DemandDim {
+    /// `cpu`, `memory`, `disk`, `sandboxes`, …
+    pub resource: String,
+    /// Reported usage.
+    pub used: f64,
+    /// Account limit.
+    pub limit: f64,
+    /// `max(configured demand, request need)`.
+    pub need: f64,
+}
+
+/// Under a shared coordinator, step one of an admission: the measurement (JSON text, validated
+/// here) as the dimensions to decide on, or null when the machine skipped the pool already
+/// (an unknown or malformed measurement).
+#[napi]
+/// `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
+pub fn acquisition_demand(
+    key: u32,
+    measurement_json: String,
+    now: Option<f64>,
+) -> napi::Result<Option<Vec<DemandDim>>> {
+    guard(|| {
+        let m = validate(&serde_json::from_str::<Value>(&measurement_json).unwrap_or(Value::Null));
+        with(key, |e| {
+            if e.health.is_some() {
+                e.machine.set_now(crate::binding_health::instant(now));
+            }
+            let mut health = e.health.as_ref().map(|h| h.borrow_mut());
+            e.machine.shared_demand(&m, health.as_mut().map(|h| &mut h.health)).map(|dims| {
+                dims.into_iter()
+                    .map(|d| DemandDim { resource: d.resource, used: d.used, limit: d.limit, need: d.need })
+                    .collect()
+            })
+        })
+    })
+}
+
+/// Under a shared coordinator, step two: its verdict. `token`: admitted under it;
+/// otherwise `resource`: exhausted in it; neither: the coordinator was unavailable (the
+/// pool is skipped as `UNKNOWN: COORDINATOR_UNAVAILABLE`).
+#[napi]
+/// `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
+pub fn acquisition_admit_decided(
+    key: u32,
+    token: Option<f64>,
+    resource: Option<String>,
+    now: Option<f64>,
+) -> napi::Result<()> {
+    use crate::core::acquisition::SharedVerdict;
+    guard(|| {
+        let verdict = match (token, resource) {
+            (Some(t), _) if t.is_finite() && t >= 1.0 => SharedVerdict::Admitted(t as u64),
+            (_, Some(r)) => SharedVerdict::Exhausted(r),
+            _ => SharedVerdict::Unavailable,
+        };
+        with(key, |e| {
+            if e.health.is_some() {
+                e.machine.set_now(crate::binding_health::instant(now));
+            }
+            let mut health = e.health.as_ref().map(|h| h.borrow_mut());
+            e.machine.admit_shared(verdict, health.as_mut().map(|h| &mut h.health));
+        })
+    })
+}
+
+/// A shared hold the machine settled, for the JS side to write to the coordinator.
+#[napi(object)]
+pub struct HoldSettlement {
+    /// The hold's token.
+    pub token: f64,
+    /// Kept as an assumption (true) or released (false).
+    pub allocated: bool,
+}
+
+/// The shared hold settled by the last report, if any (taken: a second call returns null).
+#[napi]
+pub fn acquisition_settlement(key: u32) -> napi::Result<Option<HoldSettlement>> {
+    guard(|| {
+        with(key, |e| e.machine.take_settlement().map(|(t, allocated)| HoldSettlement { token: t as f64, allocated }))
+    })
+}
+
 /// The launch returned a handle with a provider id. With `store_key` (the default mapping
 /// store), the record is written here too: `{ id, pool id, providerSandboxId, labels,
 /// createdAt, detached }`, the labels being the request's plus the router's id and fleet
@@ -462,8 +553,8 @@ pub fn acquisition_admit(key: u32, measurement_json: String, now: Option<f64>) -
 ///
 /// A machine that records no events (no observer) ends here, before the record is written
 /// (whether or not that write fails): nothing more is asked of it, and ending it in the same
-/// call saves the provision a native call. An observed machine ends with
-/// [`acquisition_end`], once its events are read.
+/// call saves the provision a native call. An observed machine, or one whose holds are in a
+/// shared ledger (its settlement is still to be read), ends with [`acquisition_end`].
 #[napi]
 pub fn acquisition_succeeded(
     key: u32,
@@ -475,11 +566,14 @@ pub fn acquisition_succeeded(
     now: Option<f64>,
 ) -> napi::Result<()> {
     guard(|| {
-        let (labels, registry, pool, observed) = with(key, |e| {
+        let (labels, registry, pool, keep) = with(key, |e| {
             e.report(now, |m, l| m.succeeded(l));
-            (e.labels.clone(), e.registry.clone(), e.pool as usize, e.machine.observing())
+            // A coordinated machine stays until its hold's settlement is read
+            // (`acquisitionSettlement`); the JS side then ends it.
+            let coordinated = e.ledger.as_ref().is_some_and(|l| l.borrow().coordinated);
+            (e.labels.clone(), e.registry.clone(), e.pool as usize, e.machine.observing() || coordinated)
         })?;
-        if !observed {
+        if !keep {
             acquisition_end(key);
         }
         match store_key {

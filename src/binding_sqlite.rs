@@ -30,7 +30,7 @@ fn invalid(field: &str, what: &str) -> Error {
     encode("INVALID_INPUT", &format!("invalid mapping record: {field} {what}"), Some(field), Value::Null)
 }
 
-fn to_record(r: Row) -> Result<MappingRecord> {
+pub(crate) fn to_record(r: Row) -> Result<MappingRecord> {
     let labels: HashMap<String, String> =
         serde_json::from_str(&r.labels_json).map_err(|_| store_err(StoreError::ReadFailed))?;
     Ok(MappingRecord {
@@ -46,7 +46,7 @@ fn to_record(r: Row) -> Result<MappingRecord> {
 /// One write of a batch, as the JS class sends it (JSON, tagged by `op`).
 #[derive(serde::Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
-enum BatchOp {
+pub(crate) enum BatchOp {
     Put {
         id: String,
         #[serde(rename = "providerId")]
@@ -100,7 +100,7 @@ fn checked_intent(i: IntentRecord) -> Result<Intent> {
     })
 }
 
-fn checked_op(op: BatchOp) -> Result<Op> {
+pub(crate) fn checked_op(op: BatchOp) -> Result<Op> {
     Ok(match op {
         BatchOp::Put { id, provider_id, provider_sandbox_id, labels, created_at, detached } => {
             SandboxKey::parse_checked(&id).map_err(|_| invalid("id", "must be an sbx_ id"))?;

@@ -4,6 +4,7 @@ pub mod binding_capacity;
 pub mod binding_explain;
 pub mod binding_health;
 pub mod binding_manifest;
+pub mod binding_pg;
 pub mod binding_sqlite;
 pub mod core;
 pub mod readers;

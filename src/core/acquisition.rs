@@ -20,11 +20,12 @@
 //!   expires (see [`crate::core::capacity::Ledger`]).
 
 use crate::core::capabilities::Resources;
-use crate::core::capacity::{Admission, Ledger, Measurement};
+use crate::core::capacity::{request_need, Admission, Ledger, Measurement};
 #[cfg(test)]
 use crate::core::fallback::OUTCOME_UNKNOWN;
 use crate::core::fallback::{after_failure, sanitize, Next, OUTCOME_UNKNOWN as UNKNOWN_CODE};
 use crate::core::health::{Health, LaunchOutcome, Transition};
+use crate::core::shared_ledger::Dim;
 use std::rc::Rc;
 
 /// Code of a launch whose handle is not a handle (no string id): the sandbox may exist.
@@ -207,10 +208,28 @@ pub struct Acquisition {
     skipped: Vec<Skip>,
     observe: bool,
     events: Vec<Event>,
+    /// A hold of the shared ledger settled by the machine, for the caller to write
+    /// ([`Acquisition::take_settlement`]): (token, allocated).
+    settlement: Option<(u64, bool)>,
     tracking: Option<Tracking>,
     /// The last candidate health excluded at launch time.
     circuit_skipped: Option<usize>,
 }
+
+/// The shared ledger's answer to one admission (`PostgresMappingStore` as a coordinator).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SharedVerdict {
+    /// Held under this token.
+    Admitted(u64),
+    /// This dimension has no room.
+    Exhausted(String),
+    /// The coordinator could not be asked (down, slow, failed mid-transaction): the pool is
+    /// skipped as `UNKNOWN` with [`COORDINATOR_UNAVAILABLE`], like an unreadable pool.
+    Unavailable,
+}
+
+/// The capacity-skip reason when the shared ledger could not be asked.
+pub const COORDINATOR_UNAVAILABLE: &str = "COORDINATOR_UNAVAILABLE";
 
 impl Acquisition {
     /// Starts an acquisition. Under a capacity plan every candidate may be tried (skips
@@ -237,6 +256,7 @@ impl Acquisition {
             skipped: Vec::new(),
             observe,
             events: Vec::new(),
+            settlement: None,
             tracking: None,
             circuit_skipped: None,
         };
@@ -375,6 +395,64 @@ impl Acquisition {
         }
     }
 
+    /// Under a shared ledger, step one of an admission: the current candidate's validated
+    /// measurement, turned into the dimensions the coordinator decides on (each with this
+    /// request's need). An unknown measurement is skipped here (None), as [`Acquisition::admit`]
+    /// would skip it; so is a call outside an admission.
+    pub fn shared_demand(&mut self, measurement: &Measurement, health: Option<&mut Health>) -> Option<Vec<Dim>> {
+        let Phase::Admitting(_) = self.phase else { return None };
+        let pool = self.candidates[self.pos];
+        let plan = self.capacity.as_ref()?;
+        match measurement {
+            Measurement::Unknown(reason) => {
+                let reason = reason.code().to_string();
+                self.release_trial(health);
+                self.skip(pool, SkipStatus::Unknown, reason);
+                None
+            }
+            Measurement::Known(m) => Some(
+                m.iter()
+                    .map(|r| Dim {
+                        resource: r.resource.clone(),
+                        used: r.used,
+                        limit: r.limit,
+                        need: r.required.max(request_need(&r.resource, &plan.need)),
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Under a shared ledger, step two: the coordinator's verdict on the current candidate.
+    /// Admitted: the next step launches it; otherwise it is skipped.
+    pub fn admit_shared(&mut self, verdict: SharedVerdict, health: Option<&mut Health>) {
+        let Phase::Admitting(_) = self.phase else { return };
+        let pool = self.candidates[self.pos];
+        match verdict {
+            SharedVerdict::Admitted(token) => {
+                if self.observe {
+                    self.events.push(Event::CapacityAdmitted { pool });
+                }
+                self.start_launch(Some(token));
+            }
+            SharedVerdict::Exhausted(resource) => {
+                self.release_trial(health);
+                self.skip(pool, SkipStatus::Exhausted, resource);
+            }
+            SharedVerdict::Unavailable => {
+                self.release_trial(health);
+                self.skip(pool, SkipStatus::Unknown, COORDINATOR_UNAVAILABLE.to_string());
+            }
+        }
+    }
+
+    /// The shared hold the machine settled since the last call: (token, allocated). The
+    /// caller writes it to the coordinator; the rule that decided it is the in-process
+    /// ledger's (`allocated` keeps it as an assumption, otherwise it is released).
+    pub fn take_settlement(&mut self) -> Option<(u64, bool)> {
+        self.settlement.take()
+    }
+
     fn start_launch(&mut self, token: Option<u64>) {
         if let Some(t) = &mut self.tracking {
             t.started = t.now;
@@ -425,8 +503,11 @@ impl Acquisition {
     /// until a read reflects it (or it expires); otherwise it is released.
     fn settle(&mut self, ledger: Option<&mut Ledger>, allocated: bool) -> Option<usize> {
         let Phase::Launching(token) = self.phase else { return None };
-        if let (Some(t), Some(l)) = (token, ledger) {
-            l.settle(t, allocated);
+        match (token, ledger) {
+            (Some(t), Some(l)) => l.settle(t, allocated),
+            // A shared ledger's hold: the caller writes it (take_settlement).
+            (Some(t), None) => self.settlement = Some((t, allocated)),
+            (None, _) => {}
         }
         Some(self.candidates[self.pos])
     }
@@ -699,5 +780,55 @@ mod tests {
         let mut ledger = Ledger::new(Duration::from_secs(60));
         assert_eq!(a.next(Some(&mut ledger)), Step::Admit(1));
         assert_eq!(a.skipped()[0].reason, "NO_CAPACITY_READER");
+    }
+
+    #[test]
+    fn shared_admission_launches_and_its_success_is_settled_as_allocated_must_fire() {
+        let mut a = Acquisition::new(vec![0], 1, true, capacity(1), false);
+        assert_eq!(a.next(None), Step::Admit(0));
+        let dims = a.shared_demand(&slots(3.0, 10.0), None).expect("known measurement");
+        assert_eq!(dims, vec![Dim { resource: "sandboxes".into(), used: 3.0, limit: 10.0, need: 1.0 }]);
+        a.admit_shared(SharedVerdict::Admitted(42), None);
+        assert_eq!(a.next(None), Step::Launch(0));
+        assert_eq!(a.take_settlement(), None);
+        a.succeeded(None);
+        assert_eq!(a.take_settlement(), Some((42, true)));
+        assert_eq!(a.take_settlement(), None);
+    }
+
+    #[test]
+    fn shared_hold_of_a_proven_pre_allocation_failure_is_released_must_not_keep() {
+        let mut a = Acquisition::new(vec![0, 1], 2, true, capacity(2), false);
+        a.next(None);
+        a.shared_demand(&slots(0.0, 1.0), None);
+        a.admit_shared(SharedVerdict::Admitted(7), None);
+        a.next(None);
+        a.failed(None, Some("QUOTA"), Some(true));
+        assert_eq!(a.take_settlement(), Some((7, false)));
+    }
+
+    #[test]
+    fn shared_unavailable_coordinator_is_an_unknown_skip_and_an_unknown_measurement_skips_without_asking() {
+        let mut a = Acquisition::new(vec![0, 1], 2, true, capacity(2), false);
+        a.next(None);
+        a.shared_demand(&slots(0.0, 1.0), None);
+        a.admit_shared(SharedVerdict::Unavailable, None);
+        assert_eq!(a.next(None), Step::Admit(1));
+        assert_eq!(a.shared_demand(&Measurement::Unknown(UnknownReason::Timeout), None), None);
+        assert_eq!(a.next(None), Step::Done);
+        assert_eq!(a.outcome(), Some(&Outcome::NoCapacity));
+        let reasons: Vec<&str> = a.skipped().iter().map(|s| s.reason.as_str()).collect();
+        assert_eq!(reasons, vec![COORDINATOR_UNAVAILABLE, "TIMEOUT"]);
+        assert_eq!(a.take_settlement(), None);
+    }
+
+    #[test]
+    fn shared_exhausted_verdict_skips_the_pool() {
+        let mut a = Acquisition::new(vec![0], 1, true, capacity(1), false);
+        a.next(None);
+        a.shared_demand(&slots(0.0, 1.0), None);
+        a.admit_shared(SharedVerdict::Exhausted("sandboxes".into()), None);
+        assert_eq!(a.next(None), Step::Done);
+        assert_eq!(a.skipped()[0].status, SkipStatus::Exhausted);
     }
 }

@@ -20,12 +20,14 @@ pub mod ids;
 pub mod json;
 pub mod manifest;
 pub mod mapping;
+pub mod pg_store;
 pub mod profile;
 pub mod ranking;
 pub mod reasons;
 pub mod registry;
 pub mod request;
 pub mod requirements;
+pub mod shared_ledger;
 pub mod signals;
 pub mod sqlite_store;
 

@@ -1,0 +1,298 @@
+//! napi glue for the PostgreSQL store and coordinator ([`crate::core::pg_store`]).
+//!
+//! Why async native calls here, when the SQLite store writes synchronously? A PostgreSQL
+//! call is a network round trip (or several, for an admission): it must not block the JS
+//! thread. Each method runs on napi's tokio runtime and resolves to a typed value; a failure
+//! rejects with an error that encodes only its stable code (`MAPPING_PERSISTENCE_FAILED`
+//! for writes, `MAPPING_READ_FAILED` for reads, `MAPPING_STORE_OPEN_FAILED` /
+//! `MAPPING_STORE_SCHEMA_TOO_NEW` for `open`, `COORDINATOR_UNAVAILABLE` for the ledger).
+//!
+//! The connection options, password included, are turned into a `tokio_postgres::Config`
+//! in the constructor and live only in native memory: the JS class keeps no copy, and no
+//! error or value that crosses back carries any of it (the database's own messages, which
+//! may name users or hosts, are dropped in `core::pg_store`).
+
+use crate::binding::{encode, MappingRecord};
+use crate::binding_acquisition::DemandDim;
+use crate::binding_sqlite::{checked_op, to_record, BatchOp, IntentRecord};
+use crate::core::pg_store::{PgFailure, PgSettings, PgStore, Verdict};
+use crate::core::shared_ledger::Dim;
+use crate::core::sqlite_store::Op;
+use napi::{Error, Result};
+use napi_derive::napi;
+use serde_json::Value;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_postgres::config::SslMode;
+use tokio_postgres::Config;
+
+/// Connection options as an object (or use `url`). A `host` that starts with `/` is a
+/// directory holding the server's unix socket.
+#[napi(object, object_to_js = false)]
+pub struct PgConnectOptions {
+    /// `postgres://user:password@host:port/database?options` (libpq's URL form; also the
+    /// `key=value` form). Exclusive with the other fields.
+    pub url: Option<String>,
+    /// Host name, IP address, or unix socket directory.
+    pub host: Option<String>,
+    /// Port (default 5432).
+    pub port: Option<u32>,
+    /// User.
+    pub user: Option<String>,
+    /// Password (kept in native memory only).
+    pub password: Option<String>,
+    /// Database (default: the user's name).
+    pub database: Option<String>,
+}
+
+fn config_err(field: &str, what: &str) -> Error {
+    encode(
+        "INVALID_CONFIGURATION",
+        &format!("invalid PostgresMappingStore options: {field} {what}"),
+        Some(field),
+        Value::Null,
+    )
+}
+
+fn config_of(o: PgConnectOptions) -> Result<Config> {
+    let fields =
+        o.host.is_some() || o.port.is_some() || o.user.is_some() || o.password.is_some() || o.database.is_some();
+    let config = match o.url {
+        Some(url) => {
+            if fields {
+                return Err(config_err("connection", "takes either url or host/port/user/password/database, not both"));
+            }
+            // The parser's error text may quote the URL (and so the password): dropped.
+            Config::from_str(&url).map_err(|_| config_err("connection.url", "is not a PostgreSQL connection string"))?
+        }
+        None => {
+            let mut c = Config::new();
+            match o.host {
+                Some(h) if !h.is_empty() => c.host(&h),
+                _ => return Err(config_err("connection.host", "must be a non-empty host or socket directory")),
+            };
+            if let Some(p) = o.port {
+                let p = u16::try_from(p)
+                    .ok()
+                    .filter(|p| *p > 0)
+                    .ok_or_else(|| config_err("connection.port", "must be a port number"))?;
+                c.port(p);
+            }
+            if let Some(u) = o.user {
+                c.user(&u);
+            }
+            if let Some(p) = o.password {
+                c.password(p);
+            }
+            if let Some(d) = o.database {
+                c.dbname(&d);
+            }
+            c
+        }
+    };
+    if config.get_hosts().is_empty() {
+        return Err(config_err("connection.host", "is missing"));
+    }
+    if config.get_user().is_none() {
+        return Err(config_err("connection.user", "is missing"));
+    }
+    if config.get_ssl_mode() == SslMode::Require {
+        return Err(config_err("connection.sslmode", "require is not supported: this build connects without TLS"));
+    }
+    Ok(config)
+}
+
+fn fail(code: &str, what: &str, f: PgFailure) -> Error {
+    match f {
+        PgFailure::SchemaTooNew(v) => encode(
+            "MAPPING_STORE_SCHEMA_TOO_NEW",
+            &format!("the database has mapping schema version {v}, newer than this build knows"),
+            None,
+            Value::Null,
+        ),
+        PgFailure::TimedOut => encode(
+            code,
+            &format!("{what}: the database call did not finish within its deadline"),
+            None,
+            serde_json::json!({ "timedOut": true }),
+        ),
+        PgFailure::Failed | PgFailure::Malformed => {
+            encode(code, &format!("{what}: the database call failed"), None, Value::Null)
+        }
+    }
+}
+
+const WRITE: &str = "MAPPING_PERSISTENCE_FAILED";
+const READ: &str = "MAPPING_READ_FAILED";
+const COORDINATOR: &str = "COORDINATOR_UNAVAILABLE";
+
+/// The coordinator's verdict on one admission.
+#[napi(object)]
+pub struct AdmitVerdict {
+    /// The hold's token when admitted.
+    pub token: Option<f64>,
+    /// The first dimension without room when not.
+    pub resource: Option<String>,
+}
+
+/// The native half of `PostgresMappingStore`: a connection pool, the schema, this process's
+/// session in the shared capacity ledger.
+#[napi]
+pub struct NativePgStore {
+    inner: Arc<PgStore>,
+}
+
+#[napi]
+impl NativePgStore {
+    /// A store over `connection` (nothing connects until the first call). `timeoutMs`
+    /// bounds every call; `poolSize` connections at most; `leaseMs`: the lease of this
+    /// process's in-flight holds.
+    #[napi(constructor)]
+    pub fn new(connection: PgConnectOptions, timeout_ms: u32, pool_size: u32, lease_ms: u32) -> Result<Self> {
+        let config = config_of(connection)?;
+        let settings = PgSettings {
+            timeout: Duration::from_millis(u64::from(timeout_ms.max(1))),
+            pool_size: pool_size.max(1) as usize,
+            lease: Duration::from_millis(u64::from(lease_ms.max(1))),
+        };
+        Ok(NativePgStore { inner: Arc::new(PgStore::new(config, settings)) })
+    }
+
+    /// This process's session id in the shared ledger.
+    #[napi(getter)]
+    pub fn session(&self) -> String {
+        self.inner.session().to_string()
+    }
+
+    /// Connects and migrates now; the schema version.
+    #[napi]
+    pub async fn open(&self) -> Result<u32> {
+        let v = self
+            .inner
+            .open()
+            .await
+            .map_err(|f| fail("MAPPING_STORE_OPEN_FAILED", "the mapping store could not be opened", f))?;
+        Ok(v as u32)
+    }
+
+    /// One write (`{ op: 'put' | 'intent' | 'delete', ... }`, JSON, validated before
+    /// anything is sent). Resolves to whether it changed a record (a delete: whether a
+    /// mapping existed).
+    #[napi]
+    pub async fn apply(&self, op_json: String) -> Result<bool> {
+        let op: BatchOp = serde_json::from_str(&op_json).map_err(|_| {
+            encode("INVALID_INPUT", "invalid mapping record: the write is malformed", Some("record"), Value::Null)
+        })?;
+        let what = "the mapping store could not write";
+        match checked_op(op)? {
+            Op::Put(row) => self.inner.put(row).await.map(|_| true).map_err(|f| fail(WRITE, what, f)),
+            Op::Intent(i) => self.inner.put_intent(i).await.map(|_| true).map_err(|f| fail(WRITE, what, f)),
+            Op::Delete(id) => self.inner.delete(id).await.map_err(|f| fail(WRITE, what, f)),
+        }
+    }
+
+    /// The record of `id`, or null.
+    #[napi]
+    pub async fn get(&self, id: String) -> Result<Option<MappingRecord>> {
+        self.inner
+            .get(id)
+            .await
+            .map_err(|f| fail(READ, "the mapping store could not read", f))?
+            .map(to_record)
+            .transpose()
+    }
+
+    /// Every record, ordered by id.
+    #[napi]
+    pub async fn list(&self) -> Result<Vec<MappingRecord>> {
+        let rows = self.inner.list().await.map_err(|f| fail(READ, "the mapping store could not read", f))?;
+        rows.into_iter().map(to_record).collect()
+    }
+
+    /// Number of records.
+    #[napi]
+    pub async fn count(&self) -> Result<u32> {
+        let n = self.inner.count().await.map_err(|f| fail(READ, "the mapping store could not read", f))?;
+        Ok(n.clamp(0, i64::from(u32::MAX)) as u32)
+    }
+
+    /// Every intent record, ordered by id.
+    #[napi]
+    pub async fn intents(&self) -> Result<Vec<IntentRecord>> {
+        let rows = self.inner.intents().await.map_err(|f| fail(READ, "the mapping store could not read", f))?;
+        Ok(rows
+            .into_iter()
+            .map(|i| IntentRecord {
+                id: i.id,
+                provider_id: i.provider_id,
+                state: i.state,
+                started_at: i.started_at as f64,
+                expires_at: i.expires_at as f64,
+                owner_host: i.owner_host,
+                owner_pid: i.owner_pid as f64,
+                owner_session: i.owner_session,
+            })
+            .collect())
+    }
+
+    /// A read sequence number for the shared ledger, taken before a capacity read starts.
+    #[napi]
+    pub async fn begin_read(&self) -> Result<f64> {
+        let s = self
+            .inner
+            .begin_read()
+            .await
+            .map_err(|f| fail(COORDINATOR, "the capacity coordinator is unavailable", f))?;
+        Ok(s as f64)
+    }
+
+    /// Admits one launch on `pool` in the shared ledger (one transaction under the pool's
+    /// row lock). `inflightMs`: how long the hold may stay unsettled.
+    #[napi]
+    pub async fn admit(
+        &self,
+        pool: String,
+        read_seq: f64,
+        dims: Vec<DemandDim>,
+        inflight_ms: f64,
+    ) -> Result<AdmitVerdict> {
+        let dims: Vec<Dim> = dims
+            .into_iter()
+            .map(|d| Dim { resource: d.resource, used: d.used, limit: d.limit, need: d.need })
+            .collect();
+        let inflight_ms = if inflight_ms.is_finite() && inflight_ms > 0.0 { inflight_ms } else { 60_000.0 };
+        let v = self
+            .inner
+            .admit(pool, read_seq as i64, dims, inflight_ms)
+            .await
+            .map_err(|f| fail(COORDINATOR, "the capacity coordinator is unavailable", f))?;
+        Ok(match v {
+            Verdict::Admitted(t) => AdmitVerdict { token: Some(t as f64), resource: None },
+            Verdict::Exhausted(r) => AdmitVerdict { token: None, resource: Some(r) },
+        })
+    }
+
+    /// Settles a hold (see `core::pg_store::PgStore::settle`). Resolves to whether it was
+    /// written now (false: kept and retried with the lease renewal).
+    #[napi]
+    pub async fn settle(&self, token: f64, allocated: bool, ttl_ms: f64) -> Result<bool> {
+        Ok(self.inner.settle(token as i64, allocated, ttl_ms as i64).await.is_ok())
+    }
+
+    /// Unexpired holds of `pool`, every process's (for tests and dashboards).
+    #[napi]
+    pub async fn held(&self, pool: String) -> Result<u32> {
+        let n =
+            self.inner.held(pool).await.map_err(|f| fail(COORDINATOR, "the capacity coordinator is unavailable", f))?;
+        Ok(n.clamp(0, i64::from(u32::MAX)) as u32)
+    }
+
+    /// Ends this process's session (its in-flight holds are released) and closes idle
+    /// connections.
+    #[napi]
+    pub async fn close(&self) -> Result<()> {
+        self.inner.close().await;
+        Ok(())
+    }
+}

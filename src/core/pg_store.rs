@@ -1,0 +1,747 @@
+//! The shared store: mappings, intents and capacity holds in PostgreSQL (`tokio-postgres`).
+//!
+//! Why PostgreSQL? Many router processes on many machines need one truth for two things: which
+//! provider sandbox an `sbx_` id names, and how much of a pool's quota is held by launches in
+//! flight. Users who outgrow one process already run PostgreSQL; its transactions and row
+//! locks are the coordination, so the router needs no coordinator service of its own.
+//!
+//! Every database call is bounded twice: by a client-side deadline around the whole call
+//! (acquiring a connection, connecting, every round trip; see [`PgStore::bounded`]) and by
+//! the server's `statement_timeout`, `lock_timeout` and `idle_in_transaction_session_timeout`
+//! (set as connection options), so a lock held by a client that vanished mid-transaction is
+//! freed by the server. A connection that timed out or failed is discarded, never reused.
+//!
+//! Schema, versioned in `sandbox_router_schema` and migrated forward on first use, in one
+//! transaction that first takes a transaction-scoped advisory lock
+//! ([`MIGRATION_LOCK`]): two processes starting at once migrate one after the other (the
+//! second finds the work done). A table cannot be row-locked before it exists, which is why
+//! this one lock is advisory. A database whose version is newer than this build's is refused.
+//! - v1 mappings and intents (the SQLite store's two tables, same columns);
+//! - v2 the shared capacity ledger: `pools` (one row per pool id: the admission lock),
+//!   `sessions` (each router process's lease), `holds` (one row per admitted launch), and the
+//!   read sequence.
+//!
+//! Nothing from the database's own messages (which can name users, hosts, databases) leaves
+//! this file: every failure is a [`PgFailure`] without text.
+
+use crate::core::shared_ledger::{decide, Decision, Dim, HoldRow};
+use crate::core::sqlite_store::{Intent, Row};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+use tokio::sync::{OnceCell, Semaphore};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Config, NoTls, Statement};
+
+/// The advisory lock key that serializes migrations (any constant unlikely to be used by the
+/// application sharing the database: "sbxroute" in ASCII).
+pub const MIGRATION_LOCK: i64 = 0x7362_7872_6f75_7465;
+
+/// Forward migrations; entry `i` takes the schema from version `i` to `i + 1`.
+pub const MIGRATIONS: &[&str] = &[
+    // v1: the mapping seam and intents.
+    "CREATE TABLE sandbox_router_mappings (
+        id TEXT PRIMARY KEY,
+        provider_id TEXT NOT NULL,
+        provider_sandbox_id TEXT NOT NULL,
+        labels TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        detached BOOLEAN NOT NULL DEFAULT FALSE
+    );
+    CREATE TABLE sandbox_router_intents (
+        id TEXT PRIMARY KEY,
+        provider_id TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('launching', 'failed')),
+        started_at BIGINT NOT NULL,
+        expires_at BIGINT NOT NULL,
+        owner_host TEXT NOT NULL,
+        owner_pid BIGINT NOT NULL,
+        owner_session TEXT NOT NULL
+    );",
+    // v2: the shared capacity ledger.
+    "CREATE SEQUENCE sandbox_router_read_seq;
+    CREATE TABLE sandbox_router_pools (pool TEXT PRIMARY KEY);
+    CREATE TABLE sandbox_router_sessions (
+        session TEXT PRIMARY KEY,
+        lease_until TIMESTAMPTZ NOT NULL
+    );
+    CREATE TABLE sandbox_router_holds (
+        token BIGSERIAL PRIMARY KEY,
+        pool TEXT NOT NULL,
+        session TEXT NOT NULL,
+        amounts TEXT NOT NULL,
+        expect TEXT NOT NULL,
+        settled_seq BIGINT,
+        expires_at TIMESTAMPTZ NOT NULL
+    );
+    CREATE INDEX sandbox_router_holds_pool ON sandbox_router_holds (pool);",
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// What went wrong, without any of the database's text. The glue gives it the code of the
+/// operation it failed (a write, a read, an admission).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PgFailure {
+    /// Connecting, a query, or the commit failed (database down, refused, killed the
+    /// connection, failed mid-transaction).
+    #[error("the database call failed")]
+    Failed,
+    /// The call did not finish within its deadline.
+    #[error("the database call did not finish within its deadline")]
+    TimedOut,
+    /// The database's schema is newer than this build's.
+    #[error("the database has schema version {0}, newer than this build's {SCHEMA_VERSION}")]
+    SchemaTooNew(i64),
+    /// A stored row is not a record this build can read.
+    #[error("a stored row is malformed")]
+    Malformed,
+}
+
+impl From<tokio_postgres::Error> for PgFailure {
+    fn from(_: tokio_postgres::Error) -> Self {
+        PgFailure::Failed
+    }
+}
+
+/// Tuning of a store (the connection itself is a [`Config`], password included, kept here
+/// and nowhere else).
+#[derive(Debug, Clone)]
+pub struct PgSettings {
+    /// Bound of every call (client side), and of every statement (server side).
+    pub timeout: Duration,
+    /// Most connections open at once.
+    pub pool_size: usize,
+    /// Lease of this process's in-flight holds: renewed every third of it while the store
+    /// is open; a process that died stops renewing, and its holds expire.
+    pub lease: Duration,
+}
+
+/// A connection and its prepared statements.
+struct Conn {
+    client: Client,
+    statements: HashMap<&'static str, Statement>,
+}
+
+impl Conn {
+    async fn statement(&mut self, sql: &'static str) -> Result<Statement, PgFailure> {
+        if let Some(s) = self.statements.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self.client.prepare(sql).await?;
+        self.statements.insert(sql, s.clone());
+        Ok(s)
+    }
+}
+
+/// A small pool: at most `pool_size` connections, idle ones reused, failed ones dropped.
+struct Pool {
+    config: Config,
+    idle: StdMutex<Vec<Conn>>,
+    permits: Semaphore,
+}
+
+/// A connection borrowed from the pool: given back by [`Lease::done`] only; dropped (and so
+/// closed) when the call failed or its deadline cancelled it.
+struct Lease<'a> {
+    conn: Option<Conn>,
+    pool: &'a Pool,
+    _permit: tokio::sync::SemaphorePermit<'a>,
+}
+
+impl Lease<'_> {
+    fn conn(&mut self) -> &mut Conn {
+        self.conn.as_mut().expect("a lease holds its connection until done")
+    }
+
+    fn done(mut self) {
+        if let Some(c) = self.conn.take() {
+            if !c.client.is_closed() {
+                if let Ok(mut idle) = self.pool.idle.lock() {
+                    idle.push(c);
+                }
+            }
+        }
+    }
+}
+
+impl Pool {
+    async fn get(&self) -> Result<Lease<'_>, PgFailure> {
+        let permit = self.permits.acquire().await.map_err(|_| PgFailure::Failed)?;
+        let reused = {
+            let mut idle = self.idle.lock().map_err(|_| PgFailure::Failed)?;
+            let mut found = None;
+            while let Some(c) = idle.pop() {
+                if !c.client.is_closed() {
+                    found = Some(c);
+                    break;
+                }
+            }
+            found
+        };
+        let conn = match reused {
+            Some(c) => c,
+            None => {
+                let (client, connection) = self.config.connect(NoTls).await?;
+                tokio::spawn(async move {
+                    let _ = connection.await;
+                });
+                Conn { client, statements: HashMap::new() }
+            }
+        };
+        Ok(Lease { conn: Some(conn), pool: self, _permit: permit })
+    }
+}
+
+/// Holds whose settlement could not be written yet (retried by the lease task).
+#[derive(Debug, Clone, Copy)]
+struct PendingSettle {
+    token: i64,
+    allocated: bool,
+    ttl_ms: i64,
+}
+
+/// One database: the pool, the migration state, this process's session.
+pub struct PgStore {
+    pool: Pool,
+    settings: PgSettings,
+    ready: OnceCell<i64>,
+    session: String,
+    session_ready: OnceCell<()>,
+    pending: StdMutex<Vec<PendingSettle>>,
+    closed: std::sync::atomic::AtomicBool,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the config: it holds the password.
+        f.debug_struct("PgStore").field("session", &self.session).finish_non_exhaustive()
+    }
+}
+
+fn rand_hex(bytes: usize) -> String {
+    let mut b = vec![0u8; bytes];
+    if getrandom::fill(&mut b).is_err() {
+        // The session id only has to differ between live processes.
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        b = (t ^ u128::from(std::process::id())).to_le_bytes()[..bytes.min(16)].to_vec();
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+const PUT: &str = "WITH gone AS (DELETE FROM sandbox_router_intents WHERE id = $1)
+    INSERT INTO sandbox_router_mappings (id, provider_id, provider_sandbox_id, labels, created_at, detached)
+    VALUES ($1, $2, $3, $4, $5, $6)
+    ON CONFLICT (id) DO UPDATE SET provider_id = EXCLUDED.provider_id,
+      provider_sandbox_id = EXCLUDED.provider_sandbox_id, labels = EXCLUDED.labels,
+      created_at = EXCLUDED.created_at, detached = EXCLUDED.detached";
+const GET: &str = "SELECT id, provider_id, provider_sandbox_id, labels, created_at, detached
+    FROM sandbox_router_mappings WHERE id = $1";
+const DELETE: &str = "WITH gone AS (DELETE FROM sandbox_router_intents WHERE id = $1)
+    DELETE FROM sandbox_router_mappings WHERE id = $1";
+const LIST: &str = "SELECT id, provider_id, provider_sandbox_id, labels, created_at, detached
+    FROM sandbox_router_mappings ORDER BY id";
+const COUNT: &str = "SELECT count(*) FROM sandbox_router_mappings";
+const PUT_INTENT: &str = "INSERT INTO sandbox_router_intents
+    (id, provider_id, state, started_at, expires_at, owner_host, owner_pid, owner_session)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+    ON CONFLICT (id) DO UPDATE SET provider_id = EXCLUDED.provider_id, state = EXCLUDED.state,
+      started_at = EXCLUDED.started_at, expires_at = EXCLUDED.expires_at,
+      owner_host = EXCLUDED.owner_host, owner_pid = EXCLUDED.owner_pid,
+      owner_session = EXCLUDED.owner_session";
+const INTENTS: &str = "SELECT id, provider_id, state, started_at, expires_at, owner_host, owner_pid, owner_session
+    FROM sandbox_router_intents ORDER BY id";
+const NEXT_SEQ: &str = "SELECT nextval('sandbox_router_read_seq')";
+const RENEW: &str = "INSERT INTO sandbox_router_sessions (session, lease_until)
+    VALUES ($1, now() + $2 * interval '1 millisecond')
+    ON CONFLICT (session) DO UPDATE SET lease_until = EXCLUDED.lease_until";
+// The pool's row is the admission lock (see `admit`).
+const LOCK_POOL: &str = "INSERT INTO sandbox_router_pools (pool) VALUES ($1)
+    ON CONFLICT (pool) DO UPDATE SET pool = EXCLUDED.pool";
+const EXPIRE: &str = "DELETE FROM sandbox_router_holds h WHERE h.pool = $1 AND (h.expires_at <= now()
+    OR (h.settled_seq IS NULL AND NOT EXISTS (SELECT 1 FROM sandbox_router_sessions s
+        WHERE s.session = h.session AND s.lease_until > now())))";
+const HOLDS: &str =
+    "SELECT token, amounts, expect, settled_seq FROM sandbox_router_holds WHERE pool = $1 ORDER BY token";
+const RELEASE: &str = "DELETE FROM sandbox_router_holds WHERE token = ANY($1)";
+const HOLD: &str = "INSERT INTO sandbox_router_holds (pool, session, amounts, expect, expires_at)
+    VALUES ($1, $2, $3, $4, now() + $5 * interval '1 millisecond') RETURNING token";
+const SETTLE_KEEP: &str = "UPDATE sandbox_router_holds SET settled_seq = nextval('sandbox_router_read_seq'),
+    expires_at = now() + $2 * interval '1 millisecond' WHERE token = $1";
+const SETTLE_DROP: &str = "DELETE FROM sandbox_router_holds WHERE token = $1";
+const END_SESSION: &str = "WITH gone AS (DELETE FROM sandbox_router_holds WHERE session = $1 AND settled_seq IS NULL)
+    DELETE FROM sandbox_router_sessions WHERE session = $1";
+const HELD: &str = "SELECT count(*) FROM sandbox_router_holds h WHERE h.pool = $1 AND h.expires_at > now()
+    AND (h.settled_seq IS NOT NULL OR EXISTS (SELECT 1 FROM sandbox_router_sessions s
+        WHERE s.session = h.session AND s.lease_until > now()))";
+
+fn row_of(r: &tokio_postgres::Row) -> Result<Row, PgFailure> {
+    Ok(Row {
+        id: r.try_get(0).map_err(|_| PgFailure::Malformed)?,
+        provider_id: r.try_get(1).map_err(|_| PgFailure::Malformed)?,
+        provider_sandbox_id: r.try_get(2).map_err(|_| PgFailure::Malformed)?,
+        labels_json: r.try_get(3).map_err(|_| PgFailure::Malformed)?,
+        created_at: r.try_get(4).map_err(|_| PgFailure::Malformed)?,
+        detached: r.try_get(5).map_err(|_| PgFailure::Malformed)?,
+    })
+}
+
+fn amounts_json(a: &[(String, f64)]) -> String {
+    serde_json::to_string(a).unwrap_or_else(|_| "[]".to_string())
+}
+
+fn amounts_of(text: &str) -> Result<Vec<(String, f64)>, PgFailure> {
+    serde_json::from_str(text).map_err(|_| PgFailure::Malformed)
+}
+
+/// The coordinator's answer to one admission.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Held under this token.
+    Admitted(i64),
+    /// The first dimension without room.
+    Exhausted(String),
+}
+
+impl PgStore {
+    /// A store over `config` (nothing is connected until the first call). The server-side
+    /// bounds are added to the connection options here.
+    pub fn new(mut config: Config, settings: PgSettings) -> PgStore {
+        let ms = settings.timeout.as_millis().max(1);
+        config.options(format!(
+            "-c statement_timeout={ms} -c lock_timeout={ms} -c idle_in_transaction_session_timeout={}",
+            ms * 2
+        ));
+        config.connect_timeout(settings.timeout);
+        config.keepalives(true);
+        if config.get_application_name().is_none() {
+            config.application_name("agent-relay-sandbox-router");
+        }
+        PgStore {
+            pool: Pool { config, idle: StdMutex::new(Vec::new()), permits: Semaphore::new(settings.pool_size.max(1)) },
+            settings,
+            ready: OnceCell::new(),
+            session: rand_hex(12),
+            session_ready: OnceCell::new(),
+            pending: StdMutex::new(Vec::new()),
+            closed: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// This process's session id (the owner of its holds).
+    pub fn session(&self) -> &str {
+        &self.session
+    }
+
+    /// Runs `f` on a pooled, migrated connection within the deadline. The connection goes
+    /// back to the pool only if `f` succeeded in time.
+    async fn bounded<T, F>(&self, f: F) -> Result<T, PgFailure>
+    where
+        F: for<'c> FnOnce(
+            &'c mut Conn,
+        )
+            -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, PgFailure>> + Send + 'c>>,
+    {
+        let work = async {
+            let mut lease = self.pool.get().await?;
+            if self.ready.get().is_none() {
+                let version = migrate(lease.conn()).await?;
+                let _ = self.ready.set(version);
+            }
+            let out = f(lease.conn()).await?;
+            lease.done();
+            Ok(out)
+        };
+        match tokio::time::timeout(self.settings.timeout, work).await {
+            Ok(r) => r,
+            Err(_) => Err(PgFailure::TimedOut),
+        }
+    }
+
+    /// Connects and migrates now; the schema version.
+    pub async fn open(&self) -> Result<i64, PgFailure> {
+        self.bounded(|_| Box::pin(async { Ok(()) })).await?;
+        Ok(self.ready.get().copied().unwrap_or(SCHEMA_VERSION))
+    }
+
+    /// Inserts or replaces a mapping, removing the id's intent in the same statement.
+    pub async fn put(&self, row: Row) -> Result<(), PgFailure> {
+        self.bounded(move |c| {
+            Box::pin(async move {
+                let s = c.statement(PUT).await?;
+                c.client
+                    .execute(
+                        &s,
+                        &[
+                            &row.id,
+                            &row.provider_id,
+                            &row.provider_sandbox_id,
+                            &row.labels_json,
+                            &row.created_at,
+                            &row.detached,
+                        ],
+                    )
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    /// The mapping of `id`.
+    pub async fn get(&self, id: String) -> Result<Option<Row>, PgFailure> {
+        self.bounded(move |c| {
+            Box::pin(async move {
+                let s = c.statement(GET).await?;
+                let rows = c.client.query(&s, &[&id]).await?;
+                rows.first().map(row_of).transpose()
+            })
+        })
+        .await
+    }
+
+    /// Removes the mapping and the intent of `id`; true if a mapping existed.
+    pub async fn delete(&self, id: String) -> Result<bool, PgFailure> {
+        self.bounded(move |c| {
+            Box::pin(async move {
+                let s = c.statement(DELETE).await?;
+                Ok(c.client.execute(&s, &[&id]).await? > 0)
+            })
+        })
+        .await
+    }
+
+    /// Every mapping, ordered by id.
+    pub async fn list(&self) -> Result<Vec<Row>, PgFailure> {
+        self.bounded(|c| {
+            Box::pin(async move {
+                let s = c.statement(LIST).await?;
+                c.client.query(&s, &[]).await?.iter().map(row_of).collect()
+            })
+        })
+        .await
+    }
+
+    /// Number of mappings.
+    pub async fn count(&self) -> Result<i64, PgFailure> {
+        self.bounded(|c| {
+            Box::pin(async move {
+                let s = c.statement(COUNT).await?;
+                c.client.query_one(&s, &[]).await?.try_get(0).map_err(|_| PgFailure::Malformed)
+            })
+        })
+        .await
+    }
+
+    /// Inserts or replaces an intent.
+    pub async fn put_intent(&self, i: Intent) -> Result<(), PgFailure> {
+        self.bounded(move |c| {
+            Box::pin(async move {
+                let s = c.statement(PUT_INTENT).await?;
+                c.client
+                    .execute(
+                        &s,
+                        &[
+                            &i.id,
+                            &i.provider_id,
+                            &i.state,
+                            &i.started_at,
+                            &i.expires_at,
+                            &i.owner_host,
+                            &i.owner_pid,
+                            &i.owner_session,
+                        ],
+                    )
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    /// Every intent, ordered by id.
+    pub async fn intents(&self) -> Result<Vec<Intent>, PgFailure> {
+        self.bounded(|c| {
+            Box::pin(async move {
+                let s = c.statement(INTENTS).await?;
+                let rows = c.client.query(&s, &[]).await?;
+                rows.iter()
+                    .map(|r| {
+                        Ok(Intent {
+                            id: r.try_get(0).map_err(|_| PgFailure::Malformed)?,
+                            provider_id: r.try_get(1).map_err(|_| PgFailure::Malformed)?,
+                            state: r.try_get(2).map_err(|_| PgFailure::Malformed)?,
+                            started_at: r.try_get(3).map_err(|_| PgFailure::Malformed)?,
+                            expires_at: r.try_get(4).map_err(|_| PgFailure::Malformed)?,
+                            owner_host: r.try_get(5).map_err(|_| PgFailure::Malformed)?,
+                            owner_pid: r.try_get(6).map_err(|_| PgFailure::Malformed)?,
+                            owner_session: r.try_get(7).map_err(|_| PgFailure::Malformed)?,
+                        })
+                    })
+                    .collect()
+            })
+        })
+        .await
+    }
+
+    // --- the shared capacity ledger ----------------------------------------------------
+
+    /// Registers this process's session (its lease) once, and starts renewing it: every
+    /// third of the lease, on tokio, so a blocked JS thread does not let it lapse. The task
+    /// also retries settlements that could not be written.
+    async fn ensure_session(self: &Arc<Self>) -> Result<(), PgFailure> {
+        self.session_ready
+            .get_or_try_init(|| async {
+                self.renew().await?;
+                let weak = Arc::downgrade(self);
+                let every = (self.settings.lease / 3).max(Duration::from_millis(50));
+                tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(every).await;
+                        let Some(store) = weak.upgrade() else { return };
+                        if store.closed.load(std::sync::atomic::Ordering::Relaxed) {
+                            return;
+                        }
+                        let _ = store.renew().await;
+                        store.retry_settlements().await;
+                    }
+                });
+                Ok(())
+            })
+            .await
+            .map(|_| ())
+    }
+
+    async fn renew(&self) -> Result<(), PgFailure> {
+        let session = self.session.clone();
+        let lease_ms = self.settings.lease.as_millis() as f64;
+        self.bounded(move |c| {
+            Box::pin(async move {
+                let s = c.statement(RENEW).await?;
+                c.client.execute(&s, &[&session, &lease_ms]).await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    /// A read sequence number, taken before a capacity read starts: a hold that settled
+    /// with a smaller number settled before the read started.
+    pub async fn begin_read(self: &Arc<Self>) -> Result<i64, PgFailure> {
+        self.ensure_session().await?;
+        self.bounded(|c| {
+            Box::pin(async move {
+                let s = c.statement(NEXT_SEQ).await?;
+                c.client.query_one(&s, &[]).await?.try_get(0).map_err(|_| PgFailure::Malformed)
+            })
+        })
+        .await
+    }
+
+    /// Admits one launch on `pool` against every process's holds, in one transaction.
+    ///
+    /// Why a row lock and not an advisory lock per pool? The pool's row in
+    /// `sandbox_router_pools` is locked by the upsert that opens the transaction, so
+    /// admissions on one pool run one at a time across every process, and admissions on
+    /// different pools never wait for each other. A row lock is keyed by the pool id itself
+    /// (an advisory lock takes a 64-bit number: pool ids would have to be hashed into the
+    /// key space that the application sharing the database also uses, and two pools could
+    /// collide), it obeys `lock_timeout`, it shows in `pg_locks` with its table, and it is
+    /// released by the commit, the rollback, or the server when the connection dies.
+    ///
+    /// `inflight_ms`: the hold's expiry while its launch is in flight (the launch's own
+    /// deadline plus slack), on top of this process's lease: a hold whose admission
+    /// committed but whose answer was lost still frees itself.
+    pub async fn admit(
+        self: &Arc<Self>,
+        pool: String,
+        read_seq: i64,
+        dims: Vec<Dim>,
+        inflight_ms: f64,
+    ) -> Result<Verdict, PgFailure> {
+        self.ensure_session().await?;
+        let session = self.session.clone();
+        self.bounded(move |c| {
+            Box::pin(async move {
+                let begin = c.statement("BEGIN").await?;
+                let commit = c.statement("COMMIT").await?;
+                let lock = c.statement(LOCK_POOL).await?;
+                let expire = c.statement(EXPIRE).await?;
+                let holds = c.statement(HOLDS).await?;
+                let release = c.statement(RELEASE).await?;
+                let hold = c.statement(HOLD).await?;
+                let client = &c.client;
+                // Two round trips, pipelined (tokio-postgres sends queries that are polled
+                // together without waiting for each answer): BEGIN, lock, expire, read; then
+                // release, insert, COMMIT. The pool's lock is held for one round trip and the
+                // decision. A failure anywhere aborts the transaction (a COMMIT after an error
+                // rolls back) and the connection is dropped, never reused.
+                let by_pool: [&(dyn ToSql + Sync); 1] = [&pool];
+                let (b, l, e, rows) = tokio::join!(
+                    client.execute(&begin, &[]),
+                    client.execute(&lock, &by_pool),
+                    client.execute(&expire, &by_pool),
+                    client.query(&holds, &by_pool),
+                );
+                b?;
+                l?;
+                e?;
+                let rows = rows?
+                    .iter()
+                    .map(|r| {
+                        Ok(HoldRow {
+                            token: r.try_get(0).map_err(|_| PgFailure::Malformed)?,
+                            amounts: amounts_of(r.try_get(1).map_err(|_| PgFailure::Malformed)?)?,
+                            expect: amounts_of(r.try_get(2).map_err(|_| PgFailure::Malformed)?)?,
+                            settled_seq: r.try_get(3).map_err(|_| PgFailure::Malformed)?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, PgFailure>>();
+                let rows = rows?;
+                let decision = decide(&rows, read_seq, &dims);
+                let gone: &[i64] = match &decision {
+                    Decision::Admit { release, .. } | Decision::Exhausted { release, .. } => release,
+                };
+                let no_release: Result<u64, tokio_postgres::Error> = Ok(0);
+                match decision {
+                    Decision::Admit { ref amounts, ref expect, .. } => {
+                        let (amounts, expect) = (amounts_json(amounts), amounts_json(expect));
+                        let by_token: [&(dyn ToSql + Sync); 1] = [&gone];
+                        let released = async {
+                            if gone.is_empty() {
+                                no_release
+                            } else {
+                                client.execute(&release, &by_token).await
+                            }
+                        };
+                        let row: [&(dyn ToSql + Sync); 5] = [&pool, &session, &amounts, &expect, &inflight_ms];
+                        let (r, token, done) =
+                            tokio::join!(released, client.query_one(&hold, &row), client.execute(&commit, &[]),);
+                        r?;
+                        let token: i64 = token?.try_get(0).map_err(|_| PgFailure::Malformed)?;
+                        done?;
+                        Ok(Verdict::Admitted(token))
+                    }
+                    Decision::Exhausted { ref resource, .. } => {
+                        if gone.is_empty() {
+                            client.execute(&commit, &[]).await?;
+                        } else {
+                            let by_token: [&(dyn ToSql + Sync); 1] = [&gone];
+                            let (r, done) =
+                                tokio::join!(client.execute(&release, &by_token), client.execute(&commit, &[]));
+                            r?;
+                            done?;
+                        }
+                        Ok(Verdict::Exhausted(resource.clone()))
+                    }
+                }
+            })
+        })
+        .await
+    }
+
+    /// Settles a hold by the in-process ledger's rule: `allocated` keeps it as an assumption
+    /// for `ttl_ms` (until a read reflects it); otherwise it is released. A settlement that
+    /// cannot be written now is kept and retried with the lease renewal.
+    pub async fn settle(&self, token: i64, allocated: bool, ttl_ms: i64) -> Result<(), PgFailure> {
+        let r = self.settle_once(PendingSettle { token, allocated, ttl_ms }).await;
+        if r.is_err() {
+            if let Ok(mut p) = self.pending.lock() {
+                p.push(PendingSettle { token, allocated, ttl_ms });
+            }
+        }
+        r
+    }
+
+    async fn settle_once(&self, p: PendingSettle) -> Result<(), PgFailure> {
+        self.bounded(move |c| {
+            Box::pin(async move {
+                if p.allocated {
+                    let s = c.statement(SETTLE_KEEP).await?;
+                    c.client.execute(&s, &[&p.token, &(p.ttl_ms as f64)]).await?;
+                } else {
+                    let s = c.statement(SETTLE_DROP).await?;
+                    c.client.execute(&s, &[&p.token]).await?;
+                }
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn retry_settlements(&self) {
+        let todo: Vec<PendingSettle> = match self.pending.lock() {
+            Ok(mut p) => std::mem::take(&mut *p),
+            Err(_) => return,
+        };
+        for p in todo {
+            if self.settle_once(p).await.is_err() {
+                if let Ok(mut q) = self.pending.lock() {
+                    q.push(p);
+                }
+            }
+        }
+    }
+
+    /// Live holds of `pool` (in flight or assumed, unexpired), every process's.
+    pub async fn held(&self, pool: String) -> Result<i64, PgFailure> {
+        self.bounded(move |c| {
+            Box::pin(async move {
+                let s = c.statement(HELD).await?;
+                c.client.query_one(&s, &[&pool]).await?.try_get(0).map_err(|_| PgFailure::Malformed)
+            })
+        })
+        .await
+    }
+
+    /// Stops renewing the lease, releases this process's in-flight holds and ends its
+    /// session (best effort, bounded), and closes the idle connections.
+    pub async fn close(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::Relaxed);
+        if self.session_ready.get().is_some() {
+            self.retry_settlements().await;
+            let session = self.session.clone();
+            let _ = self
+                .bounded(move |c| {
+                    Box::pin(async move {
+                        let s = c.statement(END_SESSION).await?;
+                        c.client.execute(&s, &[&session]).await?;
+                        Ok(())
+                    })
+                })
+                .await;
+        }
+        if let Ok(mut idle) = self.pool.idle.lock() {
+            idle.clear();
+        }
+    }
+}
+
+/// Migrates the database to [`SCHEMA_VERSION`] in one transaction, under
+/// [`MIGRATION_LOCK`]; the version found or reached.
+async fn migrate(c: &mut Conn) -> Result<i64, PgFailure> {
+    let tx = c.client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS sandbox_router_schema (version INTEGER NOT NULL)").await?;
+    let found: Option<i32> = match tx.query_opt("SELECT version FROM sandbox_router_schema", &[]).await? {
+        Some(r) => Some(r.try_get(0).map_err(|_| PgFailure::Malformed)?),
+        None => None,
+    };
+    let from = i64::from(found.unwrap_or(0));
+    if from > SCHEMA_VERSION {
+        return Err(PgFailure::SchemaTooNew(from));
+    }
+    for m in &MIGRATIONS[from as usize..] {
+        tx.batch_execute(m).await?;
+    }
+    let to = SCHEMA_VERSION as i32;
+    if found.is_none() {
+        tx.execute("INSERT INTO sandbox_router_schema (version) VALUES ($1)", &[&to]).await?;
+    } else if from < SCHEMA_VERSION {
+        tx.execute("UPDATE sandbox_router_schema SET version = $1", &[&to]).await?;
+    }
+    tx.commit().await?;
+    Ok(SCHEMA_VERSION)
+}
