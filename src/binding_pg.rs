@@ -221,19 +221,7 @@ impl NativePgStore {
     #[napi]
     pub async fn intents(&self) -> Result<Vec<IntentRecord>> {
         let rows = self.inner.intents().await.map_err(|f| fail(READ, "the mapping store could not read", f))?;
-        Ok(rows
-            .into_iter()
-            .map(|i| IntentRecord {
-                id: i.id,
-                provider_id: i.provider_id,
-                state: i.state,
-                started_at: i.started_at as f64,
-                expires_at: i.expires_at as f64,
-                owner_host: i.owner_host,
-                owner_pid: i.owner_pid as f64,
-                owner_session: i.owner_session,
-            })
-            .collect())
+        Ok(rows.into_iter().map(IntentRecord::from).collect())
     }
 
     /// A read sequence number for the shared ledger, taken before a capacity read starts.

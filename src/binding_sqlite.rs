@@ -151,6 +151,21 @@ pub struct IntentRecord {
     pub owner_session: String,
 }
 
+impl From<crate::core::sqlite_store::Intent> for IntentRecord {
+    fn from(i: crate::core::sqlite_store::Intent) -> Self {
+        IntentRecord {
+            id: i.id,
+            provider_id: i.provider_id,
+            state: i.state,
+            started_at: i.started_at as f64,
+            expires_at: i.expires_at as f64,
+            owner_host: i.owner_host,
+            owner_pid: i.owner_pid as f64,
+            owner_session: i.owner_session,
+        }
+    }
+}
+
 /// The native half of `SqliteMappingStore`: one file, opened on first use.
 #[napi]
 pub struct NativeSqliteStore {
@@ -224,20 +239,7 @@ impl NativeSqliteStore {
     /// Every intent, ordered by id.
     #[napi]
     pub fn intents(&self) -> Result<Vec<IntentRecord>> {
-        Ok(self
-            .with(|s| s.intents())?
-            .into_iter()
-            .map(|i| IntentRecord {
-                id: i.id,
-                provider_id: i.provider_id,
-                state: i.state,
-                started_at: i.started_at as f64,
-                expires_at: i.expires_at as f64,
-                owner_host: i.owner_host,
-                owner_pid: i.owner_pid as f64,
-                owner_session: i.owner_session,
-            })
-            .collect())
+        Ok(self.with(|s| s.intents())?.into_iter().map(IntentRecord::from).collect())
     }
 
     /// Closes the file (the next operation opens it again).
