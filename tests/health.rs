@@ -204,3 +204,65 @@ fn must_fire_every_candidate_excluded_at_launch_time_ends_circuit_open_without_l
     assert_eq!(m.launches(), 0);
     assert!(m.take_events().contains(&Event::HealthSkipped { pool: 0 }));
 }
+
+/// Health with the shared ledger (a `capacity.coordinator`): a half-open pool's single trial
+/// token is taken when the machine reaches it, and must come back when the coordinator's
+/// answer skips the pool, or no provision could ever probe it again.
+mod with_a_coordinator {
+    use super::*;
+    use agent_relay_sandbox_router::core::acquisition::{CapacityPlan, SharedVerdict};
+    use agent_relay_sandbox_router::core::capabilities::Resources;
+    use agent_relay_sandbox_router::core::capacity::validate;
+    use agent_relay_sandbox_router::core::health::LaunchOutcome;
+
+    /// Health whose pool `a` is half-open (one outcome-unknown failure opened it with a
+    /// threshold of 1; the cooldown is over at `COOLDOWN_MS`).
+    fn half_open() -> (Health, usize) {
+        let mut health =
+            Health::new(HealthConfig { cooldown_ms: COOLDOWN_MS, failure_threshold: 1, ..HealthConfig::default() });
+        let a = health.slot("a");
+        assert!(matches!(health.record(a, LaunchOutcome::OutcomeUnknown, 0, false), Some(Transition::Opened { .. })));
+        assert!(matches!(health.state(a, COOLDOWN_MS as i64), CircuitState::HalfOpen { trial_in_flight: false, .. }));
+        (health, a)
+    }
+
+    /// One coordinated acquisition on pool `a` alone, up to its admission, answered `verdict`.
+    fn admit(health: &mut Health, a: usize, verdict: SharedVerdict) -> Acquisition {
+        let plan = CapacityPlan { need: Resources::default(), readers: vec![true], ledger_pools: vec![0] };
+        let mut acq = Acquisition::new(vec![0], 3, true, Some(plan), false);
+        acq.track(vec![a], COOLDOWN_MS as i64);
+        assert_eq!(acq.next_with(None, Some(health)), Step::Admit(0));
+        let measured = validate(&json!({"status": "known", "resources": [
+            {"resource": "sandboxes", "used": 0, "limit": 10, "unit": "sandboxes", "headroom": 10, "required": 1}]}));
+        assert!(acq.shared_demand(&measured, Some(health)).is_some());
+        acq.admit_shared(verdict, Some(health));
+        acq
+    }
+
+    #[test]
+    fn coordinator_unavailable_gives_the_trial_back() {
+        let (mut health, a) = half_open();
+        let acq = admit(&mut health, a, SharedVerdict::Unavailable);
+        assert_eq!(acq.skipped().len(), 1);
+        // the token is free: the next provision may take the trial
+        assert!(matches!(health.state(a, COOLDOWN_MS as i64), CircuitState::HalfOpen { trial_in_flight: false, .. }));
+        assert_eq!(health.try_launch(a, COOLDOWN_MS as i64), Ok(true));
+    }
+
+    #[test]
+    fn coordinator_exhausted_gives_the_trial_back() {
+        let (mut health, a) = half_open();
+        admit(&mut health, a, SharedVerdict::Exhausted("sandboxes".into()));
+        assert!(matches!(health.state(a, COOLDOWN_MS as i64), CircuitState::HalfOpen { trial_in_flight: false, .. }));
+    }
+
+    #[test]
+    fn coordinator_admitted_keeps_the_trial_for_the_launch() {
+        // must-not-fire: an admitted trial launches with the token held; nobody else may probe
+        let (mut health, a) = half_open();
+        let mut acq = admit(&mut health, a, SharedVerdict::Admitted(7));
+        assert!(matches!(health.state(a, COOLDOWN_MS as i64), CircuitState::HalfOpen { trial_in_flight: true, .. }));
+        assert_eq!(health.try_launch(a, COOLDOWN_MS as i64), Err(Block::TrialInFlight));
+        assert_eq!(acq.next_with(None, Some(&mut health)), Step::Launch(0));
+    }
+}
