@@ -586,6 +586,19 @@ export interface PgConnectOptions {
   password?: string
   /** Database (default: the user's name). */
   database?: string
+  /** TLS (absent: the URL's `sslmode`, else none). */
+  ssl?: PgSslOptions
+}
+
+/** TLS options of a connection. */
+export interface PgSslOptions {
+  /**
+   * `disable`, `prefer`, `require`, `verify-ca` or `verify-full` (default: the URL's
+   * `sslmode`, else `verify-full`).
+   */
+  mode?: string
+  /** Extra trusted CA certificates, PEM text (Mozilla's roots are always trusted). */
+  ca?: string
 }
 
 /**

@@ -1041,12 +1041,52 @@ export interface PostgresConnectionOptions {
   password?: string;
   /** Default: the user's name. */
   database?: string;
+  /** TLS (default: none). See {@link PostgresSslOptions}. */
+  ssl?: boolean | PostgresSslOptions;
+}
+
+/** A connection URL as an object, so that TLS options can go with it. */
+export interface PostgresUrlConnectionOptions {
+  /** `postgres://user:password@host:port/database?sslmode=...` (or libpq's `key=value` form). */
+  url: string;
+  /** TLS: `true` / `{ ca }` (the mode is then the URL's `sslmode`, else `verify-full`), `false` (= `disable`). */
+  ssl?: boolean | PostgresSslOptions;
+}
+
+/**
+ * What a connection does about TLS (rustls; trust roots: Mozilla's, plus `ca`). Every mode
+ * that uses TLS verifies the server's certificate chain; there is no unverified TLS.
+ * - `disable`: plain text.
+ * - `prefer`: TLS (chain and host name verified) if the server offers it, plain text if it
+ *   does not (a certificate that fails verification fails the connection).
+ * - `require`: TLS, chain and host name verified (node-postgres's meaning; libpq's `require`
+ *   does not verify).
+ * - `verify-ca`: TLS, chain verified, host name not checked.
+ * - `verify-full`: TLS, chain and host name verified.
+ */
+export type PostgresSslMode = 'disable' | 'prefer' | 'require' | 'verify-ca' | 'verify-full';
+
+/** `ssl: true` is `{}`; `ssl: false` is `{ mode: 'disable' }`. */
+export interface PostgresSslOptions {
+  /** Default: the URL's `sslmode`, else `'verify-full'`. */
+  mode?: PostgresSslMode;
+  /**
+   * Extra trusted CA certificates (PEM text, one or more; for a private CA or a self-signed
+   * server). Never read from a file by the store; never shown in an error, `util.inspect` or
+   * `JSON.stringify`.
+   */
+  ca?: string;
 }
 
 /** Options of `PostgresMappingStore`. */
 export interface PostgresMappingStoreOptions {
-  /** `postgres://user:password@host:port/database` (no TLS: `sslmode=disable|prefer`), or an object. */
-  connection: string | PostgresConnectionOptions;
+  /**
+   * `postgres://user:password@host:port/database?sslmode=verify-full`, or an object. Without
+   * `sslmode` / `ssl`, the connection is plain text. A TLS failure (untrusted certificate,
+   * wrong host name, TLS required but not offered) fails the call with its usual code
+   * (`MAPPING_STORE_OPEN_FAILED`, `MAPPING_READ_FAILED`, ...) and `tls: true`.
+   */
+  connection: string | PostgresConnectionOptions | PostgresUrlConnectionOptions;
   /** Bound of every database call (client and server side), ms. Default 5,000. */
   timeoutMs?: number;
   /** Most connections open at once. Default 10. */
@@ -1230,6 +1270,8 @@ export declare class MappingPersistenceError extends SandboxRouterError {
   readonly cleanup?: 'destroyed' | 'failed' | 'none';
   /** Set when a `PostgresMappingStore` call did not finish within its `timeoutMs`. */
   readonly timedOut?: boolean;
+  /** Set when a `PostgresMappingStore` call failed because its TLS connection failed. */
+  readonly tls?: boolean;
 }
 /** `SANDBOX_NOT_FOUND`. */
 export declare class SandboxNotFoundError extends SandboxRouterError {

@@ -6,7 +6,13 @@
 // cluster is created and run as the `postgres` system user (created if missing), which owns
 // the temp folder. Stopped by `stop()` and, whatever happens, when the test process exits.
 //
-// There is no skip: without the binaries, `startPostgres()` throws and the test fails.
+// With `{ tls: true }` the server runs with `ssl=on` and a certificate made at start with the
+// openssl CLI: a throwaway CA, a server certificate it signs for `localhost` and 127.0.0.1
+// (subjectAltName), and a second CA that signed nothing (the "wrong CA" of the tests). The
+// key is mode 0600 and owned by the server's user, as PostgreSQL requires.
+//
+// There is no skip: without the binaries (or openssl, for `tls`), `startPostgres()` throws
+// and the test fails.
 
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -59,10 +65,39 @@ async function freePort() {
   });
 }
 
+/** A throwaway CA and a server certificate it signs (P-256, valid two days), in `dir`. */
+function makeCertificates(dir) {
+  const openssl = '/usr/bin/openssl';
+  if (!fs.existsSync(openssl)) throw new Error('openssl not found at /usr/bin/openssl: the TLS tests cannot run');
+  const f = (name) => path.join(dir, name);
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
+  const ca = (name, cn) =>
+    run(openssl, [
+      'req', '-x509', ...ec, '-keyout', f(`${name}.key`), '-out', f(`${name}.pem`), '-days', '2', '-subj', `/CN=${cn}`,
+      '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
+    ]);
+  ca('ca', 'sandbox-router test CA');
+  ca('other-ca', 'sandbox-router unrelated CA');
+  run(openssl, ['req', ...ec, '-keyout', f('server.key'), '-out', f('server.csr'), '-subj', '/CN=localhost']);
+  fs.writeFileSync(
+    f('server.ext'),
+    'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n',
+  );
+  run(openssl, [
+    'x509', '-req', '-in', f('server.csr'), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-CAcreateserial',
+    '-out', f('server.pem'), '-days', '2', '-extfile', f('server.ext'),
+  ]);
+  fs.chmodSync(f('server.key'), 0o600);
+  for (const k of ['ca.key', 'other-ca.key']) fs.rmSync(f(k));
+  return { cert: f('server.pem'), key: f('server.key'), ca: fs.readFileSync(f('ca.pem'), 'utf8'), otherCa: fs.readFileSync(f('other-ca.pem'), 'utf8') };
+}
+
 /**
- * Starts a private PostgreSQL. Resolves to `{ url(db?), port, password, socketDir, psql(sql, db?), createDatabase(name), stop() }`.
+ * Starts a private PostgreSQL (with `tls`: `ssl=on`, see the file's comment). Resolves to
+ * `{ url(db?), port, password, socketDir, psql(sql, db?), createDatabase(name), stop(), ca?, otherCa? }`
+ * (`ca`: PEM of the CA that signed the server's certificate; `otherCa`: PEM of one that did not).
  */
-export async function startPostgres() {
+export async function startPostgres({ tls = false } = {}) {
   const bin = binDir();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sbx-pg-'));
   const data = path.join(dir, 'data');
@@ -78,9 +113,15 @@ export async function startPostgres() {
     '--auth-local=trust', '--auth-host=scram-sha-256', '-E', 'UTF8', '--no-sync', '--no-instructions',
   ]);
   const port = await freePort();
+  const certs = tls ? makeCertificates(dir) : null;
+  if (certs && process.getuid?.() === 0) {
+    const { uid, gid } = postgresUser();
+    for (const file of [certs.cert, certs.key]) fs.chownSync(file, uid, gid);
+  }
   const options = [
     `-p ${port}`, `-k ${dir}`, "-c listen_addresses='127.0.0.1'", '-c fsync=off', '-c synchronous_commit=off',
     '-c full_page_writes=off', '-c max_connections=200', '-c shared_buffers=32MB',
+    ...(certs ? ['-c ssl=on', `-c ssl_cert_file=${certs.cert}`, `-c ssl_key_file=${certs.key}`] : []),
   ].join(' ');
   const ctl = path.join(bin, 'pg_ctl');
   let stopped = false;
@@ -107,6 +148,8 @@ export async function startPostgres() {
     url: (db = 'postgres') => `postgres://postgres:${password}@127.0.0.1:${port}/${db}`,
     psql,
     createDatabase: (name) => psql(`CREATE DATABASE ${name}`),
+    ca: certs?.ca,
+    otherCa: certs?.otherCa,
     stop,
   };
 }

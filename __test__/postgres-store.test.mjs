@@ -127,7 +127,7 @@ test('pg store: options are validated with typed errors', () => {
   assert.throws(() => new PostgresMappingStore({ connection: { host: 'h', user: 'u', bogus: 1 } }), (e) => e.field === 'connection.bogus');
   assert.throws(() => new PostgresMappingStore({ connection: { user: 'u' } }), (e) => e.field === 'connection.host');
   assert.throws(() => new PostgresMappingStore({ connection: { host: 'h' } }), (e) => e.field === 'connection.user');
-  assert.throws(() => new PostgresMappingStore({ connection: 'postgres://u@h/db?sslmode=require' }), (e) => e.field === 'connection.sslmode');
+  assert.throws(() => new PostgresMappingStore({ connection: 'postgres://u@h/db?sslmode=allow' }), (e) => e.field === 'connection.sslmode');
   assert.throws(() => new PostgresMappingStore({ connection: pg.url(), timeoutMs: 0 }), (e) => e.field === 'timeoutMs');
   assert.throws(() => new SandboxRouter({ registry: new InMemoryProviderRegistry([]), capacity: { providerOrder: ['a'], coordinator: {} } }), (e) => e.field === 'capacity.coordinator');
   // must-not-fire: valid forms construct

@@ -142,11 +142,25 @@ export async function keepIdentityAcrossRestarts(): Promise<number> {
 }
 
 // Running many routers: one PostgreSQL database for mappings and capacity holds.
-import { PostgresMappingStore, SandboxRouter as Router2, InMemoryProviderRegistry as Registry2 } from '../index.js';
+import { PostgresMappingStore, SandboxRouter as Router2, InMemoryProviderRegistry as Registry2, MappingPersistenceError as MappingPersistenceError2 } from '../index.js';
+import type { PostgresSslMode, PostgresSslOptions } from '../index.js';
 
 export async function manyRouters(url: string): Promise<number> {
   const shared = new PostgresMappingStore({ connection: url, timeoutMs: 2_000, poolSize: 4, leaseMs: 15_000 });
   const byObject = new PostgresMappingStore({ connection: { host: '/run/postgresql', port: 5432, user: 'router', password: 'pw', database: 'router' } });
+  const ca = '-----BEGIN CERTIFICATE-----\n...\n-----END CERTIFICATE-----\n';
+  const tls = new PostgresMappingStore({ connection: { host: 'db.internal', user: 'router', password: 'pw', ssl: { ca, mode: 'verify-full' } } });
+  const tlsUrl = new PostgresMappingStore({ connection: { url: `${url}?sslmode=verify-ca`, ssl: { ca } } });
+  const webRoots = new PostgresMappingStore({ connection: { host: 'db.example.com', user: 'router', ssl: true } });
+  const mode: PostgresSslMode = 'prefer';
+  const opts: PostgresSslOptions = { mode };
+  void opts;
+  try {
+    await tls.open();
+  } catch (e) {
+    if (e instanceof MappingPersistenceError2 && e.tls === true) void e.code;
+  }
+  await Promise.all([tls.close(), tlsUrl.close(), webRoots.close()]);
   const version: number = await shared.open();
   const router = new Router2({
     registry: new Registry2([]),

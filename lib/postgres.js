@@ -5,7 +5,10 @@
 // owns the connection pool, the schema and every SQL statement; this class validates, reads
 // each caller value once, and gives failures their classes.
 //
-// The connection options (password included) are handed to the native constructor and not
+// TLS (`connection.ssl`, or the URL's `sslmode`): rustls in the native half; see README
+// "Running many routers" for what each mode verifies.
+//
+// The connection options (password and CA text included) are handed to the native constructor and not
 // kept here: no field of this object holds them, so JSON.stringify and util.inspect cannot
 // show them, and no error carries them (the native side drops the database's own texts).
 
@@ -35,7 +38,40 @@ function intOption(v, def, field, max) {
   return v;
 }
 
-const CONNECTION_KEYS = ['url', 'host', 'port', 'user', 'password', 'database'];
+const CONNECTION_KEYS = ['url', 'host', 'port', 'user', 'password', 'database', 'ssl'];
+const SSL_MODES = ['disable', 'prefer', 'require', 'verify-ca', 'verify-full'];
+
+/**
+ * `ssl` as the native side takes it: `true` → `{}` (the URL's sslmode, else verify-full),
+ * `false` → `{ mode: 'disable' }`, an object → a fresh `{ mode?, ca? }`. The CA text is
+ * handed to native and not kept here.
+ */
+function sslOf(v) {
+  if (v === true) return {};
+  if (v === false) return { mode: 'disable' };
+  if (v === null || typeof v !== 'object') throw configError('connection.ssl', 'must be a boolean or { mode?, ca? }');
+  let o;
+  try {
+    o = copyOptions(v, 1);
+  } catch {
+    throw configError('connection.ssl', 'could not be read');
+  }
+  const out = {};
+  for (const key of Object.keys(o)) {
+    const x = o[key];
+    if (x === undefined) continue;
+    if (key === 'mode') {
+      if (!SSL_MODES.includes(x)) throw configError('connection.ssl.mode', `must be one of ${SSL_MODES.join(', ')}`);
+      out.mode = x;
+    } else if (key === 'ca') {
+      if (typeof x !== 'string' || x.length === 0) throw configError('connection.ssl.ca', 'must be PEM text (a non-empty string)');
+      out.ca = x;
+    } else {
+      throw configError(`connection.ssl.${key}`, 'is not a known option');
+    }
+  }
+  return out;
+}
 
 /** The connection options, read once into a fresh object (handed to native, then dropped). */
 function connectionOf(c) {
@@ -54,6 +90,9 @@ function connectionOf(c) {
     if (v === undefined) continue;
     if (key === 'port') {
       if (!Number.isInteger(v) || v < 1 || v > 65535) throw configError('connection.port', 'must be a port number');
+    } else if (key === 'ssl') {
+      out.ssl = sslOf(v);
+      continue;
     } else if (typeof v !== 'string') {
       throw configError(`connection.${key}`, 'must be a string');
     }

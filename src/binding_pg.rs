@@ -7,6 +7,11 @@
 //! for writes, `MAPPING_READ_FAILED` for reads, `MAPPING_STORE_OPEN_FAILED` /
 //! `MAPPING_STORE_SCHEMA_TOO_NEW` for `open`, `COORDINATOR_UNAVAILABLE` for the ledger).
 //!
+//! TLS (`core::pg_tls`): the mode comes from `ssl` (the JS class maps `ssl: true` to `{}`
+//! and `ssl: false` to `{ mode: 'disable' }`) or from the URL's `sslmode`; the CA is PEM
+//! text, never a file. A TLS failure rejects with the operation's code and
+//! `details.tls: true`.
+//!
 //! The connection options, password included, are turned into a `tokio_postgres::Config`
 //! in the constructor and live only in native memory: the JS class keeps no copy, and no
 //! error or value that crosses back carries any of it (the database's own messages, which
@@ -16,6 +21,7 @@ use crate::binding::{encode, MappingRecord};
 use crate::binding_acquisition::DemandDim;
 use crate::binding_sqlite::{checked_op, to_record, BatchOp, IntentRecord};
 use crate::core::pg_store::{PgFailure, PgSettings, PgStore, Verdict};
+use crate::core::pg_tls::{parse_ca, split_sslmode, CaError, TlsMode, TlsSettings, UrlTlsError};
 use crate::core::shared_ledger::Dim;
 use crate::core::sqlite_store::Op;
 use napi::{Error, Result};
@@ -24,7 +30,7 @@ use serde_json::Value;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_postgres::config::SslMode;
+use tokio_postgres::config::Host;
 use tokio_postgres::Config;
 
 /// Connection options as an object (or use `url`). A `host` that starts with `/` is a
@@ -44,6 +50,18 @@ pub struct PgConnectOptions {
     pub password: Option<String>,
     /// Database (default: the user's name).
     pub database: Option<String>,
+    /// TLS (absent: the URL's `sslmode`, else none).
+    pub ssl: Option<PgSslOptions>,
+}
+
+/// TLS options of a connection.
+#[napi(object, object_to_js = false)]
+pub struct PgSslOptions {
+    /// `disable`, `prefer`, `require`, `verify-ca` or `verify-full` (default: the URL's
+    /// `sslmode`, else `verify-full`).
+    pub mode: Option<String>,
+    /// Extra trusted CA certificates, PEM text (Mozilla's roots are always trusted).
+    pub ca: Option<String>,
 }
 
 fn config_err(field: &str, what: &str) -> Error {
@@ -55,16 +73,29 @@ fn config_err(field: &str, what: &str) -> Error {
     )
 }
 
-fn config_of(o: PgConnectOptions) -> Result<Config> {
+const MODES: &str = "must be one of disable, prefer, require, verify-ca, verify-full";
+
+fn config_of(o: PgConnectOptions) -> Result<(Config, TlsSettings)> {
     let fields =
         o.host.is_some() || o.port.is_some() || o.user.is_some() || o.password.is_some() || o.database.is_some();
+    let mut url_mode = None;
     let config = match o.url {
         Some(url) => {
             if fields {
                 return Err(config_err("connection", "takes either url or host/port/user/password/database, not both"));
             }
+            let (rest, mode) = split_sslmode(&url).map_err(|e| match e {
+                UrlTlsError::BadMode => config_err("connection.sslmode", MODES),
+                UrlTlsError::Repeated => config_err("connection.sslmode", "is given more than once"),
+                UrlTlsError::FileOption => config_err(
+                    "connection.url",
+                    "names a TLS file (sslrootcert, sslcert, sslkey, ...): files are not read; pass the CA's PEM text as connection.ssl.ca",
+                ),
+            })?;
+            url_mode = mode;
             // The parser's error text may quote the URL (and so the password): dropped.
-            Config::from_str(&url).map_err(|_| config_err("connection.url", "is not a PostgreSQL connection string"))?
+            Config::from_str(&rest)
+                .map_err(|_| config_err("connection.url", "is not a PostgreSQL connection string"))?
         }
         None => {
             let mut c = Config::new();
@@ -97,10 +128,45 @@ fn config_of(o: PgConnectOptions) -> Result<Config> {
     if config.get_user().is_none() {
         return Err(config_err("connection.user", "is missing"));
     }
-    if config.get_ssl_mode() == SslMode::Require {
-        return Err(config_err("connection.sslmode", "require is not supported: this build connects without TLS"));
+    let (mode, ca) = match o.ssl {
+        None => (url_mode.unwrap_or(TlsMode::Disable), None),
+        Some(ssl) => {
+            let explicit = match ssl.mode {
+                Some(m) => Some(TlsMode::parse(&m).ok_or_else(|| config_err("connection.ssl.mode", MODES))?),
+                None => None,
+            };
+            if let (Some(a), Some(b)) = (explicit, url_mode) {
+                if a != b {
+                    return Err(config_err("connection.ssl.mode", "conflicts with the url's sslmode"));
+                }
+            }
+            (explicit.or(url_mode).unwrap_or(TlsMode::VerifyFull), ssl.ca)
+        }
+    };
+    let ca = match ca {
+        None => Vec::new(),
+        Some(pem) => {
+            if mode == TlsMode::Disable {
+                return Err(config_err("connection.ssl.ca", "is given but TLS is disabled"));
+            }
+            // Never quoted: the text is the caller's.
+            parse_ca(&pem).map_err(|e| match e {
+                CaError::NoCertificate => {
+                    config_err("connection.ssl.ca", "must be PEM text with at least one certificate")
+                }
+                CaError::Unusable => config_err("connection.ssl.ca", "holds a certificate that cannot be a trust root"),
+            })?
+        }
+    };
+    if mode != TlsMode::Disable
+        && mode != TlsMode::Prefer
+        && config.get_hosts().iter().all(|h| !matches!(h, Host::Tcp(_)))
+    {
+        return Err(config_err("connection.ssl", "needs a TCP host: PostgreSQL does not offer TLS over a unix socket"));
     }
-    Ok(config)
+    let tls = TlsSettings::new(mode, &ca)
+        .map_err(|_| config_err("connection.ssl.ca", "holds a certificate that cannot be a trust root"))?;
+    Ok((config, tls))
 }
 
 fn fail(code: &str, what: &str, f: PgFailure) -> Error {
@@ -116,6 +182,14 @@ fn fail(code: &str, what: &str, f: PgFailure) -> Error {
             &format!("{what}: the database call did not finish within its deadline"),
             None,
             serde_json::json!({ "timedOut": true }),
+        ),
+        PgFailure::Tls => encode(
+            code,
+            &format!(
+                "{what}: the TLS connection failed (the server's certificate is not trusted or not for its host, or the server does not offer TLS)"
+            ),
+            None,
+            serde_json::json!({ "tls": true }),
         ),
         PgFailure::Failed | PgFailure::Malformed => {
             encode(code, &format!("{what}: the database call failed"), None, Value::Null)
@@ -150,13 +224,13 @@ impl NativePgStore {
     /// process's in-flight holds.
     #[napi(constructor)]
     pub fn new(connection: PgConnectOptions, timeout_ms: u32, pool_size: u32, lease_ms: u32) -> Result<Self> {
-        let config = config_of(connection)?;
+        let (config, tls) = config_of(connection)?;
         let settings = PgSettings {
             timeout: Duration::from_millis(u64::from(timeout_ms.max(1))),
             pool_size: pool_size.max(1) as usize,
             lease: Duration::from_millis(u64::from(lease_ms.max(1))),
         };
-        Ok(NativePgStore { inner: Arc::new(PgStore::new(config, settings)) })
+        Ok(NativePgStore { inner: Arc::new(PgStore::new(config, tls, settings)) })
     }
 
     /// This process's session id in the shared ledger.

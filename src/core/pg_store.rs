@@ -24,6 +24,7 @@
 //! Nothing from the database's own messages (which can name users, hosts, databases) leaves
 //! this file: every failure is a [`PgFailure`] without text.
 
+use crate::core::pg_tls::TlsSettings;
 use crate::core::shared_ledger::{decide, Decision, Dim, HoldRow};
 use crate::core::sqlite_store::{Intent, Row};
 use std::collections::HashMap;
@@ -98,11 +99,22 @@ pub enum PgFailure {
     /// A stored row is not a record this build can read.
     #[error("a stored row is malformed")]
     Malformed,
+    /// The TLS connection failed: the server's certificate was not trusted or not for its
+    /// host name, or the server does not offer TLS where the mode requires it.
+    #[error("the TLS connection to the database failed")]
+    Tls,
 }
 
 impl From<tokio_postgres::Error> for PgFailure {
-    fn from(_: tokio_postgres::Error) -> Self {
-        PgFailure::Failed
+    fn from(e: tokio_postgres::Error) -> Self {
+        // tokio-postgres does not expose its error kinds; a TLS failure (our connector's,
+        // or "server does not support TLS") is the one whose text starts like this. The text
+        // itself goes nowhere.
+        if e.to_string().starts_with("error performing TLS handshake") {
+            PgFailure::Tls
+        } else {
+            PgFailure::Failed
+        }
     }
 }
 
@@ -139,6 +151,7 @@ impl Conn {
 /// A small pool: at most `pool_size` connections, idle ones reused, failed ones dropped.
 struct Pool {
     config: Config,
+    tls: TlsSettings,
     idle: StdMutex<Vec<Conn>>,
     permits: Semaphore,
 }
@@ -184,10 +197,22 @@ impl Pool {
         let conn = match reused {
             Some(c) => c,
             None => {
-                let (client, connection) = self.config.connect(NoTls).await?;
-                tokio::spawn(async move {
-                    let _ = connection.await;
-                });
+                let client = match &self.tls.connector {
+                    None => {
+                        let (client, connection) = self.config.connect(NoTls).await?;
+                        tokio::spawn(async move {
+                            let _ = connection.await;
+                        });
+                        client
+                    }
+                    Some(tls) => {
+                        let (client, connection) = self.config.connect(tls.clone()).await?;
+                        tokio::spawn(async move {
+                            let _ = connection.await;
+                        });
+                        client
+                    }
+                };
                 Conn { client, statements: HashMap::new() }
             }
         };
@@ -306,9 +331,11 @@ pub enum Verdict {
 }
 
 impl PgStore {
-    /// A store over `config` (nothing is connected until the first call). The server-side
-    /// bounds are added to the connection options here.
-    pub fn new(mut config: Config, settings: PgSettings) -> PgStore {
+    /// A store over `config`, connecting as `tls` says (nothing is connected until the
+    /// first call). The server-side bounds and the TLS negotiation mode are set on the
+    /// connection options here.
+    pub fn new(mut config: Config, tls: TlsSettings, settings: PgSettings) -> PgStore {
+        config.ssl_mode(tls.mode.ssl_mode());
         let ms = settings.timeout.as_millis().max(1);
         config.options(format!(
             "-c statement_timeout={ms} -c lock_timeout={ms} -c idle_in_transaction_session_timeout={}",
@@ -320,7 +347,12 @@ impl PgStore {
             config.application_name("agent-relay-sandbox-router");
         }
         PgStore {
-            pool: Pool { config, idle: StdMutex::new(Vec::new()), permits: Semaphore::new(settings.pool_size.max(1)) },
+            pool: Pool {
+                config,
+                tls,
+                idle: StdMutex::new(Vec::new()),
+                permits: Semaphore::new(settings.pool_size.max(1)),
+            },
             settings,
             ready: OnceCell::new(),
             session: rand_hex(12),
