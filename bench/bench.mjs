@@ -544,7 +544,12 @@ function peakRssKb() {
   return process.resourceUsage().maxRSS;
 }
 
-async function child(kind) {
+/**
+ * One side of the 10,000-concurrent measurement. With `rounds`, it only runs that many
+ * batches (a full GC before each) and prints nothing: bench/instructions.mjs counts their
+ * instructions under callgrind.
+ */
+async function child(kind, rounds) {
   const defs = makeDefinitions(6, 0x5eed + 6).map((d) => ({ ...d, runtime: instantRuntime() }));
   let fresh;
   if (kind === 'native') {
@@ -566,6 +571,13 @@ async function child(kind) {
     if (out.length !== CONCURRENT) throw new Error('lost provisions');
     return CONCURRENT / s;
   };
+  if (rounds !== undefined) {
+    for (let i = 0; i < rounds; i++) {
+      fullGc();
+      await batch();
+    }
+    return;
+  }
   fullGc();
   const baseRssMb = process.memoryUsage().rss / 1024 / 1024;
   await batch(); // warmup
@@ -825,7 +837,7 @@ async function main() {
 
 const at = process.argv.indexOf('--child');
 if (at >= 0) {
-  await child(process.argv[at + 1]);
+  await child(process.argv[at + 1], process.argv[at + 2] === undefined ? undefined : Number(process.argv[at + 2]));
 } else if (process.argv.includes('--rss-child')) {
   await rssChild();
 } else {
