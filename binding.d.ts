@@ -254,7 +254,7 @@ export declare function acquisitionStep(key: number, out: Uint32Array): void
  * call saves the provision a native call. An observed machine, or one whose holds are in a
  * shared ledger (its settlement is still to be read), ends with [`acquisition_end`].
  */
-export declare function acquisitionSucceeded(key: number, storeKey: number | undefined | null, id: string, providerSandboxId: string, detached: boolean, fleet: number, now?: number | undefined | null): void
+export declare function acquisitionSucceeded(key: number, storeKey: number | undefined | null, id: string, providerSandboxId: string, detached: boolean, fleet: number, now?: number | undefined | null): boolean
 
 /**
  * The launch did not settle within its deadline.

@@ -650,16 +650,16 @@ async function classify(ctx, error, def) {
  */
 function succeeded(run, providerSandboxId) {
   const ctx = run.ctx;
-  const machine = run.machine;
   const now = tick(ctx);
-  // (a coordinated machine is kept: its hold's settlement is read next, see settleShared)
-  if (ctx.observer === null && (ctx.capacity === null || ctx.capacity.coordinator === null)) run.machine = -1;
+  // The machine says whether it ended (an observed or coordinated one is kept: its events
+  // or its hold's settlement are read next). If the record write threw, `end(run)` ends it
+  // (a no-op for a machine already gone: no other machine began in between).
   if (!ctx.fastMappings) {
-    binding.acquisitionSucceeded(machine, null, run.sandboxId, providerSandboxId, run.detached, ctx.fleetKey, now);
+    if (binding.acquisitionSucceeded(run.machine, null, run.sandboxId, providerSandboxId, run.detached, ctx.fleetKey, now)) run.machine = -1;
     return false;
   }
   try {
-    binding.acquisitionSucceeded(machine, ctx.mappings[STORE_KEY](), run.sandboxId, providerSandboxId, run.detached, ctx.fleetKey, now);
+    if (binding.acquisitionSucceeded(run.machine, ctx.mappings[STORE_KEY](), run.sandboxId, providerSandboxId, run.detached, ctx.fleetKey, now)) run.machine = -1;
     return true;
   } catch {
     return false;

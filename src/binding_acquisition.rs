@@ -564,7 +564,7 @@ pub fn acquisition_succeeded(
     detached: bool,
     fleet: u32,
     now: Option<f64>,
-) -> napi::Result<()> {
+) -> napi::Result<bool> {
     guard(|| {
         let (labels, registry, pool, keep) = with(key, |e| {
             e.report(now, |m, l| m.succeeded(l));
@@ -576,21 +576,19 @@ pub fn acquisition_succeeded(
         if !keep {
             acquisition_end(key);
         }
-        match store_key {
-            Some(store) => {
-                let registry = registry.borrow();
-                crate::binding::write_record(
-                    store,
-                    labels,
-                    &id,
-                    registry.pool_id(pool),
-                    provider_sandbox_id,
-                    detached,
-                    crate::binding::fleet_named(fleet)?,
-                )
-            }
-            None => Ok(()),
+        if let Some(store) = store_key {
+            let registry = registry.borrow();
+            crate::binding::write_record(
+                store,
+                labels,
+                &id,
+                registry.pool_id(pool),
+                provider_sandbox_id,
+                detached,
+                crate::binding::fleet_named(fleet)?,
+            )?;
         }
+        Ok(!keep)
     })
 }
 
