@@ -121,9 +121,10 @@ export declare class NativeRegistry {
    * against the router's ledger. `observe`: record events. Returns the machine, or the
    * typed `NO_ELIGIBLE_PROVIDER` error. The machine is a key for the `acquisition*`
    * functions; the caller ends it with `acquisitionEnd`. Its first step is written into
-   * `step` as `acquisitionStep` would.
+   * `step` as `acquisitionStep` would. `id`: the provision's sandbox id (made before the
+   * callbacks that precede this call, which name it).
    */
-  begin(request: CompiledRequest, detached: boolean, extras: RouteExtras | undefined | null, ledger: NativeLedger | undefined | null, observe: boolean, labelsJson: string | undefined | null, step: Uint32Array, health?: number | undefined | null, now?: number | undefined | null): number | NativeError
+  begin(request: CompiledRequest, detached: boolean, extras: RouteExtras | undefined | null, ledger: NativeLedger | undefined | null, observe: boolean, labelsJson: string | undefined | null, step: Uint32Array, id: string, health?: number | undefined | null, now?: number | undefined | null): number | NativeError
   /** Indices of pools that pass the hard requirements and credentials (for a resolver). */
   survivors(request: CompiledRequest, detached: boolean, extras?: RouteExtras | undefined | null): Array<number>
 }
@@ -219,6 +220,12 @@ export interface AcquisitionFailure {
 }
 
 /**
+ * Whether a machine in flight (of any router in this process) made sandbox id `id`. Ids
+ * are 128 random bits, so another router's provision never answers for this one's.
+ */
+export declare function acquisitionInFlight(id: string): boolean
+
+/**
  * The launch resolved to something that is not a handle.
  * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
  */
@@ -254,7 +261,7 @@ export declare function acquisitionStep(key: number, out: Uint32Array): void
  * call saves the provision a native call. An observed machine, or one whose holds are in a
  * shared ledger (its settlement is still to be read), ends with [`acquisition_end`].
  */
-export declare function acquisitionSucceeded(key: number, storeKey: number | undefined | null, id: string, providerSandboxId: string, detached: boolean, fleet: number, now?: number | undefined | null): boolean
+export declare function acquisitionSucceeded(key: number, storeKey: number | undefined | null, providerSandboxId: string, detached: boolean, fleet: number, now?: number | undefined | null): boolean
 
 /**
  * The launch did not settle within its deadline.
@@ -282,11 +289,13 @@ export interface AttemptRecord {
 
 /**
  * The provision hot path without extras: [`NativeRegistry::begin`] by keys, with no
- * capacity routing.
+ * capacity routing. The provision's sandbox id is made here: it is returned (the machine's
+ * key goes to `step[2]`). A refusal returns the typed error (the JS side names it by an id
+ * of its own).
  * `health`, `now`: the router's `NativeHealth` key (omitted: no tracking) and its injected
  * clock's reading (ms; omitted: the wall clock, read here).
  */
-export declare function beginAcquisition(registryKey: number, requestKey: number, detached: boolean, observe: boolean, labelsJson: string | undefined | null, step: Uint32Array, health?: number | undefined | null, now?: number | undefined | null): number | NativeError
+export declare function beginAcquisition(registryKey: number, requestKey: number, detached: boolean, observe: boolean, labelsJson: string | undefined | null, step: Uint32Array, health?: number | undefined | null, now?: number | undefined | null): string | NativeError
 
 /**
  * Whether `name` is a valid fleet name (router option `fleet`): 1–63 characters of

@@ -247,6 +247,39 @@ test('in-flight must-not-fire: a provision still launching in this router is pen
   assert.deepEqual((await router.reconcile({ graceMs: 0 })).pools.a.mapped, [s.id]);
 });
 
+test('in-flight must-not-fire: a launched sandbox whose record a caller\'s store is still writing is pending IN_FLIGHT', async () => {
+  // The machine has ended (the launch succeeded); only the store's write is outstanding.
+  const rt = labelledRuntime();
+  const store = memoryStore();
+  let release;
+  const realPut = store.put;
+  store.put = (r) => new Promise((resolve) => (release = () => resolve(realPut(r))));
+  const { router } = setup(rt, { mappings: store });
+  const pending = router.provision({});
+  while (release === undefined) await new Promise((r) => setImmediate(r));
+  const r = await router.reconcile({ graceMs: 0, reclaim: true });
+  assert.deepEqual(r.pools.a.pending.map((p) => p.reason), ['IN_FLIGHT']);
+  assert.deepEqual(r.outcomes, []);
+  release();
+  const s = await pending;
+  assert.deepEqual((await router.reconcile({ graceMs: 0 })).pools.a.mapped, [s.id]);
+});
+
+test('in-flight must-fire: once the provision has settled, a stamped sandbox without a record is an orphan again', async () => {
+  // Same store write, which now fails: the router destroys the sandbox, and one that
+  // survives that (the runtime's destroy is refused here) is an orphan, not in flight.
+  const rt = labelledRuntime({ destroy: async () => false });
+  const store = memoryStore();
+  store.put = async () => {
+    throw new Error('store down');
+  };
+  const { router } = setup(rt, { mappings: store });
+  await assert.rejects(router.provision({}), { code: 'MAPPING_PERSISTENCE_FAILED' });
+  const r = await router.reconcile({ graceMs: 0 });
+  assert.equal(r.pools.a.pending.length, 0);
+  assert.equal(r.pools.a.counts.orphan, 1);
+});
+
 test('re-check must-not-fire: a mapping written after the listing saves the sandbox (NOW_MAPPED)', async () => {
   const rt = labelledRuntime();
   const remote = rt.seed(stamp(sbx(7)));

@@ -203,7 +203,9 @@ function clockOf(clock) {
  * @property {string} fleet the fleet name stamped into every launch
  * @property {number} fleetKey the fleet's native key (binding.rs fleet_key)
  * @property {boolean} intents whether the store takes intent records (`intent` and `intents`)
- * @property {Set<string>} inflight sbx ids of this router's provisions in flight
+ * @property {Set<string>} inflight sbx ids of this router's provisions whose machine has ended but
+ *   whose provision has not settled (a record or intent being written); a running machine
+ *   is asked natively (provision.js `inFlight`)
  * @property {string} session this router's random session id (in intent records)
  * @property {{ native: object, key: number, clock: (() => number) | null, observedSignals: boolean } | null} health
  *   live pool health (null: `health: false`)

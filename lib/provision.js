@@ -61,8 +61,8 @@ function tick(ctx) {
 }
 const DONE = binding.StepKind.Done;
 const ADMIT = binding.StepKind.Admit;
-/** The buffer the machine writes each step into: [StepKind, pool]. */
-const STEP = new Uint32Array(2);
+/** The buffer the machine writes each step into: [StepKind, pool]; begin adds its key. */
+const STEP = new Uint32Array(3);
 const UNRESOLVED_TIMEOUT = JSON.stringify({ $unresolved: 'resolver timed out' });
 const UNRESOLVED_THREW = JSON.stringify({ $unresolved: 'resolver threw' });
 const UNRESOLVED_UNREADABLE = JSON.stringify({ $unresolved: 'resolver answered an unreadable value' });
@@ -143,14 +143,14 @@ function provision(ctx, request, detached) {
       // No callback runs before the machine starts: validate, route and begin now.
       const call = compile(request);
       const view = nativeView(ctx.registry);
-      const id = nextSandboxId();
       // Health: the router's clock, read once for the route (circuits) and the first launch.
       const now = healthNow(ctx.health);
       // The decision the events report, taken before begin (which may take a half-open
       // circuit's trial token for this provision).
       const decision = ctx.observer !== null ? decisionOf(view, call.compiled, detached, null, ctx.health, now) : null;
-      // begin validates the labels (the native rule) before it routes.
-      const begun = binding.beginAcquisition(
+      // begin validates the labels (the native rule) before it routes, and makes the
+      // sandbox id (returned; the machine's key is in STEP[2]).
+      const id = binding.beginAcquisition(
         view.key,
         call.compiled.key,
         detached,
@@ -160,7 +160,8 @@ function provision(ctx, request, detached) {
         ctx.health === null ? undefined : ctx.health.key,
         now,
       );
-      started(run, begun, view, call, decision, id);
+      if (typeof id !== 'string') throw noEligible(ctx, id, nextSandboxId(), detached);
+      started(run, STEP[2], view, call, decision, id);
     } catch (error) {
       failed(run, error);
       return promise;
@@ -202,10 +203,12 @@ async function begunWithExtras(run, request) {
         ctx.observer !== null,
         call.labelsJson,
         STEP,
+        id,
         health === null ? undefined : health.key,
         now,
       ),
     );
+    if (typeof begun !== 'number') throw noEligible(ctx, begun, id, run.detached);
     started(run, begun, view, call, decision, id);
   } catch (error) {
     failed(run, error);
@@ -215,13 +218,12 @@ async function begunWithExtras(run, request) {
 }
 
 /**
- * The machine began (`begun` is its key) or refused (a typed native error): fills `run`
- * with what the launches need. Everything taken from the request comes from the text
- * compile() validated: the request is read once.
+ * The machine began (`begun` is its key, `id` its sandbox id): fills `run` with what the
+ * launches need. Everything taken from the request comes from the text compile()
+ * validated: the request is read once.
  */
 function started(run, begun, view, call, decision, id) {
   const ctx = run.ctx;
-  if (typeof begun !== 'number') throw noEligible(ctx, begun, id, run.detached);
   const compiled = call.compiled;
   // Our own copy, made when the request was read (begin validated its text: an object of
   // strings without the stamp keys, so the copy holds every entry), stamped.
@@ -234,7 +236,6 @@ function started(run, begun, view, call, decision, id) {
   run.timeoutMs = compiled.timeoutMs;
   run.parts = compiled.launchParts;
   run.labels = labels;
-  ctx.inflight.add(id);
   if (ctx.observer !== null) emitDecision(ctx, view, decision, run.detached, id, binding.acquisitionCandidates(begun));
   if (DEBUG) debug(`${id}: attempt order ${Array.from(binding.acquisitionCandidates(begun), (i) => run.pools[i].id).join(', ')}`);
 }
@@ -242,7 +243,6 @@ function started(run, begun, view, call, decision, id) {
 /** The provision failed before or after its machine ran: settle it with `error`. */
 function failed(run, error) {
   end(run);
-  if (run.sandboxId !== '') run.ctx.inflight.delete(run.sandboxId);
   run.reject(error);
 }
 
@@ -316,7 +316,15 @@ async function exhausted(run) {
   const failure = binding.acquisitionFailure(run.machine);
   end(run);
   const error = failureError(failure, run.pools, run.sandboxId, run);
-  if (run.ctx.intents) await settleIntent(run, failure.pool === null || failure.pool === undefined ? null : run.pools[failure.pool], mayExist(failure));
+  if (run.ctx.intents) {
+    // Until its intent says how the launches ended, the provision is still in flight.
+    run.ctx.inflight.add(run.sandboxId);
+    try {
+      await settleIntent(run, failure.pool === null || failure.pool === undefined ? null : run.pools[failure.pool], mayExist(failure));
+    } finally {
+      run.ctx.inflight.delete(run.sandboxId);
+    }
+  }
   throw error;
 }
 
@@ -356,10 +364,16 @@ async function delivered(run, handle) {
   if (recorded) {
     if (ctx.observer !== null) emit(ctx.observer, 'mapping.persisted', { sandboxId: id, providerId: def.id });
   } else {
-    await persist(ctx, def, handle, id, providerSandboxId, run.labels, run.detached, run);
+    // The machine has ended and no record names the sandbox yet (the caller's store is
+    // writing, or the failure path cleans up): reconcile must still see it in flight.
+    ctx.inflight.add(id);
+    try {
+      await persist(ctx, def, handle, id, providerSandboxId, run.labels, run.detached, run);
+    } finally {
+      ctx.inflight.delete(id);
+    }
   }
   ctx.handles.set(id, handle);
-  ctx.inflight.delete(id);
   run.resolve({ id, providerId: def.id, labels: run.labels });
   return true;
 }
@@ -502,11 +516,9 @@ function expire(run) {
     if (ctx.observer !== null) emitDecided(ctx.observer, machine, pools, sandboxId);
     const failure = binding.acquisitionFailure(machine);
     end(run);
-    ctx.inflight.delete(sandboxId);
     if (ctx.intents) settleIntent(run, failure.pool === null || failure.pool === undefined ? null : pools[failure.pool], true);
     run.reject(failureError(failure, pools, sandboxId, run));
   } catch {
-    ctx.inflight.delete(sandboxId);
     end(run);
     run.reject(new AcquisitionTimeoutError(`launch did not settle within ${run.timeoutMs} ms; outcome unknown`, 'ACQUISITION_TIMEOUT', { sandboxId, timeoutMs: run.timeoutMs }));
   }
@@ -655,11 +667,11 @@ function succeeded(run, providerSandboxId) {
   // or its hold's settlement are read next). If the record write threw, `end(run)` ends it
   // (a no-op for a machine already gone: no other machine began in between).
   if (!ctx.fastMappings) {
-    if (binding.acquisitionSucceeded(run.machine, null, run.sandboxId, providerSandboxId, run.detached, ctx.fleetKey, now)) run.machine = -1;
+    if (binding.acquisitionSucceeded(run.machine, null, providerSandboxId, run.detached, ctx.fleetKey, now)) run.machine = -1;
     return false;
   }
   try {
-    if (binding.acquisitionSucceeded(run.machine, ctx.mappings[STORE_KEY](), run.sandboxId, providerSandboxId, run.detached, ctx.fleetKey, now)) run.machine = -1;
+    if (binding.acquisitionSucceeded(run.machine, ctx.mappings[STORE_KEY](), providerSandboxId, run.detached, ctx.fleetKey, now)) run.machine = -1;
     return true;
   } catch {
     return false;
@@ -797,4 +809,14 @@ const SHAPE_ANCHORS = (() => {
   return { run, call: compile({ launch: { labels: { anchor: 'shape' } } }) };
 })();
 
-module.exports = { provision, extras, needsExtras, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL, SHAPE_ANCHORS };
+/**
+ * Whether sandbox `id` is being made by a provision in flight: its machine is running (any
+ * router of this process: ids are 128 random bits), or its record is being written.
+ * @param {import('./options.js').RouterContext} ctx
+ * @param {string} id
+ */
+function inFlight(ctx, id) {
+  return binding.acquisitionInFlight(id) || ctx.inflight.has(id);
+}
+
+module.exports = { provision, inFlight, extras, needsExtras, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL, SHAPE_ANCHORS };

@@ -391,7 +391,8 @@ impl NativeRegistry {
     /// against the router's ledger. `observe`: record events. Returns the machine, or the
     /// typed `NO_ELIGIBLE_PROVIDER` error. The machine is a key for the `acquisition*`
     /// functions; the caller ends it with `acquisitionEnd`. Its first step is written into
-    /// `step` as `acquisitionStep` would.
+    /// `step` as `acquisitionStep` would. `id`: the provision's sandbox id (made before the
+    /// callbacks that precede this call, which name it).
     #[napi]
     #[allow(clippy::too_many_arguments, reason = "a napi entry point: flat typed arguments cross the seam cheapest")]
     pub fn begin(
@@ -403,14 +404,16 @@ impl NativeRegistry {
         observe: bool,
         labels_json: Option<String>,
         step: Uint32ArraySlice<'_>,
+        id: String,
         health: Option<u32>,
         now: Option<f64>,
     ) -> Result<Either<u32, NativeError>> {
         guard(|| {
+            let id = SandboxKey::parse_checked(&id).map_err(core_err)?;
             let extras = extras.as_ref();
             let health = health_by_key(health);
             let args = Begin { detached, extras, ledger, observe, labels_json: labels_json.as_deref(), health, now };
-            begin(&self.inner, &request.req, args, step)
+            begin(&self.inner, &request.req, args, step, || Ok(id))
         })
     }
 
@@ -492,7 +495,9 @@ pub fn registry_order(
 }
 
 /// The provision hot path without extras: [`NativeRegistry::begin`] by keys, with no
-/// capacity routing.
+/// capacity routing. The provision's sandbox id is made here: it is returned (the machine's
+/// key goes to `step[2]`). A refusal returns the typed error (the JS side names it by an id
+/// of its own).
 /// `health`, `now`: the router's `NativeHealth` key (omitted: no tracking) and its injected
 /// clock's reading (ms; omitted: the wall clock, read here).
 #[napi]
@@ -506,13 +511,26 @@ pub fn begin_acquisition(
     step: Uint32ArraySlice<'_>,
     health: Option<u32>,
     now: Option<f64>,
-) -> Result<Either<u32, NativeError>> {
+) -> Result<Either<String, NativeError>> {
     guard(|| {
         let (inner, req) = registry_and_request(registry_key, request_key)?;
         let health = health_by_key(health);
         let args =
             Begin { detached, extras: None, ledger: None, observe, labels_json: labels_json.as_deref(), health, now };
-        begin(&inner, &req, args, step)
+        let mut made = None;
+        let begun = begin(&inner, &req, args, step, || {
+            let text = IDS.with(|ids| ids.borrow_mut().next_id()).map_err(core_err)?;
+            let key = SandboxKey::parse_checked(&text).map_err(core_err)?;
+            made = Some(text);
+            Ok(key)
+        })?;
+        Ok(match (begun, made) {
+            (Either::A(_), Some(id)) => Either::A(id),
+            (Either::B(e), _) => Either::B(e),
+            (Either::A(_), None) => {
+                return Err(encode("INTERNAL_ERROR", "internal error: no sandbox id", None, Value::Null))
+            }
+        })
     })
 }
 
@@ -527,12 +545,15 @@ struct Begin<'a> {
     now: Option<f64>,
 }
 
-/// Starts an acquisition on registry `registry` (see [`NativeRegistry::begin`]).
+/// Starts an acquisition on registry `registry` (see [`NativeRegistry::begin`]): `id` gives
+/// the provision's sandbox id, asked for once the labels have passed. The machine's key is
+/// returned, and written to `step[2]` when the buffer has room.
 fn begin(
     registry: &Rc<RefCell<RegistryInner>>,
     req: &Request,
     args: Begin<'_>,
-    step: Uint32ArraySlice<'_>,
+    mut step: Uint32ArraySlice<'_>,
+    id: impl FnOnce() -> Result<SandboxKey>,
 ) -> Result<Either<u32, NativeError>> {
     let Begin { detached, extras, ledger, observe, labels_json, health, now } = args;
     // The request's own checks come first: its labels, then routing.
@@ -541,6 +562,8 @@ fn begin(
         Some(Ok(labels)) => labels,
         Some(Err(e)) => return Ok(Either::B(e)),
     };
+    // The id before anything that a failure would have to undo (a half-open trial token).
+    let id = id()?;
     let mut inner = registry.borrow_mut();
     // Capacity skips consume no attempt, so capacity routing needs every candidate.
     let limit = if ledger.is_some() { None } else { Some(req.max_attempts as usize) };
@@ -564,12 +587,21 @@ fn begin(
     }
     drop(inner);
     let key = insert_machine(MachineEntry::new(
+        id,
         machine,
         ledger.map(NativeLedger::shared),
         std::sync::Arc::new(labels),
         registry.clone(),
         health,
     ));
+    {
+        // SAFETY: JavaScript cannot run during this synchronous call, and nothing keeps the
+        // slice beyond it.
+        let out = unsafe { step.as_mut() };
+        if let Some(slot) = out.get_mut(2) {
+            *slot = key;
+        }
+    }
     // The first step, in the same call.
     crate::binding_acquisition::step_into(key, step)?;
     Ok(Either::A(key))
@@ -743,13 +775,12 @@ pub fn check_labels(labels_json: String) -> Result<Option<NativeError>> {
 pub(crate) fn write_record(
     store_key: u32,
     labels: std::sync::Arc<Vec<(String, String)>>,
-    id: &str,
+    key: SandboxKey,
     provider_id: &str,
     provider_sandbox_id: String,
     detached: bool,
     fleet: std::sync::Arc<str>,
 ) -> Result<()> {
-    let key = SandboxKey::parse_checked(id).map_err(core_err)?;
     let store = STORES.with(|s| s.borrow().get(store_key)).ok_or_else(|| stale("mapping store"))?;
     let mut store = store.borrow_mut();
     let provider_id = store.intern(provider_id);

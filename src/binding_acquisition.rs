@@ -12,6 +12,7 @@ use crate::binding_health::SharedHealth;
 use crate::core::acquisition::{Acquisition, Event, Outcome, SkipStatus, Step};
 use crate::core::capacity::{validate, Ledger};
 use crate::core::health::Transition;
+use crate::core::ids::SandboxKey;
 use napi::bindgen_prelude::Uint32ArraySlice;
 use napi_derive::napi;
 use serde_json::Value;
@@ -305,6 +306,8 @@ fn event_record(e: Event) -> EventRecord {
 /// One provision's acquisition in flight: the machine, the router's ledger (capacity
 /// routing only) and the pool of its last step.
 pub(crate) struct Entry {
+    /// The provision's sandbox id (`sbx_…`), stamped on its launches and named by its record.
+    id: SandboxKey,
     machine: Acquisition,
     ledger: Option<Rc<RefCell<LedgerInner>>>,
     pool: u32,
@@ -318,13 +321,14 @@ pub(crate) struct Entry {
 
 impl Entry {
     pub(crate) fn new(
+        id: SandboxKey,
         machine: Acquisition,
         ledger: Option<Rc<RefCell<LedgerInner>>>,
         labels: std::sync::Arc<Vec<(String, String)>>,
         registry: Rc<RefCell<crate::binding::RegistryInner>>,
         health: Option<SharedHealth>,
     ) -> Self {
-        Entry { machine, ledger, pool: 0, labels, registry, health }
+        Entry { id, machine, ledger, pool: 0, labels, registry, health }
     }
 
     /// Reports an outcome: sets the clock (`now`, ms), runs `f` with the ledger, then
@@ -359,10 +363,14 @@ impl Entry {
 /// machine; a call to a free function with an integer costs a fraction of a method call on
 /// a wrapped class, and no JS object is made per provision. The JS side ends every machine
 /// it begins exactly once (`acquisitionEnd`, in a `finally`, or when a deadline ends it).
+///
+/// `ids` holds the sandbox id of every machine in flight: `reconcile` asks it (through
+/// `acquisitionInFlight`) whether a stamped sandbox without a record is still being made.
 #[derive(Default)]
 struct Machines {
     items: Vec<Option<Entry>>,
     free: Vec<u32>,
+    ids: rustc_hash::FxHashSet<SandboxKey>,
 }
 
 thread_local! {
@@ -373,6 +381,7 @@ thread_local! {
 pub(crate) fn insert(entry: Entry) -> u32 {
     MACHINES.with(|m| {
         let mut m = m.borrow_mut();
+        m.ids.insert(entry.id);
         match m.free.pop() {
             Some(k) => {
                 m.items[k as usize] = Some(entry);
@@ -559,19 +568,18 @@ pub fn acquisition_settlement(key: u32) -> napi::Result<Option<HoldSettlement>> 
 pub fn acquisition_succeeded(
     key: u32,
     store_key: Option<u32>,
-    id: String,
     provider_sandbox_id: String,
     detached: bool,
     fleet: u32,
     now: Option<f64>,
 ) -> napi::Result<bool> {
     guard(|| {
-        let (labels, registry, pool, keep) = with(key, |e| {
+        let (id, labels, registry, pool, keep) = with(key, |e| {
             e.report(now, |m, l| m.succeeded(l));
             // A coordinated machine stays until its hold's settlement is read
             // (`acquisitionSettlement`); the JS side then ends it.
             let coordinated = e.ledger.as_ref().is_some_and(|l| l.borrow().coordinated);
-            (e.labels.clone(), e.registry.clone(), e.pool as usize, e.machine.observing() || coordinated)
+            (e.id, e.labels.clone(), e.registry.clone(), e.pool as usize, e.machine.observing() || coordinated)
         })?;
         if !keep {
             acquisition_end(key);
@@ -581,7 +589,7 @@ pub fn acquisition_succeeded(
             crate::binding::write_record(
                 store,
                 labels,
-                &id,
+                id,
                 registry.pool_id(pool),
                 provider_sandbox_id,
                 detached,
@@ -655,7 +663,9 @@ pub fn acquisition_end(key: u32) {
     let ended = MACHINES.with(|m| {
         let mut m = m.borrow_mut();
         let entry = m.items.get_mut(key as usize).and_then(Option::take);
-        if entry.is_some() {
+        if let Some(e) = &entry {
+            let id = e.id;
+            m.ids.remove(&id);
             m.free.push(key);
         }
         entry
@@ -665,6 +675,13 @@ pub fn acquisition_end(key: u32) {
             e.machine.abandon(&mut h.borrow_mut().health);
         }
     }
+}
+
+/// Whether a machine in flight (of any router in this process) made sandbox id `id`. Ids
+/// are 128 random bits, so another router's provision never answers for this one's.
+#[napi]
+pub fn acquisition_in_flight(id: String) -> bool {
+    SandboxKey::parse(&id).is_some_and(|k| MACHINES.with(|m| m.borrow().ids.contains(&k)))
 }
 
 /// Machines in flight (for the leak tests).
