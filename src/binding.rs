@@ -118,15 +118,12 @@ pub(crate) fn core_err(e: CoreError) -> Error {
 
 /// Runs `f`, turning a panic into a typed `INTERNAL_ERROR` (its payload is not exposed).
 pub(crate) fn guard<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(r) => r,
-        Err(_) => Err(encode(
-            "INTERNAL_ERROR",
-            "internal error in the native routing core (a bug: please report it)",
-            None,
-            Value::Null,
-        )),
-    }
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| Err(panicked()))
+}
+
+/// The error a panic becomes (see [`guard`]).
+pub(crate) fn panicked() -> Error {
+    encode("INTERNAL_ERROR", "internal error in the native routing core (a bug: please report it)", None, Value::Null)
 }
 
 fn parse_json(text: &str, what: &str) -> Result<Value> {

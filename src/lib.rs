@@ -2,6 +2,7 @@ pub mod binding;
 pub mod binding_acquisition;
 pub mod binding_capacity;
 pub mod binding_explain;
+pub mod binding_fast;
 pub mod binding_health;
 pub mod binding_manifest;
 pub mod binding_pg;
