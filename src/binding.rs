@@ -218,6 +218,26 @@ pub(crate) struct RegistryInner {
     scratch: Vec<Slim>,
     /// The health slot of each pool, for the health (by its id) they were taken from.
     health_slots: Option<(u64, Rc<[usize]>)>,
+    /// The last provision's attempt order (see [`RouteMemo`]).
+    memo: Option<RouteMemo>,
+}
+
+/// The attempt order of the last provision that began on a registry, for the next one
+/// that asks the same question.
+///
+/// Why? Callers provision from a few request templates, and with the labels taken apart
+/// (`lib/serialize.js`) consecutive provisions usually share one compiled request. The
+/// answer is a pure function of the registry, the request, `detached` and the limit as long
+/// as nothing else feeds the route: no per-request extras, every circuit closed and no
+/// observed signals (those change with time and with every outcome). Then the route over
+/// the pools is skipped (callgrind: about 2k of a provision's 51k instructions at 6 pools).
+/// The memo holds its request, so the address it compares stays that request's; the
+/// registry only grows, and `add_pool` clears it. `tests`: `memo_answers_as_the_route`.
+struct RouteMemo {
+    req: Rc<Request>,
+    detached: bool,
+    limit: Option<usize>,
+    order: Vec<usize>,
 }
 
 impl Drop for NativeRegistry {
@@ -319,6 +339,7 @@ impl NativeRegistry {
             readers: Vec::new(),
             scratch: Vec::new(),
             health_slots: None,
+            memo: None,
         }));
         let key = REGISTRIES.with(|s| s.borrow_mut().insert(inner.clone()));
         NativeRegistry { inner, key }
@@ -346,6 +367,7 @@ impl NativeRegistry {
             let mut inner = self.inner.borrow_mut();
             let index = inner.registry.add(pool).map_err(core_err)?;
             inner.readers.push(has_capacity_reader);
+            inner.memo = None;
             Ok(index as u32)
         })
     }
@@ -547,7 +569,7 @@ struct Begin<'a> {
 /// returned, and written to `step[2]` when the buffer has room.
 fn begin(
     registry: &Rc<RefCell<RegistryInner>>,
-    req: &Request,
+    req: &Rc<Request>,
     args: Begin<'_>,
     mut step: Uint32ArraySlice<'_>,
     id: impl FnOnce() -> Result<SandboxKey>,
@@ -566,7 +588,7 @@ fn begin(
     let limit = if ledger.is_some() { None } else { Some(req.max_attempts as usize) };
     let found = with_health(&mut inner, health.as_ref(), now, |inner, h| {
         inner
-            .candidates(req, detached, extras, limit, h)
+            .remembered_candidates(req, detached, extras, limit, h)
             .map(|r| r.map(|order| (order, h.map(|h| (h.shared.clone(), h.now)))))
     })?;
     let (order, slots) = match found {
@@ -643,6 +665,33 @@ pub(crate) fn labels_from(text: &str) -> Result<std::result::Result<Vec<(String,
 }
 
 impl RegistryInner {
+    /// [`RegistryInner::candidates`], answered from the memo when it holds this question
+    /// and nothing but the registry and the request feeds the route (see [`RouteMemo`]).
+    fn remembered_candidates(
+        &mut self,
+        req: &Rc<Request>,
+        detached: bool,
+        extras: Option<&RouteExtras>,
+        limit: Option<usize>,
+        health: Option<&HealthView<'_>>,
+    ) -> Result<std::result::Result<Vec<usize>, NativeError>> {
+        let pure = extras.is_none()
+            && health.is_none_or(|h| !h.health.any_not_closed() && !h.health.config().observed_signals);
+        if !pure {
+            return self.candidates(req, detached, extras, limit, health);
+        }
+        if let Some(m) = &self.memo {
+            if Rc::ptr_eq(&m.req, req) && m.detached == detached && m.limit == limit {
+                return Ok(Ok(m.order.clone()));
+            }
+        }
+        let found = self.candidates(req, detached, None, limit, health)?;
+        if let Ok(order) = &found {
+            self.memo = Some(RouteMemo { req: req.clone(), detached, limit, order: order.clone() });
+        }
+        Ok(found)
+    }
+
     /// The candidates of one provision or route, best first (at most `limit`), or the typed
     /// `NO_ELIGIBLE_PROVIDER` error. The outer `Result` is for internal failures only.
     fn candidates(
@@ -981,4 +1030,119 @@ pub fn sandbox_ids(count: u32) -> Result<String> {
             Ok(out)
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::health::{Health, HealthConfig, LaunchOutcome};
+    use crate::core::request::parse_request;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn pool(i: usize, cost: u32, ready: u32, rate: u32, available: bool, pty: bool) -> Value {
+        json!({
+            "id": format!("p{i}"),
+            "capabilities": {"supported": if pty { vec!["pty"] } else { vec![] }, "regions": ["eu-west"]},
+            "signals": {"estimatedCost": cost as f64 / 4.0, "coldStartLatencyMs": 100, "readyLatencyMs": ready,
+                        "completionWithinBudgetRate": rate as f64 / 100.0, "available": available},
+        })
+    }
+
+    fn registry(pools: &[Value]) -> RegistryInner {
+        let mut inner = RegistryInner {
+            registry: Registry::default(),
+            readers: Vec::new(),
+            scratch: Vec::new(),
+            health_slots: None,
+            memo: None,
+        };
+        for p in pools {
+            inner.registry.add(Pool::from_json(p, false).unwrap()).unwrap();
+            inner.readers.push(false);
+        }
+        inner
+    }
+
+    fn request(strategy: &str, pty: bool, attempts: u32) -> Rc<Request> {
+        let required: Vec<&str> = if pty { vec!["pty"] } else { vec![] };
+        let v = json!({"requires": {"requiredCapabilities": required}, "routing": {"strategy": strategy, "maxAcquisitionAttempts": attempts}});
+        Rc::new(parse_request(&v).unwrap())
+    }
+
+    fn answer(r: Result<std::result::Result<Vec<usize>, NativeError>>) -> std::result::Result<Vec<usize>, String> {
+        r.unwrap().map_err(|e| e.code)
+    }
+
+    proptest! {
+        /// Through the memo, any sequence of questions (repeats included) gets the answers
+        /// the route gives without it.
+        #[test]
+        fn memo_answers_as_the_route(
+            pools in prop::collection::vec((0u32..8, 0u32..5000, 50u32..=100, prop::bool::weighted(0.8), any::<bool>()), 1..8),
+            questions in prop::collection::vec((0usize..4, any::<bool>(), any::<bool>(), 1u32..4, prop::option::of(1usize..4)), 1..24),
+        ) {
+            let pools: Vec<Value> = pools.iter().enumerate().map(|(i, &(c, r, q, a, p))| pool(i, c, r, q, a, p)).collect();
+            let mut memo = registry(&pools);
+            let mut plain = registry(&pools);
+            let strategies = ["cost", "latency", "reliability", "balanced"];
+            // A handful of distinct request objects, each asked about again and again.
+            let requests: Vec<Rc<Request>> = questions.iter().map(|&(s, pty, _, n, _)| request(strategies[s], pty, n)).collect();
+            for (i, &(_, _, detached, _, limit)) in questions.iter().enumerate() {
+                for req in [&requests[i], &requests[i / 2]] {
+                    prop_assert_eq!(
+                        answer(memo.remembered_candidates(req, detached, None, limit, None)),
+                        answer(plain.candidates(req, detached, None, limit, None))
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn memo_must_fire_a_repeated_question_is_answered_from_it() {
+        let mut inner = registry(&[pool(0, 1, 100, 90, true, false), pool(1, 2, 100, 90, true, false)]);
+        let req = request("cost", false, 2);
+        assert_eq!(answer(inner.remembered_candidates(&req, false, None, Some(2), None)), Ok(vec![0, 1]));
+        // Spoil the memo's answer: a second identical question must read it back.
+        inner.memo.as_mut().unwrap().order = vec![1];
+        assert_eq!(answer(inner.remembered_candidates(&req, false, None, Some(2), None)), Ok(vec![1]));
+    }
+
+    #[test]
+    fn memo_must_not_fire_after_a_pool_is_added_or_for_another_request() {
+        let reg = NativeRegistry::new();
+        let req = request("cost", false, 3);
+        let ask = |reg: &NativeRegistry| {
+            answer(reg.inner.borrow_mut().remembered_candidates(&req, false, None, Some(3), None))
+        };
+        reg.add_pool(pool(0, 4, 100, 90, true, false).to_string(), false, false).unwrap();
+        assert_eq!(ask(&reg), Ok(vec![0]));
+        reg.add_pool(pool(1, 1, 100, 90, true, false).to_string(), false, false).unwrap();
+        assert_eq!(ask(&reg), Ok(vec![1, 0]));
+        // Same content, another request object: asked afresh (its answer is the same).
+        let other = request("cost", false, 3);
+        reg.inner.borrow_mut().memo.as_mut().unwrap().order = vec![];
+        assert_eq!(
+            answer(reg.inner.borrow_mut().remembered_candidates(&other, false, None, Some(3), None)),
+            Ok(vec![1, 0])
+        );
+    }
+
+    #[test]
+    fn memo_must_not_fire_while_a_circuit_is_open() {
+        let mut inner = registry(&[pool(0, 1, 100, 90, true, false), pool(1, 2, 100, 90, true, false)]);
+        let req = request("cost", false, 2);
+        let mut health = Health::new(HealthConfig::default());
+        let slots: Rc<[usize]> = vec![health.slot("p0"), health.slot("p1")].into();
+        let ask = |inner: &mut RegistryInner, health: &Health| {
+            let view = HealthView { health, slots: &slots, shared: &slots, now: 0 };
+            answer(inner.remembered_candidates(&req, false, None, Some(2), Some(&view)))
+        };
+        assert_eq!(ask(&mut inner, &health), Ok(vec![0, 1]));
+        while !health.any_not_closed() {
+            health.record(slots[0], LaunchOutcome::TimedOut, 0, false);
+        }
+        assert_eq!(ask(&mut inner, &health), Ok(vec![1]));
+    }
 }
