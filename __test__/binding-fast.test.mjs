@@ -37,6 +37,28 @@ test('fast entry points must-not-fire: well-typed arguments begin, succeed and w
   assert.equal(record.labels.team, 'x');
 });
 
+test('fast entry points must-not-fire: strings longer than the one-call buffer, and non-ASCII, arrive whole', async () => {
+  // 1,024 bytes are read in one call; longer strings take napi-rs's two-call path.
+  for (const [value, psid] of [
+    ['x'.repeat(1022), 'p'.repeat(1022)],
+    ['x'.repeat(1023), 'p'.repeat(1023)],
+    ['x'.repeat(5000), 'p'.repeat(5000)],
+    ['é☃𝄞 "quoted" \\ \n', 'prov-é☃𝄞'],
+    ['é'.repeat(600), '☃'.repeat(400)],
+  ]) {
+    const registry = new InMemoryProviderRegistry([{ id: 'a', runtime, capabilities: {}, signals }]);
+    const view = nativeView(registry);
+    const call = compile({ launch: { labels: { team: value } } });
+    const step = new Uint32Array(3);
+    const id = binding.beginAcquisition(view.key, call.compiled.key, false, false, call.labelsJson, step, undefined, undefined);
+    const store = new InMemoryMappingStore();
+    binding.acquisitionSucceeded(step[2], store[STORE_KEY](), psid, false, binding.fleetKey('default'), undefined);
+    const record = await store.get(id);
+    assert.equal(record.labels.team, value);
+    assert.equal(record.providerSandboxId, psid);
+  }
+});
+
 test('fast entry points must-fire: a wrong argument type is refused as a #[napi] function refuses it', () => {
   const { view, call, step } = fixture();
   // The same conversion failure a #[napi] function gives (acquisitionStep is one).

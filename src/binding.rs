@@ -531,11 +531,25 @@ pub fn begin_acquisition(
     health: Option<u32>,
     now: Option<f64>,
 ) -> Result<Either<String, NativeError>> {
+    begin_acquisition_with(registry_key, request_key, detached, observe, labels_json.as_deref(), step, health, now)
+}
+
+/// [`begin_acquisition`] with the labels' text borrowed (see `binding_fast.rs`).
+#[allow(clippy::too_many_arguments, reason = "the arguments of begin_acquisition")]
+pub(crate) fn begin_acquisition_with(
+    registry_key: u32,
+    request_key: u32,
+    detached: bool,
+    observe: bool,
+    labels_json: Option<&str>,
+    step: Uint32ArraySlice<'_>,
+    health: Option<u32>,
+    now: Option<f64>,
+) -> Result<Either<String, NativeError>> {
     guard(|| {
         let (inner, req) = registry_and_request(registry_key, request_key)?;
         let health = health_by_key(health);
-        let args =
-            Begin { detached, extras: None, ledger: None, observe, labels_json: labels_json.as_deref(), health, now };
+        let args = Begin { detached, extras: None, ledger: None, observe, labels_json, health, now };
         let mut made = None;
         let begun = begin(&inner, &req, args, step, || {
             let text = IDS.with(|ids| ids.borrow_mut().next_id()).map_err(core_err)?;
@@ -823,7 +837,7 @@ pub(crate) fn write_record(
     labels: std::sync::Arc<Vec<(String, String)>>,
     key: SandboxKey,
     provider_id: &str,
-    provider_sandbox_id: String,
+    provider_sandbox_id: &str,
     detached: bool,
     fleet: std::sync::Arc<str>,
 ) -> Result<()> {
@@ -833,7 +847,7 @@ pub(crate) fn write_record(
     store.put(Mapping {
         id: key,
         provider_id,
-        provider_sandbox_id: provider_sandbox_id.into_boxed_str(),
+        provider_sandbox_id: provider_sandbox_id.into(),
         labels,
         stamped: true,
         fleet: Some(fleet),

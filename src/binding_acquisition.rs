@@ -573,6 +573,18 @@ pub fn acquisition_succeeded(
     fleet: u32,
     now: Option<f64>,
 ) -> napi::Result<bool> {
+    acquisition_succeeded_with(key, store_key, &provider_sandbox_id, detached, fleet, now)
+}
+
+/// [`acquisition_succeeded`] with the provider sandbox id borrowed (see `binding_fast.rs`).
+pub(crate) fn acquisition_succeeded_with(
+    key: u32,
+    store_key: Option<u32>,
+    provider_sandbox_id: &str,
+    detached: bool,
+    fleet: u32,
+    now: Option<f64>,
+) -> napi::Result<bool> {
     guard(|| {
         let (id, labels, registry, pool, keep) = with(key, |e| {
             e.report(now, |m, l| m.succeeded(l));

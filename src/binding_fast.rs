@@ -15,11 +15,12 @@
 //! exports of those two names are replaced with the functions below.
 //! `__test__/binding-fast.test.mjs` calls both with good and bad arguments.
 
-use crate::binding::begin_acquisition;
-use crate::binding_acquisition::acquisition_succeeded;
+use crate::binding::begin_acquisition_with;
+use crate::binding_acquisition::acquisition_succeeded_with;
 use napi::bindgen_prelude::{FromNapiValue, JsObjectValue, Object, ToNapiValue, Uint32ArraySlice};
 use napi::{sys, Env, JsError, Result};
 use napi_derive::napi;
+use std::borrow::Cow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
@@ -45,6 +46,39 @@ unsafe fn args<const N: usize>(env: sys::napi_env, info: sys::napi_callback_info
     Ok(argv)
 }
 
+/// Room for a string argument read in one call (labels' text, a provider sandbox id).
+const STR_BUF: usize = 1024;
+
+/// A string argument, or None for `undefined` / `null` when `optional`: read into `buf`
+/// in one call when it fits (no length pass, no allocation), else by napi-rs's own
+/// conversion, which also makes the error for a value that is not a string.
+///
+/// # Safety
+/// `env` and `v` must be the callback's.
+unsafe fn str_arg<'b>(
+    env: sys::napi_env,
+    v: sys::napi_value,
+    buf: &'b mut [u8; STR_BUF],
+    optional: bool,
+) -> Result<Option<Cow<'b, str>>> {
+    if optional {
+        let mut ty = 0;
+        let status = unsafe { sys::napi_typeof(env, v, &mut ty) };
+        if status == sys::Status::napi_ok && (ty == sys::ValueType::napi_undefined || ty == sys::ValueType::napi_null) {
+            return Ok(None);
+        }
+    }
+    let mut written = 0;
+    let status = unsafe { sys::napi_get_value_string_utf8(env, v, buf.as_mut_ptr().cast(), STR_BUF, &mut written) };
+    // Fewer bytes than the room left for the terminator: the whole string was read.
+    if status == sys::Status::napi_ok && written < STR_BUF - 1 {
+        if let Ok(text) = std::str::from_utf8(&buf[..written]) {
+            return Ok(Some(Cow::Borrowed(text)));
+        }
+    }
+    Ok(Some(Cow::Owned(unsafe { String::from_napi_value(env, v)? })))
+}
+
 /// Runs one entry point: its result, or its error thrown (a panic is a typed
 /// `INTERNAL_ERROR`, as `binding::guard` makes it).
 ///
@@ -66,12 +100,13 @@ unsafe extern "C" fn begin_acquisition_entry(env: sys::napi_env, info: sys::napi
     unsafe {
         run(env, || {
             let a = args::<8>(env, info)?;
-            let r = begin_acquisition(
+            let mut buf = [0u8; STR_BUF];
+            let r = begin_acquisition_with(
                 u32::from_napi_value(env, a[0])?,
                 u32::from_napi_value(env, a[1])?,
                 bool::from_napi_value(env, a[2])?,
                 bool::from_napi_value(env, a[3])?,
-                Option::<String>::from_napi_value(env, a[4])?,
+                str_arg(env, a[4], &mut buf, true)?.as_deref(),
                 // Written during this synchronous call only (begin_acquisition's contract).
                 Uint32ArraySlice::from_napi_value(env, a[5])?,
                 Option::<u32>::from_napi_value(env, a[6])?,
@@ -87,10 +122,12 @@ unsafe extern "C" fn acquisition_succeeded_entry(env: sys::napi_env, info: sys::
     unsafe {
         run(env, || {
             let a = args::<6>(env, info)?;
-            let r = acquisition_succeeded(
+            let mut buf = [0u8; STR_BUF];
+            let provider_sandbox_id = str_arg(env, a[2], &mut buf, false)?.unwrap_or_default();
+            let r = acquisition_succeeded_with(
                 u32::from_napi_value(env, a[0])?,
                 Option::<u32>::from_napi_value(env, a[1])?,
-                String::from_napi_value(env, a[2])?,
+                &provider_sandbox_id,
                 bool::from_napi_value(env, a[3])?,
                 u32::from_napi_value(env, a[4])?,
                 Option::<f64>::from_napi_value(env, a[5])?,
