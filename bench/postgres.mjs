@@ -85,7 +85,7 @@ export async function runPostgresBench(native) {
   };
   try {
     const sequential = {};
-    for (const [kind, n] of [['memory', 5_000], ['pg', 1_000]]) {
+    for (const [kind, n] of /** @type {Array<[string, number]>} */ ([['memory', 5_000], ['pg', 1_000]])) {
       const { router, close } = routerOf(native, kind, fresh());
       for (let i = 0; i < 200; i++) await router.provision(request());
       const t0 = performance.now();
