@@ -37,6 +37,18 @@ test('fast entry points must-not-fire: well-typed arguments begin, succeed and w
   assert.equal(record.labels.team, 'x');
 });
 
+test('fast entry points must-not-fire: registryOrder writes the attempt order and returns its length', () => {
+  const registry = new InMemoryProviderRegistry([
+    { id: 'dear', runtime, capabilities: {}, signals: { ...signals, estimatedCost: 3 } },
+    { id: 'cheap', runtime, capabilities: {}, signals: { ...signals, estimatedCost: 1 } },
+  ]);
+  const view = nativeView(registry);
+  const call = compile({ routing: { strategy: 'cost' } });
+  const out = new Uint32Array(4);
+  assert.equal(binding.registryOrder(view.key, call.compiled.key, false, out, undefined, undefined), 2);
+  assert.deepEqual([view.definitions[out[0]].id, view.definitions[out[1]].id], ['cheap', 'dear']);
+});
+
 test('fast entry points must-not-fire: strings longer than the one-call buffer, and non-ASCII, arrive whole', async () => {
   // 1,024 bytes are read in one call; longer strings take napi-rs's two-call path.
   for (const [value, psid] of [
@@ -74,6 +86,8 @@ test('fast entry points must-fire: a wrong argument type is refused as a #[napi]
   assert.throws(() => binding.beginAcquisition(view.key, call.compiled.key, false, false, 42, step), { code: 'StringExpected' });
   assert.throws(() => binding.beginAcquisition(view.key, call.compiled.key, false, false, null, [0, 0, 0]), /TypedArray|Get TypedArray info failed/);
   assert.throws(() => binding.acquisitionSucceeded(0, null, 7, false, 0), { code: 'StringExpected' });
+  assert.throws(() => binding.registryOrder(view.key, 'x', false, step), { code: expected });
+  assert.throws(() => binding.registryOrder(view.key, call.compiled.key, false, [0, 0, 0]), /TypedArray|Get TypedArray info failed/);
   // An unknown machine is the typed INTERNAL_ERROR, as from every acquisition* call.
   assert.throws(() => binding.acquisitionSucceeded(0xffffff, null, 'p', false, 0), /INTERNAL_ERROR/);
 });

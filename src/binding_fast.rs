@@ -1,21 +1,23 @@
-//! The two calls every provision makes (`beginAcquisition`, `acquisitionSucceeded`),
-//! registered without the per-call glue that `#[napi]` generates.
+//! The two calls every provision makes (`beginAcquisition`, `acquisitionSucceeded`) and
+//! the one every `router.route()` makes (`registryOrder`), registered without the per-call
+//! glue that `#[napi]` generates.
 //!
 //! Why? napi-rs 3.16 (the version this builds with) wraps every `#[napi]` call that takes
 //! arguments in a "native borrow scope" (an `Arc<Mutex<…>>`, thread-local pushes and pops,
 //! a barrier), so that borrowed values can be rooted if the call hands them to async work.
-//! These two calls never do. Measured under callgrind (bench section b's 10,000-concurrent
-//! child), registering them directly took a provision from 53.8k to 51.5k instructions.
+//! These calls never do. Measured under callgrind (bench section b's 10,000-concurrent
+//! child), registering the provision's two directly took a provision from 53.8k to 51.5k
+//! instructions; `router.route()` at 6 pools spends about a third of its time in that glue.
 //!
 //! What stays the same: the `#[napi]` functions in `binding.rs` and
 //! `binding_acquisition.rs` keep their signatures (they generate `binding.d.ts`, which
 //! `lib/` is type-checked against) and their bodies (the entry points below call them).
 //! Only the argument conversion moves here, and it uses napi-rs's own `FromNapiValue` /
 //! `ToNapiValue` conversions, so a wrong argument fails the same way. At load, the
-//! exports of those two names are replaced with the functions below.
+//! exports of those names are replaced with the functions below.
 //! `__test__/binding-fast.test.mjs` calls both with good and bad arguments.
 
-use crate::binding::begin_acquisition_with;
+use crate::binding::{begin_acquisition_with, registry_order};
 use crate::binding_acquisition::acquisition_succeeded_with;
 use napi::bindgen_prelude::{FromNapiValue, JsObjectValue, Object, ToNapiValue, Uint32ArraySlice};
 use napi::{sys, Env, JsError, Result};
@@ -137,13 +139,35 @@ unsafe extern "C" fn acquisition_succeeded_entry(env: sys::napi_env, info: sys::
     }
 }
 
-/// At load: the exports `beginAcquisition` and `acquisitionSucceeded` become the entry
-/// points above.
+/// `registryOrder(registryKey, requestKey, detached, out, health?, now?)`.
+unsafe extern "C" fn registry_order_entry(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    unsafe {
+        run(env, || {
+            let a = args::<6>(env, info)?;
+            let r = registry_order(
+                u32::from_napi_value(env, a[0])?,
+                u32::from_napi_value(env, a[1])?,
+                bool::from_napi_value(env, a[2])?,
+                // Written during this synchronous call only (registry_order's contract).
+                Uint32ArraySlice::from_napi_value(env, a[3])?,
+                Option::<u32>::from_napi_value(env, a[4])?,
+                Option::<f64>::from_napi_value(env, a[5])?,
+            )?;
+            ToNapiValue::to_napi_value(env, r)
+        })
+    }
+}
+
+/// At load: the exports `beginAcquisition`, `acquisitionSucceeded` and `registryOrder`
+/// become the entry points above.
 #[napi(module_exports)]
 pub fn fast_entry_points(mut exports: Object, env: Env) -> Result<()> {
     type Entry = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
-    let entries: [(&str, Entry); 2] =
-        [("beginAcquisition", begin_acquisition_entry), ("acquisitionSucceeded", acquisition_succeeded_entry)];
+    let entries: [(&str, Entry); 3] = [
+        ("beginAcquisition", begin_acquisition_entry),
+        ("acquisitionSucceeded", acquisition_succeeded_entry),
+        ("registryOrder", registry_order_entry),
+    ];
     for (name, entry) in entries {
         let mut f = ptr::null_mut();
         // SAFETY: `env` is the module's env during its registration; `name` outlives the call.
