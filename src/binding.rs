@@ -735,7 +735,7 @@ impl RegistryInner {
         extras: Option<&RouteExtras>,
         interner: &mut crate::core::requirements::Interner,
         health: Option<&HealthView<'_>>,
-    ) -> Result<crate::core::registry::InternedDecision> {
+    ) -> Result<crate::core::registry::InternedDecision<'_>> {
         with_options(extras, detached, None, true, health, |opts| {
             crate::core::registry::route_interned(self.registry.pools(), req, opts, interner)
         })
@@ -749,7 +749,7 @@ impl RegistryInner {
         limit: Option<usize>,
         detail: bool,
         health: Option<&HealthView<'_>>,
-    ) -> Result<Decision> {
+    ) -> Result<Decision<'_>> {
         with_options(extras, detached, limit, detail, health, |opts| route(self.registry.pools(), req, opts))
     }
 

@@ -127,12 +127,14 @@ pub fn explain_decision<'env>(
             }
             let from =
                 if their_generation == *generation && their_texts <= texts.details.len() { their_texts } else { 0 };
-            let d = crate::binding::with_health(&mut inner, health.as_ref(), now, |inner, h| {
-                inner.decide_interned(&req, detached, extras.as_ref(), texts, h)
+            // The decision borrows the registry's pools: it is written out before they are
+            // released.
+            let summary = crate::binding::with_health(&mut inner, health.as_ref(), now, |inner, h| {
+                let d = inner.decide_interned(&req, detached, extras.as_ref(), texts, h)?;
+                let fits = answer(&d, texts, &req, ints, floats);
+                Ok::<_, napi::Error>(fits.then(|| interned_summary(&d, texts)))
             })?;
-            let fits = answer(&d, texts, &req, ints, floats);
-            if fits {
-                let summary = interned_summary(&d, texts);
+            if let Some(summary) = summary {
                 ints[header::SUMMARY] = texts.details.intern(&summary);
             }
             ints[header::GENERATION] = *generation;

@@ -24,7 +24,7 @@ fn ids(r: &Registry, req: Value) -> Vec<String> {
     route(r.pools(), &parse_request(&req).unwrap(), &RouteOptions::default())
         .eligible
         .into_iter()
-        .map(|x| x.id)
+        .map(|x| x.id.to_string())
         .collect()
 }
 
@@ -50,7 +50,7 @@ fn balanced_uses_35_25_40_weights() {
     ]);
     let req = parse_request(&json!({})).unwrap();
     let d = route(r.pools(), &req, &RouteOptions::default());
-    let scores: Vec<(String, f64)> = d.eligible.iter().map(|x| (x.id.clone(), x.score)).collect();
+    let scores: Vec<(String, f64)> = d.eligible.iter().map(|x| (x.id.to_string(), x.score)).collect();
     assert_eq!(scores[0].0, "c");
     assert!((scores[0].1 - 0.40).abs() < 1e-12);
     assert_eq!(scores[1].0, "a");

@@ -169,7 +169,7 @@ fn registry(pools: &[Value], order: &[usize]) -> Registry {
 
 fn order_of(r: &Registry, req: &Value) -> Vec<String> {
     let req = parse_request(req).unwrap();
-    route(r.pools(), &req, &RouteOptions::default()).eligible.iter().map(|x| x.id.clone()).collect()
+    route(r.pools(), &req, &RouteOptions::default()).eligible.iter().map(|x| x.id.to_string()).collect()
 }
 
 proptest! {
@@ -228,9 +228,9 @@ proptest! {
     fn limited_ranking_is_a_prefix_of_the_full_ranking(pools in prop::collection::vec(pool_json(), 1..20), req in request_json(), k in 1usize..5) {
         let r = registry(&pools, &(0..pools.len()).collect::<Vec<_>>());
         let parsed = parse_request(&req).unwrap();
-        let full: Vec<String> = route(r.pools(), &parsed, &RouteOptions::default()).eligible.iter().map(|x| x.id.clone()).collect();
+        let full: Vec<String> = route(r.pools(), &parsed, &RouteOptions::default()).eligible.iter().map(|x| x.id.to_string()).collect();
         let top: Vec<String> = route(r.pools(), &parsed, &RouteOptions { limit: Some(k), ..RouteOptions::default() })
-            .eligible.iter().map(|x| x.id.clone()).collect();
+            .eligible.iter().map(|x| x.id.to_string()).collect();
         prop_assert_eq!(&full[..full.len().min(k)], &top[..]);
     }
 }

@@ -34,11 +34,11 @@ pub struct Dimension {
 
 /// An eligible pool with its score breakdown.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Ranked {
+pub struct Ranked<'a> {
     /// Index of the pool in the candidate list given to [`rank`].
     pub index: usize,
-    /// Provider id (for the tie-break).
-    pub id: String,
+    /// Provider id (for the tie-break), borrowed from the pool.
+    pub id: &'a str,
     /// Region-preference tier (0 best); `usize::MAX` when capacity order applies.
     pub tier: usize,
     /// Position in `providerOrder` when capacity routing applies.
@@ -178,17 +178,17 @@ fn sort_key(r: &Ranked, strategy: Strategy, index: u32) -> (u64, u64, u32) {
 /// Scores and orders candidates. With `provider_order`, candidates are ordered by their
 /// position in it (callers must already have removed unlisted pools). `limit` keeps only
 /// the best `limit` pools (the provision path needs at most the attempt bound) at O(n).
-pub fn rank(
-    candidates: &[Candidate<'_>],
+pub fn rank<'a>(
+    candidates: &[Candidate<'a>],
     req: &Request,
     provider_order: Option<&[String]>,
     limit: Option<usize>,
-) -> Vec<Ranked> {
+) -> Vec<Ranked<'a>> {
     let objective = req.latency_objective;
     let costs = spread(candidates.iter().map(|c| c.signals.estimated_cost));
     let lats = spread(candidates.iter().map(|c| latency_of(&c.signals, objective)));
     let rels = spread(candidates.iter().map(|c| c.signals.completion_within_budget_rate));
-    let ranked: Vec<Ranked> = candidates
+    let ranked: Vec<Ranked<'a>> = candidates
         .iter()
         .map(|c| {
             let s = &c.signals;
@@ -206,7 +206,7 @@ pub fn rank(
             let order_position = provider_order.and_then(|o| o.iter().position(|p| p == c.id));
             Ranked {
                 index: c.index,
-                id: c.id.to_string(),
+                id: c.id,
                 tier: if provider_order.is_some() { usize::MAX } else { region_tier(c.regions, &req.region_preferred) },
                 order_position,
                 score,
@@ -239,8 +239,8 @@ pub fn rank(
         }
     }
     keyed.sort_unstable_by(cmp);
-    let mut slots: Vec<Option<Ranked>> = ranked.into_iter().map(Some).collect();
-    let mut ranked: Vec<Ranked> = keyed.iter().filter_map(|k| slots[k.2 as usize].take()).collect();
+    let mut slots: Vec<Option<Ranked<'a>>> = ranked.into_iter().map(Some).collect();
+    let mut ranked: Vec<Ranked<'a>> = keyed.iter().filter_map(|k| slots[k.2 as usize].take()).collect();
     for i in 0..ranked.len() {
         let tied_prev = i > 0 && primary(&ranked[i - 1], &ranked[i], strategy) == Ordering::Equal;
         let tied_next = i + 1 < ranked.len() && primary(&ranked[i], &ranked[i + 1], strategy) == Ordering::Equal;
@@ -349,11 +349,18 @@ mod tests {
     use super::{primary, sort_key, Dimension, Ranked, Strategy as Routing};
     use proptest::prelude::*;
 
-    fn ranked(tier: usize, position: Option<usize>, cost: f64, latency: f64, reliability: f64, score: f64) -> Ranked {
+    fn ranked(
+        tier: usize,
+        position: Option<usize>,
+        cost: f64,
+        latency: f64,
+        reliability: f64,
+        score: f64,
+    ) -> Ranked<'static> {
         let d = |raw| Dimension { raw, normalized: 0.0 };
         Ranked {
             index: 0,
-            id: String::new(),
+            id: "",
             tier,
             order_position: position,
             score,

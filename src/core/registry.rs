@@ -153,9 +153,9 @@ pub struct PoolRejection {
 
 /// The outcome of routing one request.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Decision {
+pub struct Decision<'a> {
     /// Eligible pools, best first.
-    pub eligible: Vec<Ranked>,
+    pub eligible: Vec<Ranked<'a>>,
     /// Rejected pools (only filled when `detail` is set).
     pub rejected: Vec<PoolRejection>,
     /// How many pools were rejected.
@@ -197,7 +197,7 @@ impl fmt::Display for Ms {
 }
 
 /// Routes `req` over `pools` in the spec's order of filters.
-pub fn route(pools: &[Pool], req: &Request, opts: &RouteOptions<'_>) -> Decision {
+pub fn route<'p>(pools: &'p [Pool], req: &Request, opts: &RouteOptions<'_>) -> Decision<'p> {
     let mut candidates: Vec<Candidate<'_>> = Vec::new();
     let mut rejected = Vec::new();
     let mut rejected_count = 0;
@@ -262,9 +262,9 @@ pub struct InternedPoolRejection {
 /// A decision with every rejection reason, texts interned into an [`Interner`] (which
 /// holds the reasons the rejections refer to): what an explanation is built from.
 #[derive(Debug)]
-pub struct InternedDecision {
+pub struct InternedDecision<'a> {
     /// Eligible pools, best first.
-    pub eligible: Vec<Ranked>,
+    pub eligible: Vec<Ranked<'a>>,
     /// Rejected pools, in pool order.
     pub rejected: Vec<InternedPoolRejection>,
     /// How many pools were considered.
@@ -275,12 +275,12 @@ pub struct InternedDecision {
 /// ranking, without two string allocations per rejection reason. The interner's reasons
 /// and phrases are the last request's only; its details table is kept (see
 /// [`Interner::clear_request`]).
-pub fn route_interned(
-    pools: &[Pool],
+pub fn route_interned<'p>(
+    pools: &'p [Pool],
     req: &Request,
     opts: &RouteOptions<'_>,
     interner: &mut Interner,
-) -> InternedDecision {
+) -> InternedDecision<'p> {
     let opts = RouteOptions { detail: true, ..opts.clone() };
     let mut candidates: Vec<Candidate<'_>> = Vec::new();
     let mut rejected = Vec::new();
