@@ -237,15 +237,24 @@ test('in-flight must-not-fire: a provision still launching in this router is pen
     },
   });
   const { router } = setup(rt);
+  await pendingInFlightUntilReleased(router, () => release);
+});
+
+/**
+ * Provisions; while `released()` is not yet callable, the provision is stuck somewhere; then
+ * reconcile (graceMs 0, reclaim) must call its sandbox IN_FLIGHT and touch nothing. Released,
+ * the provision completes and its sandbox is mapped.
+ */
+async function pendingInFlightUntilReleased(router, released) {
   const pending = router.provision({});
-  while (release === undefined) await new Promise((r) => setImmediate(r));
+  while (released() === undefined) await new Promise((r) => setImmediate(r));
   const r = await router.reconcile({ graceMs: 0, reclaim: true });
   assert.deepEqual(r.pools.a.pending.map((p) => p.reason), ['IN_FLIGHT']);
   assert.deepEqual(r.outcomes, []);
-  release();
+  released()();
   const s = await pending;
   assert.deepEqual((await router.reconcile({ graceMs: 0 })).pools.a.mapped, [s.id]);
-});
+}
 
 test('in-flight must-not-fire: a launched sandbox whose record a caller\'s store is still writing is pending IN_FLIGHT', async () => {
   // The machine has ended (the launch succeeded); only the store's write is outstanding.
@@ -255,14 +264,7 @@ test('in-flight must-not-fire: a launched sandbox whose record a caller\'s store
   const realPut = store.put;
   store.put = (r) => new Promise((resolve) => (release = () => resolve(realPut(r))));
   const { router } = setup(rt, { mappings: store });
-  const pending = router.provision({});
-  while (release === undefined) await new Promise((r) => setImmediate(r));
-  const r = await router.reconcile({ graceMs: 0, reclaim: true });
-  assert.deepEqual(r.pools.a.pending.map((p) => p.reason), ['IN_FLIGHT']);
-  assert.deepEqual(r.outcomes, []);
-  release();
-  const s = await pending;
-  assert.deepEqual((await router.reconcile({ graceMs: 0 })).pools.a.mapped, [s.id]);
+  await pendingInFlightUntilReleased(router, () => release);
 });
 
 test('in-flight must-fire: once the provision has settled, a stamped sandbox without a record is an orphan again', async () => {
