@@ -810,3 +810,42 @@ test('machines must-not-fire: every ending (success, failure, fallback, timeout,
   );
   assert.equal(binding.acquisitionsInFlight(), before);
 });
+
+// The handle cache is bounded (lib/operations.js HANDLE_LIMIT): a sandbox that ends without
+// the router hearing of it would otherwise keep its handle for the life of the router.
+const { HANDLE_LIMIT } = (await import('../lib/operations.js')).default;
+
+function ownedRuntime() {
+  let n = 0;
+  const resolved = [];
+  const runtime = {
+    resolved,
+    launch: async () => ({ id: `r${n++}` }),
+    destroy: async () => {},
+    getById: async (id, options) => {
+      resolved.push({ id, owned: options?.owned === true });
+      return { id };
+    },
+  };
+  return runtime;
+}
+
+test('handle cache must-not-fire: under the limit, an operation by id uses the handle from launch', async () => {
+  const rt = ownedRuntime();
+  const router = new SandboxRouter({ registry: new InMemoryProviderRegistry([definition('a', { runtime: rt })]) });
+  const s = await router.provision({});
+  await router.destroy(s.id);
+  assert.deepEqual(rt.resolved, []);
+});
+
+test('handle cache must-fire: past the limit the oldest handle is dropped, and re-resolved owned when needed', async () => {
+  const rt = ownedRuntime();
+  const router = new SandboxRouter({ registry: new InMemoryProviderRegistry([definition('a', { runtime: rt })]) });
+  const first = await router.provision({});
+  let last;
+  for (let i = 0; i < HANDLE_LIMIT; i++) last = await router.provision({});
+  await router.destroy(last.id);
+  assert.deepEqual(rt.resolved, [], 'the newest handle is still kept');
+  await router.destroy(first.id);
+  assert.deepEqual(rt.resolved, [{ id: 'r0', owned: true }]);
+});

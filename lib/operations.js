@@ -24,6 +24,21 @@ const { emit } = require('./events.js');
 /** Extra time a runScript gets over its own `timeoutMs` when that is longer than the operation deadline. */
 const RUN_SCRIPT_GRACE_MS = 60_000;
 
+/**
+ * Most handles from launch a router keeps for operations by id. A sandbox that ends without
+ * the router hearing of it (its own timeout, a destroy elsewhere) would otherwise keep its
+ * handle, and whatever the adapter hangs on it, for the life of the router. Past the limit
+ * the oldest is dropped; an operation on its sandbox re-resolves it with
+ * `getById(providerSandboxId, { owned: true })`, as after a restart (`handleFor`).
+ */
+const HANDLE_LIMIT = 65_536;
+
+/** Keeps `handle` for sandbox `id` (see HANDLE_LIMIT). */
+function keepHandle(handles, id, handle) {
+  handles.set(id, handle);
+  if (handles.size > HANDLE_LIMIT) handles.delete(handles.keys().next().value);
+}
+
 /** Our own package error (missing or failing optional package): safe to surface as is. */
 function isPackageError(error) {
   return isRouterError(error) && error instanceof ProviderPackageMissingError;
@@ -257,4 +272,4 @@ async function destroy(ctx, id) {
   emit(ctx.observer, 'sandbox.destroyed', { sandboxId: id, providerId: def.id });
 }
 
-module.exports = { runScript, uploadBundle, call, getSandbox, destroy, isPackageError, isNotFound };
+module.exports = { runScript, uploadBundle, call, getSandbox, destroy, isPackageError, isNotFound, keepHandle, HANDLE_LIMIT };

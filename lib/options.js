@@ -199,7 +199,8 @@ function clockOf(clock) {
  * @property {number} operationTimeoutMs
  * @property {{ providerOrder: string[], timeoutMs: number, ledger: object, reservationTtlMs: number, coordinator: any } | null} capacity
  * @property {number} capacityTimeoutMs
- * @property {Map<string, object>} handles handles from launch, by sbx id (process-local)
+ * @property {Map<string, object>} handles handles from launch, by sbx id (process-local; at most
+ *   operations.js HANDLE_LIMIT, oldest dropped first)
  * @property {string} fleet the fleet name stamped into every launch
  * @property {number} fleetKey the fleet's native key (binding.rs fleet_key)
  * @property {boolean} intents whether the store takes intent records (`intent` and `intents`)

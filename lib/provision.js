@@ -34,7 +34,7 @@ const { within, TIMED_OUT } = require('./within.js');
 const { measureJson } = require('./capacity.js');
 const { decisionForEvents } = require('./explain.js');
 const { emit, emitDecided, debug, DEBUG } = require('./events.js');
-const { isPackageError } = require('./operations.js');
+const { isPackageError, keepHandle } = require('./operations.js');
 const { healthNow } = require('./options.js');
 
 const { SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
@@ -373,7 +373,7 @@ async function delivered(run, handle) {
       ctx.inflight.delete(id);
     }
   }
-  ctx.handles.set(id, handle);
+  keepHandle(ctx.handles, id, handle);
   run.resolve({ id, providerId: def.id, labels: run.labels });
   return true;
 }
