@@ -147,6 +147,14 @@ pub struct RequestProfile {
     pub preferred_mask: u64,
     /// Resource needs.
     pub resources: [f64; 4],
+    /// Only the capability bits, isolation and resources constrain this request (no exact
+    /// provider, detached launch, egress, semantics, granularity, lifetime, durability or
+    /// required region): [`admits`] reduces to [`admits_simple`].
+    pub simple: bool,
+    /// The resource needs above zero, `(dimension, need)`; the first `n_needs` count.
+    pub needs: [(u8, f64); 4],
+    /// How many of `needs` are set.
+    pub n_needs: usize,
 }
 
 impl RequestProfile {
@@ -173,8 +181,42 @@ impl RequestProfile {
             preferred_mask: preferred.iter().flatten().fold(0u64, |m, b| m | (1u64 << b)),
             preferred,
             resources: [req.resources.cpu, req.resources.memory_mb, req.resources.disk_mb, req.resources.gpu],
+            simple: false,
+            needs: [(0, 0.0); 4],
+            n_needs: 0,
         }
+        .finish()
     }
+
+    /// Derives `simple` and `needs` from the fields above.
+    fn finish(mut self) -> Self {
+        self.simple = self.only.is_none()
+            && !self.detached
+            && self.egress == 0
+            && self.semantics == 0
+            && self.granularity.is_none()
+            && self.lifetime.is_none()
+            && self.durability == 0
+            && !self.region_required;
+        for (d, &need) in self.resources.iter().enumerate() {
+            if need > 0.0 {
+                self.needs[self.n_needs] = (d as u8, need);
+                self.n_needs += 1;
+            }
+        }
+        self
+    }
+}
+
+/// [`admits`] for a request whose profile is `simple`: the capability bits, the isolation
+/// floor and the resources it needs. The same answer, with the checks a simple request
+/// cannot fail left out (the route's inner loop runs it for every pool).
+#[inline]
+pub fn admits_simple(p: &Profile, q: &RequestProfile) -> bool {
+    p.mask & q.required == q.required
+        && p.mask & q.forbidden == 0
+        && (q.isolation == 0 || p.isolation >= q.isolation)
+        && !q.needs[..q.n_needs].iter().any(|&(d, need)| need > p.resources[d as usize])
 }
 
 /// Whether pool `index` with profile `p` meets every requirement of `q` (with `regions`

@@ -283,12 +283,15 @@ pub fn top_k<'a>(slims: &[Slim], id: impl Fn(u32) -> &'a str, strategy: Strategy
     if k == 0 || slims.is_empty() {
         return;
     }
+    // The three spreads in one pass (the same min and max as three `spread` folds).
     let balanced_spreads = (strategy == Strategy::Balanced).then(|| {
-        (
-            spread(slims.iter().map(|c| c.cost)),
-            spread(slims.iter().map(|c| c.latency)),
-            spread(slims.iter().map(|c| c.reliability)),
-        )
+        let mut s = [(f64::INFINITY, f64::NEG_INFINITY); 3];
+        for c in slims {
+            for (d, x) in [c.cost, c.latency, c.reliability].into_iter().enumerate() {
+                s[d] = (s[d].0.min(x), s[d].1.max(x));
+            }
+        }
+        (s[0], s[1], s[2])
     });
     // Lower primary is better.
     let primary = |c: &Slim| -> f64 {

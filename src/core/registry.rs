@@ -10,7 +10,7 @@ use crate::core::capabilities::Capabilities;
 use crate::core::health::{Block, Observed};
 use crate::core::ids::validate_provider_id;
 use crate::core::json::FieldError;
-use crate::core::profile::{admits, tier, Profile, RegionTable, RequestProfile};
+use crate::core::profile::{admits, admits_simple, tier, Profile, RegionTable, RequestProfile};
 use crate::core::ranking::{latency_of, rank, top_k, Candidate, Ranked, SideBySide, Slim};
 use crate::core::reasons::{Reason, Rejection};
 use crate::core::request::{Objective, Request};
@@ -343,7 +343,8 @@ pub fn route_order_into(
         && opts.circuit.is_empty();
     for (i, p) in registry.profiles.iter().enumerate() {
         let regions = &pools[i].capabilities.regions;
-        if !admits(i, p, &q, req, regions) {
+        let admitted = if q.simple { admits_simple(p, &q) } else { admits(i, p, &q, req, regions) };
+        if !admitted {
             continue;
         }
         let s = if plain && !q.needs_full_check {
