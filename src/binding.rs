@@ -432,7 +432,7 @@ impl NativeRegistry {
             let extras = extras.as_ref();
             let health = health_by_key(health);
             let args = Begin { detached, extras, ledger, observe, labels_json: labels_json.as_deref(), health, now };
-            begin(&self.inner, &request.req, args, step, || Ok(id))
+            begin(&self.inner, &request.req, args, step, id)
         })
     }
 
@@ -550,19 +550,11 @@ pub(crate) fn begin_acquisition_with(
         let (inner, req) = registry_and_request(registry_key, request_key)?;
         let health = health_by_key(health);
         let args = Begin { detached, extras: None, ledger: None, observe, labels_json, health, now };
-        let mut made = None;
-        let begun = begin(&inner, &req, args, step, || {
-            let text = IDS.with(|ids| ids.borrow_mut().next_id()).map_err(core_err)?;
-            let key = SandboxKey::parse_checked(&text).map_err(core_err)?;
-            made = Some(text);
-            Ok(key)
-        })?;
-        Ok(match (begun, made) {
-            (Either::A(_), Some(id)) => Either::A(id),
-            (Either::B(e), _) => Either::B(e),
-            (Either::A(_), None) => {
-                return Err(encode("INTERNAL_ERROR", "internal error: no sandbox id", None, Value::Null))
-            }
+        let id = IDS.with(|ids| ids.borrow_mut().next_id()).map_err(core_err)?;
+        let key = SandboxKey::parse_checked(&id).map_err(core_err)?;
+        Ok(match begin(&inner, &req, args, step, key)? {
+            Either::A(_) => Either::A(id),
+            Either::B(e) => Either::B(e),
         })
     })
 }
@@ -578,15 +570,14 @@ struct Begin<'a> {
     now: Option<f64>,
 }
 
-/// Starts an acquisition on registry `registry` (see [`NativeRegistry::begin`]): `id` gives
-/// the provision's sandbox id, asked for once the labels have passed. The machine's key is
-/// returned, and written to `step[2]` when the buffer has room.
+/// Starts an acquisition on registry `registry` (see [`NativeRegistry::begin`]) for sandbox
+/// `id`. The machine's key is returned, and written to `step[2]` when the buffer has room.
 fn begin(
     registry: &Rc<RefCell<RegistryInner>>,
     req: &Rc<Request>,
     args: Begin<'_>,
     mut step: Uint32ArraySlice<'_>,
-    id: impl FnOnce() -> Result<SandboxKey>,
+    id: SandboxKey,
 ) -> Result<Either<u32, NativeError>> {
     let Begin { detached, extras, ledger, observe, labels_json, health, now } = args;
     // The request's own checks come first: its labels, then routing.
@@ -595,8 +586,6 @@ fn begin(
         Some(Ok(labels)) => labels,
         Some(Err(e)) => return Ok(Either::B(e)),
     };
-    // The id before anything that a failure would have to undo (a half-open trial token).
-    let id = id()?;
     let mut inner = registry.borrow_mut();
     // Capacity skips consume no attempt, so capacity routing needs every candidate.
     let limit = if ledger.is_some() { None } else { Some(req.max_attempts as usize) };
