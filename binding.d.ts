@@ -2,42 +2,27 @@
 /* eslint-disable */
 
 /**
- * A validated, parsed request, reusable across calls. The JS layer caches these so a
- * repeated request is parsed once (parsing costs more than routing six pools).
+ * A validated, parsed request, reusable across calls (`lib/compile.js` keeps them by
+ * content).
  */
 export declare class CompiledRequest {
-  /** Parses and validates request JSON; throws an encoded error. */
-  constructor(requestJson: string)
-  /** What the JS layer needs of a compiled request, read once per compile. */
-  get info(): RequestInfo
-}
-
-/** One router's live pool health (see `core::health`). */
-export declare class NativeHealth {
-  /** Empty health under `options`. */
-  constructor(options: HealthOptions)
-  /** The key for the hot-path free functions. */
-  get key(): number
-  /** Every pool of `provider_ids`, in that order, at `now` (ms; omitted: the wall clock). */
-  snapshot(providerIds: Array<string>, now?: number | undefined | null): Array<PoolHealthRecord>
-}
-
-/** In-process capacity reservations of one router (see `core::capacity::Ledger`). */
-export declare class NativeLedger {
   /**
-   * A ledger whose post-launch assumptions expire after `ttl_ms`. `coordinated`: the
-   * holds are kept by a shared coordinator instead (see `acquisitionDemand`).
+   * Parses and validates the request's JSON text (its labels apart); throws the typed
+   * `INVALID_REQUEST` / `ROUTING_NOT_APPLICABLE` error naming the field.
    */
-  constructor(ttlMs: number, coordinated?: boolean | undefined | null)
+  constructor(requestJson: string)
+  /** The launch deadline, ms (JavaScript runs the timer; the machine decides the rest). */
+  get acquisitionTimeoutMs(): number
 }
 
 /** The default in-memory mapping store (sync core; the JS class adds the async contract). */
 export declare class NativeMappingStore {
   /** An empty store. */
   constructor()
-  /** The key for [`store_record`]. */
-  get key(): number
-  /** Inserts or replaces a record. `labels_json` is a JSON object of strings. */
+  /**
+   * Inserts or replaces a record. `labels_json` is a JSON object of strings. Throws the
+   * typed `INVALID_SANDBOX_ID` / `INVALID_INPUT` error.
+   */
   put(id: string, providerId: string, providerSandboxId: string, labelsJson: string, createdAt: string, detached: boolean): void
   /** The record for `id`, or null. */
   get(id: string): MappingRecord | null
@@ -57,7 +42,7 @@ export declare class NativePgStore {
   /**
    * A store over `connection` (nothing connects until the first call). `timeoutMs`
    * bounds every call; `poolSize` connections at most; `leaseMs`: the lease of this
-   * process's in-flight holds.
+   * process's in-flight holds. Throws the typed `INVALID_CONFIGURATION` error.
    */
   constructor(connection: PgConnectOptions, timeoutMs: number, poolSize: number, leaseMs: number)
   /** This process's session id in the shared ledger. */
@@ -82,9 +67,9 @@ export declare class NativePgStore {
   beginRead(): Promise<number>
   /**
    * Admits one launch on `pool` in the shared ledger (one transaction under the pool's
-   * row lock). `inflightMs`: how long the hold may stay unsettled.
+   * row lock). `holdMs`: how long the hold may stay unsettled.
    */
-  admit(pool: string, readSeq: number, dims: Array<DemandDim>, inflightMs: number): Promise<AdmitVerdict>
+  admit(pool: string, readSeq: number, dims: Array<DemandDim>, holdMs: number): Promise<AdmitVerdict>
   /**
    * Settles a hold (see `core::pg_store::PgStore::settle`). Resolves to whether it was
    * written now (false: kept and retried with the lease renewal).
@@ -103,30 +88,40 @@ export declare class NativePgStore {
 export declare class NativeRegistry {
   /** An empty registry. */
   constructor()
-  /** The key for the hot-path free functions. */
-  get key(): number
-  /** Adds a pool from `{ id, capabilities, signals }` JSON; returns its index. */
+  /**
+   * Adds a pool from its `{ id, capabilities, signals }` JSON text; returns its index.
+   * Throws the typed `INVALID_PROVIDER_DEFINITION` / `DUPLICATE_PROVIDER` error.
+   */
   addPool(definitionJson: string, hasLaunchDetached: boolean, hasCapacityReader: boolean): number
   /** Number of pools. */
   get size(): number
+}
+
+/** One router's native state (see the module docs). */
+export declare class NativeRouter {
   /**
-   * The attempt order `router.route()` reports, with per-request extras (readiness,
-   * resolver, capacity order): pool indices, best first, at most `maxAcquisitionAttempts`;
-   * or the typed `NO_ELIGIBLE_PROVIDER` error. See [`registry_order`].
+   * A router's native state from its options (`store`: the default in-memory store, which
+   * the success call then writes itself). Throws the typed `INVALID_CONFIGURATION` error
+   * naming the option.
    */
-  order(request: CompiledRequest, detached: boolean, extras: RouteExtras | undefined | null, out: Uint32Array, health?: number | undefined | null, now?: number | undefined | null): number | NativeError
+  constructor(settings: RouterSettings, store?: NativeMappingStore | undefined | null)
   /**
-   * Starts a provision's acquisition (see `core::acquisition`): plans the candidates
-   * with the per-request extras and, under capacity routing (`ledger` given), admits each
-   * against the router's ledger. `observe`: record events. Returns the machine, or the
-   * typed `NO_ELIGIBLE_PROVIDER` error. The machine is a key for the `acquisition*`
-   * functions; the caller ends it with `acquisitionEnd`. Its first step is written into
-   * `step` as `acquisitionStep` would. `id`: the provision's sandbox id (made before the
-   * callbacks that precede this call, which name it).
+   * The attempt order `router.route()` reports: pool indices, best first, at most
+   * `maxAcquisitionAttempts`, written into `out`; returns how many. Throws the typed
+   * `NO_ELIGIBLE_PROVIDER` error. `now`: the router's injected clock (ms); omitted, the
+   * wall clock.
    */
-  begin(request: CompiledRequest, detached: boolean, extras: RouteExtras | undefined | null, ledger: NativeLedger | undefined | null, observe: boolean, labelsJson: string | undefined | null, step: Uint32Array, id: string, health?: number | undefined | null, now?: number | undefined | null): number | NativeError
-  /** Indices of pools that pass the hard requirements and credentials (for a resolver). */
-  survivors(request: CompiledRequest, detached: boolean, extras?: RouteExtras | undefined | null): Array<number>
+  order(registry: NativeRegistry, request: CompiledRequest, detached: boolean, out: Uint32Array, now?: number | undefined | null): number
+  /**
+   * Indices of the pools that pass the hard requirements and credential readiness:
+   * the pools a signal resolver is asked about.
+   */
+  survivors(registry: NativeRegistry, request: CompiledRequest, detached: boolean, credentialsUnavailable?: Array<number> | undefined | null): Array<number>
+  /**
+   * Every pool of `provider_ids`, in that order, at `now` (ms; omitted: the wall clock);
+   * empty when the router tracks no health.
+   */
+  health(providerIds: Array<string>, now?: number | undefined | null): Array<PoolHealthRecord>
 }
 
 /** The native half of `SqliteMappingStore`: one file, opened on first use. */
@@ -158,65 +153,54 @@ export declare class NativeSqliteStore {
 }
 
 /**
- * Reports the current candidate's capacity read: the measurement as JSON text (what the
- * reader answered, serialized once), validated strictly here; anything malformed is
- * `unknown: MALFORMED`.
- * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
+ * Reports the current candidate's capacity read: the reader's answer as JSON text
+ * (serialized once), validated strictly here; anything malformed is `unknown: MALFORMED`.
+ * `now`: the router's injected clock (ms); omitted, the wall clock.
  */
 export declare function acquisitionAdmit(key: number, measurementJson: string, now?: number | undefined | null): void
 
 /**
- * Under a shared coordinator, step two: its verdict. `token`: admitted under it;
- * otherwise `resource`: exhausted in it; neither: the coordinator was unavailable (the
- * pool is skipped as `UNKNOWN: COORDINATOR_UNAVAILABLE`).
- * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
+ * Under a shared coordinator, step two: its verdict (null: the coordinator could not be
+ * asked; the pool is skipped as `UNKNOWN: COORDINATOR_UNAVAILABLE`).
  */
-export declare function acquisitionAdmitDecided(key: number, token?: number | undefined | null, resource?: string | undefined | null, now?: number | undefined | null): void
+export declare function acquisitionAdmitDecided(key: number, verdict?: AdmitVerdict | undefined | null, now?: number | undefined | null): void
 
-/** The candidates, best first (pool indices): the order `provision.ranked` reports. */
-export declare function acquisitionCandidates(key: number): Uint32Array
+/** The candidates, best first (pool ids): the order `provision.ranked` reports. */
+export declare function acquisitionCandidates(key: number): Array<string>
 
 /**
- * Under a shared coordinator, step one of an admission: the measurement (JSON text, validated
- * here) as the dimensions to decide on, or null when the machine skipped the pool already
- * (an unknown or malformed measurement).
- * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
+ * Under a shared coordinator, step one of an admission: the measurement (JSON text,
+ * validated here) as what to ask the coordinator, or null when the machine skipped the
+ * pool already (an unknown or malformed measurement).
  */
-export declare function acquisitionDemand(key: number, measurementJson: string, now?: number | undefined | null): Array<DemandDim> | null
+export declare function acquisitionDemand(key: number, measurementJson: string, now?: number | undefined | null): Demand | null
 
 /**
- * Forgets the machine (its key may be reused); a half-open trial token it still holds is
- * freed. Ending an unknown key does nothing.
+ * Forgets the machine (its key may be reused): the provision has settled. A half-open
+ * trial token it still holds is freed. Ending an unknown key does nothing.
  */
 export declare function acquisitionEnd(key: number): void
 
-/** Events decided since the last call (empty unless the machine observes). */
+/** Events decided since the last call (empty unless the router has an observer). */
 export declare function acquisitionEvents(key: number): Array<EventRecord>
 
 /**
  * The launch failed; `code` / `retryable`: the classifier's answer, if it gave one of the
  * right types (the machine sanitizes and decides).
- * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
  */
 export declare function acquisitionFailed(key: number, code?: string | undefined | null, retryable?: boolean | undefined | null, now?: number | undefined | null): void
 
-/** How it failed, once over (null while running or after a success). */
+/** How the machine failed, once over (null while it runs or after a success). */
 export declare function acquisitionFailure(key: number): AcquisitionFailure | null
 
-/** How an acquisition failed, with everything its error reports. */
+/** How an acquisition failed: the error to raise and what the JS side does about it. */
 export interface AcquisitionFailure {
-  /** Which error to build. */
-  kind: FailureKind
-  /** The error's code. */
-  code: string
-  /** The pool that failed last (none for `no-capacity`). */
-  pool?: number
-  /** Launches made. */
-  launches: number
-  /** Failed attempts, in order. */
-  attempts: Array<AttemptRecord>
-  /** Candidates skipped for capacity, in order. */
-  skipped: Array<SkipRecord>
+  /** The typed error (`lib/errors.js` `fromNative` builds its instance). */
+  error: NativeError
+  /** Whether a sandbox may exist now (the launch intent then becomes `failed`). */
+  mayExist: boolean
+  /** The runtime threw the router's own package error: rethrow that error as it is. */
+  package: boolean
 }
 
 /**
@@ -226,14 +210,19 @@ export interface AcquisitionFailure {
 export declare function acquisitionInFlight(id: string): boolean
 
 /**
- * The launch resolved to something that is not a handle.
- * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
+ * The intent record of the current launch (`state`: `launching` before it, `failed` when
+ * it ended with its outcome unknown), as the store writes it: the pool of the last
+ * launch, times from the wall clock, `expiresAt` after the launch's settle window, and
+ * this router as its owner.
  */
+export declare function acquisitionIntent(key: number, state: string): IntentRecord
+
+/** The launch resolved to something that is not a handle. */
 export declare function acquisitionMalformed(key: number, now?: number | undefined | null): void
 
 /**
- * The runtime threw the router's own package error with this code.
- * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
+ * The runtime threw the router's own package error with this code (or the launch intent
+ * could not be written: `MAPPING_INTENT_FAILED`): nothing was launched.
  */
 export declare function acquisitionPackageFailed(key: number, code: string, now?: number | undefined | null): void
 
@@ -244,29 +233,20 @@ export declare function acquisitionSettlement(key: number): HoldSettlement | nul
 export declare function acquisitionsInFlight(): number
 
 /**
- * What to do now, written into `out` (a buffer the JS side lends, so one call answers
- * both): `out[0]` is the [`StepKind`], `out[1]` the pool (registration index) it concerns.
+ * What to do now, written into `step`: `step[0]` the [`StepKind`], `step[1]` the pool
+ * (registration index) it concerns.
  */
-export declare function acquisitionStep(key: number, out: Uint32Array): void
+export declare function acquisitionStep(key: number, step: Uint32Array): void
 
 /**
- * The launch returned a handle with a provider id. With `store_key` (the default mapping
- * store), the record is written here too: `{ id, pool id, providerSandboxId, labels,
- * createdAt, detached }`, the labels being the request's plus the router's id and fleet
- * labels (`fleet`: the router's fleet, as [`crate::binding::fleet_key`] numbered it).
- * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
- *
- * A machine that records no events (no observer) ends here, before the record is written
- * (whether or not that write fails): nothing more is asked of it, and ending it in the same
- * call saves the provision a native call. An observed machine, or one whose holds are in a
- * shared ledger (its settlement is still to be read), ends with [`acquisition_end`].
+ * The launch returned a handle with the provider's sandbox id. When the router writes the
+ * default store itself, the record is written here too (`{ id, pool id,
+ * providerSandboxId, labels + the id and fleet labels, createdAt, detached }`) and this
+ * returns true. `now`: the router's injected clock (ms); omitted, the wall clock.
  */
-export declare function acquisitionSucceeded(key: number, storeKey: number | undefined | null, providerSandboxId: string, detached: boolean, fleet: number, now?: number | undefined | null): boolean
+export declare function acquisitionSucceeded(key: number, providerSandboxId: string, now?: number | undefined | null): boolean
 
-/**
- * The launch did not settle within its deadline.
- * `now`: the router's injected health clock (ms); omitted, the wall clock (read here).
- */
+/** The launch did not settle within its deadline. */
 export declare function acquisitionTimedOut(key: number, now?: number | undefined | null): void
 
 /** The coordinator's verdict on one admission. */
@@ -279,8 +259,8 @@ export interface AdmitVerdict {
 
 /** A failed attempt. */
 export interface AttemptRecord {
-  /** Pool index. */
-  pool: number
+  /** The pool's id. */
+  providerId: string
   /** Sanitized code. */
   code: string
   /** Whether the failure was retryable. */
@@ -288,32 +268,42 @@ export interface AttemptRecord {
 }
 
 /**
- * The provision hot path without extras: [`NativeRegistry::begin`] by keys, with no
- * capacity routing. The provision's sandbox id is made here: it is returned (the machine's
- * key goes to `step[2]`). A refusal returns the typed error (the JS side names it by an id
- * of its own).
- * `health`, `now`: the router's `NativeHealth` key (omitted: no tracking) and its injected
- * clock's reading (ms; omitted: the wall clock, read here).
+ * Starts a provision's acquisition: validates the labels (the request's own check comes
+ * first), routes (with `extras`: credential readiness and the resolver's answers; under
+ * the router's capacity policy, every candidate in its order), creates the machine and
+ * writes its first step into `step` (`[StepKind, pool, machine key]`). Returns the
+ * sandbox id: `id` when given (made earlier, because callbacks before this call name it),
+ * else a fresh one. Throws the typed `INVALID_REQUEST` / `NO_ELIGIBLE_PROVIDER` error,
+ * which names that id. The caller ends the machine with `acquisitionEnd`.
  */
-export declare function beginAcquisition(registryKey: number, requestKey: number, detached: boolean, observe: boolean, labelsJson: string | undefined | null, step: Uint32Array, health?: number | undefined | null, now?: number | undefined | null): string | NativeError
+export declare function beginAcquisition(router: NativeRouter, registry: NativeRegistry, request: CompiledRequest, detached: boolean, labelsJson: string | undefined | null, extras: RouteExtras | undefined | null, id: string | undefined | null, step: Uint32Array, now?: number | undefined | null): string
+
+/** A router's capacity policy. */
+export interface CapacitySettings {
+  /** The explicit provider order that replaces strategy ranking. */
+  providerOrder: Array<string>
+  /** Life of a post-launch assumption no read has reflected yet, ms. */
+  reservationTtlMs: number
+  /** Whether the holds live in a shared coordinator (`PostgresMappingStore`). */
+  coordinated: boolean
+}
 
 /**
- * Whether `name` is a valid fleet name (router option `fleet`): 1–63 characters of
- * `[a-z0-9][a-z0-9._-]*`.
+ * Validates a request's labels sent apart (`route` and `explain`; a provision's begin
+ * checks them itself); throws the typed `INVALID_REQUEST` error naming the field.
  */
-export declare function checkFleet(name: string): boolean
+export declare function checkLabels(labelsJson: string): void
 
 /**
- * Validates a request's `launch.labels` sent apart from the request (JSON text): null when
- * valid, else the typed `INVALID_REQUEST` error naming the field. (`begin` checks them
- * itself; `route` and `explain` call this.)
+ * Validates a provider id (`[a-z0-9][a-z0-9._-]*`, at most 64 characters); throws the
+ * typed `INVALID_PROVIDER_ID` error.
  */
-export declare function checkLabels(labelsJson: string): NativeError | null
-
-/** Validates a provider id; throws an encoded `INVALID_PROVIDER_ID` error. */
 export declare function checkProviderId(id: string): void
 
-/** Validates a sandbox id; throws an encoded `INVALID_SANDBOX_ID` error. */
+/**
+ * Validates a sandbox id (`sbx_` + 32 lowercase hex digits); throws the typed
+ * `INVALID_SANDBOX_ID` error.
+ */
 export declare function checkSandboxId(id: string): void
 
 /** A circuit's state. */
@@ -326,8 +316,21 @@ export declare const enum CircuitStateName {
   HalfOpen = 'half-open',
 }
 
-/** Deliberately panics inside `guard`; used by tests to prove a panic becomes a typed error. */
+/** Deliberately panics inside [`guard`]; the tests prove a panic becomes a typed error. */
 export declare function debugPanic(): void
+
+/** What to ask a shared coordinator for one admission. */
+export interface Demand {
+  /** The pool's id. */
+  providerId: string
+  /** The dimensions to decide on. */
+  dims: Array<DemandDim>
+  /**
+   * How long the hold may stay unsettled, ms (the launch's settle window: its deadline,
+   * the mapping write and slack; see `core::acquisition::settle_window_ms`).
+   */
+  holdMs: number
+}
 
 /**
  * One dimension of a measurement with this request's need: what a shared coordinator
@@ -344,12 +347,15 @@ export interface DemandDim {
   need: number
 }
 
-/** One decided event. Pools are registration indices; the JS side names them. */
+/**
+ * One decided event, with the fields its type documents (the JS side adds `at` and the
+ * sandbox id).
+ */
 export interface EventRecord {
   /** The event type. */
   type: EventType
   /** The pool (every type but `fallback.advanced` and `provision.exhausted`). */
-  pool?: number
+  providerId?: string
   /** Attempt number (`attempt.*`, `fallback.advanced`). */
   attempt?: number
   /** Sanitized code (`attempt.failed`, `provision.exhausted`). */
@@ -358,21 +364,21 @@ export interface EventRecord {
   retryable?: boolean
   /** `capacity.skipped`: `UNKNOWN` or `EXHAUSTED`. */
   status?: string
-  /** `capacity.skipped`: the unknown reason or the full dimension. */
+  /** `capacity.skipped`: the unknown reason or the full dimension; `health.*`: why. */
   reason?: string
   /** `fallback.advanced`: from this pool… */
-  from?: number
+  fromProviderId?: string
   /** …to this one. */
-  to?: number
-  /** `health.circuit.opened`: when the pool may be probed (ISO 8601). */
-  retryAt?: string
+  toProviderId?: string
+  /** `health.circuit.opened`: the consecutive failures that opened it. */
+  consecutiveFailures?: number
   /** `health.circuit.opened`: this cooldown, ms. */
   cooldownMs?: number
-  /** `health.circuit.opened`: the consecutive failures that opened it. */
-  failures?: number
+  /** `health.circuit.opened`: when the pool may be probed (ISO 8601). */
+  retryAt?: string
 }
 
-/** Event types the machine decides (the JS side adds `type`'s other events). */
+/** Event types the machine decides (`lib/events.js` adds the others). */
 export declare const enum EventType {
   /** `capacity.admitted` */
   CapacityAdmitted = 'capacity.admitted',
@@ -399,13 +405,14 @@ export declare const enum EventType {
 }
 
 /**
- * Explains the decision for compiled request `request_key` over registry `registry_key`
- * (every pool: rank, score and breakdown, or every rejection reason). Writes the header
- * and the numbers into `ints` and `floats` (layout: `core::explain::layout`, after the
- * header) and returns the texts the caller's table lacks, if any (see `header`). When a buffer is
- * too small, writes only the header (`fits` 0 and the sizes needed, header included).
+ * Explains the decision for `request` over `registry` (every pool: rank, score and
+ * breakdown, or every rejection reason), with `router`'s health and capacity order when
+ * given (`routeProviders` has no router). Writes the header and the numbers into `ints`
+ * and `floats` (layout: `core::explain::layout`, after the header) and returns the texts
+ * the caller's table lacks, if any (see `header`). When a buffer is too small, writes only
+ * the header (`fits` 0 and the sizes needed, header included).
  */
-export declare function explainDecision(registryKey: number, requestKey: number, detached: boolean, extras: RouteExtras | undefined | null, ints: Uint32Array, floats: Float64Array, health?: number | undefined | null, now?: number | undefined | null): string[] | undefined
+export declare function explainDecision(registry: NativeRegistry, request: CompiledRequest, detached: boolean, extras: RouteExtras | undefined | null, ints: Uint32Array, floats: Float64Array, router?: NativeRouter | undefined | null, now?: number | undefined | null): string[] | undefined
 
 /** The names behind the indices in the explanation buffers. */
 export declare function explainVocabulary(): ExplainVocabulary
@@ -428,30 +435,6 @@ export interface ExplainVocabulary {
   headerFloats: number
 }
 
-/** How an acquisition failed: which error class the JS side builds. */
-export declare const enum FailureKind {
-  /** A terminal launch failure (`ProviderProvisioningError` with the code). */
-  Terminal = 'terminal',
-  /** Every allowed attempt failed retryably (`PROVIDER_ACQUISITION_EXHAUSTED`). */
-  Exhausted = 'exhausted',
-  /**
-   * Attempts failed retryably and the remaining candidates had no capacity
-   * (`PROVIDER_ACQUISITION_EXHAUSTED`, with capacity rejections).
-   */
-  ExhaustedByCapacity = 'exhausted-by-capacity',
-  /** No candidate had capacity; nothing was launched (`ProviderCapacityExhaustedError`). */
-  NoCapacity = 'no-capacity',
-  /** The launch deadline passed (`AcquisitionTimeoutError`). */
-  TimedOut = 'timed-out',
-  /** The runtime threw the router's own package error: it is rethrown as it is. */
-  Package = 'package',
-  /**
-   * Every remaining candidate's circuit excluded it at launch time; nothing was
-   * launched (`NoEligibleProviderError`, `CIRCUIT_OPEN` rejections).
-   */
-  CircuitOpen = 'circuit-open',
-}
-
 /** What a finder answers: the stamped sandboxes, or why the account could not be listed. */
 export interface FindResult {
   /**
@@ -472,12 +455,6 @@ export interface FindResult {
  */
 export declare function findStamped(kind: string, configJson: string, apiKey: string, fleet: string, timeoutMs: number): Promise<FindResult>
 
-/**
- * The key of fleet name `name` (validated by the fleet rule), made once per router: the
- * success of every provision names its fleet by this number instead of sending the name.
- */
-export declare function fleetKey(name: string): number
-
 /** One stamped sandbox found by [`find_stamped`]. */
 export interface FoundSandbox {
   /** The provider's own sandbox id. */
@@ -486,24 +463,6 @@ export interface FoundSandbox {
   sandboxId: string
   /** Creation time (epoch ms) when the list reports one. */
   createdAtMs?: number
-}
-
-/** The health options, validated by `lib/options.js` (defaults in the README). */
-export interface HealthOptions {
-  /** Consecutive outcome-unknown failures, timeouts or malformed handles that open a circuit. */
-  failureThreshold: number
-  /** Consecutive classified pre-allocation failures that open a circuit. */
-  retryableFailureThreshold: number
-  /** First cooldown, ms. */
-  cooldownMs: number
-  /** Bound on a cooldown after failed trials, ms. */
-  maxCooldownMs: number
-  /** Half-life of the weighted statistics, in launches. */
-  halfLife: number
-  /** Samples before observed signals join the ranking. */
-  minSamples: number
-  /** Whether ranking blends observed signals in. */
-  observedSignals: boolean
 }
 
 /** A shared hold the machine settled, for the JS side to write to the coordinator. */
@@ -537,6 +496,12 @@ export interface IntentRecord {
   ownerSession: string
 }
 
+/** Whether `id` is a provider id (the rule of [`check_provider_id`], as a yes or no). */
+export declare function isProviderId(id: string): boolean
+
+/** Whether `id` is a sandbox id (the rule of [`check_sandbox_id`], as a yes or no). */
+export declare function isSandboxId(id: string): boolean
+
 /** A mapping record as JS sees it. */
 export interface MappingRecord {
   /** Router id. */
@@ -553,25 +518,60 @@ export interface MappingRecord {
   detached: boolean
 }
 
-/** A typed error value crossing the seam (returned in an `Either`, never thrown). */
+/**
+ * A capacity measurement, as readers report it and `router.getCapacity()` returns it:
+ * `{ status: 'known', resources }` or `{ status: 'unknown', reason }`.
+ */
+export interface MeasurementRecord {
+  /** `known` or `unknown`. */
+  status: string
+  /** Why nothing trustworthy could be said (`unknown` only). */
+  reason?: string
+  /** Every configured dimension (`known` only). */
+  resources?: Array<ResourceRecord>
+}
+
+/**
+ * A native error, as JavaScript receives it (see the module docs). Optional fields are
+ * absent, not `undefined`, when they do not apply.
+ */
 export interface NativeError {
-  /** Stable code (see the README's error table). */
+  /** The JS class to raise (`SandboxRequestValidationError`, …; `lib/errors.js` names). */
+  errorClass: string
+  /** Stable code (the README's error table). */
   code: string
-  /** Human message (ids, codes, field paths; never a caller's value). */
+  /** Human message: ids, codes, numbers and field paths, never a caller's value. */
   message: string
-  /** Field path, for validation errors. */
+  /** Validation errors: the offending field's path. */
   field?: string
+  /** The pool the error is about. */
+  providerId?: string
+  /** The provision's `sbx_` id. */
+  sandboxId?: string
+  /** `ACQUISITION_TIMEOUT`: the launch deadline, ms. */
+  timeoutMs?: number
   /** `NO_ELIGIBLE_PROVIDER`: the one-line summary. */
   summary?: string
-  /** `NO_ELIGIBLE_PROVIDER`: every rejected pool and why. */
-  rejections?: Array<RejectionRecord>
+  /**
+   * `NO_ELIGIBLE_PROVIDER`: every rejected pool and why; `PROVIDER_CAPACITY_EXHAUSTED`:
+   * every pool capacity skipped.
+   */
+  rejections?: Array<RejectionRecord> | Array<SkipRecord>
+  /** Failed attempts, in order. */
+  attempts?: Array<AttemptRecord>
+  /** Candidates skipped for capacity (capacity routing). */
+  capacityRejections?: Array<SkipRecord>
+  /** A store call that did not finish within its deadline. */
+  timedOut?: boolean
+  /** A store connection whose TLS failed. */
+  tls?: boolean
 }
 
 /**
  * Strictly parses Daytona limits `{ cpu?, memory?, disk? }` (vCPU; GiB for memory/disk):
  * finite numbers > 0, no unknown keys, at least one. Returns
- * `{"cpu","memoryMiB","diskMiB","provided"}` as JSON; throws an encoded `INVALID_INPUT`
- * naming the field.
+ * `{"cpu","memoryMiB","diskMiB","provided"}` as JSON; throws the typed `INVALID_INPUT`
+ * error naming the field.
  */
 export declare function parseDaytonaCapacityLimits(limitsJson: string): string
 
@@ -654,6 +654,19 @@ export interface PoolHealthRecord {
   cooldownMs: number
 }
 
+/** The signal resolver's answer for one pool. */
+export interface PoolSignals {
+  /** Pool index. */
+  pool: number
+  /** The answer, serialized once by `lib/serialize.js` (null: it was null or undefined). */
+  signalsJson?: string
+  /**
+   * Why there is no answer (`resolver timed out`, `resolver threw`, …): the pool is
+   * excluded with `SIGNALS_UNRESOLVED`.
+   */
+  unresolved?: string
+}
+
 /**
  * Reads one provider account's capacity without creating anything.
  *
@@ -662,10 +675,10 @@ export interface PoolHealthRecord {
  * pageSize? }` (memory/disk in GiB). `timeout_ms`: the read's deadline; on expiry the HTTP
  * request is cancelled and the answer is `unknown: TIMEOUT`.
  *
- * Resolves to the measurement JSON: `{"status":"known","resources":[…]}` or
- * `{"status":"unknown","reason":"…"}`. Rejects only on an internal bug (`INTERNAL_ERROR`).
+ * Resolves to the measurement: `{ status: 'known', resources }` or `{ status: 'unknown',
+ * reason }`. Rejects only on an internal bug (`INTERNAL_ERROR`).
  */
-export declare function readCapacity(kind: string, configJson: string, apiKey: string, timeoutMs: number): Promise<string>
+export declare function readCapacity(kind: string, configJson: string, apiKey: string, timeoutMs: number): Promise<MeasurementRecord>
 
 /** One rejection reason: a stable code and a detail. */
 export interface ReasonRecord {
@@ -675,17 +688,7 @@ export interface ReasonRecord {
   detail: string
 }
 
-/**
- * The `router.route()` hot path without extras: registry `registry_key`, compiled request
- * `request_key`. Writes the pool indices, best first, at most `maxAcquisitionAttempts`,
- * into `out` and returns how many; or the typed `NO_ELIGIBLE_PROVIDER` error (summary and
- * rejections).
- * `health`, `now`: the router's `NativeHealth` key (omitted: no tracking) and its injected
- * clock's reading (ms; omitted: the wall clock, read here).
- */
-export declare function registryOrder(registryKey: number, requestKey: number, detached: boolean, out: Uint32Array, health?: number | undefined | null, now?: number | undefined | null): number | NativeError
-
-/** A rejected pool in a typed error: its id and why. */
+/** A rejected pool: its id and why. */
 export interface RejectionRecord {
   /** The pool's id. */
   providerId: string
@@ -693,34 +696,60 @@ export interface RejectionRecord {
   reasons: Array<ReasonRecord>
 }
 
-/** What the JS layer keeps of a compiled request. */
-export interface RequestInfo {
-  /** The key of this request for the hot-path free functions. */
-  key: number
-  /** The launch deadline, ms (the JS side runs the timer; the machine decides the rest). */
-  acquisitionTimeoutMs: number
+/** One measured dimension, as readers report it. */
+export interface ResourceRecord {
+  /** `cpu`, `memory`, `disk`, `sandboxes` (or a custom reader's name). */
+  resource: string
+  /** Account-wide usage. */
+  used: number
+  /** The verified limit. */
+  limit: number
+  /** `vCPU`, `MiB`, `sandboxes`. */
+  unit: string
+  /** `limit - used` (negative when over quota). */
+  headroom: number
+  /** The pool's allocation per launch. */
+  required: number
 }
 
-/** Per-request routing inputs that only the slow paths use. */
+/** Per-request routing inputs: credential readiness and the signal resolver's answers. */
 export interface RouteExtras {
   /** Pool indices whose credential readiness answered false. */
   credentialsUnavailable?: Array<number>
-  /** JSON object: pool index → signals object, or `{"$unresolved": "what happened"}`. */
-  signalsJson?: string
-  /** Capacity routing: the explicit provider order that replaces strategy ranking. */
-  providerOrder?: Array<string>
+  /** The resolver's answer for each pool it was asked about. */
+  signals?: Array<PoolSignals>
 }
 
-/**
- * `count` fresh sandbox ids (1..=256), concatenated (36 characters each). The JS layer
- * takes ids from such a batch, so allocating one costs a slice, not a native call.
- */
-export declare function sandboxIds(count: number): string
+/** A router's options, as `lib/options.js` read them once. */
+export interface RouterSettings {
+  /** The fleet name stamped into every launch (validated here). */
+  fleet: string
+  /**
+   * The `health` option as JSON text, its `clock` taken out: `true` (also when absent),
+   * `false`, or the object (validated here: `core::health::config_of_option`).
+   */
+  healthJson: string
+  /** Capacity routing, when the router has a capacity policy. */
+  capacity?: CapacitySettings
+  /** `callbackTimeoutMs`: bounds the mapping write after a launch. */
+  callbackTimeoutMs: number
+  /** Whether the router has an observer (its machines then record events). */
+  observe: boolean
+  /** This process's host name (intent records name their writer). */
+  ownerHost: string
+  /** This process's pid. */
+  ownerPid: number
+  /** This router's random session id. */
+  session: string
+}
+
+/** A fresh sandbox id (`sbx_` + 32 lowercase hex digits, 128 random bits). */
+export declare function sandboxId(): string
 
 /** A candidate skipped for capacity. */
 export interface SkipRecord {
-  /** Pool index. */
-  pool: number
+  /** The pool's id. */
+  providerId: string
   /** `UNKNOWN` or `EXHAUSTED`. */
   status: string
   /** The unknown reason, `NO_CAPACITY_READER`, or the full dimension. */
@@ -734,15 +763,15 @@ export interface SkipRecord {
 export declare function sqliteList(path: string): Promise<Array<MappingRecord>>
 
 /**
- * What the JS side must do next: `out[0]` of [`acquisition_step`] (a numeric enum: it
- * crosses once per step, on the hot path, in the buffer the JS side lends).
+ * What the JS side must do next: `step[0]` (a numeric enum: it crosses once per step, in
+ * the buffer the JS side lends).
  */
 export declare const enum StepKind {
-  /** Launch on `pool`, then report the outcome. */
+  /** Launch on the pool in `step[1]`, then report the outcome. */
   Launch = 0,
-  /** Read `pool`'s capacity, then call `admit`. */
+  /** Read that pool's capacity, then report it (`acquisitionAdmit`). */
   Admit = 1,
-  /** Over: `failure` says how, unless it succeeded. */
+  /** Over: `acquisitionFailure` says how, unless it succeeded. */
   Done = 2,
 }
 
@@ -750,8 +779,8 @@ export declare const enum StepKind {
  * Display summary of a Daytona inventory (array of sandboxes or a list page with `items`),
  * against optional limits in the `parse_daytona_capacity_limits` input form (`null` for
  * none), with options `{ warningRatio? (0.8), criticalRatio? (0.95), now?, idleAfterMs?
- * (1800000), idleListLimit? (100) }`. Returns the summary JSON; throws an encoded
- * `INVALID_INPUT` for invalid limits/options. Not used for admission
+ * (1800000), idleListLimit? (100) }`. Returns the summary JSON; throws the typed
+ * `INVALID_INPUT` error for invalid limits/options. Not used for admission
  * (`provisioningCheck: "not_covered"`).
  */
 export declare function summarizeDaytonaCapacity(itemsJson: string, limitsJson: string, optionsJson?: string | undefined | null): string
@@ -760,12 +789,12 @@ export declare function summarizeDaytonaCapacity(itemsJson: string, limitsJson: 
  * Validates a process manifest (JSON text) and returns it normalized (JSON text):
  * defaults filled in (`dependsOn: []`, `restart: "never"`, `maxRestarts: 3` with
  * `on-failure`, `teardown: { signal: "SIGTERM", graceMs: 10000 }`), processes in input
- * order. Throws an encoded `INVALID_INPUT` error whose `field` names the offending path.
+ * order. Throws the typed `INVALID_INPUT` error whose `field` names the offending path.
  */
 export declare function validateManifest(manifestJson: string): string
 
 /**
- * Validates a capacity measurement strictly and returns it normalized (JSON).
- * Anything malformed comes back as `{ status: "unknown", reason: "MALFORMED" }`.
+ * Validates a capacity measurement (any reader's answer, serialized once as JSON text)
+ * strictly; anything malformed is `{ status: 'unknown', reason: 'MALFORMED' }`.
  */
-export declare function validateMeasurement(measurementJson: string): string
+export declare function validateMeasurement(measurementJson: string): MeasurementRecord

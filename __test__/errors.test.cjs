@@ -27,22 +27,45 @@ test('CommonJS: ESM import of the package yields the same class objects', async 
 });
 
 // Jest runs each test file in its own realm: an error thrown by the native binding there is
-// not `instanceof` the test file's Error. Regression: such an error was read as a typed
-// error value and became an INTERNAL_ERROR with no message.
-test('fromNative must-fire: a thrown native error from another realm keeps its code and class', () => {
+// not `instanceof` the test file's Error. The native error protocol reads fields, never
+// `instanceof` or a message: a thrown native error from another realm keeps its class.
+test('fromNative must-fire: a thrown native error from another realm keeps its code, class and fields', () => {
   const vm = require('node:vm');
   const { fromNative } = require('../lib/errors.js');
-  const foreign = vm.runInNewContext('new Error(JSON.stringify({ code: "ROUTING_NOT_APPLICABLE", message: "routing not applicable: x" }))');
+  const foreign = vm.runInNewContext(
+    'Object.assign(new Error("routing not applicable: x"), { errorClass: "RoutingNotApplicableError", code: "ROUTING_NOT_APPLICABLE", field: "placement" })',
+  );
   assert.equal(foreign instanceof Error, false, 'the error really is from another realm');
   const e = fromNative(foreign);
   assert.ok(e instanceof router.RoutingNotApplicableError);
   assert.equal(e.message, 'routing not applicable: x');
+  assert.equal(e.field, 'placement');
+  assert.equal(Object.hasOwn(e, 'errorClass'), false, 'the class name is not copied onto the error');
 });
 
-test('fromNative must-not-fire: a typed error value (not an Error) is read by its fields', () => {
+test('fromNative must-not-fire: a value that is not a native error (no errorClass) is an internal error, without its text', () => {
   const { fromNative } = require('../lib/errors.js');
-  const e = fromNative({ code: 'NO_ELIGIBLE_PROVIDER', message: '0/1 providers eligible', field: null, summary: '0/1 providers eligible', rejections: [] });
-  assert.ok(e instanceof router.NoEligibleProviderError);
-  assert.equal(e.field, undefined);
-  assert.deepEqual(e.rejections, []);
+  for (const value of [new Error(JSON.stringify({ code: 'NO_ELIGIBLE_PROVIDER', message: 'sk_canary' })), { code: 'X', message: 'sk_canary' }, null, 'sk_canary']) {
+    const e = fromNative(value);
+    assert.ok(e instanceof router.SandboxRouterInternalError);
+    assert.equal(e.code, 'INTERNAL_ERROR');
+    assert.ok(!JSON.stringify(e).includes('sk_canary'));
+  }
+});
+
+test('a native error of each transport reads the same: thrown by a call, and returned as a value', () => {
+  const { binding } = require('../lib/binding.js');
+  const { fromNative } = require('../lib/errors.js');
+  let thrown;
+  try {
+    binding.checkSandboxId('sbx_nope');
+  } catch (error) {
+    thrown = error;
+  }
+  assert.equal(thrown.errorClass, 'SandboxRequestValidationError');
+  const e = fromNative(thrown);
+  assert.ok(e instanceof router.SandboxRequestValidationError);
+  assert.equal(e.code, 'INVALID_SANDBOX_ID');
+  const value = fromNative({ errorClass: 'SandboxRequestValidationError', code: 'INVALID_SANDBOX_ID', message: thrown.message });
+  assert.deepEqual({ ...value, message: value.message }, { ...e, message: e.message });
 });

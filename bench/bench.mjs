@@ -659,24 +659,23 @@ async function healthSection(native) {
   const view = nativeView(registry);
   const compiled = compile(freshRequest());
   const step = new Uint32Array(3);
-  const tracked = contextOf({ registry }).health;
-  const fleet = binding.fleetKey('default');
-  const nativeRound = (health) => {
+  const tracked = contextOf({ registry });
+  const untracked = contextOf({ registry, health: false });
+  const nativeRound = (ctx) => {
     const CHUNK = 20_000;
     const t0 = process.hrtime.bigint();
     for (let i = 0; i < CHUNK; i++) {
-      const now = healthNow(health);
       // begin returns the sandbox id and puts the machine's key in step[2]
-      binding.beginAcquisition(view.key, compiled.compiled.key, false, false, compiled.labelsJson, step, health?.key, now);
-      // (an unobserved machine ends with its success)
-      binding.acquisitionSucceeded(step[2], null, 'remote', false, fleet, healthNow(health));
+      binding.beginAcquisition(ctx.native, view.native, compiled.compiled.native, false, compiled.labelsJson, undefined, undefined, step, healthNow(ctx.health));
+      binding.acquisitionSucceeded(step[2], 'remote', healthNow(ctx.health));
+      binding.acquisitionEnd(step[2]);
     }
     return Number(process.hrtime.bigint() - t0) / CHUNK / 1e6;
   };
   const nativeTimes = { on: [], off: [] };
   for (let r = 0; r < 60; r++) {
     const order = r % 2 === 0 ? ['on', 'off'] : ['off', 'on'];
-    for (const kind of order) nativeTimes[kind].push(nativeRound(kind === 'on' ? tracked : null));
+    for (const kind of order) nativeTimes[kind].push(nativeRound(kind === 'on' ? tracked : untracked));
   }
   const nativeOn = median(nativeTimes.on.slice(10));
   const nativeOff = median(nativeTimes.off.slice(10));

@@ -171,12 +171,9 @@ function makeReader(provider, configJson, apiKey, defaultTimeoutMs) {
       } catch (error) {
         return Promise.reject(fromNative(error));
       }
-      return pending.then(
-        (text) => JSON.parse(text),
-        (error) => {
-          throw fromNative(error);
-        },
-      );
+      return pending.then(undefined, (error) => {
+        throw fromNative(error);
+      });
     },
     /** Only the provider name: the reader has nothing else worth serializing. */
     toJSON() {

@@ -1,16 +1,19 @@
 'use strict';
-// Capacity reads: each pool's reader, bounded by the capacity deadline. A read is an
-// observation, never an exception: a reader that throws, times out or answers something
-// malformed is an `unknown` measurement with a reason, and the native core validates every
-// answer strictly (core/capacity.rs) before anything is admitted on it.
+// Capacity: each pool's reader, bounded by the capacity deadline, and a provision's
+// capacity step. A read is an observation, never an exception: a reader that throws, times
+// out or answers something malformed is an `unknown` measurement with a reason, and the
+// native core validates every answer strictly (src/core/capacity.rs) before anything is
+// admitted on it.
 
 const { binding } = require('./binding.js');
 const { nativeView } = require('./registry.js');
 const { serialize } = require('./serialize.js');
 const { within, TIMED_OUT } = require('./within.js');
+const { healthNow } = require('./options.js');
 
 const READ_FAILED = JSON.stringify({ status: 'unknown', reason: 'READ_FAILED' });
 const TIMEOUT = JSON.stringify({ status: 'unknown', reason: 'TIMEOUT' });
+const noop = () => {};
 
 /**
  * One pool's measurement as JSON text (serialized once, inside a guard): what the reader
@@ -29,6 +32,53 @@ async function measureJson(ctx, def) {
 }
 
 /**
+ * A provision's capacity step on `run.def`: the reader's answer goes to the machine, which
+ * admits or skips the pool against the router's ledger. With a coordinator
+ * (`capacity.coordinator`), against the shared ledger: a read sequence from the database
+ * first (so a hold settled before the read started is known to be), then the reader, then
+ * the coordinator's admission transaction; a coordinator that fails or times out (every
+ * call is bounded natively) skips the pool as `UNKNOWN: COORDINATOR_UNAVAILABLE`, so the
+ * request spills to the next pool or fails as "retry later".
+ */
+async function admit(run) {
+  const ctx = run.ctx;
+  const coordinator = ctx.capacity.coordinator;
+  if (coordinator === null) {
+    const measured = await measureJson(ctx, run.def);
+    binding.acquisitionAdmit(run.machine, measured, healthNow(ctx.health));
+    return;
+  }
+  let seq;
+  try {
+    seq = await coordinator.beginRead();
+  } catch {
+    binding.acquisitionAdmitDecided(run.machine, null, healthNow(ctx.health));
+    return;
+  }
+  const demand = binding.acquisitionDemand(run.machine, await measureJson(ctx, run.def), healthNow(ctx.health));
+  // null: the measurement was unknown or malformed; the machine skipped the pool.
+  if (demand === null) return;
+  let verdict;
+  try {
+    verdict = await coordinator.admit(demand.providerId, seq, demand.dims, demand.holdMs);
+  } catch {
+    verdict = null;
+  }
+  binding.acquisitionAdmitDecided(run.machine, verdict, healthNow(ctx.health));
+}
+
+/**
+ * Writes the shared hold the machine just settled (if any) to the coordinator, without
+ * waiting: the native side retries a settlement it could not write with its lease renewal.
+ */
+function settleShared(run) {
+  const capacity = run.ctx.capacity;
+  if (capacity === null || capacity.coordinator === null) return;
+  const s = binding.acquisitionSettlement(run.machine);
+  if (s !== null && s !== undefined) capacity.coordinator.settle(s.token, s.allocated, capacity.reservationTtlMs).catch(noop);
+}
+
+/**
  * Reads every pool that has a capacity reader, concurrently, each bounded by the capacity
  * deadline. Only reads: nothing is launched, started or created. Keys in id order.
  */
@@ -41,9 +91,9 @@ async function getCapacity(ctx) {
     .map((d, i) => [d.id, texts[i]])
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .forEach(([id, text]) => {
-      out[id] = JSON.parse(binding.validateMeasurement(text));
+      out[id] = binding.validateMeasurement(text);
     });
   return out;
 }
 
-module.exports = { measureJson, getCapacity };
+module.exports = { measureJson, admit, settleShared, getCapacity };

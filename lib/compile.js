@@ -12,7 +12,7 @@
 // Only short texts are kept (MAX_CACHED_CHARS): a huge request is validated and dropped.
 
 const { binding } = require('./binding.js');
-const { SandboxRequestValidationError, callNative, fromNative } = require('./errors.js');
+const { SandboxRequestValidationError, callNative } = require('./errors.js');
 const { serializeRequest } = require('./serialize.js');
 const { guarded } = require('./guard.js');
 
@@ -24,9 +24,7 @@ const byContent = new Map();
 class Compiled {
   constructor(json) {
     this.native = callNative(() => new binding.CompiledRequest(json));
-    const info = this.native.info;
-    this.key = info.key;
-    this.timeoutMs = info.acquisitionTimeoutMs;
+    this.timeoutMs = this.native.acquisitionTimeoutMs;
     this.json = json;
     this.parts = null;
   }
@@ -66,9 +64,7 @@ class CallRequest {
 
 /** Validates a call's labels by the native rule; throws the typed INVALID_REQUEST. */
 function checkLabels(call) {
-  if (call.labelsJson === null) return;
-  const invalid = binding.checkLabels(call.labelsJson);
-  if (invalid !== null) throw fromNative(invalid);
+  if (call.labelsJson !== null) callNative(() => binding.checkLabels(call.labelsJson));
 }
 
 /**

@@ -9,8 +9,6 @@
 /** Every error this package made: an identity check that touches no property of a value. */
 const OURS = new WeakSet();
 
-const { isNativeError } = require('node:util').types;
-
 class SandboxRouterError extends Error {
   /**
    * @param {string} message
@@ -97,23 +95,18 @@ class SandboxRouterInternalError extends SandboxRouterError {}
  */
 class NativeBinaryNotFoundError extends SandboxRouterError {}
 
-const CLASS_BY_CODE = {
-  INVALID_REQUEST: SandboxRequestValidationError,
-  RESERVED_LABEL: SandboxRequestValidationError,
-  INVALID_SANDBOX_ID: SandboxRequestValidationError,
-  ROUTING_NOT_APPLICABLE: RoutingNotApplicableError,
-  NO_ELIGIBLE_PROVIDER: NoEligibleProviderError,
-  INVALID_PROVIDER_ID: ProviderRegistryError,
-  DUPLICATE_PROVIDER: ProviderRegistryError,
-  INVALID_PROVIDER_DEFINITION: ProviderRegistryError,
-  INVALID_CONFIGURATION: SandboxRouterConfigurationError,
-  INVALID_INPUT: SandboxRequestValidationError,
-  INTERNAL_ERROR: SandboxRouterInternalError,
-  MAPPING_STORE_OPEN_FAILED: MappingPersistenceError,
-  MAPPING_STORE_SCHEMA_TOO_NEW: MappingPersistenceError,
-  MAPPING_PERSISTENCE_FAILED: MappingPersistenceError,
-  MAPPING_READ_FAILED: MappingPersistenceError,
-  COORDINATOR_UNAVAILABLE: MappingPersistenceError,
+/** The classes the native core may name (`errorClass` of a native error), by name. */
+const NATIVE_CLASSES = {
+  SandboxRequestValidationError,
+  RoutingNotApplicableError,
+  NoEligibleProviderError,
+  ProviderRegistryError,
+  SandboxRouterConfigurationError,
+  ProviderProvisioningError,
+  ProviderCapacityExhaustedError,
+  AcquisitionTimeoutError,
+  MappingPersistenceError,
+  SandboxRouterInternalError,
 };
 
 /** Whether `value` is an error this package made. Never throws, reads no property of `value`. */
@@ -122,40 +115,30 @@ function isRouterError(value) {
 }
 
 /**
- * Turns a native error into an instance of the right class: a typed `NativeError` value
- * (the provision path's entry points return one in an `Either`), or an error thrown by an
- * older entry point, which encodes `{ code, message, field, ... }` as JSON in its message.
- * Anything else (which would be a bug) becomes an internal error without the original text.
+ * Turns a native error into an instance of the class it names. A native error is a typed
+ * value (src/binding/error.rs `NativeError`): its `errorClass`, `code`, `message` and the
+ * fields its class documents, either returned by a call or thrown as an `Error` whose own
+ * properties they are. Both read the same way. Anything else (a bug) becomes an internal
+ * error without the original text.
  */
 function fromNative(error) {
-  let data;
-  // isNativeError, not instanceof: under Jest a thrown napi error comes from another realm.
-  if (error !== null && typeof error === 'object' && !isNativeError(error)) {
-    // A typed error value (`NativeError`, returned by the newer entry points).
-    data = { ...error };
-    for (const k of Object.keys(data)) if (data[k] === null || data[k] === undefined) delete data[k];
-  } else {
-    try {
-      data = JSON.parse(error && error.message);
-    } catch {
-      data = undefined;
-    }
-  }
-  if (!data || typeof data.code !== 'string') {
+  if (error === null || typeof error !== 'object' || typeof error.errorClass !== 'string' || typeof error.code !== 'string') {
     return new SandboxRouterInternalError('internal error in the native routing core', 'INTERNAL_ERROR');
   }
-  const { code, message, ...details } = data;
-  if (details.field === undefined) delete details.field;
-  const Cls = CLASS_BY_CODE[code] || SandboxRouterInternalError;
-  return new Cls(message, code, details);
+  const Cls = Object.hasOwn(NATIVE_CLASSES, error.errorClass) ? NATIVE_CLASSES[error.errorClass] : SandboxRouterInternalError;
+  const details = {};
+  for (const key of Object.keys(error)) {
+    if (key !== 'errorClass' && key !== 'code' && key !== 'message') details[key] = error[key];
+  }
+  return new Cls(String(error.message), error.code, details);
 }
 
-/** Calls `fn`, rethrowing native failures as typed errors. */
+/** Calls `fn`, rethrowing native failures as typed errors (and our own errors as they are). */
 function callNative(fn) {
   try {
     return fn();
   } catch (error) {
-    throw fromNative(error);
+    throw isRouterError(error) ? error : fromNative(error);
   }
 }
 

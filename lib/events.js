@@ -28,30 +28,30 @@ function emit(sink, type, fields) {
 }
 
 /**
- * Emits the events the machine decided since the last call, naming pools by id.
+ * Emits the events the machine decided since the last call, in their documented shapes
+ * (the machine names the pools).
  * @param {((e: object) => unknown) | null} sink
  * @param {number} machine the acquisition's key
- * @param {readonly { id: string }[]} pools the view's entries, by index
  * @param {string} sandboxId
  */
-function emitDecided(sink, machine, pools, sandboxId) {
+function emitDecided(sink, machine, sandboxId) {
   for (const e of binding.acquisitionEvents(machine)) {
     switch (e.type) {
       case 'capacity.admitted':
-        emit(sink, e.type, { sandboxId, providerId: pools[e.pool].id });
+        emit(sink, e.type, { sandboxId, providerId: e.providerId });
         break;
       case 'capacity.skipped':
-        emit(sink, e.type, { sandboxId, providerId: pools[e.pool].id, status: e.status, reason: e.reason });
+        emit(sink, e.type, { sandboxId, providerId: e.providerId, status: e.status, reason: e.reason });
         break;
       case 'attempt.started':
       case 'attempt.succeeded':
-        emit(sink, e.type, { sandboxId, providerId: pools[e.pool].id, attempt: e.attempt });
+        emit(sink, e.type, { sandboxId, providerId: e.providerId, attempt: e.attempt });
         break;
       case 'attempt.failed':
-        emit(sink, e.type, { sandboxId, providerId: pools[e.pool].id, attempt: e.attempt, code: e.code, retryable: e.retryable });
+        emit(sink, e.type, { sandboxId, providerId: e.providerId, attempt: e.attempt, code: e.code, retryable: e.retryable });
         break;
       case 'fallback.advanced':
-        emit(sink, e.type, { sandboxId, fromProviderId: pools[e.from].id, toProviderId: pools[e.to].id, attempt: e.attempt });
+        emit(sink, e.type, { sandboxId, fromProviderId: e.fromProviderId, toProviderId: e.toProviderId, attempt: e.attempt });
         break;
       case 'provision.exhausted':
         emit(sink, e.type, { sandboxId, code: e.code });
@@ -59,19 +59,19 @@ function emitDecided(sink, machine, pools, sandboxId) {
       case 'health.circuit.opened':
         emit(sink, e.type, {
           sandboxId,
-          providerId: pools[e.pool].id,
+          providerId: e.providerId,
           reason: e.reason,
-          consecutiveFailures: e.failures,
+          consecutiveFailures: e.consecutiveFailures,
           cooldownMs: e.cooldownMs,
           retryAt: e.retryAt,
         });
         break;
       case 'health.circuit.half-open':
       case 'health.circuit.closed':
-        emit(sink, e.type, { sandboxId, providerId: pools[e.pool].id });
+        emit(sink, e.type, { sandboxId, providerId: e.providerId });
         break;
       case 'health.skipped':
-        emit(sink, e.type, { sandboxId, providerId: pools[e.pool].id, reason: e.reason });
+        emit(sink, e.type, { sandboxId, providerId: e.providerId, reason: e.reason });
         break;
       default:
         break;

@@ -52,26 +52,29 @@ let floats = new Float64Array(1024);
 let texts = [];
 let generation = 0xffffffff;
 
-/** The native decision, in the buffers, with `texts` up to date (retries once with larger buffers). */
-function decide(view, compiled, detached, extras, health, now) {
+/**
+ * The native decision, in the buffers, with `texts` up to date (retries once with larger
+ * buffers). `router`: the router's native state (health, capacity order), or null.
+ */
+function decide(view, compiled, detached, extras, router, now) {
   const ex = extras ?? undefined;
-  const key = health === null || health === undefined ? undefined : health.key;
-  call(view, compiled, detached, ex, key, now);
+  const r = router ?? undefined;
+  call(view, compiled, detached, ex, r, now);
   if (ints[FITS] !== 1) {
     const intsNeeded = ints[INTS_NEEDED];
     const floatsNeeded = ints[FLOATS_NEEDED];
     ints = new Uint32Array(Math.max(intsNeeded, ints.length * 2));
     floats = new Float64Array(Math.max(floatsNeeded, floats.length * 2));
-    call(view, compiled, detached, ex, key, now);
+    call(view, compiled, detached, ex, r, now);
   }
 }
 
-function call(view, compiled, detached, extras, healthKey, now) {
+function call(view, compiled, detached, extras, router, now) {
   ints[GENERATION] = generation;
   ints[TEXTS] = texts.length;
   let fresh;
   try {
-    fresh = binding.explainDecision(view.key, compiled.key, detached, extras, ints, floats, healthKey, now);
+    fresh = binding.explainDecision(view.native, compiled.native, detached, extras, ints, floats, router, now);
   } catch (error) {
     throw fromNative(error);
   }
@@ -120,11 +123,12 @@ function sideBySide(dimension, declared, observed) {
  * The public explanation (what `router.explain` and `routeProviders` return) of the
  * decision for `compiled` over `view` (a registry view: `{ key, definitions }`, where
  * `definitions[i].id` names native pool `i`), with the per-request `extras`
- * (credentials, resolved signals, capacity order) or null.
+ * (credentials, resolved signals) or null, and the router's native state (its health and
+ * capacity order) or null.
  * @returns {import('../index').RoutingExplanation}
  */
-function explainView(view, compiled, detached, extras, health = null, now = undefined) {
-  decide(view, compiled, detached, extras, health, now);
+function explainView(view, compiled, detached, extras, router = null, now = undefined) {
+  decide(view, compiled, detached, extras, router, now);
   const defs = view.definitions;
   const objective = OBJECTIVES[ints[OBJECTIVE]];
   const wc = weightOf(floats[0]);
@@ -166,8 +170,8 @@ function explainView(view, compiled, detached, extras, health = null, now = unde
  * What the `provision.ranked` and `provider.rejected` events need: the summary and every
  * rejected pool with its reasons (`[{ providerId, reasons: [{ code, detail }] }]`).
  */
-function decisionForEvents(view, compiled, detached, extras, health = null, now = undefined) {
-  decide(view, compiled, detached, extras, health, now);
+function decisionForEvents(view, compiled, detached, extras, router = null, now = undefined) {
+  decide(view, compiled, detached, extras, router, now);
   return { summary: texts[ints[SUMMARY]], rejected: rejectedOf(view.definitions) };
 }
 

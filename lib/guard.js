@@ -70,4 +70,20 @@ function thenable(value) {
   return typeof guarded(() => value.then) === 'function';
 }
 
-module.exports = { MAX_ECHO, shown, guarded, copyOptions, thenable, UNREADABLE, Unreadable };
+/**
+ * The provider sandbox id of a launch's handle (its `id`, read once), or null when the
+ * handle is malformed: not an object, no non-empty string id, or a getter that throws
+ * (whose error text is the provider's, and is never touched).
+ */
+function handleId(handle) {
+  if (handle === null || typeof handle !== 'object') return null;
+  let id;
+  try {
+    id = handle.id;
+  } catch {
+    return null;
+  }
+  return typeof id === 'string' && id !== '' ? id : null;
+}
+
+module.exports = { MAX_ECHO, shown, guarded, copyOptions, thenable, handleId, UNREADABLE, Unreadable };

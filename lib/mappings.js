@@ -11,7 +11,7 @@ const { callNative, SandboxRequestValidationError, SandboxRouterConfigurationErr
 const { copyOptions } = require('./guard.js');
 
 const SYNC = Symbol('sandbox-router.mapping-sync');
-const STORE_KEY = Symbol('sandbox-router.mapping-store-key');
+const NATIVE_STORE = Symbol('sandbox-router.native-mapping-store');
 
 function toRecord(r) {
   return r
@@ -37,7 +37,6 @@ function checkRecord(record) {
 /** In-memory `sbx_…` ↔ provider mapping. A test/local reference, not durable storage. */
 class InMemoryMappingStore {
   #native = new binding.NativeMappingStore();
-  #key = this.#native.key;
 
   /** @param {import('../index').SandboxMapping} record */
   async put(record) {
@@ -73,21 +72,18 @@ class InMemoryMappingStore {
   }
 
   /**
-   * @internal the provision hot path: the native store's key, so that the acquisition's
-   * success call writes the record natively (labels from the validated request, the id
-   * label added, createdAt from the native clock) without a call of its own.
+   * @internal the native store, handed to the router's native state: a provision's success
+   * call writes the record itself (labels from the validated request, the id and fleet
+   * labels added, createdAt from the native clock) without a call of its own.
    */
-  [STORE_KEY]() {
-    return this.#key;
+  [NATIVE_STORE]() {
+    return this.#native;
   }
 
   toJSON() {
     return { mappings: this.size };
   }
 }
-
-const SBX_ID = /^sbx_[0-9a-f]{32}$/;
-const POOL_ID = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 
 function invalidInput(field, what) {
   return new SandboxRequestValidationError(`invalid mapping record: ${field} ${what}`, 'INVALID_INPUT', { field });
@@ -103,7 +99,7 @@ function readPut(record) {
     if (typeof raw[k] !== 'string') throw invalidInput('labels', 'must be an object of strings');
     labels[k] = raw[k];
   }
-  if (!SBX_ID.test(record.id)) throw invalidInput('id', 'must be an sbx_ id');
+  if (!binding.isSandboxId(record.id)) throw invalidInput('id', 'must be an sbx_ id');
   if (record.providerSandboxId === '') throw invalidInput('providerSandboxId', 'must not be empty');
   return {
     op: 'put',
@@ -130,8 +126,8 @@ function readIntent(i) {
     ownerPid: i.ownerPid,
     ownerSession: i.ownerSession,
   };
-  if (typeof op.id !== 'string' || !SBX_ID.test(op.id)) throw invalidInput('id', 'must be an sbx_ id');
-  if (typeof op.providerId !== 'string' || !POOL_ID.test(op.providerId)) throw invalidInput('providerId', 'must be a provider id');
+  if (typeof op.id !== 'string' || !binding.isSandboxId(op.id)) throw invalidInput('id', 'must be an sbx_ id');
+  if (typeof op.providerId !== 'string' || !binding.isProviderId(op.providerId)) throw invalidInput('providerId', 'must be a provider id');
   if (op.state !== 'launching' && op.state !== 'failed') throw invalidInput('state', 'must be launching or failed');
   for (const f of ['startedAt', 'expiresAt', 'ownerPid']) if (!Number.isFinite(op[f])) throw invalidInput(f, 'must be a finite number');
   for (const f of ['ownerHost', 'ownerSession']) if (typeof op[f] !== 'string') throw invalidInput(f, 'must be a string');
@@ -292,4 +288,4 @@ class SqliteMappingStore {
   }
 }
 
-module.exports = { InMemoryMappingStore, SqliteMappingStore, SYNC, STORE_KEY, readPut, readIntent, toRecord };
+module.exports = { InMemoryMappingStore, SqliteMappingStore, SYNC, NATIVE_STORE, readPut, readIntent, toRecord };

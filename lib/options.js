@@ -2,10 +2,12 @@
 // Router options: read once (guard.js), validated, turned into the context every part of
 // the router works from (`RouterContext`). Nothing here is decided per request.
 
+const os = require('node:os');
 const { binding } = require('./binding.js');
 const { SandboxRouterConfigurationError, callNative } = require('./errors.js');
-const { InMemoryMappingStore } = require('./mappings.js');
+const { InMemoryMappingStore, NATIVE_STORE } = require('./mappings.js');
 const { guarded, copyOptions, shown } = require('./guard.js');
+const { serialize } = require('./serialize.js');
 
 /** Default bound on caller callbacks (readiness, resolver, classifier, mapping store). */
 const DEFAULT_CALLBACK_TIMEOUT_MS = 10_000;
@@ -30,29 +32,8 @@ const ROUTER_OPTIONS = [
   'health',
 ];
 
-/** Health defaults (src/core/health.rs holds the same numbers; the README documents them). */
-const HEALTH_DEFAULTS = {
-  failureThreshold: 5,
-  retryableFailureThreshold: 10,
-  cooldownMs: 30_000,
-  maxCooldownMs: 600_000,
-  halfLife: 20,
-  minSamples: 20,
-  observedSignals: false,
-};
-const HEALTH_OPTIONS = ['clock', ...Object.keys(HEALTH_DEFAULTS)];
-
 /** Default fleet name: the value of the `agent-relay-sbx-fleet` label stamped into every launch. */
 const DEFAULT_FLEET = 'default';
-
-/** The router's fleet name, validated by the native rule (1–63 chars of [a-z0-9][a-z0-9._-]*). */
-function fleetOf(fleet) {
-  if (fleet === undefined) return DEFAULT_FLEET;
-  if (typeof fleet !== 'string' || !binding.checkFleet(fleet)) {
-    throw configError('fleet', 'must be 1-63 characters of [a-z0-9][a-z0-9._-]* (a label-safe name)');
-  }
-  return fleet;
-}
 
 function configError(field, expectation) {
   return new SandboxRouterConfigurationError(`invalid router options: ${field} ${expectation}`, 'INVALID_CONFIGURATION', { field });
@@ -120,43 +101,23 @@ function capacityPolicyOf(policy) {
   return {
     providerOrder: [...providerOrder],
     timeoutMs: intOption(timeoutMs, DEFAULT_CAPACITY_TIMEOUT_MS, 'capacity.timeoutMs', 600_000),
-    ledger: new binding.NativeLedger(reservationTtl, shared !== null),
     reservationTtlMs: reservationTtl,
     coordinator: shared,
   };
 }
 
 /**
- * The `health` option: null when tracking is off (`health: false`), else the native health
- * and the injected clock (null for the default wall clock, which the native side reads
- * itself: no clock call and no argument per native call).
- * @returns {{ native: object, key: number, clock: (() => number) | null, observedSignals: boolean } | null}
+ * The `health` option, read for the native side: its JSON text (the caller's `clock`
+ * taken out), validated natively against the ranges and defaults of src/core/health.rs
+ * (the only copy), and the injected clock, if any. `enabled`: tracking is on.
+ * @returns {{ json: string, clock: (() => number) | null, enabled: boolean }}
  */
 function healthOf(option) {
-  if (option === false) return null;
-  if (option !== undefined && option !== true && (option === null || typeof option !== 'object' || Array.isArray(option))) {
-    throw configError('health', 'must be false, true or an object');
-  }
-  const o = option === undefined || option === true ? {} : option;
-  for (const key of Object.keys(o)) {
-    if (!HEALTH_OPTIONS.includes(key)) throw configError(`health.${shown(key)}`, 'is not a known option');
-  }
-  const clock = o.clock ?? null;
-  if (clock !== null && !isFn(clock)) throw configError('health.clock', 'must be a function returning milliseconds since the epoch');
-  const int = (name, max) => intOption(o[name], HEALTH_DEFAULTS[name], `health.${name}`, max);
-  const options = {
-    failureThreshold: int('failureThreshold', 1_000),
-    retryableFailureThreshold: int('retryableFailureThreshold', 1_000),
-    cooldownMs: int('cooldownMs', 86_400_000),
-    maxCooldownMs: int('maxCooldownMs', 86_400_000),
-    halfLife: int('halfLife', 100_000),
-    minSamples: int('minSamples', 100_000),
-    observedSignals: o.observedSignals ?? HEALTH_DEFAULTS.observedSignals,
-  };
-  if (typeof options.observedSignals !== 'boolean') throw configError('health.observedSignals', 'must be a boolean');
-  if (options.maxCooldownMs < options.cooldownMs) throw configError('health.maxCooldownMs', 'must be at least health.cooldownMs');
-  const native = new binding.NativeHealth(options);
-  return { native, key: native.key, clock: clock === null ? null : clockOf(clock), observedSignals: options.observedSignals };
+  if (option === undefined || option === true || option === false) return { json: String(option ?? true), clock: null, enabled: option !== false };
+  if (option === null || typeof option !== 'object' || Array.isArray(option)) return { json: 'null', clock: null, enabled: true };
+  const { clock, ...rest } = option;
+  if (clock !== undefined && !isFn(clock)) throw configError('health.clock', 'must be a function returning milliseconds since the epoch');
+  return { json: serialize(rest) ?? '0', clock: clock === undefined ? null : clockOf(clock), enabled: true };
 }
 
 /**
@@ -191,25 +152,23 @@ function clockOf(clock) {
  * @property {object} registry the caller's registry (ours or their own)
  * @property {object} mappings the mapping store
  * @property {boolean} fastMappings the exact default store: written synchronously
+ * @property {object} native the router's native state (src/binding/router.rs NativeRouter):
+ *   fleet, health, capacity ledger, and the default store when `fastMappings`
  * @property {((e: object) => unknown) | null} observer
  * @property {Function | null} classifier
  * @property {Function | null} resolver
  * @property {{ hasAvailableCredentials(id: string): unknown } | null} provisioning
  * @property {number} callbackTimeoutMs
  * @property {number} operationTimeoutMs
- * @property {{ providerOrder: string[], timeoutMs: number, ledger: object, reservationTtlMs: number, coordinator: any } | null} capacity
+ * @property {{ providerOrder: string[], timeoutMs: number, reservationTtlMs: number, coordinator: any } | null} capacity
  * @property {number} capacityTimeoutMs
  * @property {Map<string, object>} handles handles from launch, by sbx id (process-local; at most
  *   operations.js HANDLE_LIMIT, oldest dropped first)
  * @property {string} fleet the fleet name stamped into every launch
- * @property {number} fleetKey the fleet's native key (binding.rs fleet_key)
  * @property {boolean} intents whether the store takes intent records (`intent` and `intents`)
- * @property {Set<string>} inflight sbx ids of this router's provisions whose machine has ended but
- *   whose provision has not settled (a record or intent being written); a running machine
- *   is asked natively (provision.js `inFlight`)
  * @property {string} session this router's random session id (in intent records)
- * @property {{ native: object, key: number, clock: (() => number) | null, observedSignals: boolean } | null} health
- *   live pool health (null: `health: false`)
+ * @property {{ clock: (() => number) | null } | null} health live pool health's clock (null:
+ *   `health: false`; `clock` null: the wall clock, which the native side reads itself)
  */
 
 /**
@@ -246,28 +205,50 @@ function contextOf(input) {
     throw configError('mappings', 'could not be read');
   }
   const capacity = capacityPolicyOf(options.capacity);
-  const fleet = fleetOf(options.fleet);
+  const observerFn = observerOf(observer);
+  const callbackTimeoutMs = intOption(options.callbackTimeoutMs, DEFAULT_CALLBACK_TIMEOUT_MS, 'callbackTimeoutMs', 3_600_000);
+  const fleet = options.fleet === undefined ? DEFAULT_FLEET : options.fleet;
+  if (typeof fleet !== 'string') throw configError('fleet', 'must be 1-63 characters of [a-z0-9][a-z0-9._-]* (a label-safe name)');
+  const health = healthOf(options.health);
+  const session = require('node:crypto').randomBytes(8).toString('hex');
+  const native = callNative(
+    () =>
+      new binding.NativeRouter(
+        {
+          fleet,
+          healthJson: health.json,
+          capacity:
+            capacity === null
+              ? undefined
+              : { providerOrder: capacity.providerOrder, reservationTtlMs: capacity.reservationTtlMs, coordinated: capacity.coordinator !== null },
+          callbackTimeoutMs,
+          observe: observerFn !== null,
+          ownerHost: os.hostname(),
+          ownerPid: process.pid,
+          session,
+        },
+        fastMappings ? store[NATIVE_STORE]() : undefined,
+      ),
+  );
   return {
     registry,
+    native,
     mappings: store,
     fastMappings,
-    observer: observerOf(observer),
+    observer: observerFn,
     classifier: classifyProviderFailure ?? null,
     resolver: resolveRoutingSignals ?? null,
     provisioning: provisioning ?? null,
-    callbackTimeoutMs: intOption(options.callbackTimeoutMs, DEFAULT_CALLBACK_TIMEOUT_MS, 'callbackTimeoutMs', 3_600_000),
+    callbackTimeoutMs,
     operationTimeoutMs: intOption(options.operationTimeoutMs, DEFAULT_OPERATION_TIMEOUT_MS, 'operationTimeoutMs', 86_400_000),
     capacity,
     capacityTimeoutMs: capacity?.timeoutMs ?? DEFAULT_CAPACITY_TIMEOUT_MS,
     handles: new Map(),
     fleet,
-    /** the fleet's native key (binding.rs fleet_key): a success names it by number */
-    fleetKey: binding.fleetKey(fleet),
     intents: !fastMappings && hasMethods(store, ['intent', 'intents']),
-    inflight: new Set(),
-    session: require('node:crypto').randomBytes(8).toString('hex'),
-    health: healthOf(options.health),
+    session,
+    health: health.enabled ? { clock: health.clock } : null,
   };
 }
 
-module.exports = { contextOf, hasMethods, isFn, healthNow, DEFAULT_FLEET, HEALTH_DEFAULTS };
+module.exports = { contextOf, hasMethods, isFn, healthNow, DEFAULT_FLEET };

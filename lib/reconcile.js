@@ -124,7 +124,7 @@ function readMapping(r) {
  */
 function judge(ctx, found, mapping, intent, graceMs, now) {
   const id = found.sandboxId;
-  if (inFlight(ctx, id)) return ['pending', 'IN_FLIGHT'];
+  if (inFlight(id)) return ['pending', 'IN_FLIGHT'];
   // A mapping of this id that names another sandbox: the provision completed elsewhere, so
   // this one (an earlier attempt that allocated after all) is held by no one.
   if (mapping !== undefined) return ['orphan', 'DUPLICATE_OF_MAPPED'];
@@ -276,7 +276,7 @@ async function reconcile(ctx, options) {
     for (const m of mappings) {
       if (++n % CHUNK === 0) await yieldNow();
       if (m === null || m.providerId !== def.id || m.fleet !== ctx.fleet || listedIds.has(m.providerSandboxId)) continue;
-      if (inFlight(ctx, m.id)) continue;
+      if (inFlight(m.id)) continue;
       if (!(now - m.createdAtMs >= graceMs)) {
         pool.pending.push({ sandboxId: m.id, providerSandboxId: m.providerSandboxId, reason: 'NOT_LISTED_YET' });
         continue;
@@ -289,7 +289,7 @@ async function reconcile(ctx, options) {
     for (const i of intentById.values()) {
       if (i.providerId !== def.id || seenIds.has(i.id) || mapById.has(i.id)) continue;
       const over = i.state === 'failed' || (i.ownerSession !== ctx.session && i.ownerHost === HOST && processGone(i.ownerPid)) || (typeof i.expiresAt === 'number' && i.expiresAt < now);
-      if (!over || inFlight(ctx, i.id)) continue;
+      if (!over || inFlight(i.id)) continue;
       report.staleIntents.push(i.id);
       if (reclaim) work.push({ kind: 'stale-intent', def, item: { sandboxId: i.id, providerSandboxId: null, reason: 'NOTHING_LISTED' } });
     }
@@ -339,7 +339,7 @@ async function mappedNow(ctx, id, ms) {
 
 /** Destroys one orphan as an owned sandbox; returns the typed outcome. */
 async function destroyOrphan(ctx, def, item, left) {
-  if (inFlight(ctx, item.sandboxId)) return 'IN_FLIGHT';
+  if (inFlight(item.sandboxId)) return 'IN_FLIGHT';
   // A provision of this id that completed during the run (same sandbox) is not undone. A
   // mapping naming ANOTHER sandbox (DUPLICATE_OF_MAPPED) does not protect this one.
   if (item.reason !== 'DUPLICATE_OF_MAPPED' && (await mappedNow(ctx, item.sandboxId, left()))) return 'NOW_MAPPED';
@@ -385,7 +385,7 @@ async function dropIntent(ctx, item, left) {
 
 /** Removes one stale mapping once the runtime confirms the sandbox is gone. */
 async function unmapStale(ctx, def, item, left) {
-  if (inFlight(ctx, item.sandboxId)) return 'IN_FLIGHT';
+  if (inFlight(item.sandboxId)) return 'IN_FLIGHT';
   const rt = def.runtime;
   const ms = Math.min(ctx.operationTimeoutMs, left());
   if (ms === 0) return 'DEADLINE';

@@ -1,22 +1,23 @@
 'use strict';
 // The SandboxRouter: one class over five jobs, each in its own file.
 //
-//   options.js     router options → the context every part works from
+//   options.js     router options → the context every part works from (and the router's
+//                  native state)
 //   provision.js   the JS half of an acquisition (the native machine decides every step)
 //   capacity.js    capacity reads
 //   operations.js  operations by id (runScript, uploadBundle, start, stop, getSandbox, destroy)
-//   events.js      the observer and the debug log
+//   reconcile.js   stamped sandboxes vs the mapping store
 //
 // This file only routes calls to them, plus the two read-only decisions (`route`,
 // `explain`). docs/architecture.md draws the flow across the native seam.
 
-const { binding } = require('./binding.js');
-const { SandboxRequestValidationError, fromNative, callNative } = require('./errors.js');
+const { SandboxRequestValidationError, callNative } = require('./errors.js');
 const { nativeView } = require('./registry.js');
 const { compileShared, checkLabels } = require('./compile.js');
 const { guarded } = require('./guard.js');
 const { contextOf, healthNow } = require('./options.js');
-const { provision, extras, needsExtras, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./provision.js');
+const { provision, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./provision.js');
+const { extras } = require('./extras.js');
 const { getCapacity } = require('./capacity.js');
 const { explainView } = require('./explain.js');
 const operations = require('./operations.js');
@@ -65,17 +66,9 @@ class SandboxRouter {
     const detached = detachedOf(options);
     const call = compileShared(request);
     checkLabels(call);
-    const { compiled } = call;
-    const view = nativeView(this.#ctx.registry);
-    const capacity = this.#ctx.capacity;
-    const health = this.#ctx.health;
-    const key = health === null ? undefined : health.key;
-    const now = healthNow(health);
-    const n =
-      capacity === null
-        ? binding.registryOrder(view.key, compiled.key, detached, ORDER, key, now)
-        : callNative(() => view.native.order(compiled.native, detached, { providerOrder: capacity.providerOrder }, ORDER, key, now));
-    if (typeof n !== 'number') throw fromNative(n);
+    const ctx = this.#ctx;
+    const view = nativeView(ctx.registry);
+    const n = callNative(() => ctx.native.order(view.native, call.compiled.native, detached, ORDER, healthNow(ctx.health)));
     const ids = new Array(n);
     for (let i = 0; i < n; i++) ids[i] = view.definitions[ORDER[i]].id;
     return ids;
@@ -90,11 +83,10 @@ class SandboxRouter {
     const detached = detachedOf(options);
     const call = compileShared(request);
     checkLabels(call);
-    const { compiled } = call;
-    const view = nativeView(this.#ctx.registry);
-    const ext = needsExtras(this.#ctx) ? await extras(this.#ctx, view, compiled, detached, request) : null;
-    const health = this.#ctx.health;
-    return explainView(view, compiled, detached, ext, health, healthNow(health));
+    const ctx = this.#ctx;
+    const view = nativeView(ctx.registry);
+    const ext = await extras(ctx, view, call.compiled, detached, request);
+    return explainView(view, call.compiled, detached, ext, ctx.native, healthNow(ctx.health));
   }
 
   /**
@@ -104,12 +96,14 @@ class SandboxRouter {
    * Health is per process: see the README.
    */
   health() {
-    const health = this.#ctx.health;
-    if (health === null) return [];
-    const view = nativeView(this.#ctx.registry);
-    const records = health.native.snapshot(
-      view.definitions.map((d) => d.id),
-      healthNow(health),
+    const ctx = this.#ctx;
+    if (ctx.health === null) return [];
+    const view = nativeView(ctx.registry);
+    const records = callNative(() =>
+      ctx.native.health(
+        view.definitions.map((d) => d.id),
+        healthNow(ctx.health),
+      ),
     );
     // The documented shape, every field present (absent native options become null).
     return records.map((p) => ({

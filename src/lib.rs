@@ -1,11 +1,8 @@
+//! The native half of `@agent-relay/sandbox-router`.
+//!
+//! - [`core`]: the routing core, plain sans-IO Rust (no napi, no I/O): every decision.
+//! - [`readers`]: the builtin capacity readers and stamp finders (HTTP on tokio).
+//! - [`binding`]: the napi glue.
 pub mod binding;
-pub mod binding_acquisition;
-pub mod binding_capacity;
-pub mod binding_explain;
-pub mod binding_fast;
-pub mod binding_health;
-pub mod binding_manifest;
-pub mod binding_pg;
-pub mod binding_sqlite;
 pub mod core;
 pub mod readers;

@@ -40,6 +40,20 @@ pub const CAPACITY_EXHAUSTED: &str = "PROVIDER_CAPACITY_EXHAUSTED";
 /// half-open trial another provision took) after the route was decided; nothing launched.
 pub const CIRCUIT_OPEN: &str = "CIRCUIT_OPEN";
 
+/// Slack on top of a launch's own deadline and the mapping write, covering clock steps
+/// between processes.
+pub const SETTLE_SLACK_MS: u64 = 60_000;
+
+/// How long after a launch starts its provision has certainly ended, ms: the launch
+/// deadline, then the mapping write (the router's `callbackTimeoutMs`), then
+/// [`SETTLE_SLACK_MS`]. A launch intent expires after it (`reconcile` may then call a
+/// stamped sandbox without a record an orphan even if its writer is alive), and so does a
+/// shared capacity hold its writer never settled (its answer may have been lost after the
+/// commit).
+pub fn settle_window_ms(launch_timeout_ms: u64, callback_timeout_ms: u64) -> u64 {
+    launch_timeout_ms.saturating_add(callback_timeout_ms).saturating_add(SETTLE_SLACK_MS)
+}
+
 /// What the caller must do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
@@ -109,6 +123,16 @@ pub enum SkipStatus {
     Unknown,
     /// A dimension is full.
     Exhausted,
+}
+
+impl SkipStatus {
+    /// `UNKNOWN` or `EXHAUSTED`, as errors and events name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SkipStatus::Unknown => "UNKNOWN",
+            SkipStatus::Exhausted => "EXHAUSTED",
+        }
+    }
 }
 
 /// A candidate that capacity routing skipped.

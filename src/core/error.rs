@@ -1,8 +1,10 @@
-//! One error type for the whole core, each variant with a stable code.
+//! One error type for the whole core, each variant with a stable code and class.
 //!
-//! Codes are SCREAMING_SNAKE strings that never change meaning; the JS layer turns each
-//! code into an instance of a named error class. Messages name fields and expectations,
-//! never caller-supplied values (a value may be a secret, e.g. an env entry).
+//! Codes are SCREAMING_SNAKE strings that never change meaning. Which JS error class a code
+//! is raised as is decided here too ([`ErrorClass`]): the glue sets both on the error
+//! value it hands to JavaScript, and `lib/errors.js` only builds the instance. Messages
+//! name fields and expectations, never caller-supplied values (a value may be a secret,
+//! e.g. an env entry).
 
 use thiserror::Error;
 
@@ -54,9 +56,64 @@ pub enum CoreError {
         /// What the field must be.
         expectation: String,
     },
+    /// A router or component option is invalid.
+    #[error("invalid {scope} options: {field} {expectation}")]
+    InvalidConfiguration {
+        /// Whose options: `router`, `PostgresMappingStore`, …
+        scope: &'static str,
+        /// Dotted path of the offending option, e.g. `health.cooldownMs`.
+        field: String,
+        /// What it must be.
+        expectation: String,
+    },
     /// The operating system's random source failed.
     #[error("random source unavailable")]
     RandomUnavailable,
+}
+
+/// The error classes a caller can catch (`lib/errors.js` defines them; every one extends
+/// `SandboxRouterError`). Kubernetes' distinction is kept visible: `NoEligibleProvider`
+/// means nothing will change by retrying as-is, `CapacityExhausted` means retry later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// `SandboxRequestValidationError`: a request, id or input is malformed.
+    RequestValidation,
+    /// `RoutingNotApplicableError`: fleet placement or node affinity.
+    RoutingNotApplicable,
+    /// `NoEligibleProviderError`: no pool can serve the request as it is.
+    NoEligibleProvider,
+    /// `ProviderRegistryError`: a definition or provider id is invalid.
+    ProviderRegistry,
+    /// `SandboxRouterConfigurationError`: options are invalid.
+    Configuration,
+    /// `ProviderProvisioningError`: a launch failed terminally or attempts ran out.
+    ProviderProvisioning,
+    /// `ProviderCapacityExhaustedError`: no pool had room: retry later.
+    CapacityExhausted,
+    /// `AcquisitionTimeoutError`: a launch did not settle in time; the sandbox may exist.
+    AcquisitionTimeout,
+    /// `MappingPersistenceError`: a mapping store could not be opened, read or written.
+    MappingPersistence,
+    /// `SandboxRouterInternalError`: a bug in the router.
+    Internal,
+}
+
+impl ErrorClass {
+    /// The JS class name (`lib/errors.js` exports each under this name).
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorClass::RequestValidation => "SandboxRequestValidationError",
+            ErrorClass::RoutingNotApplicable => "RoutingNotApplicableError",
+            ErrorClass::NoEligibleProvider => "NoEligibleProviderError",
+            ErrorClass::ProviderRegistry => "ProviderRegistryError",
+            ErrorClass::Configuration => "SandboxRouterConfigurationError",
+            ErrorClass::ProviderProvisioning => "ProviderProvisioningError",
+            ErrorClass::CapacityExhausted => "ProviderCapacityExhaustedError",
+            ErrorClass::AcquisitionTimeout => "AcquisitionTimeoutError",
+            ErrorClass::MappingPersistence => "MappingPersistenceError",
+            ErrorClass::Internal => "SandboxRouterInternalError",
+        }
+    }
 }
 
 impl CoreError {
@@ -71,7 +128,24 @@ impl CoreError {
             CoreError::InvalidSandboxId => "INVALID_SANDBOX_ID",
             CoreError::ReservedLabel(_) => "RESERVED_LABEL",
             CoreError::InvalidInput { .. } => "INVALID_INPUT",
+            CoreError::InvalidConfiguration { .. } => "INVALID_CONFIGURATION",
             CoreError::RandomUnavailable => "INTERNAL_ERROR",
+        }
+    }
+
+    /// The class this error is raised as.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            CoreError::InvalidRequest { .. }
+            | CoreError::InvalidSandboxId
+            | CoreError::ReservedLabel(_)
+            | CoreError::InvalidInput { .. } => ErrorClass::RequestValidation,
+            CoreError::InvalidProviderId { .. }
+            | CoreError::DuplicateProvider(_)
+            | CoreError::InvalidProviderDefinition { .. } => ErrorClass::ProviderRegistry,
+            CoreError::RoutingNotApplicable(_) => ErrorClass::RoutingNotApplicable,
+            CoreError::InvalidConfiguration { .. } => ErrorClass::Configuration,
+            CoreError::RandomUnavailable => ErrorClass::Internal,
         }
     }
 
@@ -80,7 +154,8 @@ impl CoreError {
         match self {
             CoreError::InvalidRequest { field, .. }
             | CoreError::InvalidProviderDefinition { field, .. }
-            | CoreError::InvalidInput { field, .. } => Some(field),
+            | CoreError::InvalidInput { field, .. }
+            | CoreError::InvalidConfiguration { field, .. } => Some(field),
             CoreError::ReservedLabel(_) => Some("launch.labels"),
             _ => None,
         }

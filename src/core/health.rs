@@ -82,6 +82,75 @@ impl Default for HealthConfig {
     }
 }
 
+/// The router option `health`, read strictly: `true` for the defaults, `false` for no
+/// tracking (`Ok(None)`), or an object of the options below (the caller's
+/// `clock` function is taken out by the JS layer, which calls it). These ranges and the
+/// defaults above are the only copy; the README documents them.
+pub fn config_of_option(value: &serde_json::Value) -> Result<Option<HealthConfig>, crate::core::CoreError> {
+    use serde_json::Value;
+    let invalid = |field: String, expectation: &str| crate::core::CoreError::InvalidConfiguration {
+        scope: "router",
+        field,
+        expectation: expectation.to_string(),
+    };
+    let map = match value {
+        Value::Bool(false) => return Ok(None),
+        Value::Bool(true) => return Ok(Some(HealthConfig::default())),
+        Value::Object(map) => map,
+        _ => return Err(invalid("health".into(), "must be false, true or an object")),
+    };
+    for key in map.keys() {
+        if !HEALTH_OPTIONS.contains(&key.as_str()) {
+            return Err(invalid(format!("health.{}", crate::core::json::shown(key)), "is not a known option"));
+        }
+    }
+    let int = |name: &str, default: u64, max: u64| -> Result<u64, crate::core::CoreError> {
+        match map.get(name) {
+            None => Ok(default),
+            Some(v) => v
+                .as_u64()
+                .filter(|n| (1..=max).contains(n))
+                .ok_or_else(|| invalid(format!("health.{name}"), &format!("must be an integer from 1 to {max}"))),
+        }
+    };
+    let config = HealthConfig {
+        failure_threshold: int("failureThreshold", u64::from(DEFAULT_FAILURE_THRESHOLD), 1_000)? as u32,
+        retryable_failure_threshold: int(
+            "retryableFailureThreshold",
+            u64::from(DEFAULT_RETRYABLE_FAILURE_THRESHOLD),
+            1_000,
+        )? as u32,
+        cooldown_ms: int("cooldownMs", DEFAULT_COOLDOWN_MS, MAX_COOLDOWN_OPTION_MS)?,
+        max_cooldown_ms: int("maxCooldownMs", DEFAULT_MAX_COOLDOWN_MS, MAX_COOLDOWN_OPTION_MS)?,
+        half_life: int("halfLife", DEFAULT_HALF_LIFE as u64, 100_000)? as f64,
+        min_samples: int("minSamples", u64::from(DEFAULT_MIN_SAMPLES), 100_000)? as u32,
+        observed_signals: match map.get("observedSignals") {
+            None => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(invalid("health.observedSignals".into(), "must be a boolean")),
+        },
+    };
+    if config.max_cooldown_ms < config.cooldown_ms {
+        return Err(invalid("health.maxCooldownMs".into(), "must be at least health.cooldownMs"));
+    }
+    Ok(Some(config))
+}
+
+/// The keys of the `health` option (`clock` is the JS layer's: a function).
+pub const HEALTH_OPTIONS: [&str; 8] = [
+    "clock",
+    "failureThreshold",
+    "retryableFailureThreshold",
+    "cooldownMs",
+    "maxCooldownMs",
+    "halfLife",
+    "minSamples",
+    "observedSignals",
+];
+
+/// Largest `cooldownMs` / `maxCooldownMs` the option takes: a day.
+pub const MAX_COOLDOWN_OPTION_MS: u64 = 86_400_000;
+
 /// What one launch came to, as health counts it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum LaunchOutcome {
@@ -789,5 +858,35 @@ mod tests {
                 prop_assert!(s.consecutive_retryable_failures < DEFAULT_RETRYABLE_FAILURE_THRESHOLD);
             }
         }
+    }
+
+    #[test]
+    fn health_option_must_fire_out_of_range_or_unknown_values_name_their_field() {
+        let field = |v: serde_json::Value| match config_of_option(&v) {
+            Err(crate::core::CoreError::InvalidConfiguration { field, .. }) => field,
+            other => panic!("{v}: {other:?}"),
+        };
+        assert_eq!(field(serde_json::json!("yes")), "health");
+        assert_eq!(field(serde_json::Value::Null), "health");
+        assert_eq!(field(serde_json::json!({"failureThreshold": 0})), "health.failureThreshold");
+        assert_eq!(field(serde_json::json!({"retryableFailureThreshold": 1.5})), "health.retryableFailureThreshold");
+        assert_eq!(field(serde_json::json!({"cooldownMs": -1})), "health.cooldownMs");
+        assert_eq!(field(serde_json::json!({"cooldownMs": 1000, "maxCooldownMs": 10})), "health.maxCooldownMs");
+        assert_eq!(field(serde_json::json!({"halfLife": null})), "health.halfLife");
+        assert_eq!(field(serde_json::json!({"observedSignals": 1})), "health.observedSignals");
+        assert_eq!(field(serde_json::json!({"nope": 1})), "health.nope");
+    }
+
+    #[test]
+    fn health_option_must_not_fire_for_the_documented_forms() {
+        assert_eq!(config_of_option(&serde_json::json!(false)), Ok(None));
+        assert_eq!(config_of_option(&serde_json::json!(true)), Ok(Some(HealthConfig::default())));
+        let c = config_of_option(
+            &serde_json::json!({"failureThreshold": 1, "cooldownMs": 1, "maxCooldownMs": 1, "observedSignals": true}),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!((c.failure_threshold, c.cooldown_ms, c.max_cooldown_ms, c.observed_signals), (1, 1, 1, true));
+        assert_eq!(c.half_life, DEFAULT_HALF_LIFE);
     }
 }

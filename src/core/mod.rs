@@ -14,6 +14,7 @@ pub mod capacity;
 pub mod clock;
 pub mod error;
 pub mod explain;
+pub mod failure;
 pub mod fallback;
 pub mod health;
 pub mod ids;

@@ -8,26 +8,36 @@
 //! so [`sqlite_list`] reads on tokio's blocking pool through a read-only connection of its
 //! own (WAL readers never block the writer), off the JS thread.
 //!
-//! Errors cross encoded with their stable code (`MAPPING_STORE_OPEN_FAILED`,
+//! Errors cross typed with their stable code (`MAPPING_STORE_OPEN_FAILED`,
 //! `MAPPING_STORE_SCHEMA_TOO_NEW`, `MAPPING_PERSISTENCE_FAILED`, `MAPPING_READ_FAILED`,
 //! `INVALID_INPUT`); SQLite's own messages (which may name paths) never do.
 
-use crate::binding::{encode, guard, MappingRecord};
+use crate::binding::error::{guard, own_task, typed_future, Failure, NativeError};
+use crate::binding::mapping::{IntentRecord, MappingRecord};
+use crate::core::error::ErrorClass;
 use crate::core::ids::{validate_provider_id, SandboxKey};
 use crate::core::sqlite_store::{list_file, Durability, Intent, Op, Row, SqliteStore, StoreError};
-use napi::{Error, Result};
+use napi::bindgen_prelude::PromiseRaw;
+use napi::Env;
 use napi_derive::napi;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-fn store_err(e: StoreError) -> Error {
-    encode(e.code(), &e.to_string(), None, Value::Null)
+type Result<T> = std::result::Result<T, Failure>;
+
+pub(crate) fn store_err(e: StoreError) -> Failure {
+    NativeError::new(ErrorClass::MappingPersistence, e.code(), e.to_string())
 }
 
-fn invalid(field: &str, what: &str) -> Error {
-    encode("INVALID_INPUT", &format!("invalid mapping record: {field} {what}"), Some(field), Value::Null)
+fn invalid(field: &str, what: &str) -> Failure {
+    NativeError::invalid(
+        ErrorClass::RequestValidation,
+        "INVALID_INPUT",
+        format!("invalid mapping record: {field} {what}"),
+        field,
+    )
 }
 
 pub(crate) fn to_record(r: Row) -> Result<MappingRecord> {
@@ -129,43 +139,6 @@ pub(crate) fn checked_op(op: BatchOp) -> Result<Op> {
     })
 }
 
-/// An intent record as JS sees it: a launch in flight (`launching`) or one that failed with
-/// its outcome unknown (`failed`).
-#[napi(object)]
-pub struct IntentRecord {
-    /// Router id, `sbx_…`.
-    pub id: String,
-    /// Pool of the current attempt.
-    pub provider_id: String,
-    /// `launching` | `failed`.
-    pub state: String,
-    /// Epoch ms.
-    pub started_at: f64,
-    /// Epoch ms after which the writer's provision has certainly ended.
-    pub expires_at: f64,
-    /// Host name of the writing process.
-    pub owner_host: String,
-    /// Process id of the writing process.
-    pub owner_pid: f64,
-    /// Random session id of the writing router.
-    pub owner_session: String,
-}
-
-impl From<crate::core::sqlite_store::Intent> for IntentRecord {
-    fn from(i: crate::core::sqlite_store::Intent) -> Self {
-        IntentRecord {
-            id: i.id,
-            provider_id: i.provider_id,
-            state: i.state,
-            started_at: i.started_at as f64,
-            expires_at: i.expires_at as f64,
-            owner_host: i.owner_host,
-            owner_pid: i.owner_pid as f64,
-            owner_session: i.owner_session,
-        }
-    }
-}
-
 /// The native half of `SqliteMappingStore`: one file, opened on first use.
 #[napi]
 pub struct NativeSqliteStore {
@@ -176,14 +149,12 @@ pub struct NativeSqliteStore {
 
 impl NativeSqliteStore {
     fn with<T>(&self, f: impl FnOnce(&mut SqliteStore) -> std::result::Result<T, StoreError>) -> Result<T> {
-        guard(|| {
-            let mut slot = self.store.lock().map_err(|_| store_err(StoreError::OpenFailed))?;
-            if slot.is_none() {
-                *slot = Some(SqliteStore::open(&self.path, self.durability).map_err(store_err)?);
-            }
-            let store = slot.as_mut().ok_or_else(|| store_err(StoreError::OpenFailed))?;
-            f(store).map_err(store_err)
-        })
+        let mut slot = self.store.lock().map_err(|_| store_err(StoreError::OpenFailed))?;
+        if slot.is_none() {
+            *slot = Some(SqliteStore::open(&self.path, self.durability).map_err(store_err)?);
+        }
+        let store = slot.as_mut().ok_or_else(|| store_err(StoreError::OpenFailed))?;
+        f(store).map_err(store_err)
     }
 }
 
@@ -202,26 +173,26 @@ impl NativeSqliteStore {
 
     /// Opens the file now (creating and migrating it if needed); returns its schema version.
     #[napi]
-    pub fn open(&self) -> Result<u32> {
-        self.with(|s| s.schema_version().map(|v| v as u32))
+    pub fn open(&self, env: Env) -> napi::Result<u32> {
+        guard(&env, || self.with(|s| s.schema_version().map(|v| v as u32)))
     }
 
     /// The record of `id`, or null.
     #[napi]
-    pub fn get(&self, id: String) -> Result<Option<MappingRecord>> {
-        self.with(|s| s.get(&id))?.map(to_record).transpose()
+    pub fn get(&self, env: Env, id: String) -> napi::Result<Option<MappingRecord>> {
+        guard(&env, || self.with(|s| s.get(&id))?.map(to_record).transpose())
     }
 
     /// Every record, ordered by id, read on the JS thread (see [`sqlite_list`]).
     #[napi]
-    pub fn list(&self) -> Result<Vec<MappingRecord>> {
-        self.with(|s| s.list())?.into_iter().map(to_record).collect()
+    pub fn list(&self, env: Env) -> napi::Result<Vec<MappingRecord>> {
+        guard(&env, || self.with(|s| s.list())?.into_iter().map(to_record).collect())
     }
 
     /// Number of records.
     #[napi]
-    pub fn count(&self) -> Result<u32> {
-        self.with(|s| s.count()).map(|n| n as u32)
+    pub fn count(&self, env: Env) -> napi::Result<u32> {
+        guard(&env, || self.with(|s| s.count()).map(|n| n as u32))
     }
 
     /// Applies a batch of writes (`[{ op: 'put' | 'intent' | 'delete', ... }]`, JSON) in
@@ -229,17 +200,19 @@ impl NativeSqliteStore {
     /// changed a record (for a delete: whether a record existed). Every op is validated
     /// before anything is written.
     #[napi]
-    pub fn apply(&self, ops_json: String) -> Result<Vec<bool>> {
-        let ops: Vec<BatchOp> =
-            serde_json::from_str(&ops_json).map_err(|_| invalid("batch", "is not a list of writes"))?;
-        let ops = ops.into_iter().map(checked_op).collect::<Result<Vec<_>>>()?;
-        self.with(|s| s.apply(&ops))
+    pub fn apply(&self, env: Env, ops_json: String) -> napi::Result<Vec<bool>> {
+        guard(&env, || {
+            let ops: Vec<BatchOp> =
+                serde_json::from_str(&ops_json).map_err(|_| invalid("batch", "is not a list of writes"))?;
+            let ops = ops.into_iter().map(checked_op).collect::<Result<Vec<_>>>()?;
+            self.with(|s| s.apply(&ops))
+        })
     }
 
     /// Every intent, ordered by id.
     #[napi]
-    pub fn intents(&self) -> Result<Vec<IntentRecord>> {
-        Ok(self.with(|s| s.intents())?.into_iter().map(IntentRecord::from).collect())
+    pub fn intents(&self, env: Env) -> napi::Result<Vec<IntentRecord>> {
+        guard(&env, || Ok(self.with(|s| s.intents())?.into_iter().map(IntentRecord::from).collect()))
     }
 
     /// Closes the file (the next operation opens it again).
@@ -253,13 +226,15 @@ impl NativeSqliteStore {
 
 /// Every record of the store file at `path`, read on tokio's blocking pool through a
 /// read-only connection (the file must already be open through a `NativeSqliteStore`).
-#[napi]
-pub async fn sqlite_list(path: String) -> Result<Vec<MappingRecord>> {
-    let rows = tokio::task::spawn_blocking(move || list_file(std::path::Path::new(&path)))
-        .await
-        .map_err(|_| {
-            encode("INTERNAL_ERROR", "internal error in the mapping store (a bug: please report it)", None, Value::Null)
-        })?
-        .map_err(store_err)?;
-    rows.into_iter().map(to_record).collect()
+#[napi(ts_return_type = "Promise<Array<MappingRecord>>")]
+pub fn sqlite_list(env: &Env, path: String) -> napi::Result<PromiseRaw<'_, Vec<MappingRecord>>> {
+    typed_future(env, async move {
+        let rows = own_task(async move {
+            tokio::task::spawn_blocking(move || list_file(std::path::Path::new(&path)).map_err(store_err))
+                .await
+                .unwrap_or_else(|_| Err(crate::binding::error::panicked()))
+        })
+        .await?;
+        rows.into_iter().map(to_record).collect()
+    })
 }

@@ -3,7 +3,7 @@
 //! Why async native calls here, when the SQLite store writes synchronously? A PostgreSQL
 //! call is a network round trip (or several, for an admission): it must not block the JS
 //! thread. Each method runs on napi's tokio runtime and resolves to a typed value; a failure
-//! rejects with an error that encodes only its stable code (`MAPPING_PERSISTENCE_FAILED`
+//! rejects with a typed error that carries only its stable code (`MAPPING_PERSISTENCE_FAILED`
 //! for writes, `MAPPING_READ_FAILED` for reads, `MAPPING_STORE_OPEN_FAILED` /
 //! `MAPPING_STORE_SCHEMA_TOO_NEW` for `open`, `COORDINATOR_UNAVAILABLE` for the ledger).
 //!
@@ -17,16 +17,18 @@
 //! error or value that crosses back carries any of it (the database's own messages, which
 //! may name users or hosts, are dropped in `core::pg_store`).
 
-use crate::binding::{encode, MappingRecord};
-use crate::binding_acquisition::DemandDim;
-use crate::binding_sqlite::{checked_op, to_record, BatchOp, IntentRecord};
+use crate::binding::acquisition::{AdmitVerdict, DemandDim};
+use crate::binding::error::{guard, typed_future, Failure, NativeError};
+use crate::binding::mapping::{IntentRecord, MappingRecord};
+use crate::binding::sqlite::{checked_op, to_record, BatchOp};
+use crate::core::error::ErrorClass;
 use crate::core::pg_store::{PgFailure, PgSettings, PgStore, Verdict};
 use crate::core::pg_tls::{parse_ca, split_sslmode, CaError, TlsMode, TlsSettings, UrlTlsError};
 use crate::core::shared_ledger::Dim;
 use crate::core::sqlite_store::Op;
-use napi::{Error, Result};
+use napi::bindgen_prelude::PromiseRaw;
+use napi::Env;
 use napi_derive::napi;
-use serde_json::Value;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,12 +66,14 @@ pub struct PgSslOptions {
     pub ca: Option<String>,
 }
 
-fn config_err(field: &str, what: &str) -> Error {
-    encode(
+type Result<T> = std::result::Result<T, Failure>;
+
+fn config_err(field: &str, what: &str) -> Failure {
+    NativeError::invalid(
+        ErrorClass::Configuration,
         "INVALID_CONFIGURATION",
-        &format!("invalid PostgresMappingStore options: {field} {what}"),
-        Some(field),
-        Value::Null,
+        format!("invalid PostgresMappingStore options: {field} {what}"),
+        field,
     )
 }
 
@@ -169,30 +173,33 @@ fn config_of(o: PgConnectOptions) -> Result<(Config, TlsSettings)> {
     Ok((config, tls))
 }
 
-fn fail(code: &str, what: &str, f: PgFailure) -> Error {
+fn fail(code: &str, what: &str, f: PgFailure) -> Failure {
+    let class = ErrorClass::MappingPersistence;
     match f {
-        PgFailure::SchemaTooNew(v) => encode(
+        PgFailure::SchemaTooNew(v) => NativeError::new(
+            class,
             "MAPPING_STORE_SCHEMA_TOO_NEW",
-            &format!("the database has mapping schema version {v}, newer than this build knows"),
-            None,
-            Value::Null,
+            format!("the database has mapping schema version {v}, newer than this build knows"),
         ),
-        PgFailure::TimedOut => encode(
-            code,
-            &format!("{what}: the database call did not finish within its deadline"),
-            None,
-            serde_json::json!({ "timedOut": true }),
-        ),
-        PgFailure::Tls => encode(
-            code,
-            &format!(
-                "{what}: the TLS connection failed (the server's certificate is not trusted or not for its host, or the server does not offer TLS)"
-            ),
-            None,
-            serde_json::json!({ "tls": true }),
-        ),
+        PgFailure::TimedOut => {
+            let mut e =
+                NativeError::new(class, code, format!("{what}: the database call did not finish within its deadline"));
+            e.timed_out = Some(true);
+            e
+        }
+        PgFailure::Tls => {
+            let mut e = NativeError::new(
+                class,
+                code,
+                format!(
+                    "{what}: the TLS connection failed (the server's certificate is not trusted or not for its host, or the server does not offer TLS)"
+                ),
+            );
+            e.tls = Some(true);
+            e
+        }
         PgFailure::Failed | PgFailure::Malformed => {
-            encode(code, &format!("{what}: the database call failed"), None, Value::Null)
+            NativeError::new(class, code, format!("{what}: the database call failed"))
         }
     }
 }
@@ -200,15 +207,6 @@ fn fail(code: &str, what: &str, f: PgFailure) -> Error {
 const WRITE: &str = "MAPPING_PERSISTENCE_FAILED";
 const READ: &str = "MAPPING_READ_FAILED";
 const COORDINATOR: &str = "COORDINATOR_UNAVAILABLE";
-
-/// The coordinator's verdict on one admission.
-#[napi(object)]
-pub struct AdmitVerdict {
-    /// The hold's token when admitted.
-    pub token: Option<f64>,
-    /// The first dimension without room when not.
-    pub resource: Option<String>,
-}
 
 /// The native half of `PostgresMappingStore`: a connection pool, the schema, this process's
 /// session in the shared capacity ledger.
@@ -221,16 +219,24 @@ pub struct NativePgStore {
 impl NativePgStore {
     /// A store over `connection` (nothing connects until the first call). `timeoutMs`
     /// bounds every call; `poolSize` connections at most; `leaseMs`: the lease of this
-    /// process's in-flight holds.
+    /// process's in-flight holds. Throws the typed `INVALID_CONFIGURATION` error.
     #[napi(constructor)]
-    pub fn new(connection: PgConnectOptions, timeout_ms: u32, pool_size: u32, lease_ms: u32) -> Result<Self> {
-        let (config, tls) = config_of(connection)?;
-        let settings = PgSettings {
-            timeout: Duration::from_millis(u64::from(timeout_ms.max(1))),
-            pool_size: pool_size.max(1) as usize,
-            lease: Duration::from_millis(u64::from(lease_ms.max(1))),
-        };
-        Ok(NativePgStore { inner: Arc::new(PgStore::new(config, tls, settings)) })
+    pub fn new(
+        env: Env,
+        connection: PgConnectOptions,
+        timeout_ms: u32,
+        pool_size: u32,
+        lease_ms: u32,
+    ) -> napi::Result<Self> {
+        guard(&env, || {
+            let (config, tls) = config_of(connection)?;
+            let settings = PgSettings {
+                timeout: Duration::from_millis(u64::from(timeout_ms.max(1))),
+                pool_size: pool_size.max(1) as usize,
+                lease: Duration::from_millis(u64::from(lease_ms.max(1))),
+            };
+            Ok(NativePgStore { inner: Arc::new(PgStore::new(config, tls, settings)) })
+        })
     }
 
     /// This process's session id in the shared ledger.
@@ -240,121 +246,163 @@ impl NativePgStore {
     }
 
     /// Connects and migrates now; the schema version.
-    #[napi]
-    pub async fn open(&self) -> Result<u32> {
-        let v = self
-            .inner
-            .open()
-            .await
-            .map_err(|f| fail("MAPPING_STORE_OPEN_FAILED", "the mapping store could not be opened", f))?;
-        Ok(v as u32)
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn open<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, u32>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            let v = inner
+                .open()
+                .await
+                .map_err(|f| fail("MAPPING_STORE_OPEN_FAILED", "the mapping store could not be opened", f))?;
+            Ok(v as u32)
+        })
     }
 
     /// One write (`{ op: 'put' | 'intent' | 'delete', ... }`, JSON, validated before
     /// anything is sent). Resolves to whether it changed a record (a delete: whether a
     /// mapping existed).
-    #[napi]
-    pub async fn apply(&self, op_json: String) -> Result<bool> {
-        let op: BatchOp = serde_json::from_str(&op_json).map_err(|_| {
-            encode("INVALID_INPUT", "invalid mapping record: the write is malformed", Some("record"), Value::Null)
-        })?;
-        let what = "the mapping store could not write";
-        match checked_op(op)? {
-            Op::Put(row) => self.inner.put(row).await.map(|_| true).map_err(|f| fail(WRITE, what, f)),
-            Op::Intent(i) => self.inner.put_intent(i).await.map(|_| true).map_err(|f| fail(WRITE, what, f)),
-            Op::Delete(id) => self.inner.delete(id).await.map_err(|f| fail(WRITE, what, f)),
-        }
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn apply<'env>(&self, env: &'env Env, op_json: String) -> napi::Result<PromiseRaw<'env, bool>> {
+        let checked = serde_json::from_str::<BatchOp>(&op_json)
+            .map_err(|_| {
+                NativeError::invalid(
+                    ErrorClass::RequestValidation,
+                    "INVALID_INPUT",
+                    "invalid mapping record: the write is malformed",
+                    "record",
+                )
+            })
+            .and_then(checked_op);
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            let what = "the mapping store could not write";
+            match checked? {
+                Op::Put(row) => inner.put(row).await.map(|_| true).map_err(|f| fail(WRITE, what, f)),
+                Op::Intent(i) => inner.put_intent(i).await.map(|_| true).map_err(|f| fail(WRITE, what, f)),
+                Op::Delete(id) => inner.delete(id).await.map_err(|f| fail(WRITE, what, f)),
+            }
+        })
     }
 
     /// The record of `id`, or null.
-    #[napi]
-    pub async fn get(&self, id: String) -> Result<Option<MappingRecord>> {
-        self.inner
-            .get(id)
-            .await
-            .map_err(|f| fail(READ, "the mapping store could not read", f))?
-            .map(to_record)
-            .transpose()
+    #[napi(ts_return_type = "Promise<MappingRecord | null>")]
+    pub fn get<'env>(&self, env: &'env Env, id: String) -> napi::Result<PromiseRaw<'env, Option<MappingRecord>>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            inner
+                .get(id)
+                .await
+                .map_err(|f| fail(READ, "the mapping store could not read", f))?
+                .map(to_record)
+                .transpose()
+        })
     }
 
     /// Every record, ordered by id.
-    #[napi]
-    pub async fn list(&self) -> Result<Vec<MappingRecord>> {
-        let rows = self.inner.list().await.map_err(|f| fail(READ, "the mapping store could not read", f))?;
-        rows.into_iter().map(to_record).collect()
+    #[napi(ts_return_type = "Promise<Array<MappingRecord>>")]
+    pub fn list<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Vec<MappingRecord>>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            let rows = inner.list().await.map_err(|f| fail(READ, "the mapping store could not read", f))?;
+            rows.into_iter().map(to_record).collect()
+        })
     }
 
     /// Number of records.
-    #[napi]
-    pub async fn count(&self) -> Result<u32> {
-        let n = self.inner.count().await.map_err(|f| fail(READ, "the mapping store could not read", f))?;
-        Ok(n.clamp(0, i64::from(u32::MAX)) as u32)
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn count<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, u32>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            let n = inner.count().await.map_err(|f| fail(READ, "the mapping store could not read", f))?;
+            Ok(n.clamp(0, i64::from(u32::MAX)) as u32)
+        })
     }
 
     /// Every intent record, ordered by id.
-    #[napi]
-    pub async fn intents(&self) -> Result<Vec<IntentRecord>> {
-        let rows = self.inner.intents().await.map_err(|f| fail(READ, "the mapping store could not read", f))?;
-        Ok(rows.into_iter().map(IntentRecord::from).collect())
+    #[napi(ts_return_type = "Promise<Array<IntentRecord>>")]
+    pub fn intents<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Vec<IntentRecord>>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            let rows = inner.intents().await.map_err(|f| fail(READ, "the mapping store could not read", f))?;
+            Ok(rows.into_iter().map(IntentRecord::from).collect())
+        })
     }
 
     /// A read sequence number for the shared ledger, taken before a capacity read starts.
-    #[napi]
-    pub async fn begin_read(&self) -> Result<f64> {
-        let s = self
-            .inner
-            .begin_read()
-            .await
-            .map_err(|f| fail(COORDINATOR, "the capacity coordinator is unavailable", f))?;
-        Ok(s as f64)
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn begin_read<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, f64>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            let s = inner
+                .begin_read()
+                .await
+                .map_err(|f| fail(COORDINATOR, "the capacity coordinator is unavailable", f))?;
+            Ok(s as f64)
+        })
     }
 
     /// Admits one launch on `pool` in the shared ledger (one transaction under the pool's
-    /// row lock). `inflightMs`: how long the hold may stay unsettled.
-    #[napi]
-    pub async fn admit(
+    /// row lock). `holdMs`: how long the hold may stay unsettled.
+    #[napi(ts_return_type = "Promise<AdmitVerdict>")]
+    pub fn admit<'env>(
         &self,
+        env: &'env Env,
         pool: String,
         read_seq: f64,
         dims: Vec<DemandDim>,
-        inflight_ms: f64,
-    ) -> Result<AdmitVerdict> {
+        hold_ms: f64,
+    ) -> napi::Result<PromiseRaw<'env, AdmitVerdict>> {
         let dims: Vec<Dim> = dims
             .into_iter()
             .map(|d| Dim { resource: d.resource, used: d.used, limit: d.limit, need: d.need })
             .collect();
-        let inflight_ms = if inflight_ms.is_finite() && inflight_ms > 0.0 { inflight_ms } else { 60_000.0 };
-        let v = self
-            .inner
-            .admit(pool, read_seq as i64, dims, inflight_ms)
-            .await
-            .map_err(|f| fail(COORDINATOR, "the capacity coordinator is unavailable", f))?;
-        Ok(match v {
-            Verdict::Admitted(t) => AdmitVerdict { token: Some(t as f64), resource: None },
-            Verdict::Exhausted(r) => AdmitVerdict { token: None, resource: Some(r) },
+        let hold_ms = if hold_ms.is_finite() && hold_ms > 0.0 { hold_ms } else { 60_000.0 };
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            let v = inner
+                .admit(pool, read_seq as i64, dims, hold_ms)
+                .await
+                .map_err(|f| fail(COORDINATOR, "the capacity coordinator is unavailable", f))?;
+            Ok(match v {
+                Verdict::Admitted(t) => AdmitVerdict { token: Some(t as f64), resource: None },
+                Verdict::Exhausted(r) => AdmitVerdict { token: None, resource: Some(r) },
+            })
         })
     }
 
     /// Settles a hold (see `core::pg_store::PgStore::settle`). Resolves to whether it was
     /// written now (false: kept and retried with the lease renewal).
-    #[napi]
-    pub async fn settle(&self, token: f64, allocated: bool, ttl_ms: f64) -> Result<bool> {
-        Ok(self.inner.settle(token as i64, allocated, ttl_ms as i64).await.is_ok())
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn settle<'env>(
+        &self,
+        env: &'env Env,
+        token: f64,
+        allocated: bool,
+        ttl_ms: f64,
+    ) -> napi::Result<PromiseRaw<'env, bool>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move { Ok(inner.settle(token as i64, allocated, ttl_ms as i64).await.is_ok()) })
     }
 
     /// Unexpired holds of `pool`, every process's (for tests and dashboards).
-    #[napi]
-    pub async fn held(&self, pool: String) -> Result<u32> {
-        let n =
-            self.inner.held(pool).await.map_err(|f| fail(COORDINATOR, "the capacity coordinator is unavailable", f))?;
-        Ok(n.clamp(0, i64::from(u32::MAX)) as u32)
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn held<'env>(&self, env: &'env Env, pool: String) -> napi::Result<PromiseRaw<'env, u32>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            let n =
+                inner.held(pool).await.map_err(|f| fail(COORDINATOR, "the capacity coordinator is unavailable", f))?;
+            Ok(n.clamp(0, i64::from(u32::MAX)) as u32)
+        })
     }
 
     /// Ends this process's session (its in-flight holds are released) and closes idle
     /// connections.
-    #[napi]
-    pub async fn close(&self) -> Result<()> {
-        self.inner.close().await;
-        Ok(())
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn close<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            inner.close().await;
+            Ok(())
+        })
     }
 }

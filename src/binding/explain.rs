@@ -9,7 +9,10 @@
 //! into a bounded table that JS mirrors, so each distinct text crosses once. `lib/explain.js`
 //! builds the documented objects from them, naming pools by the ids JS already holds.
 
-use crate::binding::{encode, guard, registry_by_key, request_by_key, RouteExtras};
+use crate::binding::error::{guard, internal};
+use crate::binding::registry::{HealthView, NativeRegistry, Question, RegistryInner, RouteExtras};
+use crate::binding::request::CompiledRequest;
+use crate::binding::router::NativeRouter;
 use crate::core::explain::{interned_summary, weights, write_compact};
 use crate::core::reasons::Reason;
 use crate::core::registry::InternedDecision;
@@ -19,7 +22,6 @@ use napi::bindgen_prelude::{Array, Float64ArraySlice, Uint32ArraySlice};
 use napi::Env;
 use napi::Result;
 use napi_derive::napi;
-use serde_json::Value;
 use std::cell::RefCell;
 
 /// Positions of the header at the start of `ints` (the decision follows at
@@ -86,38 +88,37 @@ pub fn explain_vocabulary() -> ExplainVocabulary {
     }
 }
 
-/// Explains the decision for compiled request `request_key` over registry `registry_key`
-/// (every pool: rank, score and breakdown, or every rejection reason). Writes the header
-/// and the numbers into `ints` and `floats` (layout: `core::explain::layout`, after the
-/// header) and returns the texts the caller's table lacks, if any (see `header`). When a buffer is
-/// too small, writes only the header (`fits` 0 and the sizes needed, header included).
+/// Explains the decision for `request` over `registry` (every pool: rank, score and
+/// breakdown, or every rejection reason), with `router`'s health and capacity order when
+/// given (`routeProviders` has no router). Writes the header and the numbers into `ints`
+/// and `floats` (layout: `core::explain::layout`, after the header) and returns the texts
+/// the caller's table lacks, if any (see `header`). When a buffer is too small, writes only
+/// the header (`fits` 0 and the sizes needed, header included).
 #[napi(ts_return_type = "string[] | undefined")]
-#[allow(clippy::too_many_arguments, reason = "a napi entry point: flat typed arguments cross the seam cheapest")]
+#[allow(clippy::too_many_arguments, reason = "a napi entry point: flat typed arguments")]
 pub fn explain_decision<'env>(
     env: &'env Env,
-    registry_key: u32,
-    request_key: u32,
+    registry: &NativeRegistry,
+    request: &CompiledRequest,
     detached: bool,
     extras: Option<RouteExtras>,
     mut ints: Uint32ArraySlice<'_>,
     mut floats: Float64ArraySlice<'_>,
-    health: Option<u32>,
+    router: Option<&NativeRouter>,
     now: Option<f64>,
 ) -> Result<Option<Array<'env>>> {
-    guard(|| {
+    guard(env, || {
         // SAFETY: JavaScript cannot run during this synchronous call, so nothing else
         // touches the buffers while we write; `lib/explain.js` lends two distinct
         // ArrayBuffers (a Uint32Array and a Float64Array of its own), so the two slices
         // never alias. Nothing keeps the slices beyond this call.
         let (ints, floats) = unsafe { (ints.as_mut(), floats.as_mut()) };
         if ints.len() < HEADER_INTS || floats.len() < HEADER_FLOATS {
-            return Err(encode("INTERNAL_ERROR", "internal error: explanation buffers too small", None, Value::Null));
+            return Err(internal("(the explanation buffers are too small)"));
         }
         let (their_generation, their_texts) = (ints[header::GENERATION], ints[header::TEXTS] as usize);
-        let inner = registry_by_key(registry_key)?;
-        let req = request_by_key(request_key)?;
-        let health = crate::binding_health::health_by_key(health);
-        let mut inner = inner.borrow_mut();
+        let req = &request.req;
+        let mut inner = registry.inner.borrow_mut();
         SCRATCH.with(|scratch| {
             let scratch = &mut *scratch.borrow_mut();
             let (texts, generation) = (&mut scratch.0, &mut scratch.1);
@@ -129,11 +130,17 @@ pub fn explain_decision<'env>(
                 if their_generation == *generation && their_texts <= texts.details.len() { their_texts } else { 0 };
             // The decision borrows the registry's pools: it is written out before they are
             // released.
-            let summary = crate::binding::with_health(&mut inner, health.as_ref(), now, |inner, h| {
-                let d = inner.decide_interned(&req, detached, extras.as_ref(), texts, h)?;
-                let fits = answer(&d, texts, &req, ints, floats);
-                Ok::<_, napi::Error>(fits.then(|| interned_summary(&d, texts)))
-            })?;
+            let mut decide = |inner: &mut RegistryInner, health: Option<&HealthView<'_>>| {
+                let provider_order = router.and_then(|r| r.core.provider_order());
+                let q = Question { req, detached, extras: extras.as_ref(), provider_order, health };
+                let d = inner.decide_interned(&q, texts);
+                let fits = answer(&d, texts, req, ints, floats);
+                fits.then(|| interned_summary(&d, texts))
+            };
+            let summary = match router {
+                Some(r) => r.core.view(&mut inner, now, decide),
+                None => decide(&mut inner, None),
+            };
             if let Some(summary) = summary {
                 ints[header::SUMMARY] = texts.details.intern(&summary);
             }
@@ -145,9 +152,9 @@ pub fn explain_decision<'env>(
             if fresh.is_empty() {
                 return Ok(None);
             }
-            let mut out = env.create_array(fresh.len() as u32)?;
+            let mut out = env.create_array(fresh.len() as u32).map_err(|_| internal("(an array could not be made)"))?;
             for (i, t) in fresh.iter().enumerate() {
-                out.set(i as u32, t.as_str())?;
+                out.set(i as u32, t.as_str()).map_err(|_| internal("(an array could not be filled)"))?;
             }
             Ok(Some(out))
         })

@@ -6,40 +6,110 @@
 //! read runs on napi's tokio runtime (HTTP and JSON parsing off the JS thread) inside a
 //! spawned task under `tokio::time::timeout`; on expiry the read future is dropped, which
 //! drops the in-flight request and closes its connection, so a slow provider is really
-//! cancelled, not just ignored. The only rejection is a caught panic (a bug), encoded as
-//! `INTERNAL_ERROR` like `binding.rs`'s `guard` does, without the panic's payload.
+//! cancelled, not just ignored. The only rejection is a caught panic (a bug): a typed
+//! `INTERNAL_ERROR`, without the panic's payload (`error::typed_future`).
 //!
 //! The API key crosses the seam as an argument and is only ever used as a header value; it
 //! never appears in a result or an error.
 
-use crate::binding::guard;
+use crate::binding::error::{guard, typed_future, Failure, NativeError};
 use crate::core::capacity::{Measurement, UnknownReason};
+use crate::core::error::ErrorClass;
 use crate::core::json::FieldError;
 use crate::readers;
 use crate::readers::daytona_summary::{
     inventory_items, parse_daytona_capacity_limits as parse_limits, parse_summary_options,
     summarize_daytona_capacity as summarize,
 };
-use napi::{Error, Result};
+use napi::bindgen_prelude::PromiseRaw;
+use napi::Env;
 use napi_derive::napi;
 use serde_json::Value;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-fn encode(code: &str, message: &str, field: Option<&str>) -> Error {
-    crate::binding::encode(code, message, field, Value::Null)
+fn invalid(e: FieldError) -> Failure {
+    NativeError::invalid(
+        ErrorClass::RequestValidation,
+        "INVALID_INPUT",
+        format!("invalid input: {} {}", e.field, e.expectation),
+        e.field,
+    )
 }
 
-fn internal() -> Error {
-    encode("INTERNAL_ERROR", "internal error in the native capacity readers (a bug: please report it)", None)
+fn parse_json(text: &str, field: &str) -> Result<Value, Failure> {
+    serde_json::from_str(text).map_err(|_| {
+        NativeError::invalid(
+            ErrorClass::RequestValidation,
+            "INVALID_INPUT",
+            format!("invalid input: {field} is not JSON"),
+            field,
+        )
+    })
 }
 
-fn invalid(e: FieldError) -> Error {
-    encode("INVALID_INPUT", &format!("invalid input: {} {}", e.field, e.expectation), Some(&e.field))
+/// One measured dimension, as readers report it.
+#[napi(object)]
+pub struct ResourceRecord {
+    /// `cpu`, `memory`, `disk`, `sandboxes` (or a custom reader's name).
+    pub resource: String,
+    /// Account-wide usage.
+    pub used: f64,
+    /// The verified limit.
+    pub limit: f64,
+    /// `vCPU`, `MiB`, `sandboxes`.
+    pub unit: String,
+    /// `limit - used` (negative when over quota).
+    pub headroom: f64,
+    /// The pool's allocation per launch.
+    pub required: f64,
 }
 
-fn parse_json(text: &str, field: &str) -> Result<Value> {
-    serde_json::from_str(text)
-        .map_err(|_| encode("INVALID_INPUT", &format!("invalid input: {field} is not JSON"), Some(field)))
+/// A capacity measurement, as readers report it and `router.getCapacity()` returns it:
+/// `{ status: 'known', resources }` or `{ status: 'unknown', reason }`.
+#[napi(object)]
+pub struct MeasurementRecord {
+    /// `known` or `unknown`.
+    pub status: String,
+    /// Why nothing trustworthy could be said (`unknown` only).
+    pub reason: Option<String>,
+    /// Every configured dimension (`known` only).
+    pub resources: Option<Vec<ResourceRecord>>,
+}
+
+impl From<Measurement> for MeasurementRecord {
+    fn from(m: Measurement) -> Self {
+        match m {
+            Measurement::Known(rs) => MeasurementRecord {
+                status: "known".to_string(),
+                reason: None,
+                resources: Some(
+                    rs.into_iter()
+                        .map(|r| ResourceRecord {
+                            resource: r.resource,
+                            used: r.used,
+                            limit: r.limit,
+                            unit: r.unit,
+                            headroom: r.headroom,
+                            required: r.required,
+                        })
+                        .collect(),
+                ),
+            },
+            Measurement::Unknown(reason) => MeasurementRecord {
+                status: "unknown".to_string(),
+                reason: Some(reason.code().to_string()),
+                resources: None,
+            },
+        }
+    }
+}
+
+/// Validates a capacity measurement (any reader's answer, serialized once as JSON text)
+/// strictly; anything malformed is `{ status: 'unknown', reason: 'MALFORMED' }`.
+#[napi]
+pub fn validate_measurement(measurement_json: String) -> MeasurementRecord {
+    let v = serde_json::from_str::<Value>(&measurement_json).unwrap_or(Value::Null);
+    crate::core::capacity::validate(&v).into()
 }
 
 fn now_ms() -> f64 {
@@ -53,13 +123,18 @@ fn now_ms() -> f64 {
 /// pageSize? }` (memory/disk in GiB). `timeout_ms`: the read's deadline; on expiry the HTTP
 /// request is cancelled and the answer is `unknown: TIMEOUT`.
 ///
-/// Resolves to the measurement JSON: `{"status":"known","resources":[…]}` or
-/// `{"status":"unknown","reason":"…"}`. Rejects only on an internal bug (`INTERNAL_ERROR`).
-#[napi]
-pub async fn read_capacity(kind: String, config_json: String, api_key: String, timeout_ms: u32) -> Result<String> {
+/// Resolves to the measurement: `{ status: 'known', resources }` or `{ status: 'unknown',
+/// reason }`. Rejects only on an internal bug (`INTERNAL_ERROR`).
+#[napi(ts_return_type = "Promise<MeasurementRecord>")]
+pub fn read_capacity<'env>(
+    env: &'env Env,
+    kind: String,
+    config_json: String,
+    api_key: String,
+    timeout_ms: u32,
+) -> napi::Result<PromiseRaw<'env, MeasurementRecord>> {
     let deadline = Duration::from_millis(u64::from(timeout_ms));
-    let m = contain(async move { read_with_deadline(&kind, &config_json, &api_key, deadline).await }).await?;
-    Ok(m.to_json().to_string())
+    typed_future(env, async move { Ok(read_with_deadline(&kind, &config_json, &api_key, deadline).await.into()) })
 }
 
 /// One read under a deadline; on expiry the read future (and its HTTP request) is dropped.
@@ -70,15 +145,6 @@ async fn read_with_deadline(kind: &str, config_json: &str, api_key: &str, deadli
     tokio::time::timeout(deadline, readers::read(kind, &config, api_key))
         .await
         .unwrap_or(Measurement::Unknown(UnknownReason::Timeout))
-}
-
-/// Runs `f` as its own task so that a panic inside it becomes `INTERNAL_ERROR` (payload
-/// dropped) instead of unwinding across the FFI boundary.
-async fn contain<F>(f: F) -> Result<Measurement>
-where
-    F: std::future::Future<Output = Measurement> + Send + 'static,
-{
-    tokio::spawn(f).await.map_err(|_| internal())
 }
 
 /// One stamped sandbox found by [`find_stamped`].
@@ -107,26 +173,33 @@ pub struct FindResult {
 /// other kinds answer `NOT_SUPPORTED`). `config_json` as for [`read_capacity`] (limits are
 /// ignored). On expiry of `timeout_ms` the HTTP is cancelled and the answer is `TIMEOUT`.
 /// Never rejects for provider problems; only a caught panic rejects (`INTERNAL_ERROR`).
-#[napi]
-pub async fn find_stamped(
+#[napi(ts_return_type = "Promise<FindResult>")]
+pub fn find_stamped<'env>(
+    env: &'env Env,
     kind: String,
     config_json: String,
     api_key: String,
     fleet: String,
     timeout_ms: u32,
-) -> Result<FindResult> {
+) -> napi::Result<PromiseRaw<'env, FindResult>> {
     let deadline = Duration::from_millis(u64::from(timeout_ms));
-    let outcome = tokio::spawn(async move {
-        let Ok(config) = serde_json::from_str::<Value>(&config_json) else {
-            return Err(UnknownReason::Malformed);
-        };
-        tokio::time::timeout(deadline, readers::find::find(&kind, &config, &api_key, &fleet))
+    typed_future(env, async move { Ok(find_with_deadline(&kind, &config_json, &api_key, &fleet, deadline).await) })
+}
+
+async fn find_with_deadline(
+    kind: &str,
+    config_json: &str,
+    api_key: &str,
+    fleet: &str,
+    deadline: Duration,
+) -> FindResult {
+    let outcome = match serde_json::from_str::<Value>(config_json) {
+        Err(_) => Err(UnknownReason::Malformed),
+        Ok(config) => tokio::time::timeout(deadline, readers::find::find(kind, &config, api_key, fleet))
             .await
-            .unwrap_or(Err(UnknownReason::Timeout))
-    })
-    .await
-    .map_err(|_| internal())?;
-    Ok(match outcome {
+            .unwrap_or(Err(UnknownReason::Timeout)),
+    };
+    match outcome {
         Ok(items) => FindResult {
             reason: None,
             items: items
@@ -139,45 +212,50 @@ pub async fn find_stamped(
                 .collect(),
         },
         Err(reason) => FindResult { reason: Some(reason.code().to_string()), items: Vec::new() },
-    })
+    }
 }
 
 /// Strictly parses Daytona limits `{ cpu?, memory?, disk? }` (vCPU; GiB for memory/disk):
 /// finite numbers > 0, no unknown keys, at least one. Returns
-/// `{"cpu","memoryMiB","diskMiB","provided"}` as JSON; throws an encoded `INVALID_INPUT`
-/// naming the field.
+/// `{"cpu","memoryMiB","diskMiB","provided"}` as JSON; throws the typed `INVALID_INPUT`
+/// error naming the field.
 #[napi]
-pub fn parse_daytona_capacity_limits(limits_json: String) -> Result<String> {
-    guard(|| {
-        let v = parse_json(&limits_json, "limits")?;
-        Ok(parse_limits(&v).map_err(invalid)?.to_json().to_string())
-    })
+pub fn parse_daytona_capacity_limits(env: Env, limits_json: String) -> napi::Result<String> {
+    guard(&env, || limits_of(&limits_json))
+}
+
+fn limits_of(limits_json: &str) -> Result<String, Failure> {
+    let v = parse_json(limits_json, "limits")?;
+    Ok(parse_limits(&v).map_err(invalid)?.to_json().to_string())
 }
 
 /// Display summary of a Daytona inventory (array of sandboxes or a list page with `items`),
 /// against optional limits in the `parse_daytona_capacity_limits` input form (`null` for
 /// none), with options `{ warningRatio? (0.8), criticalRatio? (0.95), now?, idleAfterMs?
-/// (1800000), idleListLimit? (100) }`. Returns the summary JSON; throws an encoded
-/// `INVALID_INPUT` for invalid limits/options. Not used for admission
+/// (1800000), idleListLimit? (100) }`. Returns the summary JSON; throws the typed
+/// `INVALID_INPUT` error for invalid limits/options. Not used for admission
 /// (`provisioningCheck: "not_covered"`).
 #[napi]
 pub fn summarize_daytona_capacity(
+    env: Env,
     items_json: String,
     limits_json: String,
     options_json: Option<String>,
-) -> Result<String> {
-    guard(|| {
-        let items_value = parse_json(&items_json, "items")?;
-        let items = inventory_items(&items_value).map_err(invalid)?;
-        let limits_value = parse_json(&limits_json, "limits")?;
-        let limits = match limits_value {
-            Value::Null => None,
-            ref v => Some(parse_limits(v).map_err(invalid)?),
-        };
-        let options_value = options_json.as_deref().map(|t| parse_json(t, "options")).transpose()?;
-        let options = parse_summary_options(options_value.as_ref(), now_ms()).map_err(invalid)?;
-        Ok(summarize(items, limits.as_ref(), &options).to_string())
-    })
+) -> napi::Result<String> {
+    guard(&env, || summary_of(&items_json, &limits_json, options_json.as_deref()))
+}
+
+fn summary_of(items_json: &str, limits_json: &str, options_json: Option<&str>) -> Result<String, Failure> {
+    let items_value = parse_json(items_json, "items")?;
+    let items = inventory_items(&items_value).map_err(invalid)?;
+    let limits_value = parse_json(limits_json, "limits")?;
+    let limits = match limits_value {
+        Value::Null => None,
+        ref v => Some(parse_limits(v).map_err(invalid)?),
+    };
+    let options_value = options_json.map(|t| parse_json(t, "options")).transpose()?;
+    let options = parse_summary_options(options_value.as_ref(), now_ms()).map_err(invalid)?;
+    Ok(summarize(items, limits.as_ref(), &options).to_string())
 }
 
 #[cfg(test)]
@@ -188,14 +266,6 @@ mod tests {
 
     fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap()
-    }
-
-    #[test]
-    fn a_panicking_read_becomes_an_encoded_internal_error() {
-        let err = runtime().block_on(contain(async { panic!("deliberate panic with sk_canary") })).unwrap_err();
-        let v: Value = serde_json::from_str(&err.reason).unwrap();
-        assert_eq!(v["code"], "INTERNAL_ERROR");
-        assert!(!err.reason.contains("sk_canary"));
     }
 
     #[test]
@@ -236,11 +306,10 @@ mod tests {
     }
 
     #[test]
-    fn display_helpers_encode_field_errors() {
-        let err = parse_daytona_capacity_limits(r#"{"cpu": "10"}"#.into()).unwrap_err();
-        let v: Value = serde_json::from_str(&err.reason).unwrap();
-        assert_eq!((v["code"].as_str(), v["field"].as_str()), (Some("INVALID_INPUT"), Some("limits.cpu")));
-        let ok = summarize_daytona_capacity("[]".into(), "null".into(), Some(r#"{"now": 0}"#.into())).unwrap();
+    fn display_helpers_name_the_field_of_their_typed_errors() {
+        let err = limits_of(r#"{"cpu": "10"}"#).err().unwrap();
+        assert_eq!((err.code.as_str(), err.field.as_deref()), ("INVALID_INPUT", Some("limits.cpu")));
+        let ok = summary_of("[]", "null", Some(r#"{"now": 0}"#)).unwrap();
         let v: Value = serde_json::from_str(&ok).unwrap();
         assert_eq!(v["generatedAt"], "1970-01-01T00:00:00.000Z");
         assert_eq!(v["provisioningCheck"], "not_covered");

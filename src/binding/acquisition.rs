@@ -1,0 +1,716 @@
+//! napi glue for the acquisition machine (`core::acquisition`): typed steps, outcomes,
+//! events, intents and failures; nothing is decided here.
+//!
+//! The JS provision loop (`lib/provision.js`) begins a machine ([`begin_acquisition`]),
+//! performs each step it is told (a capacity read, a launch), reports each outcome with one
+//! synchronous call, and ends the machine exactly once, when the provision has settled
+//! ([`acquisition_end`]): while it lives, `reconcile` sees its sandbox id as in flight.
+//!
+//! Why integer keys and not a napi object per provision? A provision makes a handful of
+//! calls to its machine; a free function taking an integer costs a fraction of a method
+//! call on a wrapped object, and no JS object is made per provision.
+
+use crate::binding::error::{contained, guard, internal, AttemptRecord, Failure, NativeError, SkipRecord};
+use crate::binding::ids::next_sandbox_id;
+use crate::binding::mapping::{write_record, IntentRecord};
+use crate::binding::registry::{NativeRegistry, Question, RegistryInner, RouteExtras};
+use crate::binding::request::{labels_from, CompiledRequest};
+use crate::binding::router::{instant, NativeRouter, RouterCore};
+use crate::core::acquisition::{settle_window_ms, Acquisition, CapacityPlan, Event, SharedVerdict, Step};
+use crate::core::capacity::{validate, Ledger};
+use crate::core::clock::{iso8601_millis, now_millis};
+use crate::core::failure::{failure_of, Rejections};
+use crate::core::health::{Health, Transition};
+use crate::core::ids::SandboxKey;
+use napi::bindgen_prelude::{Either, Uint32ArraySlice};
+use napi::Env;
+use napi_derive::napi;
+use serde_json::Value;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// What the JS side must do next: `step[0]` (a numeric enum: it crosses once per step, in
+/// the buffer the JS side lends).
+#[napi]
+#[derive(Clone, Copy)]
+pub enum StepKind {
+    /// Launch on the pool in `step[1]`, then report the outcome.
+    Launch = 0,
+    /// Read that pool's capacity, then report it (`acquisitionAdmit`).
+    Admit = 1,
+    /// Over: `acquisitionFailure` says how, unless it succeeded.
+    Done = 2,
+}
+
+/// One provision's acquisition in flight.
+struct Entry {
+    /// The provision's sandbox id, stamped on its launches and named by its record.
+    id: SandboxKey,
+    machine: Acquisition,
+    router: Rc<RouterCore>,
+    /// The registry it routed on (pool ids).
+    registry: Rc<RefCell<RegistryInner>>,
+    /// The request's caller labels (validated), for the mapping record.
+    labels: Arc<Vec<(String, String)>>,
+    /// The pool of the last launch or admission step.
+    pool: usize,
+    timeout_ms: u64,
+    detached: bool,
+}
+
+impl Entry {
+    /// Reports an outcome: sets the clock (`now`, ms), runs `f` with the in-process ledger
+    /// (None without one, or when a coordinator keeps the holds), then records the launch's
+    /// outcome in the router's health.
+    fn report<T>(&mut self, now: Option<f64>, f: impl FnOnce(&mut Acquisition, Option<&mut Ledger>) -> T) -> T {
+        let router = self.router.clone();
+        if router.health.is_some() {
+            self.machine.set_now(instant(now));
+        }
+        let out = match router.capacity.as_ref().filter(|c| !c.coordinated) {
+            Some(c) => f(&mut self.machine, Some(&mut c.ledger.borrow_mut())),
+            None => f(&mut self.machine, None),
+        };
+        if let Some(h) = &router.health {
+            self.machine.report_health(&mut h.borrow_mut());
+        }
+        out
+    }
+
+    /// Runs `f` with the router's health, its clock set to `now`.
+    fn with_health<T>(&mut self, now: Option<f64>, f: impl FnOnce(&mut Acquisition, Option<&mut Health>) -> T) -> T {
+        let router = self.router.clone();
+        match &router.health {
+            Some(h) => {
+                self.machine.set_now(instant(now));
+                f(&mut self.machine, Some(&mut h.borrow_mut()))
+            }
+            None => f(&mut self.machine, None),
+        }
+    }
+
+    fn pool_id(&self, pool: usize) -> String {
+        self.registry.borrow().pool_id(pool).to_string()
+    }
+}
+
+/// Acquisitions in flight, by key; `ids` indexes their sandbox ids (`reconcile` asks
+/// whether a stamped sandbox without a record is still being made).
+#[derive(Default)]
+struct Machines {
+    items: Vec<Option<Entry>>,
+    free: Vec<u32>,
+    ids: rustc_hash::FxHashSet<SandboxKey>,
+}
+
+thread_local! {
+    static MACHINES: RefCell<Machines> = RefCell::new(Machines::default());
+}
+
+fn insert(entry: Entry) -> u32 {
+    MACHINES.with(|m| {
+        let mut m = m.borrow_mut();
+        m.ids.insert(entry.id);
+        match m.free.pop() {
+            Some(k) => {
+                m.items[k as usize] = Some(entry);
+                k
+            }
+            None => {
+                m.items.push(Some(entry));
+                (m.items.len() - 1) as u32
+            }
+        }
+    })
+}
+
+fn with<T>(key: u32, f: impl FnOnce(&mut Entry) -> T) -> Result<T, Failure> {
+    MACHINES.with(|m| match m.borrow_mut().items.get_mut(key as usize).and_then(Option::as_mut) {
+        Some(e) => Ok(f(e)),
+        None => Err(internal("(an unknown acquisition key)")),
+    })
+}
+
+/// Starts a provision's acquisition: validates the labels (the request's own check comes
+/// first), routes (with `extras`: credential readiness and the resolver's answers; under
+/// the router's capacity policy, every candidate in its order), creates the machine and
+/// writes its first step into `step` (`[StepKind, pool, machine key]`). Returns the
+/// sandbox id: `id` when given (made earlier, because callbacks before this call name it),
+/// else a fresh one. Throws the typed `INVALID_REQUEST` / `NO_ELIGIBLE_PROVIDER` error,
+/// which names that id. The caller ends the machine with `acquisitionEnd`.
+#[napi]
+#[allow(clippy::too_many_arguments, reason = "a napi entry point on the provision path: flat typed arguments")]
+pub fn begin_acquisition(
+    env: Env,
+    router: &NativeRouter,
+    registry: &NativeRegistry,
+    request: &CompiledRequest,
+    detached: bool,
+    labels_json: Option<String>,
+    extras: Option<RouteExtras>,
+    id: Option<String>,
+    step: Uint32ArraySlice<'_>,
+    now: Option<f64>,
+) -> napi::Result<String> {
+    guard(&env, || {
+        let id = match id {
+            Some(id) => id,
+            None => next_sandbox_id()?,
+        };
+        let key = SandboxKey::parse_checked(&id)?;
+        let mut begun = begin(&router.core, &registry.inner, request, detached, labels_json, extras.as_ref(), key, now);
+        if let Err(e) = &mut begun {
+            e.sandbox_id = Some(id.clone());
+        }
+        let machine = begun?;
+        step_into(machine, step)?;
+        Ok(id)
+    })
+}
+
+#[allow(clippy::too_many_arguments, reason = "the arguments of begin_acquisition")]
+fn begin(
+    router: &Rc<RouterCore>,
+    registry: &Rc<RefCell<RegistryInner>>,
+    request: &CompiledRequest,
+    detached: bool,
+    labels_json: Option<String>,
+    extras: Option<&RouteExtras>,
+    id: SandboxKey,
+    now: Option<f64>,
+) -> Result<u32, Failure> {
+    let labels = labels_json.as_deref().map(labels_from).transpose()?.unwrap_or_default();
+    let req = &request.req;
+    let mut inner = registry.borrow_mut();
+    // Capacity skips consume no attempt, so capacity routing needs every candidate.
+    let limit = if router.capacity.is_some() { None } else { Some(req.max_attempts as usize) };
+    let (order, tracking) = router.view(&mut inner, now, |inner, health| {
+        let q = Question { req, detached, extras, provider_order: router.provider_order(), health };
+        inner.candidates(&q, limit).map(|order| (order, health.map(|h| (h.slots.clone(), h.now))))
+    })?;
+    let plan = router.capacity.as_ref().map(|c| CapacityPlan {
+        need: req.resources,
+        readers: inner.readers.clone(),
+        ledger_pools: inner.registry.pools().iter().map(|p| c.ledger_key(&p.id)).collect(),
+    });
+    drop(inner);
+    let mut machine = Acquisition::new(order, req.max_attempts as usize, req.fallback_allowed, plan, router.observe);
+    if let Some((slots, now)) = tracking {
+        machine.track(slots, now);
+    }
+    Ok(insert(Entry {
+        id,
+        machine,
+        router: router.clone(),
+        registry: registry.clone(),
+        labels: Arc::new(labels),
+        pool: 0,
+        timeout_ms: req.acquisition_timeout_ms,
+        detached,
+    }))
+}
+
+/// What to do now, written into `step`: `step[0]` the [`StepKind`], `step[1]` the pool
+/// (registration index) it concerns.
+#[napi]
+pub fn acquisition_step(env: Env, key: u32, step: Uint32ArraySlice<'_>) -> napi::Result<()> {
+    guard(&env, || step_into(key, step))
+}
+
+/// Takes the machine's next step and writes it into `step` (and the key into `step[2]`).
+fn step_into(key: u32, mut step: Uint32ArraySlice<'_>) -> Result<(), Failure> {
+    let (kind, pool) = with(key, |e| {
+        let router = e.router.clone();
+        let mut ledger = router.capacity.as_ref().map(|c| c.ledger.borrow_mut());
+        let mut health = router.health.as_ref().map(|h| h.borrow_mut());
+        let next = e.machine.next_with(ledger.as_deref_mut(), health.as_deref_mut());
+        match next {
+            Step::Admit(pool) => {
+                e.pool = pool;
+                (StepKind::Admit, pool as u32)
+            }
+            Step::Launch(pool) => {
+                e.pool = pool;
+                (StepKind::Launch, pool as u32)
+            }
+            Step::Done => (StepKind::Done, 0),
+        }
+    })?;
+    // SAFETY: JavaScript cannot run during this synchronous call, so nothing else touches
+    // the buffer while we write, and nothing keeps the slice beyond it.
+    let out = unsafe { step.as_mut() };
+    if out.len() < 3 {
+        return Err(internal("(the step buffer is too small)"));
+    }
+    out[0] = kind as u32;
+    out[1] = pool;
+    out[2] = key;
+    Ok(())
+}
+
+/// Reports the current candidate's capacity read: the reader's answer as JSON text
+/// (serialized once), validated strictly here; anything malformed is `unknown: MALFORMED`.
+/// `now`: the router's injected clock (ms); omitted, the wall clock.
+#[napi]
+pub fn acquisition_admit(env: Env, key: u32, measurement_json: String, now: Option<f64>) -> napi::Result<()> {
+    guard(&env, || {
+        let m = validate(&serde_json::from_str::<Value>(&measurement_json).unwrap_or(Value::Null));
+        with(key, |e| {
+            let router = e.router.clone();
+            if let Some(c) = &router.capacity {
+                e.with_health(now, |machine, health| machine.admit_with(&mut c.ledger.borrow_mut(), &m, health));
+            }
+        })
+    })
+}
+
+/// One dimension of a measurement with this request's need: what a shared coordinator
+/// decides on.
+#[napi(object)]
+pub struct DemandDim {
+    /// `cpu`, `memory`, `disk`, `sandboxes`, …
+    pub resource: String,
+    /// Reported usage.
+    pub used: f64,
+    /// Account limit.
+    pub limit: f64,
+    /// `max(configured demand, request need)`.
+    pub need: f64,
+}
+
+/// What to ask a shared coordinator for one admission.
+#[napi(object)]
+pub struct Demand {
+    /// The pool's id.
+    pub provider_id: String,
+    /// The dimensions to decide on.
+    pub dims: Vec<DemandDim>,
+    /// How long the hold may stay unsettled, ms (the launch's settle window: its deadline,
+    /// the mapping write and slack; see `core::acquisition::settle_window_ms`).
+    pub hold_ms: f64,
+}
+
+/// Under a shared coordinator, step one of an admission: the measurement (JSON text,
+/// validated here) as what to ask the coordinator, or null when the machine skipped the
+/// pool already (an unknown or malformed measurement).
+#[napi]
+pub fn acquisition_demand(
+    env: Env,
+    key: u32,
+    measurement_json: String,
+    now: Option<f64>,
+) -> napi::Result<Option<Demand>> {
+    guard(&env, || {
+        let m = validate(&serde_json::from_str::<Value>(&measurement_json).unwrap_or(Value::Null));
+        with(key, |e| {
+            let hold_ms = settle_window_ms(e.timeout_ms, e.router.callback_timeout_ms) as f64;
+            let provider_id = e.pool_id(e.pool);
+            e.with_health(now, |machine, health| machine.shared_demand(&m, health)).map(|dims| Demand {
+                provider_id,
+                dims: dims
+                    .into_iter()
+                    .map(|d| DemandDim { resource: d.resource, used: d.used, limit: d.limit, need: d.need })
+                    .collect(),
+                hold_ms,
+            })
+        })
+    })
+}
+
+/// The coordinator's verdict on one admission.
+#[napi(object)]
+pub struct AdmitVerdict {
+    /// The hold's token when admitted.
+    pub token: Option<f64>,
+    /// The first dimension without room when not.
+    pub resource: Option<String>,
+}
+
+/// Under a shared coordinator, step two: its verdict (null: the coordinator could not be
+/// asked; the pool is skipped as `UNKNOWN: COORDINATOR_UNAVAILABLE`).
+#[napi]
+pub fn acquisition_admit_decided(
+    env: Env,
+    key: u32,
+    verdict: Option<AdmitVerdict>,
+    now: Option<f64>,
+) -> napi::Result<()> {
+    guard(&env, || {
+        let verdict = match verdict {
+            Some(AdmitVerdict { token: Some(t), .. }) if t.is_finite() && t >= 1.0 => SharedVerdict::Admitted(t as u64),
+            Some(AdmitVerdict { resource: Some(r), .. }) => SharedVerdict::Exhausted(r),
+            _ => SharedVerdict::Unavailable,
+        };
+        with(key, |e| e.with_health(now, |machine, health| machine.admit_shared(verdict, health)))
+    })
+}
+
+/// A shared hold the machine settled, for the JS side to write to the coordinator.
+#[napi(object)]
+pub struct HoldSettlement {
+    /// The hold's token.
+    pub token: f64,
+    /// Kept as an assumption (true) or released (false).
+    pub allocated: bool,
+}
+
+/// The shared hold settled by the last report, if any (taken: a second call returns null).
+#[napi]
+pub fn acquisition_settlement(env: Env, key: u32) -> napi::Result<Option<HoldSettlement>> {
+    guard(&env, || {
+        with(key, |e| e.machine.take_settlement().map(|(t, allocated)| HoldSettlement { token: t as f64, allocated }))
+    })
+}
+
+/// The launch returned a handle with the provider's sandbox id. When the router writes the
+/// default store itself, the record is written here too (`{ id, pool id,
+/// providerSandboxId, labels + the id and fleet labels, createdAt, detached }`) and this
+/// returns true. `now`: the router's injected clock (ms); omitted, the wall clock.
+#[napi]
+pub fn acquisition_succeeded(env: Env, key: u32, provider_sandbox_id: String, now: Option<f64>) -> napi::Result<bool> {
+    guard(&env, || {
+        with(key, |e| {
+            e.report(now, |m, l| m.succeeded(l));
+            let Some(store) = &e.router.store else { return false };
+            let registry = e.registry.borrow();
+            write_record(
+                store,
+                e.id,
+                registry.pool_id(e.pool),
+                &provider_sandbox_id,
+                e.labels.clone(),
+                e.router.fleet.clone(),
+                e.detached,
+            );
+            true
+        })
+    })
+}
+
+/// The launch failed; `code` / `retryable`: the classifier's answer, if it gave one of the
+/// right types (the machine sanitizes and decides).
+#[napi]
+pub fn acquisition_failed(
+    env: Env,
+    key: u32,
+    code: Option<String>,
+    retryable: Option<bool>,
+    now: Option<f64>,
+) -> napi::Result<()> {
+    guard(&env, || with(key, |e| e.report(now, |m, l| m.failed(l, code.as_deref(), retryable))))
+}
+
+/// The launch resolved to something that is not a handle.
+#[napi]
+pub fn acquisition_malformed(env: Env, key: u32, now: Option<f64>) -> napi::Result<()> {
+    guard(&env, || with(key, |e| e.report(now, |m, l| m.malformed(l))))
+}
+
+/// The launch did not settle within its deadline.
+#[napi]
+pub fn acquisition_timed_out(env: Env, key: u32, now: Option<f64>) -> napi::Result<()> {
+    guard(&env, || with(key, |e| e.report(now, |m, l| m.timed_out(l))))
+}
+
+/// The runtime threw the router's own package error with this code (or the launch intent
+/// could not be written: `MAPPING_INTENT_FAILED`): nothing was launched.
+#[napi]
+pub fn acquisition_package_failed(env: Env, key: u32, code: String, now: Option<f64>) -> napi::Result<()> {
+    guard(&env, || with(key, |e| e.report(now, |m, l| m.package_failed(l, &code))))
+}
+
+/// The candidates, best first (pool ids): the order `provision.ranked` reports.
+#[napi]
+pub fn acquisition_candidates(env: Env, key: u32) -> napi::Result<Vec<String>> {
+    guard(&env, || {
+        with(key, |e| {
+            let registry = e.registry.borrow();
+            e.machine.candidates().iter().map(|&i| registry.pool_id(i).to_string()).collect()
+        })
+    })
+}
+
+/// Event types the machine decides (`lib/events.js` adds the others).
+#[napi(string_enum)]
+pub enum EventType {
+    /// `capacity.admitted`
+    #[napi(value = "capacity.admitted")]
+    CapacityAdmitted,
+    /// `capacity.skipped`
+    #[napi(value = "capacity.skipped")]
+    CapacitySkipped,
+    /// `attempt.started`
+    #[napi(value = "attempt.started")]
+    AttemptStarted,
+    /// `attempt.succeeded`
+    #[napi(value = "attempt.succeeded")]
+    AttemptSucceeded,
+    /// `attempt.failed`
+    #[napi(value = "attempt.failed")]
+    AttemptFailed,
+    /// `fallback.advanced`
+    #[napi(value = "fallback.advanced")]
+    FallbackAdvanced,
+    /// `provision.exhausted`
+    #[napi(value = "provision.exhausted")]
+    ProvisionExhausted,
+    /// `health.circuit.opened`
+    #[napi(value = "health.circuit.opened")]
+    CircuitOpened,
+    /// `health.circuit.half-open`
+    #[napi(value = "health.circuit.half-open")]
+    CircuitHalfOpen,
+    /// `health.circuit.closed`
+    #[napi(value = "health.circuit.closed")]
+    CircuitClosed,
+    /// `health.skipped`
+    #[napi(value = "health.skipped")]
+    HealthSkipped,
+}
+
+/// One decided event, with the fields its type documents (the JS side adds `at` and the
+/// sandbox id).
+#[napi(object)]
+pub struct EventRecord {
+    /// The event type.
+    #[napi(js_name = "type")]
+    pub kind: EventType,
+    /// The pool (every type but `fallback.advanced` and `provision.exhausted`).
+    pub provider_id: Option<String>,
+    /// Attempt number (`attempt.*`, `fallback.advanced`).
+    pub attempt: Option<u32>,
+    /// Sanitized code (`attempt.failed`, `provision.exhausted`).
+    pub code: Option<String>,
+    /// `attempt.failed`.
+    pub retryable: Option<bool>,
+    /// `capacity.skipped`: `UNKNOWN` or `EXHAUSTED`.
+    pub status: Option<String>,
+    /// `capacity.skipped`: the unknown reason or the full dimension; `health.*`: why.
+    pub reason: Option<String>,
+    /// `fallback.advanced`: from this pool…
+    pub from_provider_id: Option<String>,
+    /// …to this one.
+    pub to_provider_id: Option<String>,
+    /// `health.circuit.opened`: the consecutive failures that opened it.
+    pub consecutive_failures: Option<u32>,
+    /// `health.circuit.opened`: this cooldown, ms.
+    pub cooldown_ms: Option<f64>,
+    /// `health.circuit.opened`: when the pool may be probed (ISO 8601).
+    pub retry_at: Option<String>,
+}
+
+fn event_record(e: Event, id: &dyn Fn(usize) -> String) -> EventRecord {
+    let mut r = EventRecord {
+        kind: EventType::AttemptStarted,
+        provider_id: None,
+        attempt: None,
+        code: None,
+        retryable: None,
+        status: None,
+        reason: None,
+        from_provider_id: None,
+        to_provider_id: None,
+        consecutive_failures: None,
+        cooldown_ms: None,
+        retry_at: None,
+    };
+    match e {
+        Event::CapacityAdmitted { pool } => {
+            r.kind = EventType::CapacityAdmitted;
+            r.provider_id = Some(id(pool));
+        }
+        Event::CapacitySkipped { pool, status, reason } => {
+            r.kind = EventType::CapacitySkipped;
+            r.provider_id = Some(id(pool));
+            r.status = Some(status.name().to_string());
+            r.reason = Some(reason);
+        }
+        Event::AttemptStarted { pool, attempt } => {
+            r.provider_id = Some(id(pool));
+            r.attempt = Some(attempt);
+        }
+        Event::AttemptSucceeded { pool, attempt } => {
+            r.kind = EventType::AttemptSucceeded;
+            r.provider_id = Some(id(pool));
+            r.attempt = Some(attempt);
+        }
+        Event::AttemptFailed { pool, attempt, code, retryable } => {
+            r.kind = EventType::AttemptFailed;
+            r.provider_id = Some(id(pool));
+            r.attempt = Some(attempt);
+            r.code = Some(code);
+            r.retryable = Some(retryable);
+        }
+        Event::FallbackAdvanced { from, to, attempt } => {
+            r.kind = EventType::FallbackAdvanced;
+            r.from_provider_id = Some(id(from));
+            r.to_provider_id = Some(id(to));
+            r.attempt = Some(attempt);
+        }
+        Event::ProvisionExhausted { code } => {
+            r.kind = EventType::ProvisionExhausted;
+            r.code = Some(code);
+        }
+        Event::Circuit { pool, transition } => {
+            r.provider_id = Some(id(pool));
+            match transition {
+                Transition::Opened { retry_at, cooldown_ms, cause, failures } => {
+                    r.kind = EventType::CircuitOpened;
+                    r.reason = Some(cause.code().to_string());
+                    r.consecutive_failures = Some(failures);
+                    r.cooldown_ms = Some(cooldown_ms as f64);
+                    r.retry_at = Some(iso8601_millis(retry_at));
+                }
+                Transition::HalfOpen => r.kind = EventType::CircuitHalfOpen,
+                Transition::Closed => r.kind = EventType::CircuitClosed,
+            }
+        }
+        Event::HealthSkipped { pool } => {
+            r.kind = EventType::HealthSkipped;
+            r.provider_id = Some(id(pool));
+            r.reason = Some("CIRCUIT_OPEN".to_string());
+        }
+    }
+    r
+}
+
+/// Events decided since the last call (empty unless the router has an observer).
+#[napi]
+pub fn acquisition_events(env: Env, key: u32) -> napi::Result<Vec<EventRecord>> {
+    guard(&env, || {
+        with(key, |e| {
+            let registry = e.registry.clone();
+            let registry = registry.borrow();
+            let id = |pool: usize| registry.pool_id(pool).to_string();
+            e.machine.take_events().into_iter().map(|ev| event_record(ev, &id)).collect()
+        })
+    })
+}
+
+/// How an acquisition failed: the error to raise and what the JS side does about it.
+#[napi(object)]
+pub struct AcquisitionFailure {
+    /// The typed error (`lib/errors.js` `fromNative` builds its instance).
+    pub error: NativeError,
+    /// Whether a sandbox may exist now (the launch intent then becomes `failed`).
+    pub may_exist: bool,
+    /// The runtime threw the router's own package error: rethrow that error as it is.
+    pub package: bool,
+}
+
+/// How the machine failed, once over (null while it runs or after a success).
+#[napi]
+pub fn acquisition_failure(env: Env, key: u32) -> napi::Result<Option<AcquisitionFailure>> {
+    guard(&env, || {
+        with(key, |e| {
+            let registry = e.registry.borrow();
+            let id = |pool: usize| registry.pool_id(pool);
+            let sandbox_id = e.id.to_string();
+            let capacity = e.router.capacity.is_some();
+            let f = failure_of(&e.machine, id, &sandbox_id, e.timeout_ms, capacity)?;
+            let skips = || -> Vec<SkipRecord> {
+                e.machine
+                    .skipped()
+                    .iter()
+                    .map(|s| SkipRecord {
+                        provider_id: id(s.pool).to_string(),
+                        status: s.status.name().to_string(),
+                        reason: s.reason.clone(),
+                    })
+                    .collect()
+            };
+            let mut error = *NativeError::new(f.class, &f.code, f.message);
+            error.provider_id = f.pool.map(|p| id(p).to_string());
+            error.sandbox_id = Some(sandbox_id);
+            error.timeout_ms = f.timeout_ms.map(|t| t as f64);
+            error.summary = f.summary;
+            error.rejections = f.rejections.map(|r| match r {
+                Rejections::Circuit(pool) => Either::A(vec![crate::binding::error::RejectionRecord {
+                    provider_id: id(pool).to_string(),
+                    reasons: vec![crate::binding::error::ReasonRecord {
+                        code: "CIRCUIT_OPEN".to_string(),
+                        detail: "circuit excluded it at launch time".to_string(),
+                    }],
+                }]),
+                Rejections::Capacity => Either::B(skips()),
+            });
+            error.attempts = f.attempts.then(|| {
+                e.machine
+                    .attempts()
+                    .iter()
+                    .map(|a| AttemptRecord {
+                        provider_id: id(a.pool).to_string(),
+                        code: a.code.clone(),
+                        retryable: a.retryable,
+                    })
+                    .collect()
+            });
+            error.capacity_rejections = f.capacity_rejections.then(skips);
+            Some(AcquisitionFailure { error, may_exist: f.may_exist, package: f.package })
+        })
+    })
+}
+
+/// The intent record of the current launch (`state`: `launching` before it, `failed` when
+/// it ended with its outcome unknown), as the store writes it: the pool of the last
+/// launch, times from the wall clock, `expiresAt` after the launch's settle window, and
+/// this router as its owner.
+#[napi]
+pub fn acquisition_intent(env: Env, key: u32, state: String) -> napi::Result<IntentRecord> {
+    guard(&env, || {
+        if state != "launching" && state != "failed" {
+            return Err(internal("(an unknown intent state)"));
+        }
+        with(key, |e| {
+            let now = now_millis() as f64;
+            let owner = &e.router.owner;
+            IntentRecord {
+                id: e.id.to_string(),
+                provider_id: e.pool_id(e.pool),
+                state,
+                started_at: now,
+                expires_at: now + settle_window_ms(e.timeout_ms, e.router.callback_timeout_ms) as f64,
+                owner_host: owner.host.clone(),
+                owner_pid: owner.pid,
+                owner_session: owner.session.clone(),
+            }
+        })
+    })
+}
+
+/// Forgets the machine (its key may be reused): the provision has settled. A half-open
+/// trial token it still holds is freed. Ending an unknown key does nothing.
+#[napi]
+pub fn acquisition_end(key: u32) {
+    contained((), || {
+        let ended = MACHINES.with(|m| {
+            let mut m = m.borrow_mut();
+            let entry = m.items.get_mut(key as usize).and_then(Option::take);
+            if let Some(e) = &entry {
+                let id = e.id;
+                m.ids.remove(&id);
+                m.free.push(key);
+            }
+            entry
+        });
+        if let Some(mut e) = ended {
+            if let Some(h) = &e.router.health {
+                e.machine.abandon(&mut h.borrow_mut());
+            }
+        }
+    })
+}
+
+/// Whether a machine in flight (of any router in this process) made sandbox id `id`. Ids
+/// are 128 random bits, so another router's provision never answers for this one's.
+#[napi]
+pub fn acquisition_in_flight(id: String) -> bool {
+    contained(false, || SandboxKey::parse(&id).is_some_and(|k| MACHINES.with(|m| m.borrow().ids.contains(&k))))
+}
+
+/// Machines in flight (for the leak tests).
+#[napi]
+pub fn acquisitions_in_flight() -> u32 {
+    MACHINES.with(|m| m.borrow().items.iter().filter(|e| e.is_some()).count() as u32)
+}

@@ -1,0 +1,49 @@
+//! napi glue for ids: the sandbox and provider id rules live in `core::ids`; this file
+//! hands them to JavaScript, which never re-checks an id itself.
+
+use crate::binding::error::{guard, Failure};
+use crate::core::ids::{validate_provider_id, validate_sandbox_id, SandboxIdSource};
+use napi::Env;
+use napi_derive::napi;
+use std::cell::RefCell;
+
+thread_local! {
+    static IDS: RefCell<SandboxIdSource> = RefCell::new(SandboxIdSource::default());
+}
+
+/// A fresh `sbx_` id: 32 lowercase hex digits from the OS CSPRNG.
+pub(crate) fn next_sandbox_id() -> Result<String, Failure> {
+    Ok(IDS.with(|ids| ids.borrow_mut().next_id())?)
+}
+
+/// A fresh sandbox id (`sbx_` + 32 lowercase hex digits, 128 random bits).
+#[napi]
+pub fn sandbox_id(env: Env) -> napi::Result<String> {
+    guard(&env, next_sandbox_id)
+}
+
+/// Validates a provider id (`[a-z0-9][a-z0-9._-]*`, at most 64 characters); throws the
+/// typed `INVALID_PROVIDER_ID` error.
+#[napi]
+pub fn check_provider_id(env: Env, id: String) -> napi::Result<()> {
+    guard(&env, || Ok(validate_provider_id(&id)?))
+}
+
+/// Validates a sandbox id (`sbx_` + 32 lowercase hex digits); throws the typed
+/// `INVALID_SANDBOX_ID` error.
+#[napi]
+pub fn check_sandbox_id(env: Env, id: String) -> napi::Result<()> {
+    guard(&env, || Ok(validate_sandbox_id(&id)?))
+}
+
+/// Whether `id` is a sandbox id (the rule of [`check_sandbox_id`], as a yes or no).
+#[napi]
+pub fn is_sandbox_id(id: String) -> bool {
+    validate_sandbox_id(&id).is_ok()
+}
+
+/// Whether `id` is a provider id (the rule of [`check_provider_id`], as a yes or no).
+#[napi]
+pub fn is_provider_id(id: String) -> bool {
+    validate_provider_id(&id).is_ok()
+}

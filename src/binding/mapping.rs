@@ -1,0 +1,202 @@
+//! napi glue for the default in-memory mapping store (`core::mapping`). The JS class
+//! `InMemoryMappingStore` adds the async contract; a router whose store is exactly that
+//! class hands its native half to `NativeRouter`, so a provision's success call writes the
+//! record itself (labels from the validated request, the id and fleet labels added).
+
+use crate::binding::error::{guard, Failure, NativeError};
+use crate::core::error::ErrorClass;
+use crate::core::ids::SandboxKey;
+use crate::core::mapping::{CreatedAt, Mapping, MappingStore};
+use napi::Env;
+use napi_derive::napi;
+use serde_json::Value;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// A mapping record as JS sees it.
+#[napi(object)]
+pub struct MappingRecord {
+    /// Router id.
+    pub id: String,
+    /// Pool id.
+    pub provider_id: String,
+    /// Provider's sandbox id.
+    pub provider_sandbox_id: String,
+    /// Launch labels.
+    pub labels: HashMap<String, String>,
+    /// ISO-8601 creation time.
+    pub created_at: String,
+    /// From `provisionDetached`.
+    pub detached: bool,
+}
+
+/// An intent record as JS sees it: a launch in flight (`launching`) or one that failed with
+/// its outcome unknown (`failed`).
+#[napi(object)]
+pub struct IntentRecord {
+    /// Router id, `sbx_…`.
+    pub id: String,
+    /// Pool of the current attempt.
+    pub provider_id: String,
+    /// `launching` | `failed`.
+    pub state: String,
+    /// Epoch ms.
+    pub started_at: f64,
+    /// Epoch ms after which the writer's provision has certainly ended.
+    pub expires_at: f64,
+    /// Host name of the writing process.
+    pub owner_host: String,
+    /// Process id of the writing process.
+    pub owner_pid: f64,
+    /// Random session id of the writing router.
+    pub owner_session: String,
+}
+
+impl From<crate::core::sqlite_store::Intent> for IntentRecord {
+    fn from(i: crate::core::sqlite_store::Intent) -> Self {
+        IntentRecord {
+            id: i.id,
+            provider_id: i.provider_id,
+            state: i.state,
+            started_at: i.started_at as f64,
+            expires_at: i.expires_at as f64,
+            owner_host: i.owner_host,
+            owner_pid: i.owner_pid as f64,
+            owner_session: i.owner_session,
+        }
+    }
+}
+
+fn to_record(m: &Mapping) -> MappingRecord {
+    MappingRecord {
+        id: m.id.to_string(),
+        provider_id: m.provider_id.to_string(),
+        provider_sandbox_id: m.provider_sandbox_id.to_string(),
+        labels: m.all_labels().into_iter().collect(),
+        created_at: m.created_at_text(),
+        detached: m.detached,
+    }
+}
+
+/// The default in-memory mapping store (sync core; the JS class adds the async contract).
+#[napi]
+pub struct NativeMappingStore {
+    pub(crate) store: Rc<RefCell<MappingStore>>,
+}
+
+impl Default for NativeMappingStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn invalid(what: &str) -> Failure {
+    NativeError::invalid(
+        ErrorClass::RequestValidation,
+        "INVALID_INPUT",
+        format!("mapping labels must be {what}"),
+        "labels",
+    )
+}
+
+/// Writes the record of a provision that succeeded: `labels` are the caller's (the record
+/// adds the router's id and fleet labels); `createdAt` is taken now.
+pub(crate) fn write_record(
+    store: &RefCell<MappingStore>,
+    id: SandboxKey,
+    provider_id: &str,
+    provider_sandbox_id: &str,
+    labels: Arc<Vec<(String, String)>>,
+    fleet: Arc<str>,
+    detached: bool,
+) {
+    let mut store = store.borrow_mut();
+    let provider_id = store.intern(provider_id);
+    store.put(Mapping {
+        id,
+        provider_id,
+        provider_sandbox_id: provider_sandbox_id.into(),
+        labels,
+        stamped: true,
+        fleet: Some(fleet),
+        created_at: CreatedAt::Millis(crate::core::clock::now_millis()),
+        detached,
+    });
+}
+
+#[napi]
+impl NativeMappingStore {
+    /// An empty store.
+    #[napi(constructor)]
+    pub fn new() -> Self {
+        NativeMappingStore { store: Rc::new(RefCell::new(MappingStore::default())) }
+    }
+
+    /// Inserts or replaces a record. `labels_json` is a JSON object of strings. Throws the
+    /// typed `INVALID_SANDBOX_ID` / `INVALID_INPUT` error.
+    #[napi]
+    #[allow(clippy::too_many_arguments, reason = "a napi method: one typed argument per record field")]
+    pub fn put(
+        &self,
+        env: Env,
+        id: String,
+        provider_id: String,
+        provider_sandbox_id: String,
+        labels_json: String,
+        created_at: String,
+        detached: bool,
+    ) -> napi::Result<()> {
+        guard(&env, || {
+            let key = SandboxKey::parse_checked(&id)?;
+            let labels = match serde_json::from_str::<Value>(&labels_json) {
+                Ok(Value::Object(map)) => map
+                    .into_iter()
+                    .map(|(k, v)| match v {
+                        Value::String(s) => Ok((k, s)),
+                        _ => Err(invalid("strings")),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+                _ => return Err(invalid("an object")),
+            };
+            let mut store = self.store.borrow_mut();
+            let provider_id = store.intern(&provider_id);
+            store.put(Mapping {
+                id: key,
+                provider_id,
+                provider_sandbox_id: provider_sandbox_id.into_boxed_str(),
+                labels: Arc::new(labels),
+                stamped: false,
+                fleet: None,
+                created_at: CreatedAt::Text(created_at.into_boxed_str()),
+                detached,
+            });
+            Ok(())
+        })
+    }
+
+    /// The record for `id`, or null.
+    #[napi]
+    pub fn get(&self, id: String) -> Option<MappingRecord> {
+        self.store.borrow().get(&id).map(to_record)
+    }
+
+    /// Removes `id`; true if it existed.
+    #[napi]
+    pub fn delete(&self, id: String) -> bool {
+        self.store.borrow_mut().delete(&id)
+    }
+
+    /// Every record, ordered by id.
+    #[napi]
+    pub fn list(&self) -> Vec<MappingRecord> {
+        self.store.borrow().list().into_iter().map(to_record).collect()
+    }
+
+    /// Number of records.
+    #[napi(getter)]
+    pub fn size(&self) -> u32 {
+        self.store.borrow().len() as u32
+    }
+}

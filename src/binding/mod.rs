@@ -1,0 +1,36 @@
+//! The napi glue: JavaScript values into core types and back, and nothing else.
+//!
+//! The files depend one way (an arrow is "uses"):
+//!
+//! ```text
+//! error ← ids, request, mapping, registry, capacity, manifest, sqlite
+//! registry ← router ← acquisition, explain            sqlite ← pg → acquisition
+//! ```
+//!
+//! - `error`: the one error protocol (a typed `NativeError`, returned or thrown) and the
+//!   panic guard every entry point runs in;
+//! - `request`, `ids`: a request's text compiled once; id rules and fresh ids;
+//! - `registry`: pools parsed once; the conversion every routing decision shares;
+//! - `router`: one router's native state (fleet, health, ledger, default store) and the
+//!   decisions that read it;
+//! - `acquisition`: the machines of the provisions in flight, by integer key;
+//! - `explain`: explanations written into typed arrays JavaScript lends;
+//! - `mapping`, `sqlite`, `pg`: the mapping stores' native halves;
+//! - `capacity`: the builtin capacity readers' HTTP on tokio; `manifest`: process manifests.
+//!
+//! What crosses: caller data that must be validated crosses once as JSON text (a request,
+//! a definition, a reader's measurement, a resolver's answer); everything the core answers
+//! crosses typed (`#[napi(object)]` values, string enums, typed arrays, arrays of strings).
+
+pub mod acquisition;
+pub mod capacity;
+pub mod error;
+pub mod explain;
+pub mod ids;
+pub mod manifest;
+pub mod mapping;
+pub mod pg;
+pub mod registry;
+pub mod request;
+pub mod router;
+pub mod sqlite;
