@@ -33,14 +33,14 @@ const UNHANDLED = new Set(['cjs', 'jsx', 'tsx', 'cts', 'node']);
 /** The most blocks that may say they are not run: keep them few. */
 const MAX_NOT_RUN = 4;
 
-/** Fenced blocks of one markdown file, with the marker comments right above each. */
-function blocks(file) {
-  const lines = read(file).split('\n');
+/** Fenced blocks of one markdown text, with the marker comments right above each. */
+function parseBlocks(text, file) {
+  const lines = text.split('\n');
   const out = [];
   for (let i = 0; i < lines.length; i++) {
-    const open = /^(\s*)(`{3,}|~{3,})\s*([\w-]*)\s*$/.exec(lines[i]);
+    const open = /^(\s*)(`{3,}|~{3,})\s*([^\s`]*)(.*)$/.exec(lines[i]);
     if (!open) continue;
-    const [, indent, fence, lang] = open;
+    const [, indent, fence, lang, rest] = open;
     let j = i + 1;
     while (j < lines.length && !(lines[j].trim().startsWith(fence) && lines[j].trim().replace(/[`~]/g, '') === '')) j++;
     assert.ok(j < lines.length, `${file}:${i + 1}: unclosed code block`);
@@ -54,15 +54,40 @@ function blocks(file) {
       if (!m) break;
       markers[m[1]] = m[2];
     }
-    out.push({ file, line: i + 1, lang: lang.toLowerCase(), code: `${code}\n`, markers });
+    out.push({ file, line: i + 1, lang: lang.toLowerCase(), info: rest.trim(), code: `${code}\n`, markers });
     i = j;
   }
   return out;
 }
 
-const ALL = FILES.flatMap(blocks);
 const where = (b) => `${b.file}:${b.line}`;
-const notRun = ALL.filter((b) => 'not run' in b.markers);
+
+/** What is wrong with a set of blocks, as messages (empty: nothing). */
+function problems(all) {
+  const found = [];
+  for (const b of all) {
+    const code = JS.has(b.lang) || TS.has(b.lang);
+    if (UNHANDLED.has(b.lang)) found.push(`${where(b)}: a \`\`\`${b.lang} block is neither run nor type-checked by this test: use js or ts`);
+    if (code && b.info !== '') found.push(`${where(b)}: nothing may follow the language of a js/ts block (\`${b.info}\`)`);
+    for (const key of Object.keys(b.markers)) {
+      if (!['not run', 'output', 'needs'].includes(key)) found.push(`${where(b)}: unknown marker <!-- ${key}: … -->`);
+    }
+    if ('not run' in b.markers) {
+      if (b.markers['not run'].length < 10) found.push(`${where(b)}: <!-- not run: … --> needs a reason`);
+      if ('output' in b.markers || 'needs' in b.markers) found.push(`${where(b)}: a block that is not run cannot expect output`);
+    }
+    if (('output' in b.markers || 'needs' in b.markers) && !JS.has(b.lang)) found.push(`${where(b)}: only js blocks run, so only they take output/needs`);
+    if ('needs' in b.markers && b.markers.needs !== 'postgres') found.push(`${where(b)}: the only harness is postgres`);
+    if (JS.has(b.lang) && !('not run' in b.markers) && /console\.(log|info|table|dir)\(/.test(b.code) && !('output' in b.markers)) {
+      found.push(`${where(b)}: the block prints: say what with <!-- output: REGEX --> right above it`);
+    }
+  }
+  const notRun = all.filter((b) => 'not run' in b.markers);
+  if (notRun.length > MAX_NOT_RUN) found.push(`at most ${MAX_NOT_RUN} blocks may be left unrun: ${notRun.map(where).join(', ')}`);
+  return found;
+}
+
+const ALL = FILES.flatMap((file) => parseBlocks(read(file), file));
 const runJs = ALL.filter((b) => JS.has(b.lang) && !('not run' in b.markers));
 const checkTs = ALL.filter((b) => TS.has(b.lang) && !('not run' in b.markers));
 
@@ -78,23 +103,30 @@ function pointImports(code, target) {
 }
 
 test('every js/ts block is run, type-checked, or says why not; markers are well-formed', () => {
-  assert.ok(ALL.length > 0);
-  for (const b of ALL) {
-    assert.ok(!UNHANDLED.has(b.lang), `${where(b)}: a \`\`\`${b.lang} block is neither run nor type-checked by this test: use js or ts`);
-    for (const key of Object.keys(b.markers)) {
-      assert.ok(['not run', 'output', 'needs'].includes(key), `${where(b)}: unknown marker <!-- ${key}: … -->`);
-    }
-    if ('not run' in b.markers) {
-      assert.ok(b.markers['not run'].length >= 10, `${where(b)}: <!-- not run: … --> needs a reason`);
-      assert.ok(!('output' in b.markers) && !('needs' in b.markers), `${where(b)}: a block that is not run cannot expect output`);
-    }
-    if ('output' in b.markers || 'needs' in b.markers) assert.ok(JS.has(b.lang), `${where(b)}: only js blocks run, so only they take output/needs`);
-    if ('needs' in b.markers) assert.equal(b.markers.needs, 'postgres', `${where(b)}: the only harness is postgres`);
-    if (JS.has(b.lang) && !('not run' in b.markers) && /console\.(log|info|table|dir)\(/.test(b.code)) {
-      assert.ok('output' in b.markers, `${where(b)}: the block prints: say what with <!-- output: REGEX --> right above it`);
-    }
-  }
-  assert.ok(notRun.length <= MAX_NOT_RUN, `at most ${MAX_NOT_RUN} blocks may be left unrun: ${notRun.map(where).join(', ')}`);
+  assert.ok(runJs.length > 0 && checkTs.length > 0);
+  assert.deepEqual(problems(ALL), []);
+});
+
+test('the block checker must-fire / must-not-fire (fixture pages)', () => {
+  const page = (text) => problems(parseBlocks(text, 'fixture.md'));
+  // must not fire: a runnable block that prints and says what; a marked block; shell and output blocks
+  assert.deepEqual(page('<!-- output: ^hi$ -->\n```js\nconsole.log("hi");\n```\n'), []);
+  assert.deepEqual(page('<!-- not run: a fragment that shows a type -->\n```ts\n{ a?: string }\n```\n'), []);
+  assert.deepEqual(page('```bash\nnpm test\n```\n\n```text\nsbx_… on local\n```\n'), []);
+  // must fire: prints without saying what; a marker without a reason; a language we do not check;
+  // an info string that would hide a block from a stricter parser; an unknown marker
+  assert.equal(page('```js\nconsole.log("hi");\n```\n').length, 1);
+  assert.equal(page('<!-- not run: no -->\n```js\nx\n```\n').length, 1);
+  assert.equal(page('```tsx\nconst a = <b/>;\n```\n').length, 1);
+  assert.equal(page('```js title="x.mjs"\nimport "a";\n```\n').length, 1);
+  assert.equal(page('<!-- skip: later -->\n```js\nimport "a";\n```\n').length, 1);
+  // an indented block in a list item is found like any other
+  const [nested] = parseBlocks('- item:\n\n  ```ts\n  const a = 1;\n  ```\n', 'fixture.md');
+  assert.equal(nested.lang, 'ts');
+  assert.equal(nested.code, 'const a = 1;\n');
+  // too many unrun blocks
+  const many = Array.from({ length: MAX_NOT_RUN + 1 }, () => '<!-- not run: an example of a fragment -->\n```js\nx\n```\n').join('\n');
+  assert.equal(page(many).length, 1);
 });
 
 let pg = null;
