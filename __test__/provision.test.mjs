@@ -173,7 +173,7 @@ test('fallback: a classifier that throws, rejects or answers nonsense is termina
   }
 });
 
-test('fallback: the classifier receives the runtime\'s own thrown value and the definition (registry path; 0.7 sanitized it, see README migration notes)', async () => {
+test('fallback: the classifier receives the runtime\'s own thrown value and the definition (registry path; 0.7 sanitized it, see docs/migrating.md)', async () => {
   let seen;
   const thrown = new Error(`quota exceeded for key ${CANARY}`);
   const defs = twoPools(failing(thrown));
