@@ -1,6 +1,6 @@
 // SqliteMappingStore: the durable mapping seam (one SQLite file, WAL, versioned schema),
 // identity across a restart, and its typed failures. The migration from schema v1 and the
-// refusal of a newer file are tested in Rust (src/core/sqlite_store.rs), where a v1 or v9
+// refusal of a newer file are tested in Rust (src/stores/sqlite.rs), where a v1 or v9
 // file can be written directly.
 import test from 'node:test';
 import assert from 'node:assert/strict';

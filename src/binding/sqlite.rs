@@ -1,4 +1,4 @@
-//! napi glue for the durable mapping store ([`crate::core::sqlite_store`]).
+//! napi glue for the durable mapping store ([`crate::stores::sqlite`]).
 //!
 //! Why are writes (`apply`) and `get` synchronous native calls? In WAL mode with
 //! `synchronous = NORMAL` a transaction is a few `write(2)`s to the log: tens of
@@ -16,7 +16,7 @@ use crate::binding::error::{guard, own_task, typed_future, Failure, NativeError}
 use crate::binding::mapping::{IntentRecord, MappingRecord};
 use crate::core::error::ErrorClass;
 use crate::core::ids::{validate_provider_id, SandboxKey};
-use crate::core::sqlite_store::{list_file, Durability, Intent, Op, Row, SqliteStore, StoreError};
+use crate::stores::sqlite::{list_file, Durability, Intent, Op, Row, SqliteStore, StoreError};
 use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
 use napi_derive::napi;

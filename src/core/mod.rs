@@ -31,6 +31,5 @@ pub mod request;
 pub mod requirements;
 pub mod shared_ledger;
 pub mod signals;
-pub mod sqlite_store;
 
 pub use error::CoreError;

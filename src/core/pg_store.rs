@@ -26,7 +26,7 @@
 
 use crate::core::pg_tls::TlsSettings;
 use crate::core::shared_ledger::{decide, Decision, Dim, HoldRow};
-use crate::core::sqlite_store::{Intent, Row};
+use crate::stores::sqlite::{Intent, Row};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;

@@ -1,0 +1,17 @@
+//! The durable mapping stores: the I/O the core does not do.
+//!
+//! Why apart from the core? The core is sans-IO: it decides, and never opens a file, a
+//! socket or a runtime. A store performs I/O by nature (SQLite through `rusqlite`,
+//! PostgreSQL through `tokio-postgres` on tokio, its TLS through rustls), so it lives here,
+//! and what it decides purely (the shared ledger's admission rule over hold rows) stays in
+//! the core and is called from here.
+//!
+//! The files depend one way (an arrow is "uses"):
+//!
+//! ```text
+//! sqlite
+//! ```
+//!
+//! - `sqlite`: one SQLite file in WAL mode, versioned schema, mappings and intents.
+
+pub mod sqlite;
