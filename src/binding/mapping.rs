@@ -54,8 +54,8 @@ pub struct IntentRecord {
     pub owner_session: String,
 }
 
-impl From<crate::stores::sqlite::Intent> for IntentRecord {
-    fn from(i: crate::stores::sqlite::Intent) -> Self {
+impl From<crate::stores::record::Intent> for IntentRecord {
+    fn from(i: crate::stores::record::Intent) -> Self {
         IntentRecord {
             id: i.id,
             provider_id: i.provider_id,

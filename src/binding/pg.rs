@@ -25,7 +25,7 @@ use crate::core::error::ErrorClass;
 use crate::core::pg_store::{PgFailure, PgSettings, PgStore, Verdict};
 use crate::core::pg_tls::{parse_ca, split_sslmode, CaError, TlsMode, TlsSettings, UrlTlsError};
 use crate::core::shared_ledger::Dim;
-use crate::stores::sqlite::Op;
+use crate::stores::record::Op;
 use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
 use napi_derive::napi;

@@ -16,7 +16,8 @@ use crate::binding::error::{guard, own_task, typed_future, Failure, NativeError}
 use crate::binding::mapping::{IntentRecord, MappingRecord};
 use crate::core::error::ErrorClass;
 use crate::core::ids::{validate_provider_id, SandboxKey};
-use crate::stores::sqlite::{list_file, Durability, Intent, Op, Row, SqliteStore, StoreError};
+use crate::stores::record::{Intent, Op, Row};
+use crate::stores::sqlite::{list_file, Durability, SqliteStore, StoreError};
 use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
 use napi_derive::napi;

@@ -26,7 +26,7 @@
 
 use crate::core::pg_tls::TlsSettings;
 use crate::core::shared_ledger::{decide, Decision, Dim, HoldRow};
-use crate::stores::sqlite::{Intent, Row};
+use crate::stores::record::{Intent, Row};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;

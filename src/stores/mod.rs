@@ -9,9 +9,11 @@
 //! The files depend one way (an arrow is "uses"):
 //!
 //! ```text
-//! sqlite
+//! record ← sqlite
 //! ```
 //!
+//! - `record`: the rows both stores keep (a mapping, an intent, one write of a batch);
 //! - `sqlite`: one SQLite file in WAL mode, versioned schema, mappings and intents.
 
+pub mod record;
 pub mod sqlite;

@@ -24,6 +24,7 @@
 //! A file whose version is newer than this build knows is refused ([`StoreError::SchemaTooNew`])
 //! rather than written by code that does not understand it.
 
+use crate::stores::record::{Intent, Op, Row};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -86,55 +87,6 @@ impl StoreError {
             StoreError::ReadFailed => "MAPPING_READ_FAILED",
         }
     }
-}
-
-/// A mapping row (labels as their JSON text: validated by the caller before a write).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Row {
-    /// `sbx_…`.
-    pub id: String,
-    /// Pool id.
-    pub provider_id: String,
-    /// The provider's sandbox id.
-    pub provider_sandbox_id: String,
-    /// Labels, a JSON object of strings.
-    pub labels_json: String,
-    /// ISO-8601.
-    pub created_at: String,
-    /// From `provisionDetached`.
-    pub detached: bool,
-}
-
-/// A launch in flight, or one that failed with its outcome unknown.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Intent {
-    /// `sbx_…`.
-    pub id: String,
-    /// Pool of the current attempt.
-    pub provider_id: String,
-    /// `launching` or `failed`.
-    pub state: String,
-    /// Epoch ms.
-    pub started_at: i64,
-    /// Epoch ms after which the writer's provision has certainly ended.
-    pub expires_at: i64,
-    /// Host name of the writer.
-    pub owner_host: String,
-    /// Process id of the writer.
-    pub owner_pid: i64,
-    /// Random per-router session id of the writer.
-    pub owner_session: String,
-}
-
-/// One write of a batch ([`SqliteStore::apply`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Op {
-    /// [`SqliteStore::put`].
-    Put(Row),
-    /// [`SqliteStore::put_intent`].
-    Intent(Intent),
-    /// [`SqliteStore::delete`].
-    Delete(String),
 }
 
 /// How much a commit is worth.
