@@ -7,7 +7,7 @@
 //! for writes, `MAPPING_READ_FAILED` for reads, `MAPPING_STORE_OPEN_FAILED` /
 //! `MAPPING_STORE_SCHEMA_TOO_NEW` for `open`, `COORDINATOR_UNAVAILABLE` for the ledger).
 //!
-//! TLS (`core::pg_tls`): the mode comes from `ssl` (the JS class maps `ssl: true` to `{}`
+//! TLS (`stores::pg_tls`): the mode comes from `ssl` (the JS class maps `ssl: true` to `{}`
 //! and `ssl: false` to `{ mode: 'disable' }`) or from the URL's `sslmode`; the CA is PEM
 //! text, never a file. A TLS failure rejects with the operation's code and
 //! `details.tls: true`.
@@ -23,8 +23,8 @@ use crate::binding::mapping::{IntentRecord, MappingRecord};
 use crate::binding::sqlite::{checked_op, to_record, BatchOp};
 use crate::core::error::ErrorClass;
 use crate::core::pg_store::{PgFailure, PgSettings, PgStore, Verdict};
-use crate::core::pg_tls::{parse_ca, split_sslmode, CaError, TlsMode, TlsSettings, UrlTlsError};
 use crate::core::shared_ledger::Dim;
+use crate::stores::pg_tls::{parse_ca, split_sslmode, CaError, TlsMode, TlsSettings, UrlTlsError};
 use crate::stores::record::Op;
 use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;

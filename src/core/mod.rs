@@ -22,7 +22,6 @@ pub mod json;
 pub mod manifest;
 pub mod mapping;
 pub mod pg_store;
-pub mod pg_tls;
 pub mod profile;
 pub mod ranking;
 pub mod reasons;

@@ -24,8 +24,8 @@
 //! Nothing from the database's own messages (which can name users, hosts, databases) leaves
 //! this file: every failure is a [`PgFailure`] without text.
 
-use crate::core::pg_tls::TlsSettings;
 use crate::core::shared_ledger::{decide, Decision, Dim, HoldRow};
+use crate::stores::pg_tls::TlsSettings;
 use crate::stores::record::{Intent, Row};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex as StdMutex};

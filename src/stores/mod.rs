@@ -9,11 +9,14 @@
 //! The files depend one way (an arrow is "uses"):
 //!
 //! ```text
-//! record ← sqlite
+//! record ← sqlite          pg_tls
 //! ```
 //!
 //! - `record`: the rows both stores keep (a mapping, an intent, one write of a batch);
-//! - `sqlite`: one SQLite file in WAL mode, versioned schema, mappings and intents.
+//! - `sqlite`: one SQLite file in WAL mode, versioned schema, mappings and intents;
+//! - `pg_tls`: the PostgreSQL store's TLS (rustls behind tokio-postgres's connector) and the
+//!   `sslmode` of a connection URL.
 
+pub mod pg_tls;
 pub mod record;
 pub mod sqlite;
