@@ -1,7 +1,7 @@
 'use strict';
 // PostgresMappingStore: the mapping seam (put/get/delete/list, intents) in PostgreSQL, and
 // the shared capacity ledger that lets many router processes admit against one truth
-// (`capacity: { coordinator: store }`). The native half (binding_pg.rs → core/pg_store.rs)
+// (`capacity: { coordinator: store }`). The native half (src/binding/pg.rs → src/stores/pg.rs)
 // owns the connection pool, the schema and every SQL statement; this class validates, reads
 // each caller value once, and gives failures their classes.
 //

@@ -1,4 +1,4 @@
-//! napi glue for the PostgreSQL store and coordinator ([`crate::core::pg_store`]).
+//! napi glue for the PostgreSQL store and coordinator ([`crate::stores::pg`]).
 //!
 //! Why async native calls here, when the SQLite store writes synchronously? A PostgreSQL
 //! call is a network round trip (or several, for an admission): it must not block the JS
@@ -15,15 +15,15 @@
 //! The connection options, password included, are turned into a `tokio_postgres::Config`
 //! in the constructor and live only in native memory: the JS class keeps no copy, and no
 //! error or value that crosses back carries any of it (the database's own messages, which
-//! may name users or hosts, are dropped in `core::pg_store`).
+//! may name users or hosts, are dropped in `stores::pg`).
 
 use crate::binding::acquisition::{AdmitVerdict, DemandDim};
 use crate::binding::error::{guard, typed_future, Failure, NativeError};
 use crate::binding::mapping::{IntentRecord, MappingRecord};
 use crate::binding::sqlite::{checked_op, to_record, BatchOp};
 use crate::core::error::ErrorClass;
-use crate::core::pg_store::{PgFailure, PgSettings, PgStore, Verdict};
 use crate::core::shared_ledger::Dim;
+use crate::stores::pg::{PgFailure, PgSettings, PgStore, Verdict};
 use crate::stores::pg_tls::{parse_ca, split_sslmode, CaError, TlsMode, TlsSettings, UrlTlsError};
 use crate::stores::record::Op;
 use napi::bindgen_prelude::PromiseRaw;
@@ -370,7 +370,7 @@ impl NativePgStore {
         })
     }
 
-    /// Settles a hold (see `core::pg_store::PgStore::settle`). Resolves to whether it was
+    /// Settles a hold (see `stores::pg::PgStore::settle`). Resolves to whether it was
     /// written now (false: kept and retried with the lease renewal).
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn settle<'env>(

@@ -21,7 +21,6 @@ pub mod ids;
 pub mod json;
 pub mod manifest;
 pub mod mapping;
-pub mod pg_store;
 pub mod profile;
 pub mod ranking;
 pub mod reasons;

@@ -12,7 +12,7 @@
 //! amounts are held, with their expected usage.
 //!
 //! Expiry (the assumption TTL, and the lease of the process that holds an in-flight hold)
-//! is applied by the database before the rows reach this function (`pg_store.rs`), with the
+//! is applied by the database before the rows reach this function (`stores/pg.rs`), with the
 //! database's clock, so that processes on machines with different clocks agree.
 
 /// One dimension of a validated measurement, with this request's need in it.

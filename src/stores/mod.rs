@@ -9,14 +9,18 @@
 //! The files depend one way (an arrow is "uses"):
 //!
 //! ```text
-//! record ← sqlite          pg_tls
+//! record ← sqlite
+//! record, pg_tls ← pg
 //! ```
 //!
 //! - `record`: the rows both stores keep (a mapping, an intent, one write of a batch);
 //! - `sqlite`: one SQLite file in WAL mode, versioned schema, mappings and intents;
+//! - `pg`: the shared store in PostgreSQL (pool, deadlines, migrations, mappings, intents)
+//!   and the shared capacity ledger's transactions around `core::shared_ledger::decide`;
 //! - `pg_tls`: the PostgreSQL store's TLS (rustls behind tokio-postgres's connector) and the
 //!   `sslmode` of a connection URL.
 
+pub mod pg;
 pub mod pg_tls;
 pub mod record;
 pub mod sqlite;
