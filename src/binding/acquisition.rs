@@ -10,6 +10,7 @@
 //! calls to its machine; a free function taking an integer costs a fraction of a method
 //! call on a wrapped object, and no JS object is made per provision.
 
+use crate::binding::clock::now_millis;
 use crate::binding::error::{contained, guard, internal, AttemptRecord, Failure, NativeError, SkipRecord};
 use crate::binding::ids::next_sandbox_id;
 use crate::binding::mapping::{write_record, IntentRecord};
@@ -18,7 +19,7 @@ use crate::binding::request::{labels_from, CompiledRequest};
 use crate::binding::router::{instant, NativeRouter, RouterCore};
 use crate::core::acquisition::{settle_window_ms, Acquisition, CapacityPlan, Event, SharedVerdict, Step};
 use crate::core::capacity::{validate, Ledger};
-use crate::core::clock::{iso8601_millis, now_millis};
+use crate::core::clock::iso8601_millis;
 use crate::core::failure::{failure_of, Rejections};
 use crate::core::health::{Health, Transition};
 use crate::core::ids::SandboxKey;

@@ -12,6 +12,7 @@
 //! The API key crosses the seam as an argument and is only ever used as a header value; it
 //! never appears in a result or an error.
 
+use crate::binding::clock::now_millis;
 use crate::binding::error::{guard, typed_future, Failure, NativeError};
 use crate::core::capacity::{Measurement, UnknownReason};
 use crate::core::error::ErrorClass;
@@ -25,7 +26,7 @@ use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
 use napi_derive::napi;
 use serde_json::Value;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 fn invalid(e: FieldError) -> Failure {
     NativeError::invalid(
@@ -110,10 +111,6 @@ impl From<Measurement> for MeasurementRecord {
 pub fn validate_measurement(measurement_json: String) -> MeasurementRecord {
     let v = serde_json::from_str::<Value>(&measurement_json).unwrap_or(Value::Null);
     crate::core::capacity::validate(&v).into()
-}
-
-fn now_ms() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
 }
 
 /// Reads one provider account's capacity without creating anything.
@@ -254,7 +251,7 @@ fn summary_of(items_json: &str, limits_json: &str, options_json: Option<&str>) -
         ref v => Some(parse_limits(v).map_err(invalid)?),
     };
     let options_value = options_json.map(|t| parse_json(t, "options")).transpose()?;
-    let options = parse_summary_options(options_value.as_ref(), now_ms()).map_err(invalid)?;
+    let options = parse_summary_options(options_value.as_ref(), now_millis() as f64).map_err(invalid)?;
     Ok(summarize(items, limits.as_ref(), &options).to_string())
 }
 

@@ -121,7 +121,7 @@ pub(crate) fn write_record(
         labels,
         stamped: true,
         fleet: Some(fleet),
-        created_at: CreatedAt::Millis(crate::core::clock::now_millis()),
+        created_at: CreatedAt::Millis(crate::binding::clock::now_millis()),
         detached,
     });
 }

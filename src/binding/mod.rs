@@ -16,7 +16,8 @@
 //! - `acquisition`: the machines of the provisions in flight, by integer key;
 //! - `explain`: explanations written into typed arrays JavaScript lends;
 //! - `mapping`, `sqlite`, `pg`: the mapping stores' native halves;
-//! - `capacity`: the builtin capacity readers' HTTP on tokio; `manifest`: process manifests.
+//! - `capacity`: the builtin capacity readers' HTTP on tokio; `manifest`: process manifests;
+//! - `clock`: the wall-clock readings the core is given (it reads none itself).
 //!
 //! What crosses: caller data that must be validated crosses once as JSON text (a request,
 //! a definition, a reader's measurement, a resolver's answer); everything the core answers
@@ -24,6 +25,7 @@
 
 pub mod acquisition;
 pub mod capacity;
+pub mod clock;
 pub mod error;
 pub mod explain;
 pub mod ids;

@@ -8,12 +8,13 @@
 //! the options they come from are validated in one place (the health ranges and defaults
 //! are `core::health`'s, the only copy).
 
+use crate::binding::clock::now_millis;
 use crate::binding::error::{guard, Failure, NativeError};
 use crate::binding::mapping::NativeMappingStore;
 use crate::binding::registry::{HealthView, NativeRegistry, Question, RegistryInner};
 use crate::binding::request::CompiledRequest;
 use crate::core::capacity::Ledger;
-use crate::core::clock::{iso8601_millis, now_millis};
+use crate::core::clock::iso8601_millis;
 use crate::core::error::ErrorClass;
 use crate::core::health::{config_of_option, CircuitState, Health};
 use crate::core::mapping::MappingStore;

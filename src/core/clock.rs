@@ -1,9 +1,11 @@
-//! Wall-clock timestamps for records, in the ISO-8601 form JS's `toISOString` produces.
+//! Timestamps as records carry them: epoch milliseconds in the ISO-8601 form JS's
+//! `toISOString` produces.
+//!
+//! The core never reads a clock: it is given the time (the glue reads the wall clock,
+//! `binding/clock.rs`, where JavaScript passes no reading).
 //!
 //! Why not chrono? One function of twenty lines does not justify a dependency; the
 //! civil-from-days conversion below is Howard Hinnant's public-domain algorithm.
-
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` for milliseconds since the Unix epoch.
 pub fn iso8601_millis(ms: i64) -> String {
@@ -25,20 +27,6 @@ pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
-/// Milliseconds since the Unix epoch, now. (Seconds and sub-second millis rather than
-/// `as_millis`, whose u128 division showed in the provision path's profile: health reads
-/// the clock twice per provision.)
-pub fn now_millis() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| (d.as_secs() as i64).saturating_mul(1000).saturating_add(i64::from(d.subsec_millis())))
-}
-
-/// Now, as [`iso8601_millis`].
-pub fn now_iso8601() -> String {
-    iso8601_millis(now_millis())
 }
 
 #[cfg(test)]
