@@ -4,7 +4,8 @@
 
 use agent_relay_sandbox_router::core::acquisition::{Acquisition, Event, Outcome, Step};
 use agent_relay_sandbox_router::core::health::{Block, CircuitState, Health, HealthConfig, Transition};
-use agent_relay_sandbox_router::core::registry::{route_order, Pool, Registry, RouteOptions};
+use agent_relay_sandbox_router::core::pool::Pool;
+use agent_relay_sandbox_router::core::registry::{route_order, Registry, RouteOptions};
 use agent_relay_sandbox_router::core::request::parse_request;
 use serde_json::json;
 

@@ -1,8 +1,9 @@
 //! Routing decisions end to end over the core (no Node): filters, ranking, explain.
 
 use agent_relay_sandbox_router::core::explain::{compact_size, interned_summary, summary, write_compact, NONE};
+use agent_relay_sandbox_router::core::pool::Pool;
 use agent_relay_sandbox_router::core::reasons::Reason;
-use agent_relay_sandbox_router::core::registry::{route, route_interned, Pool, Registry, RouteOptions};
+use agent_relay_sandbox_router::core::registry::{route, route_interned, Registry, RouteOptions};
 use agent_relay_sandbox_router::core::request::parse_request;
 use agent_relay_sandbox_router::core::requirements::Interner;
 use serde_json::{json, Value};

@@ -1,7 +1,8 @@
 //! Property tests of the routing decision: invariants that must hold for every input.
 
 use agent_relay_sandbox_router::core::capabilities::{ISOLATION_LEVELS, NAMED_CAPABILITIES};
-use agent_relay_sandbox_router::core::registry::{route, Pool, Registry, RouteOptions};
+use agent_relay_sandbox_router::core::pool::Pool;
+use agent_relay_sandbox_router::core::registry::{route, Registry, RouteOptions};
 use agent_relay_sandbox_router::core::request::parse_request;
 use agent_relay_sandbox_router::core::requirements::{rejections, CheckContext};
 use proptest::prelude::*;

@@ -10,10 +10,10 @@ use crate::binding::error::{guard, Failure, NativeError, ReasonRecord, Rejection
 use crate::core::error::ErrorClass;
 use crate::core::explain::summary;
 use crate::core::health::{Block, Health, Observed};
+use crate::core::pool::Pool;
 use crate::core::ranking::Slim;
 use crate::core::registry::{
-    requirement_survivors, route, route_interned, route_order_into, Decision, InternedDecision, Pool, Registry,
-    RouteOptions,
+    requirement_survivors, route, route_interned, route_order_into, Decision, InternedDecision, Registry, RouteOptions,
 };
 use crate::core::request::Request;
 use crate::core::requirements::Interner;

@@ -21,6 +21,7 @@ pub mod ids;
 pub mod json;
 pub mod manifest;
 pub mod mapping;
+pub mod pool;
 pub mod profile;
 pub mod ranking;
 pub mod reasons;

@@ -13,6 +13,7 @@
 use crate::core::capabilities::{
     rank_of, Lifetime, DURABILITY_LEVELS, EGRESS_CLASSES, ISOLATION_LEVELS, TIMEOUT_SEMANTICS,
 };
+use crate::core::pool::Pool;
 use crate::core::request::Request;
 use crate::core::signals::Signals;
 use std::collections::HashMap;
@@ -91,7 +92,7 @@ impl RegionTable {
 
 impl Profile {
     /// The profile of a pool whose regions interned to `regions` (None: not all did).
-    pub fn of(pool: &crate::core::registry::Pool, regions: Option<u64>) -> Profile {
+    pub fn of(pool: &Pool, regions: Option<u64>) -> Profile {
         let c = &pool.capabilities;
         Profile {
             mask: c.mask,

@@ -6,60 +6,17 @@
 //! structs, and the order of filters is the spec's: exact provider and requirements,
 //! then (request-scoped) signals, then availability and the latency budget, then rank.
 
-use crate::core::capabilities::Capabilities;
 use crate::core::health::{Block, Observed};
-use crate::core::ids::validate_provider_id;
-use crate::core::json::FieldError;
+use crate::core::pool::Pool;
 use crate::core::profile::{admits, admits_simple, tier, Profile, RegionTable, RequestProfile};
 use crate::core::ranking::{latency_of, rank, top_k, Candidate, Ranked, SideBySide, Slim};
 use crate::core::reasons::{Reason, Rejection};
 use crate::core::request::{Objective, Request};
 use crate::core::requirements::{check, CheckContext, Interner, Sink, TextKey};
-use crate::core::signals::{signal_state, SignalError, SignalState, Signals};
+use crate::core::signals::{SignalState, Signals};
 use crate::core::CoreError;
-use serde_json::Value;
 use std::collections::HashMap;
 use std::fmt::{self, Write};
-
-/// A registered provider pool.
-#[derive(Debug, Clone)]
-pub struct Pool {
-    /// Provider id.
-    pub id: String,
-    /// Declared envelope.
-    pub capabilities: Capabilities,
-    /// Registered signals (a resolver may override them per request).
-    pub signals: SignalState,
-    /// Whether its runtime has `launchDetached`.
-    pub has_launch_detached: bool,
-}
-
-impl Pool {
-    /// Builds a pool from `{ id, capabilities, signals }` JSON (the runtime stays in JS).
-    pub fn from_json(value: &Value, has_launch_detached: bool) -> Result<Pool, CoreError> {
-        let id = value.get("id").and_then(Value::as_str).unwrap_or("");
-        validate_provider_id(id)?;
-        let bad = |e: FieldError| CoreError::InvalidProviderDefinition {
-            provider: id.to_string(),
-            field: e.field,
-            expectation: e.expectation,
-        };
-        let capabilities = match value.get("capabilities") {
-            None => {
-                return Err(bad(FieldError::new(
-                    "capabilities",
-                    "is required (declare the pool's envelope; an empty object declares nothing)",
-                )))
-            }
-            Some(v) => Capabilities::read(v, "capabilities").map_err(bad)?,
-        };
-        let signals = match value.get("signals") {
-            None => Err(SignalError { reason: Reason::InvalidSignals, detail: "signals is required".into() }),
-            Some(v) => signal_state(v),
-        };
-        Ok(Pool { id: id.to_string(), capabilities, signals, has_launch_detached })
-    }
-}
 
 /// Pools by registration, with an id index and the hot path's compact profiles.
 #[derive(Debug, Clone, Default)]
