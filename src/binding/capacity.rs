@@ -192,7 +192,7 @@ async fn find_with_deadline(
 ) -> FindResult {
     let outcome = match serde_json::from_str::<Value>(config_json) {
         Err(_) => Err(UnknownReason::Malformed),
-        Ok(config) => tokio::time::timeout(deadline, readers::find::find(kind, &config, api_key, fleet))
+        Ok(config) => tokio::time::timeout(deadline, readers::find(kind, &config, api_key, fleet))
             .await
             .unwrap_or(Err(UnknownReason::Timeout)),
     };

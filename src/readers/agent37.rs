@@ -9,9 +9,11 @@
 //! fields differ between sources (`vcpu` vs `resources`), which is one more reason this
 //! reader only counts.
 
-use super::find::{collect, Found};
+use super::config::ReaderConfig;
 use super::http::{Auth, Fetch, HttpFetch};
-use super::{endpoint, parse_body, slot_reader, slots_or_unknown, PageGuard, ReaderConfig};
+use super::list::{endpoint, parse_body, PageGuard};
+use super::slots::{slot_reader, slots_or_unknown};
+use super::stamp::{collect, Found};
 use crate::core::capacity::{Measurement, UnknownReason};
 use serde::Deserialize;
 
@@ -92,7 +94,7 @@ pub async fn find(cfg: &ReaderConfig, api_key: &str, fleet: &str) -> Result<Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::readers::parse_config;
+    use crate::readers::config::parse_config;
     use crate::readers::test_support::{block_on, MemoryFetch};
     use serde_json::json;
 

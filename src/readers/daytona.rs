@@ -31,9 +31,10 @@
 //! negative or of the wrong type makes the whole read `MALFORMED` (a sandbox we cannot size
 //! is not a sandbox of size zero).
 
-use super::find::{collect, fleet_filter_json, parse_rfc3339_ms, Found};
+use super::config::ReaderConfig;
 use super::http::{Auth, Fetch, HttpFetch};
-use super::{endpoint, page_size, parse_body, PageGuard, ReaderConfig};
+use super::list::{endpoint, page_size, parse_body, PageGuard};
+use super::stamp::{collect, fleet_filter_json, parse_rfc3339_ms, Found};
 use crate::core::capacity::{Measurement, ResourceMeasurement, UnknownReason};
 use serde::Deserialize;
 
@@ -368,7 +369,7 @@ pub async fn find(cfg: &ReaderConfig, api_key: &str, fleet: &str) -> Result<Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::readers::parse_config;
+    use crate::readers::config::parse_config;
     use crate::readers::test_support::{block_on, MemoryFetch};
     use serde_json::json;
 

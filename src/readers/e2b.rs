@@ -13,9 +13,11 @@
 //! Items are parsed only far enough to prove they are sandbox objects (`sandboxID` string);
 //! anything else is `MALFORMED`.
 
-use super::find::{collect, parse_rfc3339_ms, Found};
+use super::config::ReaderConfig;
 use super::http::{Auth, Fetch, HttpFetch};
-use super::{endpoint, page_size, parse_body, slot_reader, slots_or_unknown, PageGuard, ReaderConfig};
+use super::list::{endpoint, page_size, parse_body, PageGuard};
+use super::slots::{slot_reader, slots_or_unknown};
+use super::stamp::{collect, parse_rfc3339_ms, Found};
 use crate::core::capacity::{Measurement, UnknownReason};
 use crate::core::request::SANDBOX_FLEET_LABEL;
 use serde::Deserialize;
@@ -143,7 +145,7 @@ pub async fn find(cfg: &ReaderConfig, api_key: &str, fleet: &str) -> Result<Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::readers::parse_config;
+    use crate::readers::config::parse_config;
     use crate::readers::test_support::{block_on, MemoryFetch};
     use serde_json::json;
 

@@ -10,9 +10,11 @@
 //! `MALFORMED` (we could not finish the count); a response without `has_more` continues
 //! only while a cursor is present.
 
-use super::find::{collect, fleet_filter_json, parse_rfc3339_ms, Found};
+use super::config::ReaderConfig;
 use super::http::{Auth, Fetch, HttpFetch};
-use super::{endpoint, page_size, parse_body, slot_reader, slots_or_unknown, PageGuard, ReaderConfig};
+use super::list::{endpoint, page_size, parse_body, PageGuard};
+use super::slots::{slot_reader, slots_or_unknown};
+use super::stamp::{collect, fleet_filter_json, parse_rfc3339_ms, Found};
 use crate::core::capacity::{Measurement, UnknownReason};
 use serde::Deserialize;
 
@@ -152,7 +154,7 @@ pub async fn find(cfg: &ReaderConfig, api_key: &str, fleet: &str) -> Result<Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::readers::parse_config;
+    use crate::readers::config::parse_config;
     use crate::readers::test_support::{block_on, MemoryFetch};
     use serde_json::json;
 

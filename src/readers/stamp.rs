@@ -1,5 +1,9 @@
-//! Finders: list a provider account's sandboxes that carry the router's stamp, through the
-//! same list APIs (and credentials) the capacity readers use.
+//! The stamp rule the finders share: which listed sandbox carries the router's stamp, and
+//! what a finder reports of it.
+//!
+//! Finders list a provider account's sandboxes that carry the router's stamp, through the
+//! same list APIs (and credentials) the capacity readers use (each provider's file; the
+//! dispatch is `readers::find`).
 //!
 //! Why not the adapters' `findAllByLabels`? Label search is not reliable on every adapter:
 //! the published E2B adapter hands the SDK a pre-serialized metadata filter that the SDK
@@ -16,7 +20,6 @@
 //! Errors follow the readers' policy: never a failure, never provider text; an unlistable
 //! account is `unknown` with a reason ([`UnknownReason`]).
 
-use super::{agent37, daytona, e2b, microsandbox, parse_config, Kind};
 use crate::core::capacity::UnknownReason;
 use crate::core::ids::is_sandbox_id;
 use crate::core::request::{SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL};
@@ -64,28 +67,6 @@ pub(crate) fn collect(
     }
     out.push(Found { provider_sandbox_id: provider_sandbox_id.to_string(), sandbox_id, created_at_ms });
     Ok(())
-}
-
-/// Lists the stamped sandboxes of one account. `config` is the readers' configuration JSON
-/// (`baseUrl`, `organizationId`, `maxPages`, `pageSize`; limits are ignored). Vercel,
-/// Freestyle and unknown kinds are `NOT_SUPPORTED` (the caller falls back to the runtime's
-/// own label search). No deadline here: the caller drops the future to cancel.
-pub async fn find(kind: &str, config: &Value, api_key: &str, fleet: &str) -> Result<Vec<Found>, UnknownReason> {
-    let kind = match Kind::parse(kind) {
-        None | Some(Kind::Vercel | Kind::Freestyle) => return Err(UnknownReason::NotSupported),
-        Some(k) => k,
-    };
-    let mut cfg = parse_config(config).map_err(|_| UnknownReason::Malformed)?;
-    // Finders count nothing against a quota: limits and demand do not apply.
-    cfg.limits = Default::default();
-    cfg.demand = Default::default();
-    match kind {
-        Kind::Daytona => daytona::find(&cfg, api_key, fleet).await,
-        Kind::E2b => e2b::find(&cfg, api_key, fleet).await,
-        Kind::Microsandbox => microsandbox::find(&cfg, api_key, fleet).await,
-        Kind::Agent37 => agent37::find(&cfg, api_key, fleet).await,
-        Kind::Vercel | Kind::Freestyle => Err(UnknownReason::NotSupported),
-    }
 }
 
 /// `{"agent-relay-sbx-fleet":"<fleet>"}`: the JSON label filter Daytona and Microsandbox take.
