@@ -15,6 +15,50 @@ export declare class CompiledRequest {
   get acquisitionTimeoutMs(): number
 }
 
+/**
+ * A builtin capacity reader's native half: its options, validated once when the reader is
+ * made, and its reads. The API key is not kept here: the reader's closure holds it and
+ * hands it to each read.
+ */
+export declare class NativeCapacityReader {
+  /**
+   * Validates `createCapacityReader(provider, options)`, given as the JSON text of
+   * `{ provider, options }` (`null`: the options could not be read). Throws the typed
+   * `INVALID_CONFIGURATION` error naming the first refused field (never its value; the
+   * key is checked, then dropped).
+   */
+  constructor(specJson?: string | undefined | null)
+  /** The provider kind. */
+  get provider(): string
+  /**
+   * Reads the account's capacity, off the JavaScript thread. `options_json`: the read's
+   * options `{ timeoutMs? }` as JSON text (the reader's `timeoutMs`, default 5,000, when
+   * absent; `null`: they could not be read); an invalid one throws the typed `INVALID_CONFIGURATION` error and reads
+   * nothing. On expiry of the deadline the HTTP request is cancelled and the answer is
+   * `unknown: TIMEOUT`.
+   *
+   * Resolves to the measurement: `{ status: 'known', resources }` or `{ status: 'unknown',
+   * reason }`. Rejects only on an internal bug (`INTERNAL_ERROR`).
+   */
+  read(apiKey: string, optionsJson?: string | undefined | null): Promise<MeasurementRecord>
+}
+
+/**
+ * A native finder: lists one account's sandboxes stamped with a fleet through the
+ * provider's list API (`daytona`, `e2b`, `microsandbox`, `agent37`), with the options the
+ * factory gave it, validated once. The API key is not kept here (the finder's closure
+ * holds it).
+ */
+export declare class NativeFinder {
+  /**
+   * Lists the sandboxes stamped with `fleet` (the fleet label and a well-formed id label).
+   * The deadline (`timeoutMs`) is clamped to 1 ms … 2^31 - 1 ms; on its expiry the HTTP is cancelled and
+   * the answer is `TIMEOUT`. Never rejects for provider problems; only a caught panic
+   * rejects (`INTERNAL_ERROR`).
+   */
+  find(apiKey: string, fleet: string, timeoutMs: number): Promise<FindResult>
+}
+
 /** The default in-memory mapping store (sync core; the JS class adds the async contract). */
 export declare class NativeMappingStore {
   /** An empty store. */
@@ -71,7 +115,7 @@ export declare class NativePgStore {
    */
   admit(pool: string, readSeq: number, dims: Array<DemandDim>, holdMs: number): Promise<AdmitVerdict>
   /**
-   * Settles a hold (see `core::pg_store::PgStore::settle`). Resolves to whether it was
+   * Settles a hold (see `stores::pg::PgStore::settle`). Resolves to whether it was
    * written now (false: kept and retried with the lease renewal).
    */
   settle(token: number, allocated: boolean, ttlMs: number): Promise<boolean>
@@ -278,6 +322,12 @@ export interface AttemptRecord {
  */
 export declare function beginAcquisition(router: NativeRouter, registry: NativeRegistry, request: CompiledRequest, detached: boolean, labelsJson: string | undefined | null, extras: RouteExtras | undefined | null, id: string | undefined | null, step: Uint32Array, now?: number | undefined | null): string
 
+/**
+ * The provider kinds with a builtin reader, in their documented order
+ * (`CAPACITY_READER_KINDS`).
+ */
+export declare function capacityReaderKinds(): Array<string>
+
 /** A router's capacity policy. */
 export interface CapacitySettings {
   /** The explicit provider order that replaces strategy ranking. */
@@ -446,16 +496,7 @@ export interface FindResult {
   items: Array<FoundSandbox>
 }
 
-/**
- * Lists one account's sandboxes stamped with `fleet` (the fleet label and a well-formed id
- * label), through the provider's list API (`daytona`, `e2b`, `microsandbox`, `agent37`;
- * other kinds answer `NOT_SUPPORTED`). `config_json` as for [`read_capacity`] (limits are
- * ignored). On expiry of `timeout_ms` the HTTP is cancelled and the answer is `TIMEOUT`.
- * Never rejects for provider problems; only a caught panic rejects (`INTERNAL_ERROR`).
- */
-export declare function findStamped(kind: string, configJson: string, apiKey: string, fleet: string, timeoutMs: number): Promise<FindResult>
-
-/** One stamped sandbox found by [`find_stamped`]. */
+/** One stamped sandbox a finder found. */
 export interface FoundSandbox {
   /** The provider's own sandbox id. */
   providerSandboxId: string
@@ -568,6 +609,14 @@ export interface NativeError {
 }
 
 /**
+ * The native finder for a factory pool, from the JSON text of `{ provider, options:
+ * { apiKey, baseUrl?, organizationId?, maxPages?, pageSize? } }`; `null` when there is none
+ * (no list API for the provider, or no key given as a string: the runtime's own label
+ * search serves).
+ */
+export declare function nativeFinder(specJson: string): NativeFinder | null
+
+/**
  * Strictly parses Daytona limits `{ cpu?, memory?, disk? }` (vCPU; GiB for memory/disk):
  * finite numbers > 0, no unknown keys, at least one. Returns
  * `{"cpu","memoryMiB","diskMiB","provided"}` as JSON; throws the typed `INVALID_INPUT`
@@ -666,19 +715,6 @@ export interface PoolSignals {
    */
   unresolved?: string
 }
-
-/**
- * Reads one provider account's capacity without creating anything.
- *
- * `kind`: `daytona` | `e2b` | `microsandbox` | `agent37` | `vercel` | `freestyle`.
- * `config_json`: `{ baseUrl?, organizationId?, limits?, demand?, maxPages? (default 1000),
- * pageSize? }` (memory/disk in GiB). `timeout_ms`: the read's deadline; on expiry the HTTP
- * request is cancelled and the answer is `unknown: TIMEOUT`.
- *
- * Resolves to the measurement: `{ status: 'known', resources }` or `{ status: 'unknown',
- * reason }`. Rejects only on an internal bug (`INTERNAL_ERROR`).
- */
-export declare function readCapacity(kind: string, configJson: string, apiKey: string, timeoutMs: number): Promise<MeasurementRecord>
 
 /** One rejection reason: a stable code and a detail. */
 export interface ReasonRecord {

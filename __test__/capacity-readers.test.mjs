@@ -518,6 +518,40 @@ test('option validation: typed INVALID_CONFIGURATION errors naming the field, ne
   }
 });
 
+test('option messages name the field and what it must be (the one native rule)', () => {
+  const cases = [
+    [['modal', {}], 'invalid capacity reader option provider: must be one of daytona, e2b, microsandbox, agent37, vercel, freestyle'],
+    [['e2b', { apiKey: KEY, baseUrl: 'ftp://x' }], 'invalid capacity reader option baseUrl: must use http or https'],
+    [['agent37', { apiKey: KEY, pageSize: 10 }], 'invalid capacity reader option pageSize: does not apply: the agent37 list is not paginated'],
+    [['e2b', { apiKey: KEY, limits: { cpu: 1 } }], 'invalid capacity reader option limits.cpu: is not measurable here (allowed: sandboxes)'],
+    [['daytona', { apiKey: KEY, get maxPages() { throw new Error(KEY); } }], 'invalid capacity reader option options: could not be read (a property access threw)'],
+  ];
+  for (const [args, message] of cases) {
+    assert.throws(() => createCapacityReader(...args), (e) => e instanceof SandboxRouterConfigurationError && e.message === message && !leaks(e, KEY), message);
+  }
+});
+
+test('must-fire: the key a reader sends is the one its options were checked with, read once', async () => {
+  await withServer('e2b', (req, res) => json(res, 200, []), async (s) => {
+    let reads = 0;
+    const options = { get apiKey() { reads += 1; return reads === 1 ? KEY : `${KEY}-second-read`; }, baseUrl: s.base, limits: { sandboxes: 1 } };
+    const m = await createCapacityReader('e2b', options).getCapacity();
+    assert.equal(m.status, 'known');
+    assert.equal(reads, 1);
+    assert.equal(s.requests[0].headers['x-api-key'], KEY);
+  });
+});
+
+test('must-not-fire: a valid getCapacity option reads; an unreadable one is refused without a read', async () => {
+  await withServer('e2b', (req, res) => json(res, 200, []), async (s) => {
+    const reader = createCapacityReader('e2b', { apiKey: KEY, baseUrl: s.base, limits: { sandboxes: 1 } });
+    assert.equal((await reader.getCapacity({ timeoutMs: 1000 })).status, 'known');
+    const hostile = { get timeoutMs() { throw new Error(KEY); } };
+    await assert.rejects(reader.getCapacity(hostile), (e) => e instanceof SandboxRouterConfigurationError && e.field === 'getCapacity' && !leaks(e, KEY));
+    assert.equal(s.requests.length, 1);
+  });
+});
+
 test('getCapacity rejects an invalid timeoutMs with a typed error (no read)', async () => {
   await withServer('e2b', () => assert.fail('no request expected'), async (s) => {
     const reader = createCapacityReader('e2b', { apiKey: KEY, baseUrl: s.base, limits: { sandboxes: 1 } });

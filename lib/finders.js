@@ -3,8 +3,9 @@
 //
 // A pool built by createSandboxRouter / createProviderRuntime for Daytona, E2B, Microsandbox
 // or Agent37 gets a NATIVE finder: the provider's own list API over the capacity readers'
-// HTTP (src/readers/find.rs), with the same credentials the factory already holds, kept in
-// this closure and nowhere else. Why not the adapter's findAllByLabels? On E2B the
+// HTTP (src/readers/: one file per provider, the stamp rule in stamp.rs), with the same
+// credentials the factory already holds, kept in this closure and nowhere else. Why not
+// the adapter's findAllByLabels? On E2B the
 // published adapter's label search finds nothing against the real SDK (see
 // ../shared/reference/sandbox-runtime-port.md, point 5); the list APIs return each
 // sandbox's labels, so the stamp is checked item by item.
@@ -15,7 +16,8 @@
 // labels can be matched to a mapping by its provider id, but never reclaimed.
 
 const { binding } = require('./binding.js');
-const { guarded } = require('./guard.js');
+const { guarded, copyOptions } = require('./guard.js');
+const { serialize } = require('./serialize.js');
 const { within, TIMED_OUT } = require('./within.js');
 
 /** Label key of the router's fleet stamp. */
@@ -23,32 +25,36 @@ const SANDBOX_FLEET_LABEL = 'agent-relay-sbx-fleet';
 /** Label key of the router's id stamp (also exported by provision.js). */
 const SANDBOX_ID_LABEL = 'agent-relay-sbx-id';
 const SBX_ID = /^sbx_[0-9a-f]{32}$/;
-const NATIVE_KINDS = new Set(['daytona', 'e2b', 'microsandbox', 'agent37']);
 
 /** runtime object → its native finder (made by the factory; holds the credentials). */
 const FINDERS = new WeakMap();
 
 /**
- * Registers a native finder for a runtime the factory made. `options`: `{ apiKey, baseUrl?,
- * organizationId?, maxPages?, pageSize? }` (already validated by the factory). The key stays
- * in the returned closure.
+ * Registers a native finder for a runtime the factory made, when its provider has one.
+ * `options`: `{ apiKey, baseUrl?, organizationId?, maxPages?, pageSize? }`, validated once
+ * natively (src/readers/config.rs: options a reader would refuse make every list
+ * MALFORMED). The key stays in the returned closure.
  */
 function attachFinder(runtime, kind, options) {
-  if (!NATIVE_KINDS.has(kind) || typeof options.apiKey !== 'string') return;
-  const config = {};
-  if (options.baseUrl !== undefined) config.baseUrl = options.baseUrl;
-  if (kind === 'daytona' && options.organizationId !== undefined) config.organizationId = options.organizationId;
-  if (options.maxPages !== undefined) config.maxPages = options.maxPages;
-  if (options.pageSize !== undefined) config.pageSize = options.pageSize;
-  FINDERS.set(runtime, nativeFinder(kind, JSON.stringify(config), options.apiKey));
+  let spec;
+  let copy;
+  try {
+    copy = copyOptions(options, 1);
+    spec = serialize({ provider: kind, options: copy });
+  } catch {
+    return;
+  }
+  if (spec === null) return;
+  const native = binding.nativeFinder(spec);
+  if (native !== null) FINDERS.set(runtime, nativeFinder(native, copy.apiKey));
 }
 
-function nativeFinder(kind, configJson, apiKey) {
+function nativeFinder(native, apiKey) {
   return {
     kind: 'native',
     /** @returns {Promise<{ reason: string | null, items: Found[] }>} */
     async find(fleet, timeoutMs) {
-      const r = await binding.findStamped(kind, configJson, apiKey, fleet, Math.max(1, Math.min(timeoutMs, 2 ** 31 - 1)));
+      const r = await native.find(apiKey, fleet, timeoutMs);
       return {
         reason: r.reason ?? null,
         items: r.items.map((f) => ({ providerSandboxId: f.providerSandboxId, sandboxId: f.sandboxId, createdAtMs: f.createdAtMs ?? null, verified: true })),

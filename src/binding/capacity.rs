@@ -1,6 +1,10 @@
 //! napi glue for the builtin capacity readers and the Daytona display helpers.
 //!
-//! Why is `read_capacity` an async napi function that never rejects for provider problems?
+//! A reader's (and a finder's) options cross once, when it is made, as JSON text; the one
+//! options rule (`readers::config`) validates them and keeps what the reads need in the
+//! native object. The API key stays in the JavaScript closure and crosses with each read.
+//!
+//! Why is a read an async napi method that never rejects for provider problems?
 //! A capacity read is an observation: timeouts, 401s, 429s and malformed bodies are all
 //! `{"status":"unknown","reason":…}` measurements the router can skip, not exceptions. The
 //! read runs on napi's tokio runtime (HTTP and JSON parsing off the JS thread) inside a
@@ -10,7 +14,7 @@
 //! `INTERNAL_ERROR`, without the panic's payload (`error::typed_future`).
 //!
 //! The API key crosses the seam as an argument and is only ever used as a header value; it
-//! never appears in a result or an error.
+//! never appears in a result or an error (a refused key is named by its field only).
 
 use crate::binding::clock::now_millis;
 use crate::binding::error::{guard, typed_future, Failure, NativeError};
@@ -18,14 +22,17 @@ use crate::core::capacity::{Measurement, UnknownReason};
 use crate::core::error::ErrorClass;
 use crate::core::json::FieldError;
 use crate::readers;
+use crate::readers::config::{self, Kind, ReaderConfig, ReaderOptions};
 use crate::readers::daytona_summary::{
     inventory_items, parse_daytona_capacity_limits as parse_limits, parse_summary_options,
     summarize_daytona_capacity as summarize,
 };
+use crate::readers::stamp::Found;
 use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
 use napi_derive::napi;
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::Duration;
 
 fn invalid(e: FieldError) -> Failure {
@@ -113,38 +120,80 @@ pub fn validate_measurement(measurement_json: String) -> MeasurementRecord {
     crate::core::capacity::validate(&v).into()
 }
 
-/// Reads one provider account's capacity without creating anything.
-///
-/// `kind`: `daytona` | `e2b` | `microsandbox` | `agent37` | `vercel` | `freestyle`.
-/// `config_json`: `{ baseUrl?, organizationId?, limits?, demand?, maxPages? (default 1000),
-/// pageSize? }` (memory/disk in GiB). `timeout_ms`: the read's deadline; on expiry the HTTP
-/// request is cancelled and the answer is `unknown: TIMEOUT`.
-///
-/// Resolves to the measurement: `{ status: 'known', resources }` or `{ status: 'unknown',
-/// reason }`. Rejects only on an internal bug (`INTERNAL_ERROR`).
-#[napi(ts_return_type = "Promise<MeasurementRecord>")]
-pub fn read_capacity<'env>(
-    env: &'env Env,
-    kind: String,
-    config_json: String,
-    api_key: String,
+fn option_error(e: FieldError) -> Failure {
+    NativeError::invalid(ErrorClass::Configuration, "INVALID_CONFIGURATION", config::message(&e), e.field)
+}
+
+/// The provider kinds with a builtin reader, in their documented order
+/// (`CAPACITY_READER_KINDS`).
+#[napi]
+pub fn capacity_reader_kinds() -> Vec<&'static str> {
+    Kind::ALL.iter().map(|k| k.name()).collect()
+}
+
+/// A builtin capacity reader's native half: its options, validated once when the reader is
+/// made, and its reads. The API key is not kept here: the reader's closure holds it and
+/// hands it to each read.
+#[napi]
+pub struct NativeCapacityReader {
+    config: Arc<ReaderConfig>,
     timeout_ms: u32,
-) -> napi::Result<PromiseRaw<'env, MeasurementRecord>> {
-    let deadline = Duration::from_millis(u64::from(timeout_ms));
-    typed_future(env, async move { Ok(read_with_deadline(&kind, &config_json, &api_key, deadline).await.into()) })
+}
+
+#[napi]
+impl NativeCapacityReader {
+    /// Validates `createCapacityReader(provider, options)`, given as the JSON text of
+    /// `{ provider, options }` (`null`: the options could not be read). Throws the typed
+    /// `INVALID_CONFIGURATION` error naming the first refused field (never its value; the
+    /// key is checked, then dropped).
+    #[napi(constructor)]
+    pub fn new(env: Env, spec_json: Option<String>) -> napi::Result<Self> {
+        guard(&env, || {
+            let spec = spec_json.map(|t| serde_json::from_str::<Value>(&t).unwrap_or(Value::Null));
+            let r = ReaderOptions::read(spec.as_ref()).map_err(option_error)?;
+            Ok(NativeCapacityReader { config: Arc::new(r.config), timeout_ms: r.timeout_ms })
+        })
+    }
+
+    /// The provider kind.
+    #[napi(getter)]
+    pub fn provider(&self) -> &'static str {
+        self.config.kind.name()
+    }
+
+    /// Reads the account's capacity, off the JavaScript thread. `options_json`: the read's
+    /// options `{ timeoutMs? }` as JSON text (the reader's `timeoutMs`, default 5,000, when
+    /// absent; `null`: they could not be read); an invalid one throws the typed `INVALID_CONFIGURATION` error and reads
+    /// nothing. On expiry of the deadline the HTTP request is cancelled and the answer is
+    /// `unknown: TIMEOUT`.
+    ///
+    /// Resolves to the measurement: `{ status: 'known', resources }` or `{ status: 'unknown',
+    /// reason }`. Rejects only on an internal bug (`INTERNAL_ERROR`).
+    #[napi(ts_return_type = "Promise<MeasurementRecord>")]
+    pub fn read<'env>(
+        &self,
+        env: &'env Env,
+        api_key: String,
+        options_json: Option<String>,
+    ) -> napi::Result<PromiseRaw<'env, MeasurementRecord>> {
+        let timeout_ms = guard(env, || {
+            let options = options_json.map(|t| serde_json::from_str::<Value>(&t).unwrap_or(Value::Bool(false)));
+            config::read_timeout(options.as_ref(), self.timeout_ms).map_err(option_error)
+        })?;
+        let config = self.config.clone();
+        let deadline = Duration::from_millis(u64::from(timeout_ms));
+        typed_future(env, async move { Ok(read_with_deadline(&config, &api_key, deadline).await.into()) })
+    }
 }
 
 /// One read under a deadline; on expiry the read future (and its HTTP request) is dropped.
-async fn read_with_deadline(kind: &str, config_json: &str, api_key: &str, deadline: Duration) -> Measurement {
-    let Ok(config) = serde_json::from_str::<Value>(config_json) else {
-        return Measurement::Unknown(UnknownReason::Malformed);
-    };
-    tokio::time::timeout(deadline, readers::read(kind, &config, api_key))
+async fn read_with_deadline(config: &ReaderConfig, api_key: &str, deadline: Duration) -> Measurement {
+    tokio::time::timeout(deadline, readers::read(config, api_key))
         .await
         .unwrap_or(Measurement::Unknown(UnknownReason::Timeout))
 }
 
-/// One stamped sandbox found by [`find_stamped`].
+/// One stamped sandbox a finder found.
 #[napi(object)]
 pub struct FoundSandbox {
     /// The provider's own sandbox id.
@@ -165,37 +214,69 @@ pub struct FindResult {
     pub items: Vec<FoundSandbox>,
 }
 
-/// Lists one account's sandboxes stamped with `fleet` (the fleet label and a well-formed id
-/// label), through the provider's list API (`daytona`, `e2b`, `microsandbox`, `agent37`;
-/// other kinds answer `NOT_SUPPORTED`). `config_json` as for [`read_capacity`] (limits are
-/// ignored). On expiry of `timeout_ms` the HTTP is cancelled and the answer is `TIMEOUT`.
-/// Never rejects for provider problems; only a caught panic rejects (`INTERNAL_ERROR`).
-#[napi(ts_return_type = "Promise<FindResult>")]
-pub fn find_stamped<'env>(
-    env: &'env Env,
-    kind: String,
-    config_json: String,
-    api_key: String,
-    fleet: String,
-    timeout_ms: u32,
-) -> napi::Result<PromiseRaw<'env, FindResult>> {
-    let deadline = Duration::from_millis(u64::from(timeout_ms));
-    typed_future(env, async move { Ok(find_with_deadline(&kind, &config_json, &api_key, &fleet, deadline).await) })
+/// A native finder: lists one account's sandboxes stamped with a fleet through the
+/// provider's list API (`daytona`, `e2b`, `microsandbox`, `agent37`), with the options the
+/// factory gave it, validated once. The API key is not kept here (the finder's closure
+/// holds it).
+#[napi]
+pub struct NativeFinder {
+    /// `None`: options a reader would refuse; every list is `MALFORMED`, without a request.
+    config: Option<Arc<ReaderConfig>>,
 }
 
-async fn find_with_deadline(
-    kind: &str,
-    config_json: &str,
-    api_key: &str,
-    fleet: &str,
-    deadline: Duration,
-) -> FindResult {
-    let outcome = match serde_json::from_str::<Value>(config_json) {
-        Err(_) => Err(UnknownReason::Malformed),
-        Ok(config) => tokio::time::timeout(deadline, readers::find(kind, &config, api_key, fleet))
+/// The native finder for a factory pool, from the JSON text of `{ provider, options:
+/// { apiKey, baseUrl?, organizationId?, maxPages?, pageSize? } }`; `null` when there is none
+/// (no list API for the provider, or no key given as a string: the runtime's own label
+/// search serves).
+#[napi]
+pub fn native_finder(spec_json: String) -> Option<NativeFinder> {
+    let spec = serde_json::from_str::<Value>(&spec_json).ok()?;
+    config::finder_config(&spec).map(|c| NativeFinder { config: c.ok().map(Arc::new) })
+}
+
+#[napi]
+impl NativeFinder {
+    /// Lists the sandboxes stamped with `fleet` (the fleet label and a well-formed id label).
+    /// The deadline (`timeoutMs`) is clamped to 1 ms … 2^31 - 1 ms; on its expiry the HTTP is cancelled and
+    /// the answer is `TIMEOUT`. Never rejects for provider problems; only a caught panic
+    /// rejects (`INTERNAL_ERROR`).
+    #[napi(ts_return_type = "Promise<FindResult>")]
+    pub fn find<'env>(
+        &self,
+        env: &'env Env,
+        api_key: String,
+        fleet: String,
+        timeout_ms: f64,
+    ) -> napi::Result<PromiseRaw<'env, FindResult>> {
+        let config = self.config.clone();
+        let deadline = Duration::from_millis(clamped_ms(timeout_ms));
+        typed_future(env, async move {
+            Ok(match config {
+                None => found(Err(UnknownReason::Malformed)),
+                Some(c) => find_with_deadline(&c, &api_key, &fleet, deadline).await,
+            })
+        })
+    }
+}
+
+/// A deadline in whole ms within 1 … 2^31 - 1 (anything else, NaN included, is 1 ms).
+fn clamped_ms(ms: f64) -> u64 {
+    if ms >= 1.0 {
+        ms.min(f64::from(config::MAX_TIMEOUT_MS)) as u64
+    } else {
+        1
+    }
+}
+
+async fn find_with_deadline(config: &ReaderConfig, api_key: &str, fleet: &str, deadline: Duration) -> FindResult {
+    found(
+        tokio::time::timeout(deadline, readers::find(config, api_key, fleet))
             .await
             .unwrap_or(Err(UnknownReason::Timeout)),
-    };
+    )
+}
+
+fn found(outcome: Result<Vec<Found>, UnknownReason>) -> FindResult {
     match outcome {
         Ok(items) => FindResult {
             reason: None,
@@ -258,6 +339,7 @@ fn summary_of(items_json: &str, limits_json: &str, options_json: Option<&str>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::readers::test_support::config;
     use serde_json::json;
     use tokio::io::AsyncReadExt;
 
@@ -284,9 +366,9 @@ mod tests {
                     }
                 }
             });
-            let config = json!({"baseUrl": base, "limits": {"sandboxes": 5}}).to_string();
+            let config = config("e2b", json!({"baseUrl": base, "limits": {"sandboxes": 5}}));
             let started = std::time::Instant::now();
-            let m = read_with_deadline("e2b", &config, "e2b_key", Duration::from_millis(150)).await;
+            let m = read_with_deadline(&config, "e2b_key", Duration::from_millis(150)).await;
             assert_eq!(m, Measurement::Unknown(UnknownReason::Timeout));
             let (request, closed_at) =
                 tokio::time::timeout(Duration::from_secs(2), server).await.expect("connection not closed").unwrap();
@@ -297,9 +379,40 @@ mod tests {
     }
 
     #[test]
-    fn must_not_fire_invalid_config_json_is_malformed_without_waiting() {
-        let m = runtime().block_on(read_with_deadline("daytona", "{not json", "k", Duration::from_secs(5)));
-        assert_eq!(m, Measurement::Unknown(UnknownReason::Malformed));
+    fn must_fire_a_refused_option_is_a_typed_configuration_error_without_the_key() {
+        let spec = json!({"provider": "e2b", "options": {"apiKey": "sk_canary\n"}});
+        let e = option_error(ReaderOptions::read(Some(&spec)).unwrap_err());
+        assert_eq!(
+            (e.code.as_str(), e.error_class.as_str()),
+            ("INVALID_CONFIGURATION", "SandboxRouterConfigurationError")
+        );
+        assert_eq!(e.field.as_deref(), Some("apiKey"));
+        assert_eq!(e.message, "invalid capacity reader option apiKey: must not contain control characters");
+    }
+
+    #[test]
+    fn must_fire_a_finder_of_refused_options_lists_nothing_malformed_without_a_request() {
+        let spec =
+            json!({"provider": "e2b", "options": {"apiKey": "k", "baseUrl": "http://127.0.0.1:9", "pageSize": 101}});
+        let finder = native_finder(spec.to_string()).expect("a native finder");
+        assert!(finder.config.is_none());
+        let r = found(Err(UnknownReason::Malformed));
+        assert_eq!((r.reason.as_deref(), r.items.len()), (Some("MALFORMED"), 0));
+    }
+
+    #[test]
+    fn must_not_fire_a_finder_without_a_list_api_or_a_key_is_none() {
+        assert!(native_finder(json!({"provider": "vercel", "options": {"apiKey": "k"}}).to_string()).is_none());
+        assert!(native_finder(json!({"provider": "e2b", "options": {}}).to_string()).is_none());
+        assert!(native_finder("not json".to_string()).is_none());
+    }
+
+    #[test]
+    fn a_finders_deadline_is_clamped_to_a_timer_range() {
+        assert_eq!(
+            [clamped_ms(f64::NAN), clamped_ms(-5.0), clamped_ms(0.5), clamped_ms(250.0), clamped_ms(1e12)],
+            [1, 1, 1, 250, u64::from(config::MAX_TIMEOUT_MS)]
+        );
     }
 
     #[test]

@@ -94,12 +94,12 @@ pub async fn find(cfg: &ReaderConfig, api_key: &str, fleet: &str) -> Result<Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::readers::config::parse_config;
+    use crate::readers::test_support::config;
     use crate::readers::test_support::{block_on, MemoryFetch};
     use serde_json::json;
 
     fn cfg() -> ReaderConfig {
-        parse_config(&json!({"baseUrl": "http://h", "limits": {"sandboxes": 10}})).unwrap()
+        config("agent37", json!({"baseUrl": "http://h", "limits": {"sandboxes": 10}}))
     }
 
     #[test]

@@ -1,17 +1,29 @@
-//! A builtin reader's configuration: the provider kinds, the configured amounts, and the
-//! options read once into a [`ReaderConfig`].
+//! A builtin reader's options, read once when the reader is made: the provider kinds and
+//! what each can measure, the configured amounts, and the rule that refuses the rest.
+//!
+//! Why here, and only here? `createCapacityReader` and the factory's finders hand their
+//! options over once, as JSON text (`lib/capacity-readers.js`, `lib/finders.js`); this
+//! file decides whether they are valid and what the reader needs, so no read ever meets an
+//! invalid configuration and no JavaScript copy of the rule can drift from this one.
 //!
 //! Why refuse rather than ignore? A limit that is silently dropped widens admission, so
-//! every key is known, every number finite and non-negative, and a base URL carries no
-//! credentials, query or fragment. Errors name the field, never its value.
+//! every key is known, every number finite and non-negative, a dimension the provider
+//! cannot measure is refused, a base URL carries no credentials, query or fragment, and a
+//! page size above the provider's documented maximum is refused rather than clamped.
+//! Errors name the field and what it must be, never its value: the API key is checked here
+//! and then dropped, so it is in no error and in nothing this file returns.
 
-use crate::core::json::{object, FieldError, Obj};
-use serde_json::Value;
+use crate::core::json::{join, shown, FieldError};
+use serde_json::{Map, Value};
 
 /// Default bound on the number of pages one read may fetch.
 pub const DEFAULT_MAX_PAGES: u32 = 1000;
 /// Largest accepted `maxPages`.
 pub const MAX_MAX_PAGES: u32 = 100_000;
+/// A read's deadline when neither the reader's options nor the read name one, ms.
+pub const DEFAULT_TIMEOUT_MS: u32 = 5000;
+/// Longest accepted deadline, ms (the largest a JavaScript timer takes).
+pub const MAX_TIMEOUT_MS: u32 = i32::MAX as u32;
 
 /// The provider kinds a builtin reader exists for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,17 +43,49 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Every kind, in the documented order (`CAPACITY_READER_KINDS`).
+    pub const ALL: [Kind; 6] =
+        [Kind::Daytona, Kind::E2b, Kind::Microsandbox, Kind::Agent37, Kind::Vercel, Kind::Freestyle];
+
     /// Parses a kind name (`daytona`, `e2b`, `microsandbox`, `agent37`, `vercel`, `freestyle`).
     pub fn parse(name: &str) -> Option<Kind> {
-        Some(match name {
-            "daytona" => Kind::Daytona,
-            "e2b" => Kind::E2b,
-            "microsandbox" => Kind::Microsandbox,
-            "agent37" => Kind::Agent37,
-            "vercel" => Kind::Vercel,
-            "freestyle" => Kind::Freestyle,
-            _ => return None,
-        })
+        Kind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// The kind's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Daytona => "daytona",
+            Kind::E2b => "e2b",
+            Kind::Microsandbox => "microsandbox",
+            Kind::Agent37 => "agent37",
+            Kind::Vercel => "vercel",
+            Kind::Freestyle => "freestyle",
+        }
+    }
+
+    /// Whether the provider has a list API this crate reads (the others answer
+    /// `NOT_SUPPORTED` without any request, and need no key).
+    pub fn lists(self) -> bool {
+        !matches!(self, Kind::Vercel | Kind::Freestyle)
+    }
+
+    /// The dimensions the provider's list can measure (others are refused, never ignored).
+    pub fn dimensions(self) -> &'static [&'static str] {
+        match self {
+            Kind::Daytona => &["cpu", "memory", "disk"],
+            _ => &["sandboxes"],
+        }
+    }
+
+    /// The largest page the provider's list documents, which is also the page asked for by
+    /// default; `None`: the list is not paginated.
+    pub fn max_page_size(self) -> Option<u32> {
+        match self {
+            Kind::Daytona => Some(200),
+            Kind::E2b | Kind::Microsandbox => Some(100),
+            Kind::Agent37 | Kind::Vercel | Kind::Freestyle => None,
+        }
     }
 }
 
@@ -58,84 +102,223 @@ pub struct Dims {
     pub sandboxes: Option<f64>,
 }
 
-impl Dims {
-    fn parse(o: Option<Obj<'_>>) -> Result<Dims, FieldError> {
-        let Some(o) = o else { return Ok(Dims::default()) };
-        Ok(Dims {
-            cpu: o.non_negative("cpu")?,
-            memory: o.non_negative("memory")?,
-            disk: o.non_negative("disk")?,
-            sandboxes: o.non_negative("sandboxes")?,
-        })
-    }
-
-    pub(crate) fn any_compute(&self) -> bool {
-        self.cpu.is_some() || self.memory.is_some() || self.disk.is_some()
-    }
-}
-
-/// A parsed reader configuration (what the JS side passes as `configJson`).
-///
-/// ```json
-/// { "baseUrl": "https://…", "organizationId": "…", "limits": {"cpu": 10, "memory": 10},
-///   "demand": {"cpu": 1, "memory": 2}, "maxPages": 1000, "pageSize": 200 }
-/// ```
+/// A reader's validated configuration: what every read and every list of its account uses.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReaderConfig {
-    /// Overrides the provider's default base URL (no trailing slash).
+    /// The provider.
+    pub kind: Kind,
+    /// Overrides the provider's default base URL (normalized, no trailing slash).
     pub base_url: Option<String>,
     /// Daytona only: sent as `X-Daytona-Organization-ID`.
     pub organization_id: Option<String>,
-    /// Verified account limits.
+    /// Verified account limits (only dimensions the provider measures).
     pub limits: Dims,
-    /// The pool's allocation per launch.
+    /// The pool's allocation per launch (likewise).
     pub demand: Dims,
     /// Bound on pages fetched in one read (default [`DEFAULT_MAX_PAGES`]).
     pub max_pages: u32,
-    /// Page size for paginated list calls (provider default when absent).
+    /// Page size for paginated list calls (at most the provider's maximum; its maximum when absent).
     pub page_size: Option<u32>,
 }
 
-const CONFIG_KEYS: &[&str] = &["baseUrl", "organizationId", "limits", "demand", "maxPages", "pageSize"];
-const DIM_KEYS: &[&str] = &["cpu", "memory", "disk", "sandboxes"];
-
-/// Parses and validates a reader configuration. `null` means "all defaults". Unknown keys,
-/// negative or non-finite numbers, mistyped values and non-HTTP(S) base URLs are refused
-/// with the offending field (never its value).
-pub fn parse_config(value: &Value) -> Result<ReaderConfig, FieldError> {
-    if value.is_null() {
-        return parse_config(&Value::Object(Default::default()));
-    }
-    let o = object(value, "config", CONFIG_KEYS)?;
-    let base_url = match o.string("baseUrl")? {
-        None => None,
-        Some(s) => Some(validate_base_url(s).ok_or_else(|| {
-            FieldError::new(o.field("baseUrl"), "must be an http(s) URL without credentials, query or fragment")
-        })?),
-    };
-    let organization_id = match o.string("organizationId")? {
-        Some(s) if s.chars().any(char::is_control) => {
-            return Err(FieldError::new(o.field("organizationId"), "must not contain control characters"))
+impl ReaderConfig {
+    /// The configuration of `kind` with every default (no limits, no demand).
+    pub fn defaults(kind: Kind) -> ReaderConfig {
+        ReaderConfig {
+            kind,
+            base_url: None,
+            organization_id: None,
+            limits: Dims::default(),
+            demand: Dims::default(),
+            max_pages: DEFAULT_MAX_PAGES,
+            page_size: None,
         }
-        other => other.map(str::to_string),
-    };
-    let limits = Dims::parse(o.object("limits", DIM_KEYS)?)?;
-    let demand = Dims::parse(o.object("demand", DIM_KEYS)?)?;
-    let max_pages = o.integer_in("maxPages", 1, i64::from(MAX_MAX_PAGES))?.map_or(DEFAULT_MAX_PAGES, |n| n as u32);
-    let page_size = o.integer_in("pageSize", 1, 1000)?.map(|n| n as u32);
-    Ok(ReaderConfig { base_url, organization_id, limits, demand, max_pages, page_size })
+    }
+
+    /// The page size to ask for: the configured one, else the provider's maximum.
+    pub fn page_size(&self) -> u32 {
+        self.page_size.or(self.kind.max_page_size()).unwrap_or(1)
+    }
 }
 
-fn validate_base_url(s: &str) -> Option<String> {
-    let trimmed = s.trim_end_matches('/');
-    let url = reqwest::Url::parse(trimmed).ok()?;
-    let ok = matches!(url.scheme(), "http" | "https")
-        && url.host_str().is_some()
-        && url.username().is_empty()
-        && url.password().is_none()
-        && url.query().is_none()
-        && url.fragment().is_none();
-    ok.then(|| trimmed.to_string())
+/// A builtin capacity reader, as its options make it (`createCapacityReader`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReaderOptions {
+    /// What each read uses.
+    pub config: ReaderConfig,
+    /// The read's deadline when the read names none, ms.
+    pub timeout_ms: u32,
+}
+
+/// The options a reader takes (`CapacityReaderOptions`).
+const OPTION_KEYS: &[&str] =
+    &["apiKey", "baseUrl", "organizationId", "limits", "demand", "maxPages", "pageSize", "timeoutMs"];
+
+/// The message of a refused option: `invalid capacity reader option <field>: <expectation>`.
+pub fn message(e: &FieldError) -> String {
+    format!("invalid capacity reader option {}: {}", e.field, e.expectation)
+}
+
+fn refused(field: impl Into<String>, expectation: impl Into<String>) -> FieldError {
+    FieldError::new(field, expectation)
+}
+
+/// Control characters as the options rule counts them (U+0000 to U+001F and U+007F).
+fn has_control(s: &str) -> bool {
+    s.chars().any(|c| c <= '\u{1f}' || c == '\u{7f}')
+}
+
+fn kind_of(value: Option<&Value>) -> Result<Kind, FieldError> {
+    value.and_then(Value::as_str).and_then(Kind::parse).ok_or_else(|| {
+        let names: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
+        refused("provider", format!("must be one of {}", names.join(", ")))
+    })
+}
+
+impl ReaderOptions {
+    /// Reads `createCapacityReader(provider, options)` from its JSON text,
+    /// `{ "provider": …, "options": … }` (`options` absent: every default); `None`: the
+    /// options could not be read (a property access threw: nothing else is checked). Checked
+    /// in this order, the first refusal answered: the provider; the options (an object of known keys); the
+    /// API key (a non-empty string without control characters, for a provider with a list
+    /// API; a string if given, for the others); then `baseUrl`, `organizationId` (Daytona
+    /// only), `limits`, `demand` (the provider's dimensions, finite numbers >= 0),
+    /// `maxPages` (1 to 100,000), `pageSize` (1 to the provider's maximum; refused for a
+    /// list that is not paginated) and `timeoutMs` (1 to 2^31 - 1, default 5,000).
+    pub fn read(spec: Option<&Value>) -> Result<ReaderOptions, FieldError> {
+        let spec = spec.ok_or_else(|| refused("options", "could not be read (a property access threw)"))?;
+        let kind = kind_of(spec.get("provider"))?;
+        let empty = Map::new();
+        let o = match spec.get("options") {
+            None => &empty,
+            Some(Value::Object(o)) => o,
+            Some(_) => return Err(refused("options", "must be an object")),
+        };
+        if let Some(key) = o.keys().find(|k| !OPTION_KEYS.contains(&k.as_str())) {
+            return Err(refused(shown(key), "is not a known option"));
+        }
+        match (kind.lists(), o.get("apiKey")) {
+            (false, None | Some(Value::String(_))) => {}
+            (false, Some(_)) => return Err(refused("apiKey", "must be a string")),
+            (true, Some(Value::String(k))) if !k.is_empty() => {
+                if has_control(k) {
+                    return Err(refused("apiKey", "must not contain control characters"));
+                }
+            }
+            (true, _) => return Err(refused("apiKey", "must be a non-empty string")),
+        }
+        let mut config = list_options(kind, o)?;
+        config.limits = dims(kind, o.get("limits"), "limits")?;
+        config.demand = dims(kind, o.get("demand"), "demand")?;
+        let timeout_ms = timeout(o.get("timeoutMs"), "timeoutMs")?.unwrap_or(DEFAULT_TIMEOUT_MS);
+        Ok(ReaderOptions { config, timeout_ms })
+    }
+}
+
+/// Reads a finder's options (`lib/finders.js`, from the factory): `{ "provider": …,
+/// "options": { apiKey, baseUrl?, organizationId?, maxPages?, pageSize? } }`. `None`: no
+/// native finder (the provider has no list API here, or no key is given as a string; the
+/// runtime's own label search serves). `Some(Err)`: options a reader would refuse, which
+/// make every list `MALFORMED`. Limits and demand do not apply: a finder counts nothing.
+pub fn finder_config(spec: &Value) -> Option<Result<ReaderConfig, FieldError>> {
+    let kind = kind_of(spec.get("provider")).ok().filter(|k| k.lists())?;
+    let o = spec.get("options").and_then(Value::as_object)?;
+    o.get("apiKey").and_then(Value::as_str)?;
+    Some(list_options(kind, o))
+}
+
+/// The deadline of one read from its options (`getCapacity(options)`, as JSON text; `null`
+/// or no `timeoutMs`: `default`; `None`: they could not be read). Only `timeoutMs` is read.
+pub fn read_timeout(options: Option<&Value>, default: u32) -> Result<u32, FieldError> {
+    let options =
+        options.ok_or_else(|| refused("getCapacity", "options could not be read (a property access threw)"))?;
+    match options {
+        Value::Null | Value::Array(_) => Ok(default),
+        Value::Object(o) => Ok(timeout(o.get("timeoutMs"), "getCapacity.timeoutMs")?.unwrap_or(default)),
+        _ => Err(refused("getCapacity", "options must be an object")),
+    }
+}
+
+/// What readers and finders share: `baseUrl`, `organizationId`, `maxPages`, `pageSize`.
+fn list_options(kind: Kind, o: &Map<String, Value>) -> Result<ReaderConfig, FieldError> {
+    let mut config = ReaderConfig::defaults(kind);
+    config.base_url = o.get("baseUrl").map(base_url).transpose()?;
+    if let Some(v) = o.get("organizationId") {
+        if kind != Kind::Daytona {
+            return Err(refused("organizationId", "applies to daytona only"));
+        }
+        match v {
+            Value::String(s) if !s.is_empty() && !has_control(s) => config.organization_id = Some(s.clone()),
+            _ => return Err(refused("organizationId", "must be a non-empty string without control characters")),
+        }
+    }
+    if let Some(n) = integer(o.get("maxPages"), "maxPages", 1, MAX_MAX_PAGES)? {
+        config.max_pages = n;
+    }
+    if let Some(v) = o.get("pageSize") {
+        let Some(max) = kind.max_page_size() else {
+            return Err(refused("pageSize", format!("does not apply: the {} list is not paginated", kind.name())));
+        };
+        config.page_size = integer(Some(v), "pageSize", 1, max)?;
+    }
+    Ok(config)
+}
+
+/// A base URL: an absolute http(s) URL without credentials, query or fragment, kept
+/// normalized and without its trailing slashes (paths are appended to it).
+fn base_url(v: &Value) -> Result<String, FieldError> {
+    let s = match v {
+        Value::String(s) if !s.is_empty() => s,
+        _ => return Err(refused("baseUrl", "must be a non-empty string")),
+    };
+    let url = reqwest::Url::parse(s).map_err(|_| refused("baseUrl", "must be an absolute http(s) URL"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(refused("baseUrl", "must use http or https"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(refused("baseUrl", "must not carry credentials"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(refused("baseUrl", "must not carry a query or fragment"));
+    }
+    Ok(url.as_str().trim_end_matches('/').to_string())
+}
+
+fn dims(kind: Kind, v: Option<&Value>, field: &str) -> Result<Dims, FieldError> {
+    let mut out = Dims::default();
+    let Some(v) = v else { return Ok(out) };
+    let Value::Object(o) = v else { return Err(refused(field, "must be an object")) };
+    let allowed = kind.dimensions();
+    for (key, amount) in o {
+        if !allowed.contains(&key.as_str()) {
+            return Err(refused(join(field, key), format!("is not measurable here (allowed: {})", allowed.join(", "))));
+        }
+        let amount = amount
+            .as_f64()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+            .ok_or_else(|| refused(join(field, key), "must be a finite number >= 0"))?;
+        let slot = match key.as_str() {
+            "cpu" => &mut out.cpu,
+            "memory" => &mut out.memory,
+            "disk" => &mut out.disk,
+            _ => &mut out.sandboxes,
+        };
+        *slot = Some(amount);
+    }
+    Ok(out)
+}
+
+/// An optional integer within `[min, max]`.
+fn integer(v: Option<&Value>, field: &str, min: u32, max: u32) -> Result<Option<u32>, FieldError> {
+    let Some(v) = v else { return Ok(None) };
+    v.as_f64()
+        .filter(|x| x.fract() == 0.0 && *x >= f64::from(min) && *x <= f64::from(max))
+        .map(|x| Some(x as u32))
+        .ok_or_else(|| refused(field, format!("must be an integer from {min} to {max}")))
+}
+
+fn timeout(v: Option<&Value>, field: &str) -> Result<Option<u32>, FieldError> {
+    integer(v, field, 1, MAX_TIMEOUT_MS)
 }
 
 #[cfg(test)]
@@ -143,52 +326,178 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    #[test]
-    fn null_config_means_defaults() {
-        let cfg = parse_config(&Value::Null).unwrap();
-        assert_eq!(cfg.max_pages, DEFAULT_MAX_PAGES);
-        assert_eq!(cfg.limits, Dims::default());
-        assert_eq!(cfg.base_url, None);
+    const KEY: &str = "sk_live_canary_0123456789";
+
+    fn reader(provider: &str, options: Value) -> Result<ReaderOptions, FieldError> {
+        ReaderOptions::read(Some(&json!({"provider": provider, "options": options})))
     }
 
     #[test]
-    fn full_config_parses_and_trims_the_base_url() {
-        let cfg = parse_config(&json!({
-            "baseUrl": "http://127.0.0.1:8080/api/", "organizationId": "org-1",
-            "limits": {"cpu": 10, "memory": 20.5}, "demand": {"cpu": 1},
-            "maxPages": 7, "pageSize": 50
-        }))
+    fn must_not_fire_absent_options_are_every_default() {
+        let r = ReaderOptions::read(Some(&json!({"provider": "vercel"}))).unwrap();
+        assert_eq!(r, ReaderOptions { config: ReaderConfig::defaults(Kind::Vercel), timeout_ms: DEFAULT_TIMEOUT_MS });
+        assert_eq!(r.config.max_pages, DEFAULT_MAX_PAGES);
+    }
+
+    #[test]
+    fn must_not_fire_full_options_are_read_and_the_base_url_normalized() {
+        let r = reader(
+            "daytona",
+            json!({"apiKey": KEY, "baseUrl": "http://127.0.0.1:8080/api/", "organizationId": "org-1",
+                   "limits": {"cpu": 10, "memory": 20.5}, "demand": {"cpu": 1}, "maxPages": 7, "pageSize": 200,
+                   "timeoutMs": 250}),
+        )
         .unwrap();
+        let cfg = &r.config;
         assert_eq!(cfg.base_url.as_deref(), Some("http://127.0.0.1:8080/api"));
         assert_eq!(cfg.organization_id.as_deref(), Some("org-1"));
-        assert_eq!(cfg.limits.cpu, Some(10.0));
-        assert_eq!(cfg.limits.memory, Some(20.5));
-        assert_eq!(cfg.demand.cpu, Some(1.0));
-        assert_eq!((cfg.max_pages, cfg.page_size), (7, Some(50)));
+        assert_eq!((cfg.limits.cpu, cfg.limits.memory, cfg.demand.cpu), (Some(10.0), Some(20.5), Some(1.0)));
+        assert_eq!((cfg.max_pages, cfg.page_size, cfg.page_size()), (7, Some(200), 200));
+        assert_eq!(r.timeout_ms, 250);
+        // The provider's maximum is the default page; each kind measures its own dimensions.
+        assert_eq!(reader("e2b", json!({"apiKey": KEY})).unwrap().config.page_size(), 100);
+        assert!(reader("e2b", json!({"apiKey": KEY, "limits": {"sandboxes": 2}, "pageSize": 100})).is_ok());
+        assert!(reader("freestyle", json!({"limits": {"sandboxes": 2}})).is_ok());
     }
 
     #[test]
-    fn invalid_config_values_are_refused_with_their_field() {
-        for (bad, field) in [
-            (json!({"limits": {"cpu": -1}}), "config.limits.cpu"),
-            (json!({"limits": {"cpu": "10"}}), "config.limits.cpu"),
-            (json!({"limits": {"cpu": null}}), "config.limits.cpu"),
-            (json!({"limits": {"gpu": 1}}), "config.limits.gpu"),
-            (json!({"limits": []}), "config.limits"),
-            (json!({"demand": {"memory": true}}), "config.demand.memory"),
-            (json!({"maxPages": 0}), "config.maxPages"),
-            (json!({"maxPages": 1.5}), "config.maxPages"),
-            (json!({"pageSize": "200"}), "config.pageSize"),
-            (json!({"baseUrl": "ftp://x"}), "config.baseUrl"),
-            (json!({"baseUrl": "https://user:pw@x.example"}), "config.baseUrl"),
-            (json!({"baseUrl": "https://x.example/?a=1"}), "config.baseUrl"),
-            (json!({"baseUrl": ""}), "config.baseUrl"),
-            (json!({"organizationId": "a\r\nb"}), "config.organizationId"),
-            (json!({"apiKey": "x"}), "config.apiKey"),
-            (json!([]), "config"),
-        ] {
-            assert_eq!(parse_config(&bad).unwrap_err().field, field, "{bad}");
+    fn must_fire_invalid_options_are_refused_naming_the_field_never_the_value() {
+        let cases: Vec<(&str, Value, &str, &str)> = vec![
+            (
+                "modal",
+                json!({"apiKey": KEY}),
+                "provider",
+                "must be one of daytona, e2b, microsandbox, agent37, vercel, freestyle",
+            ),
+            ("daytona", json!(null), "options", "must be an object"),
+            ("daytona", json!([]), "options", "must be an object"),
+            ("daytona", json!({}), "apiKey", "must be a non-empty string"),
+            ("e2b", json!({"apiKey": ""}), "apiKey", "must be a non-empty string"),
+            ("e2b", json!({"apiKey": format!("{KEY}\n")}), "apiKey", "must not contain control characters"),
+            ("e2b", json!({"apiKey": format!("{KEY}\u{7f}")}), "apiKey", "must not contain control characters"),
+            ("vercel", json!({"apiKey": 5}), "apiKey", "must be a string"),
+            ("e2b", json!({"apiKey": KEY, "token": KEY}), "token", "is not a known option"),
+            ("e2b", json!({"apiKey": KEY, "baseUrl": ""}), "baseUrl", "must be a non-empty string"),
+            ("e2b", json!({"apiKey": KEY, "baseUrl": KEY}), "baseUrl", "must be an absolute http(s) URL"),
+            ("e2b", json!({"apiKey": KEY, "baseUrl": format!("file:///{KEY}")}), "baseUrl", "must use http or https"),
+            (
+                "e2b",
+                json!({"apiKey": KEY, "baseUrl": format!("https://{KEY}:x@api.example")}),
+                "baseUrl",
+                "must not carry credentials",
+            ),
+            (
+                "e2b",
+                json!({"apiKey": KEY, "baseUrl": format!("https://api.example/?key={KEY}")}),
+                "baseUrl",
+                "must not carry a query or fragment",
+            ),
+            (
+                "e2b",
+                json!({"apiKey": KEY, "baseUrl": "https://api.example/#x"}),
+                "baseUrl",
+                "must not carry a query or fragment",
+            ),
+            ("e2b", json!({"apiKey": KEY, "organizationId": KEY}), "organizationId", "applies to daytona only"),
+            (
+                "daytona",
+                json!({"apiKey": KEY, "organizationId": "a\r\nb"}),
+                "organizationId",
+                "must be a non-empty string without control characters",
+            ),
+            (
+                "daytona",
+                json!({"apiKey": KEY, "organizationId": ""}),
+                "organizationId",
+                "must be a non-empty string without control characters",
+            ),
+            (
+                "e2b",
+                json!({"apiKey": KEY, "limits": {"cpu": 2}}),
+                "limits.cpu",
+                "is not measurable here (allowed: sandboxes)",
+            ),
+            (
+                "daytona",
+                json!({"apiKey": KEY, "limits": {"sandboxes": 2}}),
+                "limits.sandboxes",
+                "is not measurable here (allowed: cpu, memory, disk)",
+            ),
+            ("daytona", json!({"apiKey": KEY, "limits": {"cpu": -1}}), "limits.cpu", "must be a finite number >= 0"),
+            ("daytona", json!({"apiKey": KEY, "limits": {"cpu": "10"}}), "limits.cpu", "must be a finite number >= 0"),
+            ("daytona", json!({"apiKey": KEY, "limits": {"cpu": null}}), "limits.cpu", "must be a finite number >= 0"),
+            ("daytona", json!({"apiKey": KEY, "demand": []}), "demand", "must be an object"),
+            ("daytona", json!({"apiKey": KEY, "maxPages": 0}), "maxPages", "must be an integer from 1 to 100000"),
+            ("daytona", json!({"apiKey": KEY, "maxPages": 1.5}), "maxPages", "must be an integer from 1 to 100000"),
+            ("daytona", json!({"apiKey": KEY, "pageSize": 201}), "pageSize", "must be an integer from 1 to 200"),
+            ("e2b", json!({"apiKey": KEY, "pageSize": 101}), "pageSize", "must be an integer from 1 to 100"),
+            (
+                "agent37",
+                json!({"apiKey": KEY, "pageSize": 10}),
+                "pageSize",
+                "does not apply: the agent37 list is not paginated",
+            ),
+            ("daytona", json!({"apiKey": KEY, "timeoutMs": 0}), "timeoutMs", "must be an integer from 1 to 2147483647"),
+            (
+                "daytona",
+                json!({"apiKey": KEY, "timeoutMs": "5000"}),
+                "timeoutMs",
+                "must be an integer from 1 to 2147483647",
+            ),
+        ];
+        for (provider, options, field, expectation) in cases {
+            let e = reader(provider, options.clone()).unwrap_err();
+            assert_eq!((e.field.as_str(), e.expectation.as_str()), (field, expectation), "{provider} {options}");
+            assert!(!message(&e).contains(KEY), "{}", message(&e));
+            assert_eq!(message(&e), format!("invalid capacity reader option {field}: {expectation}"));
         }
+        let e = ReaderOptions::read(None).unwrap_err();
+        assert_eq!(
+            (e.field.as_str(), e.expectation.as_str()),
+            ("options", "could not be read (a property access threw)")
+        );
+    }
+
+    #[test]
+    fn must_fire_an_unknown_key_is_echoed_cut_short() {
+        let key = "k".repeat(100);
+        let e = reader("vercel", json!({ key.clone(): 1 })).unwrap_err();
+        assert_eq!(e.field, shown(&key));
+        assert!(e.field.len() < key.len());
+    }
+
+    #[test]
+    fn the_read_timeout_is_the_reads_own_or_the_readers() {
+        let t = |v: Value| read_timeout(Some(&v), 7);
+        assert_eq!(t(json!(null)), Ok(7));
+        assert_eq!(t(json!({})), Ok(7));
+        assert_eq!(t(json!({"timeoutMs": 250, "other": 1})), Ok(250));
+        assert_eq!(t(json!(5)).unwrap_err().field, "getCapacity");
+        assert_eq!(read_timeout(None, 7).unwrap_err().field, "getCapacity");
+        for bad in [json!(-1), json!(0), json!(1.5), json!("100"), json!(null), json!(2_147_483_648u64)] {
+            assert_eq!(t(json!({ "timeoutMs": bad })).unwrap_err().field, "getCapacity.timeoutMs");
+        }
+        assert_eq!(t(json!({"timeoutMs": 2_147_483_647u64})), Ok(MAX_TIMEOUT_MS));
+    }
+
+    #[test]
+    fn must_fire_a_finder_with_a_key_and_a_list_api_is_native_and_refuses_what_a_reader_refuses() {
+        let spec = |provider: &str, options: Value| json!({"provider": provider, "options": options});
+        let cfg = finder_config(&spec("daytona", json!({"apiKey": KEY, "organizationId": "o", "pageSize": 50})));
+        assert_eq!(cfg.unwrap().unwrap().organization_id.as_deref(), Some("o"));
+        let bad = finder_config(&spec("e2b", json!({"apiKey": KEY, "pageSize": 101}))).unwrap();
+        assert_eq!(bad.unwrap_err().field, "pageSize");
+        // The key is not checked beyond being a string: a list with a key that cannot be sent is UNAUTHORIZED.
+        assert!(finder_config(&spec("agent37", json!({"apiKey": "a\nb"}))).unwrap().is_ok());
+    }
+
+    #[test]
+    fn must_not_fire_no_list_api_or_no_key_is_no_native_finder() {
+        let spec = |provider: &str, options: Value| json!({"provider": provider, "options": options});
+        assert_eq!(finder_config(&spec("vercel", json!({"apiKey": KEY}))), None);
+        assert_eq!(finder_config(&spec("modal", json!({"apiKey": KEY}))), None);
+        assert_eq!(finder_config(&spec("e2b", json!({}))), None);
+        assert_eq!(finder_config(&spec("e2b", json!({"apiKey": 5}))), None);
     }
 
     #[test]

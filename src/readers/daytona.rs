@@ -23,8 +23,8 @@
 //!
 //! Only configured dimensions are measured. No cpu/memory/disk limit → `LIMIT_NOT_CONFIGURED`;
 //! a limit without the pool's per-launch demand for that dimension → `DEMAND_NOT_CONFIGURED`;
-//! both are decided before any request. A `sandboxes` limit is refused (`MALFORMED`): Daytona
-//! has no slot quota, and ignoring it would silently widen admission.
+//! both are decided before any request. (A `sandboxes` limit never gets here: Daytona has
+//! no slot quota, and the options rule refuses it, `config::Kind::dimensions`.)
 //!
 //! Bodies are parsed with serde into structs holding only `cpu`, `memory`, `disk`; every
 //! other field is skipped without allocation. A measured field that is missing, null,
@@ -33,17 +33,13 @@
 
 use super::config::ReaderConfig;
 use super::http::{Auth, Fetch, HttpFetch};
-use super::list::{endpoint, page_size, parse_body, PageGuard};
+use super::list::{endpoint, parse_body, PageGuard};
 use super::stamp::{collect, fleet_filter_json, parse_rfc3339_ms, Found};
 use crate::core::capacity::{Measurement, ResourceMeasurement, UnknownReason};
 use serde::Deserialize;
 
 /// Default base URL.
 pub const DEFAULT_BASE_URL: &str = "https://app.daytona.io/api";
-/// Default page size (the documented maximum).
-pub const DEFAULT_PAGE_SIZE: u32 = 200;
-/// Largest page size the API accepts.
-pub const MAX_PAGE_SIZE: u32 = 200;
 const MIB_PER_GIB: f64 = 1024.0;
 
 /// A measured Daytona dimension.
@@ -91,9 +87,6 @@ pub struct Plan {
 
 /// Decides what to measure from the configuration, before any request.
 pub fn plan(cfg: &ReaderConfig) -> Result<Plan, UnknownReason> {
-    if cfg.limits.sandboxes.is_some() || cfg.demand.sandboxes.is_some() {
-        return Err(UnknownReason::Malformed);
-    }
     let configured = [
         (Dim::Cpu, cfg.limits.cpu, cfg.demand.cpu),
         (Dim::Memory, cfg.limits.memory, cfg.demand.memory),
@@ -233,7 +226,7 @@ pub async fn measure<F: Fetch>(cfg: &ReaderConfig, plan: &Plan, fetch: &mut F) -
 }
 
 async fn sum<F: Fetch>(cfg: &ReaderConfig, plan: &Plan, fetch: &mut F) -> Result<Totals, UnknownReason> {
-    let limit = page_size(cfg, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)?.to_string();
+    let limit = cfg.page_size().to_string();
     let base = endpoint(cfg, DEFAULT_BASE_URL, "/sandbox")?;
     let mut guard = PageGuard::new(cfg.max_pages);
     let mut totals = Totals::default();
@@ -312,7 +305,7 @@ fn collect_listed(out: &mut Vec<Found>, items: &[Listed], fleet: &str) -> Result
 /// with the `labels` filter (`{"agent-relay-sbx-fleet":"<fleet>"}`), in any of the three
 /// page shapes, every item checked again for the whole stamp.
 pub async fn find_with<F: Fetch>(cfg: &ReaderConfig, fleet: &str, fetch: &mut F) -> Result<Vec<Found>, UnknownReason> {
-    let limit = page_size(cfg, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)?.to_string();
+    let limit = cfg.page_size().to_string();
     let base = endpoint(cfg, DEFAULT_BASE_URL, "/sandbox")?;
     let filter = fleet_filter_json(fleet);
     let mut guard = PageGuard::new(cfg.max_pages);
@@ -369,7 +362,7 @@ pub async fn find(cfg: &ReaderConfig, api_key: &str, fleet: &str) -> Result<Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::readers::config::parse_config;
+    use crate::readers::test_support::config;
     use crate::readers::test_support::{block_on, MemoryFetch};
     use serde_json::json;
 
@@ -383,7 +376,7 @@ mod tests {
                 v[k] = x;
             }
         }
-        parse_config(&v).unwrap()
+        config("daytona", v)
     }
 
     fn run(cfg: &ReaderConfig, fetch: &mut MemoryFetch) -> Measurement {
@@ -455,14 +448,10 @@ mod tests {
     }
 
     #[test]
-    fn page_size_and_organization_are_configurable() {
+    fn page_size_is_configurable() {
         let c = cfg(json!({"pageSize": 50}));
         let mut f = MemoryFetch::default().page("http://h/api/sandbox?limit=50", "[]");
         assert_eq!(used(&run(&c, &mut f))[0].1, 0.0);
-        let c = cfg(json!({"pageSize": 201}));
-        let mut f = MemoryFetch::default();
-        assert_eq!(run(&c, &mut f), Measurement::Unknown(UnknownReason::Malformed));
-        assert!(f.log.is_empty());
     }
 
     #[test]
@@ -492,7 +481,7 @@ mod tests {
     #[test]
     fn unmeasured_fields_may_be_missing() {
         // Only cpu is configured: a sandbox without memory/disk is still sized.
-        let c = parse_config(&json!({"baseUrl": BASE, "limits": {"cpu": 4}, "demand": {"cpu": 1}})).unwrap();
+        let c = config("daytona", json!({"baseUrl": BASE, "limits": {"cpu": 4}, "demand": {"cpu": 1}}));
         let mut f = MemoryFetch::default().page("http://h/api/sandbox?limit=200", r#"[{"cpu": 2}]"#);
         assert_eq!(used(&run(&c, &mut f)), vec![("cpu".into(), 2.0, 4.0, 1.0)]);
     }
@@ -565,7 +554,7 @@ mod tests {
 
     #[test]
     fn plan_is_decided_before_any_request() {
-        let p = |v: serde_json::Value| plan(&parse_config(&v).unwrap());
+        let p = |v: serde_json::Value| plan(&config("daytona", v));
         assert_eq!(p(json!({})), Err(UnknownReason::LimitNotConfigured));
         assert_eq!(p(json!({"demand": {"cpu": 1}})), Err(UnknownReason::LimitNotConfigured));
         assert_eq!(p(json!({"limits": {"cpu": 10}})), Err(UnknownReason::DemandNotConfigured));
@@ -573,13 +562,12 @@ mod tests {
             p(json!({"limits": {"cpu": 10, "memory": 4}, "demand": {"cpu": 1}})),
             Err(UnknownReason::DemandNotConfigured)
         );
-        assert_eq!(p(json!({"limits": {"sandboxes": 10}})), Err(UnknownReason::Malformed));
         assert_eq!(
             p(json!({"limits": {"memory": 4}, "demand": {"memory": 0.5}})),
             Ok(Plan { dims: vec![(Dim::Memory, 4096.0, 512.0)] })
         );
         // read() itself refuses before building any request.
-        let c = parse_config(&json!({"baseUrl": "http://127.0.0.1:9/"})).unwrap();
+        let c = config("daytona", json!({"baseUrl": "http://127.0.0.1:9/"}));
         assert_eq!(block_on(read(&c, "k")), Measurement::Unknown(UnknownReason::LimitNotConfigured));
     }
 

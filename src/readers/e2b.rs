@@ -15,7 +15,7 @@
 
 use super::config::ReaderConfig;
 use super::http::{Auth, Fetch, HttpFetch};
-use super::list::{endpoint, page_size, parse_body, PageGuard};
+use super::list::{endpoint, parse_body, PageGuard};
 use super::slots::{slot_reader, slots_or_unknown};
 use super::stamp::{collect, parse_rfc3339_ms, Found};
 use crate::core::capacity::{Measurement, UnknownReason};
@@ -24,8 +24,6 @@ use serde::Deserialize;
 
 /// Default base URL.
 pub const DEFAULT_BASE_URL: &str = "https://api.e2b.app";
-/// Default and maximum page size.
-pub const MAX_PAGE_SIZE: u32 = 100;
 /// The pagination header.
 pub const NEXT_TOKEN_HEADER: &str = "x-next-token";
 
@@ -42,7 +40,7 @@ pub async fn measure<F: Fetch>(cfg: &ReaderConfig, limit: f64, required: f64, fe
 }
 
 async fn count<F: Fetch>(cfg: &ReaderConfig, fetch: &mut F) -> Result<usize, UnknownReason> {
-    let limit = page_size(cfg, MAX_PAGE_SIZE, MAX_PAGE_SIZE)?.to_string();
+    let limit = cfg.page_size().to_string();
     let base = endpoint(cfg, DEFAULT_BASE_URL, "/v2/sandboxes")?;
     let mut guard = PageGuard::new(cfg.max_pages);
     let mut token: Option<String> = None;
@@ -100,7 +98,7 @@ struct Listed {
 /// E2B reports no creation time, only `startedAt` (a resumed sandbox restarts it): the age
 /// of a paused-and-resumed orphan is understated, never overstated.
 pub async fn find_with<F: Fetch>(cfg: &ReaderConfig, fleet: &str, fetch: &mut F) -> Result<Vec<Found>, UnknownReason> {
-    let limit = page_size(cfg, MAX_PAGE_SIZE, MAX_PAGE_SIZE)?.to_string();
+    let limit = cfg.page_size().to_string();
     let base = endpoint(cfg, DEFAULT_BASE_URL, "/v2/sandboxes")?;
     let filter = format!("{SANDBOX_FLEET_LABEL}={fleet}");
     let mut guard = PageGuard::new(cfg.max_pages);
@@ -145,12 +143,12 @@ pub async fn find(cfg: &ReaderConfig, api_key: &str, fleet: &str) -> Result<Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::readers::config::parse_config;
+    use crate::readers::test_support::config;
     use crate::readers::test_support::{block_on, MemoryFetch};
     use serde_json::json;
 
     fn cfg() -> ReaderConfig {
-        parse_config(&json!({"baseUrl": "http://h", "limits": {"sandboxes": 20}})).unwrap()
+        config("e2b", json!({"baseUrl": "http://h", "limits": {"sandboxes": 20}}))
     }
 
     fn sbs(n: usize) -> String {
@@ -222,7 +220,7 @@ mod tests {
 
     #[test]
     fn missing_limit_is_decided_before_any_request() {
-        let c = parse_config(&json!({"baseUrl": "http://127.0.0.1:9"})).unwrap();
+        let c = config("e2b", json!({"baseUrl": "http://127.0.0.1:9"}));
         assert_eq!(block_on(read(&c, "k")), Measurement::Unknown(UnknownReason::LimitNotConfigured));
     }
 

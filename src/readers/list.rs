@@ -1,21 +1,11 @@
-//! What every list call shares: its URL, its page size, the bound on its pages, and the
-//! parse of its body.
+//! What every list call shares: its URL, the bound on its pages, and the parse of its body.
+//! (Its page size is the configuration's: [`ReaderConfig::page_size`].)
 //!
 //! Why bound pages and cursors? A paginator that never ends (or hands out a cursor twice)
 //! would keep a read on tokio forever; [`PageGuard`] ends it with `PAGE_LIMIT_EXCEEDED`.
 
 use super::config::ReaderConfig;
 use crate::core::capacity::UnknownReason;
-
-/// The page size to request: the configured one, refused (`MALFORMED`) above the
-/// provider's documented maximum rather than silently clamped.
-pub(crate) fn page_size(cfg: &ReaderConfig, default: u32, max: u32) -> Result<u32, UnknownReason> {
-    match cfg.page_size {
-        None => Ok(default),
-        Some(n) if n <= max => Ok(n),
-        Some(_) => Err(UnknownReason::Malformed),
-    }
-}
 
 /// Builds `{base}{path}` as a URL.
 pub(crate) fn endpoint(cfg: &ReaderConfig, default_base: &str, path: &str) -> Result<reqwest::Url, UnknownReason> {
@@ -63,8 +53,6 @@ pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::readers::config::parse_config;
-    use serde_json::json;
 
     #[test]
     fn page_guard_bounds_pages_and_detects_repeated_cursors() {
@@ -76,13 +64,5 @@ mod tests {
         assert!(g.cursor("a").is_ok());
         assert!(g.cursor("b").is_ok());
         assert_eq!(g.cursor("a"), Err(UnknownReason::PageLimitExceeded));
-    }
-
-    #[test]
-    fn page_size_above_the_provider_maximum_is_refused_not_clamped() {
-        let cfg = parse_config(&json!({"pageSize": 150})).unwrap();
-        assert_eq!(page_size(&cfg, 200, 200), Ok(150));
-        assert_eq!(page_size(&cfg, 100, 100), Err(UnknownReason::Malformed));
-        assert_eq!(page_size(&parse_config(&json!({})).unwrap(), 100, 100), Ok(100));
     }
 }

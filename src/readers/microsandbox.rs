@@ -12,7 +12,7 @@
 
 use super::config::ReaderConfig;
 use super::http::{Auth, Fetch, HttpFetch};
-use super::list::{endpoint, page_size, parse_body, PageGuard};
+use super::list::{endpoint, parse_body, PageGuard};
 use super::slots::{slot_reader, slots_or_unknown};
 use super::stamp::{collect, fleet_filter_json, parse_rfc3339_ms, Found};
 use crate::core::capacity::{Measurement, UnknownReason};
@@ -20,8 +20,6 @@ use serde::Deserialize;
 
 /// Default base URL.
 pub const DEFAULT_BASE_URL: &str = "https://api.microsandbox.dev";
-/// Default and maximum page size.
-pub const MAX_PAGE_SIZE: u32 = 100;
 
 #[derive(Debug, Deserialize)]
 struct Sandbox {
@@ -44,7 +42,7 @@ pub async fn measure<F: Fetch>(cfg: &ReaderConfig, limit: f64, required: f64, fe
 }
 
 async fn count<F: Fetch>(cfg: &ReaderConfig, fetch: &mut F) -> Result<usize, UnknownReason> {
-    let limit = page_size(cfg, MAX_PAGE_SIZE, MAX_PAGE_SIZE)?.to_string();
+    let limit = cfg.page_size().to_string();
     let base = endpoint(cfg, DEFAULT_BASE_URL, "/v1/sandboxes")?;
     let mut guard = PageGuard::new(cfg.max_pages);
     let mut cursor: Option<String> = None;
@@ -111,7 +109,7 @@ struct ListedPage {
 /// `GET /v1/sandboxes?labels={"agent-relay-sbx-fleet":"<fleet>"}`, following `next_cursor`;
 /// every item's `spec.labels` is checked again for the whole stamp.
 pub async fn find_with<F: Fetch>(cfg: &ReaderConfig, fleet: &str, fetch: &mut F) -> Result<Vec<Found>, UnknownReason> {
-    let limit = page_size(cfg, MAX_PAGE_SIZE, MAX_PAGE_SIZE)?.to_string();
+    let limit = cfg.page_size().to_string();
     let base = endpoint(cfg, DEFAULT_BASE_URL, "/v1/sandboxes")?;
     let filter = fleet_filter_json(fleet);
     let mut guard = PageGuard::new(cfg.max_pages);
@@ -154,12 +152,12 @@ pub async fn find(cfg: &ReaderConfig, api_key: &str, fleet: &str) -> Result<Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::readers::config::parse_config;
+    use crate::readers::test_support::config;
     use crate::readers::test_support::{block_on, MemoryFetch};
     use serde_json::json;
 
     fn cfg() -> ReaderConfig {
-        parse_config(&json!({"baseUrl": "http://h", "limits": {"sandboxes": 10}, "demand": {"sandboxes": 2}})).unwrap()
+        config("microsandbox", json!({"baseUrl": "http://h", "limits": {"sandboxes": 10}, "demand": {"sandboxes": 2}}))
     }
 
     fn page(n: usize, has_more: bool, next: Option<&str>) -> String {

@@ -16,10 +16,11 @@
 //! the in-flight request and closes its connection (see `binding_capacity.rs`).
 //!
 //! Error policy: a reader never fails and never panics on provider input. Every problem is a
-//! measurement: `unknown` with a reason ([`UnknownReason`]). Invalid configuration (negative,
-//! non-finite or mistyped numbers, unknown keys, a dimension the provider cannot measure) is
-//! `MALFORMED`, because a silently dropped limit would widen admission. Nothing produced here
-//! contains the API key: it only ever becomes a sensitive header value.
+//! measurement: `unknown` with a reason ([`UnknownReason`]). Its configuration was validated
+//! once, when the reader was made ([`config`]: negative, non-finite or mistyped numbers,
+//! unknown keys, a dimension the provider cannot measure are refused there, naming the
+//! field), so a read never meets an invalid one. Nothing produced here contains the API
+//! key: it only ever becomes a sensitive header value.
 //!
 //! Layout, one way (an arrow is "uses"; this file is the dispatch on top, [`read`] and
 //! [`find`], and no reader uses it):
@@ -52,52 +53,34 @@ pub mod stamp;
 pub(crate) mod test_support;
 
 use crate::core::capacity::{Measurement, UnknownReason};
-use config::{parse_config, Kind};
-use serde_json::Value;
+use config::{Kind, ReaderConfig};
 use stamp::Found;
 
-/// Reads one provider account's capacity. `config` is the JSON described on
-/// [`config::ReaderConfig`]; `api_key` is only ever sent as the provider's auth header.
+/// Reads one provider account's capacity with its validated configuration; `api_key` is
+/// only ever sent as the provider's auth header.
 ///
-/// Never fails: unknown kinds and Vercel/Freestyle are `NOT_SUPPORTED`, invalid
-/// configuration is `MALFORMED`, missing limits/demand are decided before any request.
-/// This future has no deadline of its own: the caller drops it to cancel the read.
-pub async fn read(kind: &str, config: &Value, api_key: &str) -> Measurement {
-    let kind = match Kind::parse(kind) {
-        None | Some(Kind::Vercel | Kind::Freestyle) => return Measurement::Unknown(UnknownReason::NotSupported),
-        Some(k) => k,
-    };
-    let cfg = match parse_config(config) {
-        Ok(cfg) => cfg,
-        Err(_) => return Measurement::Unknown(UnknownReason::Malformed),
-    };
-    match kind {
-        Kind::Daytona => daytona::read(&cfg, api_key).await,
-        Kind::E2b => e2b::read(&cfg, api_key).await,
-        Kind::Microsandbox => microsandbox::read(&cfg, api_key).await,
-        Kind::Agent37 => agent37::read(&cfg, api_key).await,
+/// Never fails: Vercel and Freestyle are `NOT_SUPPORTED` (no request), missing limits or
+/// demand are decided before any request. This future has no deadline of its own: the
+/// caller drops it to cancel the read.
+pub async fn read(cfg: &ReaderConfig, api_key: &str) -> Measurement {
+    match cfg.kind {
+        Kind::Daytona => daytona::read(cfg, api_key).await,
+        Kind::E2b => e2b::read(cfg, api_key).await,
+        Kind::Microsandbox => microsandbox::read(cfg, api_key).await,
+        Kind::Agent37 => agent37::read(cfg, api_key).await,
         Kind::Vercel | Kind::Freestyle => Measurement::Unknown(UnknownReason::NotSupported),
     }
 }
 
-/// Lists the stamped sandboxes of one account. `config` is the readers' configuration JSON
-/// (`baseUrl`, `organizationId`, `maxPages`, `pageSize`; limits are ignored). Vercel,
-/// Freestyle and unknown kinds are `NOT_SUPPORTED` (the caller falls back to the runtime's
-/// own label search). No deadline here: the caller drops the future to cancel.
-pub async fn find(kind: &str, config: &Value, api_key: &str, fleet: &str) -> Result<Vec<Found>, UnknownReason> {
-    let kind = match Kind::parse(kind) {
-        None | Some(Kind::Vercel | Kind::Freestyle) => return Err(UnknownReason::NotSupported),
-        Some(k) => k,
-    };
-    let mut cfg = parse_config(config).map_err(|_| UnknownReason::Malformed)?;
-    // Finders count nothing against a quota: limits and demand do not apply.
-    cfg.limits = Default::default();
-    cfg.demand = Default::default();
-    match kind {
-        Kind::Daytona => daytona::find(&cfg, api_key, fleet).await,
-        Kind::E2b => e2b::find(&cfg, api_key, fleet).await,
-        Kind::Microsandbox => microsandbox::find(&cfg, api_key, fleet).await,
-        Kind::Agent37 => agent37::find(&cfg, api_key, fleet).await,
+/// Lists the stamped sandboxes of one account with its validated configuration (limits and
+/// demand do not apply). Vercel and Freestyle are `NOT_SUPPORTED` (the caller falls back to
+/// the runtime's own label search). No deadline here: the caller drops the future to cancel.
+pub async fn find(cfg: &ReaderConfig, api_key: &str, fleet: &str) -> Result<Vec<Found>, UnknownReason> {
+    match cfg.kind {
+        Kind::Daytona => daytona::find(cfg, api_key, fleet).await,
+        Kind::E2b => e2b::find(cfg, api_key, fleet).await,
+        Kind::Microsandbox => microsandbox::find(cfg, api_key, fleet).await,
+        Kind::Agent37 => agent37::find(cfg, api_key, fleet).await,
         Kind::Vercel | Kind::Freestyle => Err(UnknownReason::NotSupported),
     }
 }
@@ -108,19 +91,26 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn unknown_and_unsupported_kinds_are_not_supported_without_config_checks() {
-        for kind in ["vercel", "freestyle", "modal", ""] {
-            let m = test_support::block_on(read(kind, &json!({"limits": {"cpu": -1}}), "k"));
+    fn must_fire_vercel_and_freestyle_are_not_supported_without_a_request() {
+        for kind in ["vercel", "freestyle"] {
+            // Nothing listens on port 9: a request would be READ_FAILED.
+            let cfg = test_support::config(kind, json!({"baseUrl": "http://127.0.0.1:9", "limits": {"sandboxes": 5}}));
+            let m = test_support::block_on(read(&cfg, "k"));
             assert_eq!(m, Measurement::Unknown(UnknownReason::NotSupported), "{kind}");
+            assert_eq!(test_support::block_on(find(&cfg, "k", "f")), Err(UnknownReason::NotSupported), "{kind}");
         }
     }
 
     #[test]
-    fn malformed_config_is_a_measurement_not_a_panic() {
+    fn must_not_fire_a_reader_with_a_list_api_asks_its_account() {
         for kind in ["daytona", "e2b", "microsandbox", "agent37"] {
-            let m = test_support::block_on(read(kind, &json!({"limits": {"cpu": f64::NAN}}), "k"));
-            // serde_json turns NaN into null, which is refused.
-            assert_eq!(m, Measurement::Unknown(UnknownReason::Malformed), "{kind}");
+            let limits = if kind == "daytona" { json!({"cpu": 1}) } else { json!({"sandboxes": 1}) };
+            let cfg = test_support::config(
+                kind,
+                json!({"baseUrl": "http://127.0.0.1:9", "limits": limits, "demand": limits}),
+            );
+            let m = test_support::block_on(read(&cfg, "k"));
+            assert_eq!(m, Measurement::Unknown(UnknownReason::ReadFailed), "{kind}");
         }
     }
 }

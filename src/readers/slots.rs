@@ -5,14 +5,12 @@ use super::config::ReaderConfig;
 use super::http;
 use crate::core::capacity::{Measurement, UnknownReason};
 
-/// The configured slot limit and per-launch demand for the instance-counting readers
-/// (E2B, Microsandbox, Agent37). Compute dimensions are refused: these providers' lists
-/// carry no trustworthy per-account compute usage, and ignoring a configured limit would
-/// silently widen admission.
+/// The configured slot limit and per-launch demand (1 when not configured) for the
+/// instance-counting readers (E2B, Microsandbox, Agent37); no limit is
+/// `LIMIT_NOT_CONFIGURED`, decided before any request. (Compute dimensions never get here:
+/// these providers' lists carry no trustworthy per-account compute usage, so the options
+/// rule refuses them, `config::Kind::dimensions`.)
 pub(crate) fn slot_plan(cfg: &ReaderConfig) -> Result<(f64, f64), UnknownReason> {
-    if cfg.limits.any_compute() || cfg.demand.any_compute() || cfg.organization_id.is_some() {
-        return Err(UnknownReason::Malformed);
-    }
     let limit = cfg.limits.sandboxes.ok_or(UnknownReason::LimitNotConfigured)?;
     Ok((limit, cfg.demand.sandboxes.unwrap_or(1.0)))
 }
@@ -50,19 +48,14 @@ pub(crate) fn slots(used: usize, limit: f64, required: f64) -> Measurement {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::readers::config::parse_config;
-    use serde_json::{json, Value};
+    use crate::readers::test_support::config;
+    use serde_json::json;
 
     #[test]
-    fn slot_plan_refuses_compute_dimensions_and_defaults_demand_to_one() {
-        let cfg = |v: Value| parse_config(&v).unwrap();
+    fn slot_plan_needs_a_limit_and_defaults_demand_to_one() {
+        let cfg = |v| config("e2b", v);
         assert_eq!(slot_plan(&cfg(json!({}))), Err(UnknownReason::LimitNotConfigured));
         assert_eq!(slot_plan(&cfg(json!({"limits": {"sandboxes": 5}}))), Ok((5.0, 1.0)));
         assert_eq!(slot_plan(&cfg(json!({"limits": {"sandboxes": 5}, "demand": {"sandboxes": 2}}))), Ok((5.0, 2.0)));
-        assert_eq!(slot_plan(&cfg(json!({"limits": {"sandboxes": 5, "cpu": 1}}))), Err(UnknownReason::Malformed));
-        assert_eq!(
-            slot_plan(&cfg(json!({"limits": {"sandboxes": 5}, "demand": {"memory": 1}}))),
-            Err(UnknownReason::Malformed)
-        );
     }
 }

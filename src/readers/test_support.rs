@@ -1,8 +1,10 @@
 //! An in-memory [`Fetch`](super::http::Fetch): pages keyed by the full URL, with a log of
 //! the URLs requested.
+use super::config::{ReaderConfig, ReaderOptions};
 use super::http::{Fetch, Fetched};
 use crate::core::capacity::UnknownReason;
 use reqwest::header::HeaderMap;
+use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::future::Future;
 
@@ -49,4 +51,13 @@ impl Fetch for MemoryFetch {
 /// Runs a future to completion on a fresh current-thread runtime.
 pub fn block_on<F: Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+}
+
+/// The configuration a reader of `provider` gets from `options` (JSON as JavaScript passes
+/// it; a key is added when none is given), through the one options rule.
+pub fn config(provider: &str, mut options: Value) -> ReaderConfig {
+    if options.get("apiKey").is_none() {
+        options["apiKey"] = json!("k");
+    }
+    ReaderOptions::read(Some(&json!({"provider": provider, "options": options}))).expect("valid options").config
 }
