@@ -496,6 +496,18 @@ export interface FindResult {
   items: Array<FoundSandbox>
 }
 
+/** One handle a runtime's own label search answered, as the fallback finder reports it. */
+export interface FoundHandle {
+  /** The provider's own sandbox id. */
+  providerSandboxId: string
+  /** The stamp's `sbx_…` id; null when the handle carried no labels to check. */
+  sandboxId?: string
+  /** Creation time (epoch ms) when the handle reports one. */
+  createdAtMs?: number
+  /** Whether the whole stamp was seen on the handle. */
+  verified: boolean
+}
+
 /** One stamped sandbox a finder found. */
 export interface FoundSandbox {
   /** The provider's own sandbox id. */
@@ -504,6 +516,14 @@ export interface FoundSandbox {
   sandboxId: string
   /** Creation time (epoch ms) when the list reports one. */
   createdAtMs?: number
+}
+
+/** What the fallback finder answers: the handles of the fleet, or why there are none. */
+export interface HandlesResult {
+  /** Null when the answer was a list of handles; otherwise `MALFORMED`. */
+  reason?: string
+  /** The stamped handles and those without labels (empty when `reason` is set). */
+  items: Array<FoundHandle>
 }
 
 /** A shared hold the machine settled, for the JS side to write to the coordinator. */
@@ -542,6 +562,13 @@ export declare function isProviderId(id: string): boolean
 
 /** Whether `id` is a sandbox id (the rule of [`check_sandbox_id`], as a yes or no). */
 export declare function isSandboxId(id: string): boolean
+
+/**
+ * Judges a runtime's `findAllByLabels` answer for `fleet` by the stamp rule
+ * (`readers::stamp::judge_handles`): `handles_json` is the answer read into
+ * `[{ id, labels, createdAtMs }, …]` as JSON text (`null`: it could not be read).
+ */
+export declare function judgeHandles(handlesJson: string | undefined | null, fleet: string): HandlesResult
 
 /** A mapping record as JS sees it. */
 export interface MappingRecord {

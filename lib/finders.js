@@ -24,7 +24,6 @@ const { within, TIMED_OUT } = require('./within.js');
 const SANDBOX_FLEET_LABEL = 'agent-relay-sbx-fleet';
 /** Label key of the router's id stamp (also exported by provision.js). */
 const SANDBOX_ID_LABEL = 'agent-relay-sbx-id';
-const SBX_ID = /^sbx_[0-9a-f]{32}$/;
 
 /** runtime object → its native finder (made by the factory; holds the credentials). */
 const FINDERS = new WeakMap();
@@ -95,40 +94,36 @@ function runtimeFinder(runtime) {
         return { reason: 'READ_FAILED', items: [] };
       }
       if (answer === TIMED_OUT) return { reason: 'TIMEOUT', items: [] };
-      let items;
+      // Read once, inside a guard; the stamp rule is native (src/readers/stamp.rs).
+      let text;
       try {
-        items = guarded(() => {
-          if (!Array.isArray(answer)) return null;
-          return Array.from(answer, (h) => readHandle(h, fleet));
-        });
+        text = guarded(() => serialize(Array.isArray(answer) ? Array.from(answer, readHandle) : null));
       } catch {
-        items = null;
+        text = null;
       }
-      if (items === null || items.some((x) => x === null)) return { reason: 'MALFORMED', items: [] };
-      return { reason: null, items: items.filter((x) => x !== false) };
+      const r = binding.judgeHandles(text, fleet);
+      return {
+        reason: r.reason ?? null,
+        items: r.items.map((h) => ({ providerSandboxId: h.providerSandboxId, sandboxId: h.sandboxId ?? null, createdAtMs: h.createdAtMs ?? null, verified: h.verified })),
+      };
     },
   };
 }
 
 /**
- * One handle from findAllByLabels (read inside the caller's guard): a Found, false when its
- * own labels show it is not stamped by this fleet (a search that ignored the filter), or
- * null when it is not a handle.
+ * What the stamp rule needs of one handle from findAllByLabels, read inside the caller's
+ * guard: its id, the two stamp labels when it carries labels (null when it carries none),
+ * and its creation time as JavaScript reads a date (null when it is not an object).
  */
-function readHandle(h, fleet) {
-  if (h === null || typeof h !== 'object' || typeof h.id !== 'string' || h.id === '') return null;
-  const created = typeof h.createdAt === 'string' ? Date.parse(h.createdAt) : NaN;
+function readHandle(h) {
+  if (h === null || typeof h !== 'object') return null;
   const labels = h.labels;
-  let sandboxId = null;
-  let verified = false;
-  if (labels !== null && typeof labels === 'object') {
-    if (labels[SANDBOX_FLEET_LABEL] !== fleet) return false;
-    const id = labels[SANDBOX_ID_LABEL];
-    if (typeof id !== 'string' || !SBX_ID.test(id)) return false;
-    sandboxId = id;
-    verified = true;
-  }
-  return { providerSandboxId: h.id, sandboxId, createdAtMs: Number.isFinite(created) ? created : null, verified };
+  const created = h.createdAt;
+  return {
+    id: h.id,
+    labels: labels !== null && typeof labels === 'object' ? { [SANDBOX_FLEET_LABEL]: labels[SANDBOX_FLEET_LABEL], [SANDBOX_ID_LABEL]: labels[SANDBOX_ID_LABEL] } : null,
+    createdAtMs: typeof created === 'string' ? Date.parse(created) : null,
+  };
 }
 
 module.exports = { attachFinder, finderFor, SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL };

@@ -27,7 +27,7 @@ use crate::readers::daytona_summary::{
     inventory_items, parse_daytona_capacity_limits as parse_limits, parse_summary_options,
     summarize_daytona_capacity as summarize,
 };
-use crate::readers::stamp::Found;
+use crate::readers::stamp::{self, Found};
 use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
 use napi_derive::napi;
@@ -256,6 +256,51 @@ impl NativeFinder {
                 Some(c) => find_with_deadline(&c, &api_key, &fleet, deadline).await,
             })
         })
+    }
+}
+
+/// One handle a runtime's own label search answered, as the fallback finder reports it.
+#[napi(object)]
+pub struct FoundHandle {
+    /// The provider's own sandbox id.
+    pub provider_sandbox_id: String,
+    /// The stamp's `sbx_…` id; null when the handle carried no labels to check.
+    pub sandbox_id: Option<String>,
+    /// Creation time (epoch ms) when the handle reports one.
+    pub created_at_ms: Option<f64>,
+    /// Whether the whole stamp was seen on the handle.
+    pub verified: bool,
+}
+
+/// What the fallback finder answers: the handles of the fleet, or why there are none.
+#[napi(object)]
+pub struct HandlesResult {
+    /// Null when the answer was a list of handles; otherwise `MALFORMED`.
+    pub reason: Option<String>,
+    /// The stamped handles and those without labels (empty when `reason` is set).
+    pub items: Vec<FoundHandle>,
+}
+
+/// Judges a runtime's `findAllByLabels` answer for `fleet` by the stamp rule
+/// (`readers::stamp::judge_handles`): `handles_json` is the answer read into
+/// `[{ id, labels, createdAtMs }, …]` as JSON text (`null`: it could not be read).
+#[napi]
+pub fn judge_handles(handles_json: Option<String>, fleet: String) -> HandlesResult {
+    let answer = handles_json.and_then(|t| serde_json::from_str::<Value>(&t).ok()).unwrap_or(Value::Null);
+    match stamp::judge_handles(&answer, &fleet) {
+        Ok(items) => HandlesResult {
+            reason: None,
+            items: items
+                .into_iter()
+                .map(|h| FoundHandle {
+                    provider_sandbox_id: h.provider_sandbox_id,
+                    sandbox_id: h.sandbox_id,
+                    created_at_ms: h.created_at_ms,
+                    verified: h.verified,
+                })
+                .collect(),
+        },
+        Err(reason) => HandlesResult { reason: Some(reason.code().to_string()), items: Vec::new() },
     }
 }
 

@@ -69,6 +69,47 @@ pub(crate) fn collect(
     Ok(())
 }
 
+/// One handle a runtime's own label search answered (the fallback finder of a pool without
+/// a native one), as it is judged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Handle {
+    /// The provider's own sandbox id.
+    pub provider_sandbox_id: String,
+    /// The stamp's `sbx_` id; `None` when the handle carried no labels to check.
+    pub sandbox_id: Option<String>,
+    /// Creation time in epoch ms, when the handle reports one.
+    pub created_at_ms: Option<f64>,
+    /// Whether the whole stamp was seen on the handle.
+    pub verified: bool,
+}
+
+/// Judges a runtime's `findAllByLabels` answer, read by `lib/finders.js` into
+/// `[{ id, labels, createdAtMs }, …]` (`null` for an item that is not an object; `labels`
+/// null when the handle carried none). The port's handles carry no labels, so a handle is
+/// trusted as stamped only when it carries `labels` with the whole stamp ([`stamped_id`]);
+/// one whose labels show another stamp (a search that ignored the filter) is left out; one
+/// without labels is kept unverified (it can be matched to a mapping by its provider id,
+/// never reclaimed). Anything that is not a list of handles with a non-empty string id is
+/// `MALFORMED`.
+pub fn judge_handles(answer: &Value, fleet: &str) -> Result<Vec<Handle>, UnknownReason> {
+    let Value::Array(items) = answer else { return Err(UnknownReason::Malformed) };
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let h = item.as_object().ok_or(UnknownReason::Malformed)?;
+        let id = h.get("id").and_then(Value::as_str).filter(|s| !s.is_empty()).ok_or(UnknownReason::Malformed)?;
+        let created_at_ms = h.get("createdAtMs").and_then(Value::as_f64).filter(|x| x.is_finite());
+        let (sandbox_id, verified) = match h.get("labels").and_then(Value::as_object) {
+            None => (None, false),
+            Some(labels) => match stamped_id(Some(labels), fleet) {
+                None => continue,
+                Some(sbx) => (Some(sbx), true),
+            },
+        };
+        out.push(Handle { provider_sandbox_id: id.to_string(), sandbox_id, created_at_ms, verified });
+    }
+    Ok(out)
+}
+
 /// `{"agent-relay-sbx-fleet":"<fleet>"}`: the JSON label filter Daytona and Microsandbox take.
 pub(crate) fn fleet_filter_json(fleet: &str) -> String {
     let mut m = Map::new();
@@ -109,6 +150,36 @@ mod tests {
             assert_eq!(stamped_id(l.as_object(), "prod"), None, "{l}");
         }
         assert_eq!(stamped_id(None, "prod"), None);
+    }
+
+    #[test]
+    fn must_fire_a_handle_with_the_whole_stamp_is_verified_and_one_without_labels_is_kept_unverified() {
+        let answer = json!([
+            {"id": "a", "labels": {SANDBOX_FLEET_LABEL: "prod", SANDBOX_ID_LABEL: ID}, "createdAtMs": 1000},
+            {"id": "b", "labels": null, "createdAtMs": {"$invalid": "non-finite number"}},
+        ]);
+        assert_eq!(
+            judge_handles(&answer, "prod"),
+            Ok(vec![
+                Handle {
+                    provider_sandbox_id: "a".into(),
+                    sandbox_id: Some(ID.into()),
+                    created_at_ms: Some(1000.0),
+                    verified: true
+                },
+                Handle { provider_sandbox_id: "b".into(), sandbox_id: None, created_at_ms: None, verified: false },
+            ])
+        );
+    }
+
+    #[test]
+    fn must_not_fire_a_handle_of_another_stamp_is_left_out_and_a_non_handle_is_malformed() {
+        let other = json!([{"id": "a", "labels": {SANDBOX_FLEET_LABEL: "other", SANDBOX_ID_LABEL: ID}},
+                           {"id": "b", "labels": {SANDBOX_FLEET_LABEL: "prod", SANDBOX_ID_LABEL: "sbx_x"}}]);
+        assert_eq!(judge_handles(&other, "prod"), Ok(vec![]));
+        for bad in [json!({}), json!([null]), json!([{"id": ""}]), json!([{"id": 5}]), json!([{"labels": null}])] {
+            assert_eq!(judge_handles(&bad, "prod"), Err(UnknownReason::Malformed), "{bad}");
+        }
     }
 
     #[test]
