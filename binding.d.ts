@@ -366,6 +366,164 @@ export declare const enum CircuitStateName {
   HalfOpen = 'half-open',
 }
 
+/** Daytona's own accounting of the organization (no count). */
+export interface DaytonaAccountedRecord {
+  /** vCPU. */
+  cpu: number
+  /** MiB. */
+  diskMiB: number
+  /** MiB. */
+  memoryMiB: number
+}
+
+/** Counts of what the lenient reading did. */
+export interface DaytonaDataQualityRecord {
+  /** Numeric fields coerced. */
+  coercedValues: number
+  /** Items that are not objects. */
+  skippedItems: number
+}
+
+/** One idle sandbox (`id`, `name` null when not strings). */
+export interface DaytonaIdleItemRecord {
+  /** vCPU. */
+  cpu: number
+  /** MiB. */
+  diskMiB: number
+  /** Its id. */
+  id: string | null
+  /** `now` minus its last activity. */
+  idleMs: number
+  /** The timestamp its idleness is measured from, as given. */
+  lastActivityAt: string
+  /** MiB. */
+  memoryMiB: number
+  /** Its name. */
+  name: string | null
+  /** Its state. */
+  state: string
+}
+
+/** The idle sandboxes: totals over all of them, the most idle listed. */
+export interface DaytonaIdleRecord {
+  /** vCPU. */
+  cpu: number
+  /** MiB. */
+  diskMiB: number
+  /** The idleness threshold. */
+  idleAfterMs: number
+  /** The most idle first, at most `idleListLimit`. */
+  items: Array<DaytonaIdleItemRecord>
+  /** MiB. */
+  memoryMiB: number
+  /** How many are idle. */
+  sandboxes: number
+  /** Whether more are idle than listed. */
+  truncated: boolean
+  /** Started sandboxes without a parseable timestamp. */
+  unknownActivity: number
+}
+
+/** Strictly parsed Daytona limits: vCPU, MiB (null when not given), and what was given. */
+export interface DaytonaLimitsRecord {
+  /** vCPU. */
+  cpu: number | null
+  /** MiB (input GiB × 1024). */
+  diskMiB: number | null
+  /** MiB (input GiB × 1024). */
+  memoryMiB: number | null
+  /** The dimensions given, in cpu/memory/disk order. */
+  provided: Array<string>
+}
+
+/** The organization's totals across all states, and its accounting. */
+export interface DaytonaOrganizationRecord {
+  /** cpu/memory in Daytona's compute states, disk also in its disk-only states. */
+  accounted: DaytonaAccountedRecord
+  /** vCPU. */
+  cpu: number
+  /** MiB. */
+  diskMiB: number
+  /** MiB. */
+  memoryMiB: number
+  /** Every listed sandbox. */
+  sandboxes: number
+}
+
+/** The display summary of a Daytona organization inventory (`summarizeDaytonaCapacity`). */
+export interface DaytonaSummaryRecord {
+  /** Totals per state, by state name. */
+  byState: Record<string, DaytonaSumRecord>
+  /** What the lenient reading did. */
+  dataQuality: DaytonaDataQualityRecord
+  /** `now`, as `YYYY-MM-DDTHH:MM:SS.mmmZ`. */
+  generatedAt: string
+  /** The idle sandboxes. */
+  idle: DaytonaIdleRecord
+  /** The worst configured level, or null. */
+  level: string | null
+  /** The organization's totals. */
+  organization: DaytonaOrganizationRecord
+  /** `daytona`. */
+  provider: string
+  /** `not_covered`: admission does not use this summary. */
+  provisioningCheck: string
+  /** The thresholds used. */
+  thresholds: DaytonaThresholdsRecord
+  /** Utilization per dimension. */
+  utilization: DaytonaUtilizationsRecord
+}
+
+/** A group's totals (memory and disk in MiB). */
+export interface DaytonaSumRecord {
+  /** vCPU. */
+  cpu: number
+  /** MiB. */
+  diskMiB: number
+  /** MiB. */
+  memoryMiB: number
+  /** How many sandboxes. */
+  sandboxes: number
+}
+
+/** The thresholds a summary used. */
+export interface DaytonaThresholdsRecord {
+  /** Ratio at which a dimension is `critical`. */
+  criticalRatio: number
+  /** Ratio at which a dimension is `warning`. */
+  warningRatio: number
+}
+
+/** One dimension's utilization (null figures without a configured limit). */
+export interface DaytonaUtilizationRecord {
+  /** `limit - used`. */
+  headroom: number | null
+  /** `ok`, `warning` or `critical`. */
+  level: string | null
+  /** The configured limit. */
+  limit: number | null
+  /** `configured` or `not_configured`. */
+  limitSource: string
+  /** The ratio in percent, one decimal. */
+  percent: number | null
+  /** `used / limit`. */
+  ratio: number | null
+  /** `vCPU` or `MiB`. */
+  unit: string
+  /** The all-state sum. */
+  used: number
+}
+
+/** Utilization per dimension. */
+export interface DaytonaUtilizationsRecord {
+  /** vCPU. */
+  cpu: DaytonaUtilizationRecord
+  /** MiB. */
+  disk: DaytonaUtilizationRecord
+  /** MiB. */
+  memory: DaytonaUtilizationRecord
+}
+
 /** Deliberately panics inside [`guard`]; the tests prove a panic becomes a typed error. */
 export declare function debugPanic(): void
 
@@ -644,12 +802,11 @@ export interface NativeError {
 export declare function nativeFinder(specJson: string): NativeFinder | null
 
 /**
- * Strictly parses Daytona limits `{ cpu?, memory?, disk? }` (vCPU; GiB for memory/disk):
- * finite numbers > 0, no unknown keys, at least one. Returns
- * `{"cpu","memoryMiB","diskMiB","provided"}` as JSON; throws the typed `INVALID_INPUT`
- * error naming the field.
+ * Strictly parses Daytona limits `{ cpu?, memory?, disk? }` (vCPU; GiB for memory/disk),
+ * given as JSON text: finite numbers > 0, no unknown keys, at least one. Throws the typed
+ * `INVALID_INPUT` error naming the field.
  */
-export declare function parseDaytonaCapacityLimits(limitsJson: string): string
+export declare function parseDaytonaCapacityLimits(limitsJson: string): DaytonaLimitsRecord
 
 /**
  * Connection options as an object (or use `url`). A `host` that starts with `/` is a
@@ -840,13 +997,13 @@ export declare const enum StepKind {
 
 /**
  * Display summary of a Daytona inventory (array of sandboxes or a list page with `items`),
- * against optional limits in the `parse_daytona_capacity_limits` input form (`null` for
+ * against optional limits in the `parseDaytonaCapacityLimits` input form (`null` for
  * none), with options `{ warningRatio? (0.8), criticalRatio? (0.95), now?, idleAfterMs?
- * (1800000), idleListLimit? (100) }`. Returns the summary JSON; throws the typed
- * `INVALID_INPUT` error for invalid limits/options. Not used for admission
- * (`provisioningCheck: "not_covered"`).
+ * (1800000), idleListLimit? (100) }` (`now` defaults to the wall clock), each given as
+ * JSON text. Throws the typed `INVALID_INPUT` error for invalid items, limits or options.
+ * Not used for admission (`provisioningCheck: "not_covered"`).
  */
-export declare function summarizeDaytonaCapacity(itemsJson: string, limitsJson: string, optionsJson?: string | undefined | null): string
+export declare function summarizeDaytonaCapacity(itemsJson: string, limitsJson: string, optionsJson?: string | undefined | null): DaytonaSummaryRecord
 
 /**
  * Validates a process manifest (JSON text) and returns it normalized (JSON text):

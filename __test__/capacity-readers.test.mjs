@@ -644,6 +644,29 @@ test('summarizeDaytonaCapacity: idle details and counted lenient coercion', () =
   assert.deepEqual(s.dataQuality, { coercedValues: 1, skippedItems: 1 });
 });
 
+test('Daytona helpers answer plain objects with the keys in the order they always had', () => {
+  const limits = parseDaytonaCapacityLimits({ memory: 1 });
+  assert.deepEqual(Object.keys(limits), ['cpu', 'diskMiB', 'memoryMiB', 'provided']);
+  assert.equal(JSON.stringify(limits), '{"cpu":null,"diskMiB":null,"memoryMiB":1024,"provided":["memory"]}');
+  const items = [
+    { ...daytonaSandbox(1, { state: 'started' }), name: undefined, lastActivityAt: '2026-11-30T09:00:00Z' },
+    daytonaSandbox(2, { state: 'b' }),
+    daytonaSandbox(3, { state: '10' }),
+    daytonaSandbox(4, { state: 'a' }),
+  ];
+  const s = summarizeDaytonaCapacity(items, { cpu: 10 }, { now: NOW });
+  const keys = ['byState', 'dataQuality', 'generatedAt', 'idle', 'level', 'organization', 'provider', 'provisioningCheck', 'thresholds', 'utilization'];
+  assert.deepEqual(Object.keys(s), keys);
+  assert.deepEqual(Object.keys(s.byState), ['10', 'a', 'b', 'started']);
+  assert.deepEqual(Object.keys(s.organization), ['accounted', 'cpu', 'diskMiB', 'memoryMiB', 'sandboxes']);
+  assert.deepEqual(Object.keys(s.utilization), ['cpu', 'disk', 'memory']);
+  assert.deepEqual(Object.keys(s.utilization.disk), ['headroom', 'level', 'limit', 'limitSource', 'percent', 'ratio', 'unit', 'used']);
+  assert.deepEqual(Object.keys(s.idle), ['cpu', 'diskMiB', 'idleAfterMs', 'items', 'memoryMiB', 'sandboxes', 'truncated', 'unknownActivity']);
+  assert.deepEqual(s.idle.items[0], { cpu: 1, diskMiB: 10240, id: 'sb-1', idleMs: 3 * 3600 * 1000, lastActivityAt: '2026-11-30T09:00:00Z', memoryMiB: 2048, name: null, state: 'started' });
+  assert.deepEqual(s.utilization.disk, { headroom: null, level: null, limit: null, limitSource: 'not_configured', percent: null, ratio: null, unit: 'MiB', used: 40960 });
+  assert.deepEqual(s.thresholds, { criticalRatio: 0.95, warningRatio: 0.8 });
+});
+
 test('summarizeDaytonaCapacity rejects invalid limits and options with typed errors', () => {
   const cases = [
     [[[], { cpu: -1 }], 'limits.cpu'],

@@ -92,7 +92,7 @@ function toJson(value, field) {
  */
 function parseDaytonaCapacityLimits(limits) {
   const text = toJson(limits, 'limits');
-  return JSON.parse(callNative(() => binding.parseDaytonaCapacityLimits(text)));
+  return callNative(() => binding.parseDaytonaCapacityLimits(text));
 }
 
 /**
@@ -110,7 +110,7 @@ function summarizeDaytonaCapacity(items, limits, options) {
     const o = isPlainObject(options) && options.now instanceof Date ? { ...options, now: options.now.getTime() } : options;
     optionsText = toJson(o, 'options');
   }
-  return JSON.parse(callNative(() => binding.summarizeDaytonaCapacity(itemsText, limitsText, optionsText)));
+  return callNative(() => binding.summarizeDaytonaCapacity(itemsText, limitsText, optionsText));
 }
 
 module.exports = {

@@ -1,4 +1,4 @@
-//! napi glue for the builtin capacity readers and the Daytona display helpers.
+//! napi glue for the builtin capacity readers and finders.
 //!
 //! A reader's (and a finder's) options cross once, when it is made, as JSON text; the one
 //! options rule (`readers::config`) validates them and keeps what the reads need in the
@@ -16,17 +16,12 @@
 //! The API key crosses the seam as an argument and is only ever used as a header value; it
 //! never appears in a result or an error (a refused key is named by its field only).
 
-use crate::binding::clock::now_millis;
 use crate::binding::error::{guard, typed_future, Failure, NativeError};
 use crate::core::capacity::{Measurement, UnknownReason};
 use crate::core::error::ErrorClass;
 use crate::core::json::FieldError;
 use crate::readers;
 use crate::readers::config::{self, Kind, ReaderConfig, ReaderOptions};
-use crate::readers::daytona_summary::{
-    inventory_items, parse_daytona_capacity_limits as parse_limits, parse_summary_options,
-    summarize_daytona_capacity as summarize,
-};
 use crate::readers::stamp::{self, Found};
 use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
@@ -34,26 +29,6 @@ use napi_derive::napi;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
-
-fn invalid(e: FieldError) -> Failure {
-    NativeError::invalid(
-        ErrorClass::RequestValidation,
-        "INVALID_INPUT",
-        format!("invalid input: {} {}", e.field, e.expectation),
-        e.field,
-    )
-}
-
-fn parse_json(text: &str, field: &str) -> Result<Value, Failure> {
-    serde_json::from_str(text).map_err(|_| {
-        NativeError::invalid(
-            ErrorClass::RequestValidation,
-            "INVALID_INPUT",
-            format!("invalid input: {field} is not JSON"),
-            field,
-        )
-    })
-}
 
 /// One measured dimension, as readers report it.
 #[napi(object)]
@@ -338,49 +313,6 @@ fn found(outcome: Result<Vec<Found>, UnknownReason>) -> FindResult {
     }
 }
 
-/// Strictly parses Daytona limits `{ cpu?, memory?, disk? }` (vCPU; GiB for memory/disk):
-/// finite numbers > 0, no unknown keys, at least one. Returns
-/// `{"cpu","memoryMiB","diskMiB","provided"}` as JSON; throws the typed `INVALID_INPUT`
-/// error naming the field.
-#[napi]
-pub fn parse_daytona_capacity_limits(env: Env, limits_json: String) -> napi::Result<String> {
-    guard(&env, || limits_of(&limits_json))
-}
-
-fn limits_of(limits_json: &str) -> Result<String, Failure> {
-    let v = parse_json(limits_json, "limits")?;
-    Ok(parse_limits(&v).map_err(invalid)?.to_json().to_string())
-}
-
-/// Display summary of a Daytona inventory (array of sandboxes or a list page with `items`),
-/// against optional limits in the `parse_daytona_capacity_limits` input form (`null` for
-/// none), with options `{ warningRatio? (0.8), criticalRatio? (0.95), now?, idleAfterMs?
-/// (1800000), idleListLimit? (100) }`. Returns the summary JSON; throws the typed
-/// `INVALID_INPUT` error for invalid limits/options. Not used for admission
-/// (`provisioningCheck: "not_covered"`).
-#[napi]
-pub fn summarize_daytona_capacity(
-    env: Env,
-    items_json: String,
-    limits_json: String,
-    options_json: Option<String>,
-) -> napi::Result<String> {
-    guard(&env, || summary_of(&items_json, &limits_json, options_json.as_deref()))
-}
-
-fn summary_of(items_json: &str, limits_json: &str, options_json: Option<&str>) -> Result<String, Failure> {
-    let items_value = parse_json(items_json, "items")?;
-    let items = inventory_items(&items_value).map_err(invalid)?;
-    let limits_value = parse_json(limits_json, "limits")?;
-    let limits = match limits_value {
-        Value::Null => None,
-        ref v => Some(parse_limits(v).map_err(invalid)?),
-    };
-    let options_value = options_json.map(|t| parse_json(t, "options")).transpose()?;
-    let options = parse_summary_options(options_value.as_ref(), now_millis() as f64).map_err(invalid)?;
-    Ok(summarize(items, limits.as_ref(), &options).to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -458,15 +390,5 @@ mod tests {
             [clamped_ms(f64::NAN), clamped_ms(-5.0), clamped_ms(0.5), clamped_ms(250.0), clamped_ms(1e12)],
             [1, 1, 1, 250, u64::from(config::MAX_TIMEOUT_MS)]
         );
-    }
-
-    #[test]
-    fn display_helpers_name_the_field_of_their_typed_errors() {
-        let err = limits_of(r#"{"cpu": "10"}"#).err().unwrap();
-        assert_eq!((err.code.as_str(), err.field.as_deref()), ("INVALID_INPUT", Some("limits.cpu")));
-        let ok = summary_of("[]", "null", Some(r#"{"now": 0}"#)).unwrap();
-        let v: Value = serde_json::from_str(&ok).unwrap();
-        assert_eq!(v["generatedAt"], "1970-01-01T00:00:00.000Z");
-        assert_eq!(v["provisioningCheck"], "not_covered");
     }
 }

@@ -3,7 +3,7 @@
 //! The files depend one way (an arrow is "uses"):
 //!
 //! ```text
-//! error ← ids, request, mapping, registry, capacity, manifest, sqlite
+//! error ← ids, request, mapping, registry, capacity, daytona_summary, manifest, sqlite
 //! registry ← router ← acquisition, explain            sqlite ← pg → acquisition
 //! ```
 //!
@@ -16,7 +16,8 @@
 //! - `acquisition`: the machines of the provisions in flight, by integer key;
 //! - `explain`: explanations written into typed arrays JavaScript lends;
 //! - `mapping`, `sqlite`, `pg`: the mapping stores' native halves;
-//! - `capacity`: the builtin capacity readers' HTTP on tokio; `manifest`: process manifests;
+//! - `capacity`: the builtin capacity readers and finders (HTTP on tokio); `daytona_summary`:
+//!   the Daytona display helpers' typed answers; `manifest`: process manifests;
 //! - `clock`: the wall-clock readings the core is given (it reads none itself).
 //!
 //! What crosses: caller data that must be validated crosses once as JSON text (a request,
@@ -26,6 +27,7 @@
 pub mod acquisition;
 pub mod capacity;
 pub mod clock;
+pub mod daytona_summary;
 pub mod error;
 pub mod explain;
 pub mod ids;

@@ -69,7 +69,7 @@
 //! that is not a string is reported as `unknown`.
 
 use crate::core::json::{object, FieldError};
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 use std::collections::BTreeMap;
 
 const MIB_PER_GIB: f64 = 1024.0;
@@ -116,11 +116,6 @@ impl DaytonaCapacityLimits {
             .into_iter()
             .filter_map(|(n, v)| v.map(|_| n))
             .collect()
-    }
-
-    /// `{ cpu, memoryMiB, diskMiB, provided }` (absent limits are null).
-    pub fn to_json(&self) -> Value {
-        json!({"cpu": self.cpu, "memoryMiB": self.memory_mib, "diskMiB": self.disk_mib, "provided": self.provided()})
     }
 }
 
@@ -230,12 +225,22 @@ pub fn inventory_items(value: &Value) -> Result<&[Value], FieldError> {
     }
 }
 
-#[derive(Debug, Default, Clone, Copy)]
-struct Sum {
-    sandboxes: u64,
-    cpu: f64,
-    memory_mib: f64,
-    disk_mib: f64,
+/// What the summary names its provider.
+pub const PROVIDER: &str = "daytona";
+/// What the summary says of admission: not covered (admission uses the strict reader).
+pub const PROVISIONING_CHECK: &str = "not_covered";
+
+/// Totals of a group of sandboxes (memory and disk in MiB).
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Sum {
+    /// How many.
+    pub sandboxes: u64,
+    /// vCPU.
+    pub cpu: f64,
+    /// MiB.
+    pub memory_mib: f64,
+    /// MiB.
+    pub disk_mib: f64,
 }
 
 impl Sum {
@@ -245,10 +250,129 @@ impl Sum {
         self.memory_mib += mem;
         self.disk_mib += disk;
     }
+}
 
-    fn to_json(self) -> Value {
-        json!({"sandboxes": self.sandboxes, "cpu": self.cpu, "memoryMiB": self.memory_mib, "diskMiB": self.disk_mib})
+/// The organization: every listed sandbox, and Daytona's own accounting for comparison
+/// (its `sandboxes` is not counted: Daytona accounts dimensions, not sandboxes).
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Organization {
+    /// Every listed sandbox across all states.
+    pub total: Sum,
+    /// cpu and memory in Daytona's compute states, disk also in its disk-only states.
+    pub accounted: Sum,
+}
+
+/// How close one dimension is to its limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Below `warningRatio`.
+    Ok,
+    /// At least `warningRatio`.
+    Warning,
+    /// At least `criticalRatio`.
+    Critical,
+}
+
+impl Level {
+    /// `ok`, `warning` or `critical`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Ok => "ok",
+            Level::Warning => "warning",
+            Level::Critical => "critical",
+        }
     }
+}
+
+/// One dimension's utilization (the limit's figures are `None` without a configured limit).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Utilization {
+    /// The all-state sum.
+    pub used: f64,
+    /// The configured limit.
+    pub limit: Option<f64>,
+    /// `vCPU` or `MiB`.
+    pub unit: &'static str,
+    /// `limit - used`.
+    pub headroom: Option<f64>,
+    /// `used / limit`.
+    pub ratio: Option<f64>,
+    /// The ratio in percent, one decimal.
+    pub percent: Option<f64>,
+    /// The ratio's level.
+    pub level: Option<Level>,
+}
+
+impl Utilization {
+    /// `configured` or `not_configured`.
+    pub fn limit_source(&self) -> &'static str {
+        if self.limit.is_some() {
+            "configured"
+        } else {
+            "not_configured"
+        }
+    }
+}
+
+/// One idle sandbox, as listed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdleItem {
+    /// Its `id`, when a string.
+    pub id: Option<String>,
+    /// Its `name`, when a string.
+    pub name: Option<String>,
+    /// Its state (`started`).
+    pub state: String,
+    /// The timestamp its idleness is measured from, as given.
+    pub last_activity_at: String,
+    /// `now` minus that timestamp.
+    pub idle_ms: f64,
+    /// vCPU.
+    pub cpu: f64,
+    /// MiB.
+    pub memory_mib: f64,
+    /// MiB.
+    pub disk_mib: f64,
+}
+
+/// The idle sandboxes: totals over all of them, the most idle listed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Idle {
+    /// The idleness threshold.
+    pub idle_after_ms: f64,
+    /// Totals over every idle sandbox.
+    pub total: Sum,
+    /// Started sandboxes without a parseable timestamp.
+    pub unknown_activity: u64,
+    /// Whether more were idle than are listed.
+    pub truncated: bool,
+    /// The most idle first, at most `idleListLimit`.
+    pub items: Vec<IdleItem>,
+}
+
+/// The display summary of an inventory (see the module docs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// `now`, as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+    pub generated_at: String,
+    /// The organization's totals.
+    pub organization: Organization,
+    /// Totals per state, by state name.
+    pub by_state: BTreeMap<String, Sum>,
+    /// cpu, memory, disk.
+    pub utilization: [Utilization; 3],
+    /// The worst configured level.
+    pub level: Option<Level>,
+    /// The thresholds used.
+    pub warning_ratio: f64,
+    /// (likewise)
+    pub critical_ratio: f64,
+    /// The idle sandboxes.
+    pub idle: Idle,
+    /// Numeric fields coerced leniently.
+    pub coerced_values: u64,
+    /// Items that are not objects.
+    pub skipped_items: u64,
 }
 
 fn coerce(v: Option<&Value>, coerced: &mut u64) -> f64 {
@@ -266,31 +390,26 @@ fn coerce(v: Option<&Value>, coerced: &mut u64) -> f64 {
     }
 }
 
-struct Idle<'a> {
-    item: &'a Map<String, Value>,
-    state: &'a str,
-    activity: &'a str,
-    idle_ms: f64,
-    cpu: f64,
-    mem: f64,
-    disk: f64,
-}
-
-fn level(ratio: f64, o: &SummaryOptions) -> &'static str {
+fn level(ratio: f64, o: &SummaryOptions) -> Level {
     if ratio >= o.critical_ratio {
-        "critical"
+        Level::Critical
     } else if ratio >= o.warning_ratio {
-        "warning"
+        Level::Warning
     } else {
-        "ok"
+        Level::Ok
     }
 }
 
-fn severity(level: &str) -> u8 {
-    match level {
-        "critical" => 2,
-        "warning" => 1,
-        _ => 0,
+fn utilization(used: f64, limit: Option<f64>, unit: &'static str, o: &SummaryOptions) -> Utilization {
+    let ratio = limit.map(|l| used / l);
+    Utilization {
+        used,
+        limit,
+        unit,
+        headroom: limit.map(|l| l - used),
+        ratio,
+        percent: ratio.map(|r| (r * 1000.0).round() / 10.0),
+        level: ratio.map(|r| level(r, o)),
     }
 }
 
@@ -300,13 +419,12 @@ pub fn summarize_daytona_capacity(
     items: &[Value],
     limits: Option<&DaytonaCapacityLimits>,
     options: &SummaryOptions,
-) -> Value {
+) -> Summary {
     let mut coerced = 0u64;
     let mut skipped = 0u64;
-    let mut org = Sum::default();
-    let mut accounted = Sum::default();
-    let mut by_state: BTreeMap<&str, Sum> = BTreeMap::new();
-    let mut idle: Vec<Idle<'_>> = Vec::new();
+    let mut org = Organization::default();
+    let mut by_state: BTreeMap<String, Sum> = BTreeMap::new();
+    let mut idle: Vec<IdleItem> = Vec::new();
     let mut unknown_activity = 0u64;
     for item in items {
         let Value::Object(m) = item else {
@@ -317,15 +435,15 @@ pub fn summarize_daytona_capacity(
         let mem = coerce(m.get("memory"), &mut coerced) * MIB_PER_GIB;
         let disk = coerce(m.get("disk"), &mut coerced) * MIB_PER_GIB;
         let state = m.get("state").and_then(Value::as_str).unwrap_or("unknown");
-        org.add(cpu, mem, disk);
-        by_state.entry(state).or_default().add(cpu, mem, disk);
+        org.total.add(cpu, mem, disk);
+        by_state.entry(state.to_string()).or_default().add(cpu, mem, disk);
         let compute = COMPUTE_STATES.contains(&state);
         if compute || DISK_ONLY_STATES.contains(&state) {
-            accounted.disk_mib += disk;
+            org.accounted.disk_mib += disk;
         }
         if compute {
-            accounted.cpu += cpu;
-            accounted.memory_mib += mem;
+            org.accounted.cpu += cpu;
+            org.accounted.memory_mib += mem;
         }
         if state == "started" {
             let stamp = ["lastActivityAt", "updatedAt", "createdAt"]
@@ -337,72 +455,57 @@ pub fn summarize_daytona_capacity(
                 Some((activity, ms)) => {
                     let idle_ms = (options.now_ms - ms).max(0.0);
                     if idle_ms >= options.idle_after_ms {
-                        idle.push(Idle { item: m, state, activity, idle_ms, cpu, mem, disk });
+                        idle.push(IdleItem {
+                            id: m.get("id").and_then(Value::as_str).map(str::to_string),
+                            name: m.get("name").and_then(Value::as_str).map(str::to_string),
+                            state: state.to_string(),
+                            last_activity_at: activity.to_string(),
+                            idle_ms,
+                            cpu,
+                            memory_mib: mem,
+                            disk_mib: disk,
+                        });
                     }
                 }
             }
         }
     }
 
-    let mut worst: Option<&'static str> = None;
-    let mut dim = |used: f64, limit: Option<f64>, unit: &str| -> Value {
-        match limit {
-            Some(limit) => {
-                let ratio = used / limit;
-                let lv = level(ratio, options);
-                if worst.is_none_or(|w| severity(lv) > severity(w)) {
-                    worst = Some(lv);
-                }
-                json!({"used": used, "limit": limit, "unit": unit, "headroom": limit - used, "ratio": ratio,
-                       "percent": (ratio * 1000.0).round() / 10.0, "level": lv, "limitSource": "configured"})
-            }
-            None => json!({"used": used, "limit": null, "unit": unit, "headroom": null, "ratio": null,
-                           "percent": null, "level": null, "limitSource": "not_configured"}),
-        }
-    };
     let l = limits.copied().unwrap_or_default();
-    let utilization = json!({
-        "cpu": dim(org.cpu, l.cpu, "vCPU"),
-        "memory": dim(org.memory_mib, l.memory_mib, "MiB"),
-        "disk": dim(org.disk_mib, l.disk_mib, "MiB"),
-    });
+    let utilization = [
+        utilization(org.total.cpu, l.cpu, "vCPU", options),
+        utilization(org.total.memory_mib, l.memory_mib, "MiB", options),
+        utilization(org.total.disk_mib, l.disk_mib, "MiB", options),
+    ];
+    let level = utilization.iter().filter_map(|u| u.level).max();
 
+    // Stable: of two equally idle sandboxes, the one listed first stays first.
     idle.sort_by(|a, b| b.idle_ms.total_cmp(&a.idle_ms));
-    let mut idle_sum = Sum::default();
+    let mut idle_total = Sum::default();
     for i in &idle {
-        idle_sum.add(i.cpu, i.mem, i.disk);
+        idle_total.add(i.cpu, i.memory_mib, i.disk_mib);
     }
-    let listed: Vec<Value> = idle
-        .iter()
-        .take(options.idle_list_limit)
-        .map(|i| {
-            json!({"id": i.item.get("id").and_then(Value::as_str), "name": i.item.get("name").and_then(Value::as_str),
-                   "state": i.state, "lastActivityAt": i.activity, "idleMs": i.idle_ms,
-                   "cpu": i.cpu, "memoryMiB": i.mem, "diskMiB": i.disk})
-        })
-        .collect();
+    let truncated = idle.len() > options.idle_list_limit;
+    idle.truncate(options.idle_list_limit);
 
-    let mut organization = org.to_json();
-    organization["accounted"] =
-        json!({"cpu": accounted.cpu, "memoryMiB": accounted.memory_mib, "diskMiB": accounted.disk_mib});
-    json!({
-        "provider": "daytona",
-        "generatedAt": format_rfc3339_ms(options.now_ms),
-        "organization": organization,
-        "byState": by_state.into_iter().map(|(k, s)| (k.to_string(), s.to_json())).collect::<Map<String, Value>>(),
-        "utilization": utilization,
-        "level": worst,
-        "thresholds": {"warningRatio": options.warning_ratio, "criticalRatio": options.critical_ratio},
-        "idle": {
-            "idleAfterMs": options.idle_after_ms,
-            "sandboxes": idle_sum.sandboxes, "cpu": idle_sum.cpu, "memoryMiB": idle_sum.memory_mib, "diskMiB": idle_sum.disk_mib,
-            "unknownActivity": unknown_activity,
-            "truncated": idle.len() > listed.len(),
-            "items": listed,
+    Summary {
+        generated_at: format_rfc3339_ms(options.now_ms),
+        organization: org,
+        by_state,
+        utilization,
+        level,
+        warning_ratio: options.warning_ratio,
+        critical_ratio: options.critical_ratio,
+        idle: Idle {
+            idle_after_ms: options.idle_after_ms,
+            total: idle_total,
+            unknown_activity,
+            truncated,
+            items: idle,
         },
-        "dataQuality": {"coercedValues": coerced, "skippedItems": skipped},
-        "provisioningCheck": "not_covered",
-    })
+        coerced_values: coerced,
+        skipped_items: skipped,
+    }
 }
 
 fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
@@ -481,6 +584,7 @@ pub fn format_rfc3339_ms(ms: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     const NOW: &str = "2026-11-30T12:00:00Z";
 
@@ -494,7 +598,8 @@ mod tests {
         assert_eq!(l, DaytonaCapacityLimits { cpu: Some(10.0), memory_mib: Some(10_240.0), disk_mib: Some(30_720.0) });
         assert_eq!(l.provided(), vec!["cpu", "memory", "disk"]);
         let l = parse_daytona_capacity_limits(&json!({"memory": 0.5})).unwrap();
-        assert_eq!(l.to_json(), json!({"cpu": null, "memoryMiB": 512.0, "diskMiB": null, "provided": ["memory"]}));
+        assert_eq!(l, DaytonaCapacityLimits { cpu: None, memory_mib: Some(512.0), disk_mib: None });
+        assert_eq!(l.provided(), vec!["memory"]);
     }
 
     #[test]
@@ -580,24 +685,17 @@ mod tests {
             sb("c", "archived", json!(4), json!(8), json!(20), "2026-11-30T10:00:00Z"),
         ];
         let s = summarize_daytona_capacity(&items, None, &opts());
-        assert_eq!(s["organization"]["sandboxes"], 3);
-        assert_eq!(s["organization"]["cpu"], 7.0);
-        assert_eq!(s["organization"]["memoryMiB"], 13.0 * 1024.0);
-        assert_eq!(s["organization"]["diskMiB"], 33.0 * 1024.0);
-        assert_eq!(s["organization"]["accounted"], json!({"cpu": 1.0, "memoryMiB": 1024.0, "diskMiB": 13.0 * 1024.0}));
-        assert_eq!(
-            s["byState"]["stopped"],
-            json!({"sandboxes": 1, "cpu": 2.0, "memoryMiB": 4096.0, "diskMiB": 10240.0})
-        );
-        assert_eq!(s["provisioningCheck"], "not_covered");
-        assert_eq!(s["generatedAt"], "2026-11-30T12:00:00.000Z");
+        let o = s.organization;
+        assert_eq!(o.total, Sum { sandboxes: 3, cpu: 7.0, memory_mib: 13.0 * 1024.0, disk_mib: 33.0 * 1024.0 });
+        assert_eq!((o.accounted.cpu, o.accounted.memory_mib, o.accounted.disk_mib), (1.0, 1024.0, 13.0 * 1024.0));
+        assert_eq!(s.by_state["stopped"], Sum { sandboxes: 1, cpu: 2.0, memory_mib: 4096.0, disk_mib: 10240.0 });
+        assert_eq!(s.generated_at, "2026-11-30T12:00:00.000Z");
         // No limits: every dimension is not_configured, no level, never a guessed tier.
-        for d in ["cpu", "memory", "disk"] {
-            assert_eq!(s["utilization"][d]["limitSource"], "not_configured");
-            assert_eq!(s["utilization"][d]["limit"], Value::Null);
-            assert_eq!(s["utilization"][d]["level"], Value::Null);
+        for u in &s.utilization {
+            assert_eq!(u.limit_source(), "not_configured");
+            assert_eq!((u.limit, u.level, u.ratio, u.headroom, u.percent), (None, None, None, None, None));
         }
-        assert_eq!(s["level"], Value::Null);
+        assert_eq!(s.level, None);
     }
 
     #[test]
@@ -607,19 +705,19 @@ mod tests {
         let limits = parse_daytona_capacity_limits(&json!({"cpu": 10, "memory": 8.2})).unwrap();
         let s = summarize_daytona_capacity(&items, Some(&limits), &opts());
         // cpu 8/10 = 0.8 → warning at the boundary; memory 8/8.2 ≈ 0.976 → critical; disk not configured.
-        assert_eq!(s["utilization"]["cpu"]["level"], "warning");
-        assert_eq!(s["utilization"]["cpu"]["percent"], 80.0);
-        assert_eq!(s["utilization"]["cpu"]["headroom"], 2.0);
-        assert_eq!(s["utilization"]["memory"]["level"], "critical");
-        assert_eq!(s["utilization"]["memory"]["limitSource"], "configured");
-        assert_eq!(s["utilization"]["disk"]["limitSource"], "not_configured");
-        assert_eq!(s["level"], "critical");
+        let [cpu, memory, disk] = s.utilization;
+        assert_eq!(cpu.level, Some(Level::Warning));
+        assert_eq!((cpu.percent, cpu.headroom), (Some(80.0), Some(2.0)));
+        assert_eq!(memory.level, Some(Level::Critical));
+        assert_eq!(memory.limit_source(), "configured");
+        assert_eq!(disk.limit_source(), "not_configured");
+        assert_eq!(s.level, Some(Level::Critical));
         let o =
             parse_summary_options(Some(&json!({"now": NOW, "warningRatio": 0.9, "criticalRatio": 0.99})), 0.0).unwrap();
         let s = summarize_daytona_capacity(&items, Some(&limits), &o);
-        assert_eq!(s["utilization"]["cpu"]["level"], "ok");
-        assert_eq!(s["utilization"]["memory"]["level"], "warning");
-        assert_eq!(s["level"], "warning");
+        assert_eq!(s.utilization[0].level, Some(Level::Ok));
+        assert_eq!(s.utilization[1].level, Some(Level::Warning));
+        assert_eq!(s.level, Some(Level::Warning));
     }
 
     #[test]
@@ -630,10 +728,9 @@ mod tests {
             json!({"cpu": 1, "memory": 1, "disk": 1, "state": 7}),
         ];
         let s = summarize_daytona_capacity(&items, None, &opts());
-        assert_eq!(s["organization"]["cpu"], 3.0);
-        assert_eq!(s["organization"]["memoryMiB"], 1024.0);
-        assert_eq!(s["dataQuality"], json!({"coercedValues": 3, "skippedItems": 1}));
-        assert_eq!(s["byState"]["unknown"]["sandboxes"], 1);
+        assert_eq!((s.organization.total.cpu, s.organization.total.memory_mib), (3.0, 1024.0));
+        assert_eq!((s.coerced_values, s.skipped_items), (3, 1));
+        assert_eq!(s.by_state["unknown"].sandboxes, 1);
     }
 
     #[test]
@@ -647,15 +744,13 @@ mod tests {
         ];
         let o = parse_summary_options(Some(&json!({"now": NOW, "idleListLimit": 1})), 0.0).unwrap();
         let s = summarize_daytona_capacity(&items, None, &o);
-        let idle = &s["idle"];
-        assert_eq!(idle["sandboxes"], 2);
-        assert_eq!(idle["cpu"], 6.0);
-        assert_eq!(idle["unknownActivity"], 1);
-        assert_eq!(idle["truncated"], true);
-        assert_eq!(idle["items"].as_array().unwrap().len(), 1);
-        assert_eq!(idle["items"][0]["id"], "older");
-        assert_eq!(idle["items"][0]["idleMs"], 86_400_000.0);
-        assert_eq!(idle["items"][0]["memoryMiB"], 4096.0);
+        let idle = &s.idle;
+        assert_eq!((idle.total.sandboxes, idle.total.cpu), (2, 6.0));
+        assert_eq!(idle.unknown_activity, 1);
+        assert!(idle.truncated);
+        assert_eq!(idle.items.len(), 1);
+        assert_eq!(idle.items[0].id.as_deref(), Some("older"));
+        assert_eq!((idle.items[0].idle_ms, idle.items[0].memory_mib), (86_400_000.0, 4096.0));
     }
 
     #[test]
@@ -698,9 +793,7 @@ mod tests {
         ];
         let o = parse_summary_options(Some(&json!({"now": NOW, "idleListLimit": 2})), 0.0).unwrap();
         let s = summarize_daytona_capacity(&items, None, &o);
-        assert_eq!(s["idle"]["sandboxes"], 2);
-        assert_eq!(s["idle"]["items"].as_array().unwrap().len(), 2);
-        assert_eq!(s["idle"]["truncated"], false);
+        assert_eq!((s.idle.total.sandboxes, s.idle.items.len(), s.idle.truncated), (2, 2, false));
     }
 
     #[test]
