@@ -68,6 +68,7 @@
 //! `dataQuality.coercedValues`, and non-object items are skipped (`skippedItems`). A state
 //! that is not a string is reported as `unknown`.
 
+use crate::core::clock::{iso8601_millis, parse_rfc3339_ms};
 use crate::core::json::{object, FieldError};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -489,7 +490,7 @@ pub fn summarize_daytona_capacity(
     idle.truncate(options.idle_list_limit);
 
     Summary {
-        generated_at: format_rfc3339_ms(options.now_ms),
+        generated_at: iso8601_millis(options.now_ms.floor() as i64),
         organization: org,
         by_state,
         utilization,
@@ -506,79 +507,6 @@ pub fn summarize_daytona_capacity(
         coerced_values: coerced,
         skipped_items: skipped,
     }
-}
-
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` to epoch milliseconds.
-pub fn parse_rfc3339_ms(s: &str) -> Option<f64> {
-    let b = s.as_bytes();
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        let part = b.get(r)?;
-        part.iter().all(u8::is_ascii_digit).then(|| part.iter().fold(0i64, |a, d| a * 10 + i64::from(d - b'0')))
-    };
-    if b.len() < 20
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || !matches!(b[10], b'T' | b't' | b' ')
-        || b[13] != b':'
-        || b[16] != b':'
-    {
-        return None;
-    }
-    let (y, mo, d, h, mi, sec) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
-    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    let month_days = [31, if leap { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
-    if !(1..=12).contains(&mo) || d < 1 || d > month_days[(mo - 1) as usize] || h > 23 || mi > 59 || sec > 60 {
-        return None;
-    }
-    let mut i = 19;
-    let mut frac_ms = 0.0;
-    if b.get(i) == Some(&b'.') {
-        let start = i + 1;
-        i = start;
-        while b.get(i).is_some_and(u8::is_ascii_digit) {
-            i += 1;
-        }
-        if i == start {
-            return None;
-        }
-        frac_ms = format!("0.{}", &s[start..i]).parse::<f64>().ok()? * 1000.0;
-    }
-    let offset_min = match b.get(i)? {
-        b'Z' | b'z' if i + 1 == b.len() => 0,
-        sign @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
-            let (oh, om) = (num(i + 1..i + 3)?, num(i + 4..i + 6)?);
-            if oh > 23 || om > 59 {
-                return None;
-            }
-            let m = oh * 60 + om;
-            if *sign == b'+' {
-                m
-            } else {
-                -m
-            }
-        }
-        _ => return None,
-    };
-    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + sec - offset_min * 60;
-    Some(secs as f64 * 1000.0 + frac_ms)
-}
-
-/// Formats epoch milliseconds as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
-pub fn format_rfc3339_ms(ms: f64) -> String {
-    let total = ms.floor() as i64;
-    let (days, rem) = (total.div_euclid(86_400_000), total.rem_euclid(86_400_000));
-    let (y, m, d) = crate::core::clock::civil_from_days(days);
-    let (h, mi, s, milli) = (rem / 3_600_000, rem / 60_000 % 60, rem / 1000 % 60, rem % 1000);
-    format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{milli:03}Z")
 }
 
 #[cfg(test)]
@@ -644,32 +572,6 @@ mod tests {
         ] {
             assert_eq!(parse_summary_options(Some(&bad), 0.0).unwrap_err().field, field, "{bad}");
         }
-    }
-
-    #[test]
-    fn rfc3339_round_trips() {
-        assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:00Z"), Some(0.0));
-        assert_eq!(
-            parse_rfc3339_ms("2026-11-30T12:00:00.250Z").map(format_rfc3339_ms).as_deref(),
-            Some("2026-11-30T12:00:00.250Z")
-        );
-        assert_eq!(parse_rfc3339_ms("2026-11-30T13:30:00+01:30"), parse_rfc3339_ms("2026-11-30T12:00:00Z"));
-        assert_eq!(
-            parse_rfc3339_ms("2024-02-29T00:00:00Z").map(format_rfc3339_ms).as_deref(),
-            Some("2024-02-29T00:00:00.000Z")
-        );
-        for bad in [
-            "",
-            "2026-02-30T00:00:00Z",
-            "2026-11-30",
-            "2026-11-30T12:00:00",
-            "2026-11-30T12:00:00.Z",
-            "x026-11-30T12:00:00Z",
-            "2026-11-30T12:00:00Zjunk",
-        ] {
-            assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
-        }
-        assert_eq!(format_rfc3339_ms(1_764_504_000_000.0), "2025-11-30T12:00:00.000Z");
     }
 
     fn sb(id: &str, state: &str, cpu: Value, mem: Value, disk: Value, activity: &str) -> Value {
@@ -794,92 +696,5 @@ mod tests {
         let o = parse_summary_options(Some(&json!({"now": NOW, "idleListLimit": 2})), 0.0).unwrap();
         let s = summarize_daytona_capacity(&items, None, &o);
         assert_eq!((s.idle.total.sandboxes, s.idle.items.len(), s.idle.truncated), (2, 2, false));
-    }
-
-    #[test]
-    fn rfc3339_round_trips_across_eras_leap_days_and_non_zero_fields() {
-        let round_trip = |s: &str| parse_rfc3339_ms(s).map(format_rfc3339_ms);
-        assert_eq!(format_rfc3339_ms(0.0), "1970-01-01T00:00:00.000Z");
-        for s in [
-            "2026-11-30T12:34:56.789Z",
-            "2000-02-29T00:00:00.000Z",
-            "2100-03-01T00:00:00.000Z",
-            "1999-12-31T23:59:59.999Z",
-            "0000-01-01T00:00:00.000Z",
-            "0000-02-29T00:00:00.000Z",
-            "9999-12-31T23:59:59.999Z",
-        ] {
-            assert_eq!(round_trip(s).as_deref(), Some(s));
-        }
-        assert_eq!(parse_rfc3339_ms("2000-02-29T00:00:00Z"), Some(951_782_400_000.0));
-        assert_eq!(parse_rfc3339_ms("2100-03-01T00:00:00Z"), Some(4_107_542_400_000.0));
-        assert_eq!(parse_rfc3339_ms("0000-01-01T00:00:00Z"), Some(-62_167_219_200_000.0));
-    }
-
-    #[test]
-    fn must_fire_rfc3339_refuses_non_leap_february_29() {
-        for bad in ["2023-02-29T00:00:00Z", "1900-02-29T00:00:00Z", "2100-02-29T00:00:00Z"] {
-            assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn must_fire_rfc3339_refuses_a_single_wrong_separator() {
-        for bad in [
-            "2026x11-30T12:00:00Z",
-            "2026-11x30T12:00:00Z",
-            "2026-11-30x12:00:00Z",
-            "2026-11-30T12x00:00Z",
-            "2026-11-30T12:00x00Z",
-        ] {
-            assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
-        }
-        for ok in ["2026-11-30t12:00:00Z", "2026-11-30 12:00:00z"] {
-            assert!(parse_rfc3339_ms(ok).is_some(), "{ok}");
-        }
-    }
-
-    #[test]
-    fn must_fire_rfc3339_refuses_out_of_range_fields() {
-        for bad in [
-            "2026-13-01T00:00:00Z",
-            "2026-00-01T00:00:00Z",
-            "2026-11-00T00:00:00Z",
-            "2026-11-31T00:00:00Z",
-            "2026-11-30T24:00:00Z",
-            "2026-11-30T23:60:00Z",
-            "2026-11-30T23:59:61Z",
-        ] {
-            assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn must_not_fire_rfc3339_accepts_the_largest_valid_fields() {
-        // 23:59:60 is a leap second, which RFC 3339 allows.
-        assert!(parse_rfc3339_ms("2026-12-31T23:59:60Z").is_some());
-        assert_eq!(parse_rfc3339_ms("2026-11-30T23:59:59+23:59"), parse_rfc3339_ms("2026-11-30T00:00:59Z"));
-    }
-
-    #[test]
-    fn rfc3339_offsets_shift_in_the_right_direction() {
-        let noon = parse_rfc3339_ms("2026-11-30T12:00:00Z");
-        assert_eq!(parse_rfc3339_ms("2026-11-30T13:30:00+01:30"), noon);
-        assert_eq!(parse_rfc3339_ms("2026-11-30T10:30:00-01:30"), noon);
-        assert_eq!(parse_rfc3339_ms("2026-11-30T13:30:00.5+01:30"), noon.map(|n| n + 500.0));
-    }
-
-    #[test]
-    fn must_fire_rfc3339_refuses_malformed_offsets() {
-        for bad in [
-            "2026-11-30T12:00:00+0130",
-            "2026-11-30T12:00:00+01x30",
-            "2026-11-30T12:00:00+01:30Z",
-            "2026-11-30T12:00:00+24:00",
-            "2026-11-30T12:00:00+00:60",
-            "2026-11-30T12:00:00.5+01x30",
-        ] {
-            assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
-        }
     }
 }

@@ -119,9 +119,9 @@ pub(crate) fn fleet_filter_json(fleet: &str) -> String {
 
 /// Epoch ms of an RFC 3339 timestamp (`2026-01-01T00:00:00Z`, fractions and offsets
 /// allowed), whole milliseconds; `None` when it does not parse. One parser serves the
-/// readers: the strict one of `daytona_summary`.
+/// readers and the summary: the strict one of `core::clock`.
 pub fn parse_rfc3339_ms(s: &str) -> Option<f64> {
-    super::daytona_summary::parse_rfc3339_ms(s).map(f64::floor)
+    crate::core::clock::parse_rfc3339_ms(s).map(f64::floor)
 }
 
 #[cfg(test)]
