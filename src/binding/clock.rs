@@ -1,8 +1,13 @@
 //! The glue's clock: the wall-clock readings the core is given.
 //!
-//! Why here and not in the core? The core is sans-IO: it never reads a clock, it is told the
-//! time (`Health` takes `now`, records take their creation instant). Where JavaScript passes
-//! no reading (the default clock), the glue reads the wall clock here, once per call.
+//! Why here and not in the core? The core is sans-IO: it is told the time (`Health` takes
+//! `now`, records take their creation instant). Where JavaScript passes no reading (the
+//! default clock), the glue reads the wall clock here, once per call.
+//!
+//! One clock read is still the core's: the capacity ledger's monotonic `Instant::now()` in
+//! `Ledger::admit` and `Ledger::settle` (the assumption TTL), which the acquisition machine
+//! calls. Its `_at` variants take the instant; handing it in from here means the machine's
+//! outcome calls take it too (`binding/acquisition.rs`), a change of their signatures.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -5,6 +5,7 @@
 //! ```text
 //! error ← ids, request, mapping, registry, capacity, daytona_summary, manifest, sqlite
 //! registry ← router ← acquisition, explain            sqlite ← pg → acquisition
+//! clock ← mapping, router, acquisition, daytona_summary
 //! ```
 //!
 //! - `error`: the one error protocol (a typed `NativeError`, returned or thrown) and the
@@ -18,7 +19,7 @@
 //! - `mapping`, `sqlite`, `pg`: the mapping stores' native halves;
 //! - `capacity`: the builtin capacity readers and finders (HTTP on tokio); `daytona_summary`:
 //!   the Daytona display helpers' typed answers; `manifest`: process manifests;
-//! - `clock`: the wall-clock readings the core is given (it reads none itself).
+//! - `clock`: the wall-clock readings the core is given.
 //!
 //! What crosses: caller data that must be validated crosses once as JSON text (a request,
 //! a definition, a reader's measurement, a resolver's answer); everything the core answers

@@ -1,7 +1,7 @@
 //! Timestamps as text: epoch milliseconds in the ISO-8601 form JS's `toISOString`
 //! produces (records, summaries), and RFC 3339 text read back (providers' lists, options).
 //!
-//! The core never reads a clock: it is given the time (the glue reads the wall clock,
+//! Nothing here reads a clock: the core is given the time (the glue reads the wall clock,
 //! `binding/clock.rs`, where JavaScript passes no reading).
 //!
 //! Why not chrono? One function of twenty lines does not justify a dependency; the
