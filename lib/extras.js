@@ -78,7 +78,9 @@ async function resolveSignals(ctx, view, compiled, detached, credentialsUnavaila
     survivors.map(async (pool) => {
       const def = view.definitions[pool];
       try {
-        const s = await within(ctx.resolver(def.definition, request), ctx.callbackTimeoutMs);
+        // The resolver is handed the caller's own request and definition, as they were.
+        const answer = ctx.resolver(def.definition, request);
+        const s = await within(answer, ctx.callbackTimeoutMs);
         if (s === TIMED_OUT) return { pool, unresolved: 'resolver timed out' };
         if (s === undefined || s === null) return { pool };
         const text = serialize(s);
