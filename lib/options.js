@@ -83,12 +83,7 @@ function capacityPolicyOf(policy) {
   }
   const seen = new Set();
   providerOrder.forEach((id, i) => {
-    if (typeof id !== 'string' || id.length > 64) throw configError(`capacity.providerOrder[${i}]`, 'must be a valid provider id');
-    try {
-      callNative(() => binding.checkProviderId(id));
-    } catch {
-      throw configError(`capacity.providerOrder[${i}]`, 'must be a valid provider id');
-    }
+    if (typeof id !== 'string' || !binding.isProviderId(id)) throw configError(`capacity.providerOrder[${i}]`, 'must be a valid provider id');
     if (seen.has(id)) throw configError(`capacity.providerOrder[${i}]`, 'must be a distinct provider id');
     seen.add(id);
   });

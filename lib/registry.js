@@ -6,17 +6,17 @@
 const { binding } = require('./binding.js');
 const { ProviderRegistryError, callNative } = require('./errors.js');
 const { serialize } = require('./serialize.js');
-const { guarded, shown } = require('./guard.js');
+const { guarded } = require('./guard.js');
 
 /**
- * Validates and brands a provider id: non-empty, `[a-z0-9][a-z0-9._-]*`, at most 64 chars.
+ * Validates and brands a provider id by the native rule (src/core/ids.rs): non-empty,
+ * `[a-z0-9][a-z0-9._-]*`, at most 64 characters.
  * @param {string} id
  */
 function asProviderId(id) {
   if (typeof id !== 'string') {
     throw new ProviderRegistryError('invalid provider id: must be a string', 'INVALID_PROVIDER_ID');
   }
-  if (id.length > 64) throw new ProviderRegistryError(`invalid provider id ${shown(id)}: at most 64 characters`, 'INVALID_PROVIDER_ID');
   callNative(() => binding.checkProviderId(id));
   return id;
 }
