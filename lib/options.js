@@ -149,6 +149,7 @@ function clockOf(clock) {
  * @property {boolean} fastMappings the exact default store: written synchronously
  * @property {object} native the router's native state (src/binding/router.rs NativeRouter):
  *   fleet, health, capacity ledger, and the default store when `fastMappings`
+ * @property {number} handle its handle, for the provision path's native calls
  * @property {((e: object) => unknown) | null} observer
  * @property {Function | null} classifier
  * @property {Function | null} resolver
@@ -228,6 +229,7 @@ function contextOf(input) {
   return {
     registry,
     native,
+    handle: native.handle,
     mappings: store,
     fastMappings,
     observer: observerFn,

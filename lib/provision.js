@@ -37,6 +37,8 @@ const { SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
 const noop = () => {};
 const DONE = binding.StepKind.Done;
 const ADMIT = binding.StepKind.Admit;
+const SETTLED = binding.Success.Settled;
+const UNRECORDED = binding.Success.Unrecorded;
 /** The buffer the machine writes each step into: [StepKind, pool, machine key]. */
 const STEP = new Uint32Array(3);
 
@@ -116,13 +118,13 @@ async function acquire(run, request) {
     let decision = null;
     if (ctx.observer !== null) {
       try {
-        decision = decisionForEvents(view, call.compiled, run.detached, extras, ctx.native, now);
+        decision = decisionForEvents(view, call.compiled, run.detached, extras, ctx.handle, now);
       } catch {
         decision = null;
       }
     }
     try {
-      run.sandboxId = binding.beginAcquisition(ctx.native, view.native, call.compiled.native, run.detached, call.labelsJson, extras ?? undefined, id, STEP, now);
+      run.sandboxId = binding.beginAcquisition(ctx.handle, view.handle, call.compiled.handle, run.detached, call.labelsJson, extras ?? undefined, id, STEP, now);
     } catch (error) {
       throw refused(ctx, fromNative(error), run.detached);
     }
@@ -241,15 +243,20 @@ async function delivered(run, handle) {
   }
   const def = run.def;
   const id = run.sandboxId;
-  // With the default store, this same call writes the record.
-  const recorded = binding.acquisitionSucceeded(run.machine, providerSandboxId, healthNow(ctx.health));
-  settleShared(run);
-  if (ctx.observer !== null) emitDecided(ctx.observer, run.machine, id);
-  try {
-    if (!recorded) await persist(run, handle, providerSandboxId);
-    else if (ctx.observer !== null) emit(ctx.observer, 'mapping.persisted', { sandboxId: id, providerId: def.id });
-  } finally {
-    end(run);
+  // With the default store, this same call writes the record (and, when nothing more is
+  // asked of the machine, ends it: the provision has settled).
+  const success = binding.acquisitionSucceeded(run.machine, providerSandboxId, healthNow(ctx.health));
+  if (success === SETTLED) {
+    run.machine = -1;
+  } else {
+    settleShared(run);
+    if (ctx.observer !== null) emitDecided(ctx.observer, run.machine, id);
+    try {
+      if (success === UNRECORDED) await persist(run, handle, providerSandboxId);
+      else if (ctx.observer !== null) emit(ctx.observer, 'mapping.persisted', { sandboxId: id, providerId: def.id });
+    } finally {
+      end(run);
+    }
   }
   keepHandle(ctx.handles, id, handle);
   run.resolve({ id, providerId: def.id, labels: run.labels });

@@ -78,7 +78,7 @@ class InMemoryProviderRegistry {
   /** @type {object[]} the router's entries (readDefinition), by native index */
   #entries = [];
   // `version` changes with every registration, so cached decisions know they are stale.
-  #view = { native: this.#native, definitions: this.#entries, version: 0 };
+  #view = { native: this.#native, handle: this.#native.handle, definitions: this.#entries, version: 0 };
   /** @type {Map<string, object>} entries by id */
   #byId = new Map();
 
@@ -134,7 +134,7 @@ class InMemoryProviderRegistry {
     return this.#definitions.length;
   }
 
-  /** @internal the parsed registry and the definitions by native index. */
+  /** @internal the parsed registry, its handle and the definitions by native index. */
   [NATIVE]() {
     return this.#view;
   }
