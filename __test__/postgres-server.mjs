@@ -111,15 +111,24 @@ function reachableByPostgres(file) {
 
 /**
  * Copies the package's native/ folder (bin, lib, share) to `<tmp>/sandbox-router-pg/<key>`,
- * readable by everyone, once per version: test files run in parallel, so each copies to a
- * folder of its own and renames it into place; the first rename wins, the others drop theirs.
+ * readable by everyone and writable by root only, once per version: test files run in
+ * parallel, so each copies to a folder of its own and renames it into place; the first rename
+ * wins, the others drop theirs.
  */
 function copyForPostgres(nativeDir, key) {
   const parent = path.join(os.tmpdir(), 'sandbox-router-pg');
   const target = path.join(parent, key);
+  // The temp dir is shared: run nothing from a folder that someone other than root could
+  // have made or could write to.
+  const trusted = (dir) => {
+    const st = fs.lstatSync(dir);
+    if (!st.isDirectory() || st.uid !== 0 || (st.mode & 0o022) !== 0) {
+      throw new Error(`${dir} is not a directory owned by root and writable only by it: remove it and run the tests again`);
+    }
+  };
+  if (fs.mkdirSync(parent, { recursive: true }) !== undefined) fs.chmodSync(parent, 0o755);
+  trusted(parent);
   if (!fs.existsSync(target)) {
-    fs.mkdirSync(parent, { recursive: true, mode: 0o755 });
-    fs.chmodSync(parent, 0o755);
     const staging = fs.mkdtempSync(path.join(parent, '.copy-'));
     fs.cpSync(nativeDir, staging, { recursive: true, verbatimSymlinks: true });
     fs.chmodSync(staging, 0o755);
@@ -130,6 +139,7 @@ function copyForPostgres(nativeDir, key) {
       if (!fs.existsSync(target)) throw e;
     }
   }
+  trusted(target);
   if (!reachableByPostgres(path.join(target, 'bin', 'initdb'))) {
     throw new Error(`the postgres user cannot run ${path.join(target, 'bin', 'initdb')}: check the permissions of ${parent}`);
   }
