@@ -31,6 +31,7 @@ pub mod clock;
 pub mod daytona_summary;
 pub mod error;
 pub mod explain;
+pub mod handles;
 pub mod ids;
 pub mod manifest;
 pub mod mapping;
