@@ -11,6 +11,8 @@ export declare class CompiledRequest {
    * `INVALID_REQUEST` / `ROUTING_NOT_APPLICABLE` error naming the field.
    */
   constructor(requestJson: string)
+  /** Its handle for the provision path (`beginAcquisition`, `order`). */
+  get handle(): number
   /** The launch deadline, ms (JavaScript runs the timer; the machine decides the rest). */
   get acquisitionTimeoutMs(): number
 }
@@ -136,6 +138,8 @@ export declare class NativePgStore {
 export declare class NativeRegistry {
   /** An empty registry. */
   constructor()
+  /** Its handle for the provision path (`beginAcquisition`, `order`). */
+  get handle(): number
   /**
    * Adds a pool from its `{ id, capabilities, signals }` JSON text; returns its index.
    * Throws the typed `INVALID_PROVIDER_DEFINITION` / `DUPLICATE_PROVIDER` error.
@@ -153,18 +157,8 @@ export declare class NativeRouter {
    * naming the option.
    */
   constructor(settings: RouterSettings, store?: NativeMappingStore | undefined | null)
-  /**
-   * The attempt order `router.route()` reports: pool indices, best first, at most
-   * `maxAcquisitionAttempts`, written into `out`; returns how many. Throws the typed
-   * `NO_ELIGIBLE_PROVIDER` error. `now`: the router's injected clock (ms); omitted, the
-   * wall clock.
-   */
-  order(registry: NativeRegistry, request: CompiledRequest, detached: boolean, out: Uint32Array, now?: number | undefined | null): number
-  /**
-   * Indices of the pools that pass the hard requirements and credential readiness:
-   * the pools a signal resolver is asked about.
-   */
-  survivors(registry: NativeRegistry, request: CompiledRequest, detached: boolean, credentialsUnavailable?: Array<number> | undefined | null): Array<number>
+  /** Its handle for the provision path (`beginAcquisition`, `order`). */
+  get handle(): number
   /**
    * Every pool of `provider_ids`, in that order, at `now` (ms; omitted: the wall clock);
    * empty when the router tracks no health.
@@ -289,10 +283,15 @@ export declare function acquisitionStep(key: number, step: Uint32Array): void
 /**
  * The launch returned a handle with the provider's sandbox id. When the router writes the
  * default store itself, the record is written here too (`{ id, pool id,
- * providerSandboxId, labels + the id and fleet labels, createdAt, detached }`) and this
- * returns true. `now`: the router's injected clock (ms); omitted, the wall clock.
+ * providerSandboxId, labels + the id and fleet labels, createdAt, detached }`).
+ * `now`: the router's injected clock (ms); omitted, the wall clock.
+ *
+ * Returns what is left to do: `Settled` when this call wrote the record and nothing more
+ * is asked of the machine (no observer reads its events, no coordinator its hold's
+ * settlement), so it ended the machine too; `Recorded` when it wrote the record and the
+ * machine lives on for those reads; `Unrecorded` when the caller's store must be written.
  */
-export declare function acquisitionSucceeded(key: number, providerSandboxId: string, now?: number | undefined | null): boolean
+export declare function acquisitionSucceeded(key: number, providerSandboxId: string, now?: number | undefined | null): Success
 
 /** The launch did not settle within its deadline. */
 export declare function acquisitionTimedOut(key: number, now?: number | undefined | null): void
@@ -316,15 +315,17 @@ export interface AttemptRecord {
 }
 
 /**
- * Starts a provision's acquisition: validates the labels (the request's own check comes
+ * Starts a provision's acquisition for router `router`, registry `registry` and compiled
+ * request `request` (their handles): validates the labels (the request's own check comes
  * first), routes (with `extras`: credential readiness and the resolver's answers; under
  * the router's capacity policy, every candidate in its order), creates the machine and
  * writes its first step into `step` (`[StepKind, pool, machine key]`). Returns the
  * sandbox id: `id` when given (made earlier, because callbacks before this call name it),
  * else a fresh one. Throws the typed `INVALID_REQUEST` / `NO_ELIGIBLE_PROVIDER` error,
- * which names that id. The caller ends the machine with `acquisitionEnd`.
+ * which names that id. The machine is ended by `acquisitionEnd`, or by the success call
+ * when that settles the provision itself.
  */
-export declare function beginAcquisition(router: NativeRouter, registry: NativeRegistry, request: CompiledRequest, detached: boolean, labelsJson: string | undefined | null, extras: RouteExtras | undefined | null, id: string | undefined | null, step: Uint32Array, now?: number | undefined | null): string
+export declare function beginAcquisition(router: number, registry: number, request: number, detached: boolean, labelsJson: string | undefined | null, extras: RouteExtras | undefined | null, id: string | undefined | null, step: Uint32Array, now?: number | undefined | null): string
 
 /** A router's capacity policy. */
 export interface CapacitySettings {
@@ -487,14 +488,14 @@ export declare const enum EvidenceStatusName {
 }
 
 /**
- * Explains the decision for `request` over `registry` (every pool: rank, score and
- * breakdown, or every rejection reason), with `router`'s health and capacity order when
- * given (`routeProviders` has no router). Writes the header and the numbers into `ints`
+ * Explains the decision for compiled request `request` over registry `registry` (their
+ * handles; every pool: rank, score and breakdown, or every rejection reason), with router
+ * `router`'s health and capacity order when given (`routeProviders` has no router). Writes the header and the numbers into `ints`
  * and `floats` (layout: `core::explain::layout`, after the header) and returns the texts
  * the caller's table lacks, if any (see `header`). When a buffer is too small, writes only
  * the header (`fits` 0 and the sizes needed, header included).
  */
-export declare function explainDecision(registry: NativeRegistry, request: CompiledRequest, detached: boolean, extras: RouteExtras | undefined | null, ints: Uint32Array, floats: Float64Array, router?: NativeRouter | undefined | null, now?: number | undefined | null): string[] | undefined
+export declare function explainDecision(registry: number, request: number, detached: boolean, extras: RouteExtras | undefined | null, ints: Uint32Array, floats: Float64Array, router?: number | undefined | null, now?: number | undefined | null): string[] | undefined
 
 /** The names behind the indices in the explanation buffers. */
 export declare function explainVocabulary(): ExplainVocabulary
@@ -1026,6 +1027,13 @@ export interface ReasonRecord {
   detail: string
 }
 
+/**
+ * Indices of the pools of registry `registry` that pass compiled request `request`'s hard
+ * requirements and credential readiness (`credentials_unavailable`): the pools a signal
+ * resolver is asked about.
+ */
+export declare function registrySurvivors(registry: number, request: number, detached: boolean, credentialsUnavailable?: Array<number> | undefined | null): Array<number>
+
 /** A rejected pool: its id and why. */
 export interface RejectionRecord {
   /** The pool's id. */
@@ -1065,6 +1073,15 @@ export interface RouteExtras {
   /** The resolver's answer for each pool it was asked about. */
   signals?: Array<PoolSignals>
 }
+
+/**
+ * The attempt order `router.route()` reports for router `router`, registry `registry` and
+ * compiled request `request` (handles): pool indices, best first, at most
+ * `maxAcquisitionAttempts`, written into `out`; returns how many. Throws the typed
+ * `NO_ELIGIBLE_PROVIDER` error. `now`: the router's injected clock (ms); omitted, the wall
+ * clock.
+ */
+export declare function routeOrder(router: number, registry: number, request: number, detached: boolean, out: Uint32Array, now?: number | undefined | null): number
 
 /** A router's options, as `lib/options.js` read them once. */
 export interface RouterSettings {
@@ -1249,6 +1266,16 @@ export interface StreakRecord {
   quietSince: number | null
   /** When it was last observed (ms). */
   lastAt: number
+}
+
+/** What is left after a success (see [`acquisition_succeeded`]). */
+export declare const enum Success {
+  /** The record is written and the machine ended: the provision has settled. */
+  Settled = 0,
+  /** The record is written; the machine's events or hold settlement are still to be read. */
+  Recorded = 1,
+  /** The caller's store must be written. */
+  Unrecorded = 2,
 }
 
 /**

@@ -24,6 +24,8 @@ const byContent = new Map();
 class Compiled {
   constructor(json) {
     this.native = callNative(() => new binding.CompiledRequest(json));
+    /** the native request's handle (src/binding/handles.rs) */
+    this.handle = this.native.handle;
     this.timeoutMs = this.native.acquisitionTimeoutMs;
     this.json = json;
     this.parts = null;
