@@ -48,43 +48,43 @@ const DEADLINES = new Deadlines((run) => expire(run));
 
 /**
  * One provision in flight: the settle functions of the promise `provision()` returned, its
- * machine, and the deadline entry (see deadlines.js) of its current launch.
+ * machine, and the deadline entry (see deadlines.js) of its current launch. A plain record.
  */
-class InFlight {
-  constructor(ctx, detached) {
+function inFlightRecord(ctx, detached) {
+  return {
     /** @type {(value: object) => void} */
-    this.resolve = noop;
+    resolve: noop,
     /** @type {(reason: unknown) => void} */
-    this.reject = noop;
+    reject: noop,
     // Deadline entry fields (deadlines.js).
-    this.at = 0;
-    this.settled = true;
-    this.prev = null;
-    this.next = null;
-    this.ctx = ctx;
+    at: 0,
+    settled: true,
+    prev: null,
+    next: null,
+    ctx,
     /** the acquisition's key (src/binding/acquisition.rs), -1 once ended */
-    this.machine = -1;
+    machine: -1,
     /** the router's entries of the registry it routed on, by pool index */
-    this.pools = null;
-    this.sandboxId = '';
-    this.timeoutMs = 0;
+    pools: null,
+    sandboxId: '',
+    timeoutMs: 0,
     /** our own package error (or failed intent write) the machine may end on */
-    this.packageError = null;
+    packageError: null,
     /** whether a launch was attempted (an intent may exist) */
-    this.launched = false;
-    this.detached = detached;
+    launched: false,
+    detached,
     /** the launch options' parts (compile.js launchParts) and the stamped labels */
-    this.parts = null;
+    parts: null,
     /** @type {Record<string, string> | null} */
-    this.labels = null;
+    labels: null,
     /** the entry of the pool the current step concerns */
-    this.def = null;
-  }
+    def: null,
+  };
 }
 
 /** Acquires a sandbox. Returns the promise `provision()` hands out. */
 function provision(ctx, request, detached) {
-  const run = new InFlight(ctx, detached);
+  const run = inFlightRecord(ctx, detached);
   const promise = new Promise((resolve, reject) => {
     run.resolve = resolve;
     run.reject = reject;
