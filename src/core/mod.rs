@@ -26,6 +26,7 @@ pub mod pg_tls;
 pub mod profile;
 pub mod ranking;
 pub mod reasons;
+pub mod reconcile;
 pub mod registry;
 pub mod request;
 pub mod requirements;
