@@ -13,7 +13,7 @@
 
 use agent_relay_sandbox_router::core::reconcile::{
     classify, launch_over, Classification, Facts, IntentFact, Launch, Listed, Listing, MappingFact, OrphanReason,
-    PendingReason, Pool, Run, WorkKind,
+    PendingReason, Pool, Run, Work, WorkKind,
 };
 use proptest::prelude::*;
 use std::collections::{HashMap, HashSet};
@@ -118,6 +118,15 @@ fn items(w: &World, p: usize) -> &[Listed] {
     }
 }
 
+/// The id a reclaim action acts on.
+fn acts_on(w: &World, wk: &Work) -> String {
+    match wk.kind {
+        WorkKind::Orphan => items(w, wk.pool)[wk.index].sandbox_id.clone().expect("an orphan has a stamp"),
+        WorkKind::StaleMapping => w.mappings[wk.index].id.clone(),
+        WorkKind::StaleIntent => w.intents[wk.index].id.clone(),
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 2048, ..ProptestConfig::default() })]
 
@@ -126,8 +135,9 @@ proptest! {
         let c = run(&w);
         let last: HashMap<&str, &MappingFact> = w.mappings.iter().map(|m| (m.id.as_str(), m)).collect();
         for (p, pool) in c.pools.iter().enumerate() {
-            for (o, _) in &pool.orphan {
-                let m = last.get(o.sandbox_id.as_str());
+            for &(i, _) in &pool.orphan {
+                let o = &items(&w, p)[i];
+                let m = last.get(o.sandbox_id.as_deref().unwrap());
                 prop_assert!(
                     !m.is_some_and(|m| m.provider_id == POOLS[p] && m.provider_sandbox_id == o.provider_sandbox_id),
                     "{o:?} is mapped"
@@ -140,23 +150,21 @@ proptest! {
     fn an_in_flight_id_is_never_reclaimed(w in world()) {
         let c = run(&w);
         for wk in &c.work {
-            prop_assert!(!w.in_flight.contains(&wk.sandbox_id), "{wk:?} is in flight");
+            prop_assert!(!w.in_flight.contains(&acts_on(&w, wk)), "{wk:?} is in flight");
         }
-        for pool in &c.pools {
-            prop_assert!(pool.orphan.iter().all(|(o, _)| !w.in_flight.contains(&o.sandbox_id)));
-            prop_assert!(pool.stale_mapping.iter().all(|s| !w.in_flight.contains(&s.sandbox_id)));
+        for (p, pool) in c.pools.iter().enumerate() {
+            prop_assert!(pool.orphan.iter().all(|&(i, _)| !w.in_flight.contains(items(&w, p)[i].sandbox_id.as_deref().unwrap())));
+            prop_assert!(pool.stale_mapping.iter().all(|&j| !w.in_flight.contains(&w.mappings[j].id)));
         }
-        prop_assert!(c.stale_intents.iter().all(|id| !w.in_flight.contains(id)));
+        prop_assert!(c.stale_intents.iter().all(|&k| !w.in_flight.contains(&w.intents[k].id)));
     }
 
     #[test]
     fn nothing_without_a_verified_stamp_is_reclaimed(w in world()) {
         let c = run(&w);
         for wk in c.work.iter().filter(|wk| wk.kind == WorkKind::Orphan) {
-            let psid = wk.provider_sandbox_id.as_deref();
-            prop_assert!(items(&w, wk.pool).iter().any(|f| f.verified
-                && f.sandbox_id.as_deref() == Some(wk.sandbox_id.as_str())
-                && Some(f.provider_sandbox_id.as_str()) == psid));
+            let f = &items(&w, wk.pool)[wk.index];
+            prop_assert!(f.verified && f.sandbox_id.is_some(), "{f:?} is reclaimed");
         }
     }
 
@@ -179,17 +187,19 @@ proptest! {
         let last: HashMap<&str, &IntentFact> = w.intents.iter().map(|i| (i.id.as_str(), i)).collect();
         let in_flight = |id: &str| w.in_flight.contains(id);
         let gone = |pid: u64| w.gone.contains(&pid);
-        for pool in &c.pools {
-            for (o, why) in &pool.orphan {
+        for (p, pool) in c.pools.iter().enumerate() {
+            for &(i, why) in &pool.orphan {
                 if matches!(why, OrphanReason::DuplicateOfMapped | OrphanReason::GraceElapsed) {
                     continue;
                 }
-                let i = last.get(o.sandbox_id.as_str()).expect("an intent-based reason has an intent");
-                prop_assert_eq!(launch_over(i, &f, &in_flight, &gone), Launch::Over(*why));
+                let id = items(&w, p)[i].sandbox_id.as_deref().unwrap();
+                let intent = last.get(id).expect("an intent-based reason has an intent");
+                prop_assert_eq!(launch_over(intent, &f, &in_flight, &gone), Launch::Over(why));
             }
         }
-        for id in &c.stale_intents {
-            prop_assert!(matches!(launch_over(last[id.as_str()], &f, &in_flight, &gone), Launch::Over(_)));
+        for &k in &c.stale_intents {
+            let id = w.intents[k].id.as_str();
+            prop_assert!(matches!(launch_over(last[id], &f, &in_flight, &gone), Launch::Over(_)));
         }
     }
 }

@@ -217,19 +217,10 @@ pub const NOT_LISTED: &str = "NOT_LISTED";
 /// Reason code of every stale intent.
 pub const NOTHING_LISTED: &str = "NOTHING_LISTED";
 
-/// An orphan or a stale mapping: a stamped id and its provider sandbox.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Found {
-    /// The `sbx_…` id.
-    pub sandbox_id: String,
-    /// The provider's sandbox id.
-    pub provider_sandbox_id: String,
-}
-
-/// One pending item.
+/// One pending item (a rare class: it carries its ids).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pending {
-    /// The `sbx_…` id (`None`: a handle without labels).
+    /// The `sbx_…` id (`None`: a handle without a verified stamp).
     pub sandbox_id: Option<String>,
     /// The provider's sandbox id.
     pub provider_sandbox_id: String,
@@ -237,17 +228,19 @@ pub struct Pending {
     pub reason: PendingReason,
 }
 
-/// One pool's classification (empty for a pool that could not be listed).
+/// One pool's classification (empty for a pool that could not be listed). Items refer to
+/// the input by index: the caller holds every id already, so nothing is copied back.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PoolClasses {
-    /// Ids both sides agree on, in listing order.
-    pub mapped: Vec<String>,
-    /// Orphans, in listing order.
-    pub orphan: Vec<(Found, OrphanReason)>,
+    /// Ids both sides agree on, in listing order: the index in [`Run::mappings`] of the
+    /// mapping each listed item matched (its id is the mapped id).
+    pub mapped: Vec<usize>,
+    /// Orphans, in listing order: the index of the item in the pool's listing, and why.
+    pub orphan: Vec<(usize, OrphanReason)>,
     /// Pending items: listed ones in listing order, then young unlisted mappings.
     pub pending: Vec<Pending>,
-    /// Stale mappings (`NOT_LISTED`), in store order.
-    pub stale_mapping: Vec<Found>,
+    /// Stale mappings (`NOT_LISTED`), in store order: indexes in [`Run::mappings`].
+    pub stale_mapping: Vec<usize>,
 }
 
 /// What one reclaim action is about.
@@ -262,16 +255,16 @@ pub enum WorkKind {
 }
 
 /// One reclaim action, with the re-checks it needs right before it runs.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Work {
     /// What to do.
     pub kind: WorkKind,
     /// The pool (index into [`Run::pools`]).
     pub pool: usize,
-    /// The `sbx_…` id.
-    pub sandbox_id: String,
-    /// The provider's sandbox id (`None` for a stale intent).
-    pub provider_sandbox_id: Option<String>,
+    /// What it acts on: the index of the item in the pool's listing (an orphan), in
+    /// [`Run::mappings`] (a stale mapping) or in [`Run::intents`] (a stale intent: its
+    /// first record of that id).
+    pub index: usize,
     /// Whether a mapping of this id written since the store was read saves it
     /// (`NOW_MAPPED`). False for a stale mapping (it is one) and for a
     /// `DUPLICATE_OF_MAPPED` orphan (its id's mapping names another sandbox).
@@ -286,8 +279,9 @@ pub struct Work {
 pub struct Classification {
     /// Per pool, in [`Run::pools`] order.
     pub pools: Vec<PoolClasses>,
-    /// Ids of intents whose launch is over and left nothing listed.
-    pub stale_intents: Vec<String>,
+    /// Intents whose launch is over and left nothing listed: the index in [`Run::intents`]
+    /// of the first record of each id.
+    pub stale_intents: Vec<usize>,
     /// What `reclaim: true` acts on, in this order: per pool, its orphans, its stale
     /// mappings, its stale intents.
     pub work: Vec<Work>,
@@ -336,30 +330,31 @@ fn grace_elapsed(facts: &Facts<'_>, created_ms: Option<f64>) -> bool {
 
 /// The store's records, indexed once for the run.
 struct Index<'a> {
-    /// Mapping by id (a later record of an id replaces an earlier one).
-    by_id: FxHashMap<&'a str, &'a MappingFact>,
-    /// First mapping id by (pool, provider sandbox id): what an unverified handle matches.
-    by_provider: FxHashMap<(&'a str, &'a str), &'a str>,
+    /// Mapping index by id (a later record of an id replaces an earlier one).
+    by_id: FxHashMap<&'a str, usize>,
+    /// First mapping index by (pool, provider sandbox id): what an unverified handle matches.
+    by_provider: FxHashMap<(&'a str, &'a str), usize>,
     /// Intent by id (a later record replaces an earlier one)…
     intent_by_id: FxHashMap<&'a str, &'a IntentFact>,
-    /// …and the ids in the order each first appeared.
-    intent_order: Vec<&'a str>,
+    /// …and the ids with the index of their first record, in the order each first appeared.
+    intent_order: Vec<(&'a str, usize)>,
     gone: FxHashSet<u64>,
 }
 
 impl<'a> Index<'a> {
     fn new(run: &Run<'a>) -> Self {
-        let mut by_id = FxHashMap::default();
-        let mut by_provider = FxHashMap::default();
-        for m in run.mappings {
-            by_id.insert(m.id.as_str(), m);
-            by_provider.entry((m.provider_id.as_str(), m.provider_sandbox_id.as_str())).or_insert(m.id.as_str());
+        let n = run.mappings.len();
+        let mut by_id = FxHashMap::with_capacity_and_hasher(n, Default::default());
+        let mut by_provider = FxHashMap::with_capacity_and_hasher(n, Default::default());
+        for (j, m) in run.mappings.iter().enumerate() {
+            by_id.insert(m.id.as_str(), j);
+            by_provider.entry((m.provider_id.as_str(), m.provider_sandbox_id.as_str())).or_insert(j);
         }
         let mut intent_by_id = FxHashMap::default();
         let mut intent_order = Vec::new();
-        for i in run.intents {
+        for (k, i) in run.intents.iter().enumerate() {
             if intent_by_id.insert(i.id.as_str(), i).is_none() {
-                intent_order.push(i.id.as_str());
+                intent_order.push((i.id.as_str(), k));
             }
         }
         Index { by_id, by_provider, intent_by_id, intent_order, gone: run.gone_pids.iter().copied().collect() }
@@ -388,9 +383,9 @@ pub fn classify(run: &Run<'_>, in_flight: &dyn Fn(&str) -> bool) -> Classificati
             }
         };
         let pool_id = pool.provider_id.as_str();
-        let mut listed: FxHashSet<&str> = FxHashSet::default();
-        let mut seen: FxHashSet<&str> = FxHashSet::default();
-        for f in items {
+        let mut listed: FxHashSet<&str> = FxHashSet::with_capacity_and_hasher(items.len(), Default::default());
+        let mut seen: FxHashSet<&str> = FxHashSet::with_capacity_and_hasher(items.len(), Default::default());
+        for (i, f) in items.iter().enumerate() {
             listed.insert(f.provider_sandbox_id.as_str());
             let Some(id) = f.sandbox_id.as_deref() else {
                 unverified(&mut c, &ix, pool_id, f);
@@ -398,9 +393,12 @@ pub fn classify(run: &Run<'_>, in_flight: &dyn Fn(&str) -> bool) -> Classificati
             };
             seen.insert(id);
             let mapping = ix.by_id.get(id).copied();
-            if mapping.is_some_and(|m| m.provider_id == pool_id && m.provider_sandbox_id == f.provider_sandbox_id) {
-                c.mapped.push(id.to_string());
-                continue;
+            if let Some(j) = mapping {
+                let m = &run.mappings[j];
+                if m.provider_id == pool_id && m.provider_sandbox_id == f.provider_sandbox_id {
+                    c.mapped.push(j);
+                    continue;
+                }
             }
             if !f.verified {
                 unverified(&mut c, &ix, pool_id, f);
@@ -429,15 +427,11 @@ pub fn classify(run: &Run<'_>, in_flight: &dyn Fn(&str) -> bool) -> Classificati
                     out.work.push(Work {
                         kind: WorkKind::Orphan,
                         pool: p,
-                        sandbox_id: id.to_string(),
-                        provider_sandbox_id: Some(f.provider_sandbox_id.clone()),
+                        index: i,
                         saved_by_mapping: !duplicate,
                         removes_intent: !duplicate,
                     });
-                    c.orphan.push((
-                        Found { sandbox_id: id.to_string(), provider_sandbox_id: f.provider_sandbox_id.clone() },
-                        why,
-                    ));
+                    c.orphan.push((i, why));
                 }
                 Verdict::Pending(why) => c.pending.push(Pending {
                     sandbox_id: Some(id.to_string()),
@@ -447,7 +441,7 @@ pub fn classify(run: &Run<'_>, in_flight: &dyn Fn(&str) -> bool) -> Classificati
             }
         }
         // Mappings of this pool and fleet that the listing does not show.
-        for m in run.mappings {
+        for (j, m) in run.mappings.iter().enumerate() {
             if m.provider_id != pool_id
                 || m.fleet.as_deref() != Some(facts.fleet)
                 || listed.contains(m.provider_sandbox_id.as_str())
@@ -466,16 +460,14 @@ pub fn classify(run: &Run<'_>, in_flight: &dyn Fn(&str) -> bool) -> Classificati
             out.work.push(Work {
                 kind: WorkKind::StaleMapping,
                 pool: p,
-                sandbox_id: m.id.clone(),
-                provider_sandbox_id: Some(m.provider_sandbox_id.clone()),
+                index: j,
                 saved_by_mapping: false,
                 removes_intent: false,
             });
-            c.stale_mapping
-                .push(Found { sandbox_id: m.id.clone(), provider_sandbox_id: m.provider_sandbox_id.clone() });
+            c.stale_mapping.push(j);
         }
         // Intents of this pool whose launch is over and left nothing listed: garbage.
-        for &id in &ix.intent_order {
+        for &(id, k) in &ix.intent_order {
             let intent = ix.intent_by_id[id];
             if intent.provider_id.as_deref() != Some(pool_id) || seen.contains(id) || ix.by_id.contains_key(id) {
                 continue;
@@ -483,12 +475,11 @@ pub fn classify(run: &Run<'_>, in_flight: &dyn Fn(&str) -> bool) -> Classificati
             if !matches!(launch_over(intent, facts, in_flight, &gone), Launch::Over(_)) {
                 continue;
             }
-            out.stale_intents.push(id.to_string());
+            out.stale_intents.push(k);
             out.work.push(Work {
                 kind: WorkKind::StaleIntent,
                 pool: p,
-                sandbox_id: id.to_string(),
-                provider_sandbox_id: None,
+                index: k,
                 saved_by_mapping: true,
                 removes_intent: false,
             });
@@ -502,7 +493,7 @@ pub fn classify(run: &Run<'_>, in_flight: &dyn Fn(&str) -> bool) -> Classificati
 /// provider id, or pending `STAMP_UNVERIFIED`. Never reclaimed.
 fn unverified(c: &mut PoolClasses, ix: &Index<'_>, pool_id: &str, f: &Listed) {
     match ix.by_provider.get(&(pool_id, f.provider_sandbox_id.as_str())) {
-        Some(id) => c.mapped.push((*id).to_string()),
+        Some(&j) => c.mapped.push(j),
         None => c.pending.push(Pending {
             sandbox_id: None,
             provider_sandbox_id: f.provider_sandbox_id.clone(),
@@ -593,7 +584,7 @@ mod tests {
             self.in_flight = ids.iter().map(|n| sbx(*n)).collect();
             self
         }
-        fn run(&self) -> Classification {
+        fn run(&self) -> Seen {
             let pools = [Pool { provider_id: "a".into(), listing: Listing::Listed(self.items.clone()) }];
             let run = Run {
                 facts: facts(),
@@ -602,16 +593,56 @@ mod tests {
                 intents: &self.intents,
                 gone_pids: &[DEAD_PID],
             };
-            classify(&run, &|id| self.in_flight.iter().any(|x| x == id))
+            let c = classify(&run, &|id| self.in_flight.iter().any(|x| x == id));
+            Seen::of(self, &c)
         }
     }
 
-    fn orphans(c: &Classification) -> Vec<(String, &'static str)> {
-        c.pools[0].orphan.iter().map(|(f, r)| (f.sandbox_id.clone(), r.code())).collect()
+    /// One pool's classification with its indexes resolved to ids, as the report shows it.
+    struct Seen {
+        mapped: Vec<String>,
+        orphans: Vec<(String, &'static str)>,
+        pending: Vec<(Option<String>, &'static str)>,
+        stale_mapping: Vec<(String, String)>,
+        stale_intents: Vec<String>,
+        work: Vec<Work>,
+        /// Each action's kind, id and provider sandbox id.
+        acts_on: Vec<(WorkKind, String, Option<String>)>,
     }
 
-    fn pending(c: &Classification) -> Vec<(Option<String>, &'static str)> {
-        c.pools[0].pending.iter().map(|p| (p.sandbox_id.clone(), p.reason.code())).collect()
+    impl Seen {
+        fn of(case: &Case, c: &Classification) -> Self {
+            let p = &c.pools[0];
+            let item = |i: usize| &case.items[i];
+            let mapping = |j: usize| &case.mappings[j];
+            Seen {
+                mapped: p.mapped.iter().map(|&j| mapping(j).id.clone()).collect(),
+                orphans: p.orphan.iter().map(|&(i, r)| (item(i).sandbox_id.clone().unwrap(), r.code())).collect(),
+                pending: p.pending.iter().map(|x| (x.sandbox_id.clone(), x.reason.code())).collect(),
+                stale_mapping: p
+                    .stale_mapping
+                    .iter()
+                    .map(|&j| (mapping(j).id.clone(), mapping(j).provider_sandbox_id.clone()))
+                    .collect(),
+                stale_intents: c.stale_intents.iter().map(|&k| case.intents[k].id.clone()).collect(),
+                work: c.work.clone(),
+                acts_on: c
+                    .work
+                    .iter()
+                    .map(|w| match w.kind {
+                        WorkKind::Orphan => (
+                            w.kind,
+                            item(w.index).sandbox_id.clone().unwrap(),
+                            Some(item(w.index).provider_sandbox_id.clone()),
+                        ),
+                        WorkKind::StaleMapping => {
+                            (w.kind, mapping(w.index).id.clone(), Some(mapping(w.index).provider_sandbox_id.clone()))
+                        }
+                        WorkKind::StaleIntent => (w.kind, case.intents[w.index].id.clone(), None),
+                    })
+                    .collect(),
+            }
+        }
     }
 
     // --- GRACE_ELAPSED / WITHIN_GRACE / AGE_UNKNOWN ------------------------------------
@@ -619,7 +650,7 @@ mod tests {
     #[test]
     fn grace_elapsed_must_fire_old_stamped_without_mapping_or_intent() {
         let c = Case::new(vec![old(1)]).run();
-        assert_eq!(orphans(&c), [(sbx(1), "GRACE_ELAPSED")]);
+        assert_eq!(c.orphans, [(sbx(1), "GRACE_ELAPSED")]);
         assert_eq!(c.work.len(), 1);
         assert_eq!(c.work[0].kind, WorkKind::Orphan);
         assert!(c.work[0].saved_by_mapping && c.work[0].removes_intent);
@@ -628,27 +659,27 @@ mod tests {
     #[test]
     fn grace_elapsed_must_fire_at_exactly_grace_ms() {
         let c = Case::new(vec![item(1, Some(NOW - GRACE))]).run();
-        assert_eq!(orphans(&c), [(sbx(1), "GRACE_ELAPSED")]);
+        assert_eq!(c.orphans, [(sbx(1), "GRACE_ELAPSED")]);
     }
 
     #[test]
     fn grace_elapsed_must_not_fire_within_grace() {
         let c = Case::new(vec![item(1, Some(NOW - GRACE + 1.0))]).run();
-        assert_eq!(pending(&c), [(Some(sbx(1)), "WITHIN_GRACE")]);
+        assert_eq!(c.pending, [(Some(sbx(1)), "WITHIN_GRACE")]);
         assert!(c.work.is_empty());
     }
 
     #[test]
     fn age_unknown_must_fire_without_created_at() {
         let c = Case::new(vec![item(1, None)]).run();
-        assert_eq!(pending(&c), [(Some(sbx(1)), "AGE_UNKNOWN")]);
+        assert_eq!(c.pending, [(Some(sbx(1)), "AGE_UNKNOWN")]);
         assert!(c.work.is_empty());
     }
 
     #[test]
     fn age_unknown_must_not_fire_with_created_at() {
         let c = Case::new(vec![old(1)]).run();
-        assert!(pending(&c).is_empty());
+        assert!(c.pending.is_empty());
     }
 
     // --- mapped --------------------------------------------------------------------------
@@ -658,7 +689,7 @@ mod tests {
         let mut case = Case::new(vec![old(1)]).mappings(vec![mapping(1, "p-1", Some(0.0))]);
         case.items[0].created_at_ms = Some(0.0);
         let c = case.run();
-        assert_eq!(c.pools[0].mapped, [sbx(1)]);
+        assert_eq!(c.mapped, [sbx(1)]);
         assert!(c.work.is_empty());
     }
 
@@ -667,8 +698,8 @@ mod tests {
         let mut m = mapping(1, "p-1", Some(0.0));
         m.provider_id = "b".into();
         let c = Case::new(vec![old(1)]).mappings(vec![m]).run();
-        assert!(c.pools[0].mapped.is_empty());
-        assert_eq!(orphans(&c), [(sbx(1), "DUPLICATE_OF_MAPPED")]);
+        assert!(c.mapped.is_empty());
+        assert_eq!(c.orphans, [(sbx(1), "DUPLICATE_OF_MAPPED")]);
     }
 
     // --- DUPLICATE_OF_MAPPED -----------------------------------------------------------
@@ -680,10 +711,10 @@ mod tests {
         let mut kept = young(8);
         kept.provider_sandbox_id = "kept".into();
         let c = Case::new(vec![leftover, kept]).mappings(vec![mapping(8, "kept", Some(NOW))]).run();
-        assert_eq!(c.pools[0].mapped, [sbx(8)]);
-        assert_eq!(orphans(&c), [(sbx(8), "DUPLICATE_OF_MAPPED")]);
+        assert_eq!(c.mapped, [sbx(8)]);
+        assert_eq!(c.orphans, [(sbx(8), "DUPLICATE_OF_MAPPED")]);
         let w = &c.work[0];
-        assert_eq!(w.provider_sandbox_id.as_deref(), Some("leftover"));
+        assert_eq!(c.acts_on[0].2.as_deref(), Some("leftover"));
         assert!(!w.saved_by_mapping, "its id's mapping names another sandbox");
         assert!(!w.removes_intent, "its id's record is a live mapping");
     }
@@ -693,7 +724,7 @@ mod tests {
         let mut leftover = young(8);
         leftover.provider_sandbox_id = "leftover".into();
         let c = Case::new(vec![leftover]).mappings(vec![mapping(8, "kept", Some(NOW))]).in_flight(&[8]).run();
-        assert_eq!(pending(&c), [(Some(sbx(8)), "IN_FLIGHT")]);
+        assert_eq!(c.pending, [(Some(sbx(8)), "IN_FLIGHT")]);
         assert!(c.work.is_empty());
     }
 
@@ -702,14 +733,14 @@ mod tests {
     #[test]
     fn in_flight_must_fire_for_an_id_this_process_is_making() {
         let c = Case::new(vec![old(1)]).in_flight(&[1]).run();
-        assert_eq!(pending(&c), [(Some(sbx(1)), "IN_FLIGHT")]);
+        assert_eq!(c.pending, [(Some(sbx(1)), "IN_FLIGHT")]);
         assert!(c.work.is_empty());
     }
 
     #[test]
     fn in_flight_must_not_fire_once_settled() {
         let c = Case::new(vec![old(1)]).in_flight(&[2]).run();
-        assert_eq!(orphans(&c), [(sbx(1), "GRACE_ELAPSED")]);
+        assert_eq!(c.orphans, [(sbx(1), "GRACE_ELAPSED")]);
     }
 
     // --- intents: LAUNCH_FAILED, INTENT_ABANDONED, WRITER_GONE, INTENT_EXPIRED,
@@ -720,13 +751,13 @@ mod tests {
         let mut i = intent(1);
         i.state = Some("failed".into());
         let c = Case::new(vec![young(1)]).intents(vec![i]).run();
-        assert_eq!(orphans(&c), [(sbx(1), "LAUNCH_FAILED")]);
+        assert_eq!(c.orphans, [(sbx(1), "LAUNCH_FAILED")]);
     }
 
     #[test]
     fn launch_failed_must_not_fire_for_a_live_launching_intent() {
         let c = Case::new(vec![young(1)]).intents(vec![intent(1)]).run();
-        assert_eq!(pending(&c), [(Some(sbx(1)), "IN_FLIGHT_ELSEWHERE")]);
+        assert_eq!(c.pending, [(Some(sbx(1)), "IN_FLIGHT_ELSEWHERE")]);
         assert!(c.work.is_empty());
     }
 
@@ -735,7 +766,7 @@ mod tests {
         let mut i = intent(1);
         i.owner_session = Some(SESSION.into());
         let c = Case::new(vec![young(1)]).intents(vec![i]).run();
-        assert_eq!(orphans(&c), [(sbx(1), "INTENT_ABANDONED")]);
+        assert_eq!(c.orphans, [(sbx(1), "INTENT_ABANDONED")]);
     }
 
     #[test]
@@ -743,7 +774,7 @@ mod tests {
         let mut i = intent(1);
         i.owner_session = Some(SESSION.into());
         let c = Case::new(vec![young(1)]).intents(vec![i]).in_flight(&[1]).run();
-        assert_eq!(pending(&c), [(Some(sbx(1)), "IN_FLIGHT")]);
+        assert_eq!(c.pending, [(Some(sbx(1)), "IN_FLIGHT")]);
     }
 
     #[test]
@@ -751,7 +782,7 @@ mod tests {
         let mut i = intent(1);
         i.owner_host = Some(HOST.into());
         let c = Case::new(vec![young(1)]).intents(vec![i]).run();
-        assert_eq!(orphans(&c), [(sbx(1), "WRITER_GONE")]);
+        assert_eq!(c.orphans, [(sbx(1), "WRITER_GONE")]);
     }
 
     #[test]
@@ -761,7 +792,7 @@ mod tests {
         live.owner_pid = Some(1);
         let elsewhere = intent(2); // DEAD_PID, but on another host: that number says nothing here
         let c = Case::new(vec![young(1), young(2)]).intents(vec![live, elsewhere]).run();
-        assert_eq!(pending(&c), [(Some(sbx(1)), "IN_FLIGHT_ELSEWHERE"), (Some(sbx(2)), "IN_FLIGHT_ELSEWHERE")]);
+        assert_eq!(c.pending, [(Some(sbx(1)), "IN_FLIGHT_ELSEWHERE"), (Some(sbx(2)), "IN_FLIGHT_ELSEWHERE")]);
     }
 
     #[test]
@@ -769,7 +800,7 @@ mod tests {
         let mut i = intent(1);
         i.expires_at_ms = Some(NOW - 1.0);
         let c = Case::new(vec![young(1)]).intents(vec![i]).run();
-        assert_eq!(orphans(&c), [(sbx(1), "INTENT_EXPIRED")]);
+        assert_eq!(c.orphans, [(sbx(1), "INTENT_EXPIRED")]);
     }
 
     #[test]
@@ -779,7 +810,7 @@ mod tests {
         let mut none = intent(2);
         none.expires_at_ms = None;
         let c = Case::new(vec![young(1), young(2)]).intents(vec![at, none]).run();
-        assert_eq!(pending(&c), [(Some(sbx(1)), "IN_FLIGHT_ELSEWHERE"), (Some(sbx(2)), "IN_FLIGHT_ELSEWHERE")]);
+        assert_eq!(c.pending, [(Some(sbx(1)), "IN_FLIGHT_ELSEWHERE"), (Some(sbx(2)), "IN_FLIGHT_ELSEWHERE")]);
     }
 
     #[test]
@@ -789,8 +820,8 @@ mod tests {
         let mut failed = intent(2);
         failed.state = Some("failed".into());
         let c = Case::new(vec![old(1), young(2)]).intents(vec![intent(1), failed]).run();
-        assert_eq!(pending(&c), [(Some(sbx(1)), "IN_FLIGHT_ELSEWHERE")]);
-        assert_eq!(orphans(&c), [(sbx(2), "LAUNCH_FAILED")]);
+        assert_eq!(c.pending, [(Some(sbx(1)), "IN_FLIGHT_ELSEWHERE")]);
+        assert_eq!(c.orphans, [(sbx(2), "LAUNCH_FAILED")]);
     }
 
     #[test]
@@ -825,7 +856,7 @@ mod tests {
     fn stamp_unverified_must_fire_for_a_handle_without_labels_and_no_mapping() {
         let h = Listed { provider_sandbox_id: "h".into(), sandbox_id: None, verified: false, created_at_ms: Some(0.0) };
         let c = Case::new(vec![h]).run();
-        assert_eq!(pending(&c), [(None, "STAMP_UNVERIFIED")]);
+        assert_eq!(c.pending, [(None, "STAMP_UNVERIFIED")]);
         assert!(c.work.is_empty(), "never reclaimed");
     }
 
@@ -833,8 +864,8 @@ mod tests {
     fn stamp_unverified_must_not_fire_when_a_mapping_names_its_provider_id() {
         let h = Listed { provider_sandbox_id: "p-1".into(), sandbox_id: None, verified: false, created_at_ms: None };
         let c = Case::new(vec![h]).mappings(vec![mapping(1, "p-1", Some(0.0))]).run();
-        assert_eq!(c.pools[0].mapped, [sbx(1)]);
-        assert!(pending(&c).is_empty());
+        assert_eq!(c.mapped, [sbx(1)]);
+        assert!(c.pending.is_empty());
     }
 
     #[test]
@@ -842,7 +873,7 @@ mod tests {
         let mut h = old(1);
         h.verified = false;
         let c = Case::new(vec![h]).run();
-        assert_eq!(pending(&c), [(None, "STAMP_UNVERIFIED")]);
+        assert_eq!(c.pending, [(None, "STAMP_UNVERIFIED")]);
         assert!(c.work.is_empty());
     }
 
@@ -851,7 +882,7 @@ mod tests {
     #[test]
     fn not_listed_must_fire_for_an_old_mapping_the_listing_does_not_show() {
         let c = Case::new(vec![]).mappings(vec![mapping(1, "gone", Some(NOW - GRACE))]).run();
-        assert_eq!(c.pools[0].stale_mapping, [Found { sandbox_id: sbx(1), provider_sandbox_id: "gone".into() }]);
+        assert_eq!(c.stale_mapping, [(sbx(1), "gone".to_string())]);
         assert_eq!(c.work[0].kind, WorkKind::StaleMapping);
         assert!(!c.work[0].saved_by_mapping);
     }
@@ -869,22 +900,22 @@ mod tests {
             .mappings(vec![mapping(1, "p-1", Some(0.0)), other_fleet, no_fleet, other_pool, flying])
             .in_flight(&[5])
             .run();
-        assert!(c.pools[0].stale_mapping.is_empty());
-        assert!(pending(&c).is_empty(), "an in-flight mapping is not reported at all");
+        assert!(c.stale_mapping.is_empty());
+        assert!(c.pending.is_empty(), "an in-flight mapping is not reported at all");
         assert!(c.work.is_empty());
     }
 
     #[test]
     fn not_listed_yet_must_fire_for_a_young_or_undated_mapping() {
         let c = Case::new(vec![]).mappings(vec![mapping(1, "x", Some(NOW - 1.0)), mapping(2, "y", None)]).run();
-        assert_eq!(pending(&c), [(Some(sbx(1)), "NOT_LISTED_YET"), (Some(sbx(2)), "NOT_LISTED_YET")]);
-        assert!(c.pools[0].stale_mapping.is_empty());
+        assert_eq!(c.pending, [(Some(sbx(1)), "NOT_LISTED_YET"), (Some(sbx(2)), "NOT_LISTED_YET")]);
+        assert!(c.stale_mapping.is_empty());
     }
 
     #[test]
     fn not_listed_yet_must_not_fire_for_an_old_mapping() {
         let c = Case::new(vec![]).mappings(vec![mapping(1, "x", Some(0.0))]).run();
-        assert!(pending(&c).is_empty());
+        assert!(c.pending.is_empty());
     }
 
     // --- stale intents (NOTHING_LISTED) --------------------------------------------------
@@ -982,14 +1013,13 @@ mod tests {
         failed.state = Some("failed".into());
         let c =
             Case::new(vec![old(1), old(2)]).mappings(vec![mapping(3, "gone", Some(0.0))]).intents(vec![failed]).run();
-        let kinds: Vec<_> = c.work.iter().map(|w| (w.kind, w.sandbox_id.clone())).collect();
         assert_eq!(
-            kinds,
+            c.acts_on,
             [
-                (WorkKind::Orphan, sbx(1)),
-                (WorkKind::Orphan, sbx(2)),
-                (WorkKind::StaleMapping, sbx(3)),
-                (WorkKind::StaleIntent, sbx(5))
+                (WorkKind::Orphan, sbx(1), Some("p-1".to_string())),
+                (WorkKind::Orphan, sbx(2), Some("p-2".to_string())),
+                (WorkKind::StaleMapping, sbx(3), Some("gone".to_string())),
+                (WorkKind::StaleIntent, sbx(5), None)
             ]
         );
     }
