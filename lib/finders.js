@@ -13,6 +13,9 @@
 // The port's handles carry no labels, so a handle is trusted as stamped only when it
 // carries `labels` itself (the local runtime's do) with the whole stamp; a handle without
 // labels can be matched to a mapping by its provider id, but never reclaimed.
+//
+// A finder answers a Listing: one column per field, the form reconcile's native call
+// takes (src/binding/reconcile.rs), so 10,000 items cross the seam as a few arrays.
 
 const { binding } = require('./binding.js');
 const { guarded } = require('./guard.js');
@@ -46,24 +49,38 @@ function attachFinder(runtime, kind, options) {
 function nativeFinder(kind, configJson, apiKey) {
   return {
     kind: 'native',
-    /** @returns {Promise<{ reason: string | null, items: Found[] }>} */
+    /** @returns {Promise<{ reason: string | null, listing: Listing }>} */
     async find(fleet, timeoutMs) {
       const r = await binding.findStamped(kind, configJson, apiKey, fleet, Math.max(1, Math.min(timeoutMs, 2 ** 31 - 1)));
-      return {
-        reason: r.reason ?? null,
-        items: r.items.map((f) => ({ providerSandboxId: f.providerSandboxId, sandboxId: f.sandboxId, createdAtMs: f.createdAtMs ?? null, verified: true })),
-      };
+      const l = listing(r.items.length);
+      r.items.forEach((f, i) => add(l, i, f.providerSandboxId, f.sandboxId, true, f.createdAtMs));
+      return { reason: r.reason ?? null, listing: l };
     },
   };
 }
 
 /**
- * @typedef {object} Found
- * @property {string} providerSandboxId
- * @property {string | null} sandboxId the stamp's sbx id (null: the handle carried no labels)
- * @property {number | null} createdAtMs
- * @property {boolean} verified whether the whole stamp was seen on the item
+ * @typedef {object} Listing one pool's stamped items, one column per field (row i: item i)
+ * @property {string[]} providerSandboxIds
+ * @property {Array<string | null>} sandboxIds the stamps' sbx ids (null: the handle carried no labels)
+ * @property {Uint8Array} verified 1 when the whole stamp was seen on the item
+ * @property {Float64Array} createdAtMs NaN when unknown
  */
+
+/** An empty listing of `n` rows (filled by `add`). */
+function listing(n) {
+  return { providerSandboxIds: new Array(n), sandboxIds: new Array(n), verified: new Uint8Array(n), createdAtMs: new Float64Array(n) };
+}
+
+function add(l, i, providerSandboxId, sandboxId, verified, createdAtMs) {
+  l.providerSandboxIds[i] = providerSandboxId;
+  l.sandboxIds[i] = sandboxId;
+  l.verified[i] = verified ? 1 : 0;
+  l.createdAtMs[i] = createdAtMs ?? NaN;
+}
+
+/** What a finder answers when the pool could not be listed. */
+const UNLISTED = (reason) => ({ reason, listing: listing(0) });
 
 /** The finder for a pool entry: native when the factory registered one, else the runtime's label search. */
 function finderFor(entry) {
@@ -80,15 +97,15 @@ function runtimeFinder(runtime) {
       } catch {
         has = false;
       }
-      if (!has) return { reason: 'NOT_SUPPORTED', items: [] };
+      if (!has) return UNLISTED('NOT_SUPPORTED');
       let answer;
       try {
         answer = await within(runtime.findAllByLabels({ [SANDBOX_FLEET_LABEL]: fleet }, { timeoutMs }), timeoutMs);
       } catch {
         // The adapter's error text is the provider's: only the fact is kept.
-        return { reason: 'READ_FAILED', items: [] };
+        return UNLISTED('READ_FAILED');
       }
-      if (answer === TIMED_OUT) return { reason: 'TIMEOUT', items: [] };
+      if (answer === TIMED_OUT) return UNLISTED('TIMEOUT');
       let items;
       try {
         items = guarded(() => {
@@ -98,16 +115,19 @@ function runtimeFinder(runtime) {
       } catch {
         items = null;
       }
-      if (items === null || items.some((x) => x === null)) return { reason: 'MALFORMED', items: [] };
-      return { reason: null, items: items.filter((x) => x !== false) };
+      if (items === null || items.some((x) => x === null)) return UNLISTED('MALFORMED');
+      const found = items.filter((x) => x !== false);
+      const l = listing(found.length);
+      found.forEach((f, i) => add(l, i, f.providerSandboxId, f.sandboxId, f.verified, f.createdAtMs));
+      return { reason: null, listing: l };
     },
   };
 }
 
 /**
- * One handle from findAllByLabels (read inside the caller's guard): a Found, false when its
- * own labels show it is not stamped by this fleet (a search that ignored the filter), or
- * null when it is not a handle.
+ * One handle from findAllByLabels (read inside the caller's guard): a listing row, false
+ * when its own labels show it is not stamped by this fleet (a search that ignored the
+ * filter), or null when it is not a handle.
  */
 function readHandle(h, fleet) {
   if (h === null || typeof h !== 'object' || typeof h.id !== 'string' || h.id === '') return null;
@@ -125,4 +145,4 @@ function readHandle(h, fleet) {
   return { providerSandboxId: h.id, sandboxId, createdAtMs: Number.isFinite(created) ? created : null, verified };
 }
 
-module.exports = { attachFinder, finderFor, SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL };
+module.exports = { attachFinder, finderFor, UNLISTED, SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL };

@@ -32,7 +32,7 @@ const { guarded } = require('./guard.js');
 const { within, TIMED_OUT } = require('./within.js');
 const { hasMethods } = require('./options.js');
 const { emit } = require('./events.js');
-const { finderFor, SANDBOX_FLEET_LABEL } = require('./finders.js');
+const { finderFor, UNLISTED, SANDBOX_FLEET_LABEL } = require('./finders.js');
 const { isNotFound } = require('./operations.js');
 
 /** Default age (ms) after which a stamped sandbox without mapping or intent is an orphan. */
@@ -149,19 +149,8 @@ function readMappings(records) {
   return m;
 }
 
-/** A finder's items (finders.js `Found`, our own objects) as the columns the native call takes. */
-function listingOf(items) {
-  const n = items.length;
-  const l = { providerSandboxIds: new Array(n), sandboxIds: new Array(n), verified: new Uint8Array(n), createdAtMs: new Float64Array(n) };
-  for (let i = 0; i < n; i++) {
-    const f = items[i];
-    l.providerSandboxIds[i] = f.providerSandboxId;
-    l.sandboxIds[i] = f.sandboxId;
-    l.verified[i] = f.verified ? 1 : 0;
-    l.createdAtMs[i] = f.createdAtMs ?? NaN;
-  }
-  return l;
-}
+/** Documented items `{ sandboxId, providerSandboxId, reason }`: row `k` names index `at[k]` of `ids`. */
+const rows = (at, ids, providerSandboxIds, reasons) => Array.from(at, (i, k) => ({ sandboxId: ids[i], providerSandboxId: providerSandboxIds[i], reason: reasons[k] }));
 
 /**
  * The documented pool object. The native answer names items by index into what this run
@@ -169,19 +158,10 @@ function listingOf(items) {
  */
 function poolReport(providerId, finder, reason, classes, listing, mappings) {
   const { orphan: o, staleMapping: s, pending: p } = classes;
-  const orphan = new Array(o.items.length);
-  for (let k = 0; k < orphan.length; k++) {
-    const i = o.items[k];
-    orphan[k] = { sandboxId: listing.sandboxIds[i], providerSandboxId: listing.providerSandboxIds[i], reason: o.reasons[k] };
-  }
-  const staleMapping = new Array(s.mappings.length);
-  for (let k = 0; k < staleMapping.length; k++) {
-    const j = s.mappings[k];
-    staleMapping[k] = { sandboxId: mappings.ids[j], providerSandboxId: mappings.providerSandboxIds[j], reason: s.reasons[k] };
-  }
+  const orphan = rows(o.items, listing.sandboxIds, listing.providerSandboxIds, o.reasons);
+  const staleMapping = rows(s.mappings, mappings.ids, mappings.providerSandboxIds, s.reasons);
   const mapped = Array.from(classes.mapped, (j) => mappings.ids[j]);
-  const pending = new Array(p.reasons.length);
-  for (let k = 0; k < pending.length; k++) pending[k] = { sandboxId: p.sandboxIds[k], providerSandboxId: p.providerSandboxIds[k], reason: p.reasons[k] };
+  const pending = rows(p.reasons.keys(), p.sandboxIds, p.providerSandboxIds, p.reasons);
   const counts = { orphan: orphan.length, staleMapping: staleMapping.length, mapped: mapped.length, pending: pending.length };
   const pool = { providerId, status: reason === null ? 'listed' : 'unknown', finder, counts, orphan, staleMapping, mapped, pending };
   if (reason !== null) pool.reason = reason;
@@ -190,24 +170,12 @@ function poolReport(providerId, finder, reason, classes, listing, mappings) {
 
 /** The reclaim work list: one action per row of the answer's columns, with the ids it acts on. */
 function workOf(w, listings, mappings, intents) {
-  const out = new Array(w.classes.length);
-  for (let r = 0; r < out.length; r++) {
-    const cls = w.classes[r];
-    const pool = w.pools[r];
-    const i = w.indices[r];
-    const action = { class: cls, pool, sandboxId: '', providerSandboxId: null, savedByMapping: w.savedByMapping[r], removesIntent: w.removesIntent[r] };
-    if (cls === 'orphan') {
-      action.sandboxId = listings[pool].sandboxIds[i];
-      action.providerSandboxId = listings[pool].providerSandboxIds[i];
-    } else if (cls === 'stale-mapping') {
-      action.sandboxId = mappings.ids[i];
-      action.providerSandboxId = mappings.providerSandboxIds[i];
-    } else {
-      action.sandboxId = intents[i].id;
-    }
-    out[r] = action;
-  }
-  return out;
+  return Array.from(w.classes, (cls, r) => {
+    const [pool, i] = [w.pools[r], w.indices[r]];
+    const [ids, providerSandboxIds] = cls === 'orphan' ? [listings[pool].sandboxIds, listings[pool].providerSandboxIds] : cls === 'stale-mapping' ? [mappings.ids, mappings.providerSandboxIds] : [null, null];
+    const sandboxId = ids === null ? intents[i].id : ids[i];
+    return { class: cls, pool, sandboxId, providerSandboxId: ids === null ? null : providerSandboxIds[i], savedByMapping: w.savedByMapping[r], removesIntent: w.removesIntent[r] };
+  });
 }
 
 /** A turn of the event loop, timers included (a setImmediate from the poll phase would skip them). */
@@ -259,11 +227,11 @@ async function reconcile(ctx, options) {
       let r;
       try {
         const ms = left();
-        r = ms === 0 ? { reason: 'TIMEOUT', items: [] } : await finder.find(ctx.fleet, ms);
+        r = ms === 0 ? UNLISTED('TIMEOUT') : await finder.find(ctx.fleet, ms);
       } catch {
-        r = { reason: 'READ_FAILED', items: [] };
+        r = UNLISTED('READ_FAILED');
       }
-      return { def, finder: finder.kind, reason: r.reason, items: r.items };
+      return { def, finder: finder.kind, reason: r.reason, listing: r.listing };
     }),
   );
 
@@ -290,7 +258,7 @@ async function reconcile(ctx, options) {
   await yieldNow();
 
   // 3. Classify: one native call (src/core/reconcile.rs decides; in flight is read there).
-  const listings = listed.map((l) => (l.reason === null ? listingOf(l.items) : null));
+  const listings = listed.map((l) => l.listing);
   const c = callNative(() =>
     binding.reconcileClassify({
       fleet: ctx.fleet,
@@ -299,7 +267,7 @@ async function reconcile(ctx, options) {
       now: Date.now(),
       graceMs,
       reclaim,
-      pools: listed.map((l, i) => ({ providerId: l.def.id, listed: listings[i] ?? undefined })),
+      pools: listed.map((l) => ({ providerId: l.def.id, listed: l.reason === null ? l.listing : undefined })),
       mappings,
       intents,
       gonePids: gonePids(intents),
