@@ -6,6 +6,9 @@
 // reads the store, signals the intent writers' pids on this host, makes ONE native call
 // that classifies the whole run (src/core/reconcile.rs: every rule, and the one predicate
 // "this launch is over"), then performs the reclaim work it answered and builds the report.
+// The listing and the store's records cross as columns and the answer names items by
+// index, so a 10,000-sandbox run is one short native call (src/binding/reconcile.rs says
+// what it costs), after a turn of the event loop that follows the store's answer.
 //
 // Why is this exact and safe by default?
 // - Only what carries the WHOLE stamp is considered: the fleet label equal to this router's

@@ -4,9 +4,17 @@
 //!
 //! Why one call for the whole run? The JS side (`lib/reconcile.js`) lists the pools and
 //! reads the store (I/O, awaited there); the classification is then a pure function of
-//! what it read. One synchronous call over 10,000 items costs less than the per-item JS it
-//! replaced, and the in-flight question is answered here, over the machines' index
+//! what it read, and the in-flight question is answered here, over the machines' index
 //! borrowed once, instead of one native call per id.
+//!
+//! Why columns in and indexes out? Crossing costs more than deciding: most of the call is
+//! reading the ids' strings (the classification itself is a few percent of it). One object
+//! per item cost several times more to cross than a few arrays of strings and typed
+//! arrays, and answering ids JavaScript already holds would cross them all a second time,
+//! so the answer names items by their index in the input. Measured with 10,000 listed items and
+//! 5,000 mappings on the 2-core development machine (shared, loaded): ~9 ms of CPU per call,
+//! against ~4 ms for the JS it replaced, which was cut into 1,000-item chunks; the call
+//! stays shorter than the stalls the listing's and the store's own answers already make.
 
 use crate::binding::acquisition::with_in_flight;
 use crate::binding::error::{guard, internal, Failure};
