@@ -11,8 +11,58 @@ export declare class CompiledRequest {
    * `INVALID_REQUEST` / `ROUTING_NOT_APPLICABLE` error naming the field.
    */
   constructor(requestJson: string)
+  /** Its handle for the provision path (`beginAcquisition`, `order`). */
+  get handle(): number
   /** The launch deadline, ms (JavaScript runs the timer; the machine decides the rest). */
   get acquisitionTimeoutMs(): number
+}
+
+/**
+ * One `checkIdle`: the policy and the state it resumes from, then the verdict on the
+ * probe it asked for.
+ */
+export declare class IdleObserver {
+  /**
+   * Validates the manifest (JSON text; null: no JSON form) and its idle policy, then the
+   * previous state (JSON text; null or absent: a first check; text that is not JSON is
+   * not a state): a state made under another policy starts over. Throws the typed
+   * `INVALID_INPUT` error naming the manifest's field, `idle` or `state`.
+   */
+  constructor(manifestJson?: string | undefined | null, stateJson?: string | undefined | null)
+  /** The token that names this observer's files in the sandbox. */
+  get token(): string
+  /** The sources to probe, in declaration order. */
+  get evidence(): Array<EvidenceSource>
+  /** The manifest's process names, in input order (their logs are measured). */
+  get processNames(): Array<string>
+  /** The verdict on the probe, made at `now` (ms), and the state for the next check. */
+  conclude(probe: IdleProbeRecord, now: number): IdleCheckRecord
+}
+
+/**
+ * One manifest, parsed once for one `startManifest`: its normalized form, its startup
+ * plan, and the verdicts on its processes' polls.
+ */
+export declare class NativeManifest {
+  /**
+   * Validates the manifest (JSON text; null: the value has no JSON form). Throws like
+   * `validateManifest`.
+   */
+  constructor(manifestJson?: string | undefined | null)
+  /** The normalized manifest. */
+  normalized(): ManifestRecord
+  /** The startup plan. */
+  startupPlan(): StartupPlanRecord
+  /**
+   * The bound of the next poll script of process `name`, `elapsedMs` after its first
+   * start: what is left of its readiness window (at least 1000 ms) plus 1000 ms.
+   */
+  pollTimeoutMs(name: string, elapsedMs: number): number
+  /**
+   * Judges one readiness poll of process `name`, `elapsedMs` after its first start, with
+   * `restarts` restarts used: ready, restart, wait `waitMs`, or fail.
+   */
+  judgePoll(name: string, restarts: number, elapsedMs: number, report: PollReportRecord): PollVerdictRecord
 }
 
 /** The default in-memory mapping store (sync core; the JS class adds the async contract). */
@@ -88,6 +138,8 @@ export declare class NativePgStore {
 export declare class NativeRegistry {
   /** An empty registry. */
   constructor()
+  /** Its handle for the provision path (`beginAcquisition`, `order`). */
+  get handle(): number
   /**
    * Adds a pool from its `{ id, capabilities, signals }` JSON text; returns its index.
    * Throws the typed `INVALID_PROVIDER_DEFINITION` / `DUPLICATE_PROVIDER` error.
@@ -105,18 +157,8 @@ export declare class NativeRouter {
    * naming the option.
    */
   constructor(settings: RouterSettings, store?: NativeMappingStore | undefined | null)
-  /**
-   * The attempt order `router.route()` reports: pool indices, best first, at most
-   * `maxAcquisitionAttempts`, written into `out`; returns how many. Throws the typed
-   * `NO_ELIGIBLE_PROVIDER` error. `now`: the router's injected clock (ms); omitted, the
-   * wall clock.
-   */
-  order(registry: NativeRegistry, request: CompiledRequest, detached: boolean, out: Uint32Array, now?: number | undefined | null): number
-  /**
-   * Indices of the pools that pass the hard requirements and credential readiness:
-   * the pools a signal resolver is asked about.
-   */
-  survivors(registry: NativeRegistry, request: CompiledRequest, detached: boolean, credentialsUnavailable?: Array<number> | undefined | null): Array<number>
+  /** Its handle for the provision path (`beginAcquisition`, `order`). */
+  get handle(): number
   /**
    * Every pool of `provider_ids`, in that order, at `now` (ms; omitted: the wall clock);
    * empty when the router tracks no health.
@@ -241,10 +283,15 @@ export declare function acquisitionStep(key: number, step: Uint32Array): void
 /**
  * The launch returned a handle with the provider's sandbox id. When the router writes the
  * default store itself, the record is written here too (`{ id, pool id,
- * providerSandboxId, labels + the id and fleet labels, createdAt, detached }`) and this
- * returns true. `now`: the router's injected clock (ms); omitted, the wall clock.
+ * providerSandboxId, labels + the id and fleet labels, createdAt, detached }`).
+ * `now`: the router's injected clock (ms); omitted, the wall clock.
+ *
+ * Returns what is left to do: `Settled` when this call wrote the record and nothing more
+ * is asked of the machine (no observer reads its events, no coordinator its hold's
+ * settlement), so it ended the machine too; `Recorded` when it wrote the record and the
+ * machine lives on for those reads; `Unrecorded` when the caller's store must be written.
  */
-export declare function acquisitionSucceeded(key: number, providerSandboxId: string, now?: number | undefined | null): boolean
+export declare function acquisitionSucceeded(key: number, providerSandboxId: string, now?: number | undefined | null): Success
 
 /** The launch did not settle within its deadline. */
 export declare function acquisitionTimedOut(key: number, now?: number | undefined | null): void
@@ -268,15 +315,17 @@ export interface AttemptRecord {
 }
 
 /**
- * Starts a provision's acquisition: validates the labels (the request's own check comes
+ * Starts a provision's acquisition for router `router`, registry `registry` and compiled
+ * request `request` (their handles): validates the labels (the request's own check comes
  * first), routes (with `extras`: credential readiness and the resolver's answers; under
  * the router's capacity policy, every candidate in its order), creates the machine and
  * writes its first step into `step` (`[StepKind, pool, machine key]`). Returns the
  * sandbox id: `id` when given (made earlier, because callbacks before this call name it),
  * else a fresh one. Throws the typed `INVALID_REQUEST` / `NO_ELIGIBLE_PROVIDER` error,
- * which names that id. The caller ends the machine with `acquisitionEnd`.
+ * which names that id. The machine is ended by `acquisitionEnd`, or by the success call
+ * when that settles the provision itself.
  */
-export declare function beginAcquisition(router: NativeRouter, registry: NativeRegistry, request: CompiledRequest, detached: boolean, labelsJson: string | undefined | null, extras: RouteExtras | undefined | null, id: string | undefined | null, step: Uint32Array, now?: number | undefined | null): string
+export declare function beginAcquisition(router: number, registry: number, request: number, detached: boolean, labelsJson: string | undefined | null, extras: RouteExtras | undefined | null, id: string | undefined | null, step: Uint32Array, now?: number | undefined | null): string
 
 /** A router's capacity policy. */
 export interface CapacitySettings {
@@ -404,15 +453,49 @@ export declare const enum EventType {
   HealthSkipped = 'health.skipped',
 }
 
+/** One source in a check's report. */
+export interface EvidenceRecord {
+  /** The source. */
+  source: EvidenceSource
+  /** What it said. */
+  status: EvidenceStatusName
+  /** How long it has been quiet without interruption (0 unless quiet), ms. */
+  quietForMs: number
+  /** Why it is unknown. */
+  reason?: UnknownReasonName
+}
+
+/** A source of idle evidence. */
+export declare const enum EvidenceSource {
+  /** No process in the working directory besides the manifest's own. */
+  NoRunningCommand = 'no-running-command',
+  /** No process in the working directory holds a controlling terminal. */
+  NoOpenSession = 'no-open-session',
+  /** Nothing under the working directory (outside `.relay/`) changed. */
+  NoFileChange = 'no-file-change',
+  /** No manifest process's log grew. */
+  NoProcessOutput = 'no-process-output',
+}
+
+/** What one source says. */
+export declare const enum EvidenceStatusName {
+  /** Positively quiet. */
+  Quiet = 'quiet',
+  /** Positively active. */
+  Active = 'active',
+  /** Not known: never quiet. */
+  Unknown = 'unknown',
+}
+
 /**
- * Explains the decision for `request` over `registry` (every pool: rank, score and
- * breakdown, or every rejection reason), with `router`'s health and capacity order when
- * given (`routeProviders` has no router). Writes the header and the numbers into `ints`
+ * Explains the decision for compiled request `request` over registry `registry` (their
+ * handles; every pool: rank, score and breakdown, or every rejection reason), with router
+ * `router`'s health and capacity order when given (`routeProviders` has no router). Writes the header and the numbers into `ints`
  * and `floats` (layout: `core::explain::layout`, after the header) and returns the texts
  * the caller's table lacks, if any (see `header`). When a buffer is too small, writes only
  * the header (`fits` 0 and the sizes needed, header included).
  */
-export declare function explainDecision(registry: NativeRegistry, request: CompiledRequest, detached: boolean, extras: RouteExtras | undefined | null, ints: Uint32Array, floats: Float64Array, router?: NativeRouter | undefined | null, now?: number | undefined | null): string[] | undefined
+export declare function explainDecision(registry: number, request: number, detached: boolean, extras: RouteExtras | undefined | null, ints: Uint32Array, floats: Float64Array, router?: number | undefined | null, now?: number | undefined | null): string[] | undefined
 
 /** The names behind the indices in the explanation buffers. */
 export declare function explainVocabulary(): ExplainVocabulary
@@ -455,6 +538,39 @@ export interface FindResult {
  */
 export declare function findStamped(kind: string, configJson: string, apiKey: string, fleet: string, timeoutMs: number): Promise<FindResult>
 
+/** How a flush went. */
+export declare const enum FlushOutcomeName {
+  /** No flush command declared. */
+  None = 'none',
+  /** It exited 0. */
+  Ok = 'ok',
+  /** It failed, or could not be run. */
+  Failed = 'failed',
+  /** It did not finish within `flushTimeoutMs`. */
+  TimedOut = 'timed-out',
+  /** The process had already exited. */
+  Skipped = 'skipped',
+}
+
+/** What the flush script reported. */
+export interface FlushReportRecord {
+  /** The `runScript` call rejected. */
+  rejected: boolean
+  /** The script hit its bound. */
+  timedOut: boolean
+  /** The script said `skipped`. */
+  skipped: boolean
+  /** The flush command's exit status. */
+  exitCode: number | null
+}
+
+/**
+ * The options of `startManifest` / `teardownManifest` (JSON text; `{}` when absent):
+ * `flushTimeoutMs`, default 30000, 1..=3600000. Throws the typed `INVALID_INPUT` error
+ * naming the option.
+ */
+export declare function flushTimeoutMs(optionsJson: string): number
+
 /** One stamped sandbox found by [`find_stamped`]. */
 export interface FoundSandbox {
   /** The provider's own sandbox id. */
@@ -471,6 +587,75 @@ export interface HoldSettlement {
   token: number
   /** Kept as an assumption (true) or released (false). */
   allocated: boolean
+}
+
+/** The verdict of one idle check. */
+export interface IdleCheckRecord {
+  /** Every source is quiet and has been for at least `quietMs`. */
+  idle: boolean
+  /** The policy's `quietMs`. */
+  quietMs: number
+  /** The smallest `quietForMs` over the sources. */
+  quietForMs: number
+  /** Each declared source. */
+  evidence: Array<EvidenceRecord>
+  /** What to pass to the next check. */
+  state: IdleStateRecord
+}
+
+/** What one idle probe reported, parsed from its tagged lines. */
+export interface IdleProbeRecord {
+  /** The `runScript` call resolved with an answer. */
+  answered: boolean
+  /** The script's exit status. */
+  exitCode: number | null
+  /** The script hit its bound. */
+  timedOut: boolean
+  /** `@@end` was seen. */
+  ended: boolean
+  /** The single `@@self` pid. */
+  selfPid: number | null
+  /** The well-formed `@@pidfile` lines. */
+  pidFiles: Array<PidFileRecord>
+  /** The `@@proc` lines; null when any was malformed. */
+  procs: Array<ProcRecord> | null
+  /** The single `@@files` line said `first`. */
+  filesFirst: boolean
+  /** The single `@@files` line's count. */
+  filesChanged: number | null
+  /** The `@@out` lines with a size, in output order. */
+  outputSizes: Array<OutputSizeRecord>
+}
+
+/**
+ * The options of `checkIdle` (JSON text; `{}` when absent): `timeoutMs`, default 30000,
+ * 1..=3600000. Throws the typed `INVALID_INPUT` error naming the option.
+ */
+export declare function idleProbeTimeoutMs(optionsJson: string): number
+
+/** The idle policy. */
+export interface IdleRecord {
+  /** How long every source must agree, ms. */
+  quietMs: number
+  /** The sources, in declaration order. */
+  evidence: Array<EvidenceSource>
+}
+
+/**
+ * The observer state to pass to the next check (`lib/manifest.js` builds the opaque
+ * `{ v, token, key, sources, outputSizes }` object from it).
+ */
+export interface IdleStateRecord {
+  /** The state's version. */
+  v: number
+  /** Names the observer's files in the sandbox. */
+  token: string
+  /** The policy fingerprint. */
+  key: string
+  /** Each source's streak, in declaration order. */
+  sources: Array<StreakRecord>
+  /** The output baseline, when there is one. */
+  outputSizes?: Array<OutputSizeRecord>
 }
 
 /**
@@ -502,6 +687,52 @@ export declare function isProviderId(id: string): boolean
 /** Whether `id` is a sandbox id (the rule of [`check_sandbox_id`], as a yes or no). */
 export declare function isSandboxId(id: string): boolean
 
+/** Judges a flush (null: none was declared). */
+export declare function judgeFlush(report?: FlushReportRecord | undefined | null): FlushOutcomeName
+
+/**
+ * Judges a start: null when the process started in a process group of its own (the one
+ * its start script leads), else why not (`START_FAILED`, or `RUNTIME_ERROR` when the call
+ * rejected).
+ */
+export declare function judgeStart(report: StartReportRecord): StartFailureRecord | null
+
+/**
+ * Judges the final check of a start: every process (in startup order) must still run.
+ * `rejected`: the check's `runScript` call rejected (the first process fails with
+ * `RUNTIME_ERROR`). Null when the manifest is useful.
+ */
+export declare function judgeStillRunning(rejected: boolean, statuses: Array<NamedStatusRecord>): RunningFailureRecord | null
+
+/** Judges a stop. */
+export declare function judgeStop(report: StopReportRecord): StopOutcomeName
+
+/** The `SIGKILL` that ends every teardown step. */
+export declare const enum KillSignal {
+  /** `SIGKILL`. */
+  Kill = 'SIGKILL',
+}
+
+/** A validated manifest, normalized: processes in input order, defaults filled in. */
+export interface ManifestRecord {
+  /** The processes. */
+  processes: Array<ProcessRecord>
+  /** The idle policy, when declared. */
+  idle?: IdleRecord
+}
+
+/** A signal a teardown may send before `SIGKILL`. */
+export declare const enum ManifestSignal {
+  /** `SIGTERM` (the default). */
+  Term = 'SIGTERM',
+  /** `SIGINT`. */
+  Int = 'SIGINT',
+  /** `SIGHUP`. */
+  Hup = 'SIGHUP',
+  /** `SIGQUIT`. */
+  Quit = 'SIGQUIT',
+}
+
 /** A mapping record as JS sees it. */
 export interface MappingRecord {
   /** Router id. */
@@ -529,6 +760,14 @@ export interface MeasurementRecord {
   reason?: string
   /** Every configured dimension (`known` only). */
   resources?: Array<ResourceRecord>
+}
+
+/** One process of the final check, and its status line (null when unreadable). */
+export interface NamedStatusRecord {
+  /** The process. */
+  name: string
+  /** Its status line, parsed. */
+  status: StatusReportRecord | null
 }
 
 /**
@@ -565,6 +804,14 @@ export interface NativeError {
   timedOut?: boolean
   /** A store connection whose TLS failed. */
   tls?: boolean
+}
+
+/** A log size, by process name. */
+export interface OutputSizeRecord {
+  /** The process. */
+  name: string
+  /** Its log's size, bytes. */
+  size: number
 }
 
 /**
@@ -610,18 +857,46 @@ export interface PgSslOptions {
   ca?: string
 }
 
-/**
- * The startup plan of a manifest (JSON text): `{ waves: [{ wave, processes }], order }`,
- * topological levels, ordered by name within a wave. Throws like `validateManifest`.
- */
-export declare function planStartup(manifestJson: string): string
+/** A manifest pid file the probe read. */
+export interface PidFileRecord {
+  /** The process name in its file name. */
+  name: string
+  /** The group it records. */
+  pgid: number
+}
 
 /**
- * The teardown plan of a manifest (JSON text): `{ waves: [{ wave, steps: [{ name,
- * phases }] }], order }`, the startup waves reversed; each step's phases are flush (if
- * declared), signal, wait `graceMs`, kill. Throws like `validateManifest`.
+ * The startup plan of a manifest: topological levels, ordered by name within a wave.
+ * Throws like `validateManifest`.
  */
-export declare function planTeardown(manifestJson: string): string
+export declare function planStartup(manifestJson?: string | undefined | null): StartupPlanRecord
+
+/**
+ * The teardown plan of a manifest: the startup waves reversed; each step's phases are
+ * flush (if declared), signal, wait `graceMs`, kill. Throws like `validateManifest`.
+ */
+export declare function planTeardown(manifestJson?: string | undefined | null): TeardownPlanRecord
+
+/** What one readiness poll reported. */
+export interface PollReportRecord {
+  /** The `runScript` call rejected. */
+  rejected: boolean
+  /** The process's status line, when readable. */
+  status: StatusReportRecord | null
+  /** The probe's exit status, when it printed one. */
+  probeExit: number | null
+  /** The port probe found no TCP client. */
+  probeUnavailable: boolean
+}
+
+/** What to do after a poll. */
+export type PollVerdictRecord =
+  | { action: 'ready' }
+  | { action: 'restart' }
+  | { action: 'wait'; /** How long to wait, ms. */
+  waitMs: number }
+  | { action: 'fail'; /** How. */
+  failure: StartFailureRecord }
 
 /** One pool's health, as `router.health()` returns it: numbers and codes only. */
 export interface PoolHealthRecord {
@@ -667,6 +942,56 @@ export interface PoolSignals {
   unresolved?: string
 }
 
+/** A process with every default filled in. */
+export interface ProcessRecord {
+  /** Its unique name. */
+  name: string
+  /** Its command (`sh -c`). */
+  command: string
+  /** What must be ready before it starts (input order). */
+  dependsOn: Array<string>
+  /** Its readiness probe; absent: ready once started and running. */
+  readiness?: ReadinessRecord
+  /** Its restart policy. */
+  restart: RestartPolicy
+  /** Present only with `on-failure`. */
+  maxRestarts?: number
+  /** How it is stopped. */
+  teardown: ProcessTeardownRecord
+}
+
+/** A process state a status line names. */
+export declare const enum ProcessStateName {
+  /** Alive, not a zombie. */
+  Running = 'running',
+  /** Its exit file exists. */
+  Exited = 'exited',
+  /** Neither. */
+  Gone = 'gone',
+}
+
+/** How a process is stopped. */
+export interface ProcessTeardownRecord {
+  /** Runs to completion before the signal, when declared. */
+  flushCommand?: string
+  /** The polite signal. */
+  signal: ManifestSignal
+  /** How long the group may take to exit after the signal, ms. */
+  graceMs: number
+}
+
+/** A process the probe saw in `/proc`. */
+export interface ProcRecord {
+  /** Its pid. */
+  pid: number
+  /** Its state letter. */
+  state: string
+  /** Its process group. */
+  pgid: number
+  /** Its controlling terminal (0: none). */
+  tty: number
+}
+
 /**
  * Reads one provider account's capacity without creating anything.
  *
@@ -679,6 +1004,20 @@ export interface PoolSignals {
  * reason }`. Rejects only on an internal bug (`INTERNAL_ERROR`).
  */
 export declare function readCapacity(kind: string, configJson: string, apiKey: string, timeoutMs: number): Promise<MeasurementRecord>
+
+/** A readiness probe: exactly one of `command`, `port`, `logLine`. */
+export interface ReadinessRecord {
+  /** Exits 0 once ready. */
+  command?: string
+  /** Accepts TCP connections on the loopback interface once ready. */
+  port?: number
+  /** A fixed string in the process's output once ready. */
+  logLine?: string
+  /** Give up this many ms after the first start. */
+  timeoutMs: number
+  /** Poll every this many ms. */
+  intervalMs: number
+}
 
 /** One rejection reason: a stable code and a detail. */
 export interface ReasonRecord {
@@ -919,6 +1258,13 @@ export declare const enum ReconcileWorkClass {
   StaleIntent = 'stale-intent',
 }
 
+/**
+ * Indices of the pools of registry `registry` that pass compiled request `request`'s hard
+ * requirements and credential readiness (`credentials_unavailable`): the pools a signal
+ * resolver is asked about.
+ */
+export declare function registrySurvivors(registry: number, request: number, detached: boolean, credentialsUnavailable?: Array<number> | undefined | null): Array<number>
+
 /** A rejected pool: its id and why. */
 export interface RejectionRecord {
   /** The pool's id. */
@@ -943,6 +1289,14 @@ export interface ResourceRecord {
   required: number
 }
 
+/** A process's restart policy during startup. */
+export declare const enum RestartPolicy {
+  /** An early exit fails the start. */
+  Never = 'never',
+  /** A failed exit restarts the process, at most `maxRestarts` times. */
+  OnFailure = 'on-failure',
+}
+
 /** Per-request routing inputs: credential readiness and the signal resolver's answers. */
 export interface RouteExtras {
   /** Pool indices whose credential readiness answered false. */
@@ -950,6 +1304,15 @@ export interface RouteExtras {
   /** The resolver's answer for each pool it was asked about. */
   signals?: Array<PoolSignals>
 }
+
+/**
+ * The attempt order `router.route()` reports for router `router`, registry `registry` and
+ * compiled request `request` (handles): pool indices, best first, at most
+ * `maxAcquisitionAttempts`, written into `out`; returns how many. Throws the typed
+ * `NO_ELIGIBLE_PROVIDER` error. `now`: the router's injected clock (ms); omitted, the wall
+ * clock.
+ */
+export declare function routeOrder(router: number, registry: number, request: number, detached: boolean, out: Uint32Array, now?: number | undefined | null): number
 
 /** A router's options, as `lib/options.js` read them once. */
 export interface RouterSettings {
@@ -974,8 +1337,19 @@ export interface RouterSettings {
   session: string
 }
 
+/** The first process the final check found not running. */
+export interface RunningFailureRecord {
+  /** The process. */
+  process: string
+  /** How. */
+  failure: StartFailureRecord
+}
+
 /** A fresh sandbox id (`sbx_` + 32 lowercase hex digits, 128 random bits). */
 export declare function sandboxId(): string
+
+/** Bound of the short bookkeeping scripts (start, status), ms. */
+export declare const SCRIPT_TIMEOUT_MS: number
 
 /** A candidate skipped for capacity. */
 export interface SkipRecord {
@@ -993,6 +1367,68 @@ export interface SkipRecord {
  */
 export declare function sqliteList(path: string): Promise<Array<MappingRecord>>
 
+/** Why a start failed (the public `MANIFEST_START_REASONS`). */
+export declare const enum StartFailureReasonName {
+  /** The readiness probe did not pass in time. */
+  ReadinessTimeout = 'READINESS_TIMEOUT',
+  /** The process exited before the manifest became useful. */
+  ProcessExited = 'PROCESS_EXITED',
+  /** A port probe found no TCP client. */
+  ProbeUnavailable = 'PROBE_UNAVAILABLE',
+  /** The process could not be started in a process group of its own. */
+  StartFailed = 'START_FAILED',
+  /** The runtime port failed. */
+  RuntimeError = 'RUNTIME_ERROR',
+}
+
+/** A failure of one process, with the detail its reason carries. */
+export interface StartFailureRecord {
+  /** The reason. */
+  reason: StartFailureReasonName
+  /** `PROCESS_EXITED` only: the exit status, or null when unknown. */
+  exitCode?: number | null
+  /** `READINESS_TIMEOUT` only: the probe's `timeoutMs`. */
+  timeoutMs?: number
+}
+
+/** What the start script reported. */
+export interface StartReportRecord {
+  /** The `runScript` call rejected. */
+  rejected: boolean
+  /** The script's exit status. */
+  exitCode: number | null
+  /** The process's pid. */
+  pid: number | null
+  /** The start script's own pid. */
+  shell: number | null
+  /** The process's group. */
+  pgid: number | null
+}
+
+/** The startup plan (fields in the documented key order). */
+export interface StartupPlanRecord {
+  /** Every name, wave by wave. */
+  order: Array<string>
+  /** Topological levels, ordered by name within a wave. */
+  waves: Array<StartupWaveRecord>
+}
+
+/** One startup wave. */
+export interface StartupWaveRecord {
+  /** Its processes, by name. */
+  processes: Array<ProcessRecord>
+  /** Its index. */
+  wave: number
+}
+
+/** One process's status line, parsed. */
+export interface StatusReportRecord {
+  /** The state it names. */
+  state: ProcessStateName
+  /** With `exited`: the status the exit file held, if readable. */
+  exitCode: number | null
+}
+
 /**
  * What the JS side must do next: `step[0]` (a numeric enum: it crosses once per step, in
  * the buffer the JS side lends).
@@ -1006,6 +1442,73 @@ export declare const enum StepKind {
   Done = 2,
 }
 
+/** How a stop went. */
+export declare const enum StopOutcomeName {
+  /** The group exited within `graceMs`. */
+  Exited = 'exited',
+  /** It was killed after `graceMs`. */
+  Killed = 'killed',
+  /** It had exited before the signal. */
+  AlreadyExited = 'already-exited',
+  /** It survived `SIGKILL`. */
+  Survived = 'survived',
+  /** The step could not be performed. */
+  Error = 'error',
+}
+
+/**
+ * The teardown of what was started, wave by wave: `processesJson` is the caller's
+ * `started.processes` (JSON text of `{ name, pid, pgid }` entries), checked first;
+ * `manifestJson` its `started.manifest` (null: no JSON form). Only started processes are
+ * stopped. Throws the typed `INVALID_INPUT` error naming `started.processes[i]` or the
+ * manifest's field.
+ */
+export declare function stopPlan(processesJson: string, manifestJson?: string | undefined | null): Array<Array<StopStepRecord>>
+
+/** What the stop script reported: the word it printed (`@@stop <word>`), if any. */
+export interface StopReportRecord {
+  /** The `runScript` call rejected. */
+  rejected: boolean
+  /** The word. */
+  word: string | null
+}
+
+/** How to stop one started process. */
+export interface StopStepRecord {
+  /** The process. */
+  name: string
+  /** Its process group. */
+  pgid: number
+  /** The flush command to run first, when declared. */
+  flushCommand?: string
+  /** The polite signal. */
+  signal: ManifestSignal
+  /** How long the group may take to exit after the signal, ms. */
+  graceMs: number
+  /** The bound of the stop script, ms. */
+  timeoutMs: number
+}
+
+/** One source's streak in the observer state. */
+export interface StreakRecord {
+  /** The source. */
+  source: string
+  /** When the current quiet streak began (ms), or null. */
+  quietSince: number | null
+  /** When it was last observed (ms). */
+  lastAt: number
+}
+
+/** What is left after a success (see [`acquisition_succeeded`]). */
+export declare const enum Success {
+  /** The record is written and the machine ended: the provision has settled. */
+  Settled = 0,
+  /** The record is written; the machine's events or hold settlement are still to be read. */
+  Recorded = 1,
+  /** The caller's store must be written. */
+  Unrecorded = 2,
+}
+
 /**
  * Display summary of a Daytona inventory (array of sandboxes or a list page with `items`),
  * against optional limits in the `parse_daytona_capacity_limits` input form (`null` for
@@ -1017,12 +1520,65 @@ export declare const enum StepKind {
 export declare function summarizeDaytonaCapacity(itemsJson: string, limitsJson: string, optionsJson?: string | undefined | null): string
 
 /**
- * Validates a process manifest (JSON text) and returns it normalized (JSON text):
- * defaults filled in (`dependsOn: []`, `restart: "never"`, `maxRestarts: 3` with
- * `on-failure`, `teardown: { signal: "SIGTERM", graceMs: 10000 }`), processes in input
- * order. Throws the typed `INVALID_INPUT` error whose `field` names the offending path.
+ * Whether a teardown with these step outcomes is complete: every group exited, was killed
+ * or had already exited.
  */
-export declare function validateManifest(manifestJson: string): string
+export declare function teardownComplete(outcomes: Array<StopOutcomeName>): boolean
+
+/** One phase of a history-safe teardown step, performed in order. */
+export type TeardownPhaseRecord =
+  | { action: 'flush'; /** The flush command. */
+  command: string }
+  | { action: 'signal'; /** The signal. */
+  signal: ManifestSignal }
+  | { action: 'wait'; /** The grace period, ms. */
+  ms: number }
+  | { action: 'kill'; /** Always `SIGKILL`. */
+  signal: KillSignal }
+
+/** The teardown plan (fields in the documented key order). */
+export interface TeardownPlanRecord {
+  /** Every name, wave by wave. */
+  order: Array<string>
+  /** The startup waves, reversed. */
+  waves: Array<TeardownWaveRecord>
+}
+
+/** How to stop one process. */
+export interface TeardownStepRecord {
+  /** The process. */
+  name: string
+  /** Flush (if declared), signal, wait, kill. */
+  phases: Array<TeardownPhaseRecord>
+}
+
+/** One teardown wave (fields in the documented key order). */
+export interface TeardownWaveRecord {
+  /** Its steps, by name. */
+  steps: Array<TeardownStepRecord>
+  /** Its index. */
+  wave: number
+}
+
+/** Why a source is unknown. */
+export declare const enum UnknownReasonName {
+  /** Its evidence was missing or malformed. */
+  Unreadable = 'UNREADABLE',
+  /** A first observation. */
+  NoBaseline = 'NO_BASELINE',
+  /** A manifest process's log is missing. */
+  Missing = 'MISSING',
+  /** The probe failed. */
+  ProbeFailed = 'PROBE_FAILED',
+}
+
+/**
+ * Validates a process manifest (JSON text; null: the value has no JSON form) and returns
+ * it normalized: defaults filled in (`dependsOn: []`, `restart: "never"`, `maxRestarts: 3`
+ * with `on-failure`, `teardown: { signal: "SIGTERM", graceMs: 10000 }`), processes in
+ * input order. Throws the typed `INVALID_INPUT` error whose `field` names the offending path.
+ */
+export declare function validateManifest(manifestJson?: string | undefined | null): ManifestRecord
 
 /**
  * Validates a capacity measurement (any reader's answer, serialized once as JSON text)

@@ -132,7 +132,7 @@ test('the block checker must-fire / must-not-fire (fixture pages)', () => {
 let pg = null;
 async function databaseUrl(name) {
   if (!pg) pg = await (await import('./postgres-server.mjs')).startPostgres();
-  pg.createDatabase(name);
+  await pg.createDatabase(name);
   return pg.url(name);
 }
 test.after(() => pg?.stop());

@@ -106,7 +106,7 @@ function startWorker(url) {
 
 before(async () => {
   pg = await startPostgres();
-  pg.createDatabase('fleet');
+  await pg.createDatabase('fleet');
   server = http.createServer(handle);
   await new Promise((r) => server.listen(0, '127.0.0.1', r));
   base = `http://127.0.0.1:${/** @type {import('node:net').AddressInfo} */ (server.address()).port}`;
@@ -137,7 +137,7 @@ test('fleet: four processes, one database, one truth', async (t) => {
     assert.equal(ok.length, provider.launched.a);
     for (const a of answers.filter((x) => !x.ok)) assert.equal(a.code, 'PROVIDER_CAPACITY_EXHAUSTED', JSON.stringify(a));
     // Every success is one record in the one database.
-    assert.equal(pg.psql('SELECT count(*) FROM sandbox_router_mappings', 'fleet'), String(ok.length));
+    assert.equal(await pg.psql('SELECT count(*) FROM sandbox_router_mappings', 'fleet'), String(ok.length));
   });
 
   await t.test('a process killed with SIGKILL mid-flight: its holds block the pool until its lease lapses, then the others proceed', async () => {
@@ -182,7 +182,7 @@ test('fleet: four processes, one database, one truth', async (t) => {
     assert.ok(seen.ok && seen.value !== null, JSON.stringify(seen));
     const gone = await fleet[1].ask({ cmd: 'destroy', pool: 'b', id });
     assert.ok(gone.ok, JSON.stringify(gone));
-    assert.equal(pg.psql(`SELECT count(*) FROM sandbox_router_mappings WHERE id = '${id}'`, 'fleet'), '0');
+    assert.equal(await pg.psql(`SELECT count(*) FROM sandbox_router_mappings WHERE id = '${id}'`, 'fleet'), '0');
     const after = await fleet[0].ask({ cmd: 'get', pool: 'b', id });
     assert.ok(after.ok === false || after.value === null, JSON.stringify(after));
   });

@@ -297,6 +297,22 @@ test('cycle: a diamond is not a cycle; plans are waves by name (must-not-fire)',
   );
 });
 
+test('answers: the normalized manifest and both plans keep their documented shape and key order (regression: typed answers)', () => {
+  const manifest = {
+    processes: [
+      { name: 'db', command: 'postgres', readiness: { port: 5432, timeoutMs: 30000, intervalMs: 200 }, teardown: { flushCommand: 'ck', signal: 'SIGINT', graceMs: 10 } },
+      { name: 'api', command: 'node', dependsOn: ['db'], readiness: { logLine: 'listening', timeoutMs: 2000, intervalMs: 100 }, restart: 'on-failure', maxRestarts: 2 },
+      { name: 'web', command: 'w', dependsOn: ['api', 'db'], readiness: { command: 'true', timeoutMs: 200, intervalMs: 10 }, restart: 'on-failure' },
+      { name: 'z', command: 'z', restart: 'never', teardown: { graceMs: 0 } },
+    ],
+    idle: { quietMs: 1000, evidence: ['no-process-output', 'no-file-change'] },
+  };
+  // The exact text the JSON answers had before they crossed typed (keys sorted at every level).
+  assert.equal(JSON.stringify(validateManifest(manifest)), '{"idle":{"evidence":["no-process-output","no-file-change"],"quietMs":1000},"processes":[{"command":"postgres","dependsOn":[],"name":"db","readiness":{"intervalMs":200,"port":5432,"timeoutMs":30000},"restart":"never","teardown":{"flushCommand":"ck","graceMs":10,"signal":"SIGINT"}},{"command":"node","dependsOn":["db"],"maxRestarts":2,"name":"api","readiness":{"intervalMs":100,"logLine":"listening","timeoutMs":2000},"restart":"on-failure","teardown":{"graceMs":10000,"signal":"SIGTERM"}},{"command":"w","dependsOn":["api","db"],"maxRestarts":3,"name":"web","readiness":{"command":"true","intervalMs":10,"timeoutMs":200},"restart":"on-failure","teardown":{"graceMs":10000,"signal":"SIGTERM"}},{"command":"z","dependsOn":[],"name":"z","restart":"never","teardown":{"graceMs":0,"signal":"SIGTERM"}}]}');
+  assert.equal(JSON.stringify(planStartup(manifest)), '{"order":["db","z","api","web"],"waves":[{"processes":[{"command":"postgres","dependsOn":[],"name":"db","readiness":{"intervalMs":200,"port":5432,"timeoutMs":30000},"restart":"never","teardown":{"flushCommand":"ck","graceMs":10,"signal":"SIGINT"}},{"command":"z","dependsOn":[],"name":"z","restart":"never","teardown":{"graceMs":0,"signal":"SIGTERM"}}],"wave":0},{"processes":[{"command":"node","dependsOn":["db"],"maxRestarts":2,"name":"api","readiness":{"intervalMs":100,"logLine":"listening","timeoutMs":2000},"restart":"on-failure","teardown":{"graceMs":10000,"signal":"SIGTERM"}}],"wave":1},{"processes":[{"command":"w","dependsOn":["api","db"],"maxRestarts":3,"name":"web","readiness":{"command":"true","intervalMs":10,"timeoutMs":200},"restart":"on-failure","teardown":{"graceMs":10000,"signal":"SIGTERM"}}],"wave":2}]}');
+  assert.equal(JSON.stringify(planTeardown(manifest)), '{"order":["web","api","db","z"],"waves":[{"steps":[{"name":"web","phases":[{"action":"signal","signal":"SIGTERM"},{"action":"wait","ms":10000},{"action":"kill","signal":"SIGKILL"}]}],"wave":0},{"steps":[{"name":"api","phases":[{"action":"signal","signal":"SIGTERM"},{"action":"wait","ms":10000},{"action":"kill","signal":"SIGKILL"}]}],"wave":1},{"steps":[{"name":"db","phases":[{"action":"flush","command":"ck"},{"action":"signal","signal":"SIGINT"},{"action":"wait","ms":10},{"action":"kill","signal":"SIGKILL"}]},{"name":"z","phases":[{"action":"signal","signal":"SIGTERM"},{"action":"wait","ms":0},{"action":"kill","signal":"SIGKILL"}]}],"wave":2}]}');
+});
+
 test('validation: unknown keys and bad bounds name the field (must-fire) / a minimal manifest passes (must-not-fire)', () => {
   const bad = [
     [{ processes: [{ name: 'a', command: 'x', restrat: 'never' }] }, 'processes[0].restrat'],
@@ -311,6 +327,32 @@ test('validation: unknown keys and bad bounds name the field (must-fire) / a min
   }
   assert.throws(() => validateManifest({ processes: [{ name: 'a', command: 'x', n: 1n }] }), (e) => e.field === 'manifest');
   assert.deepEqual(validateManifest({ processes: [{ name: 'a', command: 'x' }] }).processes[0].restart, 'never');
+});
+
+test('options and started: bad bounds, unknown keys and unsafe ids are refused before anything runs (must-fire)', async () => {
+  const manifest = { processes: [{ name: 'a', command: 'sleep 30' }], idle: { quietMs: 1000, evidence: ['no-file-change'] } };
+  const id = 'sbx_' + '0'.repeat(32);
+  const refused = (field) => (e) => e instanceof SandboxRequestValidationError && e.code === 'INVALID_INPUT' && e.field === field;
+  await assert.rejects(startManifest(router, id, manifest, { flushTimeoutMs: 0 }), refused('options.flushTimeoutMs'));
+  await assert.rejects(startManifest(router, id, manifest, { flushTimeoutMs: 1.5 }), refused('options.flushTimeoutMs'));
+  await assert.rejects(startManifest(router, id, manifest, { bogus: undefined }), refused('options.bogus'));
+  await assert.rejects(startManifest(router, id, manifest, 'fast'), refused('options'));
+  await assert.rejects(checkIdle(router, id, manifest, null, { timeoutMs: 3_600_001 }), refused('options.timeoutMs'));
+  await assert.rejects(checkIdle(router, id, { processes: manifest.processes }), refused('idle'));
+  await assert.rejects(checkIdle(router, id, manifest, { v: 1 }), refused('state'));
+  // pid 1 and group 0 would signal every process or the caller's own group.
+  for (const p of [{ name: 'a', pid: 1, pgid: 50 }, { name: 'a', pid: 50, pgid: 0 }, { name: 'a', pid: 50 }]) {
+    await assert.rejects(teardownManifest(router, id, { manifest, processes: [p] }), refused('started.processes[0]'));
+  }
+  await assert.rejects(teardownManifest(router, id, { processes: [] }), refused('started'));
+});
+
+test('options and started: defaults, bounds and a teardown of nothing started go through (must-not-fire)', async () => {
+  const manifest = { processes: [{ name: 'a', command: 'sleep 30' }] };
+  const id = 'sbx_' + '0'.repeat(32);
+  for (const options of [undefined, null, {}, { flushTimeoutMs: null }, { flushTimeoutMs: 1 }, { flushTimeoutMs: 3_600_000 }]) {
+    assert.deepEqual(await teardownManifest(router, id, { manifest, processes: [] }, options), { complete: true, steps: [] });
+  }
 });
 
 test('sandbox id: an unknown or malformed id rejects typed before anything runs (must-fire)', async () => {
@@ -469,6 +511,11 @@ test('idle: a quiet sandbox is idle once every source agreed for quietMs (must-n
   assert.ok(r.quietForMs >= 1000);
   assert.ok(r.evidence.every((e) => e.status === 'quiet' && e.quietForMs >= 1000));
   const idleState = r.state;
+  // The state is opaque and JSON-serializable: a copy that went through JSON keeps observing.
+  assert.deepEqual(Object.keys(idleState), ['v', 'token', 'key', 'sources', 'outputSizes']);
+  const copied = await checkIdle(router, id, manifest, JSON.parse(JSON.stringify(idleState)));
+  assert.equal(copied.idle, true, JSON.stringify(copied.evidence));
+  assert.equal(copied.state.token, idleState.token, 'the same observer');
 
   // Unreadable output: the probe answers garbage, fails, or the router throws.
   const garbage = { runScript: async () => ({ stdout: 'no evidence here', stderr: '', exitCode: 0, timedOut: false }) };

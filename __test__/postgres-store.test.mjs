@@ -21,9 +21,9 @@ import { definition, fakeRuntime, leaks, recorder } from './fixtures.mjs';
 let pg;
 let dbs = 0;
 /** A fresh database for one test. */
-function freshDb() {
+async function freshDb() {
   const name = `t${++dbs}`;
-  pg.createDatabase(name);
+  await pg.createDatabase(name);
   return name;
 }
 const stores = [];
@@ -57,7 +57,7 @@ const slots = (used, limit) => ({
 });
 
 test('pg store: put, get, delete, list, count and intents round-trip', async () => {
-  const s = store(freshDb());
+  const s = store(await freshDb());
   assert.equal(await s.open(), 2);
   await s.put(record(2));
   await s.put(record(1, { labels: { a: 'b' }, detached: true }));
@@ -77,7 +77,7 @@ test('pg store: put, get, delete, list, count and intents round-trip', async () 
 });
 
 test('pg store: a record written by one store is read by another (one truth)', async () => {
-  const db = freshDb();
+  const db = await freshDb();
   const a = store(db);
   const b = store(db);
   await a.put(record(5));
@@ -85,14 +85,14 @@ test('pg store: a record written by one store is read by another (one truth)', a
 });
 
 test('pg store: invalid records are INVALID_INPUT before anything is sent', async () => {
-  const s = store(freshDb());
+  const s = store(await freshDb());
   await assert.rejects(s.put({ ...record(1), id: 'nope' }), (e) => e.code === 'INVALID_INPUT' && e.field === 'id');
   await assert.rejects(s.put({ ...record(1), labels: { a: 1 } }), (e) => e.code === 'INVALID_INPUT');
   assert.equal(await s.count(), 0);
 });
 
 test('pg store: four processes opening a fresh database at once migrate it once (no race)', async () => {
-  const db = freshDb();
+  const db = await freshDb();
   const script = `
     const { PostgresMappingStore } = require(${JSON.stringify(fileURLToPath(new URL('../index.js', import.meta.url)))});
     const s = new PostgresMappingStore(process.argv[1]);
@@ -107,17 +107,17 @@ test('pg store: four processes opening a fresh database at once migrate it once 
     }),
   );
   assert.deepEqual(outs, Array.from({ length: 4 }, () => ({ code: 0, out: '2' })));
-  assert.equal(pg.psql('SELECT version FROM sandbox_router_schema', db), '2');
-  assert.equal(pg.psql('SELECT count(*) FROM sandbox_router_schema', db), '1');
+  assert.equal(await pg.psql('SELECT version FROM sandbox_router_schema', db), '2');
+  assert.equal(await pg.psql('SELECT count(*) FROM sandbox_router_schema', db), '1');
 });
 
 test('pg store: a database with a newer schema is refused (MAPPING_STORE_SCHEMA_TOO_NEW), a current one is not', async () => {
-  const db = freshDb();
+  const db = await freshDb();
   await store(db).open();
-  pg.psql('UPDATE sandbox_router_schema SET version = 99', db);
+  await pg.psql('UPDATE sandbox_router_schema SET version = 99', db);
   await assert.rejects(store(db).open(), (e) => e instanceof MappingPersistenceError && e.code === 'MAPPING_STORE_SCHEMA_TOO_NEW');
   await assert.rejects(store(db).put(record(1)), (e) => e.code === 'MAPPING_STORE_SCHEMA_TOO_NEW');
-  pg.psql('UPDATE sandbox_router_schema SET version = 2', db);
+  await pg.psql('UPDATE sandbox_router_schema SET version = 2', db);
   assert.equal(await store(db).open(), 2);
 });
 
@@ -136,7 +136,7 @@ test('pg store: options are validated with typed errors', () => {
 });
 
 test('pg store: an object connection over the unix socket works', async () => {
-  const db = freshDb();
+  const db = await freshDb();
   const s = store(db);
   const viaSocket = new PostgresMappingStore({ connection: { host: pg.socketDir, port: pg.port, user: 'postgres', database: db } });
   stores.push(viaSocket);
@@ -206,25 +206,25 @@ test('pg store faults: a server that accepts and never answers is bounded by tim
 });
 
 test('pg store faults: a slow database (a row lock held elsewhere) is bounded by timeoutMs', async () => {
-  const db = freshDb();
+  const db = await freshDb();
   const s = store(db, { timeoutMs: 400 });
   await s.put(record(1));
-  // Another session holds the row's lock for 3 s.
-  const holder = spawn(pg.psqlBin, ['-h', pg.socketDir, '-p', String(pg.port), '-U', 'postgres', '-d', db, '-c',
-    `BEGIN; SELECT id FROM sandbox_router_mappings WHERE id = '${id(1)}' FOR UPDATE; SELECT pg_sleep(3); COMMIT;`], { stdio: 'ignore' });
-  await new Promise((r) => setTimeout(r, 500));
+  // Another session holds the row's lock (until released).
+  const holder = await pg.hold(`SELECT id FROM sandbox_router_mappings WHERE id = '${id(1)}' FOR UPDATE`, db);
   const t0 = Date.now();
   await assert.rejects(s.put(record(1, { providerSandboxId: 'changed' })), (e) => e.code === 'MAPPING_PERSISTENCE_FAILED');
   assert.ok(Date.now() - t0 < 2_000);
-  holder.kill();
-  // must-not-fire: once the lock is gone, the same store writes again (the failed connection was discarded)
-  await new Promise((r) => setTimeout(r, 300));
+  await holder.release();
+  // must-not-fire: once the lock is gone, the same store writes again (the failed connection
+  // was discarded), the locked row included
   await s.put(record(2));
+  await s.put(record(1, { providerSandboxId: 'changed' }));
   assert.equal(await s.count(), 2);
+  assert.equal((await s.get(id(1)))?.providerSandboxId, 'changed');
 });
 
 test('pg router: a mapping write that fails mid-provision destroys the sandbox (cleanup: destroyed); a down database launches nothing; a read fails as MAPPING_READ_FAILED', async () => {
-  const db = freshDb();
+  const db = await freshDb();
   const rt = fakeRuntime();
   const good = store(db);
   const router = new SandboxRouter({ registry: new InMemoryProviderRegistry([definition('a', { runtime: rt })]), mappings: good });
@@ -239,11 +239,11 @@ test('pg router: a mapping write that fails mid-provision destroys the sandbox (
   // while the launch runs): the sandbox is destroyed and the error says so.
   const failing = fakeRuntime({
     launch: async () => {
-      pg.psql('ALTER TABLE sandbox_router_mappings RENAME TO moved_away', db);
+      await pg.psql('ALTER TABLE sandbox_router_mappings RENAME TO moved_away', db);
       return { id: 'remote-doomed' };
     },
     destroy: async () => {
-      pg.psql('ALTER TABLE moved_away RENAME TO sandbox_router_mappings', db);
+      await pg.psql('ALTER TABLE moved_away RENAME TO sandbox_router_mappings', db);
     },
   });
   const midway = new SandboxRouter({ registry: new InMemoryProviderRegistry([definition('a', { runtime: failing })]), mappings: store(db) });
@@ -272,19 +272,19 @@ function ledgerRouter(coordinator, reader, runtime = fakeRuntime(), extra = {}) 
 }
 
 test('pg ledger: two routers on one database share holds (must-fire: the second is refused; must-not-fire: a lone router admits)', async () => {
-  const db = freshDb();
+  const db = await freshDb();
   const reader = { getCapacity: async () => slots(0, 1) };
   const first = ledgerRouter(store(db), reader);
   const second = ledgerRouter(store(db), reader);
   assert.equal((await first.provision({})).providerId, 'a');
   await assert.rejects(second.provision({}), (e) => e instanceof ProviderCapacityExhaustedError && e.rejections[0].reason === 'sandboxes');
   // must-not-fire: another pool name / another database admits
-  const elsewhere = ledgerRouter(store(freshDb()), reader);
+  const elsewhere = ledgerRouter(store(await freshDb()), reader);
   assert.equal((await elsewhere.provision({})).providerId, 'a');
 });
 
 test('pg ledger: a proven pre-allocation failure releases its hold; an outcome-unknown one keeps it', async () => {
-  const db = freshDb();
+  const db = await freshDb();
   const s = store(db);
   let fail = true;
   const rt = fakeRuntime({
@@ -311,7 +311,7 @@ test('pg ledger: a proven pre-allocation failure releases its hold; an outcome-u
 const HANGING = { routing: { acquisitionTimeoutMs: 8_000 } };
 
 test('pg ledger: an in-flight hold lives while its session is renewed (must-not-expire) and expires with a lapsed lease (must-fire)', async () => {
-  const db = freshDb();
+  const db = await freshDb();
   const never = fakeRuntime({ launch: () => new Promise(() => {}) });
   const reader = { getCapacity: async () => slots(0, 1) };
   const holder = store(db, { leaseMs: 600 });
@@ -325,13 +325,13 @@ test('pg ledger: an in-flight hold lives while its session is renewed (must-not-
   // A process that dies stops renewing: simulate the lapse of the holder's lease (a
   // lease of 60 s, so no renewal runs in between), then the hold frees itself.
   const lapsing = store(db, { leaseMs: 60_000 });
-  const db2 = freshDb();
+  const db2 = await freshDb();
   const h2 = store(db2, { leaseMs: 60_000 });
   void ledgerRouter(h2, reader, never).provision(HANGING).catch(() => {});
   await new Promise((r) => setTimeout(r, 300));
   const r3 = ledgerRouter(store(db2), reader);
   await assert.rejects(r3.provision({}), ProviderCapacityExhaustedError);
-  pg.psql(`UPDATE sandbox_router_sessions SET lease_until = now() - interval '1 second' WHERE session IN (SELECT session FROM sandbox_router_holds)`, db2);
+  await pg.psql(`UPDATE sandbox_router_sessions SET lease_until = now() - interval '1 second' WHERE session IN (SELECT session FROM sandbox_router_holds)`, db2);
   assert.equal((await r3.provision({})).providerId, 'a');
   void lapsing;
   // close() ends the holder's session: its in-flight hold is released at once.
@@ -340,27 +340,27 @@ test('pg ledger: an in-flight hold lives while its session is renewed (must-not-
 });
 
 test('pg ledger: a settlement that could not be written is retried with the lease renewal (held until then, released after)', async () => {
-  const db = freshDb();
+  const db = await freshDb();
   const s = store(db, { leaseMs: 6_000 });
   await s.open();
   const rt = fakeRuntime({
     launch: async () => {
       // The holds table is gone while the launch fails: the release cannot be written.
-      pg.psql('ALTER TABLE sandbox_router_holds RENAME TO holds_away', db);
+      await pg.psql('ALTER TABLE sandbox_router_holds RENAME TO holds_away', db);
       throw new Error('refused before allocating');
     },
   });
   const router = ledgerRouter(s, { getCapacity: async () => slots(0, 5) }, rt, { classifyProviderFailure: () => ({ code: 'QUOTA', retryable: true }) });
   await assert.rejects(router.provision({}));
   await new Promise((r) => setTimeout(r, 200));
-  pg.psql('ALTER TABLE holds_away RENAME TO sandbox_router_holds', db);
+  await pg.psql('ALTER TABLE holds_away RENAME TO sandbox_router_holds', db);
   // must-fire: the release was not written, so the hold is still there
-  assert.equal(pg.psql('SELECT count(*) FROM sandbox_router_holds', db), '1');
+  assert.equal(await pg.psql('SELECT count(*) FROM sandbox_router_holds', db), '1');
   // the next renewal (every 2 s) writes it
   let left = '1';
   for (let i = 0; i < 40 && left !== '0'; i++) {
     await new Promise((r) => setTimeout(r, 200));
-    left = pg.psql('SELECT count(*) FROM sandbox_router_holds', db);
+    left = await pg.psql('SELECT count(*) FROM sandbox_router_holds', db);
   }
   assert.equal(left, '0');
 });
@@ -376,30 +376,35 @@ test('pg ledger: coordinator down → the pool is skipped as COORDINATOR_UNAVAIL
 });
 
 test('pg ledger: a connection killed mid-admission is COORDINATOR_UNAVAILABLE, and the next admission works', async () => {
-  const db = freshDb();
+  const db = await freshDb();
   const s = store(db, { timeoutMs: 3_000 });
   const reader = { getCapacity: async () => slots(0, 5) };
   const router = ledgerRouter(s, reader);
   assert.equal((await router.provision({})).providerId, 'a');
   // Hold the pool's admission lock elsewhere, then kill the router's waiting backend.
-  const holder = spawn(pg.psqlBin, ['-h', pg.socketDir, '-p', String(pg.port), '-U', 'postgres', '-d', db, '-c',
-    `BEGIN; SELECT pool FROM sandbox_router_pools WHERE pool = 'a' FOR UPDATE; SELECT pg_sleep(3); COMMIT;`], { stdio: 'ignore' });
-  await new Promise((r) => setTimeout(r, 400));
-  const pending = router.provision({});
-  await new Promise((r) => setTimeout(r, 400));
-  pg.psql(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'agent-relay-sandbox-router' AND wait_event_type = 'Lock'`, db);
-  await assert.rejects(pending, (e) => e instanceof ProviderCapacityExhaustedError && e.rejections[0].reason === 'COORDINATOR_UNAVAILABLE');
-  holder.kill();
-  await new Promise((r) => setTimeout(r, 300));
+  const holder = await pg.hold(`SELECT pool FROM sandbox_router_pools WHERE pool = 'a' FOR UPDATE`, db);
+  // (the refusal's handler is attached now: it can arrive while the kill below is awaited)
+  const refused = assert.rejects(router.provision({}), (e) => e instanceof ProviderCapacityExhaustedError && e.rejections[0].reason === 'COORDINATOR_UNAVAILABLE');
+  // Once the router's backend waits on the lock, kill exactly it (not a timeout's doing).
+  const waitingOnLock = `FROM pg_stat_activity WHERE application_name = 'agent-relay-sandbox-router' AND wait_event_type = 'Lock'`;
+  let waiting = '0';
+  for (let i = 0; i < 40 && waiting === '0'; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+    waiting = await pg.psql(`SELECT count(*) ${waitingOnLock}`, db);
+  }
+  assert.equal(waiting, '1');
+  assert.equal(await pg.psql(`SELECT pg_terminate_backend(pid) ${waitingOnLock}`, db), 't');
+  await refused;
+  await holder.release();
   assert.equal((await router.provision({})).providerId, 'a');
 });
 
 test('pg ledger: without a coordinator, holds stay in-process (no database touched)', async () => {
-  const db = freshDb();
+  const db = await freshDb();
   const s = store(db);
   const reader = { getCapacity: async () => slots(0, 1) };
   const plain = new SandboxRouter({ registry: new InMemoryProviderRegistry([definition('a', { capacity: reader })]), mappings: s, capacity: { providerOrder: ['a'] } });
   await plain.provision({});
   await assert.rejects(plain.provision({}), ProviderCapacityExhaustedError);
-  assert.equal(pg.psql('SELECT count(*) FROM sandbox_router_holds', db), '0');
+  assert.equal(await pg.psql('SELECT count(*) FROM sandbox_router_holds', db), '0');
 });

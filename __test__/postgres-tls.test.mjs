@@ -37,7 +37,7 @@ function store(server, { query = '', ssl, host = '127.0.0.1' } = {}) {
   return { s, app };
 }
 
-/** The `ssl` column of pg_stat_ssl for the connections of `app`, read on the server over its unix socket. */
+/** The `ssl` column of pg_stat_ssl for the connections of `app`, read on the server (an admin connection of the test's own). */
 function encrypted(server, app) {
   return server.psql(`SELECT string_agg(s.ssl::text, ',') FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE a.application_name = '${app}'`);
 }
@@ -58,7 +58,7 @@ test('pg tls must-fire: verify-full with the right CA connects, round-trips a ma
   assert.equal(await s.open(), 2);
   await s.put(record(1));
   assert.deepEqual(await s.get(record(1).id), record(1));
-  assert.equal(encrypted(tlsPg, app), 'true');
+  assert.equal(await encrypted(tlsPg, app), 'true');
 });
 
 test('pg tls must-not-fire: verify-full with the wrong CA, or with Mozilla\'s roots only, is refused (typed, tls: true)', async () => {
@@ -75,11 +75,11 @@ test('pg tls must-not-fire: verify-full with the wrong CA, or with Mozilla\'s ro
 test('pg tls: the URL\'s sslmode=verify-full with ssl: { ca } connects encrypted; sslmode=require is verified the same way', async () => {
   const full = store(tlsPg, { query: 'sslmode=verify-full', ssl: { ca: tlsPg.ca } });
   assert.equal(await full.s.count(), 1);
-  assert.equal(encrypted(tlsPg, full.app), 'true');
+  assert.equal(await encrypted(tlsPg, full.app), 'true');
   // require = verify-full here (node-postgres's meaning): the right CA connects ...
   const req = store(tlsPg, { query: 'sslmode=require', ssl: { ca: tlsPg.ca } });
   assert.equal(await req.s.count(), 1);
-  assert.equal(encrypted(tlsPg, req.app), 'true');
+  assert.equal(await encrypted(tlsPg, req.app), 'true');
   // ... and the wrong one is refused (libpq's require would have connected)
   await assert.rejects(store(tlsPg, { query: 'sslmode=require', ssl: { ca: tlsPg.otherCa } }).s.count(), tlsRefusal('MAPPING_READ_FAILED'));
 });
@@ -92,7 +92,7 @@ test('pg tls: the object form with ssl: { ca } verifies the IP address in the ce
   stores.push(s);
   assert.equal(await s.count(), 1);
   // (the store's default application_name; no other store of this file has used it yet)
-  assert.equal(encrypted(tlsPg, 'agent-relay-sandbox-router'), 'true');
+  assert.equal(await encrypted(tlsPg, 'agent-relay-sandbox-router'), 'true');
 });
 
 test('pg tls host name: verify-full refuses a certificate not made for the host, verify-ca (chain only) accepts it', async () => {
@@ -102,7 +102,7 @@ test('pg tls host name: verify-full refuses a certificate not made for the host,
   await assert.rejects(full.s.open(), tlsRefusal('MAPPING_STORE_OPEN_FAILED'));
   const chainOnly = store(tlsPg, { ...wrongName, ssl: { ca: tlsPg.ca, mode: 'verify-ca' } });
   assert.equal(await chainOnly.s.open(), 2);
-  assert.equal(encrypted(tlsPg, chainOnly.app), 'true');
+  assert.equal(await encrypted(tlsPg, chainOnly.app), 'true');
   // verify-ca still checks the chain
   await assert.rejects(store(tlsPg, { ...wrongName, ssl: { ca: tlsPg.otherCa, mode: 'verify-ca' } }).s.open(), tlsRefusal('MAPPING_STORE_OPEN_FAILED'));
 });
@@ -110,7 +110,7 @@ test('pg tls host name: verify-full refuses a certificate not made for the host,
 test('pg tls prefer: encrypted and verified against a TLS server (the wrong CA is refused, not downgraded)', async () => {
   const ok = store(tlsPg, { query: 'sslmode=prefer', ssl: { ca: tlsPg.ca } });
   assert.equal(await ok.s.count(), 1);
-  assert.equal(encrypted(tlsPg, ok.app), 'true');
+  assert.equal(await encrypted(tlsPg, ok.app), 'true');
   await assert.rejects(store(tlsPg, { query: 'sslmode=prefer', ssl: { ca: tlsPg.otherCa } }).s.count(), tlsRefusal('MAPPING_READ_FAILED'));
 });
 
@@ -122,14 +122,14 @@ test('pg tls, TLS-off server: require / verify-full / verify-ca are refused (tls
   await assert.rejects(store(plainPg, { query: 'sslmode=require' }).s.open(), tlsRefusal('MAPPING_STORE_OPEN_FAILED'));
   const prefer = store(plainPg, { query: 'sslmode=prefer' });
   assert.equal(await prefer.s.open(), 2);
-  assert.equal(encrypted(plainPg, prefer.app), 'false');
+  assert.equal(await encrypted(plainPg, prefer.app), 'false');
 });
 
 test('pg tls: no sslmode and no ssl (and sslmode=disable, ssl: false) connect in plain text even to a TLS server', async () => {
   for (const opts of [{}, { query: 'sslmode=disable' }, { ssl: false }]) {
     const { s, app } = store(tlsPg, opts);
     assert.equal(await s.count(), 1, JSON.stringify(opts));
-    assert.equal(encrypted(tlsPg, app), 'false', JSON.stringify(opts));
+    assert.equal(await encrypted(tlsPg, app), 'false', JSON.stringify(opts));
   }
 });
 

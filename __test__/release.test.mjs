@@ -1,19 +1,20 @@
 // What a release publishes and the checks around it, each guard with a must-fire /
 // must-not-fire pair: the platform packages' metadata (npm/<triple>/), the published
-// package.json (scripts/pack-release.mjs), the glibc-floor and strip checker's parsing
-// (scripts/check-binary.mjs), the workflow lint (scripts/lint-workflows.mjs) and the
-// `prepare` guard (scripts/prepare.mjs). The binary itself is checked by .ci/run
+// package.json (scripts/pack-release.mjs), the glibc-floor and strip check and its ELF
+// reader (scripts/check-binary.mjs, scripts/elf.mjs), the workflow lint
+// (scripts/lint-workflows.mjs) and the `prepare` guard (scripts/prepare.mjs). The binary itself is checked by .ci/run
 // (`npm run build:dist`, `npm run check:binary`, `npm run test:consumer`).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { platformPackages, publishManifest, packRelease } from '../scripts/pack-release.mjs';
-import { highestGlibc, symbolsAbove, isStripped, problems, compareVersions } from '../scripts/check-binary.mjs';
+import { highestGlibc, symbolsAbove, inspectBinary, problems, compareVersions } from '../scripts/check-binary.mjs';
+import { ElfFormatError } from '../scripts/elf.mjs';
 import { lintFiles, workflowFiles } from '../scripts/lint-workflows.mjs';
 import { shouldBuild } from '../scripts/prepare.mjs';
 
@@ -75,6 +76,8 @@ test('publishManifest: every platform package at the main version, no scripts, n
   assert.equal(published.scripts, undefined);
   assert.equal(published.devDependencies, undefined);
   assert.equal(published.overrides, undefined);
+  assert.ok(pkg.allowScripts, 'the checkout has an install-script policy');
+  assert.equal(published.allowScripts, undefined);
   for (const key of ['name', 'version', 'main', 'module', 'types', 'exports', 'files', 'engines', 'peerDependencies', 'peerDependenciesMeta']) {
     assert.deepEqual(published[key], pkg[key], key);
   }
@@ -112,44 +115,132 @@ test('packRelease refuses to pack a platform package without its binary (must-fi
   assert.throws(() => packRelease({ out: join(tmpdir(), 'never-written'), platforms: [missing.triple] }), /sandbox-router\.darwin-arm64\.node is missing/);
 });
 
-// Trimmed `objdump -T` output of real builds: this machine's default build, and the
-// cross-built one (glibc 2.17 sysroot).
-const OBJDUMP_HOST_BUILD = `
-sandbox-router.linux-x64-gnu.node:     file format elf64-x86-64
+// A minimal ELF64 shared object, written here so each case is exact: `needs` is what its
+// .gnu.version_r asks of each library, `symbols` the dynamic symbols and the version each is
+// bound to (null: unversioned), `symtab` whether it keeps a static symbol table (unstripped).
+function elf({ needs = [], symbols = [], symtab = false, bigEndian = false } = {}) {
+  const le = !bigEndian;
+  const strtab = () => {
+    const parts = ['\0'];
+    let size = 1;
+    const at = new Map();
+    return {
+      add(str) {
+        if (!at.has(str)) {
+          at.set(str, size);
+          parts.push(`${str}\0`);
+          size += Buffer.byteLength(str) + 1;
+        }
+        return at.get(str);
+      },
+      bytes: () => Buffer.from(parts.join(''), 'latin1'),
+    };
+  };
+  const dynstr = strtab();
+  const shstr = strtab();
+  const versionIndex = new Map();
+  let next = 2;
+  const verneed = Buffer.alloc(needs.reduce((n, f) => n + 16 + 16 * f.versions.length, 0));
+  let at = 0;
+  needs.forEach((f, i) => {
+    const w = new DataView(verneed.buffer, verneed.byteOffset + at);
+    w.setUint16(0, 1, le);
+    w.setUint16(2, f.versions.length, le);
+    w.setUint32(4, dynstr.add(f.file), le);
+    w.setUint32(8, 16, le);
+    w.setUint32(12, i === needs.length - 1 ? 0 : 16 + 16 * f.versions.length, le);
+    f.versions.forEach((v, k) => {
+      const a = new DataView(verneed.buffer, verneed.byteOffset + at + 16 + 16 * k);
+      versionIndex.set(v.name ?? v, next);
+      a.setUint16(4, v.weak ? 2 : 0, le);
+      a.setUint16(6, next++, le);
+      a.setUint32(8, dynstr.add(v.name ?? v), le);
+      a.setUint32(12, k === f.versions.length - 1 ? 0 : 16, le);
+    });
+    at += 16 + 16 * f.versions.length;
+  });
+  const dynsym = Buffer.alloc(24 * (symbols.length + 1));
+  const versym = Buffer.alloc(2 * (symbols.length + 1));
+  symbols.forEach(([name, version], i) => {
+    new DataView(dynsym.buffer, dynsym.byteOffset).setUint32(24 * (i + 1), dynstr.add(name), le);
+    new DataView(versym.buffer, versym.byteOffset).setUint16(2 * (i + 1), version ? versionIndex.get(version) : 1, le);
+  });
+  // [name, type, data, link, info, entsize]; indices: 1 .dynstr, 2 .dynsym, 3 .gnu.version, 4 .gnu.version_r
+  const sections = [
+    ['.dynstr', 3, dynstr.bytes(), 0, 0, 0],
+    ['.dynsym', 11, dynsym, 1, 1, 24],
+    ['.gnu.version', 0x6fffffff, versym, 2, 0, 2],
+    ['.gnu.version_r', 0x6ffffffe, verneed, 1, needs.length, 0],
+    ...(symtab ? [['.symtab', 2, Buffer.alloc(48), 6, 1, 24], ['.strtab', 3, Buffer.from('\0'), 0, 0, 0]] : []),
+  ];
+  for (const sec of sections) shstr.add(sec[0]);
+  shstr.add('.shstrtab');
+  sections.push(['.shstrtab', 3, shstr.bytes(), 0, 0, 0]);
+  const body = [];
+  let offset = 64;
+  const placed = sections.map(([name, type, data, link, info, entsize]) => {
+    const here = offset;
+    body.push(data);
+    offset += data.length;
+    return { name: shstr.add(name), type, offset: here, size: data.length, link, info, entsize };
+  });
+  const shoff = offset;
+  const file = Buffer.alloc(shoff + 64 * (placed.length + 1));
+  const v = new DataView(file.buffer, file.byteOffset);
+  file.set([0x7f, 0x45, 0x4c, 0x46, 2, le ? 1 : 2, 1]);
+  v.setUint16(16, 3, le); // ET_DYN
+  v.setUint16(18, 62, le); // EM_X86_64
+  v.setUint32(20, 1, le);
+  v.setBigUint64(0x28, BigInt(shoff), le);
+  v.setUint16(0x34, 64, le);
+  v.setUint16(0x3a, 64, le);
+  v.setUint16(0x3c, placed.length + 1, le);
+  v.setUint16(0x3e, placed.length, le);
+  Buffer.concat(body).copy(file, 64);
+  placed.forEach((sec, i) => {
+    const h = shoff + 64 * (i + 1);
+    v.setUint32(h, sec.name, le);
+    v.setUint32(h + 4, sec.type, le);
+    v.setBigUint64(h + 24, BigInt(sec.offset), le);
+    v.setBigUint64(h + 32, BigInt(sec.size), le);
+    v.setUint32(h + 40, sec.link, le);
+    v.setUint32(h + 44, sec.info, le);
+    v.setBigUint64(h + 56, BigInt(sec.entsize), le);
+  });
+  return file;
+}
 
-DYNAMIC SYMBOL TABLE:
-0000000000000000      DF *UND*	0000000000000000 (GLIBC_2.2.5) memcpy
-0000000000000000      DF *UND*	0000000000000000 (GLIBC_2.34) pthread_create
-0000000000000000      DF *UND*	0000000000000000 (GLIBC_2.34) dlsym
-0000000000000000      DF *UND*	0000000000000000 (GLIBC_2.29) pow
-0000000000000000  w   DF *UND*	0000000000000000 (GLIBC_2.18) __cxa_thread_atexit_impl
-0000000000000000  w   D  *UND*	0000000000000000  Base        __gmon_start__
-00000000000a1b20 g    DF .text	0000000000000123  Base        napi_register_module_v1
-`;
-const OBJDUMP_CROSS_BUILD = `
-sandbox-router.linux-x64-gnu.node:     file format elf64-x86-64
-
-DYNAMIC SYMBOL TABLE:
-0000000000000000      DF *UND*	0000000000000000 (GLIBC_2.2.5) memcpy
-0000000000000000      DF *UND*	0000000000000000 (GLIBC_2.3.2) pthread_cond_wait
-0000000000000000      DF *UND*	0000000000000000 (GLIBC_2.14) memcpy
-0000000000000000      DF *UND*	0000000000000000 (GLIBC_2.17) clock_gettime
-0000000000000000  w   DF *UND*	0000000000000000  GLIBC_PRIVATE __libc_single_threaded
-00000000000a1b20 g    DF .text	0000000000000123  Base        napi_register_module_v1
-`;
-const READELF_UNSTRIPPED = `
-  [28] .bss              NOBITS          0000000000598000 597ff8 000010 00  WA  0   0  8
-  [29] .comment          PROGBITS        0000000000000000 597ff8 00002b 01  MS  0   0  1
-  [30] .symtab           SYMTAB          0000000000000000 478618 0533a0 18     32 14101  8
-  [31] .strtab           STRTAB          0000000000000000 4cb9b8 0e3a47 00      0   0  1
-  [32] .shstrtab         STRTAB          0000000000000000 5af3ff 00011c 00      0   0  1
-`;
-const READELF_STRIPPED = `
-  [ 2] .dynsym           DYNSYM          00000000000002d0 0002d0 0009c0 18   A  6   1  8
-  [28] .bss              NOBITS          0000000000598000 597ff8 000010 00  WA  0   0  8
-  [29] .comment          PROGBITS        0000000000000000 597ff8 00002b 01  MS  0   0  1
-  [30] .shstrtab         STRTAB          0000000000000000 5af3ff 00011c 00      0   0  1
-`;
+// Shaped like real builds: this machine's default build (glibc 2.36 links 2.34's
+// pthread_create) and the cross-built one (glibc 2.17 sysroot).
+const HOST_BUILD = {
+  needs: [
+    { file: 'libc.so.6', versions: ['GLIBC_2.2.5', 'GLIBC_2.34', 'GLIBC_2.18'] },
+    { file: 'libm.so.6', versions: ['GLIBC_2.29'] },
+  ],
+  symbols: [
+    ['memcpy', 'GLIBC_2.2.5'],
+    ['pthread_create', 'GLIBC_2.34'],
+    ['dlsym', 'GLIBC_2.34'],
+    ['pow', 'GLIBC_2.29'],
+    ['__cxa_thread_atexit_impl', 'GLIBC_2.18'],
+    ['__gmon_start__', null],
+    ['napi_register_module_v1', null],
+  ],
+};
+const CROSS_BUILD = {
+  needs: [
+    { file: 'libc.so.6', versions: ['GLIBC_2.2.5', 'GLIBC_2.14', 'GLIBC_2.17', 'GLIBC_PRIVATE'] },
+    { file: 'libpthread.so.0', versions: ['GLIBC_2.3.2'] },
+  ],
+  symbols: [
+    ['memcpy', 'GLIBC_2.2.5'],
+    ['pthread_cond_wait', 'GLIBC_2.3.2'],
+    ['memcpy', 'GLIBC_2.14'],
+    ['clock_gettime', 'GLIBC_2.17'],
+    ['__libc_single_threaded', 'GLIBC_PRIVATE'],
+    ['napi_register_module_v1', null],
+  ],
+};
 
 test('glibc versions compare numerically (2.2.5 < 2.17 < 2.34)', () => {
   assert.ok(compareVersions('2.2.5', '2.17') < 0);
@@ -159,28 +250,119 @@ test('glibc versions compare numerically (2.2.5 < 2.17 < 2.34)', () => {
 });
 
 test('check-binary: a build that needs GLIBC_2.34 fails and names the symbols (must-fire)', () => {
-  assert.equal(highestGlibc(OBJDUMP_HOST_BUILD), '2.34');
-  assert.deepEqual(symbolsAbove(OBJDUMP_HOST_BUILD, '2.17'), ['pthread_create@GLIBC_2.34', 'dlsym@GLIBC_2.34', 'pow@GLIBC_2.29', '__cxa_thread_atexit_impl@GLIBC_2.18']);
-  const result = problems({ objdump: OBJDUMP_HOST_BUILD, readelf: READELF_STRIPPED });
+  const info = inspectBinary(elf(HOST_BUILD));
+  assert.deepEqual(info.glibc, [
+    { version: '2.2.5', symbols: ['memcpy'] },
+    { version: '2.34', symbols: ['pthread_create', 'dlsym'] },
+    { version: '2.18', symbols: ['__cxa_thread_atexit_impl'] },
+    { version: '2.29', symbols: ['pow'] },
+  ]);
+  assert.equal(highestGlibc(info.glibc), '2.34');
+  assert.deepEqual(symbolsAbove(info.glibc, '2.17'), ['pthread_create@GLIBC_2.34', 'dlsym@GLIBC_2.34', 'pow@GLIBC_2.29', '__cxa_thread_atexit_impl@GLIBC_2.18']);
+  const result = problems(info);
   assert.equal(result.problems.length, 1);
-  assert.match(result.problems[0], /needs GLIBC_2\.34, above the 2\.17 floor \(pthread_create@GLIBC_2\.34/);
+  assert.match(result.problems[0], /needs GLIBC_2\.34, above the 2\.17 floor \(pthread_create@GLIBC_2\.34, dlsym@GLIBC_2\.34, pow/);
+  // a version needed with no symbol bound to it still stops the loader
+  const bare = inspectBinary(elf({ needs: [{ file: 'libc.so.6', versions: ['GLIBC_2.2.5', 'GLIBC_2.38'] }], symbols: [['memcpy', 'GLIBC_2.2.5']] }));
+  assert.match(problems(bare).problems[0], /needs GLIBC_2\.38, above the 2\.17 floor \(\(no symbol\)@GLIBC_2\.38\)/);
 });
 
-test('check-binary: a build whose highest version is 2.17 passes (must-not-fire)', () => {
-  assert.equal(highestGlibc(OBJDUMP_CROSS_BUILD), '2.17');
-  assert.deepEqual(symbolsAbove(OBJDUMP_CROSS_BUILD, '2.17'), []);
-  assert.deepEqual(problems({ objdump: OBJDUMP_CROSS_BUILD, readelf: READELF_STRIPPED }), { highest: '2.17', stripped: true, problems: [] });
+test('check-binary: a build whose highest version is 2.17 passes (must-not-fire); GLIBC_PRIVATE is not a version', () => {
+  const info = inspectBinary(elf(CROSS_BUILD));
+  assert.equal(highestGlibc(info.glibc), '2.17');
+  assert.deepEqual(symbolsAbove(info.glibc, '2.17'), []);
+  assert.deepEqual(problems(info), { highest: '2.17', stripped: true, problems: [] });
+  // the same file read in the other byte order
+  assert.deepEqual(inspectBinary(elf({ ...CROSS_BUILD, bigEndian: true })), info);
+  assert.deepEqual(inspectBinary(elf({ ...HOST_BUILD, bigEndian: true })), inspectBinary(elf(HOST_BUILD)));
 });
 
 test('check-binary: an unstripped binary fails (must-fire), a stripped one passes (must-not-fire)', () => {
-  assert.equal(isStripped(READELF_UNSTRIPPED), false);
-  assert.equal(isStripped(READELF_STRIPPED), true);
-  assert.deepEqual(problems({ objdump: OBJDUMP_CROSS_BUILD, readelf: READELF_UNSTRIPPED }).problems, ['not stripped: it has a .symtab section']);
+  assert.equal(inspectBinary(elf({ ...CROSS_BUILD, symtab: true })).stripped, false);
+  assert.deepEqual(problems(inspectBinary(elf({ ...CROSS_BUILD, symtab: true }))).problems, ['not stripped: it has a .symtab section']);
+  assert.equal(inspectBinary(elf(CROSS_BUILD)).stripped, true);
 });
 
-test('check-binary: output with no GLIBC_ version at all fails (a static or non-glibc file)', () => {
-  assert.equal(highestGlibc('DYNAMIC SYMBOL TABLE:\n'), null);
-  assert.match(problems({ objdump: 'DYNAMIC SYMBOL TABLE:\n', readelf: READELF_STRIPPED }).problems[0], /no GLIBC_ symbol versions/);
+test('check-binary: a file that needs no GLIBC_ version fails (a static or non-glibc file)', () => {
+  const info = inspectBinary(elf({ symbols: [['napi_register_module_v1', null]] }));
+  assert.deepEqual(info.glibc, []);
+  assert.equal(highestGlibc(info.glibc), null);
+  assert.match(problems(info).problems[0], /no GLIBC_ symbol versions/);
+  assert.match(problems(inspectBinary(elf({ needs: [{ file: 'libc.so.6', versions: ['GLIBC_PRIVATE'] }] }))).problems[0], /no GLIBC_ symbol versions/);
+});
+
+test('check-binary: what is not a readable ELF64 file is an ElfFormatError (typed), bad arguments a TypeError', () => {
+  const good = elf(CROSS_BUILD);
+  const bad = (bytes, pattern) => assert.throws(() => inspectBinary(bytes), (e) => e instanceof ElfFormatError && e.code === 'ELF_FORMAT' && pattern.test(e.message), String(pattern));
+  bad(Buffer.from('#!/bin/sh\necho not a binary\n'.padEnd(80)), /not an ELF file/);
+  const elf32 = Buffer.from(good);
+  elf32[4] = 1;
+  bad(elf32, /not a 64-bit ELF/);
+  bad(good.subarray(0, good.length - 10), /section header \d+ lies past the end|section table/);
+  const farSection = Buffer.from(good);
+  const v = new DataView(farSection.buffer, farSection.byteOffset);
+  const shoff = Number(v.getBigUint64(0x28, true));
+  v.setBigUint64(shoff + 64 + 32, 1n << 40n, true); // .dynstr's size
+  bad(farSection, /section 1 .* lies past the end of the file/);
+  const badName = Buffer.from(good);
+  new DataView(badName.buffer, badName.byteOffset).setUint32(shoff + 64 + 64 + 0, 0xfffff, true); // .dynsym's name offset
+  bad(badName, /string offset \d+ is outside section/);
+  const loop = elf({ needs: [{ file: 'libc.so.6', versions: ['GLIBC_2.2.5'] }] });
+  const lv = new DataView(loop.buffer, loop.byteOffset);
+  const lshoff = Number(lv.getBigUint64(0x28, true));
+  const vr = Number(lv.getBigUint64(lshoff + 4 * 64 + 24, true)); // .gnu.version_r's offset
+  lv.setUint32(vr + 8, 4096, true); // vn_aux points past the section
+  bad(loop, /Vernaux entry at \d+ lies outside section 4/);
+  assert.throws(() => inspectBinary(/** @type {any} */ ('not bytes')), TypeError);
+  assert.throws(() => problems(inspectBinary(good), '2.17; rm -rf'), TypeError);
+  // must-not-fire: the untouched file reads
+  assert.equal(highestGlibc(inspectBinary(good).glibc), '2.17');
+});
+
+test('check-binary (the command): exit 0 for a passing file, 1 for a failing or unreadable one, 2 for bad arguments', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sandbox-router-check-binary-'));
+  const cli = (...args) => spawnSync(process.execPath, [join(root, 'scripts', 'check-binary.mjs'), ...args], { encoding: 'utf8' });
+  try {
+    const pass = join(dir, 'cross.node');
+    const fail = join(dir, 'host.node');
+    const junk = join(dir, 'junk.node');
+    writeFileSync(pass, elf(CROSS_BUILD));
+    writeFileSync(fail, elf({ ...HOST_BUILD, symtab: true }));
+    writeFileSync(junk, 'not an ELF file at all, just text that is long enough to have a header');
+    const ok = cli(pass);
+    assert.equal(ok.status, 0, ok.stdout + ok.stderr);
+    assert.match(ok.stdout, /^ok {3}.*cross\.node: highest GLIBC_2\.17 \(floor 2\.17\), stripped/);
+    const no = cli(pass, fail);
+    assert.equal(no.status, 1);
+    assert.match(no.stdout, /FAIL .*host\.node: highest GLIBC_2\.34 \(floor 2\.17\), not stripped[\s\S]*pthread_create@GLIBC_2\.34[\s\S]*not stripped: it has a \.symtab section/);
+    const unreadable = cli(junk);
+    assert.equal(unreadable.status, 1);
+    assert.match(unreadable.stdout, /FAIL .*junk\.node: not an ELF file/);
+    assert.equal(unreadable.stderr, '');
+    assert.equal(cli(fail, '--max-glibc', '2.34').stdout.includes('needs GLIBC'), false, 'a higher floor lets 2.34 pass');
+    const missing = cli(join(dir, 'absent.node'));
+    assert.equal(missing.status, 1);
+    assert.match(missing.stdout, /FAIL .*absent\.node: cannot read it \(ENOENT\)/);
+    assert.equal(cli().status, 2);
+    assert.equal(cli('--max-glibc', 'latest', pass).status, 2);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('check-binary reads this machine\'s own build of the addon (a real linker\'s output)', { skip: process.platform !== 'linux' && 'the local build is ELF only on Linux' }, () => {
+  const { path: built } = require('../lib/native.js').locate();
+  const info = inspectBinary(readFileSync(built));
+  const highest = highestGlibc(info.glibc);
+  assert.notEqual(highest, null, 'a glibc build needs GLIBC_ versions (a musl build would not: run on glibc)');
+  const all = info.glibc.flatMap((g) => g.symbols);
+  for (const symbol of ['memcpy', 'pthread_create']) assert.ok(all.includes(symbol), symbol);
+  // must-not-fire: at its own highest version the floor passes; must-fire: one below, it fails
+  assert.equal(problems(info, highest).problems.some((p) => p.startsWith('needs GLIBC_')), false);
+  const [major, minor] = highest.split('.').map(Number);
+  const below = minor > 0 ? `${major}.${minor - 1}` : `${major - 1}.99`;
+  const fired = problems(info, below).problems.find((p) => p.startsWith('needs GLIBC_'));
+  assert.match(fired ?? '', new RegExp(`needs GLIBC_${highest.replace(/\./g, '\\.')}, above the ${below.replace(/\./g, '\\.')} floor \\(\\S+@GLIBC_`));
 });
 
 test('actionlint passes the release workflow (must-not-fire) and catches a broken copy of it (must-fire)', async () => {

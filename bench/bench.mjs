@@ -666,9 +666,9 @@ async function healthSection(native) {
     const t0 = process.hrtime.bigint();
     for (let i = 0; i < CHUNK; i++) {
       // begin returns the sandbox id and puts the machine's key in step[2]
-      binding.beginAcquisition(ctx.native, view.native, compiled.compiled.native, false, compiled.labelsJson, undefined, undefined, step, healthNow(ctx.health));
+      binding.beginAcquisition(ctx.handle, view.handle, compiled.compiled.handle, false, compiled.labelsJson, undefined, undefined, step, healthNow(ctx.health));
+      // (the default store, no observer: the success call writes the record and ends the machine)
       binding.acquisitionSucceeded(step[2], 'remote', healthNow(ctx.health));
-      binding.acquisitionEnd(step[2]);
     }
     return Number(process.hrtime.bigint() - t0) / CHUNK / 1e6;
   };

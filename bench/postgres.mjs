@@ -78,15 +78,15 @@ export async function runPostgresBench(native) {
   const { startPostgres } = await import('../__test__/postgres-server.mjs');
   const pg = await startPostgres();
   let dbs = 0;
-  const fresh = () => {
+  const fresh = async () => {
     const name = `b${++dbs}`;
-    pg.createDatabase(name);
+    await pg.createDatabase(name);
     return pg.url(name);
   };
   try {
     const sequential = {};
     for (const [kind, n] of /** @type {Array<[string, number]>} */ ([['memory', 5_000], ['pg', 1_000]])) {
-      const { router, close } = routerOf(native, kind, fresh());
+      const { router, close } = routerOf(native, kind, await fresh());
       for (let i = 0; i < 200; i++) await router.provision(request());
       const t0 = performance.now();
       for (let i = 0; i < n; i++) await router.provision(request());
@@ -97,7 +97,7 @@ export async function runPostgresBench(native) {
     for (const kind of ['memory', 'pg']) {
       const times = [];
       for (let b = 0; b < 3; b++) {
-        const { router, close } = routerOf(native, kind, fresh());
+        const { router, close } = routerOf(native, kind, await fresh());
         await router.provision(request());
         const t0 = performance.now();
         const results = await Promise.allSettled(Array.from({ length: 1000 }, () => router.provision(request())));
@@ -124,7 +124,7 @@ export async function runPostgresBench(native) {
       },
     ]);
     // (ii) four processes, one pool
-    const url = fresh();
+    const url = await fresh();
     const N = 500;
     const children = Array.from({ length: 4 }, () => fork(SELF, [CHILD, url, String(N), '50'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
     await Promise.all(children.map((c) => new Promise((r) => c.once('message', r))));

@@ -24,6 +24,8 @@ const byContent = new Map();
 class Compiled {
   constructor(json) {
     this.native = callNative(() => new binding.CompiledRequest(json));
+    /** the native request's handle (src/binding/handles.rs) */
+    this.handle = this.native.handle;
     this.timeoutMs = this.native.acquisitionTimeoutMs;
     this.json = json;
     this.parts = null;
@@ -49,18 +51,14 @@ class Compiled {
 }
 
 /**
- * One call's compiled request: the shared compiled form of everything but the labels, and
- * this call's labels as JSON text (null when it has none), not yet validated: `provision`
- * has them checked by the native `begin`, `route` and `explain` by `checkedLabels`.
+ * @typedef {object} CallRequest One call's compiled request.
+ * @property {Compiled} compiled the shared compiled form of everything but the labels
+ * @property {string | null} labelsJson this call's labels as JSON text (null when it has
+ *   none), not yet validated: `provision` has them checked by the native begin, `route` and
+ *   `explain` by `checkLabels`
+ * @property {Record<string, string> | null} labels our own copy of the labels' string
+ *   entries, made in the same read (use once validated)
  */
-class CallRequest {
-  constructor(compiled, labelsJson, labels) {
-    this.compiled = compiled;
-    this.labelsJson = labelsJson;
-    /** our own copy of the labels' string entries, made in the same read (use once validated) */
-    this.labels = labels;
-  }
-}
 
 /** Validates a call's labels by the native rule; throws the typed INVALID_REQUEST. */
 function checkLabels(call) {
@@ -91,7 +89,7 @@ function compile(request) {
       byContent.set(json, compiled);
     }
   }
-  return labels === undefined ? new CallRequest(compiled, null, null) : new CallRequest(compiled, labels, copy);
+  return labels === undefined ? { compiled, labelsJson: null, labels: null } : { compiled, labelsJson: labels, labels: copy };
 }
 
 // --- requests reused by identity (route and explain) -------------------------------------

@@ -54,7 +54,8 @@ let generation = 0xffffffff;
 
 /**
  * The native decision, in the buffers, with `texts` up to date (retries once with larger
- * buffers). `router`: the router's native state (health, capacity order), or null.
+ * buffers). `router`: the handle of the router's native state (health, capacity order), or
+ * null.
  */
 function decide(view, compiled, detached, extras, router, now) {
   const ex = extras ?? undefined;
@@ -74,7 +75,7 @@ function call(view, compiled, detached, extras, router, now) {
   ints[TEXTS] = texts.length;
   let fresh;
   try {
-    fresh = binding.explainDecision(view.native, compiled.native, detached, extras, ints, floats, router, now);
+    fresh = binding.explainDecision(view.handle, compiled.handle, detached, extras, ints, floats, router, now);
   } catch (error) {
     throw fromNative(error);
   }
@@ -123,8 +124,8 @@ function sideBySide(dimension, declared, observed) {
  * The public explanation (what `router.explain` and `routeProviders` return) of the
  * decision for `compiled` over `view` (a registry view: `{ key, definitions }`, where
  * `definitions[i].id` names native pool `i`), with the per-request `extras`
- * (credentials, resolved signals) or null, and the router's native state (its health and
- * capacity order) or null.
+ * (credentials, resolved signals) or null, and the handle of the router's native state
+ * (its health and capacity order) or null.
  * @returns {import('../index').RoutingExplanation}
  */
 function explainView(view, compiled, detached, extras, router = null, now = undefined) {

@@ -6,7 +6,8 @@
 // native core decides what it means (an unavailable pool is rejected, an unresolved one
 // is rejected with SIGNALS_UNRESOLVED, a resolved one ranks by the answer).
 
-const { ProvisioningAvailabilityError, isRouterError } = require('./errors.js');
+const { binding } = require('./binding.js');
+const { ProvisioningAvailabilityError, isRouterError, callNative } = require('./errors.js');
 const { serialize } = require('./serialize.js');
 const { within, TIMED_OUT } = require('./within.js');
 const { emit } = require('./events.js');
@@ -73,12 +74,14 @@ async function readiness(ctx, view) {
  * a throwing getter or toJSON) excludes only its pool.
  */
 async function resolveSignals(ctx, view, compiled, detached, credentialsUnavailable, request) {
-  const survivors = ctx.native.survivors(view.native, compiled.native, detached, credentialsUnavailable);
+  const survivors = callNative(() => binding.registrySurvivors(view.handle, compiled.handle, detached, credentialsUnavailable));
   return Promise.all(
     survivors.map(async (pool) => {
       const def = view.definitions[pool];
       try {
-        const s = await within(ctx.resolver(def.definition, request), ctx.callbackTimeoutMs);
+        // The resolver is handed the caller's own request and definition, as they were.
+        const answer = ctx.resolver(def.definition, request);
+        const s = await within(answer, ctx.callbackTimeoutMs);
         if (s === TIMED_OUT) return { pool, unresolved: 'resolver timed out' };
         if (s === undefined || s === null) return { pool };
         const text = serialize(s);

@@ -83,12 +83,7 @@ function capacityPolicyOf(policy) {
   }
   const seen = new Set();
   providerOrder.forEach((id, i) => {
-    if (typeof id !== 'string' || id.length > 64) throw configError(`capacity.providerOrder[${i}]`, 'must be a valid provider id');
-    try {
-      callNative(() => binding.checkProviderId(id));
-    } catch {
-      throw configError(`capacity.providerOrder[${i}]`, 'must be a valid provider id');
-    }
+    if (typeof id !== 'string' || !binding.isProviderId(id)) throw configError(`capacity.providerOrder[${i}]`, 'must be a valid provider id');
     if (seen.has(id)) throw configError(`capacity.providerOrder[${i}]`, 'must be a distinct provider id');
     seen.add(id);
   });
@@ -154,6 +149,7 @@ function clockOf(clock) {
  * @property {boolean} fastMappings the exact default store: written synchronously
  * @property {object} native the router's native state (src/binding/router.rs NativeRouter):
  *   fleet, health, capacity ledger, and the default store when `fastMappings`
+ * @property {number} handle its handle, for the provision path's native calls
  * @property {((e: object) => unknown) | null} observer
  * @property {Function | null} classifier
  * @property {Function | null} resolver
@@ -233,6 +229,7 @@ function contextOf(input) {
   return {
     registry,
     native,
+    handle: native.handle,
     mappings: store,
     fastMappings,
     observer: observerFn,

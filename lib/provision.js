@@ -37,6 +37,8 @@ const { SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
 const noop = () => {};
 const DONE = binding.StepKind.Done;
 const ADMIT = binding.StepKind.Admit;
+const SETTLED = binding.Success.Settled;
+const UNRECORDED = binding.Success.Unrecorded;
 /** The buffer the machine writes each step into: [StepKind, pool, machine key]. */
 const STEP = new Uint32Array(3);
 
@@ -46,116 +48,141 @@ const DEADLINES = new Deadlines((run) => expire(run));
 
 /**
  * One provision in flight: the settle functions of the promise `provision()` returned, its
- * machine, and the deadline entry (see deadlines.js) of its current launch.
+ * machine, and the deadline entry (see deadlines.js) of its current launch. A plain record.
  */
-class InFlight {
-  constructor(ctx, detached) {
+function inFlightRecord(ctx, detached) {
+  return {
     /** @type {(value: object) => void} */
-    this.resolve = noop;
+    resolve: noop,
     /** @type {(reason: unknown) => void} */
-    this.reject = noop;
+    reject: noop,
     // Deadline entry fields (deadlines.js).
-    this.at = 0;
-    this.settled = true;
-    this.prev = null;
-    this.next = null;
-    this.ctx = ctx;
+    at: 0,
+    settled: true,
+    prev: null,
+    next: null,
+    ctx,
     /** the acquisition's key (src/binding/acquisition.rs), -1 once ended */
-    this.machine = -1;
+    machine: -1,
     /** the router's entries of the registry it routed on, by pool index */
-    this.pools = null;
-    this.sandboxId = '';
-    this.timeoutMs = 0;
+    pools: null,
+    sandboxId: '',
+    timeoutMs: 0,
     /** our own package error (or failed intent write) the machine may end on */
-    this.packageError = null;
+    packageError: null,
     /** whether a launch was attempted (an intent may exist) */
-    this.launched = false;
-    this.detached = detached;
+    launched: false,
+    detached,
     /** the launch options' parts (compile.js launchParts) and the stamped labels */
-    this.parts = null;
+    parts: null,
     /** @type {Record<string, string> | null} */
-    this.labels = null;
+    labels: null,
     /** the entry of the pool the current step concerns */
-    this.def = null;
-  }
+    def: null,
+  };
 }
 
 /** Acquires a sandbox. Returns the promise `provision()` hands out. */
 function provision(ctx, request, detached) {
-  const run = new InFlight(ctx, detached);
+  const run = inFlightRecord(ctx, detached);
   const promise = new Promise((resolve, reject) => {
     run.resolve = resolve;
     run.reject = reject;
   });
-  if (needsExtras(ctx)) {
-    beginWithExtras(run, request);
-    return promise;
-  }
-  try {
-    // No callback runs before the machine starts: validate, route and begin now.
-    begin(run, compile(request), nativeView(ctx.registry), null, undefined);
-  } catch (error) {
-    failed(run, error);
-    return promise;
-  }
-  acquire(run);
+  acquire(run, request);
   return promise;
 }
 
-/**
- * With credential readiness or a signal resolver, callbacks run before the machine starts
- * (the request's own checks first). They name the provision by its id, made here.
- */
-async function beginWithExtras(run, request) {
+// The acquisition, start to end: the request read once (compile.js), the callbacks that
+// precede the machine when the router has them (extras.js; without them nothing is awaited
+// before the machine starts), the machine begun natively, then each step it asks for until
+// it is done. Settles `run` with the result or the error; never rejects itself. The
+// provision's promise is settled by whichever comes first: this loop (which awaits the
+// adapter's own promise, with no wrapper in between) or the launch deadline (`expire`).
+async function acquire(run, request) {
   const ctx = run.ctx;
   try {
     const call = compile(request);
     const view = nativeView(ctx.registry);
-    const id = binding.sandboxId();
-    checkLabels(call);
-    const extras = await extrasFor(ctx, view, call.compiled, run.detached, request, id);
-    begin(run, call, view, extras, id);
+    let extras = null;
+    let id;
+    if (needsExtras(ctx)) {
+      // The callbacks name the provision: its id is made first, after the request's checks.
+      id = binding.sandboxId();
+      checkLabels(call);
+      extras = await extrasFor(ctx, view, call.compiled, run.detached, request, id);
+    }
+    const now = healthNow(ctx.health);
+    // The decision the events report, taken before the machine (which may take a half-open
+    // circuit's trial token for this provision); events are best effort.
+    let decision = null;
+    if (ctx.observer !== null) {
+      try {
+        decision = decisionForEvents(view, call.compiled, run.detached, extras, ctx.handle, now);
+      } catch {
+        decision = null;
+      }
+    }
+    try {
+      run.sandboxId = binding.beginAcquisition(ctx.handle, view.handle, call.compiled.handle, run.detached, call.labelsJson, extras ?? undefined, id, STEP, now);
+    } catch (error) {
+      throw refused(ctx, fromNative(error), run.detached);
+    }
+    // Our own copy, made when the request was read (the machine validated its text: an
+    // object of strings without the stamp keys, so the copy holds every entry), stamped.
+    const labels = call.labels ?? {};
+    labels[SANDBOX_ID_LABEL] = run.sandboxId;
+    labels[SANDBOX_FLEET_LABEL] = ctx.fleet;
+    run.machine = STEP[2];
+    run.pools = view.definitions;
+    run.timeoutMs = call.compiled.timeoutMs;
+    run.parts = call.compiled.launchParts;
+    run.labels = labels;
+    if (decision !== null || DEBUG) announce(run, decision);
+    // Each step is read from STEP right after the native call that wrote it (begin wrote
+    // the first), before any await.
+    for (let kind = took(run); kind !== DONE; kind = next(run)) {
+      if (kind === ADMIT) {
+        await admit(run);
+        continue;
+      }
+      if (ctx.intents && !(await launchIntent(run))) continue;
+      run.launched = true;
+      DEADLINES.add(run.timeoutMs, run);
+      let handle;
+      let threw = false;
+      try {
+        // The adapter's own promise, awaited directly (a synchronous throw lands here too).
+        handle = await launch(run);
+      } catch (error) {
+        threw = true;
+        handle = error;
+      }
+      if (!DEADLINES.settle(run)) {
+        // The deadline already ended this provision (expire); a late sandbox is destroyed.
+        if (!threw) lateSuccess(ctx, run.def, handle, run.sandboxId);
+        return;
+      }
+      if (threw) await reportFailure(run, handle);
+      else if (await delivered(run, handle)) return;
+    }
+    await exhausted(run);
   } catch (error) {
     failed(run, error);
-    return;
   }
-  acquire(run);
 }
 
-/**
- * Starts the machine (labels checked, routed, first step in STEP) and fills `run` with what
- * the launches need. Everything taken from the request comes from the text compile()
- * validated: the request is read once.
- */
-function begin(run, call, view, extras, id) {
+/** The decision's events (with an observer) and the debug line: the attempt order. */
+function announce(run, decision) {
   const ctx = run.ctx;
-  const compiled = call.compiled;
-  const now = healthNow(ctx.health);
-  // The decision the events report, taken before the machine (which may take a half-open
-  // circuit's trial token for this provision).
-  const decision = ctx.observer !== null ? decisionOf(ctx, view, compiled, run.detached, extras, now) : null;
-  let sandboxId;
-  try {
-    sandboxId = binding.beginAcquisition(ctx.native, view.native, compiled.native, run.detached, call.labelsJson, extras ?? undefined, id, STEP, now);
-  } catch (error) {
-    throw refused(ctx, fromNative(error), run.detached);
+  const id = run.sandboxId;
+  const order = binding.acquisitionCandidates(run.machine);
+  if (decision !== null) {
+    emit(ctx.observer, 'provision.validated', { sandboxId: id, detached: run.detached });
+    for (const r of decision.rejected) emit(ctx.observer, 'provider.rejected', { sandboxId: id, providerId: r.providerId, reasons: r.reasons });
+    emit(ctx.observer, 'provision.ranked', { sandboxId: id, summary: decision.summary, providerIds: order });
   }
-  // Our own copy, made when the request was read (the machine validated its text: an
-  // object of strings without the stamp keys, so the copy holds every entry), stamped.
-  const labels = call.labels ?? {};
-  labels[SANDBOX_ID_LABEL] = sandboxId;
-  labels[SANDBOX_FLEET_LABEL] = ctx.fleet;
-  run.machine = STEP[2];
-  run.pools = view.definitions;
-  run.sandboxId = sandboxId;
-  run.timeoutMs = compiled.timeoutMs;
-  run.parts = compiled.launchParts;
-  run.labels = labels;
-  if (decision !== null || DEBUG) {
-    const order = binding.acquisitionCandidates(run.machine);
-    if (decision !== null) emitDecision(ctx, decision, run.detached, sandboxId, order);
-    debug(`${sandboxId}: attempt order ${order.join(', ')}`);
-  }
+  debug(`${id}: attempt order ${order.join(', ')}`);
 }
 
 /**
@@ -172,46 +199,6 @@ function end(run) {
   if (run.machine >= 0) {
     binding.acquisitionEnd(run.machine);
     run.machine = -1;
-  }
-}
-
-// The acquisition loop: performs each step the machine asks for, until it is done. Settles
-// `run` with the result or the error; never rejects itself. The provision's promise is
-// settled by whichever comes first: this loop (which awaits the adapter's own promise, with
-// no wrapper in between) or the launch deadline (`expire`). Its state lives in `run`, so
-// the frame kept across each await stays small.
-async function acquire(run) {
-  try {
-    // Each step is read from STEP right after the native call that wrote it (begin wrote
-    // the first), before any await.
-    for (let kind = took(run); kind !== DONE; kind = next(run)) {
-      if (kind === ADMIT) {
-        await admit(run);
-        continue;
-      }
-      if (run.ctx.intents && !(await launchIntent(run))) continue;
-      run.launched = true;
-      DEADLINES.add(run.timeoutMs, run);
-      let handle;
-      let threw = false;
-      try {
-        // The adapter's own promise, awaited directly (a synchronous throw lands here too).
-        handle = await launch(run);
-      } catch (error) {
-        threw = true;
-        handle = error;
-      }
-      if (!DEADLINES.settle(run)) {
-        // The deadline already ended this provision (expire); a late sandbox is destroyed.
-        if (!threw) lateSuccess(run.ctx, run.def, handle, run.sandboxId);
-        return;
-      }
-      if (threw) await reportFailure(run, handle);
-      else if (await delivered(run, handle)) return;
-    }
-    await exhausted(run);
-  } catch (error) {
-    failed(run, error);
   }
 }
 
@@ -256,15 +243,20 @@ async function delivered(run, handle) {
   }
   const def = run.def;
   const id = run.sandboxId;
-  // With the default store, this same call writes the record.
-  const recorded = binding.acquisitionSucceeded(run.machine, providerSandboxId, healthNow(ctx.health));
-  settleShared(run);
-  if (ctx.observer !== null) emitDecided(ctx.observer, run.machine, id);
-  try {
-    if (!recorded) await persist(run, handle, providerSandboxId);
-    else if (ctx.observer !== null) emit(ctx.observer, 'mapping.persisted', { sandboxId: id, providerId: def.id });
-  } finally {
-    end(run);
+  // With the default store, this same call writes the record (and, when nothing more is
+  // asked of the machine, ends it: the provision has settled).
+  const success = binding.acquisitionSucceeded(run.machine, providerSandboxId, healthNow(ctx.health));
+  if (success === SETTLED) {
+    run.machine = -1;
+  } else {
+    settleShared(run);
+    if (ctx.observer !== null) emitDecided(ctx.observer, run.machine, id);
+    try {
+      if (success === UNRECORDED) await persist(run, handle, providerSandboxId);
+      else if (ctx.observer !== null) emit(ctx.observer, 'mapping.persisted', { sandboxId: id, providerId: def.id });
+    } finally {
+      end(run);
+    }
   }
   keepHandle(ctx.handles, id, handle);
   run.resolve({ id, providerId: def.id, labels: run.labels });
@@ -352,21 +344,6 @@ function refused(ctx, err, detached) {
     }
   }
   return err;
-}
-
-/** The decision the events report (null when it cannot be made: events are best effort). */
-function decisionOf(ctx, view, compiled, detached, extras, now) {
-  try {
-    return decisionForEvents(view, compiled, detached, extras, ctx.native, now);
-  } catch {
-    return null;
-  }
-}
-
-function emitDecision(ctx, decision, detached, id, order) {
-  emit(ctx.observer, 'provision.validated', { sandboxId: id, detached });
-  for (const r of decision.rejected) emit(ctx.observer, 'provider.rejected', { sandboxId: id, providerId: r.providerId, reasons: r.reasons });
-  emit(ctx.observer, 'provision.ranked', { sandboxId: id, summary: decision.summary, providerIds: order });
 }
 
 /**

@@ -6,17 +6,17 @@
 const { binding } = require('./binding.js');
 const { ProviderRegistryError, callNative } = require('./errors.js');
 const { serialize } = require('./serialize.js');
-const { guarded, shown } = require('./guard.js');
+const { guarded } = require('./guard.js');
 
 /**
- * Validates and brands a provider id: non-empty, `[a-z0-9][a-z0-9._-]*`, at most 64 chars.
+ * Validates and brands a provider id by the native rule (src/core/ids.rs): non-empty,
+ * `[a-z0-9][a-z0-9._-]*`, at most 64 characters.
  * @param {string} id
  */
 function asProviderId(id) {
   if (typeof id !== 'string') {
     throw new ProviderRegistryError('invalid provider id: must be a string', 'INVALID_PROVIDER_ID');
   }
-  if (id.length > 64) throw new ProviderRegistryError(`invalid provider id ${shown(id)}: at most 64 characters`, 'INVALID_PROVIDER_ID');
   callNative(() => binding.checkProviderId(id));
   return id;
 }
@@ -78,7 +78,7 @@ class InMemoryProviderRegistry {
   /** @type {object[]} the router's entries (readDefinition), by native index */
   #entries = [];
   // `version` changes with every registration, so cached decisions know they are stale.
-  #view = { native: this.#native, definitions: this.#entries, version: 0 };
+  #view = { native: this.#native, handle: this.#native.handle, definitions: this.#entries, version: 0 };
   /** @type {Map<string, object>} entries by id */
   #byId = new Map();
 
@@ -134,7 +134,7 @@ class InMemoryProviderRegistry {
     return this.#definitions.length;
   }
 
-  /** @internal the parsed registry and the definitions by native index. */
+  /** @internal the parsed registry, its handle and the definitions by native index. */
   [NATIVE]() {
     return this.#view;
   }

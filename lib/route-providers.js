@@ -253,7 +253,7 @@ function viewOf(list) {
     }
     if (e.counts !== null) e.json = undefined;
   }
-  const view = { native, definitions: list };
+  const view = { native, handle: native.handle, definitions: list };
   registries.unshift({ entries: list, view });
   if (registries.length > MAX_REGISTRIES) registries.pop();
   return view;

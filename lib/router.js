@@ -11,6 +11,7 @@
 // This file only routes calls to them, plus the two read-only decisions (`route`,
 // `explain`). docs/architecture.md draws the flow across the native seam.
 
+const { binding } = require('./binding.js');
 const { SandboxRequestValidationError, callNative } = require('./errors.js');
 const { nativeView } = require('./registry.js');
 const { compileShared, checkLabels } = require('./compile.js');
@@ -68,7 +69,7 @@ class SandboxRouter {
     checkLabels(call);
     const ctx = this.#ctx;
     const view = nativeView(ctx.registry);
-    const n = callNative(() => ctx.native.order(view.native, call.compiled.native, detached, ORDER, healthNow(ctx.health)));
+    const n = callNative(() => binding.routeOrder(ctx.handle, view.handle, call.compiled.handle, detached, ORDER, healthNow(ctx.health)));
     const ids = new Array(n);
     for (let i = 0; i < n; i++) ids[i] = view.definitions[ORDER[i]].id;
     return ids;
@@ -86,7 +87,7 @@ class SandboxRouter {
     const ctx = this.#ctx;
     const view = nativeView(ctx.registry);
     const ext = await extras(ctx, view, call.compiled, detached, request);
-    return explainView(view, call.compiled, detached, ext, ctx.native, healthNow(ctx.health));
+    return explainView(view, call.compiled, detached, ext, ctx.handle, healthNow(ctx.health));
   }
 
   /**

@@ -1,19 +1,23 @@
 #!/usr/bin/env node
 // Checks a Linux glibc `.node` binary before it is packed (`npm run check:binary`):
-//   - its highest `GLIBC_x.y` symbol version (from `objdump -T`) is at most the floor, 2.17
-//     by default: the binary then loads on every glibc ≥ 2.17 (CentOS 7, Debian 8+, Amazon
-//     Linux 2, Ubuntu 14.04+). A build linked on this machine's glibc 2.36 asks for 2.34
+//   - its highest needed `GLIBC_x.y` symbol version is at most the floor, 2.17 by default:
+//     the binary then loads on every glibc ≥ 2.17 (CentOS 7, Debian 8+, Amazon Linux 2,
+//     Ubuntu 14.04+). A build linked on this machine's glibc 2.36 asks for 2.34
 //     (`pthread_create@GLIBC_2.34`) and fails to dlopen on Debian 11 or Ubuntu 20.04;
-//   - it is stripped: no `.symtab` section (`readelf -S`); an unstripped build is ~6 MB.
-// The parsing is exported so __test__/release.test.mjs checks it on sample tool output.
+//   - it is stripped: no `.symtab` section; an unstripped build is ~6 MB.
+// Both are read from the file itself (scripts/elf.mjs: the version needs in .gnu.version_r,
+// the symbols bound to them, the section types), so the check needs no binutils. A weak
+// version need (which the loader would let pass) counts like any other: stricter, never laxer.
+// __test__/release.test.mjs checks it on ELF files it writes and on this machine's build.
 //
 // Usage: node scripts/check-binary.mjs [--max-glibc 2.17] <file.node>...
 
-import { execFileSync } from 'node:child_process';
-import { statSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
+import { ElfFormatError, hasSymtab, readElf, versionNeeds } from './elf.mjs';
 
 export const GLIBC_FLOOR = '2.17';
+const GLIBC_VERSION = /^GLIBC_(\d+(?:\.\d+)+)$/;
 
 const parseVersion = (v) => v.split('.').map(Number);
 /** Negative, zero or positive as `a` is older than, equal to or newer than `b` ("2.2.5" < "2.17"). */
@@ -26,42 +30,62 @@ export function compareVersions(a, b) {
   return 0;
 }
 
-/** The highest `GLIBC_x.y[.z]` version named in `objdump -T` output, or null if none is. */
-export function highestGlibc(objdumpText) {
-  const versions = [...objdumpText.matchAll(/\bGLIBC_(\d+(?:\.\d+)+)\b/g)].map((m) => m[1]);
-  return versions.reduce((max, v) => (max === null || compareVersions(v, max) > 0 ? v : max), null);
-}
-
-/** The symbols that need a glibc newer than `floor`, e.g. `pthread_create@GLIBC_2.34`. */
-export function symbolsAbove(objdumpText, floor) {
-  const out = [];
-  for (const line of objdumpText.split('\n')) {
-    const m = /\(?GLIBC_(\d+(?:\.\d+)+)\)?\s+(\S+)\s*$/.exec(line);
-    if (m && compareVersions(m[1], floor) > 0) out.push(`${m[2]}@GLIBC_${m[1]}`);
+/**
+ * What the check reads from one ELF file: `{ glibc: [{ version: '2.34', symbols: [...] }], stripped }`,
+ * the numbered GLIBC_ versions it needs (GLIBC_PRIVATE is not one) with the symbols bound to them.
+ * Throws ElfFormatError for a file that is not a readable 64-bit ELF.
+ */
+export function inspectBinary(bytes) {
+  const elf = readElf(bytes);
+  const glibc = [];
+  for (const need of versionNeeds(bytes, elf)) {
+    const m = GLIBC_VERSION.exec(need.version);
+    if (m) glibc.push({ version: m[1], symbols: need.symbols });
   }
-  return out;
+  return { glibc, stripped: !hasSymtab(bytes, elf) };
 }
 
-/** Whether `readelf -S` output lists no `.symtab` (the static symbol table strip removes). */
-export function isStripped(readelfSectionsText) {
-  return !/\]\s+\.symtab\s/.test(readelfSectionsText);
+/** The highest of the versions, or null if there are none. */
+export function highestGlibc(glibc) {
+  return glibc.reduce((max, { version }) => (max === null || compareVersions(version, max) > 0 ? version : max), null);
 }
 
-/** Problems found in the tool output for one binary; an empty list means it passes. */
-export function problems({ objdump, readelf, maxGlibc = GLIBC_FLOOR }) {
+/** The symbols that need a glibc newer than `floor`, e.g. `pthread_create@GLIBC_2.34`, newest first. */
+export function symbolsAbove(glibc, floor) {
+  return glibc
+    .filter(({ version }) => compareVersions(version, floor) > 0)
+    .sort((a, b) => compareVersions(b.version, a.version))
+    .flatMap(({ version, symbols }) => (symbols.length > 0 ? symbols.map((s) => `${s}@GLIBC_${version}`) : [`(no symbol)@GLIBC_${version}`]));
+}
+
+/** Problems found in what inspectBinary read; an empty list means the binary passes. */
+export function problems({ glibc, stripped }, maxGlibc = GLIBC_FLOOR) {
+  if (!GLIBC_VERSION.test(`GLIBC_${maxGlibc}`)) throw new TypeError(`not a glibc version: ${JSON.stringify(maxGlibc)}`);
   const found = [];
-  const highest = highestGlibc(objdump);
+  const highest = highestGlibc(glibc);
   if (highest === null) found.push('no GLIBC_ symbol versions found: not a dynamically linked glibc binary?');
   else if (compareVersions(highest, maxGlibc) > 0) {
-    const offenders = symbolsAbove(objdump, maxGlibc);
+    const offenders = symbolsAbove(glibc, maxGlibc);
     found.push(`needs GLIBC_${highest}, above the ${maxGlibc} floor (${offenders.slice(0, 8).join(', ')}${offenders.length > 8 ? ', …' : ''})`);
   }
-  if (!isStripped(readelf)) found.push('not stripped: it has a .symtab section');
-  return { highest, stripped: isStripped(readelf), problems: found };
+  if (!stripped) found.push('not stripped: it has a .symtab section');
+  return { highest, stripped, problems: found };
 }
 
-function tool(cmd, args) {
-  return execFileSync(cmd, args, { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024, stdio: ['ignore', 'pipe', 'pipe'] });
+/** Checks one file: `{ ok, line }`, the line as the command prints it. */
+export function checkFile(file, maxGlibc = GLIBC_FLOOR) {
+  let result;
+  try {
+    result = problems(inspectBinary(readFileSync(file)), maxGlibc);
+  } catch (e) {
+    if (e instanceof ElfFormatError) return { ok: false, line: `FAIL ${file}: ${e.message}` };
+    if (typeof e?.code === 'string' && e.syscall) return { ok: false, line: `FAIL ${file}: cannot read it (${e.code})` };
+    throw e;
+  }
+  const size = `${(statSync(file).size / 1024 / 1024).toFixed(2)} MiB`;
+  const summary = `highest GLIBC_${result.highest ?? '?'} (floor ${maxGlibc}), ${result.stripped ? 'stripped' : 'not stripped'}, ${size}`;
+  if (result.problems.length === 0) return { ok: true, line: `ok   ${file}: ${summary}` };
+  return { ok: false, line: `FAIL ${file}: ${summary}\n${result.problems.map((p) => `     - ${p}`).join('\n')}` };
 }
 
 function main(argv) {
@@ -71,20 +95,15 @@ function main(argv) {
     if (argv[i] === '--max-glibc') maxGlibc = argv[(i += 1)];
     else files.push(argv[i]);
   }
-  if (files.length === 0) {
+  if (files.length === 0 || !GLIBC_VERSION.test(`GLIBC_${maxGlibc}`)) {
     console.error('usage: node scripts/check-binary.mjs [--max-glibc 2.17] <file.node>...');
     return 2;
   }
   let failed = 0;
   for (const file of files) {
-    const result = problems({ objdump: tool('objdump', ['-T', file]), readelf: tool('readelf', ['-S', '-W', file]), maxGlibc });
-    const size = `${(statSync(file).size / 1024 / 1024).toFixed(2)} MiB`;
-    const summary = `highest GLIBC_${result.highest ?? '?'} (floor ${maxGlibc}), ${result.stripped ? 'stripped' : 'not stripped'}, ${size}`;
-    if (result.problems.length === 0) console.log(`ok   ${file}: ${summary}`);
-    else {
-      failed += 1;
-      console.log(`FAIL ${file}: ${summary}\n${result.problems.map((p) => `     - ${p}`).join('\n')}`);
-    }
+    const { ok, line } = checkFile(file, maxGlibc);
+    console.log(line);
+    if (!ok) failed += 1;
   }
   return failed === 0 ? 0 : 1;
 }

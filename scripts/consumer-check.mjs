@@ -31,7 +31,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createRequire } from 'node:module';
 import { packRelease } from './pack-release.mjs';
-import { problems as binaryProblems } from './check-binary.mjs';
+import { inspectBinary, problems as binaryProblems } from './check-binary.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
@@ -499,8 +499,7 @@ async function main() {
     () => {
       if (!existsSync(releaseBinary)) throw new Error(`${releaseBinary} is missing: run npm run build:dist first`);
       if (!triple.endsWith('-gnu')) return 'not a glibc target: no floor to check';
-      const tool = (cmd, args) => run(cmd, args, root).stdout;
-      const result = binaryProblems({ objdump: tool('objdump', ['-T', releaseBinary]), readelf: tool('readelf', ['-S', '-W', releaseBinary]) });
+      const result = binaryProblems(inspectBinary(readFileSync(releaseBinary)));
       if (result.problems.length > 0) throw new Error(result.problems.join('\n'));
       return `GLIBC_${result.highest}, stripped`;
     },

@@ -51,6 +51,7 @@ export function publishManifest(pkg, platforms) {
   delete out.scripts;
   delete out.devDependencies;
   delete out.overrides;
+  delete out.allowScripts; // npm's install-script policy for this checkout's devDependencies
   out.optionalDependencies = {};
   for (const { triple, manifest } of platforms) {
     if (manifest.version !== pkg.version) {

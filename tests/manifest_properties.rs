@@ -1,7 +1,9 @@
-//! Property tests of manifest plans: for random dependency DAGs, startup respects every
-//! dependency, teardown is the reverse-dependency order, and neither depends on the order
-//! of the `processes` array.
+//! Property tests of manifest plans and idle verdicts: for random dependency DAGs, startup
+//! respects every dependency, teardown is the reverse-dependency order, and neither depends
+//! on the order of the `processes` array; for random series of idle probes, the observer
+//! answers idle exactly when the specification says so.
 
+use agent_relay_sandbox_router::core::manifest::idle::{conclude, resume, FilesSeen, IdleProbe, PidFileSeen, ProcSeen};
 use agent_relay_sandbox_router::core::manifest::{parse_manifest, plan_startup, plan_teardown, Manifest, Phase};
 use agent_relay_sandbox_router::core::CoreError;
 use proptest::prelude::*;
@@ -122,8 +124,8 @@ proptest! {
     ) {
         let a = manifest(&items);
         let b = manifest(&shuffled);
-        prop_assert_eq!(plan_startup(&a).to_json().to_string(), plan_startup(&b).to_json().to_string());
-        prop_assert_eq!(plan_teardown(&a).to_json().to_string(), plan_teardown(&b).to_json().to_string());
+        prop_assert_eq!(plan_startup(&a), plan_startup(&b));
+        prop_assert_eq!(plan_teardown(&a), plan_teardown(&b));
         // Identical input, identical output.
         prop_assert_eq!(plan_startup(&a), plan_startup(&a));
     }
@@ -171,5 +173,72 @@ proptest! {
         let names = ea.rsplit("cycle ").next().unwrap().split(" → ").collect::<Vec<_>>();
         prop_assert!(names.len() >= 3 && names.first() == names.last(), "{}", ea);
         prop_assert_eq!(ea, expectation(&b));
+    }
+}
+
+/// One observation of the idle property: what the probe saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    Quiet,
+    FileChanged,
+    CommandRunning,
+    ProbeFailed,
+}
+
+fn probe(seen: Seen) -> IdleProbe {
+    let mut procs = vec![
+        ProcSeen { pid: 100, state: "R".into(), pgid: 100, tty: 0 },
+        ProcSeen { pid: 10, state: "S".into(), pgid: 10, tty: 0 },
+    ];
+    if seen == Seen::CommandRunning {
+        procs.push(ProcSeen { pid: 300, state: "S".into(), pgid: 300, tty: 0 });
+    }
+    IdleProbe {
+        answered: seen != Seen::ProbeFailed,
+        exit_code: Some(0),
+        timed_out: false,
+        ended: true,
+        self_pid: Some(100),
+        pid_files: vec![PidFileSeen { name: "svc".into(), pgid: 10 }],
+        procs: Some(procs),
+        files: Some(FilesSeen::Changed(u64::from(seen == Seen::FileChanged))),
+        output_sizes: vec![],
+    }
+}
+
+const QUIET_MS: i64 = 1_000;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// The specification of idle, independent of how streaks are kept: a check at `t[i]`
+    /// answers idle exactly when some earlier check `j` (at `t[j] <= t[i] - quietMs`) began
+    /// a run of all-quiet observations through `i` with no gap longer than `quietMs`.
+    #[test]
+    fn idle_exactly_when_an_all_quiet_gap_free_run_lasts_quiet_ms(
+        series in prop::collection::vec(
+            (prop_oneof![0i64..1_500, prop::sample::select(vec![QUIET_MS - 1, QUIET_MS, QUIET_MS + 1])], prop::sample::select(vec![Seen::Quiet, Seen::Quiet, Seen::Quiet, Seen::FileChanged, Seen::CommandRunning, Seen::ProbeFailed])),
+            1..40,
+        )
+    ) {
+        let m = parse_manifest(&json!({
+            "processes": [{"name": "svc", "command": "x"}],
+            "idle": {"quietMs": QUIET_MS, "evidence": ["no-running-command", "no-file-change"]}
+        }))
+        .unwrap();
+        let idle = m.idle.clone().unwrap();
+        let mut state = resume(&m, &idle, None, || Ok("0123456789abcdef".into())).unwrap();
+        let mut times = Vec::new();
+        let mut t = 1_700_000_000_000i64;
+        for (i, (gap, seen)) in series.iter().enumerate() {
+            t += gap;
+            times.push(t);
+            let check = conclude(&m, &idle, &state, &probe(*seen), t);
+            let expected = (0..=i).rev().take_while(|&j| series[j].1 == Seen::Quiet && (j == i || times[j + 1] - times[j] <= QUIET_MS))
+                .any(|j| t - times[j] >= QUIET_MS);
+            prop_assert_eq!(check.idle, expected, "check {} of {:?}", i, series);
+            prop_assert!(!check.idle || check.quiet_for_ms >= QUIET_MS);
+            state = check.state;
+        }
     }
 }

@@ -13,15 +13,16 @@
 use crate::binding::error::{contained, guard, internal, AttemptRecord, Failure, NativeError, SkipRecord};
 use crate::binding::ids::next_sandbox_id;
 use crate::binding::mapping::{write_record, IntentRecord};
-use crate::binding::registry::{NativeRegistry, Question, RegistryInner, RouteExtras};
-use crate::binding::request::{labels_from, CompiledRequest};
-use crate::binding::router::{instant, NativeRouter, RouterCore};
+use crate::binding::registry::{registry_of, Question, RegistryInner, RouteExtras};
+use crate::binding::request::{labels_from, request_of};
+use crate::binding::router::{instant, router_of, RouterCore};
 use crate::core::acquisition::{settle_window_ms, Acquisition, CapacityPlan, Event, SharedVerdict, Step};
 use crate::core::capacity::{validate, Ledger};
 use crate::core::clock::{iso8601_millis, now_millis};
 use crate::core::failure::{failure_of, Rejections};
 use crate::core::health::{Health, Transition};
 use crate::core::ids::SandboxKey;
+use crate::core::request::Request;
 use napi::bindgen_prelude::{Either, Uint32ArraySlice};
 use napi::Env;
 use napi_derive::napi;
@@ -132,20 +133,22 @@ fn with<T>(key: u32, f: impl FnOnce(&mut Entry) -> T) -> Result<T, Failure> {
     })
 }
 
-/// Starts a provision's acquisition: validates the labels (the request's own check comes
+/// Starts a provision's acquisition for router `router`, registry `registry` and compiled
+/// request `request` (their handles): validates the labels (the request's own check comes
 /// first), routes (with `extras`: credential readiness and the resolver's answers; under
 /// the router's capacity policy, every candidate in its order), creates the machine and
 /// writes its first step into `step` (`[StepKind, pool, machine key]`). Returns the
 /// sandbox id: `id` when given (made earlier, because callbacks before this call name it),
 /// else a fresh one. Throws the typed `INVALID_REQUEST` / `NO_ELIGIBLE_PROVIDER` error,
-/// which names that id. The caller ends the machine with `acquisitionEnd`.
+/// which names that id. The machine is ended by `acquisitionEnd`, or by the success call
+/// when that settles the provision itself.
 #[napi]
 #[allow(clippy::too_many_arguments, reason = "a napi entry point on the provision path: flat typed arguments")]
 pub fn begin_acquisition(
     env: Env,
-    router: &NativeRouter,
-    registry: &NativeRegistry,
-    request: &CompiledRequest,
+    router: u32,
+    registry: u32,
+    request: u32,
     detached: bool,
     labels_json: Option<String>,
     extras: Option<RouteExtras>,
@@ -159,7 +162,8 @@ pub fn begin_acquisition(
             None => next_sandbox_id()?,
         };
         let key = SandboxKey::parse_checked(&id)?;
-        let mut begun = begin(&router.core, &registry.inner, request, detached, labels_json, extras.as_ref(), key, now);
+        let (router, registry, request) = (router_of(router)?, registry_of(registry)?, request_of(request)?);
+        let mut begun = begin(&router, &registry, &request, detached, labels_json, extras.as_ref(), key, now);
         if let Err(e) = &mut begun {
             e.sandbox_id = Some(id.clone());
         }
@@ -173,7 +177,7 @@ pub fn begin_acquisition(
 fn begin(
     router: &Rc<RouterCore>,
     registry: &Rc<RefCell<RegistryInner>>,
-    request: &CompiledRequest,
+    req: &Request,
     detached: bool,
     labels_json: Option<String>,
     extras: Option<&RouteExtras>,
@@ -181,7 +185,6 @@ fn begin(
     now: Option<f64>,
 ) -> Result<u32, Failure> {
     let labels = labels_json.as_deref().map(labels_from).transpose()?.unwrap_or_default();
-    let req = &request.req;
     let mut inner = registry.borrow_mut();
     // Capacity skips consume no attempt, so capacity routing needs every candidate.
     let limit = if router.capacity.is_some() { None } else { Some(req.max_attempts as usize) };
@@ -365,14 +368,24 @@ pub fn acquisition_settlement(env: Env, key: u32) -> napi::Result<Option<HoldSet
 
 /// The launch returned a handle with the provider's sandbox id. When the router writes the
 /// default store itself, the record is written here too (`{ id, pool id,
-/// providerSandboxId, labels + the id and fleet labels, createdAt, detached }`) and this
-/// returns true. `now`: the router's injected clock (ms); omitted, the wall clock.
+/// providerSandboxId, labels + the id and fleet labels, createdAt, detached }`).
+/// `now`: the router's injected clock (ms); omitted, the wall clock.
+///
+/// Returns what is left to do: `Settled` when this call wrote the record and nothing more
+/// is asked of the machine (no observer reads its events, no coordinator its hold's
+/// settlement), so it ended the machine too; `Recorded` when it wrote the record and the
+/// machine lives on for those reads; `Unrecorded` when the caller's store must be written.
 #[napi]
-pub fn acquisition_succeeded(env: Env, key: u32, provider_sandbox_id: String, now: Option<f64>) -> napi::Result<bool> {
+pub fn acquisition_succeeded(
+    env: Env,
+    key: u32,
+    provider_sandbox_id: String,
+    now: Option<f64>,
+) -> napi::Result<Success> {
     guard(&env, || {
-        with(key, |e| {
+        let success = with(key, |e| {
             e.report(now, |m, l| m.succeeded(l));
-            let Some(store) = &e.router.store else { return false };
+            let Some(store) = &e.router.store else { return Success::Unrecorded };
             let registry = e.registry.borrow();
             write_record(
                 store,
@@ -383,9 +396,30 @@ pub fn acquisition_succeeded(env: Env, key: u32, provider_sandbox_id: String, no
                 e.router.fleet.clone(),
                 e.detached,
             );
-            true
-        })
+            let coordinated = e.router.capacity.as_ref().is_some_and(|c| c.coordinated);
+            if e.machine.observing() || coordinated {
+                Success::Recorded
+            } else {
+                Success::Settled
+            }
+        })?;
+        if let Success::Settled = success {
+            acquisition_end(key);
+        }
+        Ok(success)
     })
+}
+
+/// What is left after a success (see [`acquisition_succeeded`]).
+#[napi]
+#[derive(Clone, Copy)]
+pub enum Success {
+    /// The record is written and the machine ended: the provision has settled.
+    Settled = 0,
+    /// The record is written; the machine's events or hold settlement are still to be read.
+    Recorded = 1,
+    /// The caller's store must be written.
+    Unrecorded = 2,
 }
 
 /// The launch failed; `code` / `retryable`: the classifier's answer, if it gave one of the

@@ -10,9 +10,9 @@
 //! builds the documented objects from them, naming pools by the ids JS already holds.
 
 use crate::binding::error::{guard, internal};
-use crate::binding::registry::{HealthView, NativeRegistry, Question, RegistryInner, RouteExtras};
-use crate::binding::request::CompiledRequest;
-use crate::binding::router::NativeRouter;
+use crate::binding::registry::{registry_of, HealthView, Question, RegistryInner, RouteExtras};
+use crate::binding::request::request_of;
+use crate::binding::router::router_of;
 use crate::core::explain::{interned_summary, weights, write_compact};
 use crate::core::reasons::Reason;
 use crate::core::registry::InternedDecision;
@@ -88,9 +88,9 @@ pub fn explain_vocabulary() -> ExplainVocabulary {
     }
 }
 
-/// Explains the decision for `request` over `registry` (every pool: rank, score and
-/// breakdown, or every rejection reason), with `router`'s health and capacity order when
-/// given (`routeProviders` has no router). Writes the header and the numbers into `ints`
+/// Explains the decision for compiled request `request` over registry `registry` (their
+/// handles; every pool: rank, score and breakdown, or every rejection reason), with router
+/// `router`'s health and capacity order when given (`routeProviders` has no router). Writes the header and the numbers into `ints`
 /// and `floats` (layout: `core::explain::layout`, after the header) and returns the texts
 /// the caller's table lacks, if any (see `header`). When a buffer is too small, writes only
 /// the header (`fits` 0 and the sizes needed, header included).
@@ -98,13 +98,13 @@ pub fn explain_vocabulary() -> ExplainVocabulary {
 #[allow(clippy::too_many_arguments, reason = "a napi entry point: flat typed arguments")]
 pub fn explain_decision<'env>(
     env: &'env Env,
-    registry: &NativeRegistry,
-    request: &CompiledRequest,
+    registry: u32,
+    request: u32,
     detached: bool,
     extras: Option<RouteExtras>,
     mut ints: Uint32ArraySlice<'_>,
     mut floats: Float64ArraySlice<'_>,
-    router: Option<&NativeRouter>,
+    router: Option<u32>,
     now: Option<f64>,
 ) -> Result<Option<Array<'env>>> {
     guard(env, || {
@@ -117,8 +117,10 @@ pub fn explain_decision<'env>(
             return Err(internal("(the explanation buffers are too small)"));
         }
         let (their_generation, their_texts) = (ints[header::GENERATION], ints[header::TEXTS] as usize);
-        let req = &request.req;
-        let mut inner = registry.inner.borrow_mut();
+        let (registry, req) = (registry_of(registry)?, request_of(request)?);
+        let router = router.map(router_of).transpose()?;
+        let req = &*req;
+        let mut inner = registry.borrow_mut();
         SCRATCH.with(|scratch| {
             let scratch = &mut *scratch.borrow_mut();
             let (texts, generation) = (&mut scratch.0, &mut scratch.1);
@@ -131,14 +133,14 @@ pub fn explain_decision<'env>(
             // The decision borrows the registry's pools: it is written out before they are
             // released.
             let mut decide = |inner: &mut RegistryInner, health: Option<&HealthView<'_>>| {
-                let provider_order = router.and_then(|r| r.core.provider_order());
+                let provider_order = router.as_ref().and_then(|r| r.provider_order());
                 let q = Question { req, detached, extras: extras.as_ref(), provider_order, health };
                 let d = inner.decide_interned(&q, texts);
                 let fits = answer(&d, texts, req, ints, floats);
                 fits.then(|| interned_summary(&d, texts))
             };
-            let summary = match router {
-                Some(r) => r.core.view(&mut inner, now, decide),
+            let summary = match &router {
+                Some(r) => r.view(&mut inner, now, decide),
                 None => decide(&mut inner, None),
             };
             if let Some(summary) = summary {

@@ -26,6 +26,7 @@ pub mod acquisition;
 pub mod capacity;
 pub mod error;
 pub mod explain;
+pub mod handles;
 pub mod ids;
 pub mod manifest;
 pub mod mapping;

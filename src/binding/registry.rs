@@ -7,6 +7,7 @@
 //! every rejection.
 
 use crate::binding::error::{guard, Failure, NativeError, ReasonRecord, RejectionRecord};
+use crate::binding::handles::Handles;
 use crate::core::error::ErrorClass;
 use crate::core::explain::summary;
 use crate::core::health::{Block, Health, Observed};
@@ -29,6 +30,22 @@ use std::rc::Rc;
 #[napi]
 pub struct NativeRegistry {
     pub(crate) inner: Rc<RefCell<RegistryInner>>,
+    handle: u32,
+}
+
+thread_local! {
+    static REGISTRIES: RefCell<Handles<Rc<RefCell<RegistryInner>>>> = const { RefCell::new(Handles::new()) };
+}
+
+/// The registry behind `handle`.
+pub(crate) fn registry_of(handle: u32) -> Result<Rc<RefCell<RegistryInner>>, Failure> {
+    REGISTRIES.with(|r| r.borrow().get(handle, "registry"))
+}
+
+impl Drop for NativeRegistry {
+    fn drop(&mut self) {
+        let _ = REGISTRIES.try_with(|r| r.borrow_mut().remove(self.handle));
+    }
 }
 
 /// What a registry holds.
@@ -52,14 +69,20 @@ impl NativeRegistry {
     /// An empty registry.
     #[napi(constructor)]
     pub fn new() -> Self {
-        NativeRegistry {
-            inner: Rc::new(RefCell::new(RegistryInner {
-                registry: Registry::default(),
-                readers: Vec::new(),
-                scratch: Vec::new(),
-                health_slots: None,
-            })),
-        }
+        let inner = Rc::new(RefCell::new(RegistryInner {
+            registry: Registry::default(),
+            readers: Vec::new(),
+            scratch: Vec::new(),
+            health_slots: None,
+        }));
+        let handle = REGISTRIES.with(|r| r.borrow_mut().insert(inner.clone()));
+        NativeRegistry { inner, handle }
+    }
+
+    /// Its handle for the provision path (`beginAcquisition`, `order`).
+    #[napi(getter)]
+    pub fn handle(&self) -> u32 {
+        self.handle
     }
 
     /// Adds a pool from its `{ id, capabilities, signals }` JSON text; returns its index.
@@ -93,6 +116,26 @@ impl NativeRegistry {
     pub fn size(&self) -> u32 {
         self.inner.borrow().registry.pools().len() as u32
     }
+}
+
+/// Indices of the pools of registry `registry` that pass compiled request `request`'s hard
+/// requirements and credential readiness (`credentials_unavailable`): the pools a signal
+/// resolver is asked about.
+#[napi]
+pub fn registry_survivors(
+    env: Env,
+    registry: u32,
+    request: u32,
+    detached: bool,
+    credentials_unavailable: Option<Vec<u32>>,
+) -> napi::Result<Vec<u32>> {
+    guard(&env, || {
+        let (registry, req) = (registry_of(registry)?, crate::binding::request::request_of(request)?);
+        let extras = RouteExtras { credentials_unavailable, signals: None };
+        let inner = registry.borrow();
+        let q = Question { req: &req, detached, extras: Some(&extras), provider_order: None, health: None };
+        Ok(inner.survivors(&q).into_iter().map(|i| i as u32).collect())
+    })
 }
 
 /// Per-request routing inputs: credential readiness and the signal resolver's answers.

@@ -9,12 +9,23 @@
 //! compiled form.
 
 use crate::binding::error::{guard, Failure, NativeError};
+use crate::binding::handles::Handles;
 use crate::core::error::ErrorClass;
 use crate::core::request::{parse_labels, parse_labels_text, parse_request, Request};
 use napi::Env;
 use napi_derive::napi;
 use serde_json::Value;
+use std::cell::RefCell;
 use std::rc::Rc;
+
+thread_local! {
+    static REQUESTS: RefCell<Handles<Rc<Request>>> = const { RefCell::new(Handles::new()) };
+}
+
+/// The compiled request behind `handle`.
+pub(crate) fn request_of(handle: u32) -> Result<Rc<Request>, Failure> {
+    REQUESTS.with(|r| r.borrow().get(handle, "request"))
+}
 
 /// `text` parsed as JSON, or `INVALID_REQUEST` naming `what`.
 pub(crate) fn parse_json(text: &str, what: &str) -> Result<Value, Failure> {
@@ -33,6 +44,13 @@ pub(crate) fn parse_json(text: &str, what: &str) -> Result<Value, Failure> {
 #[napi]
 pub struct CompiledRequest {
     pub(crate) req: Rc<Request>,
+    handle: u32,
+}
+
+impl Drop for CompiledRequest {
+    fn drop(&mut self) {
+        let _ = REQUESTS.try_with(|r| r.borrow_mut().remove(self.handle));
+    }
 }
 
 #[napi]
@@ -43,8 +61,16 @@ impl CompiledRequest {
     pub fn new(env: Env, request_json: String) -> napi::Result<Self> {
         guard(&env, || {
             let value = parse_json(&request_json, "request")?;
-            Ok(CompiledRequest { req: Rc::new(parse_request(&value)?) })
+            let req = Rc::new(parse_request(&value)?);
+            let handle = REQUESTS.with(|r| r.borrow_mut().insert(req.clone()));
+            Ok(CompiledRequest { req, handle })
         })
+    }
+
+    /// Its handle for the provision path (`beginAcquisition`, `order`).
+    #[napi(getter)]
+    pub fn handle(&self) -> u32 {
+        self.handle
     }
 
     /// The launch deadline, ms (JavaScript runs the timer; the machine decides the rest).

@@ -9,9 +9,10 @@
 //! are `core::health`'s, the only copy).
 
 use crate::binding::error::{guard, Failure, NativeError};
+use crate::binding::handles::Handles;
 use crate::binding::mapping::NativeMappingStore;
-use crate::binding::registry::{HealthView, NativeRegistry, Question, RegistryInner};
-use crate::binding::request::CompiledRequest;
+use crate::binding::registry::{registry_of, HealthView, Question, RegistryInner};
+use crate::binding::request::request_of;
 use crate::core::capacity::Ledger;
 use crate::core::clock::{iso8601_millis, now_millis};
 use crate::core::error::ErrorClass;
@@ -63,6 +64,22 @@ pub struct CapacitySettings {
 #[napi]
 pub struct NativeRouter {
     pub(crate) core: Rc<RouterCore>,
+    handle: u32,
+}
+
+thread_local! {
+    static ROUTERS: RefCell<Handles<Rc<RouterCore>>> = const { RefCell::new(Handles::new()) };
+}
+
+/// The router behind `handle`.
+pub(crate) fn router_of(handle: u32) -> Result<Rc<RouterCore>, Failure> {
+    ROUTERS.with(|r| r.borrow().get(handle, "router"))
+}
+
+impl Drop for NativeRouter {
+    fn drop(&mut self) {
+        let _ = ROUTERS.try_with(|r| r.borrow_mut().remove(self.handle));
+    }
 }
 
 /// What a router's machines and decisions share.
@@ -231,60 +248,17 @@ impl NativeRouter {
     /// naming the option.
     #[napi(constructor)]
     pub fn new(env: Env, settings: RouterSettings, store: Option<&NativeMappingStore>) -> napi::Result<Self> {
-        guard(&env, || Ok(NativeRouter { core: Rc::new(RouterCore::new(settings, store)?) }))
-    }
-
-    /// The attempt order `router.route()` reports: pool indices, best first, at most
-    /// `maxAcquisitionAttempts`, written into `out`; returns how many. Throws the typed
-    /// `NO_ELIGIBLE_PROVIDER` error. `now`: the router's injected clock (ms); omitted, the
-    /// wall clock.
-    #[napi]
-    pub fn order(
-        &self,
-        env: Env,
-        registry: &NativeRegistry,
-        request: &CompiledRequest,
-        detached: bool,
-        mut out: Uint32ArraySlice<'_>,
-        now: Option<f64>,
-    ) -> napi::Result<u32> {
         guard(&env, || {
-            let mut inner = registry.inner.borrow_mut();
-            let req = &request.req;
-            let order = self.core.view(&mut inner, now, |inner, health| {
-                let q = Question { req, detached, extras: None, provider_order: self.core.provider_order(), health };
-                inner.candidates(&q, Some(req.max_attempts as usize))
-            })?;
-            // SAFETY: JavaScript cannot run during this synchronous call, so nothing else
-            // touches the buffer while we write, and nothing keeps the slice beyond it.
-            let out = unsafe { out.as_mut() };
-            if out.len() < order.len() {
-                return Err(crate::binding::error::internal("(the order buffer is too small)"));
-            }
-            for (slot, &i) in out.iter_mut().zip(&order) {
-                *slot = i as u32;
-            }
-            Ok(order.len() as u32)
+            let core = Rc::new(RouterCore::new(settings, store)?);
+            let handle = ROUTERS.with(|r| r.borrow_mut().insert(core.clone()));
+            Ok(NativeRouter { core, handle })
         })
     }
 
-    /// Indices of the pools that pass the hard requirements and credential readiness:
-    /// the pools a signal resolver is asked about.
-    #[napi]
-    pub fn survivors(
-        &self,
-        env: Env,
-        registry: &NativeRegistry,
-        request: &CompiledRequest,
-        detached: bool,
-        credentials_unavailable: Option<Vec<u32>>,
-    ) -> napi::Result<Vec<u32>> {
-        guard(&env, || {
-            let extras = crate::binding::registry::RouteExtras { credentials_unavailable, signals: None };
-            let inner = registry.inner.borrow();
-            let q = Question { req: &request.req, detached, extras: Some(&extras), provider_order: None, health: None };
-            Ok(inner.survivors(&q).into_iter().map(|i| i as u32).collect())
-        })
+    /// Its handle for the provision path (`beginAcquisition`, `order`).
+    #[napi(getter)]
+    pub fn handle(&self) -> u32 {
+        self.handle
     }
 
     /// Every pool of `provider_ids`, in that order, at `now` (ms; omitted: the wall clock);
@@ -326,4 +300,38 @@ impl NativeRouter {
                 .collect())
         })
     }
+}
+
+/// The attempt order `router.route()` reports for router `router`, registry `registry` and
+/// compiled request `request` (handles): pool indices, best first, at most
+/// `maxAcquisitionAttempts`, written into `out`; returns how many. Throws the typed
+/// `NO_ELIGIBLE_PROVIDER` error. `now`: the router's injected clock (ms); omitted, the wall
+/// clock.
+#[napi]
+pub fn route_order(
+    env: Env,
+    router: u32,
+    registry: u32,
+    request: u32,
+    detached: bool,
+    mut out: Uint32ArraySlice<'_>,
+    now: Option<f64>,
+) -> napi::Result<u32> {
+    guard(&env, || {
+        let (core, registry, req) = (router_of(router)?, registry_of(registry)?, request_of(request)?);
+        let mut inner = registry.borrow_mut();
+        let order = core.view(&mut inner, now, |inner, health| {
+            let q = Question { req: &req, detached, extras: None, provider_order: core.provider_order(), health };
+            inner.candidates(&q, Some(req.max_attempts as usize))
+        })?;
+        // SAFETY: JavaScript cannot run during this synchronous call, and nothing keeps the slice beyond it.
+        let out = unsafe { out.as_mut() };
+        if out.len() < order.len() {
+            return Err(crate::binding::error::internal("(the order buffer is too small)"));
+        }
+        for (slot, &i) in out.iter_mut().zip(&order) {
+            *slot = i as u32;
+        }
+        Ok(order.len() as u32)
+    })
 }

@@ -9,6 +9,10 @@
 //! (sans-IO, like the rest of the core); the JS layer performs it through the runtime port
 //! (`runScript`), so no provider needs to change.
 //!
+//! The same holds while it runs: the JS layer parses what its scripts print into plain
+//! reports, and the core says what they mean ([`execution`]: ready, restart, failed,
+//! complete; [`idle`]: quiet, active or unknown, and whether the sandbox is idle).
+//!
 //! - **Startup** runs in *waves*: wave `n` holds every process whose longest dependency
 //!   chain has length `n` (topological levels). A wave starts only when every readiness
 //!   probe of the previous wave passed. Within a wave, processes are ordered by name.
@@ -21,9 +25,12 @@
 //! caller value, except process names in a cycle report: names are restricted to
 //! `[a-z0-9][a-z0-9_-]*`, so they carry no secret and no markup.
 
+pub mod execution;
+pub mod idle;
+
 use crate::core::json::{object, one_of, FieldError, Obj};
 use crate::core::CoreError;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 
 /// At most this many processes per manifest.
@@ -249,6 +256,37 @@ pub fn parse_manifest_str(text: &str) -> Result<Manifest, CoreError> {
     let v: Value = serde_json::from_str(text)
         .map_err(|_| CoreError::InvalidInput { field: "manifest".into(), expectation: "must be valid JSON".into() })?;
     parse_manifest(&v)
+}
+
+/// Like [`parse_manifest_str`], for the caller's value as the JS layer serialized it: None
+/// when the value has no JSON form (a BigInt, a cycle, `undefined`), refused naming
+/// `manifest`.
+pub fn parse_manifest_text(text: Option<&str>) -> Result<Manifest, CoreError> {
+    match text {
+        Some(t) => parse_manifest_str(t),
+        None => Err(CoreError::InvalidInput {
+            field: "manifest".into(),
+            expectation: "must be a JSON-serializable object".into(),
+        }),
+    }
+}
+
+impl Manifest {
+    /// The process named `name`.
+    pub fn process(&self, name: &str) -> Option<&Process> {
+        self.processes.iter().find(|p| p.name == name)
+    }
+
+    /// The idle policy, which `checkIdle` requires.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` naming `idle` when the manifest declares none.
+    pub fn idle_policy(&self) -> Result<&Idle, CoreError> {
+        self.idle.as_ref().ok_or_else(|| CoreError::InvalidInput {
+            field: "idle".into(),
+            expectation: "is required by checkIdle".into(),
+        })
+    }
 }
 
 /// Parses and validates a manifest.
@@ -553,18 +591,6 @@ impl StartupPlan {
     pub fn order(&self) -> Vec<&str> {
         self.waves.iter().flatten().map(|p| p.name.as_str()).collect()
     }
-
-    /// `{ waves: [{ wave, processes: [process…] }], order: [name…] }`; each process as in
-    /// the normalized manifest.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "waves": self.waves.iter().enumerate().map(|(i, w)| json!({
-                "wave": i,
-                "processes": w.iter().map(Process::to_json).collect::<Vec<_>>(),
-            })).collect::<Vec<_>>(),
-            "order": self.order(),
-        })
-    }
 }
 
 /// Plans startup: topological levels, ordered by name within a level. The same manifest
@@ -595,17 +621,6 @@ pub enum Phase {
     Kill,
 }
 
-impl Phase {
-    fn to_json(&self) -> Value {
-        match self {
-            Phase::Flush { command } => json!({"action": "flush", "command": command}),
-            Phase::Signal { signal } => json!({"action": "signal", "signal": signal.name()}),
-            Phase::Wait { ms } => json!({"action": "wait", "ms": ms}),
-            Phase::Kill => json!({"action": "kill", "signal": "SIGKILL"}),
-        }
-    }
-}
-
 /// How to stop one process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TeardownStep {
@@ -627,20 +642,6 @@ impl TeardownPlan {
     /// Every process name, wave by wave.
     pub fn order(&self) -> Vec<&str> {
         self.waves.iter().flatten().map(|s| s.name.as_str()).collect()
-    }
-
-    /// `{ waves: [{ wave, steps: [{ name, phases: [{ action, … }] }] }], order: [name…] }`.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "waves": self.waves.iter().enumerate().map(|(i, w)| json!({
-                "wave": i,
-                "steps": w.iter().map(|s| json!({
-                    "name": s.name,
-                    "phases": s.phases.iter().map(Phase::to_json).collect::<Vec<_>>(),
-                })).collect::<Vec<_>>(),
-            })).collect::<Vec<_>>(),
-            "order": self.order(),
-        })
     }
 }
 
@@ -670,46 +671,41 @@ pub fn plan_teardown(m: &Manifest) -> TeardownPlan {
     }
 }
 
-impl Process {
-    /// The normalized form: defaults filled in (`dependsOn`, `restart`, `maxRestarts` with
-    /// on-failure, `teardown`), absent optional blocks left out. Validating it again yields
-    /// the same process.
-    pub fn to_json(&self) -> Value {
-        let mut v = json!({
-            "name": self.name,
-            "command": self.command,
-            "dependsOn": self.depends_on,
-        });
-        if let Some(r) = &self.readiness {
-            let mut rj = json!({"timeoutMs": r.timeout_ms, "intervalMs": r.interval_ms});
-            match &r.probe {
-                Probe::Command(c) => rj["command"] = json!(c),
-                Probe::Port(p) => rj["port"] = json!(p),
-                Probe::LogLine(l) => rj["logLine"] = json!(l),
-            }
-            v["readiness"] = rj;
-        }
-        match self.restart {
-            Restart::Never => v["restart"] = json!("never"),
-            Restart::OnFailure { max_restarts } => {
-                v["restart"] = json!("on-failure");
-                v["maxRestarts"] = json!(max_restarts);
-            }
-        }
-        let mut t = json!({"signal": self.teardown.signal.name(), "graceMs": self.teardown.grace_ms});
-        if let Some(f) = &self.teardown.flush_command {
-            t["flushCommand"] = json!(f);
-        }
-        v["teardown"] = t;
-        v
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
 
-impl Manifest {
-    /// The normalized manifest (processes in input order, defaults filled in).
-    pub fn to_json(&self) -> Value {
-        let mut v = json!({"processes": self.processes.iter().map(Process::to_json).collect::<Vec<_>>()});
-        if let Some(idle) = &self.idle {
+    /// The normalized JSON form `validateManifest` documents (defaults filled in, absent
+    /// optional blocks left out), as the JS layer builds it from the typed answer.
+    fn normalized(m: &Manifest) -> Value {
+        let process = |p: &Process| {
+            let mut v = json!({"name": p.name, "command": p.command, "dependsOn": p.depends_on});
+            if let Some(r) = &p.readiness {
+                let mut rj = json!({"timeoutMs": r.timeout_ms, "intervalMs": r.interval_ms});
+                match &r.probe {
+                    Probe::Command(c) => rj["command"] = json!(c),
+                    Probe::Port(p) => rj["port"] = json!(p),
+                    Probe::LogLine(l) => rj["logLine"] = json!(l),
+                }
+                v["readiness"] = rj;
+            }
+            match p.restart {
+                Restart::Never => v["restart"] = json!("never"),
+                Restart::OnFailure { max_restarts } => {
+                    v["restart"] = json!("on-failure");
+                    v["maxRestarts"] = json!(max_restarts);
+                }
+            }
+            let mut t = json!({"signal": p.teardown.signal.name(), "graceMs": p.teardown.grace_ms});
+            if let Some(f) = &p.teardown.flush_command {
+                t["flushCommand"] = json!(f);
+            }
+            v["teardown"] = t;
+            v
+        };
+        let mut v = json!({"processes": m.processes.iter().map(process).collect::<Vec<_>>()});
+        if let Some(idle) = &m.idle {
             v["idle"] = json!({
                 "quietMs": idle.quiet_ms,
                 "evidence": idle.evidence.iter().map(|e| e.name()).collect::<Vec<_>>(),
@@ -717,11 +713,6 @@ impl Manifest {
         }
         v
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
 
     fn base() -> Value {
         json!({
@@ -1114,7 +1105,7 @@ mod tests {
     fn normalized_manifest_is_a_fixed_point() {
         let v = with(base(), &["processes", "0", "restart"], json!("on-failure"));
         let m = parse_manifest(&v).unwrap();
-        let n = m.to_json();
+        let n = normalized(&m);
         assert_eq!(n["processes"][0]["maxRestarts"], json!(DEFAULT_MAX_RESTARTS));
         assert_eq!(n["processes"][1]["teardown"], json!({"signal": "SIGTERM", "graceMs": DEFAULT_GRACE_MS}));
         assert_eq!(n["processes"][0]["dependsOn"], json!([]));
@@ -1147,13 +1138,13 @@ mod tests {
         let t = plan_teardown(&m);
         assert_eq!(t.order(), vec!["web", "api", "worker", "assets", "cache", "db"]);
         // Identical output for identical input, and for a permuted input.
-        assert_eq!(plan_startup(&m).to_json().to_string(), plan.to_json().to_string());
+        assert_eq!(plan_startup(&m), plan);
         let mut items = v["processes"].as_array().unwrap().clone();
         items.rotate_left(2);
         items.swap(0, 3);
         let m2 = parse_manifest(&json!({ "processes": items })).unwrap();
-        assert_eq!(plan_startup(&m2).to_json(), plan.to_json());
-        assert_eq!(plan_teardown(&m2).to_json(), t.to_json());
+        assert_eq!(plan_startup(&m2), plan);
+        assert_eq!(plan_teardown(&m2), t);
     }
 
     #[test]
@@ -1179,10 +1170,6 @@ mod tests {
             api.phases,
             vec![Phase::Signal { signal: Signal::Term }, Phase::Wait { ms: DEFAULT_GRACE_MS }, Phase::Kill]
         );
-        let j = t.to_json();
-        assert_eq!(j["waves"][1]["steps"][0]["phases"][0], json!({"action": "flush", "command": "save"}));
-        assert_eq!(j["waves"][1]["steps"][0]["phases"][3], json!({"action": "kill", "signal": "SIGKILL"}));
-        assert_eq!(j["order"], json!(["api", "db"]));
     }
 
     #[test]
