@@ -1247,6 +1247,237 @@ export interface ReasonRecord {
   detail: string
 }
 
+/** A run's classification. */
+export interface ReconcileClassification {
+  /** Per pool, in the input's order. */
+  pools: Array<ReconcilePoolClasses>
+  /**
+   * Intents whose launch is over and left nothing listed: the index, in the input's
+   * `intents`, of the first record of each id.
+   */
+  staleIntents: Uint32Array
+  /** What `reclaim: true` acts on (empty unless the input's `reclaim`). */
+  work: ReconcileWork
+}
+
+/**
+ * Classifies one reconcile run (the rules: `src/core/reconcile.rs`): per pool its
+ * orphans, stale mappings, mapped ids and pending items with their reason codes, the
+ * stale intents, and the reclaim work list. Whether an id is in flight is answered here,
+ * from the acquisition machines of this process. Throws only on an internal bug.
+ */
+export declare function reconcileClassify(input: ReconcileInput): ReconcileClassification
+
+/** One reconcile run, as `lib/reconcile.js` read it. */
+export interface ReconcileInput {
+  /** The router's fleet. */
+  fleet: string
+  /** This router's session id. */
+  session: string
+  /** This host's name. */
+  host: string
+  /** Now, epoch ms. */
+  now: number
+  /** The run's `graceMs`. */
+  graceMs: number
+  /** Whether the run reclaims (the work list is answered only then). */
+  reclaim: boolean
+  /** The pools, each once, in report order. */
+  pools: Array<ReconcilePoolInput>
+  /** The store's mapping records. */
+  mappings: ReconcileMappings
+  /** The store's intent records (empty without intent support). */
+  intents: Array<ReconcileIntent>
+  /** Process ids on this host, among the intents' writers, that are gone. */
+  gonePids: Array<number>
+}
+
+/**
+ * An intent record as the store returned it, read once: each field absent when it is
+ * missing or not of its type.
+ */
+export interface ReconcileIntent {
+  /** The `sbx_…` id. */
+  id: string
+  /** The pool of its current attempt. */
+  providerId?: string
+  /** `launching` | `failed`. */
+  state?: string
+  /** Epoch ms after which the writer's provision has certainly ended. */
+  expiresAt?: number
+  /** The writer's host. */
+  ownerHost?: string
+  /** The writer's process id. */
+  ownerPid?: number
+  /** The writing router's session. */
+  ownerSession?: string
+}
+
+/**
+ * What a pool's finder listed, one column per field and one row per item (columns cross
+ * the seam several times faster than one object per item).
+ */
+export interface ReconcileListing {
+  /** The provider's own sandbox ids. */
+  providerSandboxIds: Array<string>
+  /** The stamps' `sbx_…` ids; null for an item that carried no labels. */
+  sandboxIds: Array<string | undefined | null>
+  /**
+   * Whether the whole stamp (this fleet and a well-formed id) was seen on the item: 1,
+   * else 0.
+   */
+  verified: Uint8Array
+  /** Provider-reported creation times, epoch ms; NaN when unknown. */
+  createdAtMs: Float64Array
+}
+
+/** The store's mapping records, read once, one column per field. */
+export interface ReconcileMappings {
+  /** The `sbx_…` ids. */
+  ids: Array<string>
+  /** Their pools. */
+  providerIds: Array<string>
+  /** The provider's sandbox ids. */
+  providerSandboxIds: Array<string>
+  /** Their fleet labels; null when that is not a string. */
+  fleets: Array<string | undefined | null>
+  /** Their `createdAt`, epoch ms; NaN when unreadable (counted as young). */
+  createdAtMs: Float64Array
+}
+
+/** Why a stamped sandbox without a (matching) mapping is an orphan. */
+export declare const enum ReconcileOrphanReason {
+  /** Its intent says the launch failed with its outcome unknown. */
+  LaunchFailed = 'LAUNCH_FAILED',
+  /** Its `launching` intent names a process on this host that is gone. */
+  WriterGone = 'WRITER_GONE',
+  /** Its `launching` intent outlived the launch's settle window. */
+  IntentExpired = 'INTENT_EXPIRED',
+  /** Its intent was written by this router, whose provision of it is over. */
+  IntentAbandoned = 'INTENT_ABANDONED',
+  /** Its id is mapped to another sandbox. */
+  DuplicateOfMapped = 'DUPLICATE_OF_MAPPED',
+  /** No intent, and its provider-reported age is at least `graceMs`. */
+  GraceElapsed = 'GRACE_ELAPSED',
+}
+
+/** Orphans, in listing order: each row an item of the pool's listing. */
+export interface ReconcileOrphans {
+  /** The item's index in the pool's listing (the input's columns). */
+  items: Uint32Array
+  /** Why each is an orphan. */
+  reasons: Array<ReconcileOrphanReason>
+}
+
+/**
+ * Pending items, one column per field (row `i` is one item; a rare class, so it carries
+ * its ids).
+ */
+export interface ReconcilePendingItems {
+  /** The `sbx_…` ids; null for a handle without a verified stamp. */
+  sandboxIds: Array<string | undefined | null>
+  /** The provider's sandbox ids. */
+  providerSandboxIds: Array<string>
+  /** Why each is pending. */
+  reasons: Array<ReconcilePendingReason>
+}
+
+/** Why an item is pending (never touched). */
+export declare const enum ReconcilePendingReason {
+  /** A provision in this process is still making it. */
+  InFlight = 'IN_FLIGHT',
+  /** A live writer's intent names it. */
+  InFlightElsewhere = 'IN_FLIGHT_ELSEWHERE',
+  /** No intent, and younger than `graceMs`. */
+  WithinGrace = 'WITHIN_GRACE',
+  /** No intent, and the provider reported no creation time. */
+  AgeUnknown = 'AGE_UNKNOWN',
+  /** A mapping the listing does not show, younger than `graceMs`. */
+  NotListedYet = 'NOT_LISTED_YET',
+  /** A listed handle without the whole stamp, matched to no mapping. */
+  StampUnverified = 'STAMP_UNVERIFIED',
+}
+
+/**
+ * One pool's classes (all empty for a pool that could not be listed). Rows refer to the
+ * input by index: the caller holds every id already.
+ */
+export interface ReconcilePoolClasses {
+  /** Orphans. */
+  orphan: ReconcileOrphans
+  /** Stale mappings. */
+  staleMapping: ReconcileStaleMappings
+  /**
+   * The ids both sides agree on, in listing order: the index, in the input's `mappings`,
+   * of the mapping each listed item matched (its id is the mapped id).
+   */
+  mapped: Uint32Array
+  /** Pending items: listed ones in listing order, then young unlisted mappings. */
+  pending: ReconcilePendingItems
+}
+
+/** One pool of the run, in report order. */
+export interface ReconcilePoolInput {
+  /** The pool's id. */
+  providerId: string
+  /**
+   * What its finder listed; absent when the pool could not be listed (nothing of it is
+   * classified).
+   */
+  listed?: ReconcileListing
+}
+
+/** Stale mappings, in store order: each row a mapping of the input. */
+export interface ReconcileStaleMappings {
+  /** The mapping's index in the input's `mappings` columns. */
+  mappings: Uint32Array
+  /** Why each is stale (`NOT_LISTED`). */
+  reasons: Array<ReconcileStaleReason>
+}
+
+/** Why a mapping is stale: the listing does not show it. */
+export declare const enum ReconcileStaleReason {
+  /** Older than `graceMs` and not listed. */
+  NotListed = 'NOT_LISTED',
+}
+
+/**
+ * The reclaim work list, one column per field (row `i` is one action), in order: per
+ * pool, its orphans, its stale mappings, its stale intents. Besides the in-flight re-read
+ * every action makes, each row says which re-check it needs.
+ */
+export interface ReconcileWork {
+  /** What to do. */
+  classes: Array<ReconcileWorkClass>
+  /** The pool: its index in the input's `pools`. */
+  pools: Uint32Array
+  /**
+   * What it acts on: an orphan's index in its pool's listing, a stale mapping's in
+   * `mappings`, a stale intent's in `intents`.
+   */
+  indices: Uint32Array
+  /**
+   * Whether a mapping of the id written since the store was read saves it
+   * (`NOW_MAPPED`): false for a stale mapping and a `DUPLICATE_OF_MAPPED` orphan.
+   */
+  savedByMapping: Array<boolean>
+  /**
+   * Whether an orphan's intent record is removed once it is destroyed (never for a
+   * `DUPLICATE_OF_MAPPED` orphan, whose id's record is a live mapping).
+   */
+  removesIntent: Array<boolean>
+}
+
+/** The class of one reclaim action (`report.outcomes[].class`). */
+export declare const enum ReconcileWorkClass {
+  /** Destroy an orphan. */
+  Orphan = 'orphan',
+  /** Remove a stale mapping. */
+  StaleMapping = 'stale-mapping',
+  /** Remove a stale intent. */
+  StaleIntent = 'stale-intent',
+}
+
 /**
  * Indices of the pools of registry `registry` that pass compiled request `request`'s hard
  * requirements and credential readiness (`credentials_unavailable`): the pools a signal

@@ -509,6 +509,106 @@ test('intent must-not-fire: a successful provision completes its intent (no inte
 });
 
 // ---------------------------------------------------------------------------------------
+// one "launch is over" predicate (src/core/reconcile.rs launch_over), for orphans and stale
+// intents alike. This router's own `launching` intent whose provision is no longer in
+// flight is over: its sandbox is an orphan (INTENT_ABANDONED) and, when nothing was
+// listed, the intent is stale. (Before the predicate was one, such an intent was kept
+// until it expired.)
+
+/** A store whose `failed` intent writes fail: a launch that ends unknown leaves `launching`. */
+function failedWritesFail() {
+  const store = memoryStore({ intents: true });
+  const write = store.intent;
+  store.intent = async (i) => {
+    if (i.state === 'failed') throw new Error(`store down ${CANARY}`);
+    return write(i);
+  };
+  return store;
+}
+
+test('own intent must-fire: this router\'s launching intent, its provision over, is stale at once (nothing listed) and removed', async () => {
+  const rt = labelledRuntime({
+    launch: () => {
+      throw new Error(`timeout talking to ${CANARY}`); // outcome unknown; nothing allocated here
+    },
+  });
+  const store = failedWritesFail();
+  const { router } = setup(rt, { mappings: store });
+  const err = await router.provision({}).catch((e) => e);
+  assert.equal(err.code, 'PROVIDER_LAUNCH_OUTCOME_UNKNOWN');
+  assert.equal(store.intentRecords.get(err.sandboxId).state, 'launching', 'the failed write failed');
+  assert.ok(store.intentRecords.get(err.sandboxId).expiresAt > Date.now(), 'not expired: the own-session rule decides');
+  const dry = await router.reconcile();
+  assert.deepEqual(dry.staleIntents, [err.sandboxId]);
+  const done = await router.reconcile({ reclaim: true });
+  assert.deepEqual(done.outcomes.map((o) => [o.class, o.sandboxId, o.providerSandboxId, o.outcome]), [['stale-intent', err.sandboxId, null, 'INTENT_REMOVED']]);
+  assert.equal(store.intentRecords.size, 0);
+});
+
+test('own intent must-not-fire: this router\'s launching intent is not stale while its provision is in flight', async () => {
+  let fail;
+  const rt = labelledRuntime({ launch: () => new Promise((_, reject) => (fail = () => reject(new Error('boom')))) });
+  const store = failedWritesFail();
+  const { router } = setup(rt, { mappings: store });
+  const pending = router.provision({}).catch((e) => e);
+  while (fail === undefined) await new Promise((r) => setImmediate(r));
+  const r = await router.reconcile({ reclaim: true, graceMs: 0 });
+  assert.deepEqual(r.staleIntents, []);
+  assert.deepEqual(r.outcomes, []);
+  assert.equal(store.intentRecords.size, 1);
+  fail();
+  const err = await pending;
+  assert.deepEqual((await router.reconcile()).staleIntents, [err.sandboxId], 'over now: the same intent is stale');
+});
+
+test('own intent must-fire: this router\'s launching intent, its provision over, makes its listed sandbox an orphan (INTENT_ABANDONED)', async () => {
+  const rt = labelledRuntime({
+    launch: (options, self) => {
+      self.seed(options.labels, new Date().toISOString()); // allocated, then…
+      throw new Error(`timeout talking to ${CANARY}`);
+    },
+  });
+  const store = failedWritesFail();
+  const { router } = setup(rt, { mappings: store });
+  const err = await router.provision({}).catch((e) => e);
+  const r = await router.reconcile({ reclaim: true }); // default grace: 15 minutes
+  assert.deepEqual(r.pools.a.orphan.map((o) => [o.sandboxId, o.reason]), [[err.sandboxId, 'INTENT_ABANDONED']]);
+  assert.deepEqual(r.outcomes.map((o) => o.outcome), ['DESTROYED']);
+  assert.equal(rt.live.size, 0);
+  assert.equal(store.intentRecords.size, 0, 'its intent is settled with it');
+});
+
+test('stale-intent re-check must-not-fire: a record of its id written after the store was read saves it (NOW_MAPPED)', async () => {
+  const rt = labelledRuntime();
+  const store = memoryStore({ intents: true });
+  const now = Date.now();
+  await store.intent({ id: sbx(40), providerId: 'a', state: 'failed', startedAt: now, expiresAt: now + 600_000, ownerHost: 'another-host', ownerPid: 1, ownerSession: 'x' });
+  const realIntents = store.intents;
+  // The intents answer before the record exists; the record lands right after.
+  store.intents = async () => {
+    const l = await realIntents();
+    store.records.set(sbx(40), { id: sbx(40), providerId: 'a', providerSandboxId: 'late', labels: stamp(sbx(40)), createdAt: new Date().toISOString() });
+    return l;
+  };
+  const { router } = setup(rt, { mappings: store });
+  const r = await router.reconcile({ reclaim: true });
+  assert.deepEqual(r.staleIntents, [sbx(40)]);
+  assert.deepEqual(r.outcomes.map((o) => [o.class, o.outcome]), [['stale-intent', 'NOW_MAPPED']]);
+  assert.ok(store.records.has(sbx(40)), 'the record written meanwhile is kept');
+});
+
+test('stale-intent re-check must-fire: without such a record the stale intent is removed (INTENT_REMOVED)', async () => {
+  const rt = labelledRuntime();
+  const store = memoryStore({ intents: true });
+  const now = Date.now();
+  await store.intent({ id: sbx(41), providerId: 'a', state: 'failed', startedAt: now, expiresAt: now + 600_000, ownerHost: 'another-host', ownerPid: 1, ownerSession: 'x' });
+  const { router } = setup(rt, { mappings: store });
+  const r = await router.reconcile({ reclaim: true });
+  assert.deepEqual(r.outcomes.map((o) => [o.class, o.outcome]), [['stale-intent', 'INTENT_REMOVED']]);
+  assert.equal(store.intentRecords.size, 0);
+});
+
+// ---------------------------------------------------------------------------------------
 // native finders: loopback mock servers with each provider's wire shape
 
 const FLEET = 'default';

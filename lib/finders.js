@@ -14,6 +14,9 @@
 // The port's handles carry no labels, so a handle is trusted as stamped only when it
 // carries `labels` itself (the local runtime's do) with the whole stamp; a handle without
 // labels can be matched to a mapping by its provider id, but never reclaimed.
+//
+// A finder answers a Listing: one column per field, the form reconcile's native call
+// takes (src/binding/reconcile.rs), so 10,000 items cross the seam as a few arrays.
 
 const { binding } = require('./binding.js');
 const { guarded, copyOptions } = require('./guard.js');
@@ -51,24 +54,38 @@ function attachFinder(runtime, kind, options) {
 function nativeFinder(native, apiKey) {
   return {
     kind: 'native',
-    /** @returns {Promise<{ reason: string | null, items: Found[] }>} */
+    /** @returns {Promise<{ reason: string | null, listing: Listing }>} */
     async find(fleet, timeoutMs) {
       const r = await native.find(apiKey, fleet, timeoutMs);
-      return {
-        reason: r.reason ?? null,
-        items: r.items.map((f) => ({ providerSandboxId: f.providerSandboxId, sandboxId: f.sandboxId, createdAtMs: f.createdAtMs ?? null, verified: true })),
-      };
+      const l = listing(r.items.length);
+      r.items.forEach((f, i) => add(l, i, f.providerSandboxId, f.sandboxId, true, f.createdAtMs));
+      return { reason: r.reason ?? null, listing: l };
     },
   };
 }
 
 /**
- * @typedef {object} Found
- * @property {string} providerSandboxId
- * @property {string | null} sandboxId the stamp's sbx id (null: the handle carried no labels)
- * @property {number | null} createdAtMs
- * @property {boolean} verified whether the whole stamp was seen on the item
+ * @typedef {object} Listing one pool's stamped items, one column per field (row i: item i)
+ * @property {string[]} providerSandboxIds
+ * @property {Array<string | null>} sandboxIds the stamps' sbx ids (null: the handle carried no labels)
+ * @property {Uint8Array} verified 1 when the whole stamp was seen on the item
+ * @property {Float64Array} createdAtMs NaN when unknown
  */
+
+/** An empty listing of `n` rows (filled by `add`). */
+function listing(n) {
+  return { providerSandboxIds: new Array(n), sandboxIds: new Array(n), verified: new Uint8Array(n), createdAtMs: new Float64Array(n) };
+}
+
+function add(l, i, providerSandboxId, sandboxId, verified, createdAtMs) {
+  l.providerSandboxIds[i] = providerSandboxId;
+  l.sandboxIds[i] = sandboxId;
+  l.verified[i] = verified ? 1 : 0;
+  l.createdAtMs[i] = createdAtMs ?? NaN;
+}
+
+/** What a finder answers when the pool could not be listed. */
+const UNLISTED = (reason) => ({ reason, listing: listing(0) });
 
 /** The finder for a pool entry: native when the factory registered one, else the runtime's label search. */
 function finderFor(entry) {
@@ -85,15 +102,15 @@ function runtimeFinder(runtime) {
       } catch {
         has = false;
       }
-      if (!has) return { reason: 'NOT_SUPPORTED', items: [] };
+      if (!has) return UNLISTED('NOT_SUPPORTED');
       let answer;
       try {
         answer = await within(runtime.findAllByLabels({ [SANDBOX_FLEET_LABEL]: fleet }, { timeoutMs }), timeoutMs);
       } catch {
         // The adapter's error text is the provider's: only the fact is kept.
-        return { reason: 'READ_FAILED', items: [] };
+        return UNLISTED('READ_FAILED');
       }
-      if (answer === TIMED_OUT) return { reason: 'TIMEOUT', items: [] };
+      if (answer === TIMED_OUT) return UNLISTED('TIMEOUT');
       // Read once, inside a guard; the stamp rule is native (src/readers/stamp.rs).
       let text;
       try {
@@ -102,10 +119,9 @@ function runtimeFinder(runtime) {
         text = null;
       }
       const r = binding.judgeHandles(text, fleet);
-      return {
-        reason: r.reason ?? null,
-        items: r.items.map((h) => ({ providerSandboxId: h.providerSandboxId, sandboxId: h.sandboxId ?? null, createdAtMs: h.createdAtMs ?? null, verified: h.verified })),
-      };
+      const l = listing(r.items.length);
+      r.items.forEach((h, i) => add(l, i, h.providerSandboxId, h.sandboxId ?? null, h.verified, h.createdAtMs));
+      return { reason: r.reason ?? null, listing: l };
     },
   };
 }
@@ -126,4 +142,4 @@ function readHandle(h) {
   };
 }
 
-module.exports = { attachFinder, finderFor, SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL };
+module.exports = { attachFinder, finderFor, UNLISTED, SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL };

@@ -2,35 +2,41 @@
 // reconcile(): compares what the providers hold under this router's stamp with what the
 // mapping store says, per pool, and (with `reclaim: true`) cleans up the difference.
 //
+// This file does the I/O and the guards: it reads the options, lists the pools (finders.js),
+// reads the store, signals the intent writers' pids on this host, makes ONE native call
+// that classifies the whole run (src/core/reconcile.rs: every rule, and the one predicate
+// "this launch is over"), then performs the reclaim work it answered and builds the report.
+// The listing and the store's records cross as columns and the answer names items by
+// index, so a 10,000-sandbox run is one short native call (src/binding/reconcile.rs says
+// what it costs), after a turn of the event loop that follows the store's answer.
+//
 // Why is this exact and safe by default?
 // - Only what carries the WHOLE stamp is considered: the fleet label equal to this router's
 //   fleet and a well-formed `sbx_` id label, checked item by item (finders.js). Nothing else
 //   is ever destroyed, whatever a provider's filter did.
 // - A stamped sandbox without a mapping is an orphan only when its provision is provably
-//   over: its intent record says the launch failed, or its writer's process is gone, or its
-//   intent expired, or a mapping of the same id points at another sandbox (a launch that
-//   allocated and was then retried elsewhere). Without an intent, only its age proves it:
-//   older than `graceMs` (default 15 minutes: three times the default launch deadline).
-//   Everything else is `pending`, never touched.
-// - Right before a destroy or an unmap, the store and the in-flight set are read again, so
-//   a provision that completed during the run is never undone.
+//   over (its intent record says so, or a mapping of the same id points at another
+//   sandbox) or, without an intent, when it is older than `graceMs` (default 15 minutes:
+//   three times the default launch deadline). Everything else is `pending`, never touched.
+// - Right before each destroy, unmap or intent removal, the in-flight set (and, where a
+//   record written meanwhile would save the item, the store) is read again, so a
+//   provision that completed during the run is never undone.
 // - A stale mapping is removed only after the runtime's `getById(id, { owned: true })` also
-//   says the sandbox is gone (when the runtime has getById), and only for mappings older than
-//   the grace period whose labels carry this fleet's stamp (lists are eventually consistent).
+//   says the sandbox is gone (when the runtime has getById).
 // - Dry run by default: the report is computed, nothing is changed.
 //
 // The report and the events carry ids, counts and reason codes, never provider text.
 
 const os = require('node:os');
-const { SandboxRequestValidationError, MappingPersistenceError } = require('./errors.js');
+const { binding } = require('./binding.js');
+const { SandboxRequestValidationError, MappingPersistenceError, callNative } = require('./errors.js');
 const { nativeView } = require('./registry.js');
 const { guarded } = require('./guard.js');
 const { within, TIMED_OUT } = require('./within.js');
 const { hasMethods } = require('./options.js');
 const { emit } = require('./events.js');
-const { finderFor, SANDBOX_FLEET_LABEL } = require('./finders.js');
+const { finderFor, UNLISTED, SANDBOX_FLEET_LABEL } = require('./finders.js');
 const { isNotFound } = require('./operations.js');
-const { inFlight } = require('./provision.js');
 
 /** Default age (ms) after which a stamped sandbox without mapping or intent is an orphan. */
 const DEFAULT_GRACE_MS = 15 * 60_000;
@@ -40,6 +46,12 @@ const DEFAULT_RECONCILE_TIMEOUT_MS = 120_000;
 const DEFAULT_CONCURRENCY = 8;
 const HOST = os.hostname();
 const OPTION_KEYS = ['providers', 'reclaim', 'graceMs', 'concurrency', 'timeoutMs'];
+
+/**
+ * Whether a provision of this process is still making sandbox `id` (its machine lives until
+ * the provision has settled: src/binding/acquisition.rs). Re-read right before each action.
+ */
+const inFlight = (id) => binding.acquisitionInFlight(id);
 
 function invalid(field, what) {
   return new SandboxRequestValidationError(`invalid reconcile options: ${field} ${what}`, 'INVALID_REQUEST', { field });
@@ -80,7 +92,6 @@ function readOptions(options) {
 
 /** Whether process `pid` on this host is gone (a pid we cannot signal but exists counts as alive). */
 function processGone(pid) {
-  if (!Number.isInteger(pid) || pid <= 0) return false;
   try {
     process.kill(pid, 0);
     return false;
@@ -89,73 +100,89 @@ function processGone(pid) {
   }
 }
 
-/** A plain, typed copy of one intent record (read once, inside the caller's guard). */
-function readIntent(i) {
-  if (i === null || typeof i !== 'object') return null;
-  const out = {
-    id: i.id,
-    providerId: i.providerId,
-    state: i.state,
-    expiresAt: i.expiresAt,
-    ownerHost: i.ownerHost,
-    ownerPid: i.ownerPid,
-    ownerSession: i.ownerSession,
-  };
-  return typeof out.id === 'string' ? out : null;
+/** The writers on this host, among `intents`, whose process is gone (I/O: one signal 0 per pid). */
+function gonePids(intents) {
+  const pids = new Set();
+  for (const i of intents) if (i.ownerHost === HOST && Number.isInteger(i.ownerPid) && i.ownerPid > 0) pids.add(i.ownerPid);
+  return [...pids].filter(processGone);
 }
 
-/** A plain, typed copy of one mapping record, or null when it is not one. */
-function readMapping(r) {
-  if (r === null || typeof r !== 'object') return null;
-  const labels = r.labels;
-  const out = {
-    id: r.id,
-    providerId: r.providerId,
-    providerSandboxId: r.providerSandboxId,
-    fleet: labels !== null && typeof labels === 'object' ? labels[SANDBOX_FLEET_LABEL] : undefined,
-    createdAtMs: typeof r.createdAt === 'string' ? Date.parse(r.createdAt) : NaN,
+const str = (v) => (typeof v === 'string' ? v : undefined);
+const num = (v) => (typeof v === 'number' ? v : undefined);
+
+/** A plain, typed copy of one intent record (read once, inside the caller's guard), or null. */
+function readIntent(i) {
+  if (i === null || typeof i !== 'object') return null;
+  const id = i.id;
+  if (typeof id !== 'string') return null;
+  return {
+    id,
+    providerId: str(i.providerId),
+    state: str(i.state),
+    expiresAt: num(i.expiresAt),
+    ownerHost: str(i.ownerHost),
+    ownerPid: num(i.ownerPid),
+    ownerSession: str(i.ownerSession),
   };
-  return typeof out.id === 'string' && typeof out.providerId === 'string' && typeof out.providerSandboxId === 'string' ? out : null;
 }
 
 /**
- * Why a stamped sandbox without a (matching) mapping is, or is not yet, an orphan.
- * Returns `[class, reason]`.
+ * The store's mapping records, read once (inside the caller's guard), as the columns the
+ * native call takes; a record that is not a mapping is left out.
  */
-function judge(ctx, found, mapping, intent, graceMs, now) {
-  const id = found.sandboxId;
-  if (inFlight(id)) return ['pending', 'IN_FLIGHT'];
-  // A mapping of this id that names another sandbox: the provision completed elsewhere, so
-  // this one (an earlier attempt that allocated after all) is held by no one.
-  if (mapping !== undefined) return ['orphan', 'DUPLICATE_OF_MAPPED'];
-  if (intent !== undefined) {
-    if (intent.state === 'failed') return ['orphan', 'LAUNCH_FAILED'];
-    if (intent.ownerSession === ctx.session) return ['orphan', 'INTENT_ABANDONED'];
-    if (intent.ownerHost === HOST && processGone(intent.ownerPid)) return ['orphan', 'WRITER_GONE'];
-    if (typeof intent.expiresAt === 'number' && intent.expiresAt < now) return ['orphan', 'INTENT_EXPIRED'];
-    return ['pending', 'IN_FLIGHT_ELSEWHERE'];
+function readMappings(records) {
+  const m = { ids: [], providerIds: [], providerSandboxIds: [], fleets: [], createdAtMs: null };
+  const created = [];
+  for (const r of records) {
+    if (r === null || typeof r !== 'object') continue;
+    const labels = r.labels;
+    const id = r.id;
+    const providerId = r.providerId;
+    const providerSandboxId = r.providerSandboxId;
+    const fleet = labels !== null && typeof labels === 'object' ? labels[SANDBOX_FLEET_LABEL] : undefined;
+    const createdAt = r.createdAt;
+    if (typeof id !== 'string' || typeof providerId !== 'string' || typeof providerSandboxId !== 'string') continue;
+    m.ids.push(id);
+    m.providerIds.push(providerId);
+    m.providerSandboxIds.push(providerSandboxId);
+    m.fleets.push(typeof fleet === 'string' ? fleet : null);
+    created.push(typeof createdAt === 'string' ? Date.parse(createdAt) : NaN);
   }
-  if (found.createdAtMs === null) return ['pending', 'AGE_UNKNOWN'];
-  if (now - found.createdAtMs >= graceMs) return ['orphan', 'GRACE_ELAPSED'];
-  return ['pending', 'WITHIN_GRACE'];
+  m.createdAtMs = Float64Array.from(created);
+  return m;
 }
 
-function emptyPool(providerId, finder) {
-  return {
-    providerId,
-    status: 'listed',
-    finder,
-    counts: { orphan: 0, staleMapping: 0, mapped: 0, pending: 0 },
-    orphan: [],
-    staleMapping: [],
-    mapped: [],
-    pending: [],
-  };
+/** Documented items `{ sandboxId, providerSandboxId, reason }`: row `k` names index `at[k]` of `ids`. */
+const rows = (at, ids, providerSandboxIds, reasons) => Array.from(at, (i, k) => ({ sandboxId: ids[i], providerSandboxId: providerSandboxIds[i], reason: reasons[k] }));
+
+/**
+ * The documented pool object. The native answer names items by index into what this run
+ * read (the listing's and the mappings' columns); pending items carry their ids.
+ */
+function poolReport(providerId, finder, reason, classes, listing, mappings) {
+  const { orphan: o, staleMapping: s, pending: p } = classes;
+  const orphan = rows(o.items, listing.sandboxIds, listing.providerSandboxIds, o.reasons);
+  const staleMapping = rows(s.mappings, mappings.ids, mappings.providerSandboxIds, s.reasons);
+  const mapped = Array.from(classes.mapped, (j) => mappings.ids[j]);
+  const pending = rows(p.reasons.keys(), p.sandboxIds, p.providerSandboxIds, p.reasons);
+  const counts = { orphan: orphan.length, staleMapping: staleMapping.length, mapped: mapped.length, pending: pending.length };
+  const pool = { providerId, status: reason === null ? 'listed' : 'unknown', finder, counts, orphan, staleMapping, mapped, pending };
+  if (reason !== null) pool.reason = reason;
+  return pool;
 }
 
-/** Items classified between two yields to the event loop (a 10,000-sandbox pool is one admin call, not one stall). */
-const CHUNK = 1000;
-const yieldNow = () => new Promise((r) => setImmediate(r));
+/** The reclaim work list: one action per row of the answer's columns, with the ids it acts on. */
+function workOf(w, listings, mappings, intents) {
+  return Array.from(w.classes, (cls, r) => {
+    const [pool, i] = [w.pools[r], w.indices[r]];
+    const [ids, providerSandboxIds] = cls === 'orphan' ? [listings[pool].sandboxIds, listings[pool].providerSandboxIds] : cls === 'stale-mapping' ? [mappings.ids, mappings.providerSandboxIds] : [null, null];
+    const sandboxId = ids === null ? intents[i].id : ids[i];
+    return { class: cls, pool, sandboxId, providerSandboxId: ids === null ? null : providerSandboxIds[i], savedByMapping: w.savedByMapping[r], removesIntent: w.removesIntent[r] };
+  });
+}
+
+/** A turn of the event loop, timers included (a setImmediate from the poll phase would skip them). */
+const yieldNow = () => new Promise((r) => setTimeout(r, 0));
 
 /** Runs `tasks` (functions returning promises) with at most `n` in flight. */
 async function bounded(tasks, n) {
@@ -203,11 +230,11 @@ async function reconcile(ctx, options) {
       let r;
       try {
         const ms = left();
-        r = ms === 0 ? { reason: 'TIMEOUT', items: [] } : await finder.find(ctx.fleet, ms);
+        r = ms === 0 ? UNLISTED('TIMEOUT') : await finder.find(ctx.fleet, ms);
       } catch {
-        r = { reason: 'READ_FAILED', items: [] };
+        r = UNLISTED('READ_FAILED');
       }
-      return { def, finder: finder.kind, reason: r.reason, items: r.items };
+      return { def, finder: finder.kind, reason: r.reason, listing: r.listing };
     }),
   );
 
@@ -217,7 +244,7 @@ async function reconcile(ctx, options) {
   try {
     const raw = await within(store.list(), Math.max(1, Math.min(ctx.callbackTimeoutMs, left() || 1)));
     if (raw === TIMED_OUT) throw new Error('timed out');
-    mappings = guarded(() => (Array.isArray(raw) ? Array.from(raw, readMapping) : null));
+    mappings = guarded(() => (Array.isArray(raw) ? readMappings(Array.from(raw)) : null));
     if (mappings === null) throw new Error('not a list');
     if (ctx.intents) {
       const rawIntents = await within(store.intents(), Math.max(1, Math.min(ctx.callbackTimeoutMs, left() || 1)));
@@ -228,88 +255,50 @@ async function reconcile(ctx, options) {
   } catch {
     throw new MappingPersistenceError('the mapping store could not be listed: nothing was reconciled', 'MAPPING_READ_FAILED');
   }
+  intents = intents.filter((i) => i !== null);
+  // A turn of the event loop between the store's answer and the classification: a large
+  // inventory is two shorter stalls, not one.
   await yieldNow();
-  const mapById = new Map();
-  for (const m of mappings) if (m !== null) mapById.set(m.id, m);
-  const intentById = new Map();
-  for (const i of intents) if (i !== null) intentById.set(i.id, i);
 
-  // 3. Classify.
-  const now = Date.now();
-  const report = { reclaim, fleet: ctx.fleet, graceMs, startedAt: new Date(started).toISOString(), durationMs: 0, timedOut: false, pools: {}, staleIntents: [], outcomes: [] };
-  const work = [];
-  for (const { def, finder, reason, items } of listed) {
-    const pool = emptyPool(def.id, finder);
+  // 3. Classify: one native call (src/core/reconcile.rs decides; in flight is read there).
+  const listings = listed.map((l) => l.listing);
+  const c = callNative(() =>
+    binding.reconcileClassify({
+      fleet: ctx.fleet,
+      session: ctx.session,
+      host: HOST,
+      now: Date.now(),
+      graceMs,
+      reclaim,
+      pools: listed.map((l) => ({ providerId: l.def.id, listed: l.reason === null ? l.listing : undefined })),
+      mappings,
+      intents,
+      gonePids: gonePids(intents),
+    }),
+  );
+  const staleIntents = Array.from(c.staleIntents, (k) => intents[k].id);
+  const report = { reclaim, fleet: ctx.fleet, graceMs, startedAt: new Date(started).toISOString(), durationMs: 0, timedOut: false, pools: {}, staleIntents, outcomes: [] };
+  listed.forEach(({ def, finder, reason }, i) => {
+    const pool = poolReport(def.id, finder, reason, c.pools[i], listings[i], mappings);
     report.pools[def.id] = pool;
-    if (reason !== null) {
-      pool.status = 'unknown';
-      pool.reason = reason;
-      emit(ctx.observer, 'reconcile.listed', { providerId: def.id, status: 'unknown', reason });
-      continue;
-    }
-    const listedIds = new Set();
-    const seenIds = new Set();
-    let n = 0;
-    for (const f of items) {
-      if (++n % CHUNK === 0) await yieldNow();
-      listedIds.add(f.providerSandboxId);
-      if (f.sandboxId !== null) seenIds.add(f.sandboxId);
-      const byProvider = f.sandboxId === null ? undefined : mapById.get(f.sandboxId);
-      if (byProvider !== undefined && byProvider.providerId === def.id && byProvider.providerSandboxId === f.providerSandboxId) {
-        pool.mapped.push(f.sandboxId);
-        continue;
-      }
-      if (f.sandboxId === null || !f.verified) {
-        // A handle without labels: matched to a mapping by its provider id, or unverifiable.
-        const m = mappings.find((x) => x !== null && x.providerId === def.id && x.providerSandboxId === f.providerSandboxId);
-        if (m) pool.mapped.push(m.id);
-        else pool.pending.push({ sandboxId: null, providerSandboxId: f.providerSandboxId, reason: 'STAMP_UNVERIFIED' });
-        continue;
-      }
-      const [cls, why] = judge(ctx, f, byProvider, intentById.get(f.sandboxId), graceMs, now);
-      const item = { sandboxId: f.sandboxId, providerSandboxId: f.providerSandboxId, reason: why };
-      pool[cls].push(item);
-      if (cls === 'orphan') work.push({ kind: 'orphan', def, item });
-    }
-    // Mappings of this pool and fleet that the listing does not show.
-    n = 0;
-    for (const m of mappings) {
-      if (++n % CHUNK === 0) await yieldNow();
-      if (m === null || m.providerId !== def.id || m.fleet !== ctx.fleet || listedIds.has(m.providerSandboxId)) continue;
-      if (inFlight(m.id)) continue;
-      if (!(now - m.createdAtMs >= graceMs)) {
-        pool.pending.push({ sandboxId: m.id, providerSandboxId: m.providerSandboxId, reason: 'NOT_LISTED_YET' });
-        continue;
-      }
-      const item = { sandboxId: m.id, providerSandboxId: m.providerSandboxId, reason: 'NOT_LISTED' };
-      pool.staleMapping.push(item);
-      work.push({ kind: 'stale-mapping', def, item });
-    }
-    // Intents of this pool whose launch is provably over and left nothing listed: garbage.
-    for (const i of intentById.values()) {
-      if (i.providerId !== def.id || seenIds.has(i.id) || mapById.has(i.id)) continue;
-      const over = i.state === 'failed' || (i.ownerSession !== ctx.session && i.ownerHost === HOST && processGone(i.ownerPid)) || (typeof i.expiresAt === 'number' && i.expiresAt < now);
-      if (!over || inFlight(i.id)) continue;
-      report.staleIntents.push(i.id);
-      if (reclaim) work.push({ kind: 'stale-intent', def, item: { sandboxId: i.id, providerSandboxId: null, reason: 'NOTHING_LISTED' } });
-    }
-    for (const k of ['orphan', 'staleMapping', 'mapped', 'pending']) pool.counts[k] = pool[k].length;
-    emit(ctx.observer, 'reconcile.listed', { providerId: def.id, status: 'known', ...pool.counts });
-  }
+    if (reason !== null) emit(ctx.observer, 'reconcile.listed', { providerId: def.id, status: 'unknown', reason });
+    else emit(ctx.observer, 'reconcile.listed', { providerId: def.id, status: 'known', ...pool.counts });
+  });
 
   // 4. Reclaim, bounded, each action re-checked first.
   if (reclaim) {
-    const tasks = work.map((w) => async () => {
+    const tasks = workOf(c.work, listings, mappings, intents).map((w) => async () => {
+      const def = listed[w.pool].def;
       const outcome =
         left() === 0
           ? 'DEADLINE'
-          : w.kind === 'orphan'
-            ? await destroyOrphan(ctx, w.def, w.item, left)
-            : w.kind === 'stale-mapping'
-              ? await unmapStale(ctx, w.def, w.item, left)
-              : await dropIntent(ctx, w.item, left);
+          : w.class === 'orphan'
+            ? await destroyOrphan(ctx, def, w, left)
+            : w.class === 'stale-mapping'
+              ? await unmapStale(ctx, def, w, left)
+              : await dropStaleIntent(ctx, w, left);
       if (outcome === 'DEADLINE') report.timedOut = true;
-      const entry = { providerId: w.def.id, sandboxId: w.item.sandboxId, providerSandboxId: w.item.providerSandboxId, class: w.kind, outcome };
+      const entry = { providerId: def.id, sandboxId: w.sandboxId, providerSandboxId: w.providerSandboxId, class: w.class, outcome };
       report.outcomes.push(entry);
       emit(ctx.observer, 'reconcile.reclaimed', { sandboxId: entry.sandboxId, providerId: entry.providerId, class: entry.class, outcome });
     });
@@ -337,12 +326,12 @@ async function mappedNow(ctx, id, ms) {
   }
 }
 
-/** Destroys one orphan as an owned sandbox; returns the typed outcome. */
+/** Destroys one orphan (a work item) as an owned sandbox; returns the typed outcome. */
 async function destroyOrphan(ctx, def, item, left) {
   if (inFlight(item.sandboxId)) return 'IN_FLIGHT';
   // A provision of this id that completed during the run (same sandbox) is not undone. A
   // mapping naming ANOTHER sandbox (DUPLICATE_OF_MAPPED) does not protect this one.
-  if (item.reason !== 'DUPLICATE_OF_MAPPED' && (await mappedNow(ctx, item.sandboxId, left()))) return 'NOW_MAPPED';
+  if (item.savedByMapping && (await mappedNow(ctx, item.sandboxId, left()))) return 'NOW_MAPPED';
   const rt = def.runtime;
   const ms = Math.min(ctx.operationTimeoutMs, left());
   if (ms === 0) return 'DEADLINE';
@@ -369,8 +358,18 @@ async function destroyOrphan(ctx, def, item, left) {
   }
   ctx.handles.delete(item.sandboxId);
   // Its intent is settled now. (A DUPLICATE_OF_MAPPED id has a live mapping: left alone.)
-  if (ctx.intents && item.reason !== 'DUPLICATE_OF_MAPPED') await dropIntent(ctx, item, left);
+  if (ctx.intents && item.removesIntent) await dropIntent(ctx, item, left);
   return 'DESTROYED';
+}
+
+/**
+ * Removes one stale intent, unless its provision is in flight again or a record of its id
+ * was written since the store was read (the store's delete would remove that record too).
+ */
+async function dropStaleIntent(ctx, item, left) {
+  if (inFlight(item.sandboxId)) return 'IN_FLIGHT';
+  if (item.savedByMapping && (await mappedNow(ctx, item.sandboxId, left()))) return 'NOW_MAPPED';
+  return dropIntent(ctx, item, left);
 }
 
 /** Removes the intent record of `item.sandboxId` (the store's delete removes intents too). */

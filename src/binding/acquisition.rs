@@ -741,7 +741,16 @@ pub fn acquisition_end(key: u32) {
 /// are 128 random bits, so another router's provision never answers for this one's.
 #[napi]
 pub fn acquisition_in_flight(id: String) -> bool {
-    contained(false, || SandboxKey::parse(&id).is_some_and(|k| MACHINES.with(|m| m.borrow().ids.contains(&k))))
+    contained(false, || with_in_flight(|in_flight| in_flight(&id)))
+}
+
+/// Runs `f` with that same question (`acquisitionInFlight`) over the machines' index,
+/// borrowed once: `reconcile` asks it of every id of a run in one native call.
+pub(crate) fn with_in_flight<T>(f: impl FnOnce(&dyn Fn(&str) -> bool) -> T) -> T {
+    MACHINES.with(|m| {
+        let m = m.borrow();
+        f(&|id| SandboxKey::parse(id).is_some_and(|k| m.ids.contains(&k)))
+    })
 }
 
 /// Machines in flight (for the leak tests).

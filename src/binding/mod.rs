@@ -36,6 +36,7 @@ pub mod ids;
 pub mod manifest;
 pub mod mapping;
 pub mod pg;
+pub mod reconcile;
 pub mod registry;
 pub mod request;
 pub mod router;

@@ -25,6 +25,7 @@ pub mod pool;
 pub mod profile;
 pub mod ranking;
 pub mod reasons;
+pub mod reconcile;
 pub mod registry;
 pub mod request;
 pub mod requirements;
