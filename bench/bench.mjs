@@ -41,6 +41,14 @@ v8.setFlagsFromString('--expose-gc');
 const fullGc = globalThis.gc ?? runInNewContext('gc');
 const setup = () => fullGc();
 const SIZES = [6, 100, 1_000, 10_000];
+/**
+ * The performance floors (issue 22; docs/performance.md): decisions (route, explain,
+ * routeProviders) at least 0.7x the plain-JS router's speed at 6 pools and 3x at 1,000 and
+ * 10,000; provision at most 1.5x the plain floor's time sequentially and at least 0.6x its
+ * throughput with 10,000 in flight; health tracking at most 5 % added.
+ */
+const FLOORS = { decisionSmall: 0.7, decisionLarge: 3, sequential: 1.5, concurrent: 0.6, health: 0.05 };
+const decisionFloor = (n) => (n === 6 ? FLOORS.decisionSmall : n >= 1000 ? FLOORS.decisionLarge : null);
 const CONCURRENT = 10_000;
 const SANDBOX_ID_LABEL = 'agent-relay-sbx-id';
 
@@ -219,8 +227,8 @@ async function routingSection(native) {
       'explanation (scores, breakdowns, every rejection reason); routePlain returns the eligible and rejected ids.\n',
   );
   const rrows = ratios.map(({ n, registry, perCall }) => {
-    const target = n === 6 ? 1 : n >= 1000 ? 5 : null;
-    const verdict = target === null ? '—' : `${target === 1 ? '≥ 1x (no slower)' : '≥ 5x'}: ${registry >= target ? 'met' : 'NOT met'}`;
+    const target = decisionFloor(n);
+    const verdict = target === null ? '—' : `≥ ${target}x: ${registry >= target ? 'met' : 'NOT met'}`;
     return [fmtInt(n), fmtRatio(registry), verdict, fmtRatio(perCall)];
   });
   table(['pools', 'registry-backed speedup (plain time / native time)', 'target', 'per-call speedup (plain time / native time)'], rrows);
@@ -288,22 +296,39 @@ async function explainSection(native) {
       'definitions when the objects are unchanged (one read of each property decides); explainPlain parses every definition.\n',
   );
   const rss = runRssChild();
-  console.log(`RSS over ${fmtInt(rss.calls)} calls at ${fmtInt(rss.pools)} pools (fresh process, full GC before each reading):\n`);
+  // What "settles" means: nothing is retained call after call. RSS alone cannot say: V8
+  // grows its young generation to its maximum in steps of 16 MiB as it sees allocation (the
+  // heap it has committed, heapTotal, steps with RSS; what it holds, heapUsed, does not), and
+  // when that step comes depends on the allocation rate. So the verdict is on what lives
+  // outside V8's heap (RSS - heapTotal: native memory, code) and on heapUsed.
+  console.log(`Memory over ${fmtInt(rss.calls)} calls at ${fmtInt(rss.pools)} pools (fresh process, full GC before each reading):\n`);
   table(
-    ['calls so far', ...rss.kinds.map((k) => `${k} RSS`)],
-    rss.checkpoints.map((c, i) => [fmtInt(c), ...rss.kinds.map((k) => `${rss.rss[k][i].toFixed(1)} MiB`)]),
+    ['calls so far', ...rss.kinds.flatMap((k) => [`${k} RSS`, `${k} RSS − heapTotal`, `${k} heapUsed`])],
+    rss.checkpoints.map((c, i) => [
+      fmtInt(c),
+      ...rss.kinds.flatMap((k) => [rss.rss[k][i], rss.native[k][i], rss.used[k][i]].map((x) => `${x.toFixed(1)} MiB`)),
+    ]),
   );
+  const growth = (xs) => {
+    const half = Math.floor(xs.length / 2);
+    return { firstHalf: xs[half] - xs[0], secondHalf: xs[xs.length - 1] - xs[half] };
+  };
   const settle = Object.fromEntries(
     rss.kinds.map((k) => {
-      const xs = rss.rss[k];
-      const half = Math.floor(xs.length / 2);
-      return [k, { firstHalf: xs[half] - xs[0], secondHalf: xs[xs.length - 1] - xs[half] }];
+      const native = growth(rss.native[k]);
+      const used = growth(rss.used[k]);
+      return [k, { native, used, secondHalf: Math.max(native.secondHalf, used.secondHalf) }];
     }),
   );
+  const signed = (x) => `${x >= 0 ? '+' : ''}${x.toFixed(1)} MiB`;
   console.log(
     '\n' +
       rss.kinds
-        .map((k) => `${k}: +${settle[k].firstHalf.toFixed(1)} MiB over the first half, ${settle[k].secondHalf >= 0 ? '+' : ''}${settle[k].secondHalf.toFixed(1)} MiB over the second`)
+        .map(
+          (k) =>
+            `${k}: outside the heap ${signed(settle[k].native.firstHalf)} over the first half, ${signed(settle[k].native.secondHalf)} over the second; ` +
+            `heapUsed ${signed(settle[k].used.firstHalf)} / ${signed(settle[k].used.secondHalf)}`,
+        )
         .join('\n'),
   );
   console.log(`one call at 10,000 pools, RSS after a full GC: router.explain ${rss.big.explain}, routeProviders ${rss.big.routeProviders}`);
@@ -319,11 +344,14 @@ function runRssChild() {
 
 async function rssChild() {
   const { SandboxRouter, InMemoryProviderRegistry, routeProviders } = await import('../index.js');
-  const mib = () => {
+  const MIB = 1024 * 1024;
+  const reading = () => {
     fullGc();
     fullGc();
-    return process.memoryUsage().rss / 1024 / 1024;
+    const u = process.memoryUsage();
+    return { rss: u.rss / MIB, native: (u.rss - u.heapTotal) / MIB, used: u.heapUsed / MIB };
   };
+  const mib = () => reading().rss;
   const pools = 1_000;
   const calls = 10_000;
   const step = 1_000;
@@ -335,11 +363,19 @@ async function rssChild() {
   const checkpoints = [];
   for (let c = 0; c <= calls; c += step) checkpoints.push(c);
   const rss = {};
+  const native = {};
+  const used = {};
   for (const k of kinds) {
-    rss[k] = [mib()];
+    const first = reading();
+    rss[k] = [first.rss];
+    native[k] = [first.native];
+    used[k] = [first.used];
     for (let done = 0; done < calls; done += step) {
       for (let i = 0; i < step; i++) await run[k]();
-      rss[k].push(mib());
+      const r = reading();
+      rss[k].push(r.rss);
+      native[k].push(r.native);
+      used[k].push(r.used);
     }
   }
   const bigDefs = makeDefinitions(10_000, 0x5eed + 10_000);
@@ -350,7 +386,7 @@ async function rssChild() {
     return `${(mib() - before) >= 0 ? '+' : ''}${(mib() - before).toFixed(1)} MiB`;
   };
   const big = { explain: await grow(() => bigRouter.explain(REQUEST)), routeProviders: await grow(() => routeProviders(REQUEST, bigDefs)) };
-  process.stdout.write(JSON.stringify({ pools, calls, kinds, checkpoints, rss, big }) + '\n');
+  process.stdout.write(JSON.stringify({ pools, calls, kinds, checkpoints, rss, native, used, big }) + '\n');
 }
 
 // ---------------------------------------------------------------------------------------
@@ -810,27 +846,30 @@ async function main() {
   table(
     ['measure', 'value', 'target', 'verdict'],
     [
-      ['route, 6 pools: plain time / native time', fmtRatio(at(6).registry), '≥ 1x', ok(at(6).registry >= 1)],
-      ['route, 1,000 pools: plain time / native time', fmtRatio(at(1000).registry), '≥ 5x', ok(at(1000).registry >= 5)],
-      ['route, 10,000 pools: plain time / native time', fmtRatio(at(10000).registry), '≥ 5x', ok(at(10000).registry >= 5)],
+      ...[6, 1000, 10000].map((n) => [
+        `route, ${fmtInt(n)} pools: plain time / native time`,
+        fmtRatio(at(n).registry),
+        `≥ ${decisionFloor(n)}x`,
+        ok(at(n).registry >= decisionFloor(n)),
+      ]),
       ...explained.ratios.flatMap(({ n, explain, routeProviders }) => {
-        const target = n === 6 ? 1 : 3;
+        const target = decisionFloor(n);
         return [
           [`explain, ${fmtInt(n)} pools: plain time / native time`, fmtRatio(explain), `≥ ${target}x`, ok(explain >= target)],
           [`routeProviders, ${fmtInt(n)} pools: plain time / native time`, fmtRatio(routeProviders), `≥ ${target}x`, ok(routeProviders >= target)],
         ];
       }),
       ...explained.rss.kinds.map((k) => [
-        `${k}, 10,000 calls at 1,000 pools: RSS growth, second half`,
+        `${k}, 10,000 calls at 1,000 pools: growth outside the heap / of heapUsed, second half (larger)`,
         `${explained.settle[k].secondHalf.toFixed(1)} MiB`,
         'settles (≤ 2 MiB)',
         ok(explained.settle[k].secondHalf <= 2),
       ]),
-      ['provision, sequential: native time / floor time', fmtRatio(provision.sequentialRatio), '≤ 1.5x', ok(provision.sequentialRatio <= 1.5)],
+      ['provision, sequential: native time / floor time', fmtRatio(provision.sequentialRatio), `≤ ${FLOORS.sequential}x`, ok(provision.sequentialRatio <= FLOORS.sequential)],
       ['  (vs floor without routing)', fmtRatio(provision.sequentialRatioBare), '', ''],
-      ['provision, 10k concurrent: native / floor throughput', fmtRatio(provision.throughputRatio), '≥ 0.7x', ok(provision.throughputRatio >= 0.7)],
+      ['provision, 10k concurrent: native / floor throughput', fmtRatio(provision.throughputRatio), `≥ ${FLOORS.concurrent}x`, ok(provision.throughputRatio >= FLOORS.concurrent)],
       ['  (vs floor without routing)', fmtRatio(provision.throughputRatioBare), '', ''],
-      ['provision, health tracking on vs off: time difference (end to end)', `${(health.overhead * 100).toFixed(1)} %`, '≤ 5 %', ok(health.overhead <= 0.05)],
+      ['provision, health tracking on vs off: time difference (end to end)', `${(health.overhead * 100).toFixed(1)} %`, `≤ ${FLOORS.health * 100} %`, ok(health.overhead <= FLOORS.health)],
       // A diagnostic (issue 17's bar is the end-to-end difference above): the added time
       // shown against a provision that has since become twice as fast.
       ['  (native calls alone: added time / provision time)', `${(health.added * 100).toFixed(1)} %`, '— (diagnostic)', ''],
