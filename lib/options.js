@@ -248,4 +248,15 @@ function contextOf(input) {
   };
 }
 
-module.exports = { contextOf, hasMethods, isFn, healthNow, DEFAULT_FLEET };
+// The shape anchor (docs/performance.md): one idle router context, held by this module's
+// exports for the life of the process. V8's optimized provision path embeds the shape of
+// the router context it ran with; when the last context of that shape is collected (every
+// router dropped, then a full GC), the code is thrown away and the next burst starts over
+// in the interpreter. A process that keeps its router never pays that; one that makes a
+// router per burst (as the bench's 10,000-concurrent section does) paid it every burst:
+// 0.54-0.64x the plain floor's throughput without the anchor, 0.63-0.69x with it (three
+// runs each of npm run bench -- --only=provision). __test__/shape-anchor.test.mjs holds
+// both ways.
+const SHAPE_ANCHORS = { context: contextOf({ registry: { list: () => [] } }) };
+
+module.exports = { contextOf, hasMethods, isFn, healthNow, DEFAULT_FLEET, SHAPE_ANCHORS };

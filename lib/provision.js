@@ -39,6 +39,8 @@ const DONE = binding.StepKind.Done;
 const ADMIT = binding.StepKind.Admit;
 const SETTLED = binding.Success.Settled;
 const UNRECORDED = binding.Success.Unrecorded;
+/** What `succeeded` answers for a malformed handle (not a Success). */
+const MALFORMED = -1;
 /** The buffer the machine writes each step into: [StepKind, pool, machine key]. */
 const STEP = new Uint32Array(3);
 
@@ -79,6 +81,8 @@ function inFlightRecord(ctx, detached) {
     labels: null,
     /** the entry of the pool the current step concerns */
     def: null,
+    /** the provider's sandbox id of the handle the last launch returned */
+    providerSandboxId: '',
   };
 }
 
@@ -102,7 +106,7 @@ function provision(ctx, request, detached) {
 async function acquire(run, request) {
   const ctx = run.ctx;
   try {
-    const call = compile(request);
+    let call = compile(request);
     const view = nativeView(ctx.registry);
     let extras = null;
     let id;
@@ -139,6 +143,9 @@ async function acquire(run, request) {
     run.parts = call.compiled.launchParts;
     run.labels = labels;
     if (decision !== null || DEBUG) announce(run, decision);
+    // What the loop no longer needs is let go: with 10,000 provisions in flight, every
+    // object each one's awaiting frame still holds is copied by every young-generation GC.
+    request = call = extras = decision = null;
     // Each step is read from STEP right after the native call that wrote it (begin wrote
     // the first), before any await.
     for (let kind = took(run); kind !== DONE; kind = next(run)) {
@@ -163,8 +170,18 @@ async function acquire(run, request) {
         if (!threw) lateSuccess(ctx, run.def, handle, run.sandboxId);
         return;
       }
-      if (threw) await reportFailure(run, handle);
-      else if (await delivered(run, handle)) return;
+      if (threw) {
+        await reportFailure(run, handle);
+        continue;
+      }
+      const success = succeeded(run, handle);
+      if (success === MALFORMED) continue;
+      // With the default store and nothing more to read, the success call settled the
+      // provision itself; otherwise its events, hold and record come first.
+      if (success !== SETTLED) await recorded(run, handle, success);
+      keepHandle(ctx.handles, run.sandboxId, handle);
+      run.resolve({ id: run.sandboxId, providerId: run.def.id, labels: run.labels });
+      return;
     }
     await exhausted(run);
   } catch (error) {
@@ -230,37 +247,38 @@ function launch(run) {
 }
 
 /**
- * A launch resolved: a malformed handle is reported (false: the machine goes on);
- * otherwise the success is reported, the mapping stored and the provision resolved (true).
+ * A launch resolved: a malformed handle is reported (MALFORMED: the machine goes on);
+ * otherwise the success is reported, and the default store's record written by the same
+ * call. Answers what is left (binding.Success).
  */
-async function delivered(run, handle) {
-  const ctx = run.ctx;
+function succeeded(run, handle) {
   const providerSandboxId = handleId(handle);
+  const now = healthNow(run.ctx.health);
   if (providerSandboxId === null) {
-    binding.acquisitionMalformed(run.machine, healthNow(ctx.health));
+    binding.acquisitionMalformed(run.machine, now);
     settleShared(run);
-    return false;
+    return MALFORMED;
   }
-  const def = run.def;
-  const id = run.sandboxId;
-  // With the default store, this same call writes the record (and, when nothing more is
-  // asked of the machine, ends it: the provision has settled).
-  const success = binding.acquisitionSucceeded(run.machine, providerSandboxId, healthNow(ctx.health));
-  if (success === SETTLED) {
-    run.machine = -1;
-  } else {
-    settleShared(run);
-    if (ctx.observer !== null) emitDecided(ctx.observer, run.machine, id);
-    try {
-      if (success === UNRECORDED) await persist(run, handle, providerSandboxId);
-      else if (ctx.observer !== null) emit(ctx.observer, 'mapping.persisted', { sandboxId: id, providerId: def.id });
-    } finally {
-      end(run);
-    }
+  run.providerSandboxId = providerSandboxId;
+  const success = binding.acquisitionSucceeded(run.machine, providerSandboxId, now);
+  if (success === SETTLED) run.machine = -1;
+  return success;
+}
+
+/**
+ * After a success the machine did not settle itself: its hold settlement and events are
+ * read, the caller's store is written (UNRECORDED), then the machine is ended.
+ */
+async function recorded(run, handle, success) {
+  const ctx = run.ctx;
+  settleShared(run);
+  if (ctx.observer !== null) emitDecided(ctx.observer, run.machine, run.sandboxId);
+  try {
+    if (success === UNRECORDED) await persist(run, handle, run.providerSandboxId);
+    else if (ctx.observer !== null) emit(ctx.observer, 'mapping.persisted', { sandboxId: run.sandboxId, providerId: run.def.id });
+  } finally {
+    end(run);
   }
-  keepHandle(ctx.handles, id, handle);
-  run.resolve({ id, providerId: def.id, labels: run.labels });
-  return true;
 }
 
 /** The machine ended without a handle: its typed error (the intent settled first). */
