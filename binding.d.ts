@@ -576,6 +576,9 @@ export interface DaytonaUtilizationsRecord {
 /** Deliberately panics inside [`guard`]; the tests prove a panic becomes a typed error. */
 export declare function debugPanic(): void
 
+/** The fleet of a router without the `fleet` option (`core::request::DEFAULT_FLEET`). */
+export declare const DEFAULT_FLEET: string
+
 /** What to ask a shared coordinator for one admission. */
 export interface Demand {
   /** The pool's id. */
@@ -1564,6 +1567,12 @@ export interface RunningFailureRecord {
   /** How. */
   failure: StartFailureRecord
 }
+
+/** The launch label that carries the router's fleet (`core::request::SANDBOX_FLEET_LABEL`). */
+export declare const SANDBOX_FLEET_LABEL: string
+
+/** The launch label that carries the router's sandbox id (`core::request::SANDBOX_ID_LABEL`). */
+export declare const SANDBOX_ID_LABEL: string
 
 /** A fresh sandbox id (`sbx_` + 32 lowercase hex digits, 128 random bits). */
 export declare function sandboxId(): string

@@ -23,10 +23,8 @@ const { guarded, copyOptions } = require('./guard.js');
 const { serialize } = require('./serialize.js');
 const { within, TIMED_OUT } = require('./within.js');
 
-/** Label key of the router's fleet stamp. */
-const SANDBOX_FLEET_LABEL = 'agent-relay-sbx-fleet';
-/** Label key of the router's id stamp (also exported by provision.js). */
-const SANDBOX_ID_LABEL = 'agent-relay-sbx-id';
+/** Label keys of the router's stamp (src/core/request.rs: the one copy). */
+const { SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL } = binding;
 
 /** runtime object → its native finder (made by the factory; holds the credentials). */
 const FINDERS = new WeakMap();

@@ -32,8 +32,8 @@ const ROUTER_OPTIONS = [
   'health',
 ];
 
-/** Default fleet name: the value of the `agent-relay-sbx-fleet` label stamped into every launch. */
-const DEFAULT_FLEET = 'default';
+/** Default fleet name: the value of the fleet label stamped into every launch (src/core/request.rs). */
+const { DEFAULT_FLEET } = binding;
 
 function configError(field, expectation) {
   return new SandboxRouterConfigurationError(`invalid router options: ${field} ${expectation}`, 'INVALID_CONFIGURATION', { field });

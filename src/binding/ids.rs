@@ -47,3 +47,15 @@ pub fn is_sandbox_id(id: String) -> bool {
 pub fn is_provider_id(id: String) -> bool {
     validate_provider_id(&id).is_ok()
 }
+
+/// The launch label that carries the router's sandbox id (`core::request::SANDBOX_ID_LABEL`).
+#[napi]
+pub const SANDBOX_ID_LABEL: &str = crate::core::request::SANDBOX_ID_LABEL;
+
+/// The launch label that carries the router's fleet (`core::request::SANDBOX_FLEET_LABEL`).
+#[napi]
+pub const SANDBOX_FLEET_LABEL: &str = crate::core::request::SANDBOX_FLEET_LABEL;
+
+/// The fleet of a router without the `fleet` option (`core::request::DEFAULT_FLEET`).
+#[napi]
+pub const DEFAULT_FLEET: &str = crate::core::request::DEFAULT_FLEET;
