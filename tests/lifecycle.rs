@@ -4,10 +4,11 @@
 //! one the router ships: `lib/provision.js` drives it through `binding_acquisition.rs`
 //! exactly as `provision` below does.
 
+use agent_relay_sandbox_router::binding::ids::SandboxIdSource;
 use agent_relay_sandbox_router::core::acquisition::{Acquisition, Attempt, CapacityPlan, Outcome as End, Step};
 use agent_relay_sandbox_router::core::capabilities::Resources;
 use agent_relay_sandbox_router::core::capacity::{Ledger, Measurement, ResourceMeasurement};
-use agent_relay_sandbox_router::core::ids::{is_sandbox_id, SandboxIdSource, SandboxKey};
+use agent_relay_sandbox_router::core::ids::{is_sandbox_id, SandboxKey};
 use agent_relay_sandbox_router::core::mapping::{CreatedAt, Mapping, MappingStore};
 use agent_relay_sandbox_router::core::pool::Pool;
 use agent_relay_sandbox_router::core::registry::{route_order, Registry, RouteOptions};
