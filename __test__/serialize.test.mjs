@@ -1,7 +1,7 @@
-// serializeRequest (lib/serialize.js) is a written-out JSON.stringify: it must give exactly
-// what JSON.stringify with the replacer gives (the reference below, which is how 0.7 read
-// requests), read the caller's value exactly as often and in the same order, and survive
-// being called again from inside a getter.
+// serializeRequest (lib/serialize.js) reads a request once, with JSON.stringify and a replacer
+// that takes the labels apart: it must give exactly what the definition below gives (how
+// 0.7 read requests), read the caller's value exactly as often and in the same order, and
+// survive being called again from inside a getter.
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
