@@ -740,8 +740,8 @@ export interface PoolHealth {
 /** Router option `health` (every field optional; defaults in the README). */
 export interface HealthOptions {
   /**
-   * The clock health reads, ms since the epoch. Default: the wall clock (read natively, no
-   * call into JavaScript). Inject one for deterministic tests.
+   * The clock health reads, ms since the epoch. Default: the router's `clock`, else the wall
+   * clock (read natively, no call into JavaScript). Inject one for deterministic tests.
    */
   clock?: () => number;
   /** Consecutive outcome-unknown failures, timeouts or malformed handles that open a circuit. Default 5. */
@@ -823,9 +823,16 @@ export interface SandboxRouterOptions {
   fleet?: string;
   /**
    * Live health from real launch outcomes (circuit breaker, statistics, optional observed
-   * signals). On by default; `false` turns tracking off. Per process (see the README).
+   * signals). On by default; `false` turns tracking off. Per process (docs/health.md).
    */
   health?: boolean | HealthOptions;
+  /**
+   * The router's clock, ms since the epoch, read by everything that measures time against
+   * the router's own rules (live health, unless `health.clock` is given). Default: the wall
+   * clock (read natively, no call into JavaScript). Inject one for deterministic tests: a
+   * throw or a non-finite answer is a typed `INVALID_CONFIGURATION` error (field `clock`).
+   */
+  clock?: () => number;
 }
 
 /** Why a pool could not be listed by `reconcile`. */

@@ -450,3 +450,53 @@ test('chaos: the best of three pools starts hanging mid-run; routed around withi
     ['health.circuit.opened', 'health.circuit.half-open', 'health.circuit.opened', 'health.circuit.half-open', 'health.circuit.closed'],
   );
 });
+
+test('router clock must-fire: without health.clock, health reads the router option clock (retryAt on its time)', async () => {
+  const rt = fakeRuntime({
+    launch: async () => {
+      throw new Error(CANARY);
+    },
+  });
+  const router = new SandboxRouter({
+    registry: new InMemoryProviderRegistry([definition('a', { runtime: rt })]),
+    clock: () => T0,
+    health: { failureThreshold: 1, cooldownMs: 60_000 },
+  });
+  await settle(router.provision({}));
+  assert.equal(poolOf(router, 'a').retryAt, new Date(T0 + 60_000).toISOString());
+});
+
+test('router clock must-not-fire: health.clock, when given, wins over the router clock', async () => {
+  const rt = fakeRuntime({
+    launch: async () => {
+      throw new Error(CANARY);
+    },
+  });
+  const router = new SandboxRouter({
+    registry: new InMemoryProviderRegistry([definition('a', { runtime: rt })]),
+    clock: () => T0,
+    health: { failureThreshold: 1, cooldownMs: 60_000, clock: () => T0 + 5_000 },
+  });
+  await settle(router.provision({}));
+  assert.equal(poolOf(router, 'a').retryAt, new Date(T0 + 65_000).toISOString());
+});
+
+test('router clock: a clock that is not a function, throws or answers nonsense is a typed error naming clock', async () => {
+  const registry = new InMemoryProviderRegistry([definition('a')]);
+  assert.throws(
+    () => new SandboxRouter({ registry, clock: 5 }),
+    (e) => e instanceof SandboxRouterConfigurationError && e.code === 'INVALID_CONFIGURATION' && e.field === 'clock',
+  );
+  const throwing = new SandboxRouter({
+    registry,
+    clock: () => {
+      throw new Error(CANARY);
+    },
+  });
+  const r = await settle(throwing.provision({}));
+  assert.ok(r.error instanceof SandboxRouterConfigurationError);
+  assert.equal(r.error.field, 'clock');
+  assert.equal(leaks(r.error), false);
+  const nan = await settle(new SandboxRouter({ registry, clock: () => NaN }).provision({}));
+  assert.equal(nan.error?.field, 'clock');
+});

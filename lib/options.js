@@ -30,6 +30,7 @@ const ROUTER_OPTIONS = [
   'operationTimeoutMs',
   'fleet',
   'health',
+  'clock',
 ];
 
 /** Default fleet name: the value of the fleet label stamped into every launch (src/core/request.rs). */
@@ -104,15 +105,35 @@ function capacityPolicyOf(policy) {
 /**
  * The `health` option, read for the native side: its JSON text (the caller's `clock`
  * taken out), validated natively against the ranges and defaults of src/core/health.rs
- * (the only copy), and the injected clock, if any. `enabled`: tracking is on.
+ * (the only copy), and the clock health reads: its own `clock`, else the router's
+ * (`routerClock`, null for the wall clock). `enabled`: tracking is on.
  * @returns {{ json: string, clock: (() => number) | null, enabled: boolean }}
  */
-function healthOf(option) {
-  if (option === undefined || option === true || option === false) return { json: String(option ?? true), clock: null, enabled: option !== false };
-  if (option === null || typeof option !== 'object' || Array.isArray(option)) return { json: 'null', clock: null, enabled: true };
+function healthOf(option, routerClock) {
+  if (option === undefined || option === true || option === false) return { json: String(option ?? true), clock: routerClock, enabled: option !== false };
+  if (option === null || typeof option !== 'object' || Array.isArray(option)) return { json: 'null', clock: routerClock, enabled: true };
   const { clock, ...rest } = option;
   if (clock !== undefined && !isFn(clock)) throw configError('health.clock', 'must be a function returning milliseconds since the epoch');
-  return { json: serialize(rest) ?? '0', clock: clock === undefined ? null : clockOf(clock), enabled: true };
+  return { json: serialize(rest) ?? '0', clock: clock === undefined ? routerClock : clockOf(clock, 'health.clock'), enabled: true };
+}
+
+/**
+ * The router's `clock` option: the caller's clock, read inside a guard, or null for the
+ * wall clock (read natively: no call into JavaScript).
+ */
+function routerClockOf(clock) {
+  if (clock === undefined) return null;
+  if (!isFn(clock)) throw configError('clock', 'must be a function returning milliseconds since the epoch');
+  return clockOf(clock, 'clock');
+}
+
+/**
+ * What native calls get as `now` for the router's clock: its reading, or undefined (the
+ * wall clock, which the native side reads itself).
+ * @param {{ clock: (() => number) | null }} ctx
+ */
+function routerNow(ctx) {
+  return ctx.clock === null ? undefined : ctx.clock();
 }
 
 /**
@@ -124,8 +145,11 @@ function healthNow(health) {
   return health === null || health.clock === null ? undefined : health.clock();
 }
 
-/** The caller's clock, read inside a guard: a throw or a non-finite answer is a typed error. */
-function clockOf(clock) {
+/**
+ * The caller's clock (option `field`), read inside a guard: a throw or a non-finite answer
+ * is a typed error naming the option.
+ */
+function clockOf(clock, field) {
   return () => {
     let t;
     try {
@@ -134,8 +158,8 @@ function clockOf(clock) {
       t = NaN;
     }
     if (typeof t !== 'number' || !Number.isFinite(t)) {
-      throw new SandboxRouterConfigurationError('invalid router options: health.clock must return a finite number of milliseconds', 'INVALID_CONFIGURATION', {
-        field: 'health.clock',
+      throw new SandboxRouterConfigurationError(`invalid router options: ${field} must return a finite number of milliseconds`, 'INVALID_CONFIGURATION', {
+        field,
       });
     }
     return t;
@@ -165,6 +189,8 @@ function clockOf(clock) {
  * @property {string} session this router's random session id (in intent records)
  * @property {{ clock: (() => number) | null } | null} health live pool health's clock (null:
  *   `health: false`; `clock` null: the wall clock, which the native side reads itself)
+ * @property {(() => number) | null} clock the router's clock (option `clock`; null: the wall
+ *   clock, read natively): what budgets, warm pools and health (without `health.clock`) read
  */
 
 /**
@@ -205,7 +231,8 @@ function contextOf(input) {
   const callbackTimeoutMs = intOption(options.callbackTimeoutMs, DEFAULT_CALLBACK_TIMEOUT_MS, 'callbackTimeoutMs', 3_600_000);
   const fleet = options.fleet === undefined ? DEFAULT_FLEET : options.fleet;
   if (typeof fleet !== 'string') throw configError('fleet', 'must be 1-63 characters of [a-z0-9][a-z0-9._-]* (a label-safe name)');
-  const health = healthOf(options.health);
+  const clock = routerClockOf(options.clock);
+  const health = healthOf(options.health, clock);
   const session = require('node:crypto').randomBytes(8).toString('hex');
   const native = callNative(
     () =>
@@ -245,6 +272,7 @@ function contextOf(input) {
     intents: !fastMappings && hasMethods(store, ['intent', 'intents']),
     session,
     health: health.enabled ? { clock: health.clock } : null,
+    clock,
   };
 }
 
@@ -259,4 +287,4 @@ function contextOf(input) {
 // both ways.
 const SHAPE_ANCHORS = { context: contextOf({ registry: { list: () => [] } }) };
 
-module.exports = { contextOf, hasMethods, isFn, healthNow, DEFAULT_FLEET, SHAPE_ANCHORS };
+module.exports = { contextOf, hasMethods, isFn, healthNow, routerNow, DEFAULT_FLEET, SHAPE_ANCHORS };
