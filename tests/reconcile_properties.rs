@@ -54,6 +54,7 @@ fn mapping() -> impl Strategy<Value = MappingFact> {
             provider_sandbox_id: format!("p{p}"),
             fleet: fleet.map(str::to_string),
             created_at_ms: created,
+            warm: None,
         },
     )
 }
@@ -107,7 +108,14 @@ fn world() -> impl Strategy<Value = World> {
 }
 
 fn run(w: &World) -> Classification {
-    let run = Run { facts: facts(), pools: &w.pools, mappings: &w.mappings, intents: &w.intents, gone_pids: &w.gone };
+    let run = Run {
+        facts: facts(),
+        pools: &w.pools,
+        mappings: &w.mappings,
+        intents: &w.intents,
+        gone_pids: &w.gone,
+        warm_pools: &[],
+    };
     classify(&run, &|id| w.in_flight.contains(id))
 }
 

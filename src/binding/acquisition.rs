@@ -6,6 +6,11 @@
 //! synchronous call, and ends the machine exactly once, when the provision has settled
 //! ([`acquisition_end`]): while it lives, `reconcile` sees its sandbox id as in flight.
 //!
+//! With warm pools started (`binding::warm`), a candidate that keeps one is first a claim
+//! step: from this process's inventory the step itself takes the member (`Claimed`), or
+//! misses and goes on to the cold launch within the same call, so a miss costs no call of
+//! its own; with the fleet's inventory the JS side asks PostgreSQL (`Claim`).
+//!
 //! Why integer keys and not a napi object per provision? A provision makes a handful of
 //! calls to its machine; a free function taking an integer costs a fraction of a method
 //! call on a wrapped object, and no JS object is made per provision.
@@ -24,6 +29,7 @@ use crate::core::failure::{failure_of, Rejections};
 use crate::core::health::{Health, Transition};
 use crate::core::ids::SandboxKey;
 use crate::core::request::Request;
+use crate::core::warm::{Member, MissReason};
 use napi::bindgen_prelude::{Either, Uint32ArraySlice};
 use napi::Env;
 use napi_derive::napi;
@@ -43,29 +49,50 @@ pub enum StepKind {
     Admit = 1,
     /// Over: `acquisitionFailure` says how, unless it succeeded.
     Done = 2,
+    /// Ask the fleet's inventory (PostgreSQL) for a member of the pool in `step[1]`
+    /// (`acquisitionClaimAsk`), then report it (`acquisitionClaimAnswer`).
+    Claim = 3,
+    /// A member of the pool in `step[1]` was taken from this process's inventory
+    /// (`acquisitionMember`); confirm it (`acquisitionClaimed`) or report it lost.
+    Claimed = 4,
+}
+
+/// What an acquisition carries for warm pools, beside its machine.
+pub(crate) enum WarmRole {
+    /// A provision that may claim: its request (the claim's rule reads it), and the member
+    /// it took or the floor it asks the fleet's inventory with.
+    Claimer { request: Rc<Request>, member: Option<Member>, floor: Option<i64> },
+    /// A refill of the pool at this registry index.
+    Refill { pool: usize },
 }
 
 /// One provision's acquisition in flight.
-struct Entry {
+pub(crate) struct Entry {
     /// The provision's sandbox id, stamped on its launches and named by its record.
-    id: SandboxKey,
-    machine: Acquisition,
-    router: Rc<RouterCore>,
+    pub(crate) id: SandboxKey,
+    pub(crate) machine: Acquisition,
+    pub(crate) router: Rc<RouterCore>,
     /// The registry it routed on (pool ids).
-    registry: Rc<RefCell<RegistryInner>>,
+    pub(crate) registry: Rc<RefCell<RegistryInner>>,
     /// The request's caller labels (validated), for the mapping record.
-    labels: Arc<Vec<(String, String)>>,
-    /// The pool of the last launch or admission step.
-    pool: usize,
-    timeout_ms: u64,
-    detached: bool,
+    pub(crate) labels: Arc<Vec<(String, String)>>,
+    /// The pool of the last launch, admission or claim step.
+    pub(crate) pool: usize,
+    pub(crate) timeout_ms: u64,
+    pub(crate) detached: bool,
+    /// Warm pools: none unless they are started and the registry keeps one.
+    pub(crate) warm: Option<Box<WarmRole>>,
 }
 
 impl Entry {
     /// Reports an outcome: sets the clock (`now`, ms), runs `f` with the in-process ledger
     /// (None without one, or when a coordinator keeps the holds), then records the launch's
     /// outcome in the router's health.
-    fn report<T>(&mut self, now: Option<f64>, f: impl FnOnce(&mut Acquisition, Option<&mut Ledger>) -> T) -> T {
+    pub(crate) fn report<T>(
+        &mut self,
+        now: Option<f64>,
+        f: impl FnOnce(&mut Acquisition, Option<&mut Ledger>) -> T,
+    ) -> T {
         let router = self.router.clone();
         if router.health.is_some() {
             self.machine.set_now(instant(now));
@@ -92,7 +119,7 @@ impl Entry {
         }
     }
 
-    fn pool_id(&self, pool: usize) -> String {
+    pub(crate) fn pool_id(&self, pool: usize) -> String {
         self.registry.borrow().pool_id(pool).to_string()
     }
 }
@@ -110,7 +137,7 @@ thread_local! {
     static MACHINES: RefCell<Machines> = RefCell::new(Machines::default());
 }
 
-fn insert(entry: Entry) -> u32 {
+pub(crate) fn insert(entry: Entry) -> u32 {
     MACHINES.with(|m| {
         let mut m = m.borrow_mut();
         m.ids.insert(entry.id);
@@ -127,7 +154,7 @@ fn insert(entry: Entry) -> u32 {
     })
 }
 
-fn with<T>(key: u32, f: impl FnOnce(&mut Entry) -> T) -> Result<T, Failure> {
+pub(crate) fn with<T>(key: u32, f: impl FnOnce(&mut Entry) -> T) -> Result<T, Failure> {
     MACHINES.with(|m| match m.borrow_mut().items.get_mut(key as usize).and_then(Option::as_mut) {
         Some(e) => Ok(f(e)),
         None => Err(internal("(an unknown acquisition key)")),
@@ -142,7 +169,8 @@ fn with<T>(key: u32, f: impl FnOnce(&mut Entry) -> T) -> Result<T, Failure> {
 /// sandbox id: `id` when given (made earlier, because callbacks before this call name it),
 /// else a fresh one. Throws the typed `INVALID_REQUEST` / `NO_ELIGIBLE_PROVIDER` error,
 /// which names that id. The machine is ended by `acquisitionEnd`, or by the success call
-/// when that settles the provision itself.
+/// when that settles the provision itself. `clockNow`: the router's clock (ms), given only
+/// when warm pools are started and the router has a `clock` option (members' ages).
 #[napi]
 #[allow(clippy::too_many_arguments, reason = "a napi entry point on the provision path: flat typed arguments")]
 pub fn begin_acquisition(
@@ -156,6 +184,7 @@ pub fn begin_acquisition(
     id: Option<String>,
     step: Uint32ArraySlice<'_>,
     now: Option<f64>,
+    clock_now: Option<f64>,
 ) -> napi::Result<String> {
     guard(&env, || {
         let id = match id {
@@ -169,7 +198,7 @@ pub fn begin_acquisition(
             e.sandbox_id = Some(id.clone());
         }
         let machine = begun?;
-        step_into(machine, step)?;
+        step_into(machine, step, clock_now)?;
         Ok(id)
     })
 }
@@ -178,7 +207,7 @@ pub fn begin_acquisition(
 fn begin(
     router: &Rc<RouterCore>,
     registry: &Rc<RefCell<RegistryInner>>,
-    req: &Request,
+    req: &Rc<Request>,
     detached: bool,
     labels_json: Option<String>,
     extras: Option<&RouteExtras>,
@@ -190,7 +219,7 @@ fn begin(
     // Capacity skips consume no attempt, so capacity routing needs every candidate.
     let limit = if router.capacity.is_some() { None } else { Some(req.max_attempts as usize) };
     let (order, tracking) = router.view(&mut inner, now, |inner, health| {
-        let q = Question { req, detached, extras, provider_order: router.provider_order(), health };
+        let q = Question { req: req.as_ref(), detached, extras, provider_order: router.provider_order(), health };
         inner.candidates(&q, limit).map(|order| (order, health.map(|h| (h.slots.clone(), h.now))))
     })?;
     let plan = router.capacity.as_ref().map(|c| CapacityPlan {
@@ -198,11 +227,16 @@ fn begin(
         readers: inner.readers.clone(),
         ledger_pools: inner.registry.pools().iter().map(|p| c.ledger_key(&p.id)).collect(),
     });
+    let claims = router.claims(&inner);
     drop(inner);
     let mut machine = Acquisition::new(order, req.max_attempts as usize, req.fallback_allowed, plan, router.observe);
     if let Some((slots, now)) = tracking {
         machine.track(slots, now);
     }
+    let warm = claims.map(|c| {
+        machine.offer_claims(c);
+        Box::new(WarmRole::Claimer { request: Rc::clone(req), member: None, floor: None })
+    });
     Ok(insert(Entry {
         id,
         machine,
@@ -212,33 +246,45 @@ fn begin(
         pool: 0,
         timeout_ms: req.acquisition_timeout_ms,
         detached,
+        warm,
     }))
 }
 
 /// What to do now, written into `step`: `step[0]` the [`StepKind`], `step[1]` the pool
-/// (registration index) it concerns.
+/// (registration index) it concerns. `clockNow`: as for `beginAcquisition`.
 #[napi]
-pub fn acquisition_step(env: Env, key: u32, step: Uint32ArraySlice<'_>) -> napi::Result<()> {
-    guard(&env, || step_into(key, step))
+pub fn acquisition_step(env: Env, key: u32, step: Uint32ArraySlice<'_>, clock_now: Option<f64>) -> napi::Result<()> {
+    guard(&env, || step_into(key, step, clock_now))
 }
 
 /// Takes the machine's next step and writes it into `step` (and the key into `step[2]`).
-fn step_into(key: u32, mut step: Uint32ArraySlice<'_>) -> Result<(), Failure> {
-    let (kind, pool) = with(key, |e| {
+/// A claim from this process's inventory is made here: a hit is the `Claimed` step, a
+/// miss goes on to the next step within this call.
+pub(crate) fn step_into(key: u32, mut step: Uint32ArraySlice<'_>, clock_now: Option<f64>) -> Result<(), Failure> {
+    let (kind, pool) = with(key, |e| loop {
         let router = e.router.clone();
-        let mut ledger = router.capacity.as_ref().map(|c| c.ledger.borrow_mut());
-        let mut health = router.health.as_ref().map(|h| h.borrow_mut());
-        let next = e.machine.next_with(ledger.as_deref_mut(), health.as_deref_mut());
+        let next = {
+            let mut ledger = router.capacity.as_ref().map(|c| c.ledger.borrow_mut());
+            let mut health = router.health.as_ref().map(|h| h.borrow_mut());
+            e.machine.next_with(ledger.as_deref_mut(), health.as_deref_mut())
+        };
         match next {
             Step::Admit(pool) => {
                 e.pool = pool;
-                (StepKind::Admit, pool as u32)
+                break (StepKind::Admit, pool as u32);
             }
             Step::Launch(pool) => {
                 e.pool = pool;
-                (StepKind::Launch, pool as u32)
+                break (StepKind::Launch, pool as u32);
             }
-            Step::Done => (StepKind::Done, 0),
+            Step::Claim(pool) => {
+                e.pool = pool;
+                match claim_step(e, pool, clock_now) {
+                    Ok(kind) => break (kind, pool as u32),
+                    Err(reason) => e.machine.claim_missed(reason),
+                }
+            }
+            Step::Done => break (StepKind::Done, 0),
         }
     })?;
     // SAFETY: JavaScript cannot run during this synchronous call, so nothing else touches
@@ -251,6 +297,42 @@ fn step_into(key: u32, mut step: Uint32ArraySlice<'_>) -> Result<(), Failure> {
     out[1] = pool;
     out[2] = key;
     Ok(())
+}
+
+/// The claim step on `pool`: from this process's inventory, the member is taken now
+/// (`Claimed`); with the fleet's, the floor is noted for the JS side to ask with (`Claim`).
+/// Or the miss (counted in the pool's status).
+fn claim_step(e: &mut Entry, pool: usize, clock_now: Option<f64>) -> Result<StepKind, MissReason> {
+    let router = e.router.clone();
+    let mut warm = router.warm.borrow_mut();
+    let registry = e.registry.clone();
+    let registry = registry.borrow();
+    let p = &registry.registry.pools()[pool];
+    let (Some(w), Some(config), Some(WarmRole::Claimer { request, member, floor })) =
+        (warm.as_mut(), p.warm, e.warm.as_deref_mut())
+    else {
+        return Err(MissReason::Empty);
+    };
+    let shared = w.shared;
+    let wp = w.pool(&p.id, config, p.capabilities.max_lifetime);
+    let now = instant(clock_now);
+    if shared {
+        match wp.floor(now, request) {
+            Ok(f) => {
+                *floor = Some(f);
+                Ok(StepKind::Claim)
+            }
+            Err(r) => {
+                wp.missed(r);
+                Err(r)
+            }
+        }
+    } else {
+        wp.claim(now, request).map(|m| {
+            *member = Some(m);
+            StepKind::Claimed
+        })
+    }
 }
 
 /// Reports the current candidate's capacity read: the reader's answer as JSON text
@@ -386,6 +468,9 @@ pub fn acquisition_succeeded(
     guard(&env, || {
         let success = with(key, |e| {
             e.report(now, |m, l| m.succeeded(l));
+            if let Some(w) = e.router.warm.borrow_mut().as_mut() {
+                w.launch_succeeded(e.registry.borrow().pool_id(e.pool));
+            }
             let Some(store) = &e.router.store else { return Success::Unrecorded };
             let registry = e.registry.borrow();
             write_record(
@@ -502,6 +587,9 @@ pub enum EventType {
     /// `health.skipped`
     #[napi(value = "health.skipped")]
     HealthSkipped,
+    /// `warm.miss`
+    #[napi(value = "warm.miss")]
+    WarmMiss,
 }
 
 /// One decided event, with the fields its type documents (the JS side adds `at` and the
@@ -605,6 +693,11 @@ fn event_record(e: Event, id: &dyn Fn(usize) -> String) -> EventRecord {
             r.kind = EventType::HealthSkipped;
             r.provider_id = Some(id(pool));
             r.reason = Some("CIRCUIT_OPEN".to_string());
+        }
+        Event::WarmMiss { pool, reason } => {
+            r.kind = EventType::WarmMiss;
+            r.provider_id = Some(id(pool));
+            r.reason = Some(reason.code().to_string());
         }
     }
     r

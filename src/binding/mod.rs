@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! error ← ids, request, mapping, registry, capacity, daytona_summary, manifest, sqlite
-//! registry ← router ← acquisition, explain            sqlite ← pg → acquisition
+//! registry ← router ← acquisition ← warm, explain      sqlite ← pg → acquisition
 //! clock ← mapping, router, acquisition, daytona_summary
 //! ```
 //!
@@ -15,6 +15,7 @@
 //! - `router`: one router's native state (fleet, health, ledger, default store) and the
 //!   decisions that read it;
 //! - `acquisition`: the machines of the provisions in flight, by integer key;
+//! - `warm`: warm pools: the inventory, the refill machines, the claims' answers;
 //! - `explain`: explanations written into typed arrays JavaScript lends;
 //! - `mapping`, `sqlite`, `pg`: the mapping stores' native halves;
 //! - `capacity`: the builtin capacity readers and finders (HTTP on tokio); `daytona_summary`:
@@ -41,3 +42,4 @@ pub mod registry;
 pub mod request;
 pub mod router;
 pub mod sqlite;
+pub mod warm;

@@ -64,6 +64,8 @@ pub struct ReconcileMappings {
     pub fleets: Vec<Option<String>>,
     /// Their `createdAt`, epoch ms; NaN when unreadable (counted as young).
     pub created_at_ms: Float64Array,
+    /// Their warm labels (an idle warm member's record); null when that is not a string.
+    pub warm: Option<Vec<Option<String>>>,
 }
 
 /// An intent record as the store returned it, read once: each field absent when it is
@@ -109,6 +111,8 @@ pub struct ReconcileInput {
     pub intents: Vec<ReconcileIntent>,
     /// Process ids on this host, among the intents' writers, that are gone.
     pub gone_pids: Vec<f64>,
+    /// The pools that keep a warm pool in this router (their idle members are mapped).
+    pub warm_pools: Option<Vec<String>>,
 }
 
 /// Why a stamped sandbox without a (matching) mapping is an orphan.
@@ -132,6 +136,9 @@ pub enum ReconcileOrphanReason {
     /// No intent, and its provider-reported age is at least `graceMs`.
     #[napi(value = "GRACE_ELAPSED")]
     GraceElapsed,
+    /// An idle warm member of a pool that keeps no warm pool here any more.
+    #[napi(value = "WARM_POOL_GONE")]
+    WarmPoolGone,
 }
 
 /// Why an item is pending (never touched).
@@ -242,6 +249,9 @@ pub struct ReconcileWork {
     /// Whether an orphan's intent record is removed once it is destroyed (never for a
     /// `DUPLICATE_OF_MAPPED` orphan, whose id's record is a live mapping).
     pub removes_intent: Vec<bool>,
+    /// Whether an orphan is an idle warm member (`WARM_POOL_GONE`): taken out of the
+    /// inventory, if still idle, before it is destroyed and its record removed.
+    pub warm_member: Vec<bool>,
 }
 
 /// A run's classification.
@@ -286,6 +296,7 @@ fn orphan_reason(r: OrphanReason) -> ReconcileOrphanReason {
         OrphanReason::IntentAbandoned => ReconcileOrphanReason::IntentAbandoned,
         OrphanReason::DuplicateOfMapped => ReconcileOrphanReason::DuplicateOfMapped,
         OrphanReason::GraceElapsed => ReconcileOrphanReason::GraceElapsed,
+        OrphanReason::WarmPoolGone => ReconcileOrphanReason::WarmPoolGone,
     }
 }
 
@@ -331,7 +342,7 @@ fn work(items: &[Work]) -> ReconcileWork {
         classes: items
             .iter()
             .map(|w| match w.kind {
-                WorkKind::Orphan => ReconcileWorkClass::Orphan,
+                WorkKind::Orphan | WorkKind::WarmMember => ReconcileWorkClass::Orphan,
                 WorkKind::StaleMapping => ReconcileWorkClass::StaleMapping,
                 WorkKind::StaleIntent => ReconcileWorkClass::StaleIntent,
             })
@@ -340,6 +351,7 @@ fn work(items: &[Work]) -> ReconcileWork {
         indices: indices(items.iter().map(|w| w.index)),
         saved_by_mapping: items.iter().map(|w| w.saved_by_mapping).collect(),
         removes_intent: items.iter().map(|w| w.removes_intent).collect(),
+        warm_member: items.iter().map(|w| w.kind == WorkKind::WarmMember).collect(),
     }
 }
 
@@ -370,9 +382,11 @@ fn mappings(m: ReconcileMappings) -> Result<Vec<MappingFact>, Failure> {
         || m.provider_sandbox_ids.len() != n
         || m.fleets.len() != n
         || m.created_at_ms.len() != n
+        || m.warm.as_ref().is_some_and(|w| w.len() != n)
     {
         return Err(internal("(reconcile mapping columns of unequal length)"));
     }
+    let mut warm = m.warm.map(Vec::into_iter);
     Ok(m.ids
         .into_iter()
         .zip(m.provider_ids)
@@ -385,6 +399,7 @@ fn mappings(m: ReconcileMappings) -> Result<Vec<MappingFact>, Failure> {
             provider_sandbox_id,
             fleet,
             created_at_ms: finite(created),
+            warm: warm.as_mut().and_then(Iterator::next).flatten(),
         })
         .collect())
 }
@@ -396,8 +411,20 @@ fn mappings(m: ReconcileMappings) -> Result<Vec<MappingFact>, Failure> {
 #[napi]
 pub fn reconcile_classify(env: Env, input: ReconcileInput) -> napi::Result<ReconcileClassification> {
     guard(&env, || -> Result<ReconcileClassification, Failure> {
-        let ReconcileInput { fleet, session, host, now, grace_ms, reclaim, pools, mappings: m, intents, gone_pids } =
-            input;
+        let ReconcileInput {
+            fleet,
+            session,
+            host,
+            now,
+            grace_ms,
+            reclaim,
+            pools,
+            mappings: m,
+            intents,
+            gone_pids,
+            warm_pools,
+        } = input;
+        let warm_pools = warm_pools.unwrap_or_default();
         let pools = pools
             .into_iter()
             .map(|p| {
@@ -417,6 +444,7 @@ pub fn reconcile_classify(env: Env, input: ReconcileInput) -> napi::Result<Recon
             mappings: &mappings,
             intents: &intents,
             gone_pids: &gone_pids,
+            warm_pools: &warm_pools,
         };
         let c: Classification = with_in_flight(|in_flight| classify(&run, in_flight));
         Ok(ReconcileClassification {

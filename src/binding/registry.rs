@@ -56,6 +56,8 @@ pub(crate) struct RegistryInner {
     scratch: Vec<Slim>,
     /// The health slot of each pool, for the router health (by its id) they were taken from.
     health_slots: Option<(u64, Rc<[usize]>)>,
+    /// Per pool: whether it keeps a warm pool (`warm` option); None when none does.
+    pub(crate) warm: Option<Rc<[bool]>>,
 }
 
 impl Default for NativeRegistry {
@@ -74,6 +76,7 @@ impl NativeRegistry {
             readers: Vec::new(),
             scratch: Vec::new(),
             health_slots: None,
+            warm: None,
         }));
         let handle = REGISTRIES.with(|r| r.borrow_mut().insert(inner.clone()));
         NativeRegistry { inner, handle }
@@ -85,7 +88,7 @@ impl NativeRegistry {
         self.handle
     }
 
-    /// Adds a pool from its `{ id, capabilities, signals }` JSON text; returns its index.
+    /// Adds a pool from its `{ id, capabilities, signals, warm? }` JSON text; returns its index.
     /// Throws the typed `INVALID_PROVIDER_DEFINITION` / `DUPLICATE_PROVIDER` error.
     #[napi]
     pub fn add_pool(
@@ -107,6 +110,9 @@ impl NativeRegistry {
             let mut inner = self.inner.borrow_mut();
             let index = inner.registry.add(pool)?;
             inner.readers.push(has_capacity_reader);
+            let pools = inner.registry.pools();
+            inner.warm =
+                pools.iter().any(|p| p.warm.is_some()).then(|| pools.iter().map(|p| p.warm.is_some()).collect());
             Ok(index as u32)
         })
     }

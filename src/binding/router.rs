@@ -20,6 +20,7 @@ use crate::core::error::ErrorClass;
 use crate::core::health::{config_of_option, CircuitState, Health};
 use crate::core::mapping::MappingStore;
 use crate::core::request::validate_fleet;
+use crate::core::warm::Warm;
 use napi::bindgen_prelude::Uint32ArraySlice;
 use napi::Env;
 use napi_derive::napi;
@@ -95,6 +96,8 @@ pub(crate) struct RouterCore {
     pub(crate) callback_timeout_ms: u64,
     pub(crate) observe: bool,
     pub(crate) owner: Owner,
+    /// Warm pools, once `warmUp()` started them (`binding::warm`).
+    pub(crate) warm: RefCell<Option<Warm>>,
 }
 
 /// The writer intent records name.
@@ -173,6 +176,7 @@ impl RouterCore {
             callback_timeout_ms: settings.callback_timeout_ms.max(0.0) as u64,
             observe: settings.observe,
             owner: Owner { host: settings.owner_host, pid: settings.owner_pid, session: settings.session },
+            warm: RefCell::new(None),
         })
     }
 
@@ -193,6 +197,21 @@ impl RouterCore {
                 f(registry, Some(&view))
             }
         }
+    }
+
+    /// Which pools of `registry` a provision may claim from (by index): none unless the
+    /// registry keeps a warm pool and this router's warm pools are started and not closed.
+    pub(crate) fn claims(&self, registry: &RegistryInner) -> Option<Rc<[bool]>> {
+        let pools = registry.warm.as_ref()?;
+        match &*self.warm.borrow() {
+            Some(w) if !w.closed => Some(pools.clone()),
+            _ => None,
+        }
+    }
+
+    /// Its health's process-unique id (registries cache their slot maps by it).
+    pub(crate) fn health_id(&self) -> u64 {
+        self.health_id
     }
 
     /// The capacity provider order, under capacity routing.

@@ -18,6 +18,11 @@
 //!   classified retryable failure, a missing package); success, an outcome-unknown failure,
 //!   a malformed handle and a launch deadline keep it until a read reflects it or it
 //!   expires (see [`crate::core::capacity::Ledger`]).
+//! - with warm pools ([`Acquisition::offer_claims`]), a candidate that keeps one is first
+//!   offered as a claim ([`Step::Claim`]): a claim is no launch (no attempt, no capacity
+//!   read, no health outcome: the member was admitted, launched and counted when it was
+//!   made); a miss goes on to the cold launch of the same candidate, as without warm pools,
+//!   so the spillover list and every rule above stay as they are.
 
 use crate::core::capabilities::Resources;
 use crate::core::capacity::{request_need, Admission, Ledger, Measurement};
@@ -26,6 +31,7 @@ use crate::core::fallback::OUTCOME_UNKNOWN;
 use crate::core::fallback::{after_failure, sanitize, Next, OUTCOME_UNKNOWN as UNKNOWN_CODE};
 use crate::core::health::{Health, LaunchOutcome, Transition};
 use crate::core::shared_ledger::Dim;
+use crate::core::warm::MissReason;
 use std::rc::Rc;
 
 /// Code of a launch whose handle is not a handle (no string id): the sandbox may exist.
@@ -62,6 +68,9 @@ pub enum Step {
     /// Launch on `pool`, then report [`Acquisition::succeeded`], [`Acquisition::failed`],
     /// [`Acquisition::malformed`], [`Acquisition::timed_out`] or [`Acquisition::package_failed`].
     Launch(usize),
+    /// Claim an idle member of `pool`'s warm pool, then report [`Acquisition::claimed`] or
+    /// [`Acquisition::claim_missed`] (a miss goes on to the cold launch of `pool`).
+    Claim(usize),
     /// The acquisition is over: see [`Acquisition::outcome`].
     Done,
 }
@@ -71,6 +80,8 @@ pub enum Step {
 pub enum Outcome {
     /// A handle from `pool`.
     Succeeded(usize),
+    /// An idle member of `pool`'s warm pool.
+    Claimed(usize),
     /// A terminal failure on `pool` with this code (a classifier's code,
     /// [`OUTCOME_UNKNOWN`], [`MALFORMED_HANDLE`]).
     Terminal { pool: usize, code: String },
@@ -95,7 +106,7 @@ impl Outcome {
     /// The stable code of a failed outcome (None for a success).
     pub fn code(&self) -> Option<&str> {
         match self {
-            Outcome::Succeeded(_) => None,
+            Outcome::Succeeded(_) | Outcome::Claimed(_) => None,
             Outcome::Terminal { code, .. } | Outcome::PackageFailed { code, .. } => Some(code),
             Outcome::Exhausted { .. } | Outcome::ExhaustedByCapacity => Some(ACQUISITION_EXHAUSTED),
             Outcome::NoCapacity => Some(CAPACITY_EXHAUSTED),
@@ -168,6 +179,8 @@ pub enum Event {
     /// `health.skipped`: a candidate excluded at launch time by its circuit (it opened, or
     /// another provision took the half-open trial, after the route was decided).
     HealthSkipped { pool: usize },
+    /// `warm.miss`: the candidate's warm pool had no member for this request.
+    WarmMiss { pool: usize, reason: MissReason },
 }
 
 /// Health tracking of one acquisition: each pool's health slot, the caller's clock as last
@@ -214,6 +227,8 @@ enum Phase {
     Admitting(u64),
     /// A launch on the candidate is in flight (its hold token, if admitted).
     Launching(Option<u64>),
+    /// A claim of one of the candidate's warm members is in flight.
+    Claiming,
     Done,
 }
 
@@ -238,6 +253,10 @@ pub struct Acquisition {
     tracking: Option<Tracking>,
     /// The last candidate health excluded at launch time.
     circuit_skipped: Option<usize>,
+    /// Per pool index: whether it keeps a warm pool this acquisition may claim from.
+    claims: Option<Rc<[bool]>>,
+    /// Whether the current candidate was offered as a claim already.
+    claim_tried: bool,
 }
 
 /// The shared ledger's answer to one admission (`PostgresMappingStore` as a coordinator).
@@ -283,11 +302,19 @@ impl Acquisition {
             settlement: None,
             tracking: None,
             circuit_skipped: None,
+            claims: None,
+            claim_tried: false,
         };
         if a.candidates.is_empty() {
             a.finish_without_room();
         }
         a
+    }
+
+    /// Offers each candidate that keeps a warm pool (`pools[index]`) as a claim before its
+    /// cold launch. Call before the first step.
+    pub fn offer_claims(&mut self, pools: Rc<[bool]>) {
+        self.claims = Some(pools);
     }
 
     /// Whether this machine records events (the router has an observer).
@@ -321,10 +348,15 @@ impl Acquisition {
         loop {
             match self.phase {
                 Phase::Done => return Step::Done,
-                Phase::Admitting(_) | Phase::Launching(_) => return self.current_step(),
+                Phase::Admitting(_) | Phase::Launching(_) | Phase::Claiming => return self.current_step(),
                 Phase::Next => {}
             }
             let pool = self.candidates[self.pos];
+            if !self.claim_tried && self.claims.as_ref().is_some_and(|c| c.get(pool).copied().unwrap_or(false)) {
+                self.claim_tried = true;
+                self.phase = Phase::Claiming;
+                return Step::Claim(pool);
+            }
             if let (Some(t), Some(h)) = (&mut self.tracking, health.as_deref_mut()) {
                 let slot = t.slots[pool];
                 match h.try_launch(slot, t.now) {
@@ -361,8 +393,7 @@ impl Acquisition {
             self.events.push(Event::HealthSkipped { pool });
         }
         self.circuit_skipped = Some(pool);
-        self.pos += 1;
-        self.phase = Phase::Next;
+        self.advance();
         if self.pos >= self.candidates.len() {
             self.finish_without_room();
         }
@@ -383,6 +414,7 @@ impl Acquisition {
         match self.phase {
             Phase::Admitting(_) => Step::Admit(pool),
             Phase::Launching(_) => Step::Launch(pool),
+            Phase::Claiming => Step::Claim(pool),
             Phase::Next | Phase::Done => Step::Done,
         }
     }
@@ -493,8 +525,7 @@ impl Acquisition {
             self.events.push(Event::CapacitySkipped { pool, status, reason: reason.clone() });
         }
         self.skipped.push(Skip { pool, status, reason });
-        self.pos += 1;
-        self.phase = Phase::Next;
+        self.advance();
         if self.pos >= self.candidates.len() {
             self.finish_without_room();
         }
@@ -578,6 +609,30 @@ impl Acquisition {
         }
     }
 
+    /// Moves to the next candidate (which has not been offered as a claim yet).
+    fn advance(&mut self) {
+        self.pos += 1;
+        self.phase = Phase::Next;
+        self.claim_tried = false;
+    }
+
+    /// The claim offered ([`Step::Claim`]) took a member: the acquisition is over.
+    pub fn claimed(&mut self) {
+        let Phase::Claiming = self.phase else { return };
+        self.outcome = Some(Outcome::Claimed(self.candidates[self.pos]));
+        self.phase = Phase::Done;
+    }
+
+    /// The claim offered found no member for `reason` (or the member was gone): the same
+    /// candidate is launched cold next, as without a warm pool.
+    pub fn claim_missed(&mut self, reason: MissReason) {
+        let Phase::Claiming = self.phase else { return };
+        if self.observe {
+            self.events.push(Event::WarmMiss { pool: self.candidates[self.pos], reason });
+        }
+        self.phase = Phase::Next;
+    }
+
     /// The launch returned a handle with a provider id.
     pub fn succeeded(&mut self, ledger: Option<&mut Ledger>) {
         let Some(pool) = self.settle(ledger, true) else { return };
@@ -612,8 +667,7 @@ impl Acquisition {
         self.record_failure(pool, &c.code, retryable);
         match next {
             Next::Advance(_) => {
-                self.pos += 1;
-                self.phase = Phase::Next;
+                self.advance();
                 if self.observe {
                     let to = self.next_launch_candidate();
                     self.events.push(Event::FallbackAdvanced { from: pool, to, attempt: self.made + 1 });
@@ -844,6 +898,62 @@ mod tests {
         let reasons: Vec<&str> = a.skipped().iter().map(|s| s.reason.as_str()).collect();
         assert_eq!(reasons, vec![COORDINATOR_UNAVAILABLE, "TIMEOUT"]);
         assert_eq!(a.take_settlement(), None);
+    }
+
+    #[test]
+    fn must_fire_a_warm_candidate_is_offered_as_a_claim_before_its_launch() {
+        let mut a = Acquisition::new(vec![1, 0], 3, true, None, true);
+        a.offer_claims(Rc::from(vec![false, true]));
+        assert_eq!(a.next(None), Step::Claim(1));
+        assert_eq!(a.next(None), Step::Claim(1), "the claim is in flight until reported");
+        a.claimed();
+        assert_eq!(a.next(None), Step::Done);
+        assert_eq!(a.outcome(), Some(&Outcome::Claimed(1)));
+        assert_eq!(a.outcome().and_then(Outcome::code), None);
+        assert_eq!(a.launches(), 0, "a claim is no launch");
+        assert!(a.take_events().is_empty());
+    }
+
+    #[test]
+    fn must_not_fire_a_candidate_without_a_warm_pool_is_launched_cold() {
+        let mut a = Acquisition::new(vec![0, 1], 3, true, None, false);
+        a.offer_claims(Rc::from(vec![false, true]));
+        assert_eq!(a.next(None), Step::Launch(0));
+        let mut b = Acquisition::new(vec![1], 3, true, None, false);
+        assert_eq!(b.next(None), Step::Launch(1), "no claims offered: as before warm pools");
+    }
+
+    #[test]
+    fn a_claim_miss_launches_the_same_candidate_cold_and_a_fallback_offers_the_next_claim() {
+        let mut a = Acquisition::new(vec![0, 1], 3, true, None, true);
+        a.offer_claims(Rc::from(vec![true, true]));
+        assert_eq!(a.next(None), Step::Claim(0));
+        a.claim_missed(MissReason::Empty);
+        assert_eq!(a.next(None), Step::Launch(0));
+        a.failed(None, Some("PRE"), Some(true));
+        assert_eq!(a.next(None), Step::Claim(1), "the next candidate of the spillover list");
+        a.claim_missed(MissReason::LaunchEnv);
+        assert_eq!(a.next(None), Step::Launch(1));
+        a.succeeded(None);
+        assert_eq!(a.outcome(), Some(&Outcome::Succeeded(1)));
+        let misses: Vec<Event> = a.take_events().into_iter().filter(|e| matches!(e, Event::WarmMiss { .. })).collect();
+        assert_eq!(
+            misses,
+            vec![
+                Event::WarmMiss { pool: 0, reason: MissReason::Empty },
+                Event::WarmMiss { pool: 1, reason: MissReason::LaunchEnv }
+            ]
+        );
+    }
+
+    #[test]
+    fn under_capacity_routing_a_claim_needs_no_admission() {
+        let mut ledger = Ledger::new(Duration::from_secs(60));
+        let mut a = Acquisition::new(vec![0], 1, true, capacity(1), false);
+        a.offer_claims(Rc::from(vec![true]));
+        assert_eq!(a.next(Some(&mut ledger)), Step::Claim(0));
+        a.claim_missed(MissReason::Empty);
+        assert_eq!(a.next(Some(&mut ledger)), Step::Admit(0), "the cold launch is admitted as before");
     }
 
     #[test]

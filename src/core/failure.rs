@@ -81,7 +81,7 @@ pub fn failure_of<'a>(
         package: false,
     };
     Some(match *outcome {
-        Outcome::Succeeded(_) => return None,
+        Outcome::Succeeded(_) | Outcome::Claimed(_) => return None,
         Outcome::PackageFailed { pool, .. } => Failure {
             message: format!("the runtime of {} could not be loaded", id(pool)),
             pool: Some(pool),

@@ -9,6 +9,7 @@ use crate::core::ids::validate_provider_id;
 use crate::core::json::FieldError;
 use crate::core::reasons::Reason;
 use crate::core::signals::{signal_state, SignalError, SignalState};
+use crate::core::warm::WarmConfig;
 use crate::core::CoreError;
 use serde_json::Value;
 
@@ -23,10 +24,13 @@ pub struct Pool {
     pub signals: SignalState,
     /// Whether its runtime has `launchDetached`.
     pub has_launch_detached: bool,
+    /// Its warm pool (`warm` option), if it keeps one (`core::warm`).
+    pub warm: Option<WarmConfig>,
 }
 
 impl Pool {
-    /// Builds a pool from `{ id, capabilities, signals }` JSON (the runtime stays in JS).
+    /// Builds a pool from `{ id, capabilities, signals, warm? }` JSON (the runtime stays in
+    /// JS). A `warm` option is read strictly and checked against the declared lifetime.
     pub fn from_json(value: &Value, has_launch_detached: bool) -> Result<Pool, CoreError> {
         let id = value.get("id").and_then(Value::as_str).unwrap_or("");
         validate_provider_id(id)?;
@@ -48,6 +52,14 @@ impl Pool {
             None => Err(SignalError { reason: Reason::InvalidSignals, detail: "signals is required".into() }),
             Some(v) => signal_state(v),
         };
-        Ok(Pool { id: id.to_string(), capabilities, signals, has_launch_detached })
+        let warm = match value.get("warm") {
+            None => None,
+            Some(v) => {
+                let c = WarmConfig::read(v, "warm").map_err(bad)?;
+                c.check_lifetime(capabilities.max_lifetime, "warm").map_err(bad)?;
+                Some(c)
+            }
+        };
+        Ok(Pool { id: id.to_string(), capabilities, signals, has_launch_detached, warm })
     }
 }

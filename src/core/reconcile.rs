@@ -43,6 +43,13 @@
 //! - without one: `pending` `AGE_UNKNOWN` (no creation time), `orphan` `GRACE_ELAPSED`
 //!   (`now - createdAt >= graceMs`), else `pending` `WITHIN_GRACE`.
 //!
+//! A listed item whose mapping is an idle warm member (its record carries the warm label,
+//! `core::warm`) is `mapped` while its pool keeps a warm pool in this router; a member of a
+//! pool that keeps none any more (the `warm` option was removed) is `orphan`
+//! `WARM_POOL_GONE` once its record is older than `graceMs` (so a rolling deploy that adds
+//! a warm pool is not undone by the processes that do not have it yet), and its reclaim
+//! takes it out of the inventory before it destroys it (`WorkKind::WarmMember`).
+//!
 //! A mapping of this pool and this fleet whose provider sandbox id the listing does not
 //! show is, unless its id is in flight (then it is not reported), `stale-mapping`
 //! `NOT_LISTED` once older than `graceMs`, else `pending` `NOT_LISTED_YET` (lists are
@@ -113,6 +120,8 @@ pub struct MappingFact {
     pub fleet: Option<String>,
     /// Its `createdAt`, epoch ms, when readable.
     pub created_at_ms: Option<f64>,
+    /// The warm label of its labels (an idle warm member's record), when it is a string.
+    pub warm: Option<String>,
 }
 
 /// An intent record as the store returned it; every field but `id` may be missing or of
@@ -148,6 +157,8 @@ pub struct Run<'a> {
     pub intents: &'a [IntentFact],
     /// Process ids on this host that are known gone (the writers of intents here).
     pub gone_pids: &'a [u64],
+    /// The pools that keep a warm pool in this router (their idle members are mapped).
+    pub warm_pools: &'a [String],
 }
 
 /// Why a stamped sandbox without a (matching) mapping is an orphan.
@@ -165,6 +176,9 @@ pub enum OrphanReason {
     DuplicateOfMapped,
     /// No intent, and its provider-reported age is at least `graceMs`.
     GraceElapsed,
+    /// An idle warm member of a pool that keeps no warm pool here any more, its record
+    /// older than `graceMs`.
+    WarmPoolGone,
 }
 
 impl OrphanReason {
@@ -177,6 +191,7 @@ impl OrphanReason {
             OrphanReason::IntentAbandoned => "INTENT_ABANDONED",
             OrphanReason::DuplicateOfMapped => "DUPLICATE_OF_MAPPED",
             OrphanReason::GraceElapsed => "GRACE_ELAPSED",
+            OrphanReason::WarmPoolGone => "WARM_POOL_GONE",
         }
     }
 }
@@ -252,6 +267,9 @@ pub enum WorkKind {
     StaleMapping,
     /// Remove a stale intent.
     StaleIntent,
+    /// Take an idle member of a pool that keeps no warm pool out of the inventory (if it is
+    /// still idle), then destroy it (re-resolved owned) and remove its record.
+    WarmMember,
 }
 
 /// One reclaim action, with the re-checks it needs right before it runs.
@@ -396,7 +414,19 @@ pub fn classify(run: &Run<'_>, in_flight: &dyn Fn(&str) -> bool) -> Classificati
             if let Some(j) = mapping {
                 let m = &run.mappings[j];
                 if m.provider_id == pool_id && m.provider_sandbox_id == f.provider_sandbox_id {
-                    c.mapped.push(j);
+                    let gone = m.warm.is_some() && !run.warm_pools.iter().any(|w| w == pool_id);
+                    if gone && f.verified && !in_flight(id) && grace_elapsed(facts, m.created_at_ms) {
+                        out.work.push(Work {
+                            kind: WorkKind::WarmMember,
+                            pool: p,
+                            index: i,
+                            saved_by_mapping: false,
+                            removes_intent: false,
+                        });
+                        c.orphan.push((i, OrphanReason::WarmPoolGone));
+                    } else {
+                        c.mapped.push(j);
+                    }
                     continue;
                 }
             }
@@ -545,6 +575,7 @@ mod tests {
             provider_sandbox_id: psid.into(),
             fleet: Some(FLEET.into()),
             created_at_ms: created,
+            warm: None,
         }
     }
 
@@ -566,11 +597,12 @@ mod tests {
         mappings: Vec<MappingFact>,
         intents: Vec<IntentFact>,
         in_flight: Vec<String>,
+        warm_pools: Vec<String>,
     }
 
     impl Case {
         fn new(items: Vec<Listed>) -> Self {
-            Case { items, mappings: vec![], intents: vec![], in_flight: vec![] }
+            Case { items, mappings: vec![], intents: vec![], in_flight: vec![], warm_pools: vec![] }
         }
         fn mappings(mut self, m: Vec<MappingFact>) -> Self {
             self.mappings = m;
@@ -592,6 +624,7 @@ mod tests {
                 mappings: &self.mappings,
                 intents: &self.intents,
                 gone_pids: &[DEAD_PID],
+                warm_pools: &self.warm_pools,
             };
             let c = classify(&run, &|id| self.in_flight.iter().any(|x| x == id));
             Seen::of(self, &c)
@@ -630,7 +663,7 @@ mod tests {
                     .work
                     .iter()
                     .map(|w| match w.kind {
-                        WorkKind::Orphan => (
+                        WorkKind::Orphan | WorkKind::WarmMember => (
                             w.kind,
                             item(w.index).sandbox_id.clone().unwrap(),
                             Some(item(w.index).provider_sandbox_id.clone()),
@@ -680,6 +713,37 @@ mod tests {
     fn age_unknown_must_not_fire_with_created_at() {
         let c = Case::new(vec![old(1)]).run();
         assert!(c.pending.is_empty());
+    }
+
+    // --- warm members ----------------------------------------------------------------------
+
+    fn member(n: u32, created: f64) -> MappingFact {
+        MappingFact { warm: Some("a".into()), ..mapping(n, &format!("p-{n}"), Some(created)) }
+    }
+
+    #[test]
+    fn warm_pool_gone_must_fire_for_an_old_idle_member_of_a_pool_without_a_warm_pool() {
+        let c = Case::new(vec![old(1)]).mappings(vec![member(1, NOW - GRACE)]).run();
+        assert_eq!(c.orphans, [(sbx(1), "WARM_POOL_GONE")]);
+        assert!(c.mapped.is_empty());
+        assert_eq!(c.work.len(), 1);
+        assert_eq!(c.work[0].kind, WorkKind::WarmMember);
+        assert!(!c.work[0].saved_by_mapping && !c.work[0].removes_intent);
+    }
+
+    #[test]
+    fn warm_pool_gone_must_not_fire_while_the_pool_keeps_a_warm_pool_or_within_grace_or_once_claimed() {
+        let mut case = Case::new(vec![old(1)]).mappings(vec![member(1, NOW - GRACE)]);
+        case.warm_pools = vec!["a".into()];
+        let c = case.run();
+        assert_eq!(c.mapped, [sbx(1)], "an idle member of a warm pool is ours, mapped");
+        assert!(c.work.is_empty());
+        let c = Case::new(vec![old(1)]).mappings(vec![member(1, NOW - GRACE + 1.0)]).run();
+        assert_eq!(c.mapped, [sbx(1)], "a young member is left alone (a rolling deploy)");
+        let c = Case::new(vec![old(1)]).mappings(vec![mapping(1, "p-1", Some(NOW - GRACE))]).run();
+        assert_eq!(c.mapped, [sbx(1)], "a claimed member's record has no warm label: the caller's sandbox");
+        let c = Case::new(vec![old(1)]).mappings(vec![member(1, NOW - GRACE)]).in_flight(&[1]).run();
+        assert_eq!(c.mapped, [sbx(1)]);
     }
 
     // --- mapped --------------------------------------------------------------------------
@@ -999,7 +1063,14 @@ mod tests {
         let mut failed = intent(7);
         failed.state = Some("failed".into());
         let intents = [failed];
-        let run = Run { facts: facts(), pools: &pools, mappings: &mappings, intents: &intents, gone_pids: &[] };
+        let run = Run {
+            facts: facts(),
+            pools: &pools,
+            mappings: &mappings,
+            intents: &intents,
+            gone_pids: &[],
+            warm_pools: &[],
+        };
         let c = classify(&run, &|_| false);
         assert_eq!(c.pools[0], PoolClasses::default());
         assert_eq!(c.pools[1].orphan.len(), 1);

@@ -23,8 +23,15 @@ pub const SANDBOX_ID_LABEL: &str = "agent-relay-sbx-id";
 /// id), so that one label search lists everything one router fleet made.
 pub const SANDBOX_FLEET_LABEL: &str = "agent-relay-sbx-fleet";
 
-/// The label keys the router stamps itself; a caller label on either is refused.
-pub const RESERVED_LABELS: [&str; 2] = [SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL];
+/// The label key that marks a warm pool's member (its value: the pool's id), beside the
+/// stamp: on the provider side for its whole life (the port cannot relabel), and on its
+/// mapping record while it is idle (a claim replaces the record's labels with the caller's).
+/// See `core::warm`.
+pub const SANDBOX_WARM_LABEL: &str = "agent-relay-sbx-warm";
+
+/// The label keys the router stamps itself; a caller label on any of them is refused (the
+/// warm label too: a caller's record that carried it would read as an idle member).
+pub const RESERVED_LABELS: [&str; 3] = [SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL, SANDBOX_WARM_LABEL];
 
 /// Default fleet name (router option `fleet`).
 pub const DEFAULT_FLEET: &str = "default";
@@ -139,6 +146,10 @@ pub struct Request {
     pub max_attempts: u32,
     /// Deadline for one launch, ms.
     pub acquisition_timeout_ms: u64,
+    /// `launch.name` is given (a warm member cannot take a name: `core::warm`).
+    pub launch_name: bool,
+    /// `launch.env` has at least one entry (a warm member cannot take an environment).
+    pub launch_env: bool,
     /// Caller labels, in input order (shared with the mapping records made from it).
     pub labels: Arc<Vec<(String, String)>>,
     /// Mask of the known required capabilities; `required_custom` is true when a custom
@@ -177,6 +188,8 @@ impl Default for Request {
             fallback_allowed: true,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             acquisition_timeout_ms: DEFAULT_ACQUISITION_TIMEOUT_MS,
+            launch_name: false,
+            launch_env: false,
             labels: Arc::new(Vec::new()),
             required_mask: 0,
             forbidden_mask: 0,
@@ -345,8 +358,8 @@ fn read(value: &Value) -> Result<Request, FieldError> {
         }
     }
     if let Some(launch) = top.object("launch", LAUNCH_KEYS)? {
-        launch.string("name")?;
-        launch.string_map("env")?;
+        req.launch_name = launch.string("name")?.is_some();
+        req.launch_env = launch.string_map("env")?.is_some_and(|env| !env.is_empty());
         if let Some(Value::Number(n)) = launch.get("createTimeoutSeconds") {
             if n.as_f64().is_none_or(|x| x <= 0.0) {
                 return Err(FieldError::new("launch.createTimeoutSeconds", "must be a finite number > 0"));
@@ -380,7 +393,7 @@ pub fn parse_labels(value: &Value) -> Result<Vec<(String, String)>, FieldError> 
     if let Some((k, _)) = out.iter().find(|(k, _)| RESERVED_LABELS.contains(&k.as_str())) {
         return Err(FieldError::new(
             format!("{FIELD}.{k}"),
-            "is reserved: the router stamps its own sandbox id and fleet under these keys",
+            "is reserved: the router stamps its own sandbox id, fleet and warm marker under these keys",
         ));
     }
     Ok(out)
