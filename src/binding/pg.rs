@@ -7,6 +7,11 @@
 //! for writes, `MAPPING_READ_FAILED` for reads, `MAPPING_STORE_OPEN_FAILED` /
 //! `MAPPING_STORE_SCHEMA_TOO_NEW` for `open`, `COORDINATOR_UNAVAILABLE` for the ledger).
 //!
+//! The warm inventory (`stores::pg`'s `warm_*`): with the store as a coordinator, the
+//! fleet's idle members and granted refills; each call's failure is
+//! `COORDINATOR_UNAVAILABLE`, except a member's settlement, which writes its record:
+//! `MAPPING_PERSISTENCE_FAILED`.
+//!
 //! TLS (`stores::pg_tls`): the mode comes from `ssl` (the JS class maps `ssl: true` to `{}`
 //! and `ssl: false` to `{ mode: 'disable' }`) or from the URL's `sslmode`; the CA is PEM
 //! text, never a file. A TLS failure rejects with the operation's code and
@@ -21,14 +26,17 @@ use crate::binding::acquisition::{AdmitVerdict, DemandDim};
 use crate::binding::error::{guard, typed_future, Failure, NativeError};
 use crate::binding::mapping::{IntentRecord, MappingRecord};
 use crate::binding::sqlite::{checked_op, to_record, BatchOp};
+use crate::binding::warm::{WarmCounts, WarmMemberRecord};
 use crate::core::error::ErrorClass;
 use crate::core::shared_ledger::Dim;
-use crate::stores::pg::{PgFailure, PgSettings, PgStore, Verdict};
+use crate::stores::pg::{PgFailure, PgSettings, PgStore, Verdict, WarmRow};
 use crate::stores::pg_tls::{parse_ca, split_sslmode, CaError, TlsMode, TlsSettings, UrlTlsError};
 use crate::stores::record::Op;
+use crate::stores::record::Row;
 use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
 use napi_derive::napi;
+use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -202,6 +210,23 @@ fn fail(code: &str, what: &str, f: PgFailure) -> Failure {
             NativeError::new(class, code, format!("{what}: the database call failed"))
         }
     }
+}
+
+fn unavailable(f: PgFailure) -> Failure {
+    fail(COORDINATOR, "the capacity coordinator is unavailable", f)
+}
+
+fn member_of(r: WarmRow) -> WarmMemberRecord {
+    WarmMemberRecord {
+        provider_id: r.pool,
+        sandbox_id: r.id,
+        provider_sandbox_id: r.provider_sandbox_id,
+        launched_at: r.launched_at as f64,
+    }
+}
+
+fn now_text() -> String {
+    crate::core::clock::iso8601_millis(crate::binding::clock::now_millis())
 }
 
 const WRITE: &str = "MAPPING_PERSISTENCE_FAILED";
@@ -391,6 +416,203 @@ impl NativePgStore {
         typed_future(env, async move {
             let n =
                 inner.held(pool).await.map_err(|f| fail(COORDINATOR, "the capacity coordinator is unavailable", f))?;
+            Ok(n.clamp(0, i64::from(u32::MAX)) as u32)
+        })
+    }
+
+    /// Grants up to `want` refill launches of pool `pool` of fleet `fleet` toward the
+    /// fleet's target `size` (one transaction under the pool's warm lock); `holdMs`: how long
+    /// a grant may stay unsettled. Resolves to the grants' tokens.
+    #[napi(ts_return_type = "Promise<Array<number>>")]
+    pub fn warm_reserve<'env>(
+        &self,
+        env: &'env Env,
+        fleet: String,
+        pool: String,
+        size: u32,
+        want: u32,
+        hold_ms: f64,
+    ) -> napi::Result<PromiseRaw<'env, Vec<f64>>> {
+        let inner = self.inner.clone();
+        let hold_ms = if hold_ms.is_finite() && hold_ms > 0.0 { hold_ms } else { 60_000.0 };
+        typed_future(env, async move {
+            let tokens = inner.warm_reserve(fleet, pool, size, want, hold_ms).await.map_err(unavailable)?;
+            Ok(tokens.into_iter().map(|t| t as f64).collect())
+        })
+    }
+
+    /// Gives a granted refill launch back (it failed).
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn warm_release<'env>(&self, env: &'env Env, token: f64) -> napi::Result<PromiseRaw<'env, bool>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move { inner.warm_release(token as i64).await.map_err(unavailable) })
+    }
+
+    /// A granted refill (`token`) launched `member` of fleet `fleet`: it becomes idle and its
+    /// record (the stamp and the warm label) is written, in one transaction. Fails as
+    /// `MAPPING_PERSISTENCE_FAILED` (the caller destroys the member).
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn warm_settle<'env>(
+        &self,
+        env: &'env Env,
+        token: f64,
+        fleet: String,
+        member: WarmMemberRecord,
+    ) -> napi::Result<PromiseRaw<'env, ()>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            crate::core::ids::SandboxKey::parse_checked(&member.sandbox_id)?;
+            let labels = serde_json::json!({
+                crate::core::request::SANDBOX_ID_LABEL: member.sandbox_id,
+                crate::core::request::SANDBOX_FLEET_LABEL: fleet,
+                crate::core::request::SANDBOX_WARM_LABEL: member.provider_id,
+            });
+            let record = Row {
+                id: member.sandbox_id.clone(),
+                provider_id: member.provider_id.clone(),
+                provider_sandbox_id: member.provider_sandbox_id.clone(),
+                labels_json: labels.to_string(),
+                created_at: now_text(),
+                detached: false,
+            };
+            let row = WarmRow {
+                pool: member.provider_id,
+                id: member.sandbox_id,
+                provider_sandbox_id: member.provider_sandbox_id,
+                launched_at: member.launched_at as i64,
+            };
+            inner
+                .warm_settle(token as i64, fleet, row, record)
+                .await
+                .map_err(|f| fail(WRITE, "the warm member's record could not be written", f))
+        })
+    }
+
+    /// Claims the oldest idle member of pool `pool` of fleet `fleet` launched at or after
+    /// `floor` (router-clock ms), in one transaction (`FOR UPDATE SKIP LOCKED`): its record
+    /// is rewritten with `labels` (the provision's own; its id and fleet added) and
+    /// `detached`. Resolves to the member, or null when none is claimable.
+    #[napi(ts_return_type = "Promise<WarmMemberRecord | null>")]
+    pub fn warm_claim<'env>(
+        &self,
+        env: &'env Env,
+        fleet: String,
+        pool: String,
+        floor: f64,
+        labels: HashMap<String, String>,
+        detached: bool,
+    ) -> napi::Result<PromiseRaw<'env, Option<WarmMemberRecord>>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            let stamp_fleet = fleet.clone();
+            let record = move |m: &WarmRow| {
+                let mut all: serde_json::Map<String, serde_json::Value> =
+                    labels.into_iter().map(|(k, v)| (k, serde_json::Value::String(v))).collect();
+                all.insert(crate::core::request::SANDBOX_ID_LABEL.into(), m.id.clone().into());
+                all.insert(crate::core::request::SANDBOX_FLEET_LABEL.into(), stamp_fleet.into());
+                all.remove(crate::core::request::SANDBOX_WARM_LABEL);
+                Row {
+                    id: m.id.clone(),
+                    provider_id: m.pool.clone(),
+                    provider_sandbox_id: m.provider_sandbox_id.clone(),
+                    labels_json: serde_json::Value::Object(all).to_string(),
+                    created_at: now_text(),
+                    detached,
+                }
+            };
+            let claimed = inner.warm_claim(fleet, pool, floor as i64, record).await.map_err(unavailable)?;
+            Ok(claimed.map(member_of))
+        })
+    }
+
+    /// Takes the idle members of pool `pool` launched before `floor` out of the inventory
+    /// (expired: the caller destroys them).
+    #[napi(ts_return_type = "Promise<Array<WarmMemberRecord>>")]
+    pub fn warm_expire<'env>(
+        &self,
+        env: &'env Env,
+        fleet: String,
+        pool: String,
+        floor: f64,
+    ) -> napi::Result<PromiseRaw<'env, Vec<WarmMemberRecord>>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            Ok(inner
+                .warm_expire(fleet, pool, floor as i64)
+                .await
+                .map_err(unavailable)?
+                .into_iter()
+                .map(member_of)
+                .collect())
+        })
+    }
+
+    /// Takes member `sandboxId` out of the inventory if it is idle: the member, or null.
+    #[napi(ts_return_type = "Promise<WarmMemberRecord | null>")]
+    pub fn warm_take<'env>(
+        &self,
+        env: &'env Env,
+        sandbox_id: String,
+    ) -> napi::Result<PromiseRaw<'env, Option<WarmMemberRecord>>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move { Ok(inner.warm_take(sandbox_id).await.map_err(unavailable)?.map(member_of)) })
+    }
+
+    /// The idle members of pool `pool` that this process launched (it re-resolves them).
+    #[napi(ts_return_type = "Promise<Array<WarmMemberRecord>>")]
+    pub fn warm_mine<'env>(
+        &self,
+        env: &'env Env,
+        fleet: String,
+        pool: String,
+    ) -> napi::Result<PromiseRaw<'env, Vec<WarmMemberRecord>>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            Ok(inner.warm_mine(fleet, pool).await.map_err(unavailable)?.into_iter().map(member_of).collect())
+        })
+    }
+
+    /// Takes every idle member this process launched out of the inventory and gives its
+    /// granted refills back (`close()`).
+    #[napi(ts_return_type = "Promise<Array<WarmMemberRecord>>")]
+    pub fn warm_take_mine<'env>(
+        &self,
+        env: &'env Env,
+        fleet: String,
+    ) -> napi::Result<PromiseRaw<'env, Vec<WarmMemberRecord>>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            Ok(inner.warm_take_mine(fleet).await.map_err(unavailable)?.into_iter().map(member_of).collect())
+        })
+    }
+
+    /// Every pool's counts in the fleet's inventory of fleet `fleet`.
+    #[napi(ts_return_type = "Promise<Array<WarmCounts>>")]
+    pub fn warm_counts<'env>(&self, env: &'env Env, fleet: String) -> napi::Result<PromiseRaw<'env, Vec<WarmCounts>>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            Ok(inner
+                .warm_counts(fleet)
+                .await
+                .map_err(unavailable)?
+                .into_iter()
+                .map(|c| WarmCounts { provider_id: c.pool, idle: c.idle as f64, launching: c.launching as f64 })
+                .collect())
+        })
+    }
+
+    /// Idle members of pool `pool` launched at or after `floor`: what a claim could take.
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn warm_claimable<'env>(
+        &self,
+        env: &'env Env,
+        fleet: String,
+        pool: String,
+        floor: f64,
+    ) -> napi::Result<PromiseRaw<'env, u32>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            let n = inner.warm_claimable(fleet, pool, floor as i64).await.map_err(unavailable)?;
             Ok(n.clamp(0, i64::from(u32::MAX)) as u32)
         })
     }

@@ -19,12 +19,37 @@
 //! - v1 mappings and intents (the SQLite store's two tables, same columns);
 //! - v2 the shared capacity ledger: `pools` (one row per pool id: the admission lock),
 //!   `sessions` (each router process's lease), `holds` (one row per admitted launch), and the
-//!   read sequence.
+//!   read sequence;
+//! - v3 the fleet's warm inventory, `warm`: one row per refill launch granted (`launching`,
+//!   with its launcher's session and an expiry, like a hold) or per idle member (`idle`,
+//!   with its ids and launch instant). See "The warm inventory" below.
+//!
+//! # The warm inventory
+//!
+//! With the store as `capacity.coordinator`, a warm pool's `size` is the fleet's target and
+//! its members are the fleet's. Three transactions keep that true:
+//! - a **reservation** (`warm_reserve`) takes the pool's admission row lock (the
+//!   `sandbox_router_pools` row `warm/<fleet>/<pool>`: no pool id contains a `/`, so it
+//!   never meets a capacity pool's row), expires the launching rows of dead sessions or
+//!   past their settle window, counts idle and launching rows and grants what the core's
+//!   rule allows (`core::warm::reserve_count`): refills of the whole fleet never exceed the
+//!   target;
+//! - a **settlement** (`warm_settle`) turns the granted row into an idle member and writes
+//!   the member's mapping record in one transaction (a process that dies between its
+//!   launch and this commit leaves a stamped sandbox with a `launching` intent, which
+//!   `reconcile` reclaims as any launch's);
+//! - a **claim** (`warm_claim`) picks the oldest idle member above the core's floor with
+//!   `FOR UPDATE SKIP LOCKED`, deletes its row and rewrites its mapping with the claiming
+//!   provision's labels, in one transaction: two processes never get one member (the
+//!   second skips the locked row and takes the next, or none), and a process that dies
+//!   mid-claim loses nothing (the rollback leaves the member idle; after the commit it is
+//!   mapped).
 //!
 //! Nothing from the database's own messages (which can name users, hosts, databases) leaves
 //! this file: every failure is a [`PgFailure`] without text.
 
 use crate::core::shared_ledger::{decide, Decision, Dim, HoldRow};
+use crate::core::warm::reserve_count;
 use crate::stores::pg_tls::TlsSettings;
 use crate::stores::record::{Intent, Row};
 use std::collections::HashMap;
@@ -76,6 +101,19 @@ pub const MIGRATIONS: &[&str] = &[
         expires_at TIMESTAMPTZ NOT NULL
     );
     CREATE INDEX sandbox_router_holds_pool ON sandbox_router_holds (pool);",
+    // v3: the fleet's warm inventory.
+    "CREATE TABLE sandbox_router_warm (
+        token BIGSERIAL PRIMARY KEY,
+        fleet TEXT NOT NULL,
+        pool TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('launching', 'idle')),
+        id TEXT UNIQUE,
+        provider_sandbox_id TEXT,
+        launched_at BIGINT,
+        session TEXT NOT NULL,
+        expires_at TIMESTAMPTZ
+    );
+    CREATE INDEX sandbox_router_warm_pool ON sandbox_router_warm (fleet, pool, state, launched_at);",
 ];
 
 /// The schema version this build writes.
@@ -301,6 +339,80 @@ const END_SESSION: &str = "WITH gone AS (DELETE FROM sandbox_router_holds WHERE 
 const HELD: &str = "SELECT count(*) FROM sandbox_router_holds h WHERE h.pool = $1 AND h.expires_at > now()
     AND (h.settled_seq IS NOT NULL OR EXISTS (SELECT 1 FROM sandbox_router_sessions s
         WHERE s.session = h.session AND s.lease_until > now()))";
+
+const WARM_EXPIRE_LAUNCHING: &str = "DELETE FROM sandbox_router_warm w WHERE w.fleet = $1 AND w.pool = $2
+    AND w.state = 'launching' AND (w.expires_at <= now() OR NOT EXISTS (SELECT 1 FROM sandbox_router_sessions s
+        WHERE s.session = w.session AND s.lease_until > now()))";
+const WARM_COUNT: &str = "SELECT count(*) FILTER (WHERE state = 'idle'), count(*) FILTER (WHERE state = 'launching')
+    FROM sandbox_router_warm WHERE fleet = $1 AND pool = $2";
+const WARM_RESERVE: &str = "INSERT INTO sandbox_router_warm (fleet, pool, state, session, expires_at)
+    SELECT $1, $2, 'launching', $3, now() + $4 * interval '1 millisecond' FROM generate_series(1, $5) RETURNING token";
+const WARM_RELEASE: &str = "DELETE FROM sandbox_router_warm WHERE token = $1 AND state = 'launching'";
+// The granted row becomes the idle member; a row that expired meanwhile is made again
+// (the member exists: better kept than destroyed).
+const WARM_SETTLE: &str = "WITH up AS (UPDATE sandbox_router_warm SET state = 'idle', id = $4,
+        provider_sandbox_id = $5, launched_at = $6, expires_at = NULL WHERE token = $1 AND state = 'launching'
+        RETURNING token)
+    INSERT INTO sandbox_router_warm (fleet, pool, state, id, provider_sandbox_id, launched_at, session)
+    SELECT $2, $3, 'idle', $4, $5, $6, $7 WHERE NOT EXISTS (SELECT 1 FROM up)";
+const WARM_PICK: &str = "SELECT token, id, provider_sandbox_id, launched_at FROM sandbox_router_warm
+    WHERE fleet = $1 AND pool = $2 AND state = 'idle' AND launched_at >= $3
+    ORDER BY launched_at, token LIMIT 1 FOR UPDATE SKIP LOCKED";
+const WARM_DELETE: &str = "DELETE FROM sandbox_router_warm WHERE token = $1";
+const WARM_EXPIRE: &str = "DELETE FROM sandbox_router_warm WHERE token IN (SELECT token FROM sandbox_router_warm
+        WHERE fleet = $1 AND pool = $2 AND state = 'idle' AND launched_at < $3 FOR UPDATE SKIP LOCKED)
+    RETURNING pool, id, provider_sandbox_id, launched_at";
+const WARM_TAKE: &str = "DELETE FROM sandbox_router_warm WHERE token IN (SELECT token FROM sandbox_router_warm
+        WHERE id = $1 AND state = 'idle' FOR UPDATE SKIP LOCKED)
+    RETURNING pool, id, provider_sandbox_id, launched_at";
+const WARM_MINE: &str = "SELECT pool, id, provider_sandbox_id, launched_at FROM sandbox_router_warm
+    WHERE fleet = $1 AND pool = $2 AND state = 'idle' AND session = $3 ORDER BY launched_at, token";
+const WARM_TAKE_MINE: &str = "WITH gone AS (DELETE FROM sandbox_router_warm WHERE session = $2 AND state = 'launching')
+    DELETE FROM sandbox_router_warm WHERE token IN (SELECT token FROM sandbox_router_warm
+        WHERE fleet = $1 AND state = 'idle' AND session = $2 FOR UPDATE SKIP LOCKED)
+    RETURNING pool, id, provider_sandbox_id, launched_at";
+const WARM_COUNTS: &str = "SELECT pool, count(*) FILTER (WHERE state = 'idle'),
+        count(*) FILTER (WHERE state = 'launching' AND expires_at > now() AND EXISTS (SELECT 1
+            FROM sandbox_router_sessions s WHERE s.session = w.session AND s.lease_until > now()))
+    FROM sandbox_router_warm w WHERE fleet = $1 GROUP BY pool ORDER BY pool";
+const WARM_CLAIMABLE: &str = "SELECT count(*) FROM sandbox_router_warm
+    WHERE fleet = $1 AND pool = $2 AND state = 'idle' AND launched_at >= $3";
+
+/// An idle member of the fleet's inventory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WarmRow {
+    /// Its pool.
+    pub pool: String,
+    /// Its router id.
+    pub id: String,
+    /// The provider's id of it.
+    pub provider_sandbox_id: String,
+    /// When it became idle, router-clock epoch ms.
+    pub launched_at: i64,
+}
+
+fn warm_row(r: &tokio_postgres::Row) -> Result<WarmRow, PgFailure> {
+    Ok(WarmRow {
+        pool: r.try_get(0).map_err(|_| PgFailure::Malformed)?,
+        id: r.try_get::<_, Option<String>>(1).map_err(|_| PgFailure::Malformed)?.ok_or(PgFailure::Malformed)?,
+        provider_sandbox_id: r
+            .try_get::<_, Option<String>>(2)
+            .map_err(|_| PgFailure::Malformed)?
+            .ok_or(PgFailure::Malformed)?,
+        launched_at: r.try_get::<_, Option<i64>>(3).map_err(|_| PgFailure::Malformed)?.ok_or(PgFailure::Malformed)?,
+    })
+}
+
+/// One pool's counts in the fleet's inventory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WarmCount {
+    /// The pool.
+    pub pool: String,
+    /// Idle members.
+    pub idle: i64,
+    /// Granted launches in flight (of live sessions, unexpired).
+    pub launching: i64,
+}
 
 fn row_of(r: &tokio_postgres::Row) -> Result<Row, PgFailure> {
     Ok(Row {
@@ -748,6 +860,259 @@ impl PgStore {
         if let Ok(mut idle) = self.pool.idle.lock() {
             idle.clear();
         }
+    }
+}
+
+impl PgStore {
+    // --- the fleet's warm inventory (see the module docs) -------------------------------
+
+    /// Grants up to `want` refill launches of `pool` toward the fleet's target `size`, in
+    /// one transaction under the pool's warm row lock; each granted launch is a row held
+    /// for `hold_ms` (and this process's lease). Returns the grants' tokens.
+    pub async fn warm_reserve(
+        self: &Arc<Self>,
+        fleet: String,
+        pool: String,
+        size: u32,
+        want: u32,
+        hold_ms: f64,
+    ) -> Result<Vec<i64>, PgFailure> {
+        if want == 0 {
+            return Ok(Vec::new());
+        }
+        self.ensure_session().await?;
+        let session = self.session.clone();
+        self.bounded(move |c| {
+            Box::pin(async move {
+                let begin = c.statement("BEGIN").await?;
+                let commit = c.statement("COMMIT").await?;
+                let lock = c.statement(LOCK_POOL).await?;
+                let expire = c.statement(WARM_EXPIRE_LAUNCHING).await?;
+                let count = c.statement(WARM_COUNT).await?;
+                let reserve = c.statement(WARM_RESERVE).await?;
+                let client = &c.client;
+                let row_key = format!("warm/{fleet}/{pool}");
+                let by_key: [&(dyn ToSql + Sync); 1] = [&row_key];
+                let by_pool: [&(dyn ToSql + Sync); 2] = [&fleet, &pool];
+                let (b, l, e, n) = tokio::join!(
+                    client.execute(&begin, &[]),
+                    client.execute(&lock, &by_key),
+                    client.execute(&expire, &by_pool),
+                    client.query_one(&count, &by_pool),
+                );
+                b?;
+                l?;
+                e?;
+                let n = n?;
+                let idle: i64 = n.try_get(0).map_err(|_| PgFailure::Malformed)?;
+                let launching: i64 = n.try_get(1).map_err(|_| PgFailure::Malformed)?;
+                let grant = reserve_count(size, idle.max(0) as u64, launching.max(0) as u64, want);
+                if grant == 0 {
+                    client.execute(&commit, &[]).await?;
+                    return Ok(Vec::new());
+                }
+                let grant = i32::try_from(grant).map_err(|_| PgFailure::Malformed)?;
+                let row: [&(dyn ToSql + Sync); 5] = [&fleet, &pool, &session, &hold_ms, &grant];
+                let (tokens, done) = tokio::join!(client.query(&reserve, &row), client.execute(&commit, &[]));
+                let tokens =
+                    tokens?.iter().map(|r| r.try_get(0).map_err(|_| PgFailure::Malformed)).collect::<Result<_, _>>()?;
+                done?;
+                Ok(tokens)
+            })
+        })
+        .await
+    }
+
+    /// Gives a granted refill launch back (it failed).
+    pub async fn warm_release(&self, token: i64) -> Result<bool, PgFailure> {
+        self.bounded(move |c| {
+            Box::pin(async move {
+                let s = c.statement(WARM_RELEASE).await?;
+                Ok(c.client.execute(&s, &[&token]).await? > 0)
+            })
+        })
+        .await
+    }
+
+    /// A granted refill launched member `member`: it becomes idle and its mapping record
+    /// (`record`, its labels the stamp and the warm label) is written, in one transaction.
+    pub async fn warm_settle(&self, token: i64, fleet: String, member: WarmRow, record: Row) -> Result<(), PgFailure> {
+        let session = self.session.clone();
+        self.bounded(move |c| {
+            Box::pin(async move {
+                let begin = c.statement("BEGIN").await?;
+                let commit = c.statement("COMMIT").await?;
+                let settle = c.statement(WARM_SETTLE).await?;
+                let put = c.statement(PUT).await?;
+                let client = &c.client;
+                let idle: [&(dyn ToSql + Sync); 7] = [
+                    &token,
+                    &fleet,
+                    &member.pool,
+                    &member.id,
+                    &member.provider_sandbox_id,
+                    &member.launched_at,
+                    &session,
+                ];
+                let mapping: [&(dyn ToSql + Sync); 6] = [
+                    &record.id,
+                    &record.provider_id,
+                    &record.provider_sandbox_id,
+                    &record.labels_json,
+                    &record.created_at,
+                    &record.detached,
+                ];
+                let (b, w, p, done) = tokio::join!(
+                    client.execute(&begin, &[]),
+                    client.execute(&settle, &idle),
+                    client.execute(&put, &mapping),
+                    client.execute(&commit, &[]),
+                );
+                b?;
+                w?;
+                p?;
+                done?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    /// Claims the oldest idle member of `pool` launched at or after `floor`, in one
+    /// transaction: its row is deleted and its mapping written by `record` (given the
+    /// member's id and provider sandbox id). None when there is none (or every one is being
+    /// claimed by another transaction right now).
+    pub async fn warm_claim(
+        &self,
+        fleet: String,
+        pool: String,
+        floor: i64,
+        record: impl FnOnce(&WarmRow) -> Row + Send + 'static,
+    ) -> Result<Option<WarmRow>, PgFailure> {
+        self.bounded(move |c| {
+            Box::pin(async move {
+                let begin = c.statement("BEGIN").await?;
+                let commit = c.statement("COMMIT").await?;
+                let pick = c.statement(WARM_PICK).await?;
+                let delete = c.statement(WARM_DELETE).await?;
+                let put = c.statement(PUT).await?;
+                let client = &c.client;
+                let by_pool: [&(dyn ToSql + Sync); 3] = [&fleet, &pool, &floor];
+                let (b, picked) = tokio::join!(client.execute(&begin, &[]), client.query(&pick, &by_pool));
+                b?;
+                let picked = picked?;
+                let Some(r) = picked.first() else {
+                    client.execute(&commit, &[]).await?;
+                    return Ok(None);
+                };
+                let token: i64 = r.try_get(0).map_err(|_| PgFailure::Malformed)?;
+                let member = WarmRow {
+                    pool: pool.clone(),
+                    id: r
+                        .try_get::<_, Option<String>>(1)
+                        .map_err(|_| PgFailure::Malformed)?
+                        .ok_or(PgFailure::Malformed)?,
+                    provider_sandbox_id: r
+                        .try_get::<_, Option<String>>(2)
+                        .map_err(|_| PgFailure::Malformed)?
+                        .ok_or(PgFailure::Malformed)?,
+                    launched_at: r
+                        .try_get::<_, Option<i64>>(3)
+                        .map_err(|_| PgFailure::Malformed)?
+                        .ok_or(PgFailure::Malformed)?,
+                };
+                let row = record(&member);
+                let mapping: [&(dyn ToSql + Sync); 6] = [
+                    &row.id,
+                    &row.provider_id,
+                    &row.provider_sandbox_id,
+                    &row.labels_json,
+                    &row.created_at,
+                    &row.detached,
+                ];
+                let by_token: [&(dyn ToSql + Sync); 1] = [&token];
+                let (d, p, done) = tokio::join!(
+                    client.execute(&delete, &by_token),
+                    client.execute(&put, &mapping),
+                    client.execute(&commit, &[]),
+                );
+                d?;
+                p?;
+                done?;
+                Ok(Some(member))
+            })
+        })
+        .await
+    }
+
+    async fn warm_rows(
+        &self,
+        sql: &'static str,
+        params: Vec<Box<dyn ToSql + Sync + Send>>,
+    ) -> Result<Vec<WarmRow>, PgFailure> {
+        self.bounded(move |c| {
+            Box::pin(async move {
+                let s = c.statement(sql).await?;
+                let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| &**p as &(dyn ToSql + Sync)).collect();
+                c.client.query(&s, &refs).await?.iter().map(warm_row).collect()
+            })
+        })
+        .await
+    }
+
+    /// Takes the idle members of `pool` launched before `floor` out of the inventory
+    /// (expired: the caller destroys them).
+    pub async fn warm_expire(&self, fleet: String, pool: String, floor: i64) -> Result<Vec<WarmRow>, PgFailure> {
+        self.warm_rows(WARM_EXPIRE, vec![Box::new(fleet), Box::new(pool), Box::new(floor)]).await
+    }
+
+    /// Takes member `id` out of the inventory if it is idle (and not being claimed).
+    pub async fn warm_take(&self, id: String) -> Result<Option<WarmRow>, PgFailure> {
+        Ok(self.warm_rows(WARM_TAKE, vec![Box::new(id)]).await?.into_iter().next())
+    }
+
+    /// The idle members of `pool` this process launched (it re-resolves them).
+    pub async fn warm_mine(&self, fleet: String, pool: String) -> Result<Vec<WarmRow>, PgFailure> {
+        self.warm_rows(WARM_MINE, vec![Box::new(fleet), Box::new(pool), Box::new(self.session.clone())]).await
+    }
+
+    /// Takes every idle member this process launched out of the inventory, and gives its
+    /// granted launches back (`close()`).
+    pub async fn warm_take_mine(&self, fleet: String) -> Result<Vec<WarmRow>, PgFailure> {
+        self.warm_rows(WARM_TAKE_MINE, vec![Box::new(fleet), Box::new(self.session.clone())]).await
+    }
+
+    /// Every pool's counts in the fleet's inventory.
+    pub async fn warm_counts(&self, fleet: String) -> Result<Vec<WarmCount>, PgFailure> {
+        self.bounded(move |c| {
+            Box::pin(async move {
+                let s = c.statement(WARM_COUNTS).await?;
+                c.client
+                    .query(&s, &[&fleet])
+                    .await?
+                    .iter()
+                    .map(|r| {
+                        Ok(WarmCount {
+                            pool: r.try_get(0).map_err(|_| PgFailure::Malformed)?,
+                            idle: r.try_get(1).map_err(|_| PgFailure::Malformed)?,
+                            launching: r.try_get(2).map_err(|_| PgFailure::Malformed)?,
+                        })
+                    })
+                    .collect()
+            })
+        })
+        .await
+    }
+
+    /// Idle members of `pool` launched at or after `floor` (what a claim could take now).
+    pub async fn warm_claimable(&self, fleet: String, pool: String, floor: i64) -> Result<i64, PgFailure> {
+        self.bounded(move |c| {
+            Box::pin(async move {
+                let s = c.statement(WARM_CLAIMABLE).await?;
+                c.client.query_one(&s, &[&fleet, &pool, &floor]).await?.try_get(0).map_err(|_| PgFailure::Malformed)
+            })
+        })
+        .await
     }
 }
 
