@@ -172,6 +172,45 @@ export declare class NativePgStore {
   /** Unexpired holds of `pool`, every process's (for tests and dashboards). */
   held(pool: string): Promise<number>
   /**
+   * Grants up to `want` refill launches of pool `pool` of fleet `fleet` toward the
+   * fleet's target `size` (one transaction under the pool's warm lock); `holdMs`: how long
+   * a grant may stay unsettled. Resolves to the grants' tokens.
+   */
+  warmReserve(fleet: string, pool: string, size: number, want: number, holdMs: number): Promise<Array<number>>
+  /** Gives a granted refill launch back (it failed). */
+  warmRelease(token: number): Promise<boolean>
+  /**
+   * A granted refill (`token`) launched `member` of fleet `fleet`: it becomes idle and its
+   * record (the stamp and the warm label) is written, in one transaction. Fails as
+   * `MAPPING_PERSISTENCE_FAILED` (the caller destroys the member).
+   */
+  warmSettle(token: number, fleet: string, member: WarmMemberRecord): Promise<void>
+  /**
+   * Claims the oldest idle member of pool `pool` of fleet `fleet` launched at or after
+   * `floor` (router-clock ms), in one transaction (`FOR UPDATE SKIP LOCKED`): its record
+   * is rewritten with `labels` (the provision's own; its id and fleet added) and
+   * `detached`. Resolves to the member, or null when none is claimable.
+   */
+  warmClaim(fleet: string, pool: string, floor: number, labels: Record<string, string>, detached: boolean): Promise<WarmMemberRecord | null>
+  /**
+   * Takes the idle members of pool `pool` launched before `floor` out of the inventory
+   * (expired: the caller destroys them).
+   */
+  warmExpire(fleet: string, pool: string, floor: number): Promise<Array<WarmMemberRecord>>
+  /** Takes member `sandboxId` out of the inventory if it is idle: the member, or null. */
+  warmTake(sandboxId: string): Promise<WarmMemberRecord | null>
+  /** The idle members of pool `pool` that this process launched (it re-resolves them). */
+  warmMine(fleet: string, pool: string): Promise<Array<WarmMemberRecord>>
+  /**
+   * Takes every idle member this process launched out of the inventory and gives its
+   * granted refills back (`close()`).
+   */
+  warmTakeMine(fleet: string): Promise<Array<WarmMemberRecord>>
+  /** Every pool's counts in the fleet's inventory of fleet `fleet`. */
+  warmCounts(fleet: string): Promise<Array<WarmCounts>>
+  /** Idle members of pool `pool` launched at or after `floor`: what a claim could take. */
+  warmClaimable(fleet: string, pool: string, floor: number): Promise<number>
+  /**
    * Ends this process's session (its in-flight holds are released) and closes idle
    * connections.
    */
@@ -185,7 +224,7 @@ export declare class NativeRegistry {
   /** Its handle for the provision path (`beginAcquisition`, `order`). */
   get handle(): number
   /**
-   * Adds a pool from its `{ id, capabilities, signals }` JSON text; returns its index.
+   * Adds a pool from its `{ id, capabilities, signals, warm? }` JSON text; returns its index.
    * Throws the typed `INVALID_PROVIDER_DEFINITION` / `DUPLICATE_PROVIDER` error.
    */
   addPool(definitionJson: string, hasLaunchDetached: boolean, hasCapacityReader: boolean): number
@@ -255,6 +294,30 @@ export declare function acquisitionAdmitDecided(key: number, verdict?: AdmitVerd
 export declare function acquisitionCandidates(key: number): Array<string>
 
 /**
+ * The fleet's inventory answered the `Claim` step: `hit` (a member is now mapped to this
+ * provision; confirm with `acquisitionClaimed`, or report it lost) or not (the machine
+ * goes on to the cold launch; the miss is counted, `PAUSED` while refills are paused).
+ */
+export declare function acquisitionClaimAnswer(key: number, hit: boolean): void
+
+/** The `Claim` step's question for the fleet's inventory. */
+export declare function acquisitionClaimAsk(key: number): ClaimAsk
+
+/**
+ * A claim is confirmed: the machine is over (claimed), and with the default store (and
+ * this process's inventory) the member's record is rewritten with this provision's
+ * labels (its own id and fleet added) and `detached`. Returns whether the record was
+ * written (false: the JS side writes the caller's store; the fleet's claim wrote it).
+ */
+export declare function acquisitionClaimed(key: number): boolean
+
+/**
+ * A claimed member proved gone when the claiming process re-resolved it: it is counted
+ * lost, and the machine goes on to the cold launch of the same pool.
+ */
+export declare function acquisitionClaimLost(key: number): void
+
+/**
  * Under a shared coordinator, step one of an admission: the measurement (JSON text,
  * validated here) as what to ask the coordinator, or null when the machine skipped the
  * pool already (an unknown or malformed measurement).
@@ -306,6 +369,9 @@ export declare function acquisitionIntent(key: number, state: string): IntentRec
 /** The launch resolved to something that is not a handle. */
 export declare function acquisitionMalformed(key: number, now?: number | undefined | null): void
 
+/** The member the `Claimed` step took. `clockNow`: the router's clock (its age). */
+export declare function acquisitionMember(key: number, clockNow?: number | undefined | null): ClaimedMember
+
 /**
  * The runtime threw the router's own package error with this code (or the launch intent
  * could not be written: `MAPPING_INTENT_FAILED`): nothing was launched.
@@ -320,9 +386,9 @@ export declare function acquisitionsInFlight(): number
 
 /**
  * What to do now, written into `step`: `step[0]` the [`StepKind`], `step[1]` the pool
- * (registration index) it concerns.
+ * (registration index) it concerns. `clockNow`: as for `beginAcquisition`.
  */
-export declare function acquisitionStep(key: number, step: Uint32Array): void
+export declare function acquisitionStep(key: number, step: Uint32Array, clockNow?: number | undefined | null): void
 
 /**
  * The launch returned a handle with the provider's sandbox id. When the router writes the
@@ -367,9 +433,18 @@ export interface AttemptRecord {
  * sandbox id: `id` when given (made earlier, because callbacks before this call name it),
  * else a fresh one. Throws the typed `INVALID_REQUEST` / `NO_ELIGIBLE_PROVIDER` error,
  * which names that id. The machine is ended by `acquisitionEnd`, or by the success call
- * when that settles the provision itself.
+ * when that settles the provision itself. `clockNow`: the router's clock (ms), given only
+ * when warm pools are started and the router has a `clock` option (members' ages).
  */
-export declare function beginAcquisition(router: number, registry: number, request: number, detached: boolean, labelsJson: string | undefined | null, extras: RouteExtras | undefined | null, id: string | undefined | null, step: Uint32Array, now?: number | undefined | null): string
+export declare function beginAcquisition(router: number, registry: number, request: number, detached: boolean, labelsJson: string | undefined | null, extras: RouteExtras | undefined | null, id: string | undefined | null, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): string
+
+/**
+ * Begins a refill of pool `pool` (registry index) for router `router`: an acquisition of
+ * that one candidate, one attempt, no fallback, under the router's capacity policy and
+ * health, with the default launch deadline; its first step is written into `step` as for
+ * `beginAcquisition`. Returns the member's sandbox id (stamped on its launch).
+ */
+export declare function beginRefill(router: number, registry: number, pool: number, step: Uint32Array, now?: number | undefined | null): string
 
 /**
  * The provider kinds with a builtin reader, in their documented order
@@ -405,6 +480,13 @@ export declare function checkProviderId(id: string): void
  */
 export declare function checkSandboxId(id: string): void
 
+/**
+ * Validates a factory provider's `warm` option (JSON text) by the one rule
+ * (`core::warm::WarmConfig::read`); throws the typed `INVALID_CONFIGURATION` error naming
+ * `field` and the key (`providers.local.warm.size`).
+ */
+export declare function checkWarmOption(optionJson: string, field: string): void
+
 /** A circuit's state. */
 export declare const enum CircuitStateName {
   /** Routing as usual. */
@@ -413,6 +495,29 @@ export declare const enum CircuitStateName {
   Open = 'open',
   /** The cooldown is over: the next provision may probe it (one at a time). */
   HalfOpen = 'half-open',
+}
+
+/** What to ask the fleet's inventory for (after a `Claim` step). */
+export interface ClaimAsk {
+  /** The pool. */
+  providerId: string
+  /**
+   * The earliest launch instant a member may have (router-clock ms): not expired, and
+   * with the request's required lifetime left (`core::warm::WarmPool::floor`).
+   */
+  floor: number
+  /** From `provisionDetached`. */
+  detached: boolean
+}
+
+/** The member a provision took from this process's inventory (after a `Claimed` step). */
+export interface ClaimedMember {
+  /** Its router id: the provision's result id. */
+  sandboxId: string
+  /** The provider's id of it. */
+  providerSandboxId: string
+  /** How long it was idle, ms (router clock). */
+  ageMs: number
 }
 
 /** Daytona's own accounting of the organization (no count). */
@@ -662,6 +767,8 @@ export declare const enum EventType {
   CircuitClosed = 'health.circuit.closed',
   /** `health.skipped` */
   HealthSkipped = 'health.skipped',
+  /** `warm.miss` */
+  WarmMiss = 'warm.miss',
 }
 
 /** One source in a check's report. */
@@ -1293,6 +1400,8 @@ export interface ReconcileInput {
   intents: Array<ReconcileIntent>
   /** Process ids on this host, among the intents' writers, that are gone. */
   gonePids: Array<number>
+  /** The pools that keep a warm pool in this router (their idle members are mapped). */
+  warmPools?: Array<string>
 }
 
 /**
@@ -1346,6 +1455,8 @@ export interface ReconcileMappings {
   fleets: Array<string | undefined | null>
   /** Their `createdAt`, epoch ms; NaN when unreadable (counted as young). */
   createdAtMs: Float64Array
+  /** Their warm labels (an idle warm member's record); null when that is not a string. */
+  warm?: Array<string | undefined | null>
 }
 
 /** Why a stamped sandbox without a (matching) mapping is an orphan. */
@@ -1362,6 +1473,8 @@ export declare const enum ReconcileOrphanReason {
   DuplicateOfMapped = 'DUPLICATE_OF_MAPPED',
   /** No intent, and its provider-reported age is at least `graceMs`. */
   GraceElapsed = 'GRACE_ELAPSED',
+  /** An idle warm member of a pool that keeps no warm pool here any more. */
+  WarmPoolGone = 'WARM_POOL_GONE',
 }
 
 /** Orphans, in listing order: each row an item of the pool's listing. */
@@ -1469,6 +1582,11 @@ export interface ReconcileWork {
    * `DUPLICATE_OF_MAPPED` orphan, whose id's record is a live mapping).
    */
   removesIntent: Array<boolean>
+  /**
+   * Whether an orphan is an idle warm member (`WARM_POOL_GONE`): taken out of the
+   * inventory, if still idle, before it is destroyed and its record removed.
+   */
+  warmMember: Array<boolean>
 }
 
 /** The class of one reclaim action (`report.outcomes[].class`). */
@@ -1479,6 +1597,22 @@ export declare const enum ReconcileWorkClass {
   StaleMapping = 'stale-mapping',
   /** Remove a stale intent. */
   StaleIntent = 'stale-intent',
+}
+
+/** A refill's success, as `acquisitionSucceeded` answers a provision's. */
+export interface RefillSuccess {
+  /** The member's router id. */
+  sandboxId: string
+  /** Its pool. */
+  providerId: string
+  /** When it became idle, router-clock epoch ms. */
+  launchedAt: number
+  /**
+   * The default store's record is written and the member is idle in this process's
+   * inventory; false: the JS side writes the caller's store (then `warmMemberAdd`) or
+   * the fleet's inventory.
+   */
+  recorded: boolean
 }
 
 /**
@@ -1669,6 +1803,16 @@ export declare const enum StepKind {
   Admit = 1,
   /** Over: `acquisitionFailure` says how, unless it succeeded. */
   Done = 2,
+  /**
+   * Ask the fleet's inventory (PostgreSQL) for a member of the pool in `step[1]`
+   * (`acquisitionClaimAsk`), then report it (`acquisitionClaimAnswer`).
+   */
+  Claim = 3,
+  /**
+   * A member of the pool in `step[1]` was taken from this process's inventory
+   * (`acquisitionMember`); confirm it (`acquisitionClaimed`) or report it lost.
+   */
+  Claimed = 4,
 }
 
 /** How a stop went. */
@@ -1814,3 +1958,185 @@ export declare function validateManifest(manifestJson?: string | undefined | nul
  * strictly; anything malformed is `{ status: 'unknown', reason: 'MALFORMED' }`.
  */
 export declare function validateMeasurement(measurementJson: string): MeasurementRecord
+
+/** Whether a claim on one pool would be warm, for `explain`. */
+export interface WarmClaimExplanation {
+  /** The pool. */
+  providerId: string
+  /** Whether this request would take a member of it now. */
+  claim: boolean
+  /**
+   * Why not: `NOT_WARM` (no warm option), `NOT_STARTED` (before `warmUp()`), `CLOSED`,
+   * or a miss reason (`EMPTY`, `PAUSED`, `LAUNCH_ENV`, `LAUNCH_NAME`, `LIFETIME`).
+   */
+  reason?: string
+  /**
+   * With the fleet's inventory and a compatible request: the floor to count members
+   * with (the JS side asks the database); otherwise null.
+   */
+  floor?: number
+}
+
+/** Closes a router's warm pools (`close()`): no claim, no refill from now on. */
+export declare function warmClose(router: number): void
+
+/** Counts members of pool `providerId` found gone, or expired, in the fleet's inventory. */
+export declare function warmCount(router: number, providerId: string, lost: number, expired: number): void
+
+/** A pool's warm counts in the fleet's inventory, as the database answered them. */
+export interface WarmCounts {
+  /** The pool. */
+  providerId: string
+  /** Idle members, every process's. */
+  idle: number
+  /** Refill launches granted and in flight, every process's. */
+  launching: number
+}
+
+/**
+ * Every idle member of this process's inventory, taken out (`close()` destroys them or
+ * leaves them for the next process).
+ */
+export declare function warmDrain(router: number): Array<WarmMemberRecord>
+
+/**
+ * Per pool of `pools` (registry indices, e.g. `explain`'s eligible pools in rank order):
+ * whether compiled request `request` would claim a member now (`clockNow`: the router's
+ * clock). Nothing changes.
+ */
+export declare function warmExplain(router: number, registry: number, request: number, pools: Array<number>, clockNow?: number | undefined | null): Array<WarmClaimExplanation>
+
+/**
+ * Takes member `sandboxId` out of this process's inventory (destroyed, reclaimed, or
+ * found gone: `lost` counts it so). Its pool's id, or null when it is not idle here.
+ */
+export declare function warmForget(router: number, sandboxId: string, lost: boolean): string | null
+
+/** The idle members of pool `providerId` in this process's inventory, oldest first. */
+export declare function warmIdle(router: number, providerId: string): Array<WarmMemberRecord>
+
+/**
+ * A member whose record the JS side wrote (a caller's store after a refill, or one
+ * adopted from a durable store at `warmUp()`) joins this process's inventory.
+ */
+export declare function warmMemberAdd(router: number, member: WarmMemberRecord): void
+
+/** An idle member, as JavaScript sees it. */
+export interface WarmMemberRecord {
+  /** Its pool. */
+  providerId: string
+  /** Its router id. */
+  sandboxId: string
+  /** The provider's id of it. */
+  providerSandboxId: string
+  /** When it became idle, router-clock epoch ms. */
+  launchedAt: number
+}
+
+/**
+ * The refill pass's plan for every warm pool of `registry` at `now` (the router's clock;
+ * `healthNow`: the health clock, for circuits): expired members taken out, paused pools
+ * resumed when a launch succeeded since, checks that fell due, and how many refills to
+ * start. `fleet`: the database's counts, with the fleet's inventory. Nothing once closed.
+ */
+export declare function warmPlan(router: number, registry: number, now?: number | undefined | null, healthNow?: number | undefined | null, fleet?: Array<WarmCounts> | undefined | null): Array<WarmPlan>
+
+/** What one warm pool needs now. */
+export interface WarmPlan {
+  /** The pool's index in the registry. */
+  pool: number
+  /** Its id. */
+  providerId: string
+  /** Its `size`. */
+  target: number
+  /**
+   * Refill launches to start now (this process's inventory: counted in flight already;
+   * the fleet's: to ask the database for, then `warmStarted` with what it granted).
+   */
+  launches: number
+  /** Members that expired (this process's inventory; taken out of it): destroy them. */
+  expired: Array<WarmMemberRecord>
+  /**
+   * Members launched before this instant have expired (router-clock ms): the fleet's
+   * inventory expires them in the database.
+   */
+  expiryFloor: number
+  /** Refills resumed now (a launch on the pool succeeded since they paused). */
+  resumed: boolean
+  /** Its idle members are due a re-resolution. */
+  check: boolean
+  /**
+   * Why it cannot fill now (`PAUSED`, `CIRCUIT_OPEN`, `NOT_IN_PROVIDER_ORDER`); null
+   * when it is full or filling.
+   */
+  reason?: string
+  /** Whether it holds `size` idle members. */
+  ready: boolean
+  /** Its idle members (this process's, or the fleet's count given). */
+  idle: number
+}
+
+/**
+ * One pool's warm state, as `router.warmStatus()` returns it (this process's counters;
+ * with the fleet's inventory, `idle` and `launching` are given by the caller).
+ */
+export interface WarmPoolStatus {
+  /** The pool. */
+  providerId: string
+  /** Its `size`. */
+  target: number
+  /** Idle members (this process's inventory). */
+  idle: number
+  /** Refill launches in flight from this process. */
+  launching: number
+  /** Members handed to provisions. */
+  claims: number
+  /** Misses with no claimable member. */
+  missesEmpty: number
+  /** Misses of requests that could not take a member. */
+  missesIncompatible: number
+  /** Misses with no claimable member while refills were paused. */
+  missesPaused: number
+  /** Members launched by refills. */
+  launched: number
+  /** Refills that failed. */
+  refillFailures: number
+  /** The code of the last refill failure. */
+  lastFailureCode?: string
+  /** Members destroyed for their age. */
+  expired: number
+  /** Members found gone and dropped. */
+  lost: number
+  /** Whether refills are paused. */
+  paused: boolean
+}
+
+/**
+ * A refill of pool `providerId` failed with `code` (its launch, admission, intent or
+ * record). True when this failure paused the pool's refills.
+ */
+export declare function warmRefillFailed(router: number, providerId: string, code: string): boolean
+
+/**
+ * The refill's launch returned a handle with the provider's sandbox id: the machine
+ * records the success (capacity hold, health), and with the default store (and this
+ * process's inventory) the member's record is written (the stamp and the warm label)
+ * and the member is idle. `now`: the health clock; `clockNow`: the router's (its age).
+ * The machine lives on until `acquisitionEnd` (its events and hold settlement).
+ */
+export declare function warmRefillSucceeded(key: number, providerSandboxId: string, now?: number | undefined | null, clockNow?: number | undefined | null): RefillSuccess
+
+/**
+ * Starts a router's warm pools (`warmUp()`, once): `shared`, the inventory is the fleet's
+ * (a PostgreSQL coordinator). Claims are offered from now on.
+ */
+export declare function warmStart(router: number, shared: boolean): void
+
+/** `n` refill launches of pool `providerId` were granted by the fleet's database. */
+export declare function warmStarted(router: number, providerId: string, n: number): void
+
+/**
+ * Every warm pool of `registry`, in registration order (before `warmUp()`: their targets,
+ * nothing else).
+ */
+export declare function warmStatus(router: number, registry: number): Array<WarmPoolStatus>
