@@ -1599,6 +1599,9 @@ export declare const enum ReconcileWorkClass {
   StaleIntent = 'stale-intent',
 }
 
+/** The deadline of one refill launch, ms (a request's default launch deadline). */
+export declare const REFILL_TIMEOUT_MS: number
+
 /** A refill's success, as `acquisitionSucceeded` answers a provision's. */
 export interface RefillSuccess {
   /** The member's router id. */
@@ -1707,6 +1710,12 @@ export declare const SANDBOX_FLEET_LABEL: string
 
 /** The launch label that carries the router's sandbox id (`core::request::SANDBOX_ID_LABEL`). */
 export declare const SANDBOX_ID_LABEL: string
+
+/**
+ * The launch label that marks a warm member, its value the pool's id
+ * (`core::request::SANDBOX_WARM_LABEL`).
+ */
+export declare const SANDBOX_WARM_LABEL_KEY: string
 
 /** A fresh sandbox id (`sbx_` + 32 lowercase hex digits, 128 random bits). */
 export declare function sandboxId(): string
@@ -2074,6 +2083,8 @@ export interface WarmPlan {
   ready: boolean
   /** Its idle members (this process's, or the fleet's count given). */
   idle: number
+  /** Its `checkIntervalMs` (the background pass runs at the shortest). */
+  checkIntervalMs: number
 }
 
 /**

@@ -71,6 +71,7 @@ function emitDecided(sink, machine, sandboxId) {
         emit(sink, e.type, { sandboxId, providerId: e.providerId });
         break;
       case 'health.skipped':
+      case 'warm.miss':
         emit(sink, e.type, { sandboxId, providerId: e.providerId, reason: e.reason });
         break;
       default:

@@ -8,7 +8,9 @@
 // reconcile's finders. Credentials stay in the runtimes' closures: never on an object we
 // return, in an error, an event or a mapping.
 
-const { SandboxRouterConfigurationError } = require('./errors.js');
+const { SandboxRouterConfigurationError, callNative } = require('./errors.js');
+const { binding } = require('./binding.js');
+const { serialize } = require('./serialize.js');
 const { copyOptions, shown } = require('./guard.js');
 const { InMemoryProviderRegistry } = require('./registry.js');
 const { SandboxRouter } = require('./router.js');
@@ -37,7 +39,7 @@ const DEFAULT_SIGNALS = Object.freeze({
 });
 
 /** Keys every provider entry may hold besides its own (lib/provider-adapters.js lists those). */
-const COMMON_KEYS = ['id', 'capabilities', 'signals', 'capacity', 'adapterOptions'];
+const COMMON_KEYS = ['id', 'capabilities', 'signals', 'capacity', 'adapterOptions', 'warm'];
 
 function configError(provider, field, expectation) {
   const where = provider ? `providers.${shown(provider)}.${shown(field)}` : shown(field);
@@ -98,6 +100,8 @@ function checkCommon(provider, entry) {
   if (entry.capabilities !== undefined) checkType(provider, 'capabilities', entry.capabilities, 'object');
   if (entry.signals !== undefined) checkType(provider, 'signals', entry.signals, 'object');
   if (entry.adapterOptions !== undefined) checkType(provider, 'adapterOptions', entry.adapterOptions, 'object');
+  // A warm pool's option (docs/warm-pools.md), by the core's one rule, naming the field.
+  if (entry.warm !== undefined) callNative(() => binding.checkWarmOption(serialize(entry.warm) ?? 'null', `providers.${shown(provider)}.warm`));
   if (entry.capacity !== undefined) {
     if (!isObject(entry.capacity)) throw configError(provider, 'capacity', 'must be an object');
     const c = entry.capacity;
@@ -263,6 +267,7 @@ function createSandboxRouter(input) {
       capabilities: entry.capabilities ?? (provider === 'local' ? require('../local/index.js').LOCAL_CAPABILITIES : DEFAULT_CAPABILITIES),
       signals: entry.signals ?? DEFAULT_SIGNALS,
       capacity: capacityFor(provider, entry, runtime),
+      ...(entry.warm === undefined ? {} : { warm: entry.warm }),
     });
   }
   const registry = new InMemoryProviderRegistry(definitions);

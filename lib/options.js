@@ -191,6 +191,8 @@ function clockOf(clock, field) {
  *   `health: false`; `clock` null: the wall clock, which the native side reads itself)
  * @property {(() => number) | null} clock the router's clock (option `clock`; null: the wall
  *   clock, read natively): what budgets, warm pools and health (without `health.clock`) read
+ * @property {object | null} warm the router's warm pools once `warmUp()` started them
+ *   (lib/warm.js); null before, so a router without them pays nothing
  */
 
 /**
@@ -273,6 +275,7 @@ function contextOf(input) {
     session,
     health: health.enabled ? { clock: health.clock } : null,
     clock,
+    warm: null,
   };
 }
 

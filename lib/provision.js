@@ -28,15 +28,18 @@ const { within } = require('./within.js');
 const { decisionForEvents } = require('./explain.js');
 const { emit, emitDecided, debug, DEBUG } = require('./events.js');
 const { isPackageError, keepHandle } = require('./operations.js');
-const { healthNow } = require('./options.js');
+const { healthNow, routerNow } = require('./options.js');
 const { needsExtras, extrasFor } = require('./extras.js');
 const { admit, settleShared } = require('./capacity.js');
 const { launchIntent, settleIntent, persist, lateSuccess } = require('./intents.js');
 const { SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
+const { claim } = require('./warm-claim.js');
 
 const noop = () => {};
 const DONE = binding.StepKind.Done;
 const ADMIT = binding.StepKind.Admit;
+/** Warm pools' steps (lib/warm-claim.js): Claim and Claimed are the two largest kinds. */
+const CLAIM = binding.StepKind.Claim;
 const SETTLED = binding.Success.Settled;
 const UNRECORDED = binding.Success.Unrecorded;
 /** What `succeeded` answers for a malformed handle (not a Success). */
@@ -128,7 +131,7 @@ async function acquire(run, request) {
       }
     }
     try {
-      run.sandboxId = binding.beginAcquisition(ctx.handle, view.handle, call.compiled.handle, run.detached, call.labelsJson, extras ?? undefined, id, STEP, now);
+      run.sandboxId = binding.beginAcquisition(ctx.handle, view.handle, call.compiled.handle, run.detached, call.labelsJson, extras ?? undefined, id, STEP, now, clockNow(ctx));
     } catch (error) {
       throw refused(ctx, fromNative(error), run.detached);
     }
@@ -151,6 +154,10 @@ async function acquire(run, request) {
     for (let kind = took(run); kind !== DONE; kind = next(run)) {
       if (kind === ADMIT) {
         await admit(run);
+        continue;
+      }
+      if (kind >= CLAIM) {
+        if (await claim(run, kind)) return;
         continue;
       }
       if (ctx.intents && !(await launchIntent(run))) continue;
@@ -228,8 +235,13 @@ function took(run) {
 
 /** Asks the machine for its next step. */
 function next(run) {
-  binding.acquisitionStep(run.machine, STEP);
+  binding.acquisitionStep(run.machine, STEP, clockNow(run.ctx));
   return took(run);
+}
+
+/** The router's clock for a claim step (members' ages): only once warm pools started. */
+function clockNow(ctx) {
+  return ctx.warm === null ? undefined : routerNow(ctx);
 }
 
 /**
@@ -373,4 +385,8 @@ function inFlight(id) {
   return binding.acquisitionInFlight(id);
 }
 
-module.exports = { provision, inFlight, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL };
+// The loop's parts a warm pool's refill runs on (lib/warm.js: a refill is a launch through
+// the same machine).
+const loop = { inFlightRecord, took, next, launch, reportFailure, end, DEADLINES, STEP, DONE, ADMIT };
+
+module.exports = { provision, inFlight, loop, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL };

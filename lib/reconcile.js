@@ -37,6 +37,10 @@ const { hasMethods } = require('./options.js');
 const { emit } = require('./events.js');
 const { finderFor, UNLISTED, SANDBOX_FLEET_LABEL } = require('./finders.js');
 const { isNotFound } = require('./operations.js');
+const { coordinatorOf } = require('./postgres.js');
+
+/** The label of an idle warm member's record (src/core/request.rs SANDBOX_WARM_LABEL). */
+const WARM_LABEL = binding.SANDBOX_WARM_LABEL_KEY;
 
 /** Default age (ms) after which a stamped sandbox without mapping or intent is an orphan. */
 const DEFAULT_GRACE_MS = 15 * 60_000;
@@ -131,7 +135,7 @@ function readIntent(i) {
  * native call takes; a record that is not a mapping is left out.
  */
 function readMappings(records) {
-  const m = { ids: [], providerIds: [], providerSandboxIds: [], fleets: [], createdAtMs: null };
+  const m = { ids: [], providerIds: [], providerSandboxIds: [], fleets: [], createdAtMs: null, warm: [] };
   const created = [];
   for (const r of records) {
     if (r === null || typeof r !== 'object') continue;
@@ -146,6 +150,8 @@ function readMappings(records) {
     m.providerIds.push(providerId);
     m.providerSandboxIds.push(providerSandboxId);
     m.fleets.push(typeof fleet === 'string' ? fleet : null);
+    const warm = labels !== null && typeof labels === 'object' ? labels[WARM_LABEL] : undefined;
+    m.warm.push(typeof warm === 'string' ? warm : null);
     created.push(typeof createdAt === 'string' ? Date.parse(createdAt) : NaN);
   }
   m.createdAtMs = Float64Array.from(created);
@@ -177,7 +183,7 @@ function workOf(w, listings, mappings, intents) {
     const [pool, i] = [w.pools[r], w.indices[r]];
     const [ids, providerSandboxIds] = cls === 'orphan' ? [listings[pool].sandboxIds, listings[pool].providerSandboxIds] : cls === 'stale-mapping' ? [mappings.ids, mappings.providerSandboxIds] : [null, null];
     const sandboxId = ids === null ? intents[i].id : ids[i];
-    return { class: cls, pool, sandboxId, providerSandboxId: ids === null ? null : providerSandboxIds[i], savedByMapping: w.savedByMapping[r], removesIntent: w.removesIntent[r] };
+    return { class: cls, pool, sandboxId, providerSandboxId: ids === null ? null : providerSandboxIds[i], savedByMapping: w.savedByMapping[r], removesIntent: w.removesIntent[r], warmMember: w.warmMember[r] };
   });
 }
 
@@ -274,6 +280,7 @@ async function reconcile(ctx, options) {
       mappings,
       intents,
       gonePids: gonePids(intents),
+      warmPools: view.definitions.filter((d) => d.warm).map((d) => d.id),
     }),
   );
   const staleIntents = Array.from(c.staleIntents, (k) => intents[k].id);
@@ -329,6 +336,11 @@ async function mappedNow(ctx, id, ms) {
 /** Destroys one orphan (a work item) as an owned sandbox; returns the typed outcome. */
 async function destroyOrphan(ctx, def, item, left) {
   if (inFlight(item.sandboxId)) return 'IN_FLIGHT';
+  // An idle warm member of a pool without warm pools (WARM_POOL_GONE): out of the fleet's
+  // inventory first (claimed meanwhile: it is a provision's now), its record after.
+  const c = ctx.capacity?.coordinator ?? null;
+  const fleet = item.warmMember && c !== null && coordinatorOf(ctx.mappings) === c ? c : null;
+  if (fleet !== null && (await fleet.warmTake(item.sandboxId).catch(() => null)) === null) return 'NOW_MAPPED';
   // A provision of this id that completed during the run (same sandbox) is not undone. A
   // mapping naming ANOTHER sandbox (DUPLICATE_OF_MAPPED) does not protect this one.
   if (item.savedByMapping && (await mappedNow(ctx, item.sandboxId, left()))) return 'NOW_MAPPED';
@@ -357,6 +369,7 @@ async function destroyOrphan(ctx, def, item, left) {
     return 'DESTROY_FAILED';
   }
   ctx.handles.delete(item.sandboxId);
+  if (item.warmMember) await within(ctx.mappings.delete(item.sandboxId), Math.max(1, Math.min(ctx.callbackTimeoutMs, left() || 1))).catch(() => null);
   // Its intent is settled now. (A DUPLICATE_OF_MAPPED id has a live mapping: left alone.)
   if (ctx.intents && item.removesIntent) await dropIntent(ctx, item, left);
   return 'DESTROYED';

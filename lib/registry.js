@@ -39,6 +39,7 @@ function readDefinition(def, position) {
       const rt = def.runtime;
       const rtOk = rt !== null && typeof rt === 'object' && typeof rt.launch === 'function' && typeof rt.destroy === 'function';
       const capacity = def.capacity;
+      const warm = def.warm;
       return {
         id: def.id,
         runtime: rt,
@@ -46,7 +47,9 @@ function readDefinition(def, position) {
         detachable: rtOk && typeof rt.launchDetached === 'function',
         capacity,
         capacityOk: capacity === undefined || (capacity !== null && typeof capacity === 'object' && typeof capacity.getCapacity === 'function'),
-        json: serialize({ id: def.id, capabilities: def.capabilities, signals: def.signals }),
+        // A pool's `warm` option (docs/warm-pools.md) is read by the core with the rest.
+        json: serialize(warm === undefined ? { id: def.id, capabilities: def.capabilities, signals: def.signals } : { id: def.id, capabilities: def.capabilities, signals: def.signals, warm }),
+        warm: warm !== undefined,
       };
     });
   } catch {
@@ -61,7 +64,7 @@ function readDefinition(def, position) {
   if (!raw.rtOk) throw invalid('runtime', 'must be a SandboxRuntime (an object with launch and destroy methods)', id);
   if (!raw.capacityOk) throw invalid('capacity', 'must be a CapacityReader (an object with getCapacity)', id);
   if (raw.json === null) throw invalid('(definition)', 'is not serializable', id);
-  return { id, runtime: raw.runtime, capacity: raw.capacity, detachable: raw.detachable, json: raw.json, definition: def };
+  return { id, runtime: raw.runtime, capacity: raw.capacity, detachable: raw.detachable, json: raw.json, definition: def, warm: raw.warm };
 }
 
 const NATIVE = Symbol('sandbox-router.native-registry');

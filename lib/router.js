@@ -23,6 +23,7 @@ const { getCapacity } = require('./capacity.js');
 const { explainView } = require('./explain.js');
 const operations = require('./operations.js');
 const { reconcile } = require('./reconcile.js');
+const warm = require('./warm.js');
 
 /** The buffer route() lends the native side for an order (at most 10 attempts; read at once). */
 const ORDER = new Uint32Array(16);
@@ -87,7 +88,33 @@ class SandboxRouter {
     const ctx = this.#ctx;
     const view = nativeView(ctx.registry);
     const ext = await extras(ctx, view, call.compiled, detached, request);
-    return explainView(view, call.compiled, detached, ext, ctx.handle, healthNow(ctx.health));
+    return warm.explainWarm(ctx, view, call.compiled, explainView(view, call.compiled, detached, ext, ctx.handle, healthNow(ctx.health)));
+  }
+
+  /**
+   * Fills every warm pool (`warm` option) to its size and keeps refilling in the
+   * background; resolves when each reached its size, or with why not, per pool.
+   * Nothing is launched before the first call. See docs/warm-pools.md.
+   */
+  warmUp() {
+    return warm.warmUp(this.#ctx);
+  }
+
+  /** Every warm pool's counters: target, idle, launching, claims, misses, failures. */
+  warmStatus() {
+    return warm.warmStatus(this.#ctx);
+  }
+
+  /**
+   * Stops refilling and destroys idle warm members; `{ keepWarm: true }` (with a durable
+   * store) leaves them recorded for the next process to adopt.
+   */
+  close(options) {
+    try {
+      return warm.close(this.#ctx, options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /**

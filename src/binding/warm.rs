@@ -35,6 +35,15 @@ use napi_derive::napi;
 use std::rc::Rc;
 use std::sync::Arc;
 
+/// The launch label that marks a warm member, its value the pool's id
+/// (`core::request::SANDBOX_WARM_LABEL`).
+#[napi]
+pub const SANDBOX_WARM_LABEL_KEY: &str = SANDBOX_WARM_LABEL;
+
+/// The deadline of one refill launch, ms (a request's default launch deadline).
+#[napi]
+pub const REFILL_TIMEOUT_MS: u32 = DEFAULT_ACQUISITION_TIMEOUT_MS as u32;
+
 /// An idle member, as JavaScript sees it.
 #[napi(object)]
 pub struct WarmMemberRecord {
@@ -135,6 +144,8 @@ pub struct WarmPlan {
     pub ready: bool,
     /// Its idle members (this process's, or the fleet's count given).
     pub idle: f64,
+    /// Its `checkIntervalMs` (the background pass runs at the shortest).
+    pub check_interval_ms: f64,
 }
 
 /// One warm pool's declaration in `registry`: (index, id, config, lifetime).
@@ -206,6 +217,7 @@ pub fn warm_plan(
                     reason: standing.reason().map(str::to_string),
                     ready: idle >= u64::from(config.size),
                     idle: idle as f64,
+                    check_interval_ms: config.check_interval_ms as f64,
                 })
             })?;
             out.extend(plan);

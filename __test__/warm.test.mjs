@@ -1,0 +1,372 @@
+// Warm pools (docs/warm-pools.md): configuration, warmUp, claims, hygiene, close. Each rule
+// as a must-fire / must-not-fire pair, named so the pair is visible.
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  InMemoryProviderRegistry,
+  InMemoryMappingStore,
+  SqliteMappingStore,
+  SandboxRouter,
+  createSandboxRouter,
+  SANDBOX_ID_LABEL,
+  ProviderRegistryError,
+  SandboxRouterConfigurationError,
+  MappingPersistenceError,
+} from '../index.mjs';
+import { CANARY, definition, fakeRuntime, recorder, leaks } from './fixtures.mjs';
+
+const WARM_LABEL = 'agent-relay-sbx-warm';
+const SBX = /^sbx_[0-9a-f]{32}$/;
+
+function clock(start = 1_700_000_000_000) {
+  const c = { t: start, now: () => c.t };
+  return c;
+}
+
+function router({ warm = { size: 2 }, runtime = fakeRuntime(), extra = [], ...options } = {}) {
+  const registry = new InMemoryProviderRegistry([definition('hot', { runtime, warm }), ...extra]);
+  return new SandboxRouter({ registry, ...options });
+}
+
+const launches = (rt) => rt.calls.filter((c) => c.op === 'launch').length;
+const destroys = (rt) => rt.calls.filter((c) => c.op === 'destroy').length;
+
+// --- 1. configuration -------------------------------------------------------------------
+
+test('warm option: a valid option is accepted (must-not-fire) / an invalid one is a typed error naming the field (must-fire)', () => {
+  assert.doesNotThrow(() => router({ warm: { size: 3, maxIdleMs: 60_000, checkIntervalMs: 1_000, refill: { concurrency: 1, pauseAfterFailures: 2 } } }));
+  for (const [warm, field] of [
+    [{ size: -1 }, 'warm.size'],
+    [{ size: 2, maxIdleMs: 'x' }, 'warm.maxIdleMs'],
+    [{ size: 2, refill: { concurrency: 0 } }, 'warm.refill.concurrency'],
+    [{ size: 2, bogus: 1 }, 'warm.bogus'],
+    [{ size: 2, refill: { pauseAfterFailures: 1.5 } }, 'warm.refill.pauseAfterFailures'],
+  ]) {
+    assert.throws(() => router({ warm }), (e) => e instanceof ProviderRegistryError && e.code === 'INVALID_PROVIDER_DEFINITION' && e.field === field, JSON.stringify(warm));
+  }
+});
+
+test('factory warm option: valid accepted (must-not-fire) / invalid names providers.local.warm.* (must-fire)', () => {
+  assert.doesNotThrow(() => createSandboxRouter({ providers: { local: { warm: { size: 1 } } } }));
+  assert.throws(
+    () => createSandboxRouter({ providers: { local: { warm: { size: 1, refill: { concurrency: -2 } } } } }),
+    (e) => e instanceof SandboxRouterConfigurationError && e.code === 'INVALID_CONFIGURATION' && e.field === 'providers.local.warm.refill.concurrency',
+  );
+});
+
+test('nothing is launched at construction (must-not-fire) / warmUp() fills every pool to its size (must-fire)', async () => {
+  const rt = fakeRuntime();
+  const r = router({ runtime: rt, warm: { size: 3 } });
+  await new Promise((res) => setTimeout(res, 20));
+  assert.equal(launches(rt), 0);
+  const report = await r.warmUp();
+  assert.equal(report.ready, true);
+  assert.deepEqual(report.pools, [{ providerId: 'hot', target: 3, idle: 3, ready: true, reason: null, lastFailureCode: null }]);
+  assert.equal(launches(rt), 3);
+  const labels = rt.calls[0].options.labels;
+  assert.match(labels[SANDBOX_ID_LABEL], SBX);
+  assert.equal(labels[WARM_LABEL], 'hot');
+  const [s] = await r.warmStatus();
+  assert.equal(s.idle, 3);
+  assert.equal(s.launched, 3);
+  await r.close();
+});
+
+// --- 3. claims --------------------------------------------------------------------------
+
+test('claim: a compatible request takes an idle member (must-fire) / an env or name request launches cold (must-not-fire)', async () => {
+  const rt = fakeRuntime();
+  const events = recorder();
+  const mappings = new InMemoryMappingStore();
+  const r = router({ runtime: rt, warm: { size: 1 }, observer: events.observer, mappings });
+  await r.warmUp();
+  const launchedBefore = launches(rt);
+  const member = (await mappings.list())[0];
+  assert.equal(member.labels[WARM_LABEL], 'hot');
+  const res = await r.provision({ launch: { labels: { owner: 'me' } } });
+  assert.equal(res.id, member.id, 'the member is the result');
+  assert.equal(res.providerId, 'hot');
+  assert.equal(res.labels.owner, 'me');
+  assert.equal(launches(rt), launchedBefore, 'no launch for a claim');
+  const rec = await r.getSandbox(res.id);
+  assert.equal(rec.labels.owner, 'me', 'the mapping carries the caller labels');
+  assert.equal(rec.labels[WARM_LABEL], undefined, 'the claimed record is no idle member');
+  assert.ok(events.types().includes('warm.claimed'));
+
+  await r.warmUp(); // the claim's refill
+  for (const launch of [{ env: { SECRET: CANARY } }, { name: 'x' }]) {
+    const before = launches(rt);
+    const cold = await r.provision({ launch });
+    assert.notEqual(cold.id, member.id);
+    assert.equal(launches(rt), before + 1, `cold launch for ${Object.keys(launch)}`);
+  }
+  const misses = events.events.filter((e) => e.type === 'warm.miss').map((e) => e.reason);
+  assert.deepEqual(misses, ['LAUNCH_ENV', 'LAUNCH_NAME']);
+  const [s] = await r.warmStatus();
+  assert.equal(s.claims, 1);
+  assert.equal(s.misses.incompatible, 2);
+  assert.equal(leaks(events.events), false);
+  assert.equal(leaks(s), false);
+  await r.close();
+});
+
+test('claim: each claim triggers a refill (must-fire) / no refill without a claim (must-not-fire)', async () => {
+  const rt = fakeRuntime();
+  const r = router({ runtime: rt, warm: { size: 2 } });
+  await r.warmUp();
+  await new Promise((res) => setTimeout(res, 30));
+  assert.equal(launches(rt), 2, 'no claim, no refill');
+  await r.provision({});
+  await new Promise((res) => setTimeout(res, 30));
+  assert.equal(launches(rt), 3, 'the claim triggered one refill');
+  const [s] = await r.warmStatus();
+  assert.equal(s.idle, 2);
+  await r.close();
+});
+
+test('claim: an empty pool falls back to a cold launch with no error (must-fire miss EMPTY) / before warmUp no miss at all (must-not-fire)', async () => {
+  const rt = fakeRuntime();
+  const events = recorder();
+  const r = router({ runtime: rt, warm: { size: 1 }, observer: events.observer });
+  await r.provision({});
+  assert.equal(events.types().includes('warm.miss'), false, 'not started: no claim step');
+  await r.warmUp();
+  await r.provision({});
+  const second = await r.provision({}); // the pool is empty until its refill lands
+  assert.match(second.id, SBX);
+  assert.ok(events.events.some((e) => e.type === 'warm.miss' && e.reason === 'EMPTY'));
+  await r.close();
+});
+
+test('exact providerId: claims only from that pool (must-fire) / another pool’s members stay idle (must-not-fire)', async () => {
+  const hot = fakeRuntime();
+  const other = fakeRuntime();
+  const registry = new InMemoryProviderRegistry([
+    definition('hot', { runtime: hot, warm: { size: 1 }, signals: { estimatedCost: 0.01 } }),
+    definition('other', { runtime: other, warm: { size: 1 }, signals: { estimatedCost: 0.9 } }),
+  ]);
+  const r = new SandboxRouter({ registry });
+  await r.warmUp();
+  const res = await r.provision({ providerId: 'other' });
+  assert.equal(res.providerId, 'other');
+  const status = Object.fromEntries((await r.warmStatus()).map((s) => [s.providerId, s]));
+  assert.equal(status.other.claims, 1);
+  assert.equal(status.hot.claims, 0);
+  assert.equal(status.hot.idle, 1);
+  await r.close();
+});
+
+test('lifetime: a request whose required lifetime fits the member claims (must-fire) / one that does not launches cold (must-not-fire)', async () => {
+  const rt = fakeRuntime();
+  const c = clock();
+  // The pool's declared lifetime is in its capabilities.
+  const registry = new InMemoryProviderRegistry([definition('hot', { runtime: rt, warm: { size: 1, maxIdleMs: 3_000_000 }, capabilities: { timeout: { maxSandboxLifetimeMs: 3_600_000 } } })]);
+  const router2 = new SandboxRouter({ registry, clock: c.now });
+  await router2.warmUp();
+  c.t += 600_000; // the member is 10 minutes old: 50 minutes left
+  const before = launches(rt);
+  const cold = await router2.provision({ requires: { timeout: { requiredSandboxLifetimeMs: 3_300_000 } } });
+  assert.equal(launches(rt), before + 1, '55 minutes needed: cold');
+  const warm = await router2.provision({ requires: { timeout: { requiredSandboxLifetimeMs: 1_800_000 } } });
+  assert.notEqual(warm.id, cold.id);
+  const [s] = await router2.warmStatus();
+  assert.equal(s.claims, 1);
+  assert.equal(s.misses.incompatible, 1);
+  await router2.close();
+});
+
+// --- 4. hygiene -------------------------------------------------------------------------
+
+test('expiry: a member idle past maxIdleMs is destroyed and replaced (must-fire) / a fresh one is kept (must-not-fire)', async () => {
+  const rt = fakeRuntime();
+  const c = clock();
+  const events = recorder();
+  const r = router({ runtime: rt, warm: { size: 1, maxIdleMs: 60_000 }, clock: c.now, observer: events.observer });
+  await r.warmUp();
+  c.t += 30_000;
+  await r.warmUp();
+  assert.equal(destroys(rt), 0, 'fresh: kept');
+  c.t += 31_000;
+  await r.warmUp();
+  assert.equal(destroys(rt), 1, 'expired: destroyed');
+  assert.equal(launches(rt), 2, 'and replaced');
+  assert.ok(events.types().includes('warm.member.expired'));
+  const [s] = await r.warmStatus();
+  assert.equal(s.expired, 1);
+  assert.equal(s.idle, 1);
+  await r.close();
+});
+
+test('check: a member gone at the provider is dropped, never handed out (must-fire) / a live one stays (must-not-fire)', async () => {
+  const rt = fakeRuntime();
+  const c = clock();
+  const events = recorder();
+  const r = router({ runtime: rt, warm: { size: 2, checkIntervalMs: 1_000 }, clock: c.now, observer: events.observer });
+  await r.warmUp();
+  const [gone] = [...rt.live.keys()];
+  rt.live.delete(gone); // the provider lost it
+  c.t += 1_500;
+  await r.warmUp();
+  assert.ok(events.events.some((e) => e.type === 'warm.member.lost'));
+  const [s] = await r.warmStatus();
+  assert.equal(s.lost, 1, 'one dropped');
+  assert.equal(s.idle, 2, 'replaced; the live one stayed');
+  for (let i = 0; i < 2; i++) {
+    const res = await r.provision({});
+    const rec = await r.getSandbox(res.id);
+    assert.notEqual(rec.providerSandboxId, gone);
+  }
+  await r.close();
+});
+
+test('pause: refills stop after pauseAfterFailures failures (must-fire) / resume once a launch on the pool succeeds (must-not-fire stays paused)', async () => {
+  let failing = true;
+  const events = recorder();
+  let n = 0;
+  const rt = fakeRuntime({
+    launch: async () => {
+      if (failing) throw new Error(`down ${CANARY}`);
+      return { id: `ok-${++n}` };
+    },
+  });
+  const r = router({ runtime: rt, warm: { size: 2, refill: { concurrency: 1, pauseAfterFailures: 2 } }, observer: events.observer, health: false });
+  const report = await r.warmUp();
+  assert.equal(report.ready, false);
+  assert.equal(report.pools[0].reason, 'PAUSED');
+  assert.equal(launches(rt), 2, 'exactly pauseAfterFailures launches');
+  await r.warmUp();
+  assert.equal(launches(rt), 2, 'paused: no more refills');
+  assert.ok(events.types().includes('warm.refill.paused'));
+  assert.equal(leaks(events.events), false);
+  failing = false;
+  await r.provision({}); // a cold launch succeeds: evidence the pool is back
+  const again = await r.warmUp();
+  assert.equal(again.ready, true);
+  assert.ok(events.types().includes('warm.refill.resumed'));
+  await r.close();
+});
+
+test('circuit: an open circuit pauses refills (must-fire) / a closed one lets them run (must-not-fire)', async () => {
+  const rt = fakeRuntime({
+    launch: async () => {
+      throw new Error('down');
+    },
+  });
+  const r = router({ runtime: rt, warm: { size: 1, refill: { pauseAfterFailures: 100, concurrency: 1 } }, health: { failureThreshold: 2 } });
+  const report = await r.warmUp();
+  assert.equal(report.pools[0].reason, 'CIRCUIT_OPEN');
+  assert.equal(launches(rt), 2, 'the circuit opened after 2 failures and stopped refills');
+  const [h] = r.health();
+  assert.equal(h.state, 'open', 'refill failures count in live health');
+  await r.close();
+});
+
+// --- 7. faults --------------------------------------------------------------------------
+
+test('store fault: a member whose record cannot be written is destroyed and the refill failed (must-fire) / a writable store keeps it (must-not-fire)', async () => {
+  const rt = fakeRuntime();
+  let broken = true;
+  class Flaky extends InMemoryMappingStore {
+    async put(record) {
+      if (broken) throw new Error(`db down ${CANARY}`);
+      return super.put(record);
+    }
+  }
+  const r = router({ runtime: rt, warm: { size: 1, refill: { pauseAfterFailures: 1 } }, mappings: new Flaky() });
+  const report = await r.warmUp();
+  assert.equal(report.ready, false);
+  assert.equal(report.pools[0].lastFailureCode, 'MAPPING_PERSISTENCE_FAILED');
+  assert.equal(destroys(rt), 1);
+  assert.equal(leaks(report), false);
+  broken = false;
+  const ok = router({ runtime: rt, warm: { size: 1 }, mappings: new Flaky() });
+  assert.equal((await ok.warmUp()).ready, true);
+  await r.close();
+  await ok.close();
+});
+
+// --- close ------------------------------------------------------------------------------
+
+test('close(): idle members are destroyed (must-fire) / close({ keepWarm: true }) with a durable store keeps them for the next process (must-not-fire)', async () => {
+  const rt = fakeRuntime();
+  const r = router({ runtime: rt, warm: { size: 2 } });
+  await r.warmUp();
+  assert.deepEqual(await r.close(), { destroyed: 2, kept: 0 });
+  assert.equal(destroys(rt), 2);
+  assert.equal(rt.live.size, 0);
+
+  await assert.rejects(router({ warm: { size: 1 } }).close({ keepWarm: true }), (e) => e instanceof SandboxRouterConfigurationError && e.field === 'keepWarm');
+
+  const dir = mkdtempSync(join(tmpdir(), 'warm-'));
+  try {
+    const path = join(dir, 'm.db');
+    const rt2 = fakeRuntime();
+    const first = router({ runtime: rt2, warm: { size: 2 }, mappings: new SqliteMappingStore({ path }) });
+    await first.warmUp();
+    assert.deepEqual(await first.close({ keepWarm: true }), { destroyed: 0, kept: 2 });
+    assert.equal(destroys(rt2), 0);
+    const next = router({ runtime: rt2, warm: { size: 2 }, mappings: new SqliteMappingStore({ path }) });
+    const report = await next.warmUp();
+    assert.equal(report.ready, true);
+    assert.equal(launches(rt2), 2, 'adopted: nothing launched');
+    const res = await next.provision({});
+    assert.ok([...rt2.live.keys()].includes((await next.getSandbox(res.id)).providerSandboxId));
+    await next.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('reconcile: idle members are ours (must-not-fire orphan) / a member of a pool without warm any more is reclaimed (must-fire)', async () => {
+  const rt = fakeRuntime();
+  const mappings = new InMemoryMappingStore();
+  const r = router({ runtime: rt, warm: { size: 1 }, mappings });
+  await r.warmUp();
+  const report = await r.reconcile();
+  const pool = report.pools.hot;
+  assert.equal(pool.orphan.length, 0);
+  assert.equal(pool.mapped.length, 1);
+  const cold = new SandboxRouter({ registry: new InMemoryProviderRegistry([definition('hot', { runtime: rt })]), mappings });
+  const again = await cold.reconcile({ graceMs: 0 });
+  const p2 = again.pools.hot;
+  assert.equal(p2.orphan.length, 1);
+  assert.equal(p2.orphan[0].reason, 'WARM_POOL_GONE');
+  await r.close();
+});
+
+test('explain: says per pool whether a claim would be warm (must-fire) / and why not (must-not-fire)', async () => {
+  const r = router({ warm: { size: 1 } });
+  const before = await r.explain({});
+  assert.deepEqual(before.eligible[0].warm, { claim: false, reason: 'NOT_STARTED' });
+  await r.warmUp();
+  assert.deepEqual((await r.explain({})).eligible[0].warm, { claim: true, reason: null });
+  assert.deepEqual((await r.explain({ launch: { env: { A: '1' } } })).eligible[0].warm, { claim: false, reason: 'LAUNCH_ENV' });
+  await r.close();
+});
+
+test('provisionDetached: claims a warm member too (must-fire) / a router without warm pools has no warm field in explain (must-not-fire)', async () => {
+  const rt = fakeRuntime({ detached: true });
+  const r = router({ runtime: rt, warm: { size: 1 } });
+  await r.warmUp();
+  const before = launches(rt);
+  const res = await r.provisionDetached({});
+  assert.equal(launches(rt), before);
+  assert.equal((await r.getSandbox(res.id)).detached, true);
+  await r.close();
+  const plain = new SandboxRouter({ registry: new InMemoryProviderRegistry([definition('x')]) });
+  assert.equal('warm' in (await plain.explain({})).eligible[0], false);
+});
+
+test('destroy of a claimed sandbox behaves as today (must-fire) / MappingPersistenceError stays typed', async () => {
+  const rt = fakeRuntime();
+  const r = router({ runtime: rt, warm: { size: 1 } });
+  await r.warmUp();
+  const res = await r.provision({});
+  await r.destroy(res.id);
+  await assert.rejects(r.getSandbox(res.id), (e) => e.code === 'SANDBOX_NOT_FOUND');
+  assert.ok(MappingPersistenceError);
+  await r.close();
+});

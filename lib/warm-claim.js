@@ -1,0 +1,114 @@
+'use strict';
+// A provision's claim of a warm member (docs/warm-pools.md): the step the acquisition
+// machine asks for when the current candidate keeps a warm pool. The machine decided
+// whether the request may take a member and, from this process's inventory, took it
+// already (`Claimed`); with the fleet's inventory (a PostgreSQL coordinator) this file asks
+// the database (`Claim`: one transaction, FOR UPDATE SKIP LOCKED). Either way the member is
+// re-resolved when this process holds no live handle of it (`getById(id, { owned: true })`):
+// a member that is gone is dropped and counted lost, and the machine goes on to the cold
+// launch of the same pool, as on any miss.
+//
+// Why a file of its own, beside lib/warm.js? provision.js calls it, and lib/warm.js (the
+// refills) calls provision.js's loop: keeping the claim here keeps the requires acyclic.
+
+const { binding } = require('./binding.js');
+const { within, TIMED_OUT } = require('./within.js');
+const { hasMethods, routerNow } = require('./options.js');
+const { emit, emitDecided } = require('./events.js');
+const { keepHandle } = require('./operations.js');
+const { persist } = require('./intents.js');
+const { SANDBOX_ID_LABEL } = require('./finders.js');
+
+const CLAIMED = binding.StepKind.Claimed;
+const noop = () => {};
+
+/**
+ * `handle`, or the member re-resolved as owned: null when it is gone (or cannot be read).
+ * A runtime without `getById` cannot re-resolve: its handle is the provider id.
+ */
+async function ownedHandle(ctx, def, providerSandboxId) {
+  const rt = def.runtime;
+  if (!hasMethods(rt, ['getById'])) return { id: providerSandboxId };
+  try {
+    const h = await within(rt.getById(providerSandboxId, { owned: true }), ctx.operationTimeoutMs);
+    return h === TIMED_OUT || h === undefined ? null : h;
+  } catch {
+    return null;
+  }
+}
+
+/** Removes a record, bounded, best effort. */
+function forgetRecord(ctx, id) {
+  try {
+    Promise.resolve(within(ctx.mappings.delete(id), ctx.callbackTimeoutMs)).catch(noop);
+  } catch {
+    // Best effort: reconcile removes a stale mapping later.
+  }
+}
+
+/**
+ * The fleet's answer to a `Claim` step: the member now mapped to this provision, or null
+ * (none claimable, or the database failed: a miss, never an error).
+ */
+async function askFleet(run) {
+  const ctx = run.ctx;
+  const ask = binding.acquisitionClaimAsk(run.machine);
+  let member = null;
+  try {
+    const r = await within(ctx.warm.coordinator.warmClaim(ctx.fleet, ask.providerId, ask.floor, run.labels, ask.detached), ctx.callbackTimeoutMs);
+    member = r === TIMED_OUT ? null : (r ?? null);
+  } catch {
+    member = null;
+  }
+  binding.acquisitionClaimAnswer(run.machine, member !== null);
+  return member;
+}
+
+/**
+ * Performs a claim step (`kind`: StepKind.Claim or Claimed) of provision `run`. True when
+ * the provision is settled with the member; false when the machine goes on (a miss, or a
+ * member found gone).
+ */
+async function claim(run, kind) {
+  const ctx = run.ctx;
+  const warm = ctx.warm;
+  const def = run.def;
+  const member = kind === CLAIMED ? binding.acquisitionMember(run.machine, routerNow(ctx)) : await askFleet(run);
+  if (member === null) {
+    if (ctx.observer !== null) emitDecided(ctx.observer, run.machine, run.sandboxId);
+    warm.kick();
+    return false;
+  }
+  const id = member.sandboxId;
+  let handle = warm.handles.get(id) ?? null;
+  warm.handles.delete(id);
+  if (handle === null) handle = await ownedHandle(ctx, def, member.providerSandboxId);
+  if (handle === null) {
+    binding.acquisitionClaimLost(run.machine);
+    forgetRecord(ctx, id);
+    emit(ctx.observer, 'warm.member.lost', { sandboxId: id, providerId: def.id });
+    warm.kick();
+    return false;
+  }
+  // The provision's result is the member: its id, the caller's labels stamped with it.
+  const recorded = binding.acquisitionClaimed(run.machine);
+  run.sandboxId = id;
+  run.labels[SANDBOX_ID_LABEL] = id;
+  run.providerSandboxId = member.providerSandboxId;
+  try {
+    if (ctx.observer !== null) emitDecided(ctx.observer, run.machine, id);
+    // A caller's store (this process's inventory) gets the record with the caller's labels.
+    if (!recorded && kind === CLAIMED) await persist(run, handle, member.providerSandboxId);
+  } finally {
+    binding.acquisitionEnd(run.machine);
+    run.machine = -1;
+    warm.kick();
+  }
+  keepHandle(ctx.handles, id, handle);
+  const ageMs = member.ageMs ?? Math.max(0, (routerNow(ctx) ?? Date.now()) - member.launchedAt);
+  emit(ctx.observer, 'warm.claimed', { sandboxId: id, providerId: def.id, ageMs });
+  run.resolve({ id, providerId: def.id, labels: run.labels });
+  return true;
+}
+
+module.exports = { claim, ownedHandle, forgetRecord };

@@ -1,0 +1,533 @@
+'use strict';
+// Warm pools (docs/warm-pools.md): idle sandboxes kept ready per pool, so a provision can be
+// handed one in milliseconds instead of waiting for the provider's cold start.
+//
+// Every rule is the core's (src/core/warm.rs): the options and their defaults, which
+// request may take a member and which member, when a member expires, how many refills to
+// start, when refills pause and resume. The glue (src/binding/warm.rs) keeps the router's
+// inventory and counters. This file performs what those decide: refills, re-resolutions,
+// destroys, the fleet's inventory in PostgreSQL, and the documented objects.
+//
+// Why does a refill run on provision.js's loop? A member is the router's own sandbox: its
+// launch is admitted and held under the capacity policy, counted in live health, bounded by
+// a deadline, stamped (plus the warm label) and recorded by a launch intent exactly as a
+// provision's, so `reconcile` sees members as ours and never as orphans.
+//
+// Nothing happens before `warmUp()`: a router that never calls it keeps `ctx.warm` null,
+// and the provision path pays one property read.
+
+const { binding } = require('./binding.js');
+const { fromNative, callNative, SandboxRouterConfigurationError } = require('./errors.js');
+const { nativeView } = require('./registry.js');
+const { within, TIMED_OUT } = require('./within.js');
+const { handleId, guarded } = require('./guard.js');
+const { healthNow, routerNow } = require('./options.js');
+const { emit, emitDecided } = require('./events.js');
+const { admit, settleShared } = require('./capacity.js');
+const { launchIntent, settleIntent, persist, lateSuccess } = require('./intents.js');
+const { loop } = require('./provision.js');
+const { ownedHandle, forgetRecord } = require('./warm-claim.js');
+const { InMemoryMappingStore } = require('./mappings.js');
+const { coordinatorOf } = require('./postgres.js');
+const { SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
+
+const WARM_LABEL = binding.SANDBOX_WARM_LABEL_KEY;
+const noop = () => {};
+/** warmUp() gives up waiting for other processes' refills after this many idle rounds. */
+const FLEET_ROUNDS = 200;
+const FLEET_ROUND_MS = 50;
+
+/** The router's warm state, made by the first `warmUp()`. */
+function started(ctx) {
+  if (ctx.warm !== null) return ctx.warm;
+  const coordinator = ctx.capacity?.coordinator ?? null;
+  // The inventory is the fleet's when the coordinator is also the mapping store.
+  const shared = coordinator !== null && coordinatorOf(ctx.mappings) === coordinator;
+  callNative(() => binding.warmStart(ctx.handle, shared));
+  const w = {
+    shared,
+    coordinator: shared ? coordinator : null,
+    closed: false,
+    keepWarm: false,
+    adopted: false,
+    /** live handles of idle members, by sbx id */
+    handles: new Map(),
+    /** refills in flight (their settle promises) */
+    inflight: new Set(),
+    running: null,
+    again: false,
+    kicked: false,
+    plans: [],
+    timer: null,
+    kick: noop,
+  };
+  w.kick = () => {
+    if (w.kicked || w.closed) return;
+    w.kicked = true;
+    setImmediate(() => {
+      w.kicked = false;
+      pass(ctx, w).catch(noop);
+    });
+  };
+  ctx.warm = w;
+  return w;
+}
+
+/** Runs planning passes until none is asked for again; one at a time. */
+function pass(ctx, w) {
+  if (w.running !== null) {
+    w.again = true;
+    return w.running;
+  }
+  w.running = (async () => {
+    try {
+      do {
+        w.again = false;
+        await passOnce(ctx, w);
+      } while (w.again && !w.closed);
+    } finally {
+      w.running = null;
+    }
+  })();
+  return w.running;
+}
+
+/** One pass: the core's plan per warm pool, then its expiries, checks and refills. */
+async function passOnce(ctx, w) {
+  if (w.closed) return;
+  const view = nativeView(ctx.registry);
+  let counts;
+  if (w.shared) {
+    try {
+      counts = await w.coordinator.warmCounts(ctx.fleet);
+    } catch {
+      return; // the coordinator is unavailable: nothing to plan with; the next pass retries
+    }
+  }
+  const plans = callNative(() => binding.warmPlan(ctx.handle, view.handle, routerNow(ctx), healthNow(ctx.health), counts));
+  const work = [];
+  for (const p of plans) {
+    const def = view.definitions[p.pool];
+    if (p.resumed) emit(ctx.observer, 'warm.refill.resumed', { providerId: p.providerId });
+    for (const m of p.expired) work.push(retire(ctx, w, def, m, true));
+    if (w.shared) work.push(expireShared(ctx, w, def, p.expiryFloor));
+    if (p.check) work.push(check(ctx, w, def));
+    if (p.launches > 0) {
+      if (w.shared) work.push(reserve(ctx, w, view, p));
+      else for (let i = 0; i < p.launches; i++) startRefill(ctx, w, view, p.pool, null);
+    }
+  }
+  await Promise.all(work);
+  w.plans = plans;
+  schedule(ctx, w, plans);
+}
+
+/** The background pass: every pool's shortest check interval (the core's option). */
+function schedule(ctx, w, plans) {
+  if (w.timer !== null || w.closed || plans.length === 0) return;
+  const ms = Math.min(...plans.map((p) => p.checkIntervalMs));
+  w.timer = setInterval(() => w.kick(), Math.max(10, ms));
+  w.timer.unref();
+}
+
+/** Asks the fleet's database for refill launches of pool `p`, then starts those granted. */
+async function reserve(ctx, w, view, p) {
+  let tokens;
+  try {
+    tokens = await w.coordinator.warmReserve(ctx.fleet, p.providerId, p.target, p.launches, binding.REFILL_TIMEOUT_MS);
+  } catch {
+    return;
+  }
+  binding.warmStarted(ctx.handle, p.providerId, tokens.length);
+  for (const token of tokens) startRefill(ctx, w, view, p.pool, token);
+}
+
+/** Starts one refill of pool index `pool` (`token`: the fleet's grant, or null). */
+function startRefill(ctx, w, view, pool, token) {
+  const def = view.definitions[pool];
+  const run = loop.inFlightRecord(ctx, false);
+  const outcome = new Promise((resolve) => {
+    run.resolve = (member) => resolve({ member, code: null });
+    run.reject = (error) => resolve({ member: null, code: typeof error === 'string' ? error : (error?.code ?? 'INTERNAL_ERROR') });
+  });
+  refill(run, w, view, pool, token);
+  const tracked = outcome.then((r) => refilled(ctx, w, def, r, token));
+  w.inflight.add(tracked);
+  tracked.finally(() => {
+    w.inflight.delete(tracked);
+    w.kick();
+  });
+}
+
+/** A refill settled: its events, its failure counted (which may pause the pool). */
+async function refilled(ctx, w, def, r, token) {
+  if (r.member !== null) {
+    emit(ctx.observer, 'warm.member.launched', { sandboxId: r.member.sandboxId, providerId: def.id });
+    if (w.closed && !w.keepWarm) {
+      // Closed meanwhile: nobody will claim it.
+      if (w.shared) await w.coordinator.warmTake(r.member.sandboxId).catch(noop);
+      else binding.warmForget(ctx.handle, r.member.sandboxId, false);
+      await retire(ctx, w, def, r.member, false);
+    }
+    return;
+  }
+  if (w.shared && token !== null) w.coordinator.warmRelease(token).catch(noop);
+  const paused = binding.warmRefillFailed(ctx.handle, def.id, r.code);
+  if (paused) emit(ctx.observer, 'warm.refill.paused', { providerId: def.id, code: r.code });
+}
+
+/**
+ * A refill: an acquisition of one candidate (the pool), one attempt, no fallback, stepped
+ * exactly as provision.js steps a provision's. Settles `run` with the member or a code.
+ */
+async function refill(run, w, view, pool, token) {
+  const ctx = run.ctx;
+  const { STEP } = loop;
+  try {
+    run.sandboxId = binding.beginRefill(ctx.handle, view.handle, pool, STEP, healthNow(ctx.health));
+  } catch (error) {
+    run.reject(fromNative(error));
+    return;
+  }
+  run.machine = STEP[2];
+  run.pools = view.definitions;
+  run.timeoutMs = binding.REFILL_TIMEOUT_MS;
+  run.parts = {};
+  run.labels = { [SANDBOX_ID_LABEL]: run.sandboxId, [SANDBOX_FLEET_LABEL]: ctx.fleet, [WARM_LABEL]: view.definitions[pool].id };
+  try {
+    for (let kind = loop.took(run); kind !== loop.DONE; kind = loop.next(run)) {
+      if (kind === loop.ADMIT) {
+        await admit(run);
+        continue;
+      }
+      if (ctx.intents && !(await launchIntent(run))) continue;
+      run.launched = true;
+      loop.DEADLINES.add(run.timeoutMs, run);
+      let handle;
+      let threw = false;
+      try {
+        handle = await loop.launch(run);
+      } catch (error) {
+        threw = true;
+        handle = error;
+      }
+      if (!loop.DEADLINES.settle(run)) {
+        if (!threw) lateSuccess(ctx, run.def, handle, run.sandboxId);
+        return;
+      }
+      if (threw) {
+        await loop.reportFailure(run, handle);
+        continue;
+      }
+      const providerSandboxId = handleId(handle);
+      if (providerSandboxId === null) {
+        binding.acquisitionMalformed(run.machine, healthNow(ctx.health));
+        settleShared(run);
+        continue;
+      }
+      run.providerSandboxId = providerSandboxId;
+      const s = binding.warmRefillSucceeded(run.machine, providerSandboxId, healthNow(ctx.health), routerNow(ctx));
+      settleShared(run);
+      if (ctx.observer !== null) emitDecided(ctx.observer, run.machine, run.sandboxId);
+      const member = { providerId: s.providerId, sandboxId: s.sandboxId, providerSandboxId, launchedAt: s.launchedAt };
+      const stored = s.recorded || (await record(run, w, handle, member, token));
+      loop.end(run);
+      if (!stored) {
+        // Counted in flight again, then failed: the success above already settled it.
+        binding.warmStarted(ctx.handle, member.providerId, 1);
+        run.reject('MAPPING_PERSISTENCE_FAILED');
+        return;
+      }
+      w.handles.set(member.sandboxId, handle);
+      run.resolve(member);
+      return;
+    }
+    const failure = binding.acquisitionFailure(run.machine);
+    const code = failure.package ? (run.packageError?.code ?? 'INTERNAL_ERROR') : fromNative(failure.error).code;
+    try {
+      if (ctx.intents) await settleIntent(run, failure.mayExist);
+    } finally {
+      loop.end(run);
+    }
+    run.reject(code);
+  } catch (error) {
+    loop.end(run);
+    run.reject(error);
+  }
+}
+
+/**
+ * A member's record written outside the default store: the fleet's inventory (the member
+ * and its record in one transaction) or a caller's store. A failed write destroys the
+ * member (false).
+ */
+async function record(run, w, handle, member, token) {
+  const ctx = run.ctx;
+  if (w.shared) {
+    let ok = false;
+    try {
+      ok = (await within(w.coordinator.warmSettle(token, ctx.fleet, member), ctx.callbackTimeoutMs)) !== TIMED_OUT;
+    } catch {
+      ok = false;
+    }
+    if (ok) return true;
+    emit(ctx.observer, 'mapping.failed', { sandboxId: member.sandboxId, providerId: member.providerId });
+    const gone = await destroyed(ctx, run.def, handle);
+    if (ctx.intents) await settleIntent(run, !gone);
+    return false;
+  }
+  try {
+    await persist(run, handle, member.providerSandboxId);
+  } catch {
+    return false; // persist destroyed it (and said so)
+  }
+  binding.warmMemberAdd(ctx.handle, member);
+  return true;
+}
+
+async function destroyed(ctx, def, handle) {
+  try {
+    return (await within(def.runtime.destroy(handle), ctx.operationTimeoutMs)) !== TIMED_OUT;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Destroys a member taken out of the inventory (expired, or at close) and removes its
+ * record once the destroy succeeded. `expired`: say so (`warm.member.expired`).
+ */
+async function retire(ctx, w, def, m, expired) {
+  let handle = w.handles.get(m.sandboxId) ?? null;
+  w.handles.delete(m.sandboxId);
+  if (handle === null) handle = await ownedHandle(ctx, def, m.providerSandboxId);
+  const gone = handle === null || (await destroyed(ctx, def, handle));
+  if (gone) forgetRecord(ctx, m.sandboxId);
+  if (expired) {
+    const ageMs = Math.max(0, (routerNow(ctx) ?? Date.now()) - m.launchedAt);
+    emit(ctx.observer, 'warm.member.expired', { sandboxId: m.sandboxId, providerId: def.id, ageMs, destroyed: gone });
+  }
+}
+
+/** The fleet's expired members of `def`'s pool, taken out of the database and destroyed. */
+async function expireShared(ctx, w, def, floor) {
+  let expired;
+  try {
+    expired = await w.coordinator.warmExpire(ctx.fleet, def.id, floor);
+  } catch {
+    return;
+  }
+  if (expired.length === 0) return;
+  binding.warmCount(ctx.handle, def.id, 0, expired.length);
+  await Promise.all(expired.map((m) => retire(ctx, w, def, m, true)));
+}
+
+/** Re-resolves the idle members of `def`'s pool this process launched; drops the gone. */
+async function check(ctx, w, def) {
+  let members;
+  try {
+    members = w.shared ? await w.coordinator.warmMine(ctx.fleet, def.id) : binding.warmIdle(ctx.handle, def.id);
+  } catch {
+    return;
+  }
+  await Promise.all(
+    members.map(async (m) => {
+      const h = await ownedHandle(ctx, def, m.providerSandboxId);
+      if (h !== null) return;
+      let taken;
+      if (w.shared) {
+        taken = await w.coordinator.warmTake(m.sandboxId).catch(() => null);
+        if (taken !== null) binding.warmCount(ctx.handle, def.id, 1, 0);
+      } else {
+        taken = binding.warmForget(ctx.handle, m.sandboxId, true);
+      }
+      if (taken === null) return; // claimed meanwhile
+      w.handles.delete(m.sandboxId);
+      forgetRecord(ctx, m.sandboxId);
+      emit(ctx.observer, 'warm.member.lost', { sandboxId: m.sandboxId, providerId: def.id });
+    }),
+  );
+}
+
+/** Whether the router's store outlives the process (a caller's, not the in-memory one). */
+function durable(ctx) {
+  try {
+    return !ctx.fastMappings && !guarded(() => ctx.mappings instanceof InMemoryMappingStore);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Members a previous process left idle in a durable store (`close({ keepWarm: true })`):
+ * records with the warm label of a pool that keeps a warm pool here, re-resolved as owned.
+ */
+async function adopt(ctx, w, view) {
+  if (w.shared || !durable(ctx) || typeof ctx.mappings.list !== 'function') return;
+  let records;
+  try {
+    records = await within(ctx.mappings.list(), ctx.callbackTimeoutMs);
+  } catch {
+    return;
+  }
+  if (!Array.isArray(records)) return;
+  const warmIds = new Set(binding.warmStatus(ctx.handle, view.handle).map((s) => s.providerId));
+  await Promise.all(
+    records.map(async (r) => {
+      const pool = r?.labels?.[WARM_LABEL];
+      if (pool !== r?.providerId || !warmIds.has(pool) || r.labels[SANDBOX_FLEET_LABEL] !== ctx.fleet) return;
+      const def = view.definitions.find((d) => d.id === pool);
+      const h = await ownedHandle(ctx, def, r.providerSandboxId);
+      if (h === null) {
+        forgetRecord(ctx, r.id);
+        return;
+      }
+      const launchedAt = Date.parse(r.createdAt);
+      binding.warmMemberAdd(ctx.handle, { providerId: pool, sandboxId: r.id, providerSandboxId: r.providerSandboxId, launchedAt: Number.isFinite(launchedAt) ? launchedAt : 0 });
+      w.handles.set(r.id, h);
+    }),
+  );
+}
+
+/** `router.warmUp()`: fills every warm pool; resolves with each pool's standing. */
+async function warmUp(ctx) {
+  const w = started(ctx);
+  const view = nativeView(ctx.registry);
+  if (w.closed) return report(ctx, w, view, 'CLOSED');
+  if (!w.adopted) {
+    w.adopted = true;
+    await adopt(ctx, w, view);
+  }
+  let rounds = 0;
+  for (;;) {
+    await pass(ctx, w);
+    if (w.closed) break;
+    if (w.inflight.size > 0) {
+      await Promise.all([...w.inflight]);
+      continue;
+    }
+    // With the fleet's inventory, other processes' refills may be what a pool waits for.
+    const waiting = w.shared && w.plans.some((p) => !p.ready && p.reason === null);
+    if (!waiting || ++rounds > FLEET_ROUNDS) break;
+    await new Promise((resolve) => setTimeout(resolve, FLEET_ROUND_MS));
+  }
+  return report(ctx, w, view, w.closed ? 'CLOSED' : null);
+}
+
+async function report(ctx, w, view, closed) {
+  const status = await warmStatus(ctx);
+  const plans = new Map(w.plans.map((p) => [p.providerId, p]));
+  const pools = status.map((s) => {
+    const ready = closed === null && s.idle >= s.target;
+    const reason = ready ? null : (closed ?? plans.get(s.providerId)?.reason ?? (s.lastFailureCode === null ? 'FILLING' : 'REFILL_FAILED'));
+    return { providerId: s.providerId, target: s.target, idle: s.idle, ready, reason, lastFailureCode: s.lastFailureCode };
+  });
+  return { ready: pools.every((p) => p.ready), pools };
+}
+
+/** `router.warmStatus()`: every warm pool's counters (the fleet's counts with PostgreSQL). */
+async function warmStatus(ctx) {
+  const view = nativeView(ctx.registry);
+  const list = callNative(() => binding.warmStatus(ctx.handle, view.handle));
+  const w = ctx.warm;
+  let counts = null;
+  if (w !== null && w.shared) {
+    try {
+      counts = new Map((await w.coordinator.warmCounts(ctx.fleet)).map((c) => [c.providerId, c]));
+    } catch (error) {
+      throw fromNative(error);
+    }
+  }
+  return list.map((s) => {
+    const c = counts?.get(s.providerId);
+    return {
+      providerId: s.providerId,
+      target: s.target,
+      idle: c ? c.idle : s.idle,
+      launching: c ? c.launching : s.launching,
+      scope: w !== null && w.shared ? 'fleet' : 'process',
+      claims: s.claims,
+      misses: { empty: s.missesEmpty, incompatible: s.missesIncompatible, paused: s.missesPaused },
+      launched: s.launched,
+      refillFailures: s.refillFailures,
+      lastFailureCode: s.lastFailureCode ?? null,
+      expired: s.expired,
+      lost: s.lost,
+      paused: s.paused,
+    };
+  });
+}
+
+/** `close(options)`'s one option, read strictly. */
+function keepWarmOf(ctx, options) {
+  if (options === undefined || options === null) return false;
+  let keepWarm;
+  try {
+    keepWarm = guarded(() => {
+      if (typeof options !== 'object') return null;
+      for (const k of Object.keys(options)) if (k !== 'keepWarm') return null;
+      return options.keepWarm ?? false;
+    });
+  } catch {
+    keepWarm = null;
+  }
+  if (typeof keepWarm !== 'boolean') {
+    throw new SandboxRouterConfigurationError('invalid close options: keepWarm must be a boolean (the only option)', 'INVALID_CONFIGURATION', { field: 'keepWarm' });
+  }
+  if (keepWarm && !durable(ctx)) {
+    throw new SandboxRouterConfigurationError('invalid close options: keepWarm needs a durable mapping store (SQLite or PostgreSQL), where the next process finds the members', 'INVALID_CONFIGURATION', {
+      field: 'keepWarm',
+    });
+  }
+  return keepWarm;
+}
+
+/**
+ * `router.close(options)`: no claim and no refill from now on; refills in flight settle;
+ * idle members are destroyed, or with `keepWarm` left (recorded) for the next process.
+ */
+async function close(ctx, options) {
+  const keepWarm = keepWarmOf(ctx, options);
+  const w = ctx.warm;
+  if (w === null || w.closed) return { destroyed: 0, kept: 0 };
+  w.closed = true;
+  w.keepWarm = keepWarm;
+  if (w.timer !== null) clearInterval(w.timer);
+  callNative(() => binding.warmClose(ctx.handle));
+  if (w.running !== null) await w.running.catch(noop);
+  await Promise.all([...w.inflight]);
+  let members;
+  if (w.shared) members = keepWarm ? [] : await w.coordinator.warmTakeMine(ctx.fleet).catch(() => []);
+  else members = binding.warmDrain(ctx.handle);
+  if (keepWarm) return { destroyed: 0, kept: members.length };
+  const view = nativeView(ctx.registry);
+  const byId = new Map(view.definitions.map((d) => [d.id, d]));
+  await Promise.all(members.map((m) => (byId.has(m.providerId) ? retire(ctx, w, byId.get(m.providerId), m, false) : null)));
+  return { destroyed: members.length, kept: 0 };
+}
+
+/**
+ * `explain`'s per-pool answer: each eligible pool's `warm` says whether a claim would be
+ * warm now and why not (only for a registry that keeps a warm pool).
+ */
+async function explainWarm(ctx, view, compiled, explanation) {
+  if (!view.definitions.some((d) => d.warm)) return explanation;
+  const index = new Map(view.definitions.map((d, i) => [d.id, i]));
+  const pools = explanation.eligible.map((e) => index.get(e.providerId));
+  const answers = callNative(() => binding.warmExplain(ctx.handle, view.handle, compiled.handle, pools, routerNow(ctx)));
+  const w = ctx.warm;
+  for (let k = 0; k < answers.length; k++) {
+    const a = answers[k];
+    let claim = a.claim;
+    let reason = a.reason ?? null;
+    if (a.floor !== null && a.floor !== undefined && w !== null && w.shared) {
+      const n = await w.coordinator.warmClaimable(ctx.fleet, a.providerId, a.floor).catch(() => 0);
+      claim = n > 0;
+      reason = claim ? null : 'EMPTY';
+    }
+    explanation.eligible[k].warm = { claim, reason };
+  }
+  return explanation;
+}
+
+module.exports = { warmUp, warmStatus, close, explainWarm, WARM_LABEL };
