@@ -2139,9 +2139,11 @@ export declare function warmRefillSucceeded(key: number, providerSandboxId: stri
 
 /**
  * Starts a router's warm pools (`warmUp()`, once): `shared`, the inventory is the fleet's
- * (a PostgreSQL coordinator). Claims are offered from now on.
+ * (a PostgreSQL coordinator). Every warm pool of `registry` is made now, so members
+ * adopted from a durable store can join before the first refill pass; claims are offered
+ * from now on.
  */
-export declare function warmStart(router: number, shared: boolean): void
+export declare function warmStart(router: number, registry: number, shared: boolean): void
 
 /** `n` refill launches of pool `providerId` were granted by the fleet's database. */
 export declare function warmStarted(router: number, providerId: string, n: number): void

@@ -31,6 +31,19 @@ function router({ warm = { size: 2 }, runtime = fakeRuntime(), extra = [], ...op
   return new SandboxRouter({ registry, ...options });
 }
 
+/** A runtime whose handles carry their labels (as the local runtime's do): reconcile verifies stamps. */
+function labelled() {
+  let n = 0;
+  const rt = fakeRuntime({
+    launch: async (options) => {
+      const handle = { id: `l-${++n}`, labels: { ...options.labels }, createdAt: new Date(0).toISOString() };
+      rt.live.set(handle.id, { handle, labels: handle.labels });
+      return handle;
+    },
+  });
+  return rt;
+}
+
 const launches = (rt) => rt.calls.filter((c) => c.op === 'launch').length;
 const destroys = (rt) => rt.calls.filter((c) => c.op === 'destroy').length;
 
@@ -321,7 +334,7 @@ test('close(): idle members are destroyed (must-fire) / close({ keepWarm: true }
 });
 
 test('reconcile: idle members are ours (must-not-fire orphan) / a member of a pool without warm any more is reclaimed (must-fire)', async () => {
-  const rt = fakeRuntime();
+  const rt = labelled();
   const mappings = new InMemoryMappingStore();
   const r = router({ runtime: rt, warm: { size: 1 }, mappings });
   await r.warmUp();
@@ -334,6 +347,10 @@ test('reconcile: idle members are ours (must-not-fire orphan) / a member of a po
   const p2 = again.pools.hot;
   assert.equal(p2.orphan.length, 1);
   assert.equal(p2.orphan[0].reason, 'WARM_POOL_GONE');
+  const reclaimed = await cold.reconcile({ graceMs: 0, reclaim: true });
+  assert.deepEqual(reclaimed.outcomes.map((o) => o.outcome), ['DESTROYED']);
+  assert.equal(rt.live.size, 0);
+  assert.equal((await mappings.list()).length, 0, 'its record is removed');
   await r.close();
 });
 

@@ -43,7 +43,7 @@ function started(ctx) {
   const coordinator = ctx.capacity?.coordinator ?? null;
   // The inventory is the fleet's when the coordinator is also the mapping store.
   const shared = coordinator !== null && coordinatorOf(ctx.mappings) === coordinator;
-  callNative(() => binding.warmStart(ctx.handle, shared));
+  callNative(() => binding.warmStart(ctx.handle, nativeView(ctx.registry).handle, shared));
   const w = {
     shared,
     coordinator: shared ? coordinator : null,
@@ -319,6 +319,7 @@ async function expireShared(ctx, w, def, floor) {
   }
   if (expired.length === 0) return;
   binding.warmCount(ctx.handle, def.id, 0, expired.length);
+  w.again = true;
   await Promise.all(expired.map((m) => retire(ctx, w, def, m, true)));
 }
 
@@ -342,6 +343,7 @@ async function check(ctx, w, def) {
         taken = binding.warmForget(ctx.handle, m.sandboxId, true);
       }
       if (taken === null) return; // claimed meanwhile
+      w.again = true; // its replacement
       w.handles.delete(m.sandboxId);
       forgetRecord(ctx, m.sandboxId);
       emit(ctx.observer, 'warm.member.lost', { sandboxId: m.sandboxId, providerId: def.id });

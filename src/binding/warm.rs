@@ -86,14 +86,18 @@ fn circuit_closed(core: &RouterCore, id: &str, now: Option<f64>) -> bool {
 }
 
 /// Starts a router's warm pools (`warmUp()`, once): `shared`, the inventory is the fleet's
-/// (a PostgreSQL coordinator). Claims are offered from now on.
+/// (a PostgreSQL coordinator). Every warm pool of `registry` is made now, so members
+/// adopted from a durable store can join before the first refill pass; claims are offered
+/// from now on.
 #[napi]
-pub fn warm_start(env: Env, router: u32, shared: bool) -> napi::Result<()> {
+pub fn warm_start(env: Env, router: u32, registry: u32, shared: bool) -> napi::Result<()> {
     guard(&env, || {
-        let core = router_of(router)?;
+        let (core, registry) = (router_of(router)?, registry_of(registry)?);
+        let pools = warm_pools(&registry.borrow());
         let mut w = core.warm.borrow_mut();
-        if w.is_none() {
-            *w = Some(Warm::new(shared));
+        let w = w.get_or_insert_with(|| Warm::new(shared));
+        for (_, id, config, lifetime) in pools {
+            w.pool(&id, config, lifetime);
         }
         Ok(())
     })
