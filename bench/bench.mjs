@@ -807,7 +807,7 @@ async function main() {
   console.log(`node ${process.version}, ${os.cpus().length} cores (${cpu}), ${os.platform()}-${os.arch()}`);
   const t0 = Date.now();
   // `npm run bench -- --only=provision` (or `--only=explain`) runs one section, for
-  // iterating on it; the summary and the README's figures come from a full run.
+  // iterating on it; the summary and docs/performance.md's figures come from a full run.
   const only = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length);
   if (only === 'provision' || only === 'explain') {
     await (only === 'provision' ? provisionSection(native) : explainSection(native));
