@@ -10,7 +10,7 @@
 
 const { SandboxRouterConfigurationError, callNative } = require('./errors.js');
 const { binding } = require('./binding.js');
-const { serialize } = require('./serialize.js');
+const { serialize, NotJson } = require('./serialize.js');
 const { copyOptions, shown } = require('./guard.js');
 const { InMemoryProviderRegistry } = require('./registry.js');
 const { SandboxRouter } = require('./router.js');
@@ -101,7 +101,12 @@ function checkCommon(provider, entry) {
   if (entry.signals !== undefined) checkType(provider, 'signals', entry.signals, 'object');
   if (entry.adapterOptions !== undefined) checkType(provider, 'adapterOptions', entry.adapterOptions, 'object');
   // A warm pool's option (docs/warm-pools.md), by the core's one rule, naming the field.
-  if (entry.warm !== undefined) callNative(() => binding.checkWarmOption(serialize(entry.warm) ?? 'null', `providers.${shown(provider)}.warm`));
+  if (entry.warm !== undefined) {
+    const text = serialize(entry.warm);
+    if (text === null) throw configError(provider, 'warm', 'could not be read');
+    if (text instanceof NotJson) throw configError(provider, text.field('warm'), text.expectation);
+    callNative(() => binding.checkWarmOption(text, `providers.${shown(provider)}.warm`));
+  }
   if (entry.capacity !== undefined) {
     if (!isObject(entry.capacity)) throw configError(provider, 'capacity', 'must be an object');
     const c = entry.capacity;
