@@ -249,6 +249,73 @@ export interface ProviderDefinition {
   signals: ProviderRoutingSignals;
   /** Optional read-only capacity reader (see capacity routing). */
   capacity?: CapacityReader;
+  /** Keep idle members of this pool ready for provisions (docs/warm-pools.md). */
+  warm?: WarmOptions;
+}
+
+/**
+ * A pool's warm pool (docs/warm-pools.md): idle sandboxes launched ahead of demand, claimed
+ * by compatible provisions. Filling starts with `router.warmUp()`; nothing at construction.
+ */
+export interface WarmOptions {
+  /** Idle members to keep (0..1000); with a PostgreSQL coordinator, the fleet's target. */
+  size: number;
+  /** A member idle longer is destroyed and replaced, ms. Default 600,000. */
+  maxIdleMs?: number;
+  /** Idle members are re-resolved (`getById(id, { owned: true })`) this often, ms. Default 30,000. */
+  checkIntervalMs?: number;
+  refill?: {
+    /** Refill launches at once, per process. Default 2. */
+    concurrency?: number;
+    /** Consecutive refill failures that pause refills until a launch on the pool succeeds. Default 3. */
+    pauseAfterFailures?: number;
+  };
+}
+
+/** Why a provision did not claim a member (`warm.miss`, `explain`). */
+export type WarmMissReason = 'EMPTY' | 'PAUSED' | 'LAUNCH_ENV' | 'LAUNCH_NAME' | 'LIFETIME';
+
+/** One warm pool's standing in `router.warmUp()`'s report. */
+export interface WarmPoolReport {
+  providerId: ProviderId;
+  target: number;
+  idle: number;
+  ready: boolean;
+  /** Why not ready: `PAUSED`, `CIRCUIT_OPEN`, `NOT_IN_PROVIDER_ORDER`, `REFILL_FAILED`, `FILLING`, `CLOSED`; null when ready. */
+  reason: string | null;
+  lastFailureCode: string | null;
+}
+
+/** `router.warmUp()`: every warm pool's standing. */
+export interface WarmUpReport {
+  /** Every warm pool holds its size. */
+  ready: boolean;
+  pools: WarmPoolReport[];
+}
+
+/** One warm pool's counters (`router.warmStatus()`); counters are this process's. */
+export interface WarmPoolStatus {
+  providerId: ProviderId;
+  target: number;
+  /** Idle members: this process's, or the fleet's with `scope: 'fleet'`. */
+  idle: number;
+  /** Refill launches in flight (same scope). */
+  launching: number;
+  scope: 'process' | 'fleet';
+  claims: number;
+  misses: { empty: number; incompatible: number; paused: number };
+  launched: number;
+  refillFailures: number;
+  lastFailureCode: string | null;
+  expired: number;
+  lost: number;
+  paused: boolean;
+}
+
+/** `router.close()`'s answer. */
+export interface WarmCloseResult {
+  destroyed: number;
+  kept: number;
 }
 
 /** Where definitions come from. `InMemoryProviderRegistry` is the reference. */
@@ -405,6 +472,11 @@ export interface RankedProvider {
   };
   /** `providerId` when an equal score was decided by the id's byte order. */
   tieBreak: 'providerId' | null;
+  /**
+   * Only when the registry keeps a warm pool: whether a provision would claim one of this
+   * pool's idle members now, and why not (`NOT_WARM`, `NOT_STARTED`, `CLOSED`, a miss reason).
+   */
+  warm?: { claim: boolean; reason: WarmMissReason | 'NOT_WARM' | 'NOT_STARTED' | 'CLOSED' | null };
 }
 
 /** A rejected pool in an explanation. */
@@ -707,6 +779,54 @@ export interface HealthSkippedEvent extends RoutingEventBase {
   reason: 'CIRCUIT_OPEN';
 }
 
+/** Warm pools: a refill made an idle member. */
+export interface WarmMemberLaunchedEvent extends RoutingEventBase {
+  type: 'warm.member.launched';
+  providerId: ProviderId;
+}
+
+/** Warm pools: a provision took an idle member (`sandboxId`: the member, now the result). */
+export interface WarmClaimedEvent extends RoutingEventBase {
+  type: 'warm.claimed';
+  providerId: ProviderId;
+  /** How long it was idle, ms (router clock). */
+  ageMs: number;
+}
+
+/** Warm pools: a provision could not claim a member of this pool and launches cold. */
+export interface WarmMissEvent extends RoutingEventBase {
+  type: 'warm.miss';
+  providerId: ProviderId;
+  reason: WarmMissReason;
+}
+
+/** Warm pools: an idle member aged out (maxIdleMs, or close to the pool's lifetime) and was destroyed. */
+export interface WarmMemberExpiredEvent extends RoutingEventBase {
+  type: 'warm.member.expired';
+  providerId: ProviderId;
+  ageMs: number;
+  destroyed: boolean;
+}
+
+/** Warm pools: an idle member was found gone at the provider and dropped. */
+export interface WarmMemberLostEvent extends RoutingEventBase {
+  type: 'warm.member.lost';
+  providerId: ProviderId;
+}
+
+/** Warm pools: refills paused after `pauseAfterFailures` failures in a row (no `sandboxId`). */
+export interface WarmRefillPausedEvent extends RoutingEventBase {
+  type: 'warm.refill.paused';
+  providerId: ProviderId;
+  code: string;
+}
+
+/** Warm pools: a launch on a paused pool succeeded; refills resume (no `sandboxId`). */
+export interface WarmRefillResumedEvent extends RoutingEventBase {
+  type: 'warm.refill.resumed';
+  providerId: ProviderId;
+}
+
 /** Why a circuit opened. */
 export type HealthCause = 'CONSECUTIVE_FAILURES' | 'CONSECUTIVE_RETRYABLE_FAILURES' | 'TRIAL_FAILED';
 
@@ -781,7 +901,14 @@ export type RoutingEvent =
   | HealthCircuitOpenedEvent
   | HealthCircuitHalfOpenEvent
   | HealthCircuitClosedEvent
-  | HealthSkippedEvent;
+  | HealthSkippedEvent
+  | WarmMemberLaunchedEvent
+  | WarmClaimedEvent
+  | WarmMissEvent
+  | WarmMemberExpiredEvent
+  | WarmMemberLostEvent
+  | WarmRefillPausedEvent
+  | WarmRefillResumedEvent;
 
 /** Event types the router emits. */
 export type RoutingEventType = RoutingEvent['type'];
@@ -857,7 +984,9 @@ export type OrphanReason =
   /** Its intent was written by this router, whose provision of it is over. */
   | 'INTENT_ABANDONED'
   /** Its id is mapped, to another sandbox: an earlier attempt that allocated after all. */
-  | 'DUPLICATE_OF_MAPPED';
+  | 'DUPLICATE_OF_MAPPED'
+  /** An idle warm member of a pool that keeps no warm pool any more (docs/warm-pools.md). */
+  | 'WARM_POOL_GONE';
 
 /** Why an item is pending (never touched). */
 export type PendingReason =
@@ -972,6 +1101,18 @@ export declare class SandboxRouter {
    * (`MappingPersistenceError` `MAPPING_READ_FAILED`); pool failures are `unknown` pools.
    */
   reconcile(options?: ReconcileOptions): Promise<ReconcileReport>;
+  /**
+   * Fills every warm pool to its size, then keeps refilling in the background; resolves
+   * when each reached its size, or with why not, per pool (docs/warm-pools.md).
+   */
+  warmUp(): Promise<WarmUpReport>;
+  /** Every warm pool's counters, in registration order. */
+  warmStatus(): Promise<WarmPoolStatus[]>;
+  /**
+   * Stops refilling and destroys idle warm members; `keepWarm: true` (a durable store
+   * only, else `INVALID_CONFIGURATION`) leaves them recorded for the next process.
+   */
+  close(options?: { keepWarm?: boolean }): Promise<WarmCloseResult>;
 }
 
 /** Reference registry held in memory. */
@@ -1350,6 +1491,8 @@ export interface ProviderEntryCommon {
   capacity?: ProviderCapacityConfig;
   /** Passed to the adapter's constructor verbatim. */
   adapterOptions?: Record<string, unknown>;
+  /** A warm pool for this provider (docs/warm-pools.md). */
+  warm?: WarmOptions;
 }
 
 export interface DaytonaProviderConfig extends ProviderEntryCommon {
