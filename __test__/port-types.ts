@@ -277,6 +277,13 @@ const everyType: Record<RoutingEventType, true> = {
   'health.circuit.half-open': true,
   'health.circuit.closed': true,
   'health.skipped': true,
+  'warm.member.launched': true,
+  'warm.claimed': true,
+  'warm.miss': true,
+  'warm.member.expired': true,
+  'warm.member.lost': true,
+  'warm.refill.paused': true,
+  'warm.refill.resumed': true,
 };
 // @ts-expect-error not an event type
 const notAType: RoutingEventType = 'provision.started';
@@ -342,6 +349,22 @@ export function describeEvent(event: RoutingEvent): string {
       const reason: 'CIRCUIT_OPEN' = event.reason;
       return `${event.providerId} ${reason}`;
     }
+    case 'warm.claimed':
+      return `${event.providerId} claimed after ${event.ageMs} ms`;
+    case 'warm.miss': {
+      const reason: 'EMPTY' | 'PAUSED' | 'LAUNCH_ENV' | 'LAUNCH_NAME' | 'LIFETIME' = event.reason;
+      return `${event.providerId} ${reason}`;
+    }
+    case 'warm.member.expired':
+      return `${event.providerId} expired at ${event.ageMs} ms destroyed=${event.destroyed satisfies boolean}`;
+    case 'warm.refill.paused':
+      return `${event.providerId} paused ${event.code}`;
+    case 'warm.member.launched':
+    case 'warm.member.lost':
+    case 'warm.refill.resumed':
+      // @ts-expect-error only warm.claimed and warm.member.expired carry ageMs
+      void event.ageMs;
+      return `${event.type} ${event.providerId}`;
     default: {
       const unreachable: never = event;
       return unreachable;

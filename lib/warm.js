@@ -142,13 +142,20 @@ async function reserve(ctx, w, view, p) {
   for (const token of tokens) startRefill(ctx, w, view, p.pool, token);
 }
 
+/** A refill failure's code: the code given, or a typed error's. */
+function codeOf(error) {
+  if (typeof error === 'string') return error;
+  const code = error !== null && typeof error === 'object' ? /** @type {{ code?: unknown }} */ (error).code : undefined;
+  return typeof code === 'string' ? code : 'INTERNAL_ERROR';
+}
+
 /** Starts one refill of pool index `pool` (`token`: the fleet's grant, or null). */
 function startRefill(ctx, w, view, pool, token) {
   const def = view.definitions[pool];
   const run = loop.inFlightRecord(ctx, false);
   const outcome = new Promise((resolve) => {
     run.resolve = (member) => resolve({ member, code: null });
-    run.reject = (error) => resolve({ member: null, code: typeof error === 'string' ? error : (error?.code ?? 'INTERNAL_ERROR') });
+    run.reject = (error) => resolve({ member: null, code: codeOf(error) });
   });
   refill(run, w, view, pool, token);
   const tracked = outcome.then((r) => refilled(ctx, w, def, r, token));
