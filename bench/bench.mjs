@@ -18,6 +18,9 @@
 //   f. Running many routers (bench/postgres.mjs): provision with PostgresMappingStore and
 //      the capacity coordinator vs the in-memory router, and admissions per second across
 //      4 processes (starts the test PostgreSQL). `--only=postgres` runs it alone.
+//   g. Warm pools (bench/warm.mjs): time to sandbox warm vs cold with 500 ms launches, hit
+//      rate, a burst of 3× the pool, with the default store and PostgreSQL; what warm
+//      tracking adds to a cold provision. `--only=warm` runs it alone.
 //
 // Every ratio printed is computed from figures measured in this run. Ratio > 1 means
 // the native side is faster.
@@ -736,6 +739,11 @@ async function main() {
     await (await import('./orphans.mjs')).runOrphansBench(native);
     return;
   }
+  if (only === 'warm') {
+    console.log('\n## g. Warm pools');
+    await (await import('./warm.mjs')).runWarmBench(native);
+    return;
+  }
   if (only === 'postgres') {
     console.log('\n## f. Running many routers (PostgreSQL)');
     await (await import('./postgres.mjs')).runPostgresBench(native);
@@ -754,6 +762,8 @@ async function main() {
   const health = await healthSection(native);
   console.log('\n## f. Running many routers (PostgreSQL)');
   await (await import('./postgres.mjs')).runPostgresBench(native);
+  console.log('\n## g. Warm pools');
+  const warm = await (await import('./warm.mjs')).runWarmBench(native);
   console.log('\n## Summary (all ratios from this run; > 1 means native faster / higher)\n');
   const at = (n) => routing.find((r) => r.n === n);
   const ok = (b) => (b ? 'met' : 'NOT met');
@@ -789,10 +799,27 @@ async function main() {
       ['  (native calls alone: added time / provision time)', `${(health.added * 100).toFixed(1)} %`, '— (diagnostic)', ''],
       ['getCapacity, 6 readers × 200 ms: total / slowest', `${routerRow['total / slowest alone']}x`, '≤ 1.2x', routerRow.ok === 'yes' ? 'met' : 'NOT met'],
       ['10,000-sandbox Daytona read: max event-loop stall (median)', stallRow['max stall (median)'], '≤ 5 ms', stallRow.ok === 'yes' ? 'met' : 'NOT met'],
+      ...warmRows(warm, ok),
     ],
     ['l', 'r', 'r', 'l'],
   );
   console.log(`\n(total ${((Date.now() - t0) / 1000).toFixed(0)} s)`);
+}
+
+/** The warm pools' summary rows (issue 24's figures). */
+function warmRows(warm, ok) {
+  const q = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length - 1) * p))];
+  const s = warm.memory.steady;
+  const p50 = q(s.warm, 0.5);
+  const p99 = q(s.warm, 0.99);
+  const cold = s.cold.length ? q(s.cold, 0.5) : 500;
+  return [
+    ['warm claim, 500 ms launches, steady rate: p50 / p99', `${p50.toFixed(2)} / ${p99.toFixed(2)} ms`, '≤ 2 / 5 ms', ok(p50 <= 2 && p99 <= 5)],
+    ['  cold launch p50 / warm claim p50', fmtRatio(cold / p50), '≥ 100x', ok(cold / p50 >= 100)],
+    ['  hit rate', `${(s.hitRate * 100).toFixed(1)} %`, '≥ 95 %', ok(s.hitRate >= 0.95)],
+    ['  burst of 3× the pool: failed provisions', String(warm.memory.burst.failed), '0', ok(warm.memory.burst.failed === 0)],
+    ['warm tracking on a cold provision: time added', `${(warm.tracking.overhead * 100).toFixed(1)} %`, '≤ 5 %', ok(warm.tracking.overhead <= 0.05)],
+  ];
 }
 
 const at = process.argv.indexOf('--child');
