@@ -24,6 +24,7 @@ const { explainView } = require('./explain.js');
 const operations = require('./operations.js');
 const { reconcile } = require('./reconcile.js');
 const warm = require('./warm.js');
+const { explainWarm } = require('./warm-claim.js');
 
 /** The buffer route() lends the native side for an order (at most 10 attempts; read at once). */
 const ORDER = new Uint32Array(16);
@@ -88,7 +89,7 @@ class SandboxRouter {
     const ctx = this.#ctx;
     const view = nativeView(ctx.registry);
     const ext = await extras(ctx, view, call.compiled, detached, request);
-    return warm.explainWarm(ctx, view, call.compiled, explainView(view, call.compiled, detached, ext, ctx.handle, healthNow(ctx.health)));
+    return explainWarm(ctx, view, call.compiled, explainView(view, call.compiled, detached, ext, ctx.handle, healthNow(ctx.health)));
   }
 
   /**

@@ -14,6 +14,7 @@
 const { binding } = require('./binding.js');
 const { within, TIMED_OUT } = require('./within.js');
 const { hasMethods, routerNow } = require('./options.js');
+const { callNative } = require('./errors.js');
 const { emit, emitDecided } = require('./events.js');
 const { keepHandle } = require('./operations.js');
 const { persist } = require('./intents.js');
@@ -111,4 +112,28 @@ async function claim(run, kind) {
   return true;
 }
 
-module.exports = { claim, ownedHandle, forgetRecord };
+/**
+ * `explain`'s per-pool answer: each eligible pool's `warm` says whether a claim would be
+ * warm now and why not (only for a registry that keeps a warm pool).
+ */
+async function explainWarm(ctx, view, compiled, explanation) {
+  if (!view.definitions.some((d) => d.warm)) return explanation;
+  const index = new Map(view.definitions.map((d, i) => [d.id, i]));
+  const pools = explanation.eligible.map((e) => index.get(e.providerId));
+  const answers = callNative(() => binding.warmExplain(ctx.handle, view.handle, compiled.handle, pools, routerNow(ctx)));
+  const w = ctx.warm;
+  for (let k = 0; k < answers.length; k++) {
+    const a = answers[k];
+    let claim = a.claim;
+    let reason = a.reason ?? null;
+    if (a.floor !== null && a.floor !== undefined && w !== null && w.shared) {
+      const n = await w.coordinator.warmClaimable(ctx.fleet, a.providerId, a.floor).catch(() => 0);
+      claim = n > 0;
+      reason = claim ? null : 'EMPTY';
+    }
+    explanation.eligible[k].warm = { claim, reason };
+  }
+  return explanation;
+}
+
+module.exports = { claim, ownedHandle, forgetRecord, explainWarm };

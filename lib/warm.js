@@ -26,8 +26,7 @@ const { emit, emitDecided } = require('./events.js');
 const { admit, settleShared } = require('./capacity.js');
 const { launchIntent, settleIntent, persist, lateSuccess } = require('./intents.js');
 const { loop } = require('./provision.js');
-const { ownedHandle, forgetRecord } = require('./warm-claim.js');
-const { InMemoryMappingStore } = require('./mappings.js');
+const { retire, destroyed, expireShared, check, durable, adopt } = require('./warm-members.js');
 const { coordinatorOf } = require('./postgres.js');
 const { SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
 
@@ -292,112 +291,6 @@ async function record(run, w, handle, member, token) {
   return true;
 }
 
-async function destroyed(ctx, def, handle) {
-  try {
-    return (await within(def.runtime.destroy(handle), ctx.operationTimeoutMs)) !== TIMED_OUT;
-  } catch {
-    return false;
-  }
-}
-
-/**
- * Destroys a member taken out of the inventory (expired, or at close) and removes its
- * record once the destroy succeeded. `expired`: say so (`warm.member.expired`).
- */
-async function retire(ctx, w, def, m, expired) {
-  let handle = w.handles.get(m.sandboxId) ?? null;
-  w.handles.delete(m.sandboxId);
-  if (handle === null) handle = await ownedHandle(ctx, def, m.providerSandboxId);
-  const gone = handle === null || (await destroyed(ctx, def, handle));
-  if (gone) forgetRecord(ctx, m.sandboxId);
-  if (expired) {
-    const ageMs = Math.max(0, (routerNow(ctx) ?? Date.now()) - m.launchedAt);
-    emit(ctx.observer, 'warm.member.expired', { sandboxId: m.sandboxId, providerId: def.id, ageMs, destroyed: gone });
-  }
-}
-
-/** The fleet's expired members of `def`'s pool, taken out of the database and destroyed. */
-async function expireShared(ctx, w, def, floor) {
-  let expired;
-  try {
-    expired = await w.coordinator.warmExpire(ctx.fleet, def.id, floor);
-  } catch {
-    return;
-  }
-  if (expired.length === 0) return;
-  binding.warmCount(ctx.handle, def.id, 0, expired.length);
-  w.again = true;
-  await Promise.all(expired.map((m) => retire(ctx, w, def, m, true)));
-}
-
-/** Re-resolves the idle members of `def`'s pool this process launched; drops the gone. */
-async function check(ctx, w, def) {
-  let members;
-  try {
-    members = w.shared ? await w.coordinator.warmMine(ctx.fleet, def.id) : binding.warmIdle(ctx.handle, def.id);
-  } catch {
-    return;
-  }
-  await Promise.all(
-    members.map(async (m) => {
-      const h = await ownedHandle(ctx, def, m.providerSandboxId);
-      if (h !== null) return;
-      let taken;
-      if (w.shared) {
-        taken = await w.coordinator.warmTake(m.sandboxId).catch(() => null);
-        if (taken !== null) binding.warmCount(ctx.handle, def.id, 1, 0);
-      } else {
-        taken = binding.warmForget(ctx.handle, m.sandboxId, true);
-      }
-      if (taken === null) return; // claimed meanwhile
-      w.again = true; // its replacement
-      w.handles.delete(m.sandboxId);
-      forgetRecord(ctx, m.sandboxId);
-      emit(ctx.observer, 'warm.member.lost', { sandboxId: m.sandboxId, providerId: def.id });
-    }),
-  );
-}
-
-/** Whether the router's store outlives the process (a caller's, not the in-memory one). */
-function durable(ctx) {
-  try {
-    return !ctx.fastMappings && !guarded(() => ctx.mappings instanceof InMemoryMappingStore);
-  } catch {
-    return false;
-  }
-}
-
-/**
- * Members a previous process left idle in a durable store (`close({ keepWarm: true })`):
- * records with the warm label of a pool that keeps a warm pool here, re-resolved as owned.
- */
-async function adopt(ctx, w, view) {
-  if (w.shared || !durable(ctx) || typeof ctx.mappings.list !== 'function') return;
-  let records;
-  try {
-    records = await within(ctx.mappings.list(), ctx.callbackTimeoutMs);
-  } catch {
-    return;
-  }
-  if (!Array.isArray(records)) return;
-  const warmIds = new Set(binding.warmStatus(ctx.handle, view.handle).map((s) => s.providerId));
-  await Promise.all(
-    records.map(async (r) => {
-      const pool = r?.labels?.[WARM_LABEL];
-      if (pool !== r?.providerId || !warmIds.has(pool) || r.labels[SANDBOX_FLEET_LABEL] !== ctx.fleet) return;
-      const def = view.definitions.find((d) => d.id === pool);
-      const h = await ownedHandle(ctx, def, r.providerSandboxId);
-      if (h === null) {
-        forgetRecord(ctx, r.id);
-        return;
-      }
-      const launchedAt = Date.parse(r.createdAt);
-      binding.warmMemberAdd(ctx.handle, { providerId: pool, sandboxId: r.id, providerSandboxId: r.providerSandboxId, launchedAt: Number.isFinite(launchedAt) ? launchedAt : 0 });
-      w.handles.set(r.id, h);
-    }),
-  );
-}
-
 /** `router.warmUp()`: fills every warm pool; resolves with each pool's standing. */
 async function warmUp(ctx) {
   const w = started(ctx);
@@ -515,28 +408,4 @@ async function close(ctx, options) {
   return { destroyed: members.length, kept: 0 };
 }
 
-/**
- * `explain`'s per-pool answer: each eligible pool's `warm` says whether a claim would be
- * warm now and why not (only for a registry that keeps a warm pool).
- */
-async function explainWarm(ctx, view, compiled, explanation) {
-  if (!view.definitions.some((d) => d.warm)) return explanation;
-  const index = new Map(view.definitions.map((d, i) => [d.id, i]));
-  const pools = explanation.eligible.map((e) => index.get(e.providerId));
-  const answers = callNative(() => binding.warmExplain(ctx.handle, view.handle, compiled.handle, pools, routerNow(ctx)));
-  const w = ctx.warm;
-  for (let k = 0; k < answers.length; k++) {
-    const a = answers[k];
-    let claim = a.claim;
-    let reason = a.reason ?? null;
-    if (a.floor !== null && a.floor !== undefined && w !== null && w.shared) {
-      const n = await w.coordinator.warmClaimable(ctx.fleet, a.providerId, a.floor).catch(() => 0);
-      claim = n > 0;
-      reason = claim ? null : 'EMPTY';
-    }
-    explanation.eligible[k].warm = { claim, reason };
-  }
-  return explanation;
-}
-
-module.exports = { warmUp, warmStatus, close, explainWarm, WARM_LABEL };
+module.exports = { warmUp, warmStatus, close };
