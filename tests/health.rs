@@ -73,6 +73,7 @@ impl Run {
             match m.next_with(None, Some(&mut self.health)) {
                 Step::Done => break,
                 Step::Admit(_) => unreachable!("no capacity routing here"),
+                Step::Claim(_) => unreachable!("no warm pools here"),
                 Step::Launch(pool) => {
                     launched.push(pool);
                     if pool == 0 && a == Behaviour::Hangs {

@@ -123,6 +123,7 @@ fn run(
                 let m = read(pool);
                 acq.admit(ledger, &m);
             }
+            Step::Claim(_) => unreachable!("no warm pools here"),
             Step::Launch(pool) => match rt.launch(pool, labels) {
                 Ok(remote) => {
                     acq.succeeded(capacity.as_mut().map(|(l, _)| &mut **l));

@@ -32,7 +32,6 @@ use crate::core::warm::{reserve_count, routable, Member, MissReason, Warm, WarmC
 use napi::bindgen_prelude::Uint32ArraySlice;
 use napi::Env;
 use napi_derive::napi;
-use std::rc::Rc;
 use std::sync::Arc;
 
 /// The launch label that marks a warm member, its value the pool's id
@@ -443,11 +442,10 @@ pub struct ClaimedMember {
     pub age_ms: f64,
 }
 
-fn claimer(
-    e: &mut Entry,
-) -> Result<(&Rc<crate::core::request::Request>, &mut Option<Member>, &mut Option<i64>), Failure> {
+/// A claiming provision's member slot and fleet floor (an internal error otherwise).
+fn claimer(e: &mut Entry) -> Result<(&mut Option<Member>, &mut Option<i64>), Failure> {
     match e.warm.as_deref_mut() {
-        Some(WarmRole::Claimer { request, member, floor }) => Ok((request, member, floor)),
+        Some(WarmRole::Claimer { member, floor, .. }) => Ok((member, floor)),
         _ => Err(internal("(not a claiming provision)")),
     }
 }
@@ -457,7 +455,7 @@ fn claimer(
 pub fn acquisition_member(env: Env, key: u32, clock_now: Option<f64>) -> napi::Result<ClaimedMember> {
     guard(&env, || {
         with(key, |e| -> Result<ClaimedMember, Failure> {
-            let (_, member, _) = claimer(e)?;
+            let (member, _) = claimer(e)?;
             let m = member.as_ref().ok_or_else(|| internal("(no member was taken)"))?;
             Ok(ClaimedMember {
                 sandbox_id: m.id.to_string(),
@@ -487,7 +485,7 @@ pub fn acquisition_claim_ask(env: Env, key: u32) -> napi::Result<ClaimAsk> {
         with(key, |e| -> Result<ClaimAsk, Failure> {
             let provider_id = e.pool_id(e.pool);
             let detached = e.detached;
-            let (_, _, floor) = claimer(e)?;
+            let (_, floor) = claimer(e)?;
             let floor = floor.ok_or_else(|| internal("(no claim was asked)"))?;
             Ok(ClaimAsk { provider_id, floor: floor as f64, detached })
         })?
@@ -551,7 +549,7 @@ pub fn acquisition_claimed(env: Env, key: u32) -> napi::Result<bool> {
         with(key, |e| -> Result<bool, Failure> {
             let provider_id = e.pool_id(e.pool);
             let (labels, detached, router) = (e.labels.clone(), e.detached, e.router.clone());
-            let (_, member, _) = claimer(e)?;
+            let (member, _) = claimer(e)?;
             let member = member.take();
             e.machine.claimed();
             let shared = router.warm.borrow().as_ref().is_some_and(|w| w.shared);
