@@ -29,12 +29,13 @@ const { nativeView } = require('./registry.js');
 const { packageError } = require('./provider-adapters.js');
 
 const API_PACKAGE = '@opentelemetry/api';
-const API_RANGE = '^1.9.0';
+const API_RANGE = '>=1.9.0 <2';
 /** The instrumentation scope: the meter's and tracer's name and version. */
 const SCOPE = '@agent-relay/sandbox-router';
-const VERSION = require('../package.json').version;
+const VERSION = JSON.parse(require('node:fs').readFileSync(require('node:path').join(__dirname, '..', 'package.json'), 'utf8')).version;
 const SCHEMA = binding.telemetrySchema();
-const OUTCOME = binding.ProvisionOutcome;
+const SUCCESS = binding.ProvisionOutcome.Success;
+const TERMINAL = binding.ProvisionOutcome.Terminal;
 const { TRACEPARENT_LABEL } = binding;
 /** `launch_type` of a provision served by a fresh launch (warm pools add `warm`). */
 const COLD = 'cold';
@@ -488,7 +489,7 @@ class Telemetry {
     const t = run.tel;
     if (t.ended) return;
     t.ended = true;
-    const attributes = { pool: run.def.id, outcome: OUTCOME.Success, launch_type: t.launchType };
+    const attributes = { pool: run.def.id, outcome: SUCCESS, launch_type: t.launchType };
     this.#record('provisionDuration', this.#since(t.start), attributes);
     this.#end(t, attributes, null);
   }
@@ -507,7 +508,7 @@ class Telemetry {
       try {
         outcome = binding.provisionOutcome(code, run.pools !== null);
       } catch {
-        outcome = OUTCOME.Terminal;
+        outcome = TERMINAL;
       }
     }
     const attributes = { outcome, launch_type: t.launchType };
@@ -590,4 +591,4 @@ class Telemetry {
   }
 }
 
-module.exports = { telemetryOf, INSTRUMENTS, SCHEMA, TRACEPARENT_LABEL, API_PACKAGE };
+module.exports = { telemetryOf, Telemetry, INSTRUMENTS, SCHEMA, TRACEPARENT_LABEL, API_PACKAGE };
