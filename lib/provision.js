@@ -96,7 +96,7 @@ function provision(ctx, request, detached) {
     run.reject = reject;
   });
   if (ctx.telemetry === null) acquire(run, request);
-  else ctx.telemetry.provision(run, acquire, request);
+  else ctx.telemetry.begin(run, () => acquire(run, request));
   return promise;
 }
 

@@ -363,9 +363,9 @@ class Telemetry {
 
   /**
    * Starts provision `run` (its span, a child of the caller's active context) and runs
-   * `acquire(run, request)` inside the span's context.
+   * `start()` (the acquisition) inside the span's context.
    */
-  provision(run, acquire, request) {
+  begin(run, start) {
     const t = provisionRecord(this.#now());
     run.tel = t;
     let parent = null;
@@ -382,7 +382,7 @@ class Telemetry {
         t.traceparent = null;
       }
     }
-    this.#within(t.context, () => acquire(run, request));
+    this.#within(t.context, start);
   }
 
   /** The labels of a launch of `run`: the provision span's traceparent added, with `propagateToLabels`. */
