@@ -4,7 +4,7 @@
 //
 // Why like this?
 // - Off by default, and free when off. A router without `telemetry` has `ctx.telemetry`
-//   null: nothing here is loaded into its path, `@opentelemetry/api` is never required, its
+//   null: nothing here runs on its path, `@opentelemetry/api` is never required, its
 //   machines record no events, and each hook on the provision path is one null check
 //   (`npm run bench:instructions` counts the same provision before and after).
 // - The numbers are the machine's. With telemetry on, the router's machines record their
@@ -19,157 +19,20 @@
 // - Telemetry never changes an outcome. Every call into the caller's meter, tracer, spans
 //   and instruments is made inside a try and its throw dropped, as an observer's is; an
 //   exporter runs on the SDK's own schedule and never on the provision path.
-// - One registry of instruments (INSTRUMENTS): a new metric is one entry there and one
-//   call where its number is known (warm pools' and budgets' metrics join that way).
+// - One registry of instruments (INSTRUMENTS, lib/otel.js): a new metric is one entry there
+//   and one call here where its number is known (warm pools' and budgets' metrics join
+//   that way; docs/telemetry.md "Adding a metric").
 
 const { binding } = require('./binding.js');
-const { SandboxRouterConfigurationError, ProviderPackageMissingError, isRouterError } = require('./errors.js');
-const { guarded, shown } = require('./guard.js');
+const { shown } = require('./guard.js');
 const { nativeView } = require('./registry.js');
-const { packageError } = require('./provider-adapters.js');
+const { INSTRUMENTS, SCHEMA, API_PACKAGE, api, configError, fromProvider, instrumentsOn, quietly, traceparentOf, codeOf } = require('./otel.js');
 
-const API_PACKAGE = '@opentelemetry/api';
-const API_RANGE = '>=1.9.0 <2';
-/** The instrumentation scope: the meter's and tracer's name and version. */
-const SCOPE = '@agent-relay/sandbox-router';
-const VERSION = JSON.parse(require('node:fs').readFileSync(require('node:path').join(__dirname, '..', 'package.json'), 'utf8')).version;
-const SCHEMA = binding.telemetrySchema();
 const SUCCESS = binding.ProvisionOutcome.Success;
 const TERMINAL = binding.ProvisionOutcome.Terminal;
 const { TRACEPARENT_LABEL } = binding;
 /** `launch_type` of a provision served by a fresh launch (warm pools add `warm`). */
 const COLD = 'cold';
-
-/**
- * Every instrument, as the OpenTelemetry API creates it. `name` is the instrument's own
- * name; the Prometheus exporter adds `_total` to counters (and no unit suffix, so
- * durations carry `_seconds` in their names). `buckets`: the histogram's boundaries
- * (seconds, from the core). `attributes`: every attribute key it records.
- */
-const INSTRUMENTS = Object.freeze([
-  {
-    key: 'provisionDuration',
-    name: 'sandbox_router_provision_duration_seconds',
-    kind: 'histogram',
-    unit: 's',
-    buckets: SCHEMA.durationBuckets,
-    attributes: ['pool', 'outcome', 'launch_type'],
-    description: 'Time from provision() to its sandbox or its error, by outcome',
-  },
-  {
-    key: 'attempts',
-    name: 'sandbox_router_attempts',
-    kind: 'counter',
-    unit: '{attempt}',
-    attributes: ['pool', 'result'],
-    description: 'Launch attempts, by pool and result (success, retryable, terminal)',
-  },
-  {
-    key: 'fallbacks',
-    name: 'sandbox_router_fallbacks',
-    kind: 'counter',
-    unit: '{fallback}',
-    attributes: ['pool'],
-    description: 'Fallbacks to the next pool after a classified pre-allocation failure on this pool',
-  },
-  {
-    key: 'capacitySkips',
-    name: 'sandbox_router_capacity_skips',
-    kind: 'counter',
-    unit: '{skip}',
-    attributes: ['pool', 'reason'],
-    description: 'Pools passed over by capacity admission, by bounded reason',
-  },
-  {
-    key: 'capacityReadDuration',
-    name: 'sandbox_router_capacity_read_duration_seconds',
-    kind: 'histogram',
-    unit: 's',
-    buckets: SCHEMA.readBuckets,
-    attributes: ['pool'],
-    description: "A provision's capacity read: the pool's reader, bounded by capacity.timeoutMs",
-  },
-  {
-    key: 'circuitState',
-    name: 'sandbox_router_circuit_state',
-    kind: 'gauge',
-    unit: '{state}',
-    attributes: ['pool'],
-    description: "Each pool's circuit: 0 closed, 1 half-open, 2 open",
-  },
-  {
-    key: 'operations',
-    name: 'sandbox_router_operations',
-    kind: 'counter',
-    unit: '{operation}',
-    attributes: ['operation', 'outcome'],
-    description: 'Operations by id, by outcome (success or the error code)',
-  },
-  {
-    key: 'operationDuration',
-    name: 'sandbox_router_operations_duration_seconds',
-    kind: 'histogram',
-    unit: 's',
-    buckets: SCHEMA.durationBuckets,
-    attributes: ['operation', 'outcome'],
-    description: 'Time of an operation by id, by outcome',
-  },
-  {
-    key: 'reconcileFound',
-    name: 'sandbox_router_reconcile_found',
-    kind: 'counter',
-    unit: '{sandbox}',
-    attributes: ['class'],
-    description: 'What reconcile runs found: orphans, stale mappings, stale intents',
-  },
-]);
-
-function configError(field, expectation) {
-  return new SandboxRouterConfigurationError(`invalid router options: ${field} ${expectation}`, 'INVALID_CONFIGURATION', { field });
-}
-
-/** `@opentelemetry/api`, required once, the first time a router asks for telemetry. */
-let API = null;
-function api() {
-  if (API !== null) return API;
-  let mod;
-  try {
-    mod = require(API_PACKAGE);
-  } catch (error) {
-    throw packageError(error, API_PACKAGE, API_RANGE, 'telemetry');
-  }
-  let ok = false;
-  try {
-    ok = guarded(() => ['context', 'trace', 'metrics'].every((k) => mod[k] !== null && typeof mod[k] === 'object') && typeof mod.isSpanContextValid === 'function');
-  } catch {
-    ok = false;
-  }
-  if (!ok) {
-    throw new ProviderPackageMissingError(`${API_PACKAGE} does not export the 1.x API; install ${API_PACKAGE}@"${API_RANGE}"`, 'PROVIDER_PACKAGE_MISSING', {
-      packageName: API_PACKAGE,
-    });
-  }
-  API = mod;
-  return API;
-}
-
-/** Calls `get` on the caller's provider, inside a guard; its throw is a configuration error. */
-function fromProvider(provider, method, field) {
-  let fn;
-  try {
-    fn = guarded(() => provider[method]);
-  } catch {
-    fn = undefined;
-  }
-  if (typeof fn !== 'function') throw configError(field, `must have ${method}(name, version)`);
-  try {
-    const got = guarded(() => fn.call(provider, SCOPE, VERSION));
-    if (got === null || typeof got !== 'object') throw new Error('not an object');
-    return got;
-  } catch {
-    throw configError(field, `${method}() threw or answered no object`);
-  }
-}
 
 /**
  * The `telemetry` option, read once: null (off: undefined or false), or the router's
@@ -196,42 +59,6 @@ function telemetryOf(option, clock) {
   return new Telemetry(otel, meter, tracer, o.propagateToLabels === true, clock);
 }
 
-/** The instruments of INSTRUMENTS on `meter`, by key (a gauge is made by `observeCircuits`). */
-function instrumentsOn(meter) {
-  const out = {};
-  for (const i of INSTRUMENTS) {
-    const options = { description: i.description, unit: i.unit };
-    try {
-      if (i.kind === 'histogram') out[i.key] = meter.createHistogram(i.name, { ...options, advice: { explicitBucketBoundaries: i.buckets } });
-      else if (i.kind === 'counter') out[i.key] = meter.createCounter(i.name, options);
-      else out[i.key] = meter.createObservableGauge(i.name, options);
-    } catch {
-      throw configError('telemetry.meterProvider', `could not create ${i.name}`);
-    }
-  }
-  return out;
-}
-
-/** Drops whatever `f` throws: telemetry never changes an outcome. */
-function quietly(f) {
-  try {
-    f();
-  } catch {
-    // A throwing meter, span or exporter is the caller's; the router goes on.
-  }
-}
-
-/** The W3C `traceparent` of `span` (null for an invalid context: a no-op tracer's). */
-function traceparentOf(otel, span) {
-  const c = span.spanContext();
-  if (!otel.isSpanContextValid(c)) return null;
-  return `00-${c.traceId}-${c.spanId}-${(c.traceFlags & 0xff).toString(16).padStart(2, '0')}`;
-}
-
-/** The code of an error the router settles a call with (ours; anything else is a bug). */
-function codeOf(error) {
-  return isRouterError(error) && typeof error.code === 'string' ? error.code : 'INTERNAL_ERROR';
-}
 
 /**
  * One provision's telemetry: its span and the context its work runs in, its start, the
@@ -279,41 +106,58 @@ class Telemetry {
   }
 
   /**
-   * The circuit-state gauge of the router `ctx`: read at each collection from the native
-   * health snapshot (`NativeRouter.circuitStates`). The meter holds only a weak reference:
-   * a router dropped by its owner is collected, and its callback removes itself.
+   * Observes the gauge `key` of INSTRUMENTS for the router `ctx` at each collection:
+   * `read(ctx)` answers `[value, attributes]` pairs (or nothing). The meter holds the router
+   * only weakly: a router dropped by its owner is collected, and its callback removes
+   * itself. A throw from `read` or the SDK drops that collection's values, nothing else.
+   * (The circuit gauge is one; a warm pool's size would be another.)
+   * @param {string} key the instrument's key
+   * @param {object} ctx the router's context
+   * @param {(ctx: object) => Iterable<[number, Record<string, string>]> | null} read
+   */
+  observe(key, ctx, read) {
+    const gauge = this.#i[key];
+    const router = new WeakRef(ctx);
+    const callback = (result) => {
+      const c = router.deref();
+      if (c === undefined) {
+        quietly(() => gauge.removeCallback(callback));
+        return;
+      }
+      let values;
+      try {
+        values = read(c);
+        if (values === null || values === undefined) return;
+        for (const [value, attributes] of values) quietly(() => result.observe(value, attributes));
+      } catch {
+        // this collection has no value from this router
+      }
+    };
+    quietly(() => gauge.addCallback(callback));
+  }
+
+  /**
+   * The circuit-state gauge of the router `ctx`, from the native health snapshot
+   * (`NativeRouter.circuitStates`); no value with `health: false`.
    * @param {object} ctx the router's context
    * @param {(health: object) => number | undefined} now what native calls get as `now`
    */
   observeCircuits(ctx, now) {
-    const gauge = this.#i.circuitState;
-    const router = new WeakRef(ctx);
-    const observe = (result) => {
-      const c = router.deref();
-      if (c === undefined) {
-        quietly(() => gauge.removeCallback(observe));
-        return;
-      }
-      if (c.health === null) return;
-      let ids;
-      let states;
-      try {
-        ids = nativeView(c.registry).definitions.map((d) => d.id);
-        states = c.native.circuitStates(ids, now(c.health));
-      } catch {
-        return;
-      }
-      for (let k = 0; k < states.length; k++) quietly(() => result.observe(states[k], { pool: ids[k] }));
-    };
-    quietly(() => gauge.addCallback(observe));
+    this.observe('circuitState', ctx, (c) => {
+      if (c.health === null) return null;
+      const ids = nativeView(c.registry).definitions.map((d) => d.id);
+      const states = c.native.circuitStates(ids, now(c.health));
+      return ids.map((pool, k) => [states[k], { pool }]);
+    });
   }
 
-  /** Seconds since `start` on the router's clock (NaN when the clock cannot be read). */
-  #since(start) {
-    return (this.#now() - start) / 1000;
+  /** Seconds since `start` (a reading of `now()`; NaN when the clock cannot be read). */
+  since(start) {
+    return (this.now() - start) / 1000;
   }
 
-  #now() {
+  /** The clock durations are measured on (ms): the router's `clock` if injected, else monotonic. */
+  now() {
     if (this.#clock === null) return performance.now();
     try {
       return this.#clock();
@@ -322,11 +166,17 @@ class Telemetry {
     }
   }
 
-  #record(key, seconds, attributes) {
-    if (Number.isFinite(seconds) && seconds >= 0) quietly(() => this.#i[key].record(seconds, attributes));
+  /**
+   * Records `value` (seconds, for a duration) into the histogram `key` of INSTRUMENTS; a
+   * value that is not a finite non-negative number (an unreadable clock) is dropped.
+   * `attributes`: bounded values only (pool ids, codes, fixed names).
+   */
+  record(key, value, attributes) {
+    if (Number.isFinite(value) && value >= 0) quietly(() => this.#i[key].record(value, attributes));
   }
 
-  #add(key, n, attributes) {
+  /** Adds `n` to the counter (or up-down counter) `key` of INSTRUMENTS; bounded attributes only. */
+  add(key, n, attributes) {
     quietly(() => this.#i[key].add(n, attributes));
   }
 
@@ -366,7 +216,7 @@ class Telemetry {
    * `start()` (the acquisition) inside the span's context.
    */
   begin(run, start) {
-    const t = provisionRecord(this.#now());
+    const t = provisionRecord(this.now());
     run.tel = t;
     let parent = null;
     try {
@@ -403,9 +253,9 @@ class Telemetry {
     const t = run.tel;
     const pool = run.def.id;
     if (t.context !== null) [t.read, t.readContext] = this.#child('sandbox_router.capacity_read', t.context, { pool });
-    const start = this.#now();
+    const start = this.now();
     return this.#within(t.readContext, () => measure(run.ctx, run.def)).then((text) => {
-      this.#record('capacityReadDuration', this.#since(start), { pool });
+      this.record('capacityReadDuration', this.since(start), { pool });
       return text;
     });
   }
@@ -420,24 +270,24 @@ class Telemetry {
           if (t.context !== null) [t.attempt, t.attemptContext] = this.#child('sandbox_router.attempt', t.context, { pool: e.providerId, attempt: e.attempt });
           break;
         case 'attempt.succeeded':
-          this.#add('attempts', 1, { pool: e.providerId, result: 'success' });
+          this.add('attempts', 1, { pool: e.providerId, result: 'success' });
           this.#endAttempt(t, 'success', null);
           break;
         case 'attempt.failed': {
           const result = e.retryable ? 'retryable' : 'terminal';
-          this.#add('attempts', 1, { pool: e.providerId, result });
+          this.add('attempts', 1, { pool: e.providerId, result });
           this.#endAttempt(t, result, e.code);
           break;
         }
         case 'fallback.advanced':
-          this.#add('fallbacks', 1, { pool: e.fromProviderId });
+          this.add('fallbacks', 1, { pool: e.fromProviderId });
           this.#event(t, e.type, { pool: e.fromProviderId, to_pool: e.toProviderId });
           break;
         case 'capacity.admitted':
           this.#endRead(t, 'admitted', null);
           break;
         case 'capacity.skipped':
-          this.#add('capacitySkips', 1, { pool: e.providerId, reason: e.skipReason });
+          this.add('capacitySkips', 1, { pool: e.providerId, reason: e.skipReason });
           this.#endRead(t, 'skipped', e.skipReason);
           break;
         case 'health.circuit.opened':
@@ -490,7 +340,7 @@ class Telemetry {
     if (t.ended) return;
     t.ended = true;
     const attributes = { pool: run.def.id, outcome: SUCCESS, launch_type: t.launchType };
-    this.#record('provisionDuration', this.#since(t.start), attributes);
+    this.record('provisionDuration', this.since(t.start), attributes);
     this.#end(t, attributes, null);
   }
 
@@ -513,7 +363,7 @@ class Telemetry {
     }
     const attributes = { outcome, launch_type: t.launchType };
     if (t.pool !== null) attributes.pool = t.pool;
-    this.#record('provisionDuration', this.#since(t.start), attributes);
+    this.record('provisionDuration', this.since(t.start), attributes);
     this.#endAttempt(t, 'terminal', code);
     this.#endRead(t, 'abandoned', null);
     this.#end(t, attributes, code);
@@ -539,7 +389,7 @@ class Telemetry {
    * Returns what `f` returns (a promise), and throws what it throws.
    */
   operation(name, f) {
-    const start = this.#now();
+    const start = this.now();
     let span = null;
     let context = null;
     try {
@@ -569,8 +419,8 @@ class Telemetry {
   #operated(name, span, start, error) {
     const code = error === null ? null : codeOf(error);
     const attributes = { operation: name, outcome: code ?? 'success' };
-    this.#add('operations', 1, attributes);
-    this.#record('operationDuration', this.#since(start), attributes);
+    this.add('operations', 1, attributes);
+    this.record('operationDuration', this.since(start), attributes);
     if (span === null) return;
     quietly(() => {
       span.setAttribute('outcome', attributes.outcome);
@@ -585,9 +435,9 @@ class Telemetry {
 
   /** What one reconcile run found: orphans, stale mappings, stale intents (zeros too). */
   reconciled(orphan, staleMapping, staleIntent) {
-    this.#add('reconcileFound', orphan, { class: 'orphan' });
-    this.#add('reconcileFound', staleMapping, { class: 'stale-mapping' });
-    this.#add('reconcileFound', staleIntent, { class: 'stale-intent' });
+    this.add('reconcileFound', orphan, { class: 'orphan' });
+    this.add('reconcileFound', staleMapping, { class: 'stale-mapping' });
+    this.add('reconcileFound', staleIntent, { class: 'stale-intent' });
   }
 }
 
