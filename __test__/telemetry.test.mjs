@@ -1,4 +1,4 @@
-// Telemetry (option `telemetry`, lib/telemetry.js): the real OpenTelemetry SDKs (2.x line,
+// Telemetry (option `telemetry`, lib/telemetry.js and lib/otel.js): the real OpenTelemetry SDKs (2.x line,
 // api 1.9) with in-memory exporters, and @opentelemetry/exporter-prometheus serving /metrics
 // on 127.0.0.1, scraped over HTTP and parsed. Pairs are named must-fire / must-not-fire.
 import test from 'node:test';
@@ -211,7 +211,8 @@ function value(samples, name, labels) {
 }
 
 const PROM_NAME = (i) => (i.kind === 'counter' ? `${i.name}_total` : i.name);
-const PROM_TYPE = { counter: 'counter', histogram: 'histogram', gauge: 'gauge' };
+// how @opentelemetry/exporter-prometheus types each kind (an up-down counter is a non-monotonic sum: a gauge)
+const PROM_TYPE = { counter: 'counter', histogram: 'histogram', gauge: 'gauge', upDownCounter: 'gauge' };
 
 test('prometheus: a scripted run (successes, a classified fallback, exhaustion, a capacity skip, a circuit opening) scraped over HTTP: names, units, types, label sets, values', async () => {
   const port = await freePort();
@@ -566,7 +567,7 @@ test('observer must-fire beside telemetry: both on, the observer sees exactly th
   await h.close();
 });
 
-test('operations by id: one span and one count per call, by outcome (success, or the router\'s code)', async () => {
+test('operations by id: one span and one count per call, by outcome (success, or the router\'s code); the caller\'s active span is the parent (must-fire), none: a root (must-not-fire)', async () => {
   const h = harness();
   const router = new SandboxRouter({ registry: new InMemoryProviderRegistry([definition('a', { runtime: fakeRuntime() })]), telemetry: h.telemetry });
   const s = await router.provision({});
@@ -581,6 +582,18 @@ test('operations by id: one span and one count per call, by outcome (success, or
   assert.deepEqual(ops.sort(), ['destroy success 1', 'getSandbox success 1', 'runScript INVALID_REQUEST 1', 'runScript INVALID_SANDBOX_ID 1', 'runScript success 1', 'stop PROVIDER_RUNTIME_ERROR 1', 'uploadBundle success 1'].sort());
   const names = h.spans().map((x) => `${x.name} ${x.status.message ?? 'ok'}`).filter((n) => !n.startsWith('sandbox_router.provision') && !n.startsWith('sandbox_router.attempt'));
   assert.deepEqual(names.sort(), ['sandbox_router.destroy ok', 'sandbox_router.getSandbox ok', 'sandbox_router.runScript INVALID_REQUEST', 'sandbox_router.runScript INVALID_SANDBOX_ID', 'sandbox_router.runScript ok', 'sandbox_router.stop PROVIDER_RUNTIME_ERROR', 'sandbox_router.uploadBundle ok'].sort());
+  // an operation's span is a child of the caller's active span (must-fire); without one, a root (must-not-fire)
+  const roots = h.spans().filter((x) => x.name === 'sandbox_router.runScript');
+  assert.ok(roots.every((x) => x.parentSpanContext === undefined), 'no caller span: a root span');
+  const t = await router.provision({});
+  await h.tracerProvider.getTracer('caller').startActiveSpan('POST /run', async (span) => {
+    await router.runScript(t.id, { command: 'true' });
+    span.end();
+  });
+  const caller = h.spans().find((x) => x.name === 'POST /run');
+  const op = h.spans().filter((x) => x.name === 'sandbox_router.runScript').at(-1);
+  assert.equal(op.parentSpanContext?.spanId, caller.spanContext().spanId);
+  assert.equal(op.spanContext().traceId, caller.spanContext().traceId);
   await h.close();
 });
 
@@ -644,25 +657,32 @@ test('@opentelemetry/api must-not-fire: a router without telemetry never loads i
   assert.equal(probe('telemetry: true'), 'true');
 });
 
-test('missing package must-fire: telemetry without @opentelemetry/api is PROVIDER_PACKAGE_MISSING naming it; must-not-fire: without telemetry the same process makes its router', () => {
+test('missing package must-fire: telemetry (true, or an object) without @opentelemetry/api is PROVIDER_PACKAGE_MISSING naming it; must-not-fire: without telemetry the same process makes its router', () => {
   const hook = fileURLToPath(new URL('./fixtures/no-otel-api.cjs', import.meta.url));
   const out = child(
     `
       import { SandboxRouter, InMemoryProviderRegistry, ProviderPackageMissingError } from './index.mjs';
       const registry = new InMemoryProviderRegistry([]);
-      new SandboxRouter({ registry });
-      try {
-        new SandboxRouter({ registry, telemetry: { meterProvider: { getMeter: () => ({}) } } });
-        console.log('no error');
-      } catch (e) {
-        console.log(JSON.stringify([e instanceof ProviderPackageMissingError, e.code, e.packageName, e.message]));
+      new SandboxRouter({ registry, telemetry: false });
+      const out = [];
+      for (const telemetry of [true, { meterProvider: { getMeter: () => ({}) } }]) {
+        try {
+          new SandboxRouter({ registry, telemetry });
+          out.push('no error');
+        } catch (e) {
+          out.push([e instanceof ProviderPackageMissingError, e.code, e.packageName, e.message]);
+        }
       }
+      console.log(JSON.stringify(out));
     `,
     hook,
   );
-  const [isClass, code, name, message] = JSON.parse(out);
-  assert.deepEqual([isClass, code, name], [true, 'PROVIDER_PACKAGE_MISSING', '@opentelemetry/api']);
-  assert.match(message, /^@opentelemetry\/api is not installed; install it to use telemetry: npm install @opentelemetry\/api@">=1\.9\.0 <2"$/);
+  const errors = JSON.parse(out);
+  assert.equal(errors.length, 2);
+  for (const [isClass, code, name, message] of errors) {
+    assert.deepEqual([isClass, code, name], [true, 'PROVIDER_PACKAGE_MISSING', '@opentelemetry/api']);
+    assert.match(message, /^@opentelemetry\/api is not installed; install it to use telemetry: npm install @opentelemetry\/api@">=1\.9\.0 <2"$/);
+  }
 });
 
 test('circuit gauge: a router dropped by its owner is collected, and its gauge callback goes with it (the meter holds it weakly)', () => {
