@@ -95,8 +95,10 @@ function provision(ctx, request, detached) {
     run.resolve = resolve;
     run.reject = reject;
   });
+  // With telemetry, the acquisition runs inside the provision span's context (the request
+  // is bound here and never read by lib/telemetry.js).
   if (ctx.telemetry === null) acquire(run, request);
-  else ctx.telemetry.begin(run, () => acquire(run, request));
+  else ctx.telemetry.begin(run, acquire.bind(null, run, request));
   return promise;
 }
 
