@@ -13,11 +13,13 @@ const { SandboxRouterConfigurationError, ProviderPackageMissingError, isRouterEr
 const { guarded } = require('./guard.js');
 const { packageError } = require('./provider-adapters.js');
 
+/** The optional peer dependency telemetry needs, and the versions it takes (the 2.x SDKs' own peer range). */
 const API_PACKAGE = '@opentelemetry/api';
 const API_RANGE = '>=1.9.0 <2';
 /** The instrumentation scope: the meter's and tracer's name and version. */
 const SCOPE = '@agent-relay/sandbox-router';
 const VERSION = JSON.parse(require('node:fs').readFileSync(require('node:path').join(__dirname, '..', 'package.json'), 'utf8')).version;
+/** The core's names and boundaries (src/core/telemetry.rs), read once at load. */
 const SCHEMA = binding.telemetrySchema();
 
 /**
@@ -107,6 +109,7 @@ const INSTRUMENTS = Object.freeze([
   },
 ]);
 
+/** The typed INVALID_CONFIGURATION error for `field` (never a caller's text in the message). */
 function configError(field, expectation) {
   return new SandboxRouterConfigurationError(`invalid router options: ${field} ${expectation}`, 'INVALID_CONFIGURATION', { field });
 }
@@ -136,7 +139,7 @@ function api() {
   return API;
 }
 
-/** Calls `get` on the caller's provider, inside a guard; its throw is a configuration error. */
+/** Calls `method` (getMeter, getTracer) on the caller's provider, inside a guard; its throw is a configuration error. */
 function fromProvider(provider, method, field) {
   let fn;
   try {
