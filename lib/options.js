@@ -8,6 +8,7 @@ const { SandboxRouterConfigurationError, callNative } = require('./errors.js');
 const { InMemoryMappingStore, NATIVE_STORE } = require('./mappings.js');
 const { guarded, copyOptions, shown } = require('./guard.js');
 const { serialize, NotJson } = require('./serialize.js');
+const { telemetryOf } = require('./telemetry.js');
 
 /** Default bound on caller callbacks (readiness, resolver, classifier, mapping store). */
 const DEFAULT_CALLBACK_TIMEOUT_MS = 10_000;
@@ -31,6 +32,7 @@ const ROUTER_OPTIONS = [
   'fleet',
   'health',
   'clock',
+  'telemetry',
 ];
 
 /** Default fleet name: the value of the fleet label stamped into every launch (src/core/request.rs). */
@@ -193,6 +195,9 @@ function clockOf(clock, field) {
  *   `health: false`; `clock` null: the wall clock, which the native side reads itself)
  * @property {(() => number) | null} clock the router's clock (option `clock`; null: the wall
  *   clock, read natively): what budgets, warm pools and health (without `health.clock`) read
+ * @property {import('./telemetry.js').Telemetry | null} telemetry OpenTelemetry metrics and
+ *   traces (option `telemetry`; null: off, and nothing of it runs)
+ * @property {boolean} events whether the machines record events (an observer or telemetry reads them)
  */
 
 /**
@@ -235,6 +240,7 @@ function contextOf(input) {
   if (typeof fleet !== 'string') throw configError('fleet', 'must be 1-63 characters of [a-z0-9][a-z0-9._-]* (a label-safe name)');
   const clock = routerClockOf(options.clock);
   const health = healthOf(options.health, clock);
+  const telemetry = telemetryOf(options.telemetry, clock);
   const session = require('node:crypto').randomBytes(8).toString('hex');
   const native = callNative(
     () =>
@@ -247,7 +253,7 @@ function contextOf(input) {
               ? undefined
               : { providerOrder: capacity.providerOrder, reservationTtlMs: capacity.reservationTtlMs, coordinated: capacity.coordinator !== null },
           callbackTimeoutMs,
-          observe: observerFn !== null,
+          observe: observerFn !== null || telemetry !== null,
           ownerHost: os.hostname(),
           ownerPid: process.pid,
           session,
@@ -255,7 +261,7 @@ function contextOf(input) {
         fastMappings ? store[NATIVE_STORE]() : undefined,
       ),
   );
-  return {
+  const ctx = {
     registry,
     native,
     handle: native.handle,
@@ -275,7 +281,11 @@ function contextOf(input) {
     session,
     health: health.enabled ? { clock: health.clock } : null,
     clock,
+    telemetry,
+    events: observerFn !== null || telemetry !== null,
   };
+  if (telemetry !== null) telemetry.observeCircuits(ctx, healthNow);
+  return ctx;
 }
 
 // The shape anchor (docs/performance.md): one idle router context, held by this module's

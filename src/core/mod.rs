@@ -31,5 +31,6 @@ pub mod request;
 pub mod requirements;
 pub mod shared_ledger;
 pub mod signals;
+pub mod telemetry;
 
 pub use error::CoreError;
