@@ -387,3 +387,33 @@ test('destroy of a claimed sandbox behaves as today (must-fire) / MappingPersist
   assert.ok(MappingPersistenceError);
   await r.close();
 });
+
+// --- telemetry (docs/telemetry.md) --------------------------------------------------------
+
+test('telemetry: a claim is launch_type warm and a hit (must-fire) / a cold launch stays cold and its miss is counted (must-not-fire)', async () => {
+  const { MeterProvider, InMemoryMetricExporter, PeriodicExportingMetricReader, AggregationTemporality } = await import('@opentelemetry/sdk-metrics');
+  const { BasicTracerProvider } = await import('@opentelemetry/sdk-trace-base');
+  const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+  const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 });
+  const meterProvider = new MeterProvider({ readers: [reader] });
+  const tracerProvider = new BasicTracerProvider();
+  const r = router({ warm: { size: 1 }, telemetry: { meterProvider, tracerProvider } });
+  await r.warmUp();
+  await r.provision({});
+  await r.provision({ launch: { env: { SECRET: CANARY } } });
+  await r.warmUp();
+  await reader.forceFlush();
+  const points = exporter
+    .getMetrics()
+    .at(-1)
+    .scopeMetrics.flatMap((s) => s.metrics.flatMap((m) => m.dataPoints.map((p) => ({ name: m.descriptor.name, attributes: p.attributes, value: p.value }))));
+  const durations = points.filter((p) => p.name === 'sandbox_router_provision_duration_seconds').map((p) => `${p.attributes.launch_type}:${p.value.count}`);
+  assert.deepEqual(durations.sort(), ['cold:1', 'warm:1']);
+  const claims = points.filter((p) => p.name === 'sandbox_router_warm_claims').map((p) => `${p.attributes.result}:${p.attributes.reason ?? ''}:${p.value}`);
+  assert.deepEqual(claims.sort(), ['hit::1', 'miss:LAUNCH_ENV:1']);
+  const idle = points.find((p) => p.name === 'sandbox_router_warm_idle_members');
+  assert.deepEqual([idle.attributes.pool, idle.value], ['hot', 1]);
+  assert.equal(leaks(points), false);
+  await r.close();
+  await meterProvider.shutdown();
+});

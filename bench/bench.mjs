@@ -21,6 +21,8 @@
 //   g. Warm pools (bench/warm.mjs): time to sandbox warm vs cold with 500 ms launches, hit
 //      rate, a burst of 3× the pool, with the default store and PostgreSQL; what warm
 //      tracking adds to a cold provision. `--only=warm` runs it alone.
+//   g. Telemetry (bench/telemetry.mjs): provision with telemetry on (the real OpenTelemetry
+//      SDKs, in-memory exporters) vs off, interleaved. `--only=telemetry` runs it alone.
 //
 // Every ratio printed is computed from figures measured in this run. Ratio > 1 means
 // the native side is faster.
@@ -717,6 +719,13 @@ async function healthSection(native) {
   return { overhead, added: (nativeOn - nativeOff) / off, failed, routedAround, backAfter, longest };
 }
 
+// g. Telemetry (issue 26): what telemetry on adds to a provision (bench/telemetry.mjs).
+async function telemetrySection(native) {
+  console.log('\n## g. Telemetry: provision with telemetry on (real SDKs, in-memory exporters) vs off\n');
+  const definitions = makeDefinitions(6, 0x5eed + 6).map((d) => ({ ...d, runtime: instantRuntime() }));
+  return (await import('./telemetry.mjs')).runTelemetryBench(native, { definitions, request: freshRequest, table });
+}
+
 async function main() {
   const native = await import('../index.js');
   const cpu = os.cpus()[0]?.model ?? 'unknown cpu';
@@ -749,6 +758,10 @@ async function main() {
     await (await import('./postgres.mjs')).runPostgresBench(native);
     return;
   }
+  if (only === 'telemetry') {
+    await telemetrySection(native);
+    return;
+  }
   const routing = await routingSection(native);
   const explained = await explainSection(native);
   const provision = await provisionSection(native);
@@ -764,6 +777,7 @@ async function main() {
   await (await import('./postgres.mjs')).runPostgresBench(native);
   console.log('\n## g. Warm pools');
   const warm = await (await import('./warm.mjs')).runWarmBench(native);
+  const telemetry = await telemetrySection(native);
   console.log('\n## Summary (all ratios from this run; > 1 means native faster / higher)\n');
   const at = (n) => routing.find((r) => r.n === n);
   const ok = (b) => (b ? 'met' : 'NOT met');
@@ -797,6 +811,8 @@ async function main() {
       // A diagnostic (issue 17's bar is the end-to-end difference above): the added time
       // shown against a provision that has since become twice as fast.
       ['  (native calls alone: added time / provision time)', `${(health.added * 100).toFixed(1)} %`, '— (diagnostic)', ''],
+      ['provision, telemetry on (metrics and traces, real SDK) vs off: added time', `${fmtTime(telemetry.full - telemetry.off)} (${((telemetry.full / telemetry.off - 1) * 100).toFixed(0)} %)`, '— (reported)', ''],
+      ['  (noise floor: a second telemetry-off router)', `${(((telemetry.control / telemetry.off) - 1) * 100).toFixed(1)} %`, '', ''],
       ['getCapacity, 6 readers × 200 ms: total / slowest', `${routerRow['total / slowest alone']}x`, '≤ 1.2x', routerRow.ok === 'yes' ? 'met' : 'NOT met'],
       ['10,000-sandbox Daytona read: max event-loop stall (median)', stallRow['max stall (median)'], '≤ 5 ms', stallRow.ok === 'yes' ? 'met' : 'NOT met'],
       ...warmRows(warm, ok),

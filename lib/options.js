@@ -8,6 +8,7 @@ const { SandboxRouterConfigurationError, callNative } = require('./errors.js');
 const { InMemoryMappingStore, NATIVE_STORE } = require('./mappings.js');
 const { guarded, copyOptions, shown } = require('./guard.js');
 const { serialize, NotJson } = require('./serialize.js');
+const { telemetryOf } = require('./telemetry.js');
 
 /** Default bound on caller callbacks (readiness, resolver, classifier, mapping store). */
 const DEFAULT_CALLBACK_TIMEOUT_MS = 10_000;
@@ -31,6 +32,7 @@ const ROUTER_OPTIONS = [
   'fleet',
   'health',
   'clock',
+  'telemetry',
 ];
 
 /** Default fleet name: the value of the fleet label stamped into every launch (src/core/request.rs). */
@@ -195,6 +197,9 @@ function clockOf(clock, field) {
  *   clock, read natively): what budgets, warm pools and health (without `health.clock`) read
  * @property {object | null} warm the router's warm pools once `warmUp()` started them
  *   (lib/warm.js); null before, so a router without them pays nothing
+ * @property {import('./telemetry.js').Telemetry | null} telemetry OpenTelemetry metrics and
+ *   traces (option `telemetry`; null: off, and nothing of it runs)
+ * @property {boolean} events whether the machines record events (an observer or telemetry reads them)
  */
 
 /**
@@ -237,6 +242,7 @@ function contextOf(input) {
   if (typeof fleet !== 'string') throw configError('fleet', 'must be 1-63 characters of [a-z0-9][a-z0-9._-]* (a label-safe name)');
   const clock = routerClockOf(options.clock);
   const health = healthOf(options.health, clock);
+  const telemetry = telemetryOf(options.telemetry, clock);
   const session = require('node:crypto').randomBytes(8).toString('hex');
   const native = callNative(
     () =>
@@ -249,7 +255,7 @@ function contextOf(input) {
               ? undefined
               : { providerOrder: capacity.providerOrder, reservationTtlMs: capacity.reservationTtlMs, coordinated: capacity.coordinator !== null },
           callbackTimeoutMs,
-          observe: observerFn !== null,
+          observe: observerFn !== null || telemetry !== null,
           ownerHost: os.hostname(),
           ownerPid: process.pid,
           session,
@@ -257,7 +263,7 @@ function contextOf(input) {
         fastMappings ? store[NATIVE_STORE]() : undefined,
       ),
   );
-  return {
+  const ctx = {
     registry,
     native,
     handle: native.handle,
@@ -278,7 +284,11 @@ function contextOf(input) {
     health: health.enabled ? { clock: health.clock } : null,
     clock,
     warm: null,
+    telemetry,
+    events: observerFn !== null || telemetry !== null,
   };
+  if (telemetry !== null) telemetry.observeCircuits(ctx, healthNow);
+  return ctx;
 }
 
 // The shape anchor (docs/performance.md): one idle router context, held by this module's

@@ -21,6 +21,8 @@ const { persist } = require('./intents.js');
 const { SANDBOX_ID_LABEL } = require('./finders.js');
 
 const CLAIMED = binding.StepKind.Claimed;
+/** `launch_type` of a provision served by a warm member (docs/telemetry.md). */
+const WARM = 'warm';
 const noop = () => {};
 
 /**
@@ -76,7 +78,7 @@ async function claim(run, kind) {
   const def = run.def;
   const member = kind === CLAIMED ? binding.acquisitionMember(run.machine, routerNow(ctx)) : await askFleet(run);
   if (member === null) {
-    if (ctx.observer !== null) emitDecided(ctx.observer, run.machine, run.sandboxId);
+    if (ctx.events) emitDecided(run);
     warm.kick();
     return false;
   }
@@ -97,7 +99,7 @@ async function claim(run, kind) {
   run.labels[SANDBOX_ID_LABEL] = id;
   run.providerSandboxId = member.providerSandboxId;
   try {
-    if (ctx.observer !== null) emitDecided(ctx.observer, run.machine, id);
+    if (ctx.events) emitDecided(run);
     // A caller's store (this process's inventory) gets the record with the caller's labels.
     if (!recorded && kind === CLAIMED) await persist(run, handle, member.providerSandboxId);
   } finally {
@@ -106,6 +108,13 @@ async function claim(run, kind) {
     warm.kick();
   }
   keepHandle(ctx.handles, id, handle);
+  if (ctx.telemetry !== null) {
+    ctx.telemetry.add('warmClaims', 1, { pool: def.id, result: 'hit' });
+    if (run.tel !== null) {
+      run.tel.launchType = WARM;
+      ctx.telemetry.succeeded(run);
+    }
+  }
   const ageMs = member.ageMs ?? Math.max(0, (routerNow(ctx) ?? Date.now()) - member.launchedAt);
   emit(ctx.observer, 'warm.claimed', { sandboxId: id, providerId: def.id, ageMs });
   run.resolve({ id, providerId: def.id, labels: run.labels });

@@ -69,6 +69,13 @@ function started(ctx) {
     });
   };
   ctx.warm = w;
+  // The idle-members gauge (docs/telemetry.md), read at collection time.
+  if (ctx.telemetry !== null) {
+    ctx.telemetry.observe('warmIdle', ctx, (c) => {
+      if (c.warm === null || c.warm.shared) return null;
+      return binding.warmStatus(c.handle, nativeView(c.registry).handle).map((s) => [s.idle, { pool: s.providerId }]);
+    });
+  }
   return w;
 }
 
@@ -234,7 +241,7 @@ async function refill(run, w, view, pool, token) {
       run.providerSandboxId = providerSandboxId;
       const s = binding.warmRefillSucceeded(run.machine, providerSandboxId, healthNow(ctx.health), routerNow(ctx));
       settleShared(run);
-      if (ctx.observer !== null) emitDecided(ctx.observer, run.machine, run.sandboxId);
+      if (ctx.events) emitDecided(run);
       const member = { providerId: s.providerId, sandboxId: s.sandboxId, providerSandboxId, launchedAt: s.launchedAt };
       const stored = s.recorded || (await record(run, w, handle, member, token));
       loop.end(run);

@@ -129,7 +129,9 @@ fn items(w: &World, p: usize) -> &[Listed] {
 /// The id a reclaim action acts on.
 fn acts_on(w: &World, wk: &Work) -> String {
     match wk.kind {
-        WorkKind::Orphan | WorkKind::WarmMember => items(w, wk.pool)[wk.index].sandbox_id.clone().expect("an orphan has a stamp"),
+        WorkKind::Orphan | WorkKind::WarmMember => {
+            items(w, wk.pool)[wk.index].sandbox_id.clone().expect("an orphan has a stamp")
+        }
         WorkKind::StaleMapping => w.mappings[wk.index].id.clone(),
         WorkKind::StaleIntent => w.intents[wk.index].id.clone(),
     }

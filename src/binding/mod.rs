@@ -4,8 +4,9 @@
 //!
 //! ```text
 //! error ← ids, request, mapping, registry, capacity, daytona_summary, manifest, sqlite
-//! registry ← router ← acquisition ← warm, explain      sqlite ← pg → acquisition
+//! registry ← router ← acquisition ← warm, explain      sqlite ← pg → acquisition, warm
 //! clock ← mapping, router, acquisition, daytona_summary
+//! telemetry ← acquisition
 //! ```
 //!
 //! - `error`: the one error protocol (a typed `NativeError`, returned or thrown) and the
@@ -20,7 +21,8 @@
 //! - `mapping`, `sqlite`, `pg`: the mapping stores' native halves;
 //! - `capacity`: the builtin capacity readers and finders (HTTP on tokio); `daytona_summary`:
 //!   the Daytona display helpers' typed answers; `manifest`: process manifests;
-//! - `clock`: the wall-clock readings the core is given.
+//! - `clock`: the wall-clock readings the core is given;
+//! - `telemetry`: the names and boundaries the OpenTelemetry instruments are built with.
 //!
 //! What crosses: caller data that must be validated crosses once as JSON text (a request,
 //! a definition, a reader's measurement, a resolver's answer); everything the core answers
@@ -42,4 +44,5 @@ pub mod registry;
 pub mod request;
 pub mod router;
 pub mod sqlite;
+pub mod telemetry;
 pub mod warm;

@@ -31,6 +31,7 @@ pub mod request;
 pub mod requirements;
 pub mod shared_ledger;
 pub mod signals;
+pub mod telemetry;
 pub mod warm;
 
 pub use error::CoreError;
