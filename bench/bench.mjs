@@ -18,7 +18,7 @@
 //   f. Running many routers (bench/postgres.mjs): provision with PostgresMappingStore and
 //      the capacity coordinator vs the in-memory router, and admissions per second across
 //      4 processes (starts the test PostgreSQL). `--only=postgres` runs it alone.
-//   g. Warm pools (bench/warm.mjs): time to sandbox warm vs cold with 500 ms launches, hit
+//   h. Warm pools (bench/warm.mjs): time to sandbox warm vs cold with 500 ms launches, hit
 //      rate, a burst of 3× the pool, with the default store and PostgreSQL; what warm
 //      tracking adds to a cold provision. `--only=warm` runs it alone.
 //   g. Telemetry (bench/telemetry.mjs): provision with telemetry on (the real OpenTelemetry
@@ -749,7 +749,7 @@ async function main() {
     return;
   }
   if (only === 'warm') {
-    console.log('\n## g. Warm pools');
+    console.log('\n## h. Warm pools');
     await (await import('./warm.mjs')).runWarmBench(native);
     return;
   }
@@ -775,7 +775,7 @@ async function main() {
   const health = await healthSection(native);
   console.log('\n## f. Running many routers (PostgreSQL)');
   await (await import('./postgres.mjs')).runPostgresBench(native);
-  console.log('\n## g. Warm pools');
+  console.log('\n## h. Warm pools');
   const warm = await (await import('./warm.mjs')).runWarmBench(native);
   const telemetry = await telemetrySection(native);
   console.log('\n## Summary (all ratios from this run; > 1 means native faster / higher)\n');

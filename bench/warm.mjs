@@ -1,4 +1,4 @@
-// Warm pools (`npm run bench`, section g; alone: `npm run bench -- --only=warm`).
+// Warm pools (`npm run bench`, section h; alone: `npm run bench -- --only=warm`).
 //
 //   (i)   Time to sandbox, warm vs cold: a runtime whose launch takes 500 ms (E2B's median
 //         create-to-first-command), requests arriving at a steady rate with the pool sized
