@@ -160,5 +160,6 @@ test('warm fleet: three processes share one inventory of size 4', async (t) => {
     assert.equal(closed.ok, true);
     assert.equal(await idleRows('warm1'), before - closed.value.destroyed);
   });
-  for (const w of fleet) await w.ask({ cmd: 'exit' });
+  // An exiting worker answers nothing: each is told, and not awaited.
+  for (const w of fleet) w.child.send({ cmd: 'exit', seq: 0 });
 });
