@@ -111,6 +111,7 @@ test('warm fleet: three processes share one inventory of size 4', async (t) => {
 
   await t.test('must-fire: 3 × 3 concurrent claims take each member once (FOR UPDATE SKIP LOCKED); the rest launch cold with no error', async () => {
     const coldBefore = provider.cold;
+    const refillsBefore = provider.refills;
     const answers = (await Promise.all(fleet.map((w) => w.ask({ cmd: 'burst', n: 3 })))).flat();
     assert.ok(answers.every((a) => a.ok), JSON.stringify(answers.filter((a) => !a.ok)));
     const ids = answers.map((a) => a.value.id);
@@ -118,7 +119,9 @@ test('warm fleet: three processes share one inventory of size 4', async (t) => {
     const records = await Promise.all(ids.map((id) => pg.psql(`SELECT provider_sandbox_id FROM sandbox_router_mappings WHERE id = '${id}'`, 'warm1')));
     assert.equal(new Set(records).size, 9, 'nine distinct sandboxes');
     const cold = provider.cold - coldBefore;
-    assert.ok(cold >= 5, `at most 4 claims (${9 - cold} warm, ${cold} cold)`);
+    // Claims trigger refills, which may land (and be claimed) while the burst runs.
+    const refilled = provider.refills - refillsBefore;
+    assert.ok(9 - cold <= 4 + refilled, `at most the 4 idle members plus the refills made meanwhile (${9 - cold} warm, ${cold} cold, ${refilled} refills)`);
     const labels = JSON.parse(await pg.psql(`SELECT labels FROM sandbox_router_mappings WHERE id = '${ids[0]}'`, 'warm1'));
     assert.match(labels.caller, /^\d+-0$/, 'the claim wrote the caller labels');
     assert.equal(labels['agent-relay-sbx-warm'], undefined);
