@@ -5,7 +5,7 @@
 const os = require('node:os');
 const { binding } = require('./binding.js');
 const { SandboxRouterConfigurationError, callNative } = require('./errors.js');
-const { InMemoryMappingStore, NATIVE_STORE } = require('./mappings.js');
+const { InMemoryMappingStore, SqliteMappingStore, NATIVE_STORE } = require('./mappings.js');
 const { guarded, copyOptions, shown } = require('./guard.js');
 const { serialize } = require('./serialize.js');
 
@@ -31,6 +31,7 @@ const ROUTER_OPTIONS = [
   'fleet',
   'health',
   'clock',
+  'budgets',
 ];
 
 /** Default fleet name: the value of the fleet label stamped into every launch (src/core/request.rs). */
@@ -118,6 +119,17 @@ function healthOf(option, routerClock) {
 }
 
 /**
+ * The `budgets` option as JSON text for the native side, which validates every rule
+ * (src/core/budget.rs `rules_of_option`, the only copy of the rules); undefined without it.
+ */
+function budgetsJsonOf(budgets) {
+  if (budgets === undefined) return undefined;
+  const json = serialize(budgets);
+  if (json === null) throw configError('budgets', 'could not be read (a property access threw)');
+  return json;
+}
+
+/**
  * The router's `clock` option: the caller's clock, read inside a guard, or null for the
  * wall clock (read natively: no call into JavaScript).
  */
@@ -191,6 +203,8 @@ function clockOf(clock, field) {
  *   `health: false`; `clock` null: the wall clock, which the native side reads itself)
  * @property {(() => number) | null} clock the router's clock (option `clock`; null: the wall
  *   clock, read natively): what budgets, warm pools and health (without `health.clock`) read
+ * @property {{ shared: boolean } | null} budgets the router has budget rules (option
+ *   `budgets`); `shared`: they live in the coordinator's database
  */
 
 /**
@@ -233,6 +247,14 @@ function contextOf(input) {
   if (typeof fleet !== 'string') throw configError('fleet', 'must be 1-63 characters of [a-z0-9][a-z0-9._-]* (a label-safe name)');
   const clock = routerClockOf(options.clock);
   const health = healthOf(options.health, clock);
+  const budgetsJson = budgetsJsonOf(options.budgets);
+  let sqlite;
+  try {
+    // Budgets without a coordinator keep their charges in the router's SQLite file.
+    sqlite = budgetsJson !== undefined && guarded(() => store instanceof SqliteMappingStore) ? store[NATIVE_STORE]() : undefined;
+  } catch {
+    sqlite = undefined;
+  }
   const session = require('node:crypto').randomBytes(8).toString('hex');
   const native = callNative(
     () =>
@@ -249,8 +271,10 @@ function contextOf(input) {
           ownerHost: os.hostname(),
           ownerPid: process.pid,
           session,
+          budgetsJson,
         },
         fastMappings ? store[NATIVE_STORE]() : undefined,
+        sqlite,
       ),
   );
   return {
@@ -273,6 +297,7 @@ function contextOf(input) {
     session,
     health: health.enabled ? { clock: health.clock } : null,
     clock,
+    budgets: native.budgetsShared === null || native.budgetsShared === undefined ? null : { shared: native.budgetsShared },
   };
 }
 

@@ -23,6 +23,7 @@ const { getCapacity } = require('./capacity.js');
 const { explainView } = require('./explain.js');
 const operations = require('./operations.js');
 const { reconcile } = require('./reconcile.js');
+const budgets = require('./budgets.js');
 
 /** The buffer route() lends the native side for an order (at most 10 attempts; read at once). */
 const ORDER = new Uint32Array(16);
@@ -181,6 +182,19 @@ class SandboxRouter {
    */
   destroy(id) {
     return operations.destroy(this.#ctx, id);
+  }
+
+  /**
+   * Replaces the budget charge of sandbox `id` (its pool's `estimatedCost`) with what it
+   * actually cost, in the windows it was charged in. Resolves to whether a charge was found.
+   */
+  settleCost(id, actualCost) {
+    return budgets.settleCost(this.#ctx, id, actualCost);
+  }
+
+  /** Every budget rule's keys: used, reserved, limit and when the window resets. */
+  budgetStatus() {
+    return budgets.budgetStatus(this.#ctx);
   }
 
   toJSON() {

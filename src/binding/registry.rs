@@ -269,6 +269,22 @@ impl RegistryInner {
         Ok(order)
     }
 
+    /// Each pool's `estimatedCost` for one request (by pool index): the resolver's answer
+    /// when it gave a valid one, else the registered signals (0 without valid signals: such
+    /// a pool is never a candidate).
+    pub(crate) fn costs(&self, extras: Option<&RouteExtras>) -> Vec<f64> {
+        let overrides = extras.and_then(|e| e.signals.as_deref()).map(signal_overrides);
+        self.registry
+            .pools()
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let state = overrides.as_ref().and_then(|m| m.get(&i)).unwrap_or(&p.signals);
+                state.as_ref().map_or(0.0, |s| s.estimated_cost)
+            })
+            .collect()
+    }
+
     /// Pools that pass the hard requirements and credential readiness (the pools a signal
     /// resolver is asked about).
     pub(crate) fn survivors(&self, q: &Question<'_>) -> Vec<usize> {

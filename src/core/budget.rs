@@ -207,6 +207,74 @@ pub struct Rule {
     pub window: Option<Window>,
 }
 
+impl Rule {
+    fn limits_only(limits: Limits) -> Rule {
+        Rule {
+            id: String::new(),
+            label: String::new(),
+            missing_allow: false,
+            store_down_allow: false,
+            limits,
+            window: None,
+        }
+    }
+}
+
+/// One applying rule as a shared ledger decides it (it knows no zones): the rule's id and
+/// limits, the label's value, and the window's bounds at the reservation's instant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SharedKey {
+    /// Rule index (in this router's rules).
+    pub rule: usize,
+    /// The rule's id: the shared ledger's key, with the value.
+    pub rule_id: String,
+    /// The label's value.
+    pub value: String,
+    /// The rule's limits.
+    pub limits: Limits,
+    /// Charges at or after this instant count (None: no window).
+    pub since: Option<i64>,
+    /// A calendar window's end.
+    pub window_end: Option<i64>,
+    /// A sliding window's length.
+    pub sliding_ms: Option<i64>,
+}
+
+impl SharedKey {
+    /// Every key of `keys` at `now`, as a shared ledger decides them.
+    pub fn of(rules: &[Rule], keys: &[Key], now: i64) -> Vec<SharedKey> {
+        keys.iter()
+            .map(|k| {
+                let r = &rules[k.rule];
+                let (window_end, sliding_ms) = match &r.window {
+                    Some(w @ Window::Calendar { .. }) => (w.resets_at(now, None), None),
+                    Some(Window::Sliding { ms }) => (None, Some(*ms)),
+                    None => (None, None),
+                };
+                SharedKey {
+                    rule: k.rule,
+                    rule_id: r.id.clone(),
+                    value: k.value.clone(),
+                    limits: r.limits,
+                    since: r.window.as_ref().map(|w| w.since(now)),
+                    window_end,
+                    sliding_ms,
+                }
+            })
+            .collect()
+    }
+
+    /// [`check`] for this key, given its usage rebuilt from the shared ledger's rows.
+    pub fn check(&self, usage: &Usage, cost: f64) -> Result<(), Refusal> {
+        let resets = |oldest: Option<i64>| match (self.window_end, self.sliding_ms) {
+            (Some(end), _) => Some(end),
+            (None, Some(ms)) => oldest.map(|at| at.saturating_add(ms)),
+            (None, None) => None,
+        };
+        check_limits(&self.limits, self.rule, &self.value, usage, cost, &resets)
+    }
+}
+
 fn invalid(field: impl Into<String>, expectation: impl Into<String>) -> CoreError {
     CoreError::InvalidConfiguration { scope: "router", field: field.into(), expectation: expectation.into() }
 }
@@ -405,6 +473,20 @@ pub struct Refusal {
 /// Whether one more launch of `cost` fits `rule` given its key's `usage` at `now`: every
 /// limit must hold `used + reserved + need <= limit`.
 pub fn check(rule: &Rule, rule_index: usize, value: &str, usage: &Usage, cost: f64, now: i64) -> Result<(), Refusal> {
+    let resets = |oldest| rule.window.as_ref().and_then(|w| w.resets_at(now, oldest));
+    check_limits(&rule.limits, rule_index, value, usage, cost, &resets)
+}
+
+/// [`check`] over a rule's limits, with `resets(oldest)` giving its window's `resetsAt`
+/// (the shared ledger's form: it knows the window by its bounds, not its zone).
+pub fn check_limits(
+    limits: &Limits,
+    rule_index: usize,
+    value: &str,
+    usage: &Usage,
+    cost: f64,
+    resets: &dyn Fn(Option<i64>) -> Option<i64>,
+) -> Result<(), Refusal> {
     let refuse = |dimension, limit: f64, used: f64, reserved: f64, need: f64, windowed: bool| Refusal {
         rule: rule_index,
         value: value.to_string(),
@@ -413,9 +495,10 @@ pub fn check(rule: &Rule, rule_index: usize, value: &str, usage: &Usage, cost: f
         used,
         reserved,
         need,
-        resets_at: if windowed { rule.window.as_ref().and_then(|w| w.resets_at(now, usage.oldest)) } else { None },
+        resets_at: if windowed { resets(usage.oldest) } else { None },
         retryable: reserved > 0.0 && used + need <= limit + EPS,
     };
+    let rule = Rule::limits_only(*limits);
     if let Some(limit) = rule.limits.cost {
         if usage.used_cost + usage.reserved_cost + cost > limit + EPS {
             return Err(refuse(Dimension::Cost, limit, usage.used_cost, usage.reserved_cost, cost, true));
@@ -706,6 +789,9 @@ impl Ledger {
     /// (every rule that applies), at `now`: all or nothing. On a refusal, every refusing
     /// rule's [`Refusal`] (in rule order) and nothing reserved.
     pub fn reserve(&mut self, sandbox: SandboxKey, keys: &[Key], cost: f64, now: i64) -> Result<(), Vec<Refusal>> {
+        // A provision reserves again only after its previous launch settled or was skipped:
+        // a reservation still in flight under its id is given back first.
+        self.settle(sandbox, Settle::Nothing);
         let mut refusals = Vec::new();
         let mut at = Vec::with_capacity(keys.len());
         for k in keys {
@@ -719,8 +805,6 @@ impl Ledger {
         if !refusals.is_empty() {
             return Err(refusals);
         }
-        // A provision reserves again only after its previous reservation was settled.
-        self.settle(sandbox, Settle::Nothing);
         let mut entries = Vec::with_capacity(at.len());
         for b in at {
             let windowed = self.rules[self.buckets[b].rule].window.is_some();
@@ -928,6 +1012,62 @@ impl Ledger {
     /// Number of charges the ledger keeps (memory tests).
     pub fn charges(&self) -> usize {
         self.charges.len()
+    }
+}
+
+/// What an acquisition needs to reserve budgets ([`crate::core::acquisition::Acquisition::with_budget`]).
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The provision's sandbox id: its charges are kept under it.
+    pub sandbox: SandboxKey,
+    /// The rules that apply to the request, with its label values.
+    pub keys: Vec<Key>,
+    /// Each pool's cost (its `estimatedCost`, registered or resolved), by pool index.
+    pub costs: Vec<f64>,
+    /// The reservations live in a shared ledger: the machine asks for them
+    /// (`Step::Reserve`) instead of reserving itself.
+    pub shared: bool,
+    /// How long an outcome-unknown launch holds its concurrent slot, ms (the launch's
+    /// settle window).
+    pub hold_ms: i64,
+    /// Every rule's id (by rule index), for errors.
+    pub rule_ids: std::rc::Rc<[String]>,
+}
+
+impl Refusal {
+    /// One line for an error message: the rule, the limit and the numbers (never the
+    /// label's value).
+    pub fn text(&self, rule_id: &str) -> String {
+        format!(
+            "rule {rule_id} {}: {} used + {} reserved + {} needed > {}",
+            self.dimension.name(),
+            self.used,
+            self.reserved,
+            self.need,
+            self.limit
+        )
+    }
+}
+
+/// A shared ledger's answer to one reservation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SharedVerdict {
+    /// Reserved against every rule.
+    Reserved,
+    /// These rules refused (nothing was reserved).
+    Refused(Vec<Refusal>),
+    /// The ledger could not be asked. `Ok`: every applying rule says
+    /// `onStoreDown: 'allow'`, so the launch goes ahead unreserved; `Err(rule)`: the first
+    /// rule that refuses then.
+    Unavailable(Result<(), usize>),
+}
+
+/// What a shared ledger that cannot be asked means for `keys`: admit unreserved when every
+/// applying rule says `onStoreDown: 'allow'`, else refuse with the first that does not.
+pub fn on_store_down(rules: &[Rule], keys: &[Key]) -> Result<(), usize> {
+    match keys.iter().find(|k| !rules[k.rule].store_down_allow) {
+        Some(k) => Err(k.rule),
+        None => Ok(()),
     }
 }
 
