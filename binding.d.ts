@@ -161,14 +161,34 @@ export declare class NativePgStore {
   beginRead(): Promise<number>
   /**
    * Admits one launch on `pool` in the shared ledger (one transaction under the pool's
-   * row lock). `holdMs`: how long the hold may stay unsettled.
+   * row lock). `holdMs`: how long the hold may stay unsettled; `sandboxId`: the
+   * provision's id (its destroy releases the hold).
    */
-  admit(pool: string, readSeq: number, dims: Array<DemandDim>, holdMs: number): Promise<AdmitVerdict>
+  admit(pool: string, readSeq: number, dims: Array<DemandDim>, holdMs: number, sandboxId?: string | undefined | null): Promise<AdmitVerdict>
   /**
    * Settles a hold (see `stores::pg::PgStore::settle`). Resolves to whether it was
    * written now (false: kept and retried with the lease renewal).
    */
   settle(token: number, allocated: boolean, ttlMs: number): Promise<boolean>
+  /**
+   * Reserves a provision's budgets in the shared ledger (one transaction under the keys'
+   * row locks): reserved, or the rules that refused.
+   */
+  reserveBudget(demand: BudgetDemand): Promise<BudgetVerdict>
+  /**
+   * Settles a provision's budget reservation (`allocated`, `unknown` until `untilMs`, or
+   * `nothing`). Resolves to whether it was written now (false: retried with the lease).
+   */
+  settleBudget(sandboxId: string, how: string, untilMs: number): Promise<boolean>
+  /**
+   * Sandbox `id` is gone: its capacity holds are deleted and its budget charges stop
+   * holding a concurrent slot. Resolves to whether a slot was released.
+   */
+  releaseSandbox(id: string): Promise<boolean>
+  /** Replaces a provision's budget cost; resolves to whether a charge was found. */
+  settleBudgetCost(id: string, cost: number): Promise<boolean>
+  /** Every key of `rules` with its usage, every process's (`router.budgetStatus()`). */
+  budgetStatus(rules: Array<BudgetRuleRecord>): Promise<Array<BudgetStatusRecord>>
   /** Unexpired holds of `pool`, every process's (for tests and dashboards). */
   held(pool: string): Promise<number>
   /**
@@ -209,6 +229,8 @@ export declare class NativeRouter {
    * without budgets.
    */
   get budgetsShared(): boolean | null
+  /** The rules at `now` (the router's clock, ms), for the shared ledger's status. */
+  budgetRules(now?: number | undefined | null): Array<BudgetRuleRecord>
   /**
    * `router.budgetStatus()` of the in-process ledger at `now` (the router's clock, ms;
    * omitted: the wall clock): every rule's keys, in rule order.
@@ -430,6 +452,8 @@ export interface BudgetDemand {
   cost: number
   /** How long the reservation may stay unsettled, ms (the launch's settle window). */
   holdMs: number
+  /** The router's clock at the reservation (ms): the charge's time. */
+  at: number
   /** Every applying rule. */
   keys: Array<BudgetDemandKey>
 }
@@ -494,6 +518,29 @@ export interface BudgetRefusalRecord {
   resetsAt?: number
   /** Whether releasing the reservations in flight would make room. */
   retryable: boolean
+}
+
+/**
+ * One rule as the shared ledger reports it (`router.budgetStatus()` with a coordinator):
+ * its id, label and limits, and its window's bounds at the instant asked.
+ */
+export interface BudgetRuleRecord {
+  /** The rule's id. */
+  ruleId: string
+  /** Its label. */
+  label: string
+  /** `limit.cost`. */
+  cost?: number
+  /** `limit.launches`. */
+  launches?: number
+  /** `limit.concurrent`. */
+  concurrent?: number
+  /** Charges at or after this instant (ms) count. */
+  since?: number
+  /** A calendar window's end (ms). */
+  windowEnd?: number
+  /** A sliding window's length (ms). */
+  slidingMs?: number
 }
 
 /**

@@ -238,6 +238,8 @@ pub struct BudgetDemand {
     pub cost: f64,
     /// How long the reservation may stay unsettled, ms (the launch's settle window).
     pub hold_ms: f64,
+    /// The router's clock at the reservation (ms): the charge's time.
+    pub at: f64,
     /// Every applying rule.
     pub keys: Vec<BudgetDemandKey>,
 }
@@ -284,6 +286,84 @@ impl BudgetDemandKey {
     }
 }
 
+/// One rule as the shared ledger reports it (`router.budgetStatus()` with a coordinator):
+/// its id, label and limits, and its window's bounds at the instant asked.
+#[napi(object)]
+pub struct BudgetRuleRecord {
+    /// The rule's id.
+    pub rule_id: String,
+    /// Its label.
+    pub label: String,
+    /// `limit.cost`.
+    pub cost: Option<f64>,
+    /// `limit.launches`.
+    pub launches: Option<f64>,
+    /// `limit.concurrent`.
+    pub concurrent: Option<f64>,
+    /// Charges at or after this instant (ms) count.
+    pub since: Option<f64>,
+    /// A calendar window's end (ms).
+    pub window_end: Option<f64>,
+    /// A sliding window's length (ms).
+    pub sliding_ms: Option<f64>,
+}
+
+impl BudgetCore {
+    /// Every rule at `now`, for the shared ledger's status.
+    pub(crate) fn rule_records(&self, now: i64) -> Vec<BudgetRuleRecord> {
+        let ledger = self.ledger.borrow();
+        let rules = ledger.rules();
+        let keys: Vec<Key> = (0..rules.len()).map(|rule| Key { rule, value: String::new() }).collect();
+        SharedKey::of(rules, &keys, now)
+            .into_iter()
+            .map(|k| BudgetRuleRecord {
+                label: rules[k.rule].label.clone(),
+                rule_id: k.rule_id,
+                cost: k.limits.cost,
+                launches: k.limits.launches.map(|n| n as f64),
+                concurrent: k.limits.concurrent.map(|n| n as f64),
+                since: k.since.map(|t| t as f64),
+                window_end: k.window_end.map(|t| t as f64),
+                sliding_ms: k.sliding_ms.map(|t| t as f64),
+            })
+            .collect()
+    }
+}
+
+/// The status rows of the shared ledger's answer (`usage`: rule index, key, usage).
+pub(crate) fn shared_status(
+    rules: &[BudgetRuleRecord],
+    usage: Vec<(usize, String, budget::Usage)>,
+) -> Vec<BudgetStatusRecord> {
+    usage
+        .into_iter()
+        .filter_map(|(i, value, u)| {
+            let r = rules.get(i)?;
+            let resets_at = match (r.window_end, r.sliding_ms) {
+                (Some(end), _) => Some(end as i64),
+                (None, Some(ms)) => u.oldest.map(|at| at.saturating_add(ms as i64)),
+                _ => None,
+            };
+            Some(BudgetStatusRecord {
+                rule: r.rule_id.clone(),
+                key: BudgetKeyRecord { label: r.label.clone(), value },
+                limit: BudgetLimitsRecord { cost: r.cost, launches: r.launches, concurrent: r.concurrent },
+                used: BudgetAmountsRecord {
+                    cost: u.used_cost,
+                    launches: u.used_launches as f64,
+                    concurrent: u.live as f64,
+                },
+                reserved: BudgetAmountsRecord {
+                    cost: u.reserved_cost,
+                    launches: u.reserved_launches as f64,
+                    concurrent: u.inflight as f64,
+                },
+                resets_at: resets_at.map(iso8601_millis),
+            })
+        })
+        .collect()
+}
+
 /// The demand of `plan` for `pool` at `now`.
 pub(crate) fn demand_of(core: &BudgetCore, plan: &Plan, pool: usize, now: i64, hold_ms: u64) -> BudgetDemand {
     let ledger = core.ledger.borrow();
@@ -291,6 +371,7 @@ pub(crate) fn demand_of(core: &BudgetCore, plan: &Plan, pool: usize, now: i64, h
         sandbox_id: plan.sandbox.to_string(),
         cost: plan.costs.get(pool).copied().unwrap_or(0.0),
         hold_ms: hold_ms as f64,
+        at: now as f64,
         keys: SharedKey::of(ledger.rules(), &plan.keys, now)
             .into_iter()
             .map(|k| BudgetDemandKey {

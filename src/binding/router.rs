@@ -304,6 +304,12 @@ impl NativeRouter {
         self.core.budgets.as_ref().map(|b| b.shared)
     }
 
+    /// The rules at `now` (the router's clock, ms), for the shared ledger's status.
+    #[napi]
+    pub fn budget_rules(&self, now: Option<f64>) -> Vec<crate::binding::budget::BudgetRuleRecord> {
+        self.core.budgets.as_ref().map(|b| b.rule_records(instant(now))).unwrap_or_default()
+    }
+
     /// `router.budgetStatus()` of the in-process ledger at `now` (the router's clock, ms;
     /// omitted: the wall clock): every rule's keys, in rule order.
     #[napi]
