@@ -325,7 +325,11 @@ test('validation: unknown keys and bad bounds name the field (must-fire) / a min
   for (const [m, field] of bad) {
     assert.throws(() => validateManifest(m), (e) => e instanceof SandboxRequestValidationError && e.field === field, field);
   }
-  assert.throws(() => validateManifest({ processes: [{ name: 'a', command: 'x', n: 1n }] }), (e) => e.field === 'manifest');
+  // A value JSON cannot carry is refused at its own field; a manifest that cannot be read at all is `manifest`.
+  assert.throws(() => validateManifest({ processes: [{ name: 'a', command: 'x', n: 1n }] }), (e) => e.code === 'INVALID_INPUT' && e.field === 'processes[0].n');
+  const cyclic = { processes: [{ name: 'a', command: 'x' }] };
+  cyclic.processes[0].self = cyclic;
+  assert.throws(() => validateManifest(cyclic), (e) => e.code === 'INVALID_INPUT' && e.field === 'manifest');
   assert.deepEqual(validateManifest({ processes: [{ name: 'a', command: 'x' }] }).processes[0].restart, 'never');
 });
 

@@ -1,78 +1,127 @@
-// serializeRequest (lib/serialize.js) reads a request once, with JSON.stringify and a replacer
-// that takes the labels apart: it must give exactly what the definition below gives (how
-// 0.7 read requests), read the caller's value exactly as often and in the same order, and
-// survive being called again from inside a getter.
+// lib/serialize.js reads a caller's value once, with JSON.stringify and a replacer that keeps
+// the chain of holders: it must give exactly what the definitions below give (the text, the
+// labels apart, or the refusal of a value JSON cannot carry at its path), read the caller's
+// value exactly as often and in the same order, survive being called again from inside a
+// getter or toJSON, and keep nothing of the caller's value once it returns.
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
-const { serializeRequest, replacer } = require('../lib/serialize.js');
+const { serialize, serializeLenient, serializeDefinition, serializeRequest, NotJson } = require('../lib/serialize.js');
+
+const NO = Symbol('no hook');
+
+function notJson(v) {
+  const t = typeof v;
+  return t === 'function' || t === 'symbol' || t === 'bigint' || (t === 'number' && !Number.isFinite(v));
+}
+
+function what(v) {
+  if (typeof v === 'function') return 'a function';
+  if (typeof v === 'symbol') return 'a symbol';
+  if (typeof v === 'bigint') return 'a BigInt';
+  return Number.isNaN(v) ? 'NaN' : v > 0 ? 'Infinity' : '-Infinity';
+}
+
+class Refusal {
+  constructor(segments, what) {
+    this.segments = segments;
+    this.what = what;
+  }
+}
 
 /**
- * The definition: JSON.stringify with a replacer that marks and takes the labels out. (0.7's
- * own copy of this recognized the root by reading `this['']`, one read of the caller's value
- * more than JSON.stringify makes; the root is simply the replacer's first call.)
+ * The definition of strict (and, under `lenientKey`, lenient) serialization: JSON.stringify
+ * with a replacer that looks each holder's path up in a Map (one entry per object: the
+ * obvious way, where lib/serialize.js keeps a chain of holders), and throws a Refusal at
+ * the path of a value JSON cannot carry. `hook(path, value)` may answer for a value.
  */
-function serializeRequestReference(request) {
-  if (request === undefined || request === null) return { json: '{}', labels: undefined, copy: null };
-  let root;
-  let launch;
-  let labels;
-  let copy = null;
-  function captureLabels(value) {
-    let top;
-    let first = true;
-    const out = {};
-    labels =
-      JSON.stringify(value, function (k, v) {
-        const isRoot = first;
-        first = false;
-        if (isRoot) top = v;
-        else if (this === top && typeof v === 'string') {
-          if (k === '__proto__') Object.defineProperty(out, k, { value: v, writable: true, enumerable: true, configurable: true });
-          else out[k] = v;
-        }
-        return replacer(k, v);
-      }) ?? 'null';
-    copy = out;
-  }
+function referenceText(value, { lenientKey = null, hook = null } = {}) {
+  const paths = new Map();
   let first = true;
-  function capture(key, value) {
-    const isRoot = first;
-    first = false;
-    switch (typeof value) {
-      case 'object':
-        if (isRoot) root = value;
-        else if (key === 'launch' && this === root) launch = value;
-        else if (key === 'labels' && launch !== undefined && this === launch) {
-          captureLabels(value);
-          return undefined;
-        }
-        return value;
-      case 'string':
-      case 'boolean':
-        return value;
-      default:
-        if (key === 'labels' && launch !== undefined && this === launch) {
-          if (value !== undefined) captureLabels(value);
-          return undefined;
-        }
-        return replacer(key, value);
+  return JSON.stringify(value, function (key, v) {
+    let path;
+    if (first) {
+      first = false;
+      path = [];
+    } else {
+      path = [...paths.get(this), Array.isArray(this) ? Number(key) : key];
     }
-  }
+    if (hook !== null) {
+      const answer = hook(path, v);
+      if (answer !== NO) return answer;
+    }
+    if (notJson(v)) {
+      if (lenientKey !== null && path[0] === lenientKey) return null;
+      throw new Refusal(path, what(v));
+    }
+    if (v !== null && typeof v === 'object') paths.set(v, path);
+    return v;
+  });
+}
+
+/** What a serialization answered, comparable: the text, the refusal, or null (unreadable). */
+function outcome(run) {
   try {
-    const json = JSON.stringify(request, capture);
-    return typeof json === 'string' ? { json, labels, copy } : null;
-  } catch {
+    const text = run();
+    return typeof text === 'string' ? text : null;
+  } catch (e) {
+    if (e instanceof Refusal) return { segments: e.segments, what: e.what };
     return null;
   }
 }
 
-/** Comparable form: the copy's own entries (with `__proto__` as data), not its prototype. */
+function serializeReference(value) {
+  if (value === undefined || value === null) return '{}';
+  return outcome(() => referenceText(value));
+}
+
+function addEntry(copy, k, v) {
+  if (k === '__proto__') Object.defineProperty(copy, k, { value: v, writable: true, enumerable: true, configurable: true });
+  else copy[k] = v;
+}
+
+/** serializeRequest's definition: the reference above, with `launch.labels` taken apart. */
+function serializeRequestReference(request) {
+  if (request === undefined || request === null) return { json: '{}', labels: undefined, copy: null };
+  let labels;
+  let copy = null;
+  const hook = (path, v) => {
+    if (path.length !== 2 || path[0] !== 'launch' || path[1] !== 'labels' || typeof v === 'string' || typeof v === 'boolean') return NO;
+    if (v === undefined) return undefined;
+    const out = {};
+    try {
+      labels =
+        referenceText(v, {
+          hook: (p, x) => {
+            if (p.length === 1 && typeof x === 'string') addEntry(out, String(p[0]), x);
+            return NO;
+          },
+        }) ?? 'null';
+    } catch (e) {
+      if (e instanceof Refusal) throw new Refusal(['launch', 'labels', ...e.segments], e.what);
+      throw e;
+    }
+    copy = out;
+    return undefined;
+  };
+  const r = outcome(() => referenceText(request, { hook }));
+  return typeof r === 'string' ? { json: r, labels, copy } : r;
+}
+
+/** Comparable form of an answer of lib/serialize.js. */
 function plain(r) {
-  if (r === null) return null;
+  if (r === null || typeof r === 'string') return r;
+  if (r instanceof NotJson) return { segments: r.segments, what: r.what };
+  return { json: r.json, labels: r.labels, copy: r.copy === null ? null : Object.entries(r.copy) };
+}
+
+function plainReference(r) {
+  if (r === null || typeof r === 'string' || 'segments' in r) return r;
   return { json: r.json, labels: r.labels, copy: r.copy === null ? null : Object.entries(r.copy) };
 }
 
@@ -86,23 +135,71 @@ const anything = fc.anything({
   withMap: true,
   withSet: true,
   withTypedArray: true,
-  key: fc.oneof(fc.string(), fc.constantFrom('launch', 'labels', '__proto__', 'toJSON', '', 'name')),
+  key: fc.oneof(fc.string(), fc.constantFrom('launch', 'labels', '__proto__', 'toJSON', '', 'name', 'signals')),
 });
-const special = fc.constantFrom(NaN, Infinity, -0, () => 1, Symbol('s'), 10n, undefined, null, { toJSON: (k) => `key:${k}` }, new Number(NaN), new String('s'), Object(Symbol('o')));
+const special = fc.constantFrom(
+  NaN,
+  Infinity,
+  -Infinity,
+  -0,
+  () => 1,
+  Symbol('s'),
+  10n,
+  undefined,
+  null,
+  { toJSON: (k) => `key:${k}` },
+  { toJSON: () => () => 1 },
+  new Number(NaN),
+  new String('s'),
+  Object(Symbol('o')),
+);
 const value = fc.oneof(anything, special);
+const nested = fc.oneof(value, fc.array(value, { maxLength: 4 }), fc.dictionary(fc.string(), value, { maxKeys: 4 }));
 const labels = fc.oneof(fc.dictionary(fc.oneof(fc.string(), fc.constant('__proto__')), fc.oneof(fc.string(), value)), value);
 const request = fc.oneof(
-  fc.record({ launch: fc.record({ labels, name: value }, { requiredKeys: [] }), resources: value }, { requiredKeys: [] }),
-  fc.record({ launch: fc.oneof(value, fc.array(value)), x: value }, { requiredKeys: [] }),
-  value,
+  fc.record({ launch: fc.record({ labels, name: value }, { requiredKeys: [] }), resources: nested }, { requiredKeys: [] }),
+  fc.record({ launch: fc.oneof(value, fc.array(value)), x: nested }, { requiredKeys: [] }),
+  nested,
 );
 
-test('serializeRequest equals JSON.stringify with the replacer, over arbitrary values', () => {
+test('serializeRequest equals its definition (text, labels apart, or the refusal at its path), over arbitrary values', () => {
   fc.assert(
     fc.property(request, (r) => {
-      assert.deepStrictEqual(plain(serializeRequest(r)), plain(serializeRequestReference(r)));
+      assert.deepStrictEqual(plain(serializeRequest(r)), plainReference(serializeRequestReference(r)));
     }),
     { numRuns: 3000 },
+  );
+});
+
+test('serialize equals its definition, and serializeLenient writes null exactly where serialize refuses', () => {
+  fc.assert(
+    fc.property(nested, (v) => {
+      const strict = serialize(v);
+      assert.deepStrictEqual(plain(strict), serializeReference(v));
+      const lenient = serializeLenient(v);
+      if (strict === null) return;
+      if (typeof strict === 'string') {
+        assert.equal(lenient, strict);
+        return;
+      }
+      // Where strict refused, the lenient text holds null (and is otherwise JSON).
+      assert.equal(typeof lenient, 'string');
+      let at = JSON.parse(/** @type {string} */ (lenient));
+      for (const s of strict.segments) at = at[s];
+      assert.equal(at, null);
+    }),
+    { numRuns: 3000 },
+  );
+});
+
+test('serializeDefinition: id and capabilities strict, signals lenient (its definition, over arbitrary values)', () => {
+  fc.assert(
+    fc.property(value, nested, nested, (id, capabilities, signals) => {
+      const ours = plain(serializeDefinition(id, capabilities, signals));
+      const reference = outcome(() => referenceText({ id, capabilities, signals }, { lenientKey: 'signals' }));
+      assert.deepStrictEqual(ours, reference);
+    }),
+    { numRuns: 2000 },
   );
 });
 
@@ -131,7 +228,7 @@ test('serializeRequest reads a Proxy exactly as JSON.stringify does (same traps,
       const a = [];
       const b = [];
       const ours = plain(serializeRequest(logged(r, a)));
-      const reference = plain(serializeRequestReference(logged(r, b)));
+      const reference = plainReference(serializeRequestReference(logged(r, b)));
       assert.deepStrictEqual(ours, reference);
       assert.deepStrictEqual(a, b);
     }),
@@ -170,10 +267,75 @@ test('a getter that serializes another request does not disturb the outer one (m
   };
   const r = serializeRequest(outer);
   assert.deepEqual(plain(r), { json: '{"launch":{}}', labels: '{"team":"outer"}', copy: [['team', 'outer']] });
-  assert.deepEqual(plain(innerResult), plain(serializeRequestReference(inner)));
+  assert.deepEqual(plain(innerResult), plainReference(serializeRequestReference(inner)));
 });
 
-test('cycles, BigInts and throwing getters make the request unreadable (null), as JSON.stringify does', () => {
+test('reentrancy must-fire: a refusal inside a getter or toJSON, then one outside, each at its own path', () => {
+  // A getter deep in the request serializes a value that is refused; the outer walk goes on
+  // and is refused deeper than where the getter stood.
+  let inner;
+  const outer = {
+    a: {
+      b: {
+        get c() {
+          inner = serialize({ q: [1, { r: () => 1 }] });
+          return 1;
+        },
+        d: [1, { e: NaN }],
+      },
+    },
+  };
+  assert.deepEqual(plain(serializeRequest(outer)), { segments: ['a', 'b', 'd', 1, 'e'], what: 'NaN' });
+  assert.deepEqual(plain(inner), { segments: ['q', 1, 'r'], what: 'a function' });
+
+  // toJSON serializes (and is refused) before its own answer is walked.
+  let fromToJson;
+  const viaToJson = {
+    x: {
+      toJSON() {
+        fromToJson = serializeRequest({ launch: { labels: { k: 10n } } });
+        return { y: [Symbol('s')] };
+      },
+    },
+  };
+  assert.deepEqual(plain(serialize(viaToJson)), { segments: ['x', 'y', 0], what: 'a symbol' });
+  assert.deepEqual(plain(fromToJson), { segments: ['launch', 'labels', 'k'], what: 'a BigInt' });
+
+  // Inside the labels' own walk (itself nested): a getter's refused request, then the outer
+  // labels refused, then (had they passed) the rest of the request.
+  let nestedLabels;
+  const withLabels = {
+    launch: {
+      labels: {
+        get team() {
+          nestedLabels = serializeRequest({ launch: { labels: { deep: { x: Infinity } } } });
+          return 'ok';
+        },
+        user: () => 1,
+      },
+    },
+    resources: { cpu: NaN },
+  };
+  assert.deepEqual(plain(serializeRequest(withLabels)), { segments: ['launch', 'labels', 'user'], what: 'a function' });
+  assert.deepEqual(plain(nestedLabels), { segments: ['launch', 'labels', 'deep', 'x'], what: 'Infinity' });
+});
+
+test('reentrancy must-not-fire: a getter whose serialization is refused leaves a clean outer walk clean', () => {
+  let inner;
+  const outer = {
+    launch: { name: 'n', labels: { team: 't' } },
+    resources: {
+      get cpu() {
+        inner = serializeRequest({ resources: { cpu: () => 1 } });
+        return 2;
+      },
+    },
+  };
+  assert.deepEqual(plain(serializeRequest(outer)), { json: '{"launch":{"name":"n"},"resources":{"cpu":2}}', labels: '{"team":"t"}', copy: [['team', 't']] });
+  assert.deepEqual(plain(inner), { segments: ['resources', 'cpu'], what: 'a function' });
+});
+
+test('cycles, boxed BigInts and throwing getters make the value unreadable (null), as JSON.stringify does', () => {
   const cyclic = { launch: {} };
   cyclic.launch.self = cyclic;
   const cyclicLabels = { launch: { labels: {} } };
@@ -185,9 +347,60 @@ test('cycles, BigInts and throwing getters make the request unreadable (null), a
   };
   for (const r of [cyclic, cyclicLabels, throwing, { x: Object(10n) }]) {
     assert.equal(serializeRequest(r), null);
-    assert.equal(serializeRequestReference(r), null);
+    assert.equal(serialize(r), null);
+    assert.equal(serializeLenient(r), null);
   }
   // must-not-fire: the same object twice (not a cycle) serializes
   const shared = { a: 1 };
   assert.equal(serializeRequest({ x: shared, y: shared }).json, '{"x":{"a":1},"y":{"a":1}}');
+});
+
+test('fields are named as the native readers name them: dotted keys, [i] for elements, (root), keys cut like json::shown', () => {
+  const field = (v, prefix) => /** @type {any} */ (serialize(v)).field(prefix);
+  assert.equal(field({ resources: { gpu: NaN } }), 'resources.gpu');
+  assert.equal(field({ capabilities: { supported: ['pty', 'ssh', () => 1] } }), 'capabilities.supported[2]');
+  assert.equal(field({ processes: [{ dependsOn: [[Symbol('x')]] }] }), 'processes[0].dependsOn[0][0]');
+  assert.equal(field(() => 1), '(root)');
+  assert.equal(field(() => 1, 'health'), 'health');
+  assert.equal(field({ timeoutMs: NaN }, 'options'), 'options.timeoutMs');
+  assert.equal(field([{ pid: NaN }], 'started.processes'), 'started.processes[0].pid');
+  // A key longer than 64 characters: its first 64 characters, then the rest's UTF-8 length.
+  const key = `${'é'.repeat(64)}${'x'.repeat(1_000_000)}`;
+  assert.equal(field({ [key]: 1n }), `${'é'.repeat(64)}…[+1000000 bytes]`);
+  assert.equal(field({ ['k'.repeat(64)]: 1n }), 'k'.repeat(64));
+  assert.equal(field({ ['😀'.repeat(65)]: 1n }), `${'😀'.repeat(64)}…[+4 bytes]`);
+  assert.equal(/** @type {any} */ (serialize({ a: -Infinity })).expectation, 'must be JSON data (-Infinity is not)');
+});
+
+test('no tag of ours is ever written: a value JSON cannot carry is refused (strict) or null (lenient), never an object', () => {
+  for (const bad of [() => 1, Symbol('s'), 10n, NaN, Infinity, -Infinity]) {
+    assert.ok(serialize({ a: { b: bad } }) instanceof NotJson);
+    assert.equal(serializeLenient({ a: { b: bad } }), '{"a":{"b":null}}');
+    assert.equal(serializeLenient([bad]), '[null]');
+    assert.equal(serializeDefinition('a', {}, { estimatedCost: bad }), '{"id":"a","capabilities":{},"signals":{"estimatedCost":null}}');
+    assert.equal(serializeDefinition('a', {}, bad), '{"id":"a","capabilities":{},"signals":null}');
+    assert.deepEqual(plain(serializeDefinition('a', { timeout: { maxSandboxLifetimeMs: bad } }, {})), {
+      segments: ['capabilities', 'timeout', 'maxSandboxLifetimeMs'],
+      what: what(bad),
+    });
+  }
+});
+
+test('nothing of the caller is kept once a serialization returns (its frames are cleared)', async () => {
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc');
+  let refs = [];
+  (() => {
+    const values = [{ a: { b: { c: {} } } }, { launch: { labels: { team: 'x' } }, deep: { er: { est: {} } } }, { a: { b: NaN } }];
+    refs = values.map((v) => new WeakRef(v));
+    serialize(values[0]);
+    serializeRequest(values[1]);
+    serialize(values[2]);
+  })();
+  await new Promise((resolve) => setImmediate(resolve));
+  gc();
+  assert.deepEqual(
+    refs.map((r) => r.deref() === undefined),
+    [true, true, true],
+  );
 });

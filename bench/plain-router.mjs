@@ -120,12 +120,6 @@ function join(path, key) {
   return path === '' ? key : `${path}.${key}`;
 }
 
-/** Values lib/serialize.js turns into a `{ $invalid }` marker object. */
-function isMarker(v) {
-  const t = typeof v;
-  return t === 'function' || t === 'symbol' || t === 'bigint' || (t === 'number' && !Number.isFinite(v));
-}
-
 function isObject(v) {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
@@ -141,7 +135,6 @@ function oneOf(choices) {
 function object(v, parent, key, allowed) {
   if (!isObject(v)) {
     const path = key === undefined ? parent : join(parent, key);
-    if (isMarker(v)) throw new FieldError(join(path, '$invalid'), 'is not a known field');
     throw new FieldError(path === '' ? '(root)' : path, 'must be an object');
   }
   let unknown;

@@ -11,9 +11,9 @@
 // half checks the key when the reader is made and does not keep it.)
 
 const { binding } = require('./binding.js');
-const { SandboxRequestValidationError, callNative, fromNative } = require('./errors.js');
+const { SandboxRequestValidationError, SandboxRouterConfigurationError, callNative, fromNative } = require('./errors.js');
 const { copyOptions } = require('./guard.js');
-const { serialize } = require('./serialize.js');
+const { serialize, NotJson } = require('./serialize.js');
 
 /** Provider kinds with a builtin reader. */
 const CAPACITY_READER_KINDS = Object.freeze(binding.capacityReaderKinds());
@@ -38,6 +38,8 @@ function createCapacityReader(provider, options) {
   } catch {
     spec = null;
   }
+  // The native half names the options' own keys (`limits.cpu`), and `provider`, `options`.
+  if (spec instanceof NotJson) throw optionError(spec.segments.length > 1 && spec.segments[0] === 'options' ? spec.field('', 1) : spec.field(), spec);
   const native = callNative(() => new binding.NativeCapacityReader(spec));
   const key = JSON.parse(/** @type {string} */ (spec)).options?.apiKey;
   return makeReader(native, typeof key === 'string' ? key : '');
@@ -55,7 +57,9 @@ function makeReader(native, apiKey) {
     getCapacity(opts) {
       let pending;
       try {
-        pending = native.read(apiKey, serialize(opts));
+        const text = serialize(opts);
+        if (text instanceof NotJson) return Promise.reject(optionError(text.field('getCapacity'), text));
+        pending = native.read(apiKey, text);
       } catch (error) {
         return Promise.reject(fromNative(error));
       }
@@ -70,6 +74,11 @@ function makeReader(native, apiKey) {
   };
   Object.defineProperty(reader, 'provider', { value: provider, enumerable: true });
   return /** @type {any} */ (Object.freeze(reader));
+}
+
+/** A reader option JSON cannot carry, as the native half's refusal of an option reads. */
+function optionError(field, refusal) {
+  return new SandboxRouterConfigurationError(`invalid capacity reader option ${field}: ${refusal.expectation}`, 'INVALID_CONFIGURATION', { field });
 }
 
 const isPlainObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);

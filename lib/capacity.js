@@ -8,7 +8,7 @@
 
 const { binding } = require('./binding.js');
 const { nativeView } = require('./registry.js');
-const { serialize } = require('./serialize.js');
+const { serializeLenient } = require('./serialize.js');
 const { within, TIMED_OUT } = require('./within.js');
 const { healthNow, routerNow } = require('./options.js');
 
@@ -17,8 +17,9 @@ const TIMEOUT = JSON.stringify({ status: 'unknown', reason: 'TIMEOUT' });
 const noop = () => {};
 
 /**
- * One pool's measurement as JSON text (serialized once, inside a guard): what the reader
- * answered, or an unknown measurement. Never throws. The native side validates it.
+ * One pool's measurement as JSON text (serialized once, inside a guard, leniently: a value
+ * JSON cannot carry is written as null, which the native check finds MALFORMED): what the
+ * reader answered, or an unknown measurement. Never throws. The native side validates it.
  */
 async function measureJson(ctx, def) {
   const timeoutMs = ctx.capacityTimeoutMs;
@@ -29,7 +30,7 @@ async function measureJson(ctx, def) {
     return READ_FAILED;
   }
   if (raw === TIMED_OUT) return TIMEOUT;
-  return serialize(raw) ?? 'null';
+  return serializeLenient(raw) ?? 'null';
 }
 
 /**

@@ -13,7 +13,7 @@
 
 const { binding } = require('./binding.js');
 const { SandboxRequestValidationError, callNative } = require('./errors.js');
-const { serializeRequest } = require('./serialize.js');
+const { serializeRequest, NotJson } = require('./serialize.js');
 const { guarded } = require('./guard.js');
 
 const MAX_BY_CONTENT = 512;
@@ -67,8 +67,9 @@ function checkLabels(call) {
 
 /**
  * The compiled form of `request` (validated). Throws the same typed validation errors as
- * the native parser; a request that cannot be read (a throwing getter or Proxy trap, a
- * cycle, a throwing toJSON) is INVALID_REQUEST at `(root)`.
+ * the native parser; a value JSON cannot carry (a function, a symbol, a BigInt, NaN,
+ * ±Infinity) is INVALID_REQUEST at its field; a request that cannot be read (a throwing
+ * getter or Proxy trap, a cycle, a throwing toJSON) is INVALID_REQUEST at `(root)`.
  * @returns {CallRequest}
  */
 function compile(request) {
@@ -79,6 +80,10 @@ function compile(request) {
       'INVALID_REQUEST',
       { field: '(root)' },
     );
+  }
+  if (text instanceof NotJson) {
+    const field = text.field();
+    throw new SandboxRequestValidationError(`invalid request: ${field} ${text.expectation}`, 'INVALID_REQUEST', { field });
   }
   const { json, labels, copy } = text;
   let compiled = byContent.get(json);

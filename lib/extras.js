@@ -8,7 +8,7 @@
 
 const { binding } = require('./binding.js');
 const { ProvisioningAvailabilityError, isRouterError, callNative } = require('./errors.js');
-const { serialize } = require('./serialize.js');
+const { serializeLenient } = require('./serialize.js');
 const { within, TIMED_OUT } = require('./within.js');
 const { emit } = require('./events.js');
 
@@ -71,7 +71,8 @@ async function readiness(ctx, view) {
 /**
  * The resolver's answer for each pool that survives the hard requirements and readiness
  * (`PoolSignals`): serialized on its own, inside a guard, so an unreadable answer (a cycle,
- * a throwing getter or toJSON) excludes only its pool.
+ * a throwing getter or toJSON) excludes only its pool; leniently, so a value JSON cannot
+ * carry is null, which the signals rule refuses (INVALID_SIGNALS for that pool).
  */
 async function resolveSignals(ctx, view, compiled, detached, credentialsUnavailable, request) {
   const survivors = callNative(() => binding.registrySurvivors(view.handle, compiled.handle, detached, credentialsUnavailable));
@@ -84,7 +85,7 @@ async function resolveSignals(ctx, view, compiled, detached, credentialsUnavaila
         const s = await within(answer, ctx.callbackTimeoutMs);
         if (s === TIMED_OUT) return { pool, unresolved: 'resolver timed out' };
         if (s === undefined || s === null) return { pool };
-        const text = serialize(s);
+        const text = serializeLenient(s);
         return text === null ? { pool, unresolved: 'resolver answered an unreadable value' } : { pool, signalsJson: text };
       } catch {
         return { pool, unresolved: 'resolver threw' };

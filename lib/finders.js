@@ -20,7 +20,7 @@
 
 const { binding } = require('./binding.js');
 const { guarded, copyOptions } = require('./guard.js');
-const { serialize } = require('./serialize.js');
+const { serializeLenient } = require('./serialize.js');
 const { within, TIMED_OUT } = require('./within.js');
 
 /** Label keys of the router's stamp (src/core/request.rs: the one copy). */
@@ -40,7 +40,9 @@ function attachFinder(runtime, kind, options) {
   let copy;
   try {
     copy = copyOptions(options, 1);
-    spec = serialize({ provider: kind, options: copy });
+    // Leniently: an option JSON cannot carry reads as null, which the native check refuses
+    // (every list MALFORMED) or, for the key, takes as none (no native finder).
+    spec = serializeLenient({ provider: kind, options: copy });
   } catch {
     return;
   }
@@ -109,10 +111,11 @@ function runtimeFinder(runtime) {
         return UNLISTED('READ_FAILED');
       }
       if (answer === TIMED_OUT) return UNLISTED('TIMEOUT');
-      // Read once, inside a guard; the stamp rule is native (src/readers/stamp.rs).
+      // Read once, inside a guard, leniently (a value JSON cannot carry is null: not an id,
+      // not a label, an unknown time); the stamp rule is native (src/readers/stamp.rs).
       let text;
       try {
-        text = guarded(() => serialize(Array.isArray(answer) ? Array.from(answer, readHandle) : null));
+        text = guarded(() => serializeLenient(Array.isArray(answer) ? Array.from(answer, readHandle) : null));
       } catch {
         text = null;
       }

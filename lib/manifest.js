@@ -16,7 +16,7 @@
 const { binding } = require('./binding.js');
 const { SandboxRouterError, SandboxRequestValidationError, SandboxNotFoundError, callNative, isRouterError } = require('./errors.js');
 const { guarded, copyOptions } = require('./guard.js');
-const { serialize } = require('./serialize.js');
+const { serialize, NotJson } = require('./serialize.js');
 /** The scripts, their parsers, and the reports of scripts that never answered. */
 const scripts = require('./manifest-scripts.js');
 
@@ -72,15 +72,17 @@ class ManifestStartError extends SandboxRouterError {
 // ---------------------------------------------------------------------------------------
 // What crosses to the core
 
-/** The manifest as JSON text, or null when it has none (the core refuses that by name). */
+/** `value` as JSON text for the core (null: unreadable); a value JSON cannot carry is INVALID_INPUT at its field. */
+function textOf(value, prefix, root = prefix) {
+  const text = serialize(value);
+  if (text instanceof NotJson) throw optionError(text.segments.length === 0 ? root : text.field(prefix), text.expectation);
+  return text;
+}
+
+/** The manifest as JSON text, or null when it has none or cannot be read (the core refuses that by name, `manifest`). */
 function manifestText(manifest) {
-  let text;
-  try {
-    text = JSON.stringify(manifest);
-  } catch {
-    text = undefined;
-  }
-  return typeof text === 'string' ? text : null;
+  if (manifest === undefined) return null;
+  return manifest === null ? 'null' : textOf(manifest, '', 'manifest');
 }
 
 function optionError(field, expectation) {
@@ -96,15 +98,16 @@ function optionsText(input) {
   const options = readArg(input, 'options', 2);
   if (options === undefined || options === null) return '{}';
   if (typeof options !== 'object') throw optionError('options', 'must be an object');
+  // An array crosses as the object of its indices (as the core reads one: `options.0`).
   const entries = Object.entries(options).map(([k, v]) => [k, v === undefined ? null : v]);
-  return serialize(Array.isArray(options) ? entries.map(([, v]) => v) : Object.fromEntries(entries)) ?? '';
+  return textOf(Object.fromEntries(entries), 'options') ?? '';
 }
 
 const flushTimeoutOf = (options) => callNative(() => binding.flushTimeoutMs(optionsText(options)));
 
 /** The idle state, read once, as JSON text (null: none; '' when it has no JSON form). */
 function stateText(state) {
-  return state === undefined || state === null ? null : (serialize(state) ?? '');
+  return state === undefined || state === null ? null : (textOf(state, 'state') ?? '');
 }
 
 /**
@@ -324,7 +327,7 @@ function stopPlanOf(started) {
   }
   // Only what a teardown reads crosses: the rest of an entry may hold anything.
   const processes = started.processes.map((p) => (p !== null && typeof p === 'object' ? { name: p.name, pid: p.pid, pgid: p.pgid } : p));
-  const processesText = serialize(processes) ?? '';
+  const processesText = textOf(processes, 'started.processes') ?? '';
   return callNative(() => binding.stopPlan(processesText, manifestText(started.manifest)));
 }
 

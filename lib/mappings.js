@@ -9,6 +9,7 @@ const path = require('node:path');
 const { binding } = require('./binding.js');
 const { callNative, SandboxRequestValidationError, SandboxRouterConfigurationError } = require('./errors.js');
 const { copyOptions } = require('./guard.js');
+const { serialize, NotJson } = require('./serialize.js');
 
 const SYNC = Symbol('sandbox-router.mapping-sync');
 const NATIVE_STORE = Symbol('sandbox-router.native-mapping-store');
@@ -65,7 +66,9 @@ class InMemoryMappingStore {
   /** @internal synchronous put used by the router. */
   [SYNC](record) {
     checkRecord(record);
-    const labels = JSON.stringify(record.labels ?? {});
+    const labels = serialize(record.labels);
+    if (labels === null) throw invalidInput('labels', 'could not be read (a cycle, a throwing getter or toJSON)');
+    if (labels instanceof NotJson) throw invalidInput(labels.field('labels'), labels.expectation);
     callNative(() =>
       this.#native.put(record.id, record.providerId, record.providerSandboxId, labels, record.createdAt, record.detached === true),
     );

@@ -7,7 +7,7 @@ const { binding } = require('./binding.js');
 const { SandboxRouterConfigurationError, callNative } = require('./errors.js');
 const { InMemoryMappingStore, SqliteMappingStore, NATIVE_STORE } = require('./mappings.js');
 const { guarded, copyOptions, shown } = require('./guard.js');
-const { serialize } = require('./serialize.js');
+const { serialize, NotJson } = require('./serialize.js');
 
 /** Default bound on caller callbacks (readiness, resolver, classifier, mapping store). */
 const DEFAULT_CALLBACK_TIMEOUT_MS = 10_000;
@@ -115,7 +115,9 @@ function healthOf(option, routerClock) {
   if (option === null || typeof option !== 'object' || Array.isArray(option)) return { json: 'null', clock: routerClock, enabled: true };
   const { clock, ...rest } = option;
   if (clock !== undefined && !isFn(clock)) throw configError('health.clock', 'must be a function returning milliseconds since the epoch');
-  return { json: serialize(rest) ?? '0', clock: clock === undefined ? routerClock : clockOf(clock, 'health.clock'), enabled: true };
+  const json = serialize(rest);
+  if (json instanceof NotJson) throw configError(json.field('health'), json.expectation);
+  return { json: json ?? '0', clock: clock === undefined ? routerClock : clockOf(clock, 'health.clock'), enabled: true };
 }
 
 /**

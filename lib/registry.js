@@ -5,7 +5,7 @@
 
 const { binding } = require('./binding.js');
 const { ProviderRegistryError, callNative } = require('./errors.js');
-const { serialize } = require('./serialize.js');
+const { serializeDefinition, NotJson } = require('./serialize.js');
 const { guarded } = require('./guard.js');
 
 /**
@@ -46,7 +46,7 @@ function readDefinition(def, position) {
         detachable: rtOk && typeof rt.launchDetached === 'function',
         capacity,
         capacityOk: capacity === undefined || (capacity !== null && typeof capacity === 'object' && typeof capacity.getCapacity === 'function'),
-        json: serialize({ id: def.id, capabilities: def.capabilities, signals: def.signals }),
+        json: serializeDefinition(def.id, def.capabilities, def.signals),
       };
     });
   } catch {
@@ -62,6 +62,20 @@ function readDefinition(def, position) {
   if (!raw.capacityOk) throw invalid('capacity', 'must be a CapacityReader (an object with getCapacity)', id);
   if (raw.json === null) throw invalid('(definition)', 'is not serializable', id);
   return { id, runtime: raw.runtime, capacity: raw.capacity, detachable: raw.detachable, json: raw.json, definition: def };
+}
+
+/**
+ * The definition's text for the native registry (read by `serializeDefinition`), or its
+ * typed error where the native parse would have refused it: a value JSON cannot carry in
+ * its `capabilities` (or `id`) is INVALID_PROVIDER_DEFINITION at that field.
+ * @param {string} id the definition's id, already valid
+ * @param {string | NotJson} json
+ */
+function definitionText(id, json) {
+  if (!(json instanceof NotJson)) return json;
+  const field = json.field();
+  // As the native refusal of a field: the code and the field, no providerId (the message names it).
+  throw new ProviderRegistryError(`invalid provider definition ${id}: ${field} ${json.expectation}`, 'INVALID_PROVIDER_DEFINITION', { field });
 }
 
 const NATIVE = Symbol('sandbox-router.native-registry');
@@ -101,7 +115,8 @@ class InMemoryProviderRegistry {
     if (this.#byId.has(entry.id)) {
       throw new ProviderRegistryError(`duplicate provider id: ${entry.id}`, 'DUPLICATE_PROVIDER', { providerId: entry.id });
     }
-    callNative(() => this.#native.addPool(entry.json, entry.detachable, entry.capacity !== undefined));
+    const json = definitionText(entry.id, entry.json);
+    callNative(() => this.#native.addPool(json, entry.detachable, entry.capacity !== undefined));
     this.#definitions.push(def);
     this.#entries.push(entry);
     this.#byId.set(entry.id, entry);
@@ -193,4 +208,4 @@ function entryOf(registry, id) {
   return entry.id === id ? entry : undefined;
 }
 
-module.exports = { asProviderId, InMemoryProviderRegistry, nativeView, entryOf, readDefinition };
+module.exports = { asProviderId, InMemoryProviderRegistry, nativeView, entryOf, readDefinition, definitionText };

@@ -19,8 +19,9 @@
 
 const { binding } = require('./binding.js');
 const { ProviderRegistryError, callNative } = require('./errors.js');
-const { serialize } = require('./serialize.js');
+const { serialize, serializeDefinition } = require('./serialize.js');
 const { guarded } = require('./guard.js');
+const { definitionText } = require('./registry.js');
 const { compile, checkLabels } = require('./compile.js');
 const { explainView } = require('./explain.js');
 
@@ -217,7 +218,7 @@ function readEntries(providers) {
     // decision uses only this copy, so a getter answering differently cannot split it.)
     const snap = { id: copy(id, 1), capabilities: copy(capabilities, 1), signals: copy(signals, 1) };
     const cache = cacheable(snap) ? p : null;
-    out[i] = { id: snap.id, json: serialize(snap), snap, counts: cache === null ? null : countsOf(snap), cache };
+    out[i] = { id: snap.id, json: serializeDefinition(snap.id, snap.capabilities, snap.signals), snap, counts: cache === null ? null : countsOf(snap), cache };
   }
   return out;
 }
@@ -244,7 +245,18 @@ function viewOf(list) {
   // A remembered entry drops its text once parsed (it is our own copy's serialization, so
   // it can be made again for the next registry that needs it).
   // (No runtime here: no launchDetached, no capacity reader.)
-  for (const e of list) callNative(() => native.addPool(e.json ?? serialize(e.snap), false, false));
+  for (const e of list) {
+    // A remembered entry is JSON data (it parsed): its text made again is a string.
+    let json = e.json ?? serializeDefinition(e.snap.id, e.snap.capabilities, e.snap.signals);
+    // A value JSON cannot carry: refused where the native parse would refuse it, after the
+    // id (checked by the same rule: a non-string id reads as none).
+    if (typeof json !== 'string') {
+      const id = typeof e.id === 'string' ? e.id : '';
+      callNative(() => binding.checkProviderId(id));
+      json = definitionText(id, json);
+    }
+    callNative(() => native.addPool(json, false, false));
+  }
   // Parsed: the definitions that may be cached are remembered from now on.
   for (const e of list) {
     if (e.cache !== null) {

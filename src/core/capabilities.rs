@@ -268,7 +268,7 @@ mod tests {
     }
 
     #[test]
-    fn non_finite_lifetime_marker_is_refused() {
+    fn non_finite_lifetime_text_is_refused() {
         let err = Capabilities::read(&json!({"timeout": {"maxSandboxLifetimeMs": "NaN"}}), "c").unwrap_err();
         assert_eq!(err.field, "c.timeout.maxSandboxLifetimeMs");
     }

@@ -729,7 +729,7 @@ mod tests {
         assert_eq!(field(json!({"timeoutMs": 3_600_001})), "options.timeoutMs");
         assert_eq!(field(json!({"timeoutMs": 1.5})), "options.timeoutMs");
         assert_eq!(field(json!({"timeoutMs": "5"})), "options.timeoutMs");
-        assert_eq!(field(json!({"timeoutMs": {"$invalid": "non-finite number"}})), "options.timeoutMs");
+        assert_eq!(field(json!({"timeoutMs": {}})), "options.timeoutMs");
         assert_eq!(field(json!([1])), "options.0");
         assert_eq!(field(json!("x")), "options");
     }
