@@ -126,7 +126,8 @@ function healthOf(option, routerClock) {
  */
 function budgetsJsonOf(budgets) {
   if (budgets === undefined) return undefined;
-  const json = serialize(budgets);
+  const json = budgets === null ? 'null' : serialize(budgets);
+  if (json instanceof NotJson) throw configError(json.field('budgets'), json.expectation);
   if (json === null) throw configError('budgets', 'could not be read (a property access threw)');
   return json;
 }
