@@ -322,11 +322,12 @@ test('settleCost must-not-fire: an unknown id answers false and changes nothing;
 
 const slots = (used, limit) => ({ status: 'known', resources: [{ resource: 'sandboxes', used, limit, unit: 'sandboxes', headroom: limit - used, required: 1 }] });
 
+/** 10 slots; the reader reports an empty account throughout (it lags): only holds bound the pool. */
 function capacitySetup() {
   const rt = fakeRuntime();
   const rec = recorder();
   const router = new SandboxRouter({
-    registry: new InMemoryProviderRegistry([definition('a', { runtime: rt, capacity: { getCapacity: async () => slots(rt.live.size, 10) } })]),
+    registry: new InMemoryProviderRegistry([definition('a', { runtime: rt, capacity: { getCapacity: async () => slots(0, 10) } })]),
     observer: rec.observer,
     capacity: { providerOrder: ['a'], reservationTtlMs: 60_000 },
   });

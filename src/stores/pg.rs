@@ -360,8 +360,10 @@ const BUDGET_ALLOCATED: &str =
 const BUDGET_UNKNOWN: &str = "UPDATE sandbox_router_budget_charges SET settled = TRUE,
     live_until = now() + greatest($2 - at_ms, 0) * interval '1 millisecond' WHERE sandbox_id = $1 AND NOT settled";
 const BUDGET_NOTHING: &str = "DELETE FROM sandbox_router_budget_charges WHERE sandbox_id = $1 AND NOT settled";
+// Settled or not: a destroy can overtake its own provision's settlement (written without
+// waiting), which then finds the charge no longer live.
 const RELEASE_SANDBOX: &str = "WITH gone AS (DELETE FROM sandbox_router_holds WHERE sandbox_id = $1)
-    UPDATE sandbox_router_budget_charges SET live = FALSE WHERE sandbox_id = $1 AND settled AND live
+    UPDATE sandbox_router_budget_charges SET live = FALSE WHERE sandbox_id = $1 AND live
       AND (live_until IS NULL OR live_until > now())";
 const BUDGET_COST: &str = "UPDATE sandbox_router_budget_charges SET cost = $2 WHERE sandbox_id = $1";
 // In-flight reservations of a lapsed lease or past their expiry count as nothing here (the
