@@ -48,8 +48,9 @@ use crate::core::json::{object, shown, FieldError};
 use crate::core::request::RESERVED_LABELS;
 use jiff::tz::TimeZone;
 use jiff::{Span, Timestamp};
+use rustc_hash::FxHashMap;
 use serde_json::Value;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 /// Reason code of a pool skipped because its cost does not fit a budget (explanations and
 /// the rejections of errors).
@@ -650,8 +651,9 @@ pub struct StatusRow {
 pub struct Ledger {
     rules: Vec<Rule>,
     buckets: Vec<Bucket>,
-    index: HashMap<Key, usize>,
-    charges: HashMap<SandboxKey, Charge>,
+    // Fx: hashed once or twice per admission, on the provision path (keys are ours).
+    index: FxHashMap<Key, usize>,
+    charges: FxHashMap<SandboxKey, Charge>,
     /// Charges changed since the last [`Ledger::take_dirty`] (only when persisted).
     dirty: Option<Vec<SandboxKey>>,
 }
@@ -662,8 +664,8 @@ impl Ledger {
         Ledger {
             rules,
             buckets: Vec::new(),
-            index: HashMap::new(),
-            charges: HashMap::new(),
+            index: FxHashMap::default(),
+            charges: FxHashMap::default(),
             dirty: persist.then(Vec::new),
         }
     }
@@ -793,20 +795,21 @@ impl Ledger {
         // a reservation still in flight under its id is given back first.
         self.settle(sandbox, Settle::Nothing);
         let mut refusals = Vec::new();
-        let mut at = Vec::with_capacity(keys.len());
+        // The buckets first; their event sequences once every rule admitted.
+        let mut entries: Vec<(usize, Option<u64>)> = Vec::with_capacity(keys.len());
         for k in keys {
             let b = self.bucket(k);
             self.prune(b, now);
             if let Err(r) = check(&self.rules[k.rule], k.rule, &k.value, &self.buckets[b].usage(), cost, now) {
                 refusals.push(r);
             }
-            at.push(b);
+            entries.push((b, None));
         }
         if !refusals.is_empty() {
             return Err(refusals);
         }
-        let mut entries = Vec::with_capacity(at.len());
-        for b in at {
+        for entry in &mut entries {
+            let b = entry.0;
             let windowed = self.rules[self.buckets[b].rule].window.is_some();
             let bucket = &mut self.buckets[b];
             bucket.inflight += 1;
@@ -820,7 +823,7 @@ impl Ledger {
             } else {
                 None
             };
-            entries.push((b, seq));
+            entry.1 = seq;
         }
         self.charges.insert(sandbox, Charge { at: now, cost, settled: false, live: Live::Held, entries });
         self.touch(sandbox);
@@ -829,14 +832,14 @@ impl Ledger {
 
     /// Settles provision `sandbox`'s reservation in flight (nothing happens without one).
     pub fn settle(&mut self, sandbox: SandboxKey, how: Settle) {
-        let Some(c) = self.charges.get_mut(&sandbox) else { return };
+        let Ledger { charges, buckets, .. } = self;
+        let Some(c) = charges.get_mut(&sandbox) else { return };
         if c.settled {
             return;
         }
-        let entries = c.entries.clone();
         let cost = c.cost;
-        for (b, seq) in entries {
-            let bucket = &mut self.buckets[b];
+        for &(b, seq) in &c.entries {
+            let bucket = &mut buckets[b];
             bucket.inflight = bucket.inflight.saturating_sub(1);
             match how {
                 Settle::Allocated => bucket.live += 1,
@@ -857,16 +860,14 @@ impl Ledger {
         }
         match how {
             Settle::Nothing => {
-                self.charges.remove(&sandbox);
+                charges.remove(&sandbox);
             }
             Settle::Allocated | Settle::Unknown { .. } => {
-                if let Some(c) = self.charges.get_mut(&sandbox) {
-                    c.settled = true;
-                    c.live = match how {
-                        Settle::Unknown { until } => Live::Until(until),
-                        _ => Live::Held,
-                    };
-                }
+                c.settled = true;
+                c.live = match how {
+                    Settle::Unknown { until } => Live::Until(until),
+                    _ => Live::Held,
+                };
             }
         }
         self.touch(sandbox);
