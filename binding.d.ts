@@ -1244,7 +1244,7 @@ export interface NamedStatusRecord {
 export interface NativeError {
   /** The JS class to raise (`SandboxRequestValidationError`, …; `lib/errors.js` names). */
   errorClass: string
-  /** Stable code (the README's error table). */
+  /** Stable code (the README's error table; docs/ guides say when each is thrown). */
   code: string
   /** Human message: ids, codes, numbers and field paths, never a caller's value. */
   message: string

@@ -1,5 +1,5 @@
 // Public types of @agent-relay/sandbox-router (native edition).
-// Names follow the 0.6 TypeScript package; see README "Migrating from 0.6" for differences.
+// Names follow the 0.6 TypeScript package; see docs/migrating.md for differences.
 
 // ---------------------------------------------------------------------------------------
 // The runtime port (structural: any @agent-relay/sandbox adapter fits unchanged)
@@ -490,7 +490,6 @@ export interface ProviderFailureClassification {
   retryable: boolean;
 }
 
-/** Caller-owned failure knowledge. Receives a sanitized error (provider id and operation only). */
 /**
  * Judges one launch failure. `error` is what the runtime threw:
  * - with `new SandboxRouter({ registry })` (your own adapters): the original thrown value,
@@ -830,7 +829,7 @@ export interface PoolHealth {
   cooldownMs: number;
 }
 
-/** Router option `health` (every field optional; defaults in the README). */
+/** Router option `health` (every field optional; defaults in docs/health.md). */
 export interface HealthOptions {
   /**
    * The clock health reads, ms since the epoch. Default: the router's `clock`, else the wall
@@ -899,7 +898,7 @@ export interface SandboxRouterOptions {
   classifyProviderFailure?: ProviderFailureClassifier;
   resolveRoutingSignals?: RoutingSignalResolver;
   provisioning?: ProvisioningAvailability;
-  /** Capacity routing (see README). Omit to keep strategy ranking. */
+  /** Capacity routing (see docs/capacity.md). Omit to keep strategy ranking. */
   capacity?: CapacityPolicy;
   /** Bound on each caller callback (readiness, resolver, classifier, mapping store), ms. Default 10,000. */
   callbackTimeoutMs?: number;
@@ -1291,7 +1290,7 @@ export interface CapacityPolicy {
   reservationTtlMs?: number;
   /**
    * A shared capacity ledger: every router process given the same database admits against
-   * one set of holds (see README "Running many routers"). Without it, holds are in-process.
+   * one set of holds (see docs/fleets.md). Without it, holds are in-process.
    * A coordinator that fails or times out skips the pool as `UNKNOWN: COORDINATOR_UNAVAILABLE`.
    */
   coordinator?: PostgresMappingStore;

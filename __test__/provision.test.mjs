@@ -774,7 +774,7 @@ test('readiness failure ends the provision with an exhausted event carrying the 
   assert.equal(ev.sandboxId, id);
 });
 
-// Acquisitions live natively under integer keys (binding_acquisition.rs); the JS side must
+// Acquisitions live natively under integer keys (src/binding/acquisition.rs); the JS side must
 // end each exactly once, whatever way the provision ends.
 test('machines must-fire: a provision in flight holds one native acquisition', async () => {
   const { binding } = await import('../lib/binding.js');

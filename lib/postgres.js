@@ -5,8 +5,8 @@
 // owns the connection pool, the schema and every SQL statement; this class validates, reads
 // each caller value once, and gives failures their classes.
 //
-// TLS (`connection.ssl`, or the URL's `sslmode`): rustls in the native half; see README
-// "Running many routers" for what each mode verifies.
+// TLS (`connection.ssl`, or the URL's `sslmode`): rustls in the native half; see docs/fleets.md
+// ("TLS") for what each mode verifies.
 //
 // The connection options (password and CA text included) are handed to the native constructor and not
 // kept here: no field of this object holds them, so JSON.stringify and util.inspect cannot

@@ -95,7 +95,7 @@ class SandboxRouter {
    * Live health of every registered pool, in registration order: the circuit's state
    * (`closed`, `open` with `retryAt`, `half-open`), and statistics from real launch
    * outcomes. Plain data (ids, numbers, codes); empty when tracking is off (`health: false`).
-   * Health is per process: see the README.
+   * Health is per process: see docs/health.md ("Scope").
    */
   health() {
     const ctx = this.#ctx;

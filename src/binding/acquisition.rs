@@ -284,8 +284,7 @@ fn step_into(key: u32, mut step: Uint32ArraySlice<'_>, budget_now: Option<f64>) 
             Step::Done => (StepKind::Done, 0),
         }
     })?;
-    // SAFETY: JavaScript cannot run during this synchronous call, so nothing else touches
-    // the buffer while we write, and nothing keeps the slice beyond it.
+    // SAFETY: no JavaScript runs during this synchronous call and nothing keeps the slice beyond it.
     let out = unsafe { step.as_mut() };
     if out.len() < 3 {
         return Err(internal("(the step buffer is too small)"));

@@ -30,7 +30,7 @@ pub type Failure = Box<NativeError>;
 pub struct NativeError {
     /// The JS class to raise (`SandboxRequestValidationError`, …; `lib/errors.js` names).
     pub error_class: String,
-    /// Stable code (the README's error table).
+    /// Stable code (the README's error table; docs/ guides say when each is thrown).
     pub code: String,
     /// Human message: ids, codes, numbers and field paths, never a caller's value.
     pub message: String,

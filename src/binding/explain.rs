@@ -108,10 +108,7 @@ pub fn explain_decision<'env>(
     now: Option<f64>,
 ) -> Result<Option<Array<'env>>> {
     guard(env, || {
-        // SAFETY: JavaScript cannot run during this synchronous call, so nothing else
-        // touches the buffers while we write; `lib/explain.js` lends two distinct
-        // ArrayBuffers (a Uint32Array and a Float64Array of its own), so the two slices
-        // never alias. Nothing keeps the slices beyond this call.
+        // SAFETY: no JavaScript runs during this synchronous call, the two arrays have distinct buffers, nothing keeps the slices.
         let (ints, floats) = unsafe { (ints.as_mut(), floats.as_mut()) };
         if ints.len() < HEADER_INTS || floats.len() < HEADER_FLOATS {
             return Err(internal("(the explanation buffers are too small)"));

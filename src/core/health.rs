@@ -85,7 +85,7 @@ impl Default for HealthConfig {
 /// The router option `health`, read strictly: `true` for the defaults, `false` for no
 /// tracking (`Ok(None)`), or an object of the options below (the caller's
 /// `clock` function is taken out by the JS layer, which calls it). These ranges and the
-/// defaults above are the only copy; the README documents them.
+/// defaults above are the only copy; docs/health.md documents them.
 pub fn config_of_option(value: &serde_json::Value) -> Result<Option<HealthConfig>, crate::core::CoreError> {
     use serde_json::Value;
     let invalid = |field: String, expectation: &str| crate::core::CoreError::InvalidConfiguration {

@@ -13,7 +13,7 @@
 //! sandboxes across fifty pages; parsing those bodies with serde into structs that keep only
 //! the few needed fields runs on tokio's workers, so the Node event loop never stalls on a
 //! read. The caller bounds each read with a deadline by dropping this future, which drops
-//! the in-flight request and closes its connection (see `binding_capacity.rs`).
+//! the in-flight request and closes its connection (see `src/binding/capacity.rs`).
 //!
 //! Error policy: a reader never fails and never panics on provider input. Every problem is a
 //! measurement: `unknown` with a reason ([`UnknownReason`]). Its configuration was validated
