@@ -942,9 +942,11 @@ export declare const enum EvidenceStatusName {
  * `router`'s health and capacity order when given (`routeProviders` has no router). Writes the header and the numbers into `ints`
  * and `floats` (layout: `core::explain::layout`, after the header) and returns the texts
  * the caller's table lacks, if any (see `header`). When a buffer is too small, writes only
- * the header (`fits` 0 and the sizes needed, header included).
+ * the header (`fits` 0 and the sizes needed, header included). `labelsJson` (the
+ * request's labels) and `budgetNow` (the router's clock, ms; omitted: the wall clock): with
+ * a router that has budgets, pools a rule has no room for are rejected `BUDGET_EXCEEDED`.
  */
-export declare function explainDecision(registry: number, request: number, detached: boolean, extras: RouteExtras | undefined | null, ints: Uint32Array, floats: Float64Array, router?: number | undefined | null, now?: number | undefined | null): string[] | undefined
+export declare function explainDecision(registry: number, request: number, detached: boolean, extras: RouteExtras | undefined | null, ints: Uint32Array, floats: Float64Array, router?: number | undefined | null, now?: number | undefined | null, labelsJson?: string | undefined | null, budgetNow?: number | undefined | null): string[] | undefined
 
 /** The names behind the indices in the explanation buffers. */
 export declare function explainVocabulary(): ExplainVocabulary

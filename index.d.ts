@@ -359,7 +359,9 @@ export type RejectionCode =
   | 'LATENCY_BUDGET'
   | 'NOT_IN_PROVIDER_ORDER'
   /** Live health: the pool's circuit is open (detail: why, and when it is retried), or half-open with its one trial running. */
-  | 'CIRCUIT_OPEN';
+  | 'CIRCUIT_OPEN'
+  /** `router.explain` with budgets: a rule has no room for the pool's estimated cost now (a provision skips it at launch time). */
+  | 'BUDGET_EXCEEDED';
 
 /** One reason a pool was rejected. */
 export interface RejectionReason {

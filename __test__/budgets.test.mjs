@@ -427,3 +427,25 @@ test('canary must-not-fire: no credential or provider text in any budget error o
 test('canary must-fire: the leak detector sees a canary in a budget-shaped value (the check is live)', () => {
   assert.ok(leaks({ type: 'budget.refused', rule: CANARY }));
 });
+
+// --- explain ------------------------------------------------------------------------------
+
+test('explain must-fire: a pool whose cost a rule has no room for now is rejected BUDGET_EXCEEDED (nothing reserved)', async () => {
+  const { router } = setup({ dear: 0.8, cheap: 0.3 }, [spend(1)]);
+  await router.provision({ ...tenant('acme'), providerId: 'cheap' });
+  const e = await router.explain(tenant('acme'));
+  assert.deepEqual(e.eligible.map((p) => p.providerId), ['cheap']);
+  const dear = e.rejected.find((r) => r.providerId === 'dear');
+  assert.deepEqual(dear.reasons.map((r) => r.code), ['BUDGET_EXCEEDED']);
+  assert.match(e.summary, /over budget/);
+  assert.equal((await router.budgetStatus())[0].reserved.cost, 0, 'explain reserves nothing');
+});
+
+test('explain must-not-fire: another tenant, and a router without budgets, see every pool eligible', async () => {
+  const { router } = setup({ dear: 0.8, cheap: 0.3 }, [spend(1)]);
+  await router.provision({ ...tenant('acme'), providerId: 'cheap' });
+  assert.equal((await router.explain(tenant('globex'))).eligible.length, 2);
+  const plain = setup({ dear: 0.8, cheap: 0.3 }, undefined).router;
+  await plain.provision({ ...tenant('acme'), providerId: 'cheap' });
+  assert.equal((await plain.explain(tenant('acme'))).eligible.length, 2);
+});

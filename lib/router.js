@@ -16,7 +16,7 @@ const { SandboxRequestValidationError, callNative } = require('./errors.js');
 const { nativeView } = require('./registry.js');
 const { compileShared, checkLabels } = require('./compile.js');
 const { guarded } = require('./guard.js');
-const { contextOf, healthNow } = require('./options.js');
+const { contextOf, healthNow, routerNow } = require('./options.js');
 const { provision, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./provision.js');
 const { extras } = require('./extras.js');
 const { getCapacity } = require('./capacity.js');
@@ -88,7 +88,8 @@ class SandboxRouter {
     const ctx = this.#ctx;
     const view = nativeView(ctx.registry);
     const ext = await extras(ctx, view, call.compiled, detached, request);
-    return explainView(view, call.compiled, detached, ext, ctx.handle, healthNow(ctx.health));
+    const budgeted = ctx.budgets !== null;
+    return explainView(view, call.compiled, detached, ext, ctx.handle, healthNow(ctx.health), budgeted ? call.labelsJson : undefined, budgeted ? routerNow(ctx) : undefined);
   }
 
   /**

@@ -207,7 +207,7 @@ fn begin(
     // Capacity and budget skips consume no attempt, so they need every candidate.
     let limit = if router.capacity.is_some() || budget.is_some() { None } else { Some(req.max_attempts as usize) };
     let (order, tracking) = router.view(&mut inner, now, |inner, health| {
-        let q = Question { req, detached, extras, provider_order: router.provider_order(), health };
+        let q = Question { req, detached, extras, provider_order: router.provider_order(), health, over_budget: &[] };
         inner.candidates(&q, limit).map(|order| (order, health.map(|h| (h.slots.clone(), h.now))))
     })?;
     let plan = router.capacity.as_ref().map(|c| CapacityPlan {

@@ -104,6 +104,33 @@ impl BudgetCore {
         }
     }
 
+    /// Explanations: the pools (by index, with `costs` by pool) whose estimated cost some
+    /// applying rule of the in-process ledger has no room for at `now`, for a request with
+    /// `labels`. Nothing is reserved. Empty under a shared ledger (asking it is a provision's
+    /// business) and for a request a rule would refuse for its missing label.
+    pub(crate) fn over_budget(&self, labels: &[(String, String)], costs: &[f64], now: i64) -> Vec<usize> {
+        if self.shared {
+            return Vec::new();
+        }
+        let mut ledger = self.ledger.borrow_mut();
+        let Ok(keys) = budget::keys_of(ledger.rules(), labels) else { return Vec::new() };
+        if keys.is_empty() {
+            return Vec::new();
+        }
+        let usage: Vec<budget::Usage> = keys.iter().map(|k| ledger.usage(k, now)).collect();
+        let rules = ledger.rules();
+        costs
+            .iter()
+            .enumerate()
+            .filter(|(_, &cost)| {
+                keys.iter()
+                    .zip(&usage)
+                    .any(|(k, u)| budget::check(&rules[k.rule], k.rule, &k.value, u, cost, now).is_err())
+            })
+            .map(|(i, _)| i)
+            .collect()
+    }
+
     /// Writes the charges that changed to the durable store, if there is one.
     pub(crate) fn flush(&self) {
         if let Some(sink) = self.persist.borrow().as_ref() {

@@ -133,7 +133,14 @@ pub fn registry_survivors(
         let (registry, req) = (registry_of(registry)?, crate::binding::request::request_of(request)?);
         let extras = RouteExtras { credentials_unavailable, signals: None };
         let inner = registry.borrow();
-        let q = Question { req: &req, detached, extras: Some(&extras), provider_order: None, health: None };
+        let q = Question {
+            req: &req,
+            detached,
+            extras: Some(&extras),
+            provider_order: None,
+            health: None,
+            over_budget: &[],
+        };
         Ok(inner.survivors(&q).into_iter().map(|i| i as u32).collect())
     })
 }
@@ -192,6 +199,8 @@ pub(crate) struct Question<'a> {
     /// Capacity routing: the router's explicit provider order.
     pub(crate) provider_order: Option<&'a [String]>,
     pub(crate) health: Option<&'a HealthView<'a>>,
+    /// Explanations only: pools a budget rule has no room for (see `BudgetCore::over_budget`).
+    pub(crate) over_budget: &'a [usize],
 }
 
 impl Question<'_> {
@@ -215,6 +224,7 @@ impl Question<'_> {
             detail,
             circuit: &circuit,
             observed: observed.as_deref(),
+            over_budget: self.over_budget,
         })
     }
 }

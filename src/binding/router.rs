@@ -421,7 +421,14 @@ pub fn route_order(
         let (core, registry, req) = (router_of(router)?, registry_of(registry)?, request_of(request)?);
         let mut inner = registry.borrow_mut();
         let order = core.view(&mut inner, now, |inner, health| {
-            let q = Question { req: &req, detached, extras: None, provider_order: core.provider_order(), health };
+            let q = Question {
+                req: &req,
+                detached,
+                extras: None,
+                provider_order: core.provider_order(),
+                health,
+                over_budget: &[],
+            };
             inner.candidates(&q, Some(req.max_attempts as usize))
         })?;
         // SAFETY: JavaScript cannot run during this synchronous call, and nothing keeps the slice beyond it.

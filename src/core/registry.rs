@@ -70,6 +70,9 @@ pub struct RouteOptions<'a> {
     pub detail: bool,
     /// Pools whose circuit excludes them now (health), by pool index, with why.
     pub circuit: &'a [(usize, Block)],
+    /// Explanations only: pools whose estimated cost a budget rule has no room for now, by
+    /// pool index (a provision decides this per candidate, at launch time).
+    pub over_budget: &'a [usize],
     /// Observed signals by pool index, blended into ranking (health, opted in).
     pub observed: Option<&'a [Option<Observed>]>,
 }
@@ -427,6 +430,15 @@ fn operational_signals(
             );
             return None;
         }
+    }
+    if opts.over_budget.contains(&i) {
+        sink.reject(
+            Reason::BudgetExceeded,
+            TextKey { phrase: 0, detail: Some(0) },
+            |d| d.push_str("a budget rule has no room for its estimated cost now"),
+            |p| p.push_str("over budget"),
+        );
+        return None;
     }
     Some(signals)
 }
