@@ -196,7 +196,7 @@ pub enum Event {
     /// nothing).
     BudgetReleased { pool: usize, cost: f64, reason: &'static str },
     /// `budget.refused`: `pool` did not fit; the first refusing rule.
-    BudgetRefused { pool: usize, refusal: Refusal },
+    BudgetRefused { pool: usize, refusal: Box<Refusal> },
 }
 
 /// Health tracking of one acquisition: each pool's health slot, the caller's clock as last
@@ -270,7 +270,9 @@ pub struct Acquisition {
     /// The last candidate health excluded at launch time.
     circuit_skipped: Option<usize>,
     /// Budgets, when the router has rules that apply to the request.
-    budget: Option<Budgeting>,
+    /// Boxed: a machine without budgets stays as small as before (it is moved on every
+    /// provision).
+    budget: Option<Box<Budgeting>>,
     /// The provision's sandbox id, under which a kept capacity hold is recorded.
     owner: Option<SandboxKey>,
 }
@@ -362,7 +364,7 @@ impl Acquisition {
     /// against `plan.keys`. Budget skips consume no attempt, so `candidates` must not have
     /// been cut to the attempt bound.
     pub fn with_budget(&mut self, plan: budget::Plan) {
-        self.budget = Some(Budgeting {
+        self.budget = Some(Box::new(Budgeting {
             plan,
             held: None,
             at: 0,
@@ -370,7 +372,7 @@ impl Acquisition {
             refusals: Vec::new(),
             unavailable: None,
             unrecorded: false,
-        });
+        }));
     }
 
     /// Tracks this acquisition's launches in a router's health: `slots` maps pool indices
@@ -817,7 +819,7 @@ impl Acquisition {
         let Some(b) = &mut self.budget else { return };
         if self.observe {
             if let Some(r) = refusals.first() {
-                self.events.push(Event::BudgetRefused { pool, refusal: r.clone() });
+                self.events.push(Event::BudgetRefused { pool, refusal: Box::new(r.clone()) });
             }
         }
         b.refusals.push((pool, refusals));

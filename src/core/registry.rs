@@ -300,7 +300,8 @@ pub fn route_order_into(
     let plain = opts.signals.is_none()
         && opts.credentials_unavailable.is_empty()
         && opts.provider_order.is_none()
-        && opts.circuit.is_empty();
+        && opts.circuit.is_empty()
+        && opts.over_budget.is_empty();
     for (i, p) in registry.profiles.iter().enumerate() {
         let regions = &pools[i].capabilities.regions;
         let admitted = if q.simple { admits_simple(p, &q) } else { admits(i, p, &q, req, regions) };
