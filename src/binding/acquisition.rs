@@ -881,7 +881,7 @@ fn budget_fields(error: &mut NativeError, b: &BudgetCore, machine: &Acquisition)
                 machine.budget_plan().and_then(|p| p.keys.iter().find(|k| k.rule == *rule)).map(|k| k.value.clone());
             b.with_rule(*rule, |r| {
                 error.rule = Some(r.id.clone());
-                error.key = value.map(|value| BudgetKeyRecord { label: r.label.clone(), value });
+                error.key = value.map(|value| BudgetKeyRecord { label: r.label.clone(), value: value.to_string() });
                 error.retryable = Some(true);
             });
         }

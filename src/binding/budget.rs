@@ -71,12 +71,14 @@ impl BudgetCore {
         &self,
         labels: &[(String, String)],
         sandbox: SandboxKey,
-        costs: impl FnOnce() -> Vec<f64>,
+        costs: impl FnOnce() -> Rc<[f64]>,
         hold_ms: u64,
     ) -> Result<Option<Plan>, Failure> {
-        let ledger = self.ledger.borrow();
-        let rules = ledger.rules();
-        let keys = budget::keys_of(rules, labels).map_err(|rule| key_missing(&rules[rule]))?;
+        let mut ledger = self.ledger.borrow_mut();
+        let keys = match ledger.keys_of(labels) {
+            Ok(keys) => keys,
+            Err(rule) => return Err(key_missing(&ledger.rules()[rule])),
+        };
         if keys.is_empty() {
             return Ok(None);
         }
@@ -340,7 +342,7 @@ impl BudgetCore {
     pub(crate) fn rule_records(&self, now: i64) -> Vec<BudgetRuleRecord> {
         let ledger = self.ledger.borrow();
         let rules = ledger.rules();
-        let keys: Vec<Key> = (0..rules.len()).map(|rule| Key { rule, value: String::new() }).collect();
+        let keys: Vec<Key> = (0..rules.len()).map(|rule| Key { rule, value: "".into() }).collect();
         SharedKey::of(rules, &keys, now)
             .into_iter()
             .map(|k| BudgetRuleRecord {

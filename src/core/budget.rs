@@ -48,7 +48,7 @@ use crate::core::json::{object, shown, FieldError};
 use crate::core::request::RESERVED_LABELS;
 use jiff::tz::TimeZone;
 use jiff::{Span, Timestamp};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;
 use std::collections::VecDeque;
 
@@ -61,6 +61,8 @@ pub const BUDGET_EXHAUSTED: &str = "BUDGET_EXHAUSTED";
 pub const BUDGET_KEY_MISSING: &str = "BUDGET_KEY_MISSING";
 /// Code of a provision refused because the shared budget ledger could not be asked.
 pub const BUDGET_STORE_UNAVAILABLE: &str = "BUDGET_STORE_UNAVAILABLE";
+/// Most label values a ledger keeps one shared copy of.
+pub const MAX_VALUES: usize = 100_000;
 /// Most rules a router takes.
 pub const MAX_RULES: usize = 64;
 /// Longest sliding window, ms (a year).
@@ -255,7 +257,7 @@ impl SharedKey {
                 SharedKey {
                     rule: k.rule,
                     rule_id: r.id.clone(),
-                    value: k.value.clone(),
+                    value: k.value.to_string(),
                     limits: r.limits,
                     since: r.window.as_ref().map(|w| w.since(now)),
                     window_end,
@@ -389,8 +391,9 @@ fn window_of(v: &Value, path: &str) -> Result<Window, CoreError> {
 pub struct Key {
     /// Index into the rules.
     pub rule: usize,
-    /// The label's value.
-    pub value: String,
+    /// The label's value (shared: a router's ledger hands out one copy per value, so a
+    /// provision's plan clones a counter, not the text).
+    pub value: std::rc::Rc<str>,
 }
 
 /// The rules that apply to a request with `labels`: `Ok(keys)`, or `Err(rule)` for the
@@ -399,7 +402,7 @@ pub fn keys_of(rules: &[Rule], labels: &[(String, String)]) -> Result<Vec<Key>, 
     let mut keys = Vec::with_capacity(rules.len());
     for (i, r) in rules.iter().enumerate() {
         match labels.iter().find(|(k, _)| *k == r.label) {
-            Some((_, v)) => keys.push(Key { rule: i, value: v.clone() }),
+            Some((_, v)) => keys.push(Key { rule: i, value: std::rc::Rc::from(v.as_str()) }),
             None if r.missing_allow => {}
             None => return Err(i),
         }
@@ -654,6 +657,8 @@ pub struct Ledger {
     // Fx: hashed once or twice per admission, on the provision path (keys are ours).
     index: FxHashMap<Key, usize>,
     charges: FxHashMap<SandboxKey, Charge>,
+    /// One copy of each label value a rule has keyed (see [`Ledger::keys_of`]).
+    values: FxHashSet<std::rc::Rc<str>>,
     /// Charges changed since the last [`Ledger::take_dirty`] (only when persisted).
     dirty: Option<Vec<SandboxKey>>,
 }
@@ -666,6 +671,7 @@ impl Ledger {
             buckets: Vec::new(),
             index: FxHashMap::default(),
             charges: FxHashMap::default(),
+            values: FxHashSet::default(),
             dirty: persist.then(Vec::new),
         }
     }
@@ -675,13 +681,39 @@ impl Ledger {
         &self.rules
     }
 
+    /// [`keys_of`], with each value shared with the ledger's copy of it (made on first
+    /// use; at most [`MAX_VALUES`] are kept, then values are copied per call).
+    pub fn keys_of(&mut self, labels: &[(String, String)]) -> Result<Vec<Key>, usize> {
+        let mut keys = Vec::with_capacity(self.rules.len());
+        for (i, r) in self.rules.iter().enumerate() {
+            match labels.iter().find(|(k, _)| *k == r.label) {
+                Some((_, v)) => {
+                    let value = match self.values.get(v.as_str()) {
+                        Some(shared) => shared.clone(),
+                        None => {
+                            let fresh: std::rc::Rc<str> = std::rc::Rc::from(v.as_str());
+                            if self.values.len() < MAX_VALUES {
+                                self.values.insert(fresh.clone());
+                            }
+                            fresh
+                        }
+                    };
+                    keys.push(Key { rule: i, value });
+                }
+                None if r.missing_allow => {}
+                None => return Err(i),
+            }
+        }
+        Ok(keys)
+    }
+
     fn bucket(&mut self, key: &Key) -> usize {
         if let Some(&b) = self.index.get(key) {
             return b;
         }
         self.buckets.push(Bucket {
             rule: key.rule,
-            value: key.value.clone(),
+            value: key.value.to_string(),
             events: VecDeque::new(),
             base: 0,
             used_cost: 0.0,
@@ -973,7 +1005,7 @@ impl Ledger {
                 .keys
                 .iter()
                 .filter_map(|(id, value)| {
-                    self.rules.iter().position(|x| &x.id == id).map(|rule| Key { rule, value: value.clone() })
+                    self.rules.iter().position(|x| &x.id == id).map(|rule| Key { rule, value: value.as_str().into() })
                 })
                 .collect();
             if keys.is_empty() {
@@ -1024,7 +1056,7 @@ pub struct Plan {
     /// The rules that apply to the request, with its label values.
     pub keys: Vec<Key>,
     /// Each pool's cost (its `estimatedCost`, registered or resolved), by pool index.
-    pub costs: Vec<f64>,
+    pub costs: std::rc::Rc<[f64]>,
     /// The reservations live in a shared ledger: the machine asks for them
     /// (`Step::Reserve`) instead of reserving itself.
     pub shared: bool,
