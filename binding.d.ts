@@ -252,6 +252,13 @@ export declare class NativeRouter {
    * empty when the router tracks no health.
    */
   health(providerIds: Array<string>, now?: number | undefined | null): Array<PoolHealthRecord>
+  /**
+   * The `sandbox_router_circuit_state` gauge of every pool of `provider_ids`, in that
+   * order, at `now` (ms; omitted: the wall clock): 0 closed, 1 half-open, 2 open
+   * (`core::telemetry::circuit_gauge`), from the snapshot `health` reads; empty when the
+   * router tracks no health.
+   */
+  circuitStates(providerIds: Array<string>, now?: number | undefined | null): Array<number>
 }
 
 /** The native half of `SqliteMappingStore`: one file, opened on first use. */
@@ -329,7 +336,7 @@ export declare function acquisitionDemand(key: number, measurementJson: string, 
  */
 export declare function acquisitionEnd(key: number): void
 
-/** Events decided since the last call (empty unless the router has an observer). */
+/** Events decided since the last call (empty unless the router has an observer or telemetry). */
 export declare function acquisitionEvents(key: number): Array<EventRecord>
 
 /**
@@ -349,6 +356,8 @@ export interface AcquisitionFailure {
   mayExist: boolean
   /** The runtime threw the router's own package error: rethrow that error as it is. */
   package: boolean
+  /** How the provision ended, as telemetry names it (`core::telemetry`). */
+  outcome: ProvisionOutcome
 }
 
 /**
@@ -840,6 +849,11 @@ export interface EventRecord {
   status?: string
   /** `capacity.skipped`: the unknown reason or the full dimension; `health.*`: why. */
   reason?: string
+  /**
+   * `capacity.skipped`: the reason as a bounded code (`core::telemetry::skip_reason`:
+   * the unknown reason, or `EXHAUSTED_<DIMENSION>`), what telemetry counts.
+   */
+  skipReason?: string
   /** `fallback.advanced`: from this pool… */
   fromProviderId?: string
   /** …to this one. */
@@ -1484,6 +1498,32 @@ export interface ProcRecord {
   tty: number
 }
 
+/**
+ * The outcome of a provision that failed with the router's error `code` outside its
+ * machine's own ending: before the machine began (`began` false) or after it succeeded
+ * (a mapping write). See `core::telemetry::ProvisionOutcome::outside_machine`.
+ */
+export declare function provisionOutcome(code: string, began: boolean): ProvisionOutcome
+
+/** How a provision ended (attribute `outcome` of `sandbox_router_provision_duration_seconds`). */
+export declare const enum ProvisionOutcome {
+  /** A sandbox was handed back. */
+  Success = 'success',
+  /** Retry later: every allowed attempt failed retryably, or capacity admitted no pool. */
+  Exhausted = 'exhausted',
+  /**
+   * A failure that ends the provision (terminal or outcome-unknown launch failure,
+   * malformed handle, missing package, failed intent or mapping write).
+   */
+  Terminal = 'terminal',
+  /** A launch did not settle within its deadline. */
+  TimedOut = 'timed_out',
+  /** No pool is eligible (at route time, or every circuit at launch time). */
+  NotEligible = 'not_eligible',
+  /** Refused before routing (request, labels, readiness, resolver). */
+  Refused = 'refused',
+}
+
 /** A readiness probe: exactly one of `command`, `port`, `logLine`. */
 export interface ReadinessRecord {
   /** Exits 0 once ready. */
@@ -1814,7 +1854,7 @@ export interface RouterSettings {
   capacity?: CapacitySettings
   /** `callbackTimeoutMs`: bounds the mapping write after a launch. */
   callbackTimeoutMs: number
-  /** Whether the router has an observer (its machines then record events). */
+  /** Whether the router has an observer or telemetry (its machines then record events). */
   observe: boolean
   /** This process's host name (intent records name their writer). */
   ownerHost: string
@@ -2062,6 +2102,27 @@ export interface TeardownWaveRecord {
   /** Its index. */
   wave: number
 }
+
+/** The telemetry schema (see [`TelemetrySchema`]). */
+export declare function telemetrySchema(): TelemetrySchema
+
+/** The values the telemetry instruments are built with, read once. */
+export interface TelemetrySchema {
+  /** Bucket boundaries (seconds) of the provision and operation duration histograms. */
+  durationBuckets: Array<number>
+  /** Bucket boundaries (seconds) of the capacity read histogram. */
+  readBuckets: Array<number>
+  /** Every value of `sandbox_router_capacity_skips_total`'s attribute `reason`. */
+  skipReasons: Array<string>
+  /** Every value of the provision outcome, in documentation order. */
+  outcomes: Array<ProvisionOutcome>
+}
+
+/**
+ * The launch label that carries the provision span's W3C `traceparent` when
+ * `telemetry.propagateToLabels` is set (`core::telemetry::TRACEPARENT_LABEL`).
+ */
+export declare const TRACEPARENT_LABEL: string
 
 /** Why a source is unknown. */
 export declare const enum UnknownReasonName {

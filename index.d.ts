@@ -937,6 +937,38 @@ export interface SandboxRouterOptions {
    * shared by every process with a `PostgresMappingStore` as `capacity.coordinator`.
    */
   budgets?: readonly BudgetRule[];
+  /**
+   * OpenTelemetry metrics and traces (docs/telemetry.md). Off by default, and free when
+   * off. `true` uses the global providers of `@opentelemetry/api` (an optional peer
+   * dependency, required only then: missing, it is a `ProviderPackageMissingError` naming
+   * it); an object names the providers (either omitted: the global one). A failing meter,
+   * tracer or exporter never changes an outcome.
+   */
+  telemetry?: boolean | TelemetryOptions;
+}
+
+/** What `getMeter` needs of a meter provider: an SDK `MeterProvider`, or `metrics.getMeterProvider()`. */
+export interface TelemetryMeterProvider {
+  getMeter(name: string, version?: string, options?: { schemaUrl?: string }): object;
+}
+
+/** What `getTracer` needs of a tracer provider: an SDK `TracerProvider`, or `trace.getTracerProvider()`. */
+export interface TelemetryTracerProvider {
+  getTracer(name: string, version?: string, options?: { schemaUrl?: string }): object;
+}
+
+/** Router option `telemetry` as an object (docs/telemetry.md). */
+export interface TelemetryOptions {
+  /** Where the router's instruments are made. Default: the global meter provider, as registered when the router is made. */
+  meterProvider?: TelemetryMeterProvider;
+  /** Where its spans are made. Default: the global tracer provider. */
+  tracerProvider?: TelemetryTracerProvider;
+  /**
+   * Adds the provision span's W3C `traceparent` to each launch's labels (key
+   * `traceparent`), so a provider's side can join the trace. Not written into the mapping
+   * record or the returned labels. Default `false`.
+   */
+  propagateToLabels?: boolean;
 }
 
 /** Why a pool could not be listed by `reconcile`. */
@@ -1571,6 +1603,8 @@ export interface CreateSandboxRouterOptions {
   fleet?: string;
   /** See `SandboxRouterOptions.health`. Default on. */
   health?: boolean | HealthOptions;
+  /** See `SandboxRouterOptions.telemetry`. Default off. */
+  telemetry?: boolean | TelemetryOptions;
   moduleLoader?: ModuleLoader;
 }
 

@@ -2,7 +2,8 @@
 // from the package:
 // - a ```js / ```mjs block is a complete program: it runs against this checkout (its imports
 //   of '@agent-relay/sandbox-router' and '@agent-relay/sandbox-router/local' are pointed at
-//   index.mjs and local/index.mjs) and must exit 0; a block that prints says what, with an
+//   index.mjs and local/index.mjs; any other package resolves from the devDependencies) and
+//   must exit 0; a block that prints says what, with an
 //   `<!-- output: REGEX -->` line right above it (REGEX, multiline, must match its stdout);
 // - a ```ts block is type-checked with tsc (strict, nodenext) against index.d.mts;
 // - a block that cannot run says why, with `<!-- not run: REASON -->` right above it.
@@ -15,7 +16,6 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync, mkdtempSync, writeFileSync, rmSync, mkdirSync, existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join, dirname, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { spawnSync, spawn } from 'node:child_process';
@@ -161,7 +161,10 @@ for (const b of runJs) {
   test(`runs the js block at ${where(b)}`, async () => {
     const { rewritten, imports } = pointImports(b.code, (f) => pathToFileURL(join(root, f)).href);
     assert.ok(imports > 0, `${where(b)}: a documented program imports the package`);
-    const dir = mkdtempSync(join(tmpdir(), 'sandbox-router-docs-'));
+    // Inside the checkout (.tmp/, ignored), so a program's other imports (the OpenTelemetry
+    // SDKs of docs/telemetry.md) resolve from its devDependencies, as from a user's own.
+    mkdirSync(join(root, '.tmp'), { recursive: true });
+    const dir = mkdtempSync(join(root, '.tmp', 'docs-run-'));
     try {
       writeFileSync(join(dir, 'program.mjs'), rewritten);
       const runEnv = { ...env };

@@ -224,3 +224,19 @@ export async function budgeted(now: () => number): Promise<BudgetStatus[]> {
   }
   return router.budgetStatus();
 }
+
+// Telemetry: the real SDKs' providers fit the option, as a user would pass them.
+import { type TelemetryOptions } from '../index.js';
+import { MeterProvider } from '@opentelemetry/sdk-metrics';
+import { BasicTracerProvider } from '@opentelemetry/sdk-trace-base';
+import { metrics, trace } from '@opentelemetry/api';
+
+export function instrumented(): SandboxRouter[] {
+  const telemetry: TelemetryOptions = { meterProvider: new MeterProvider(), tracerProvider: new BasicTracerProvider(), propagateToLabels: true };
+  return [
+    new SandboxRouter({ registry, telemetry }),
+    new SandboxRouter({ registry, telemetry: true }),
+    new SandboxRouter({ registry, telemetry: { meterProvider: metrics.getMeterProvider(), tracerProvider: trace.getTracerProvider() } }),
+    createSandboxRouter({ providers: { local: {} }, telemetry: { meterProvider: new MeterProvider() } }),
+  ];
+}

@@ -15,12 +15,14 @@
 //   e. Live health: provision overhead with tracking on vs off (same run, interleaved),
 //      and the chaos scenario (the best of three pools hangs; time to route around it and
 //      to return to it once it recovers). `--only=health` runs this section alone.
-//   g. Budgets: provision with two budget rules (a calendar-day cost limit in Berlin and a
+//   h. Budgets: provision with two budget rules (a calendar-day cost limit in Berlin and a
 //      sliding launches-and-concurrent limit, keyed by the `team` label) vs none, same run,
 //      interleaved. `--only=budgets` runs this section alone.
 //   f. Running many routers (bench/postgres.mjs): provision with PostgresMappingStore and
 //      the capacity coordinator vs the in-memory router, and admissions per second across
 //      4 processes (starts the test PostgreSQL). `--only=postgres` runs it alone.
+//   g. Telemetry (bench/telemetry.mjs): provision with telemetry on (the real OpenTelemetry
+//      SDKs, in-memory exporters) vs off, interleaved. `--only=telemetry` runs it alone.
 //
 // Every ratio printed is computed from figures measured in this run. Ratio > 1 means
 // the native side is faster.
@@ -717,7 +719,14 @@ async function healthSection(native) {
   return { overhead, added: (nativeOn - nativeOff) / off, failed, routedAround, backAfter, longest };
 }
 
-// g. Budgets (issue 25): what two rules add to a provision, in process.
+// g. Telemetry (issue 26): what telemetry on adds to a provision (bench/telemetry.mjs).
+async function telemetrySection(native) {
+  console.log('\n## g. Telemetry: provision with telemetry on (real SDKs, in-memory exporters) vs off\n');
+  const definitions = makeDefinitions(6, 0x5eed + 6).map((d) => ({ ...d, runtime: instantRuntime() }));
+  return (await import('./telemetry.mjs')).runTelemetryBench(native, { definitions, request: freshRequest, table });
+}
+
+// h. Budgets (issue 25): what two rules add to a provision, in process.
 
 /** Two rules every bench request matches (`team: 'bench'`), with limits it never reaches. */
 const BENCH_BUDGETS = [
@@ -727,7 +736,7 @@ const BENCH_BUDGETS = [
 
 async function budgetsSection(native) {
   const { SandboxRouter, InMemoryProviderRegistry } = native;
-  console.log('\n## g. Budgets: provision with two budget rules vs none\n');
+  console.log('\n## h. Budgets: provision with two budget rules vs none\n');
   const defs = makeDefinitions(6, 0x5eed + 6).map((d) => ({ ...d, runtime: instantRuntime() }));
   const registry = new InMemoryProviderRegistry(defs);
   // As section e: interleaved one provision at a time (rotating which goes first), each
@@ -799,6 +808,10 @@ async function main() {
     await (await import('./postgres.mjs')).runPostgresBench(native);
     return;
   }
+  if (only === 'telemetry') {
+    await telemetrySection(native);
+    return;
+  }
   const routing = await routingSection(native);
   const explained = await explainSection(native);
   const provision = await provisionSection(native);
@@ -813,6 +826,7 @@ async function main() {
   const budgets = await budgetsSection(native);
   console.log('\n## f. Running many routers (PostgreSQL)');
   await (await import('./postgres.mjs')).runPostgresBench(native);
+  const telemetry = await telemetrySection(native);
   console.log('\n## Summary (all ratios from this run; > 1 means native faster / higher)\n');
   const at = (n) => routing.find((r) => r.n === n);
   const ok = (b) => (b ? 'met' : 'NOT met');
@@ -847,6 +861,8 @@ async function main() {
       // shown against a provision that has since become twice as fast.
       ['  (native calls alone: added time / provision time)', `${(health.added * 100).toFixed(1)} %`, '— (diagnostic)', ''],
       ['provision, two budget rules vs none: time difference (end to end)', `${(budgets.overhead * 100).toFixed(1)} %`, `≤ ${FLOORS.budgets * 100} %`, ok(budgets.overhead <= FLOORS.budgets)],
+      ['provision, telemetry on (metrics and traces, real SDK) vs off: added time', `${fmtTime(telemetry.full - telemetry.off)} (${((telemetry.full / telemetry.off - 1) * 100).toFixed(0)} %)`, '— (reported)', ''],
+      ['  (noise floor: a second telemetry-off router)', `${(((telemetry.control / telemetry.off) - 1) * 100).toFixed(1)} %`, '', ''],
       ['getCapacity, 6 readers × 200 ms: total / slowest', `${routerRow['total / slowest alone']}x`, '≤ 1.2x', routerRow.ok === 'yes' ? 'met' : 'NOT met'],
       ['10,000-sandbox Daytona read: max event-loop stall (median)', stallRow['max stall (median)'], '≤ 5 ms', stallRow.ok === 'yes' ? 'met' : 'NOT met'],
     ],

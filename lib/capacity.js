@@ -46,7 +46,7 @@ async function admit(run) {
   const ctx = run.ctx;
   const coordinator = ctx.capacity.coordinator;
   if (coordinator === null) {
-    const measured = await measureJson(ctx, run.def);
+    const measured = await (run.tel === null ? measureJson(ctx, run.def) : ctx.telemetry.read(run, measureJson));
     binding.acquisitionAdmit(run.machine, measured, healthNow(ctx.health));
     return;
   }
@@ -58,7 +58,8 @@ async function admit(run) {
     settleBudget(run);
     return;
   }
-  const demand = binding.acquisitionDemand(run.machine, await measureJson(ctx, run.def), healthNow(ctx.health));
+  const measured = await (run.tel === null ? measureJson(ctx, run.def) : ctx.telemetry.read(run, measureJson));
+  const demand = binding.acquisitionDemand(run.machine, measured, healthNow(ctx.health));
   // null: the measurement was unknown or malformed; the machine skipped the pool.
   if (demand === null) {
     settleBudget(run);

@@ -28,75 +28,80 @@ function emit(sink, type, fields) {
 }
 
 /**
- * Emits the events the machine decided since the last call, in their documented shapes
- * (the machine names the pools).
- * @param {((e: object) => unknown) | null} sink
- * @param {number} machine the acquisition's key
- * @param {string} sandboxId
+ * Reads the events the machine of provision `run` decided since the last call, once, and
+ * hands them to the router's telemetry (which counts them, lib/telemetry.js) and to its
+ * observer, in their documented shapes (the machine names the pools).
+ * @param {{ ctx: { observer: ((e: object) => unknown) | null, telemetry: object | null }, machine: number, sandboxId: string }} run
  */
-function emitDecided(sink, machine, sandboxId) {
-  for (const e of binding.acquisitionEvents(machine)) {
-    switch (e.type) {
-      case 'capacity.admitted':
-        emit(sink, e.type, { sandboxId, providerId: e.providerId });
-        break;
-      case 'capacity.skipped':
-        emit(sink, e.type, { sandboxId, providerId: e.providerId, status: e.status, reason: e.reason });
-        break;
-      case 'attempt.started':
-      case 'attempt.succeeded':
-        emit(sink, e.type, { sandboxId, providerId: e.providerId, attempt: e.attempt });
-        break;
-      case 'attempt.failed':
-        emit(sink, e.type, { sandboxId, providerId: e.providerId, attempt: e.attempt, code: e.code, retryable: e.retryable });
-        break;
-      case 'fallback.advanced':
-        emit(sink, e.type, { sandboxId, fromProviderId: e.fromProviderId, toProviderId: e.toProviderId, attempt: e.attempt });
-        break;
-      case 'provision.exhausted':
-        emit(sink, e.type, { sandboxId, code: e.code });
-        break;
-      case 'health.circuit.opened':
-        emit(sink, e.type, {
-          sandboxId,
-          providerId: e.providerId,
-          reason: e.reason,
-          consecutiveFailures: e.consecutiveFailures,
-          cooldownMs: e.cooldownMs,
-          retryAt: e.retryAt,
-        });
-        break;
-      case 'health.circuit.half-open':
-      case 'health.circuit.closed':
-        emit(sink, e.type, { sandboxId, providerId: e.providerId });
-        break;
-      case 'health.skipped':
-        emit(sink, e.type, { sandboxId, providerId: e.providerId, reason: e.reason });
-        break;
-      case 'budget.reserved':
-        emit(sink, e.type, { sandboxId, providerId: e.providerId, cost: e.cost, rules: e.rules });
-        break;
-      case 'budget.released':
-        emit(sink, e.type, { sandboxId, providerId: e.providerId, cost: e.cost, rules: e.rules, reason: e.reason });
-        break;
-      case 'budget.refused':
-        emit(sink, e.type, {
-          sandboxId,
-          providerId: e.providerId,
-          reason: e.reason,
-          rule: e.rule,
-          key: e.key,
-          dimension: e.dimension,
-          limit: e.limit,
-          used: e.used,
-          reserved: e.reserved,
-          resetsAt: e.resetsAt ?? null,
-          retryable: e.retryable,
-        });
-        break;
-      default:
-        break;
-    }
+function emitDecided(run) {
+  const events = binding.acquisitionEvents(run.machine);
+  const { observer, telemetry } = run.ctx;
+  if (telemetry !== null) telemetry.decided(run, events);
+  if (observer !== null) for (const e of events) dispatch(observer, e, run.sandboxId);
+}
+
+/** One decided event to `sink`, in its documented shape. */
+function dispatch(sink, e, sandboxId) {
+  switch (e.type) {
+    case 'capacity.admitted':
+      emit(sink, e.type, { sandboxId, providerId: e.providerId });
+      break;
+    case 'capacity.skipped':
+      emit(sink, e.type, { sandboxId, providerId: e.providerId, status: e.status, reason: e.reason });
+      break;
+    case 'attempt.started':
+    case 'attempt.succeeded':
+      emit(sink, e.type, { sandboxId, providerId: e.providerId, attempt: e.attempt });
+      break;
+    case 'attempt.failed':
+      emit(sink, e.type, { sandboxId, providerId: e.providerId, attempt: e.attempt, code: e.code, retryable: e.retryable });
+      break;
+    case 'fallback.advanced':
+      emit(sink, e.type, { sandboxId, fromProviderId: e.fromProviderId, toProviderId: e.toProviderId, attempt: e.attempt });
+      break;
+    case 'provision.exhausted':
+      emit(sink, e.type, { sandboxId, code: e.code });
+      break;
+    case 'health.circuit.opened':
+      emit(sink, e.type, {
+        sandboxId,
+        providerId: e.providerId,
+        reason: e.reason,
+        consecutiveFailures: e.consecutiveFailures,
+        cooldownMs: e.cooldownMs,
+        retryAt: e.retryAt,
+      });
+      break;
+    case 'health.circuit.half-open':
+    case 'health.circuit.closed':
+      emit(sink, e.type, { sandboxId, providerId: e.providerId });
+      break;
+    case 'health.skipped':
+      emit(sink, e.type, { sandboxId, providerId: e.providerId, reason: e.reason });
+      break;
+    case 'budget.reserved':
+      emit(sink, e.type, { sandboxId, providerId: e.providerId, cost: e.cost, rules: e.rules });
+      break;
+    case 'budget.released':
+      emit(sink, e.type, { sandboxId, providerId: e.providerId, cost: e.cost, rules: e.rules, reason: e.reason });
+      break;
+    case 'budget.refused':
+      emit(sink, e.type, {
+        sandboxId,
+        providerId: e.providerId,
+        reason: e.reason,
+        rule: e.rule,
+        key: e.key,
+        dimension: e.dimension,
+        limit: e.limit,
+        used: e.used,
+        reserved: e.reserved,
+        resetsAt: e.resetsAt ?? null,
+        retryable: e.retryable,
+      });
+      break;
+    default:
+      break;
   }
 }
 

@@ -276,4 +276,17 @@ async function destroy(ctx, id) {
   emit(ctx.observer, 'sandbox.destroyed', { sandboxId: id, providerId: def.id });
 }
 
-module.exports = { runScript, uploadBundle, call, getSandbox, destroy, isPackageError, isNotFound, keepHandle, HANDLE_LIMIT };
+// With telemetry (lib/telemetry.js), each operation by id runs inside its span and is
+// counted and timed by outcome; without it, the function itself is called.
+
+module.exports = {
+  runScript: (ctx, id, options) => (ctx.telemetry === null ? runScript(ctx, id, options) : ctx.telemetry.operation('runScript', () => runScript(ctx, id, options))),
+  uploadBundle: (ctx, id, bundle) => (ctx.telemetry === null ? uploadBundle(ctx, id, bundle) : ctx.telemetry.operation('uploadBundle', () => uploadBundle(ctx, id, bundle))),
+  call: (ctx, id, operation, args) => (ctx.telemetry === null ? call(ctx, id, operation, args) : ctx.telemetry.operation(operation, () => call(ctx, id, operation, args))),
+  getSandbox: (ctx, id) => (ctx.telemetry === null ? getSandbox(ctx, id) : ctx.telemetry.operation('getSandbox', () => getSandbox(ctx, id))),
+  destroy: (ctx, id) => (ctx.telemetry === null ? destroy(ctx, id) : ctx.telemetry.operation('destroy', () => destroy(ctx, id))),
+  isPackageError,
+  isNotFound,
+  keepHandle,
+  HANDLE_LIMIT,
+};

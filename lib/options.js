@@ -8,6 +8,7 @@ const { SandboxRouterConfigurationError, callNative } = require('./errors.js');
 const { InMemoryMappingStore, SqliteMappingStore, NATIVE_STORE } = require('./mappings.js');
 const { guarded, copyOptions, shown } = require('./guard.js');
 const { serialize, NotJson } = require('./serialize.js');
+const { telemetryOf } = require('./telemetry.js');
 
 /** Default bound on caller callbacks (readiness, resolver, classifier, mapping store). */
 const DEFAULT_CALLBACK_TIMEOUT_MS = 10_000;
@@ -32,6 +33,7 @@ const ROUTER_OPTIONS = [
   'health',
   'clock',
   'budgets',
+  'telemetry',
 ];
 
 /** Default fleet name: the value of the fleet label stamped into every launch (src/core/request.rs). */
@@ -208,6 +210,9 @@ function clockOf(clock, field) {
  *   clock, read natively): what budgets, warm pools and health (without `health.clock`) read
  * @property {{ shared: boolean } | null} budgets the router has budget rules (option
  *   `budgets`); `shared`: they live in the coordinator's database
+ * @property {import('./telemetry.js').Telemetry | null} telemetry OpenTelemetry metrics and
+ *   traces (option `telemetry`; null: off, and nothing of it runs)
+ * @property {boolean} events whether the machines record events (an observer or telemetry reads them)
  */
 
 /**
@@ -258,6 +263,7 @@ function contextOf(input) {
   } catch {
     sqlite = undefined;
   }
+  const telemetry = telemetryOf(options.telemetry, clock);
   const session = require('node:crypto').randomBytes(8).toString('hex');
   const native = callNative(
     () =>
@@ -270,7 +276,7 @@ function contextOf(input) {
               ? undefined
               : { providerOrder: capacity.providerOrder, reservationTtlMs: capacity.reservationTtlMs, coordinated: capacity.coordinator !== null },
           callbackTimeoutMs,
-          observe: observerFn !== null,
+          observe: observerFn !== null || telemetry !== null,
           ownerHost: os.hostname(),
           ownerPid: process.pid,
           session,
@@ -280,7 +286,7 @@ function contextOf(input) {
         sqlite,
       ),
   );
-  return {
+  const ctx = {
     registry,
     native,
     handle: native.handle,
@@ -301,7 +307,11 @@ function contextOf(input) {
     health: health.enabled ? { clock: health.clock } : null,
     clock,
     budgets: native.budgetsShared === null || native.budgetsShared === undefined ? null : { shared: native.budgetsShared },
+    telemetry,
+    events: observerFn !== null || telemetry !== null,
   };
+  if (telemetry !== null) telemetry.observeCircuits(ctx, healthNow);
+  return ctx;
 }
 
 // The shape anchor (docs/performance.md): one idle router context, held by this module's

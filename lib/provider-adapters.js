@@ -133,25 +133,34 @@ async function loadPackage(loader, name, range) {
   try {
     return await loader(name);
   } catch (error) {
-    const missing = missingModuleOf(error);
-    // undefined: not a module-not-found error at all; null: one whose module is unknown
-    // (treated as the package itself, the common case).
-    const absent = missing === null || missing === name || missing === `${name}/package.json`;
-    if (absent) {
-      throw new ProviderPackageMissingError(
-        `${name} is not installed; install it to use this provider: npm install ${name}${/^[>=<^~\d]/.test(range) ? `@"${range}"` : ''}`,
-        'PROVIDER_PACKAGE_MISSING',
-        { packageName: name },
-      );
-    }
-    throw new ProviderPackageMissingError(
-      typeof missing === 'string'
-        ? `${name} is installed but could not be loaded: the module ${missing} it needs was not found; reinstall it (npm install ${name}) and check that its version satisfies ${range}`
-        : `${name} is installed but failed to load (it threw while being imported); check that its version satisfies ${range}`,
-      'PROVIDER_PACKAGE_LOAD_FAILED',
-      typeof missing === 'string' ? { packageName: name, missingModule: missing } : { packageName: name },
+    throw packageError(error, name, range, 'this provider');
+  }
+}
+
+/**
+ * The typed error for optional package `name` (wanted at `range`, for `purpose`: "this
+ * provider", "telemetry") that failed to load with `error` (never read but for its code
+ * and the module it names; see missingModuleOf).
+ */
+function packageError(error, name, range, purpose) {
+  const missing = missingModuleOf(error);
+  // undefined: not a module-not-found error at all; null: one whose module is unknown
+  // (treated as the package itself, the common case).
+  const absent = missing === null || missing === name || missing === `${name}/package.json`;
+  if (absent) {
+    return new ProviderPackageMissingError(
+      `${name} is not installed; install it to use ${purpose}: npm install ${name}${/^[>=<^~\d]/.test(range) ? `@"${range}"` : ''}`,
+      'PROVIDER_PACKAGE_MISSING',
+      { packageName: name },
     );
   }
+  return new ProviderPackageMissingError(
+    typeof missing === 'string'
+      ? `${name} is installed but could not be loaded: the module ${missing} it needs was not found; reinstall it (npm install ${name}) and check that its version satisfies ${range}`
+      : `${name} is installed but failed to load (it threw while being imported); check that its version satisfies ${range}`,
+    'PROVIDER_PACKAGE_LOAD_FAILED',
+    typeof missing === 'string' ? { packageName: name, missingModule: missing } : { packageName: name },
+  );
 }
 
 /**
@@ -274,4 +283,4 @@ function lazyRuntime(provider, options, loader) {
   return Object.freeze(runtime);
 }
 
-module.exports = { PROVIDERS, SANDBOX_PACKAGE, defaultLoader, lazyRuntime };
+module.exports = { PROVIDERS, SANDBOX_PACKAGE, defaultLoader, lazyRuntime, packageError };

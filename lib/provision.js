@@ -84,6 +84,8 @@ function inFlightRecord(ctx, detached) {
     def: null,
     /** the provider's sandbox id of the handle the last launch returned */
     providerSandboxId: '',
+    /** its telemetry (lib/telemetry.js), or null: the router has none */
+    tel: null,
   };
 }
 
@@ -94,7 +96,10 @@ function provision(ctx, request, detached) {
     run.resolve = resolve;
     run.reject = reject;
   });
-  acquire(run, request);
+  // With telemetry, the acquisition runs inside the provision span's context (the request
+  // is bound here and never read by lib/telemetry.js).
+  if (ctx.telemetry === null) acquire(run, request);
+  else ctx.telemetry.begin(run, acquire.bind(null, run, request));
   return promise;
 }
 
@@ -165,7 +170,7 @@ async function acquire(run, request) {
       let threw = false;
       try {
         // The adapter's own promise, awaited directly (a synchronous throw lands here too).
-        handle = await launch(run);
+        handle = await (run.tel === null ? launch(run) : ctx.telemetry.launch(run, launch));
       } catch (error) {
         threw = true;
         handle = error;
@@ -185,6 +190,7 @@ async function acquire(run, request) {
       // provision itself; otherwise its events, hold and record come first.
       if (success !== SETTLED) await recorded(run, handle, success);
       keepHandle(ctx.handles, run.sandboxId, handle);
+      if (run.tel !== null) ctx.telemetry.succeeded(run);
       run.resolve({ id: run.sandboxId, providerId: run.def.id, labels: run.labels });
       return;
     }
@@ -213,7 +219,9 @@ function announce(run, decision) {
  */
 function failed(run, error) {
   end(run);
-  run.reject(isRouterError(error) ? error : fromNative(error));
+  const e = isRouterError(error) ? error : fromNative(error);
+  if (run.tel !== null) run.ctx.telemetry.failed(run, e);
+  run.reject(e);
 }
 
 /** Ends the provision's machine, once. */
@@ -226,7 +234,7 @@ function end(run) {
 
 /** The step `STEP` holds, for `run` (its pool's entry in `run.def`); events first. */
 function took(run) {
-  if (run.ctx.observer !== null) emitDecided(run.ctx.observer, run.machine, run.sandboxId);
+  if (run.ctx.events) emitDecided(run);
   run.def = STEP[0] === DONE ? null : run.pools[STEP[1]];
   return STEP[0];
 }
@@ -250,6 +258,7 @@ function budgetNow(ctx) {
 function launch(run) {
   const parts = run.parts;
   const options = { labels: { ...run.labels } };
+  if (run.tel !== null) run.ctx.telemetry.labels(run, options.labels);
   if (parts.name !== undefined) options.name = parts.name;
   if (parts.env !== undefined) options.env = { ...parts.env };
   if (parts.createTimeoutSeconds !== undefined) options.createTimeoutSeconds = parts.createTimeoutSeconds;
@@ -282,7 +291,7 @@ function succeeded(run, handle) {
 async function recorded(run, handle, success) {
   const ctx = run.ctx;
   settleShared(run);
-  if (ctx.observer !== null) emitDecided(ctx.observer, run.machine, run.sandboxId);
+  if (ctx.events) emitDecided(run);
   try {
     if (success === UNRECORDED) await persist(run, handle, run.providerSandboxId);
     else if (ctx.observer !== null) emit(ctx.observer, 'mapping.persisted', { sandboxId: run.sandboxId, providerId: run.def.id });
@@ -295,6 +304,7 @@ async function recorded(run, handle, success) {
 async function exhausted(run) {
   const failure = binding.acquisitionFailure(run.machine);
   const error = failure.package ? run.packageError : fromNative(failure.error);
+  if (run.tel !== null) run.tel.outcome = failure.outcome;
   try {
     if (run.ctx.intents) await settleIntent(run, failure.mayExist);
   } finally {
@@ -348,13 +358,15 @@ function expire(run) {
   try {
     binding.acquisitionTimedOut(run.machine, healthNow(ctx.health));
     settleShared(run);
-    if (ctx.observer !== null) emitDecided(ctx.observer, run.machine, run.sandboxId);
-    error = fromNative(binding.acquisitionFailure(run.machine).error);
+    if (ctx.events) emitDecided(run);
+    const failure = binding.acquisitionFailure(run.machine);
+    error = fromNative(failure.error);
+    if (run.tel !== null) run.tel.outcome = failure.outcome;
   } catch {
-    end(run);
-    run.reject(fromNative(null));
+    failed(run, null);
     return;
   }
+  if (run.tel !== null) ctx.telemetry.failed(run, error);
   run.reject(error);
   if (ctx.intents) settleIntent(run, true).finally(() => end(run));
   else end(run);

@@ -316,6 +316,7 @@ async function reconcile(ctx, options) {
     for (const k of ['orphan', 'staleMapping', 'mapped', 'pending']) totals[k] += p.counts[k];
   }
   report.totals = totals;
+  if (ctx.telemetry !== null) ctx.telemetry.reconciled(totals.orphan, totals.staleMapping, staleIntents.length);
   emit(ctx.observer, 'reconcile.completed', { reclaim, timedOut: report.timedOut, durationMs: report.durationMs, ...totals });
   return report;
 }

@@ -22,6 +22,7 @@ use crate::binding::mapping::{write_record, IntentRecord};
 use crate::binding::registry::{registry_of, Question, RegistryInner, RouteExtras};
 use crate::binding::request::{labels_from, request_of};
 use crate::binding::router::{instant, router_of, RouterCore};
+use crate::binding::telemetry::ProvisionOutcome;
 use crate::core::acquisition::{settle_window_ms, Acquisition, CapacityPlan, Event, Outcome, SharedVerdict, Step};
 use crate::core::capacity::{validate, Ledger};
 use crate::core::clock::iso8601_millis;
@@ -29,6 +30,7 @@ use crate::core::failure::{failure_of, Rejections};
 use crate::core::health::{Health, Transition};
 use crate::core::ids::SandboxKey;
 use crate::core::request::Request;
+use crate::core::telemetry::{skip_reason, ProvisionOutcome as Ending};
 use napi::bindgen_prelude::{Either, Uint32ArraySlice};
 use napi::Env;
 use napi_derive::napi;
@@ -635,6 +637,9 @@ pub struct EventRecord {
     pub status: Option<String>,
     /// `capacity.skipped`: the unknown reason or the full dimension; `health.*`: why.
     pub reason: Option<String>,
+    /// `capacity.skipped`: the reason as a bounded code (`core::telemetry::skip_reason`:
+    /// the unknown reason, or `EXHAUSTED_<DIMENSION>`), what telemetry counts.
+    pub skip_reason: Option<String>,
     /// `fallback.advanced`: from this pool…
     pub from_provider_id: Option<String>,
     /// …to this one.
@@ -674,6 +679,7 @@ fn event_record(e: Event, id: &dyn Fn(usize) -> String, budgets: Option<(&Budget
         retryable: None,
         status: None,
         reason: None,
+        skip_reason: None,
         from_provider_id: None,
         to_provider_id: None,
         consecutive_failures: None,
@@ -698,6 +704,7 @@ fn event_record(e: Event, id: &dyn Fn(usize) -> String, budgets: Option<(&Budget
             r.kind = EventType::CapacitySkipped;
             r.provider_id = Some(id(pool));
             r.status = Some(status.name().to_string());
+            r.skip_reason = Some(skip_reason(status, &reason).to_string());
             r.reason = Some(reason);
         }
         Event::AttemptStarted { pool, attempt } => {
@@ -779,7 +786,7 @@ fn event_record(e: Event, id: &dyn Fn(usize) -> String, budgets: Option<(&Budget
     r
 }
 
-/// Events decided since the last call (empty unless the router has an observer).
+/// Events decided since the last call (empty unless the router has an observer or telemetry).
 #[napi]
 pub fn acquisition_events(env: Env, key: u32) -> napi::Result<Vec<EventRecord>> {
     guard(&env, || {
@@ -807,6 +814,8 @@ pub struct AcquisitionFailure {
     pub may_exist: bool,
     /// The runtime threw the router's own package error: rethrow that error as it is.
     pub package: bool,
+    /// How the provision ended, as telemetry names it (`core::telemetry`).
+    pub outcome: ProvisionOutcome,
 }
 
 /// How the machine failed, once over (null while it runs or after a success).
@@ -860,7 +869,8 @@ pub fn acquisition_failure(env: Env, key: u32) -> napi::Result<Option<Acquisitio
             if let Some(b) = &e.router.budgets {
                 budget_fields(&mut error, b, &e.machine);
             }
-            Some(AcquisitionFailure { error, may_exist: f.may_exist, package: f.package })
+            let outcome = e.machine.outcome().map_or(Ending::Terminal, Ending::of_machine).into();
+            Some(AcquisitionFailure { error, may_exist: f.may_exist, package: f.package, outcome })
         })
     })
 }

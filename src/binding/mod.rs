@@ -7,6 +7,7 @@
 //! registry ← router ← acquisition, explain            sqlite ← pg → acquisition
 //! sqlite ← budget ← router, error (records), pg
 //! clock ← mapping, router, acquisition, daytona_summary
+//! telemetry ← acquisition
 //! ```
 //!
 //! - `error`: the one error protocol (a typed `NativeError`, returned or thrown) and the
@@ -21,7 +22,8 @@
 //! - `mapping`, `sqlite`, `pg`: the mapping stores' native halves;
 //! - `capacity`: the builtin capacity readers and finders (HTTP on tokio); `daytona_summary`:
 //!   the Daytona display helpers' typed answers; `manifest`: process manifests;
-//! - `clock`: the wall-clock readings the core is given.
+//! - `clock`: the wall-clock readings the core is given;
+//! - `telemetry`: the names and boundaries the OpenTelemetry instruments are built with.
 //!
 //! What crosses: caller data that must be validated crosses once as JSON text (a request,
 //! a definition, a reader's measurement, a resolver's answer); everything the core answers
@@ -44,3 +46,4 @@ pub mod registry;
 pub mod request;
 pub mod router;
 pub mod sqlite;
+pub mod telemetry;

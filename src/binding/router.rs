@@ -23,6 +23,7 @@ use crate::core::health::{config_of_option, CircuitState, Health};
 use crate::core::ids::SandboxKey;
 use crate::core::mapping::MappingStore;
 use crate::core::request::validate_fleet;
+use crate::core::telemetry::circuit_gauge;
 use napi::bindgen_prelude::Uint32ArraySlice;
 use napi::Env;
 use napi_derive::napi;
@@ -43,7 +44,7 @@ pub struct RouterSettings {
     pub capacity: Option<CapacitySettings>,
     /// `callbackTimeoutMs`: bounds the mapping write after a launch.
     pub callback_timeout_ms: f64,
-    /// Whether the router has an observer (its machines then record events).
+    /// Whether the router has an observer or telemetry (its machines then record events).
     pub observe: bool,
     /// This process's host name (intent records name their writer).
     pub owner_host: String,
@@ -398,6 +399,20 @@ impl NativeRouter {
                     }
                 })
                 .collect())
+        })
+    }
+
+    /// The `sandbox_router_circuit_state` gauge of every pool of `provider_ids`, in that
+    /// order, at `now` (ms; omitted: the wall clock): 0 closed, 1 half-open, 2 open
+    /// (`core::telemetry::circuit_gauge`), from the snapshot `health` reads; empty when the
+    /// router tracks no health.
+    #[napi]
+    pub fn circuit_states(&self, env: Env, provider_ids: Vec<String>, now: Option<f64>) -> napi::Result<Vec<u32>> {
+        guard(&env, || {
+            let Some(health) = &self.core.health else { return Ok(Vec::new()) };
+            let h = health.borrow();
+            let now = instant(now);
+            Ok(provider_ids.iter().map(|id| circuit_gauge(&h.snapshot(h.find(id), now).state)).collect())
         })
     }
 }

@@ -32,5 +32,6 @@ pub mod request;
 pub mod requirements;
 pub mod shared_ledger;
 pub mod signals;
+pub mod telemetry;
 
 pub use error::CoreError;

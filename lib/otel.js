@@ -1,0 +1,214 @@
+'use strict';
+// The OpenTelemetry side of telemetry (lib/telemetry.js): `@opentelemetry/api` loaded once,
+// the first time a router asks for telemetry; the meter and tracer taken from the caller's
+// providers; and INSTRUMENTS, the one list of every instrument the router records.
+//
+// Why a file of its own? The list is what features extend: warm pools and budgets each
+// add their instruments here (one entry each, with their attribute keys), and the test and
+// docs/telemetry.md's table are checked against it, so a metric cannot exist undocumented.
+// lib/telemetry.js records into the instruments by `key`; nothing here runs per provision.
+
+const { binding } = require('./binding.js');
+const { SandboxRouterConfigurationError, ProviderPackageMissingError, isRouterError } = require('./errors.js');
+const { guarded } = require('./guard.js');
+const { packageError } = require('./provider-adapters.js');
+
+/** The optional peer dependency telemetry needs, and the versions it takes (the 2.x SDKs' own peer range). */
+const API_PACKAGE = '@opentelemetry/api';
+const API_RANGE = '>=1.9.0 <2';
+/** The instrumentation scope: the meter's and tracer's name and version. */
+const SCOPE = '@agent-relay/sandbox-router';
+const VERSION = JSON.parse(require('node:fs').readFileSync(require('node:path').join(__dirname, '..', 'package.json'), 'utf8')).version;
+/** The core's names and boundaries (src/core/telemetry.rs), read once at load. */
+const SCHEMA = binding.telemetrySchema();
+
+/**
+ * Every instrument the router records, the one list (a feature adds its own entries here;
+ * docs/telemetry.md's table and the tests are checked against it). `key`: what
+ * lib/telemetry.js and a feature's code record into (`Telemetry.add`, `.record`,
+ * `.observe`). `name`: the instrument's own name; the Prometheus exporter adds `_total` to
+ * counters (and no unit suffix, so durations carry `_seconds` in their names). `kind`: one
+ * of CREATE's. `buckets`: a histogram's boundaries (seconds, from src/core/telemetry.rs).
+ * `attributes`: every attribute key it records (each a bounded set).
+ */
+const INSTRUMENTS = Object.freeze([
+  {
+    key: 'provisionDuration',
+    name: 'sandbox_router_provision_duration_seconds',
+    kind: 'histogram',
+    unit: 's',
+    buckets: SCHEMA.durationBuckets,
+    attributes: ['pool', 'outcome', 'launch_type'],
+    description: 'Time from provision() to its sandbox or its error, by outcome',
+  },
+  {
+    key: 'attempts',
+    name: 'sandbox_router_attempts',
+    kind: 'counter',
+    unit: '{attempt}',
+    attributes: ['pool', 'result'],
+    description: 'Launch attempts, by pool and result (success, retryable, terminal)',
+  },
+  {
+    key: 'fallbacks',
+    name: 'sandbox_router_fallbacks',
+    kind: 'counter',
+    unit: '{fallback}',
+    attributes: ['pool'],
+    description: 'Fallbacks to the next pool after a classified pre-allocation failure on this pool',
+  },
+  {
+    key: 'capacitySkips',
+    name: 'sandbox_router_capacity_skips',
+    kind: 'counter',
+    unit: '{skip}',
+    attributes: ['pool', 'reason'],
+    description: 'Pools passed over by capacity admission, by bounded reason',
+  },
+  {
+    key: 'budgetRefusals',
+    name: 'sandbox_router_budget_refusals',
+    kind: 'counter',
+    unit: '{refusal}',
+    attributes: ['pool', 'rule', 'dimension'],
+    description: 'Candidates a budget rule refused (skipped without an attempt), by rule and limit',
+  },
+  {
+    key: 'capacityReadDuration',
+    name: 'sandbox_router_capacity_read_duration_seconds',
+    kind: 'histogram',
+    unit: 's',
+    buckets: SCHEMA.readBuckets,
+    attributes: ['pool'],
+    description: "A provision's capacity read: the pool's reader, bounded by capacity.timeoutMs",
+  },
+  {
+    key: 'circuitState',
+    name: 'sandbox_router_circuit_state',
+    kind: 'gauge',
+    unit: '{state}',
+    attributes: ['pool'],
+    description: "Each pool's circuit: 0 closed, 1 half-open, 2 open",
+  },
+  {
+    key: 'operations',
+    name: 'sandbox_router_operations',
+    kind: 'counter',
+    unit: '{operation}',
+    attributes: ['operation', 'outcome'],
+    description: 'Operations by id, by outcome (success or the error code)',
+  },
+  {
+    key: 'operationDuration',
+    name: 'sandbox_router_operations_duration_seconds',
+    kind: 'histogram',
+    unit: 's',
+    buckets: SCHEMA.durationBuckets,
+    attributes: ['operation', 'outcome'],
+    description: 'Time of an operation by id, by outcome',
+  },
+  {
+    key: 'reconcileFound',
+    name: 'sandbox_router_reconcile_found',
+    kind: 'counter',
+    unit: '{sandbox}',
+    attributes: ['class'],
+    description: 'What reconcile runs found: orphans, stale mappings, stale intents',
+  },
+]);
+
+/** The typed INVALID_CONFIGURATION error for `field` (never a caller's text in the message). */
+function configError(field, expectation) {
+  return new SandboxRouterConfigurationError(`invalid router options: ${field} ${expectation}`, 'INVALID_CONFIGURATION', { field });
+}
+
+/** `@opentelemetry/api`, required once, the first time a router asks for telemetry. */
+let API = null;
+function api() {
+  if (API !== null) return API;
+  let mod;
+  try {
+    mod = require(API_PACKAGE);
+  } catch (error) {
+    throw packageError(error, API_PACKAGE, API_RANGE, 'telemetry');
+  }
+  let ok = false;
+  try {
+    ok = guarded(() => ['context', 'trace', 'metrics'].every((k) => mod[k] !== null && typeof mod[k] === 'object') && typeof mod.isSpanContextValid === 'function');
+  } catch {
+    ok = false;
+  }
+  if (!ok) {
+    throw new ProviderPackageMissingError(`${API_PACKAGE} does not export the 1.x API; install ${API_PACKAGE}@"${API_RANGE}"`, 'PROVIDER_PACKAGE_MISSING', {
+      packageName: API_PACKAGE,
+    });
+  }
+  API = mod;
+  return API;
+}
+
+/** Calls `method` (getMeter, getTracer) on the caller's provider, inside a guard; its throw is a configuration error. */
+function fromProvider(provider, method, field) {
+  let fn;
+  try {
+    fn = guarded(() => provider[method]);
+  } catch {
+    fn = undefined;
+  }
+  if (typeof fn !== 'function') throw configError(field, `must have ${method}(name, version)`);
+  try {
+    const got = guarded(() => fn.call(provider, SCOPE, VERSION));
+    if (got === null || typeof got !== 'object') throw new Error('not an object');
+    return got;
+  } catch {
+    throw configError(field, `${method}() threw or answered no object`);
+  }
+}
+
+/**
+ * How each `kind` of INSTRUMENTS is made on a meter. A gauge is observable: its values are
+ * read at collection time (`Telemetry.observe`); a histogram's boundaries are its `buckets`.
+ */
+const CREATE = Object.freeze({
+  histogram: (meter, i, options) => meter.createHistogram(i.name, { ...options, advice: { explicitBucketBoundaries: i.buckets } }),
+  counter: (meter, i, options) => meter.createCounter(i.name, options),
+  upDownCounter: (meter, i, options) => meter.createUpDownCounter(i.name, options),
+  gauge: (meter, i, options) => meter.createObservableGauge(i.name, options),
+});
+
+/** The instruments of INSTRUMENTS on `meter`, by key. */
+function instrumentsOn(meter) {
+  const out = {};
+  for (const i of INSTRUMENTS) {
+    const options = { description: i.description, unit: i.unit };
+    try {
+      out[i.key] = CREATE[i.kind](meter, i, options);
+    } catch {
+      throw configError('telemetry.meterProvider', `could not create ${i.name}`);
+    }
+  }
+  return out;
+}
+
+/** Drops whatever `f` throws: telemetry never changes an outcome. */
+function quietly(f) {
+  try {
+    f();
+  } catch {
+    // A throwing meter, span or exporter is the caller's; the router goes on.
+  }
+}
+
+/** The W3C `traceparent` of `span` (null for an invalid context: a no-op tracer's). */
+function traceparentOf(otel, span) {
+  const c = span.spanContext();
+  if (!otel.isSpanContextValid(c)) return null;
+  return `00-${c.traceId}-${c.spanId}-${(c.traceFlags & 0xff).toString(16).padStart(2, '0')}`;
+}
+
+/** The code of an error the router settles a call with (ours; anything else is a bug). */
+function codeOf(error) {
+  return isRouterError(error) && typeof error.code === 'string' ? error.code : 'INTERNAL_ERROR';
+}
+
+module.exports = { INSTRUMENTS, SCHEMA, API_PACKAGE, api, configError, fromProvider, instrumentsOn, quietly, traceparentOf, codeOf };
