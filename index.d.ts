@@ -1605,6 +1605,10 @@ export interface CreateSandboxRouterOptions {
   health?: boolean | HealthOptions;
   /** See `SandboxRouterOptions.telemetry`. Default off. */
   telemetry?: boolean | TelemetryOptions;
+  /** See `SandboxRouterOptions.clock`. Default: the wall clock. */
+  clock?: () => number;
+  /** See `SandboxRouterOptions.budgets` (docs/budgets.md). Default: none. */
+  budgets?: readonly BudgetRule[];
   moduleLoader?: ModuleLoader;
 }
 

@@ -532,7 +532,7 @@ mod tests {
             .unwrap();
         }
         let mut s = SqliteStore::open(&path, Durability::Normal).unwrap();
-        assert_eq!(s.schema_version().unwrap(), 2);
+        assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
         assert_eq!(s.get("sbx_a").unwrap(), Some(row("sbx_a")));
         s.put_intent(&intent("sbx_b")).unwrap();
         assert_eq!(s.intents().unwrap().len(), 1);
