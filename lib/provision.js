@@ -28,15 +28,16 @@ const { within } = require('./within.js');
 const { decisionForEvents } = require('./explain.js');
 const { emit, emitDecided, debug, DEBUG } = require('./events.js');
 const { isPackageError, keepHandle } = require('./operations.js');
-const { healthNow } = require('./options.js');
+const { healthNow, routerNow } = require('./options.js');
 const { needsExtras, extrasFor } = require('./extras.js');
-const { admit, settleShared } = require('./capacity.js');
+const { admit, reserve, settleShared } = require('./capacity.js');
 const { launchIntent, settleIntent, persist, lateSuccess } = require('./intents.js');
 const { SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
 
 const noop = () => {};
 const DONE = binding.StepKind.Done;
 const ADMIT = binding.StepKind.Admit;
+const RESERVE = binding.StepKind.Reserve;
 const SETTLED = binding.Success.Settled;
 const UNRECORDED = binding.Success.Unrecorded;
 /** What `succeeded` answers for a malformed handle (not a Success). */
@@ -133,7 +134,7 @@ async function acquire(run, request) {
       }
     }
     try {
-      run.sandboxId = binding.beginAcquisition(ctx.handle, view.handle, call.compiled.handle, run.detached, call.labelsJson, extras ?? undefined, id, STEP, now);
+      run.sandboxId = binding.beginAcquisition(ctx.handle, view.handle, call.compiled.handle, run.detached, call.labelsJson, extras ?? undefined, id, STEP, now, budgetNow(ctx));
     } catch (error) {
       throw refused(ctx, fromNative(error), run.detached);
     }
@@ -156,6 +157,10 @@ async function acquire(run, request) {
     for (let kind = took(run); kind !== DONE; kind = next(run)) {
       if (kind === ADMIT) {
         await admit(run);
+        continue;
+      }
+      if (kind === RESERVE) {
+        await reserve(run);
         continue;
       }
       if (ctx.intents && !(await launchIntent(run))) continue;
@@ -236,8 +241,13 @@ function took(run) {
 
 /** Asks the machine for its next step. */
 function next(run) {
-  binding.acquisitionStep(run.machine, STEP);
+  binding.acquisitionStep(run.machine, STEP, budgetNow(run.ctx));
   return took(run);
+}
+
+/** The router's clock for budgets (undefined without budgets, or for the wall clock). */
+function budgetNow(ctx) {
+  return ctx.budgets === null ? undefined : routerNow(ctx);
 }
 
 /**

@@ -37,6 +37,7 @@ const { hasMethods } = require('./options.js');
 const { emit } = require('./events.js');
 const { finderFor, UNLISTED, SANDBOX_FLEET_LABEL } = require('./finders.js');
 const { isNotFound } = require('./operations.js');
+const { released } = require('./budgets.js');
 
 /** Default age (ms) after which a stamped sandbox without mapping or intent is an orphan. */
 const DEFAULT_GRACE_MS = 15 * 60_000;
@@ -298,6 +299,9 @@ async function reconcile(ctx, options) {
               ? await unmapStale(ctx, def, w, left)
               : await dropStaleIntent(ctx, w, left);
       if (outcome === 'DEADLINE') report.timedOut = true;
+      // What the reclaimed sandbox held (a capacity hold, a budget's concurrent slot) is
+      // given back; a stale intent's launch held a slot as outcome unknown.
+      if (outcome === 'DESTROYED' || outcome === 'UNMAPPED' || outcome === 'INTENT_REMOVED') await released(ctx, w.sandboxId, def.id, 'RECLAIMED');
       const entry = { providerId: def.id, sandboxId: w.sandboxId, providerSandboxId: w.providerSandboxId, class: w.class, outcome };
       report.outcomes.push(entry);
       emit(ctx.observer, 'reconcile.reclaimed', { sandboxId: entry.sandboxId, providerId: entry.providerId, class: entry.class, outcome });

@@ -56,6 +56,9 @@ pub(crate) struct RegistryInner {
     scratch: Vec<Slim>,
     /// The health slot of each pool, for the router health (by its id) they were taken from.
     health_slots: Option<(u64, Rc<[usize]>)>,
+    /// Each pool's registered `estimatedCost` (budgets), made on first use; a registration
+    /// drops it.
+    registered_costs: Option<Rc<[f64]>>,
 }
 
 impl Default for NativeRegistry {
@@ -74,6 +77,7 @@ impl NativeRegistry {
             readers: Vec::new(),
             scratch: Vec::new(),
             health_slots: None,
+            registered_costs: None,
         }));
         let handle = REGISTRIES.with(|r| r.borrow_mut().insert(inner.clone()));
         NativeRegistry { inner, handle }
@@ -107,6 +111,7 @@ impl NativeRegistry {
             let mut inner = self.inner.borrow_mut();
             let index = inner.registry.add(pool)?;
             inner.readers.push(has_capacity_reader);
+            inner.registered_costs = None;
             Ok(index as u32)
         })
     }
@@ -133,7 +138,14 @@ pub fn registry_survivors(
         let (registry, req) = (registry_of(registry)?, crate::binding::request::request_of(request)?);
         let extras = RouteExtras { credentials_unavailable, signals: None };
         let inner = registry.borrow();
-        let q = Question { req: &req, detached, extras: Some(&extras), provider_order: None, health: None };
+        let q = Question {
+            req: &req,
+            detached,
+            extras: Some(&extras),
+            provider_order: None,
+            health: None,
+            over_budget: &[],
+        };
         Ok(inner.survivors(&q).into_iter().map(|i| i as u32).collect())
     })
 }
@@ -192,6 +204,8 @@ pub(crate) struct Question<'a> {
     /// Capacity routing: the router's explicit provider order.
     pub(crate) provider_order: Option<&'a [String]>,
     pub(crate) health: Option<&'a HealthView<'a>>,
+    /// Explanations only: pools a budget rule has no room for (see `BudgetCore::over_budget`).
+    pub(crate) over_budget: &'a [usize],
 }
 
 impl Question<'_> {
@@ -215,6 +229,7 @@ impl Question<'_> {
             detail,
             circuit: &circuit,
             observed: observed.as_deref(),
+            over_budget: self.over_budget,
         })
     }
 }
@@ -267,6 +282,32 @@ impl RegistryInner {
             return Err(self.no_eligible(q));
         }
         Ok(order)
+    }
+
+    /// Each pool's `estimatedCost` for one request (by pool index): the resolver's answer
+    /// when it gave a valid one, else the registered signals (0 without valid signals: such
+    /// a pool is never a candidate).
+    pub(crate) fn costs(&mut self, extras: Option<&RouteExtras>) -> Rc<[f64]> {
+        let overrides = extras.and_then(|e| e.signals.as_deref()).map(signal_overrides);
+        if overrides.is_none() {
+            if let Some(c) = &self.registered_costs {
+                return c.clone();
+            }
+        }
+        let costs: Rc<[f64]> = self
+            .registry
+            .pools()
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let state = overrides.as_ref().and_then(|m| m.get(&i)).unwrap_or(&p.signals);
+                state.as_ref().map_or(0.0, |s| s.estimated_cost)
+            })
+            .collect();
+        if overrides.is_none() {
+            self.registered_costs = Some(costs.clone());
+        }
+        costs
     }
 
     /// Pools that pass the hard requirements and credential readiness (the pools a signal
