@@ -50,6 +50,7 @@ use jiff::tz::TimeZone;
 use jiff::{Span, Timestamp};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;
+use smallvec::SmallVec;
 use std::collections::VecDeque;
 
 /// Reason code of a pool skipped because its cost does not fit a budget (explanations and
@@ -396,6 +397,14 @@ pub struct Key {
     pub value: std::rc::Rc<str>,
 }
 
+/// A request's keys: inline for up to two rules (no allocation per provision for the
+/// usual one or two).
+pub type Keys = SmallVec<[Key; 2]>;
+
+/// A charge's place in each of its buckets (bucket index, event sequence): inline for up to
+/// two rules.
+type Entries = SmallVec<[(usize, Option<u64>); 2]>;
+
 /// The rules that apply to a request with `labels`: `Ok(keys)`, or `Err(rule)` for the
 /// first rule whose label is missing and that does not say `missing: 'allow'`.
 pub fn keys_of(rules: &[Rule], labels: &[(String, String)]) -> Result<Vec<Key>, usize> {
@@ -615,7 +624,7 @@ struct Charge {
     settled: bool,
     live: Live,
     /// (bucket, event sequence; None for a rule without a window).
-    entries: Vec<(usize, Option<u64>)>,
+    entries: Entries,
 }
 
 /// A charge as a durable store keeps it (`SqliteMappingStore`): enough to rebuild the
@@ -683,8 +692,8 @@ impl Ledger {
 
     /// [`keys_of`], with each value shared with the ledger's copy of it (made on first
     /// use; at most [`MAX_VALUES`] are kept, then values are copied per call).
-    pub fn keys_of(&mut self, labels: &[(String, String)]) -> Result<Vec<Key>, usize> {
-        let mut keys = Vec::with_capacity(self.rules.len());
+    pub fn keys_of(&mut self, labels: &[(String, String)]) -> Result<Keys, usize> {
+        let mut keys = Keys::with_capacity(self.rules.len());
         for (i, r) in self.rules.iter().enumerate() {
             match labels.iter().find(|(k, _)| *k == r.label) {
                 Some((_, v)) => {
@@ -828,7 +837,7 @@ impl Ledger {
         self.settle(sandbox, Settle::Nothing);
         let mut refusals = Vec::new();
         // The buckets first; their event sequences once every rule admitted.
-        let mut entries: Vec<(usize, Option<u64>)> = Vec::with_capacity(keys.len());
+        let mut entries = Entries::with_capacity(keys.len());
         for k in keys {
             let b = self.bucket(k);
             self.prune(b, now);
@@ -1017,7 +1026,7 @@ impl Ledger {
                 (true, Some(None)) => Live::Held,
                 (true, Some(Some(t))) => Live::Until(t),
             };
-            let mut entries = Vec::with_capacity(keys.len());
+            let mut entries = Entries::with_capacity(keys.len());
             for k in &keys {
                 let b = self.bucket(k);
                 let windowed = self.rules[k.rule].window.is_some();
@@ -1054,7 +1063,7 @@ pub struct Plan {
     /// The provision's sandbox id: its charges are kept under it.
     pub sandbox: SandboxKey,
     /// The rules that apply to the request, with its label values.
-    pub keys: Vec<Key>,
+    pub keys: Keys,
     /// Each pool's cost (its `estimatedCost`, registered or resolved), by pool index.
     pub costs: std::rc::Rc<[f64]>,
     /// The reservations live in a shared ledger: the machine asks for them
