@@ -161,14 +161,34 @@ export declare class NativePgStore {
   beginRead(): Promise<number>
   /**
    * Admits one launch on `pool` in the shared ledger (one transaction under the pool's
-   * row lock). `holdMs`: how long the hold may stay unsettled.
+   * row lock). `holdMs`: how long the hold may stay unsettled; `sandboxId`: the
+   * provision's id (its destroy releases the hold).
    */
-  admit(pool: string, readSeq: number, dims: Array<DemandDim>, holdMs: number): Promise<AdmitVerdict>
+  admit(pool: string, readSeq: number, dims: Array<DemandDim>, holdMs: number, sandboxId?: string | undefined | null): Promise<AdmitVerdict>
   /**
    * Settles a hold (see `stores::pg::PgStore::settle`). Resolves to whether it was
    * written now (false: kept and retried with the lease renewal).
    */
   settle(token: number, allocated: boolean, ttlMs: number): Promise<boolean>
+  /**
+   * Reserves a provision's budgets in the shared ledger (one transaction under the keys'
+   * row locks): reserved, or the rules that refused.
+   */
+  reserveBudget(demand: BudgetDemand): Promise<BudgetVerdict>
+  /**
+   * Settles a provision's budget reservation (`allocated`, `unknown` until `untilMs`, or
+   * `nothing`). Resolves to whether it was written now (false: retried with the lease).
+   */
+  settleBudget(sandboxId: string, how: string, untilMs: number): Promise<boolean>
+  /**
+   * Sandbox `id` is gone: its capacity holds are deleted and its budget charges stop
+   * holding a concurrent slot. Resolves to whether a slot was released.
+   */
+  releaseSandbox(id: string): Promise<boolean>
+  /** Replaces a provision's budget cost; resolves to whether a charge was found. */
+  settleBudgetCost(id: string, cost: number): Promise<boolean>
+  /** Every key of `rules` with its usage, every process's (`router.budgetStatus()`). */
+  budgetStatus(rules: Array<BudgetRuleRecord>): Promise<Array<BudgetStatusRecord>>
   /** Unexpired holds of `pool`, every process's (for tests and dashboards). */
   held(pool: string): Promise<number>
   /**
@@ -236,12 +256,36 @@ export declare class NativeRegistry {
 export declare class NativeRouter {
   /**
    * A router's native state from its options (`store`: the default in-memory store, which
-   * the success call then writes itself). Throws the typed `INVALID_CONFIGURATION` error
-   * naming the option.
+   * the success call then writes itself; `sqlite`: the router's `SqliteMappingStore`,
+   * where budgets without a coordinator keep their charges). Throws the typed
+   * `INVALID_CONFIGURATION` error naming the option.
    */
-  constructor(settings: RouterSettings, store?: NativeMappingStore | undefined | null)
+  constructor(settings: RouterSettings, store?: NativeMappingStore | undefined | null, sqlite?: NativeSqliteStore | undefined | null)
   /** Its handle for the provision path (`beginAcquisition`, `order`). */
   get handle(): number
+  /**
+   * Whether the router's budgets live in the shared ledger (`capacity.coordinator`); null
+   * without budgets.
+   */
+  get budgetsShared(): boolean | null
+  /** The rules at `now` (the router's clock, ms), for the shared ledger's status. */
+  budgetRules(now?: number | undefined | null): Array<BudgetRuleRecord>
+  /**
+   * `router.budgetStatus()` of the in-process ledger at `now` (the router's clock, ms;
+   * omitted: the wall clock): every rule's keys, in rule order.
+   */
+  budgetStatus(now?: number | undefined | null): Array<BudgetStatusRecord>
+  /**
+   * `router.settleCost(id, actualCost)` in the in-process ledger: replaces the charge's
+   * estimate. False when the ledger does not know the charge (or has forgotten it: every
+   * window it counted in is over). Throws `INVALID_SANDBOX_ID` / `INVALID_INPUT`.
+   */
+  settleCost(id: string, actualCost: number): boolean
+  /**
+   * Sandbox `id` is gone (destroyed, or reclaimed by `reconcile`): its in-process
+   * capacity hold and its budgets' concurrent slot are given back. What was released.
+   */
+  released(id: string): Released
   /**
    * Every pool of `provider_ids`, in that order, at `now` (ms; omitted: the wall clock);
    * empty when the router tracks no health.
@@ -296,6 +340,24 @@ export declare function acquisitionAdmit(key: number, measurementJson: string, n
  * asked; the pool is skipped as `UNKNOWN: COORDINATOR_UNAVAILABLE`).
  */
 export declare function acquisitionAdmitDecided(key: number, verdict?: AdmitVerdict | undefined | null, now?: number | undefined | null): void
+
+/**
+ * Under a shared budget ledger, its answer for the current candidate (null: it could not
+ * be asked). `now`: the router's clock (ms).
+ */
+export declare function acquisitionBudgetDecided(key: number, verdict?: BudgetVerdict | undefined | null, now?: number | undefined | null): void
+
+/**
+ * Under a shared budget ledger, what to ask it for the current candidate
+ * ([`StepKind::Reserve`]) at `now` (the router's clock, ms; omitted: the wall clock).
+ */
+export declare function acquisitionBudgetDemand(key: number, now?: number | undefined | null): BudgetDemand | null
+
+/**
+ * Under a shared budget ledger, the settlement the machine decided since the last call,
+ * for the JS side to write (null: none).
+ */
+export declare function acquisitionBudgetSettlement(key: number): BudgetSettlement | null
 
 /** The candidates, best first (pool ids): the order `provision.ranked` reports. */
 export declare function acquisitionCandidates(key: number): Array<string>
@@ -395,7 +457,8 @@ export declare function acquisitionsInFlight(): number
 
 /**
  * What to do now, written into `step`: `step[0]` the [`StepKind`], `step[1]` the pool
- * (registration index) it concerns. `clockNow`: as for `beginAcquisition`.
+ * (registration index) it concerns. `clockNow`: the router's clock (ms) when it has
+ * budgets or warm pools; omitted, the wall clock.
  */
 export declare function acquisitionStep(key: number, step: Uint32Array, clockNow?: number | undefined | null): void
 
@@ -454,6 +517,152 @@ export declare function beginAcquisition(router: number, registry: number, reque
  * `beginAcquisition`. Returns the member's sandbox id (stamped on its launch).
  */
 export declare function beginRefill(router: number, registry: number, pool: number, step: Uint32Array, now?: number | undefined | null): string
+
+/** Amounts of one key. */
+export interface BudgetAmountsRecord {
+  /** Cost (in the window). */
+  cost: number
+  /** Launches (in the window). */
+  launches: number
+  /** Concurrent slots. */
+  concurrent: number
+}
+
+/** What to ask a shared budget ledger for one reservation. */
+export interface BudgetDemand {
+  /** The provision's sandbox id (its charges are kept under it). */
+  sandboxId: string
+  /** The pool's cost. */
+  cost: number
+  /** How long the reservation may stay unsettled, ms (the launch's settle window). */
+  holdMs: number
+  /** The router's clock at the reservation (ms): the charge's time. */
+  at: number
+  /** Every applying rule. */
+  keys: Array<BudgetDemandKey>
+}
+
+/** One applying rule of a [`BudgetDemand`] (see `core::budget::SharedKey`). */
+export interface BudgetDemandKey {
+  /** Rule index in the router's rules. */
+  rule: number
+  /** The rule's id. */
+  ruleId: string
+  /** The label's value. */
+  value: string
+  /** `limit.cost`. */
+  cost?: number
+  /** `limit.launches`. */
+  launches?: number
+  /** `limit.concurrent`. */
+  concurrent?: number
+  /** Charges at or after this instant (ms) count. */
+  since?: number
+  /** A calendar window's end (ms). */
+  windowEnd?: number
+  /** A sliding window's length (ms). */
+  slidingMs?: number
+}
+
+/** A budget's key: the label and the request's value of it. */
+export interface BudgetKeyRecord {
+  /** The label name (`tenant`). */
+  label: string
+  /** Its value in the request. */
+  value: string
+}
+
+/** A rule's limits. */
+export interface BudgetLimitsRecord {
+  /** `limit.cost`. */
+  cost?: number
+  /** `limit.launches`. */
+  launches?: number
+  /** `limit.concurrent`. */
+  concurrent?: number
+}
+
+/** One rule's refusal, as the shared ledger answers it. */
+export interface BudgetRefusalRecord {
+  /** Rule index. */
+  rule: number
+  /** The label's value. */
+  value: string
+  /** `cost`, `launches` or `concurrent`. */
+  dimension: string
+  /** The limit. */
+  limit: number
+  /** Used. */
+  used: number
+  /** Reserved in flight. */
+  reserved: number
+  /** Needed. */
+  need: number
+  /** When the window frees what is used (ms). */
+  resetsAt?: number
+  /** Whether releasing the reservations in flight would make room. */
+  retryable: boolean
+}
+
+/**
+ * One rule as the shared ledger reports it (`router.budgetStatus()` with a coordinator):
+ * its id, label and limits, and its window's bounds at the instant asked.
+ */
+export interface BudgetRuleRecord {
+  /** The rule's id. */
+  ruleId: string
+  /** Its label. */
+  label: string
+  /** `limit.cost`. */
+  cost?: number
+  /** `limit.launches`. */
+  launches?: number
+  /** `limit.concurrent`. */
+  concurrent?: number
+  /** Charges at or after this instant (ms) count. */
+  since?: number
+  /** A calendar window's end (ms). */
+  windowEnd?: number
+  /** A sliding window's length (ms). */
+  slidingMs?: number
+}
+
+/**
+ * What a shared ledger must write after a launch: `allocated`, `nothing` or `unknown`
+ * (with `untilMs`).
+ */
+export interface BudgetSettlement {
+  /** The provision's sandbox id. */
+  sandboxId: string
+  /** `allocated`, `nothing` or `unknown`. */
+  how: string
+  /** `unknown`: when its slot is freed (ms). */
+  untilMs?: number
+}
+
+/** One rule's key, as `router.budgetStatus()` reports it. */
+export interface BudgetStatusRecord {
+  /** The rule's id. */
+  rule: string
+  /** The key. */
+  key: BudgetKeyRecord
+  /** The rule's limits (each absent when not limited). */
+  limit: BudgetLimitsRecord
+  /** Settled in the window: cost, launches; and live sandboxes. */
+  used: BudgetAmountsRecord
+  /** Reserved by launches in flight. */
+  reserved: BudgetAmountsRecord
+  /** When the window frees what is used (ISO 8601); null for a rule without a window. */
+  resetsAt?: string
+}
+
+/** The shared ledger's answer to one reservation. */
+export interface BudgetVerdict {
+  /** Reserved against every rule. */
+  reserved: boolean
+  /** Otherwise, the rules that refused. */
+  refusals: Array<BudgetRefusalRecord>
+}
 
 /**
  * The provider kinds with a builtin reader, in their documented order
@@ -704,6 +913,11 @@ export interface Demand {
    * the mapping write and slack; see `core::acquisition::settle_window_ms`).
    */
   holdMs: number
+  /**
+   * The provision's sandbox id: a successful launch's hold is kept under it, so that
+   * destroying the sandbox gives the hold back.
+   */
+  sandboxId: string
 }
 
 /**
@@ -755,6 +969,24 @@ export interface EventRecord {
   cooldownMs?: number
   /** `health.circuit.opened`: when the pool may be probed (ISO 8601). */
   retryAt?: string
+  /** `budget.reserved` / `budget.released`: the pool's cost. */
+  cost?: number
+  /** `budget.reserved` / `budget.released`: the ids of the rules it was reserved against. */
+  rules?: Array<string>
+  /** `budget.refused`: the rule that refused. */
+  rule?: string
+  /** `budget.refused`: the rule's label and the request's value of it. */
+  key?: BudgetKeyRecord
+  /** `budget.refused`: `cost`, `launches` or `concurrent`. */
+  dimension?: string
+  /** `budget.refused`: that limit's value. */
+  limit?: number
+  /** `budget.refused`: used in the window. */
+  used?: number
+  /** `budget.refused`: reserved by launches in flight. */
+  reserved?: number
+  /** `budget.refused`: when the window frees what is used (ISO 8601). */
+  resetsAt?: string
 }
 
 /** Event types the machine decides (`lib/events.js` adds the others). */
@@ -783,6 +1015,12 @@ export declare const enum EventType {
   HealthSkipped = 'health.skipped',
   /** `warm.miss` */
   WarmMiss = 'warm.miss',
+  /** `budget.reserved` */
+  BudgetReserved = 'budget.reserved',
+  /** `budget.released` */
+  BudgetReleased = 'budget.released',
+  /** `budget.refused` */
+  BudgetRefused = 'budget.refused',
 }
 
 /** One source in a check's report. */
@@ -825,9 +1063,11 @@ export declare const enum EvidenceStatusName {
  * `router`'s health and capacity order when given (`routeProviders` has no router). Writes the header and the numbers into `ints`
  * and `floats` (layout: `core::explain::layout`, after the header) and returns the texts
  * the caller's table lacks, if any (see `header`). When a buffer is too small, writes only
- * the header (`fits` 0 and the sizes needed, header included).
+ * the header (`fits` 0 and the sizes needed, header included). `labelsJson` (the
+ * request's labels) and `budgetNow` (the router's clock, ms; omitted: the wall clock): with
+ * a router that has budgets, pools a rule has no room for are rejected `BUDGET_EXCEEDED`.
  */
-export declare function explainDecision(registry: number, request: number, detached: boolean, extras: RouteExtras | undefined | null, ints: Uint32Array, floats: Float64Array, router?: number | undefined | null, now?: number | undefined | null): string[] | undefined
+export declare function explainDecision(registry: number, request: number, detached: boolean, extras: RouteExtras | undefined | null, ints: Uint32Array, floats: Float64Array, router?: number | undefined | null, now?: number | undefined | null, labelsJson?: string | undefined | null, budgetNow?: number | undefined | null): string[] | undefined
 
 /** The names behind the indices in the explanation buffers. */
 export declare function explainVocabulary(): ExplainVocabulary
@@ -1154,6 +1394,22 @@ export interface NativeError {
   timedOut?: boolean
   /** A store connection whose TLS failed. */
   tls?: boolean
+  /** Budgets: the rule that refused (or whose label is missing). */
+  rule?: string
+  /** Budgets: the rule's label and the request's value of it. */
+  key?: BudgetKeyRecord
+  /** Budgets: the limit that did not fit (`cost`, `launches`, `concurrent`). */
+  dimension?: string
+  /** Budgets: that limit's value. */
+  limit?: number
+  /** Budgets: what is used in the window (live sandboxes, for `concurrent`). */
+  used?: number
+  /** Budgets: what launches in flight have reserved. */
+  reserved?: number
+  /** Budgets: when the window frees what is used (ISO 8601), or null. */
+  resetsAt?: string | undefined | null
+  /** Budgets: whether giving back the reservations in flight could make room. */
+  retryable?: boolean
 }
 
 /**
@@ -1673,6 +1929,14 @@ export interface RejectionRecord {
   reasons: Array<ReasonRecord>
 }
 
+/** What `released` gave back. */
+export interface Released {
+  /** A capacity hold (in-process ledger). */
+  capacity: boolean
+  /** A budget's concurrent slot (in-process ledger). */
+  budget: boolean
+}
+
 /** One measured dimension, as readers report it. */
 export interface ResourceRecord {
   /** `cpu`, `memory`, `disk`, `sandboxes` (or a custom reader's name). */
@@ -1735,6 +1999,11 @@ export interface RouterSettings {
   ownerPid: number
   /** This router's random session id. */
   session: string
+  /**
+   * The `budgets` option as JSON text (validated here: `core::budget::rules_of_option`);
+   * absent: no budgets.
+   */
+  budgetsJson?: string
 }
 
 /** The first process the final check found not running. */
@@ -1856,12 +2125,17 @@ export declare const enum StepKind {
    * Ask the fleet's inventory (PostgreSQL) for a member of the pool in `step[1]`
    * (`acquisitionClaimAsk`), then report it (`acquisitionClaimAnswer`).
    */
-  Claim = 3,
+  Claim = 4,
   /**
    * A member of the pool in `step[1]` was taken from this process's inventory
    * (`acquisitionMember`); confirm it (`acquisitionClaimed`) or report it lost.
    */
-  Claimed = 4,
+  Claimed = 5,
+  /**
+   * Reserve that pool's cost in the shared budget ledger, then report it
+   * (`acquisitionBudgetDemand`, the coordinator's answer, `acquisitionBudgetDecided`).
+   */
+  Reserve = 3,
 }
 
 /** How a stop went. */

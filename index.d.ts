@@ -426,7 +426,9 @@ export type RejectionCode =
   | 'LATENCY_BUDGET'
   | 'NOT_IN_PROVIDER_ORDER'
   /** Live health: the pool's circuit is open (detail: why, and when it is retried), or half-open with its one trial running. */
-  | 'CIRCUIT_OPEN';
+  | 'CIRCUIT_OPEN'
+  /** `router.explain` with budgets: a rule has no room for the pool's estimated cost now (a provision skips it at launch time). */
+  | 'BUDGET_EXCEEDED';
 
 /** One reason a pool was rejected. */
 export interface RejectionReason {
@@ -827,6 +829,99 @@ export interface WarmRefillResumedEvent extends RoutingEventBase {
   providerId: ProviderId;
 }
 
+/** Budgets: a provision reserved its candidate pool's cost, a launch and a concurrent slot against every applying rule. */
+export interface BudgetReservedEvent extends RoutingEventBase {
+  type: 'budget.reserved';
+  providerId: ProviderId;
+  /** The pool's `estimatedCost`, reserved. */
+  cost: number;
+  /** Ids of the rules it was reserved against. */
+  rules: string[];
+}
+
+/**
+ * Budgets: a reservation or a concurrent slot was given back: a failure proven
+ * pre-allocation (`PRE_ALLOCATION_FAILURE`), a pool skipped after its reservation
+ * (`NOT_LAUNCHED`: capacity, health), `router.destroy` (`DESTROYED`), or `reconcile`'s reclaim
+ * (`RECLAIMED`). `cost` and `rules` are set for a reservation.
+ */
+export interface BudgetReleasedEvent extends RoutingEventBase {
+  type: 'budget.released';
+  providerId: ProviderId;
+  reason: 'PRE_ALLOCATION_FAILURE' | 'NOT_LAUNCHED' | 'DESTROYED' | 'RECLAIMED';
+  cost?: number;
+  rules?: string[];
+}
+
+/** Budgets: a rule refused a candidate pool (the pool is skipped without consuming an attempt). */
+export interface BudgetRefusedEvent extends RoutingEventBase {
+  type: 'budget.refused';
+  providerId: ProviderId;
+  /** `BUDGET_EXCEEDED`, or `BUDGET_STORE_UNAVAILABLE` (the shared ledger could not be asked). */
+  reason: string;
+  rule: string;
+  key: BudgetKey;
+  dimension: BudgetDimension;
+  limit: number;
+  used: number;
+  reserved: number;
+  /** When the window frees what is used (ISO 8601); null for `concurrent`. */
+  resetsAt: string | null;
+  /** True only when releasing the in-flight reservations could make room. */
+  retryable: boolean;
+}
+
+/** A budget rule's label and the request's value of it. */
+export interface BudgetKey {
+  label: string;
+  value: string;
+}
+
+/** Which limit of a budget rule refused. */
+export type BudgetDimension = 'cost' | 'launches' | 'concurrent';
+
+/**
+ * Router option `budgets`: one rule (docs/budgets.md). Every rule whose label the request
+ * carries applies, and all must admit.
+ */
+export interface BudgetRule {
+  /** 1-63 characters of `[a-z0-9][a-z0-9._-]*`, distinct. */
+  id: string;
+  /** The launch label the rule is keyed by (one budget per value of it). */
+  key: { label: string };
+  /** At least one: `cost` (sum of `estimatedCost` per window), `launches` (per window), `concurrent` (live now). */
+  limit: { cost?: number; launches?: number; concurrent?: number };
+  /**
+   * Required with `cost` or `launches`: calendar-aligned in an IANA zone (`{ every: 'day',
+   * timeZone: 'Europe/Berlin' }`, weeks start on Monday) or sliding (`{ slidingMs }`).
+   */
+  window?: { every: 'minute' | 'hour' | 'day' | 'week' | 'month'; timeZone: string } | { slidingMs: number };
+  /** `'allow'`: a request without the label passes this rule. Default: refused (`BUDGET_KEY_MISSING`). */
+  missing?: 'refuse' | 'allow';
+  /** `'allow'`: with a shared ledger that cannot be asked, admit unreserved. Default: refuse (`BUDGET_STORE_UNAVAILABLE`). */
+  onStoreDown?: 'refuse' | 'allow';
+}
+
+/** Cost, launches and concurrent slots of one budget key. */
+export interface BudgetAmounts {
+  cost: number;
+  launches: number;
+  concurrent: number;
+}
+
+/** One rule and key of `router.budgetStatus()`. */
+export interface BudgetStatus {
+  rule: string;
+  key: BudgetKey;
+  limit: { cost: number | null; launches: number | null; concurrent: number | null };
+  /** Charged in the window (cost, launches) and live now (concurrent). */
+  used: BudgetAmounts;
+  /** Held by launches in flight. */
+  reserved: BudgetAmounts;
+  /** When the window frees what is used (ISO 8601); null without a window or charges. */
+  resetsAt: string | null;
+}
+
 /** Why a circuit opened. */
 export type HealthCause = 'CONSECUTIVE_FAILURES' | 'CONSECUTIVE_RETRYABLE_FAILURES' | 'TRIAL_FAILED';
 
@@ -908,7 +1003,10 @@ export type RoutingEvent =
   | WarmMemberExpiredEvent
   | WarmMemberLostEvent
   | WarmRefillPausedEvent
-  | WarmRefillResumedEvent;
+  | WarmRefillResumedEvent
+  | BudgetReservedEvent
+  | BudgetReleasedEvent
+  | BudgetRefusedEvent;
 
 /** Event types the router emits. */
 export type RoutingEventType = RoutingEvent['type'];
@@ -957,8 +1055,15 @@ export interface SandboxRouterOptions {
    * the router's own rules (live health, unless `health.clock` is given). Default: the wall
    * clock (read natively, no call into JavaScript). Inject one for deterministic tests: a
    * throw or a non-finite answer is a typed `INVALID_CONFIGURATION` error (field `clock`).
+   * Budgets' windows read it too.
    */
   clock?: () => number;
+  /**
+   * Budgets and quotas per tenant (docs/budgets.md): reserved before each launch, settled
+   * by its outcome. Per process (and in a `SqliteMappingStore` when that is the store);
+   * shared by every process with a `PostgresMappingStore` as `capacity.coordinator`.
+   */
+  budgets?: readonly BudgetRule[];
   /**
    * OpenTelemetry metrics and traces (docs/telemetry.md). Off by default, and free when
    * off. `true` uses the global providers of `@opentelemetry/api` (an optional peer
@@ -1145,6 +1250,13 @@ export declare class SandboxRouter {
    * only, else `INVALID_CONFIGURATION`) leaves them recorded for the next process.
    */
   close(options?: { keepWarm?: boolean }): Promise<WarmCloseResult>;
+  /**
+   * Replaces the budget charge of sandbox `id` (its pool's `estimatedCost`) with what it
+   * actually cost, in the windows it was charged in. Resolves to whether a charge was found.
+   */
+  settleCost(id: string, actualCost: number): Promise<boolean>;
+  /** Every budget rule's keys: used, reserved, limit, and when the window resets. */
+  budgetStatus(): Promise<BudgetStatus[]>;
 }
 
 /** Reference registry held in memory. */
@@ -1377,7 +1489,7 @@ export declare class SandboxRouterError extends Error {
 }
 /** `INVALID_REQUEST`, `RESERVED_LABEL`, `INVALID_SANDBOX_ID`, `INVALID_INPUT`. */
 export declare class SandboxRequestValidationError extends SandboxRouterError {
-  readonly code: 'INVALID_REQUEST' | 'RESERVED_LABEL' | 'INVALID_SANDBOX_ID' | 'INVALID_INPUT';
+  readonly code: 'INVALID_REQUEST' | 'RESERVED_LABEL' | 'INVALID_SANDBOX_ID' | 'INVALID_INPUT' | 'BUDGET_KEY_MISSING';
 }
 /** `ROUTING_NOT_APPLICABLE`: fleet placement, node affinity, or no sandbox. */
 export declare class RoutingNotApplicableError extends SandboxRouterError {
@@ -1430,6 +1542,26 @@ export declare class ProvisioningAvailabilityError extends SandboxRouterError {
 export declare class ProviderCapacityExhaustedError extends SandboxRouterError {
   readonly code: 'PROVIDER_CAPACITY_EXHAUSTED';
   /** `reason`: an unknown-measurement reason, `NO_CAPACITY_READER`, `COORDINATOR_UNAVAILABLE`, or the full dimension (`cpu`, `sandboxes`, …). */
+  readonly rejections: Array<{ providerId: ProviderId; status: 'UNKNOWN' | 'EXHAUSTED'; reason: string }>;
+}
+/**
+ * A budget refused the provision. `BUDGET_EXHAUSTED`: no candidate's cost fitted every
+ * applying rule (each was skipped with `BUDGET_EXCEEDED` in `rejections`);
+ * `BUDGET_STORE_UNAVAILABLE`: the shared ledger could not be asked and the rule does not say
+ * `onStoreDown: 'allow'`. The reported refusal is the first retryable one, else the first.
+ */
+export declare class BudgetExhaustedError extends SandboxRouterError {
+  readonly code: 'BUDGET_EXHAUSTED' | 'BUDGET_STORE_UNAVAILABLE';
+  readonly rule: string;
+  readonly key?: BudgetKey;
+  readonly dimension?: BudgetDimension;
+  readonly limit?: number;
+  readonly used?: number;
+  readonly reserved?: number;
+  /** When the window frees what is used (ISO 8601); null for `concurrent`. */
+  readonly resetsAt?: string | null;
+  /** True only when releasing in-flight reservations could make room: retry after they settle. */
+  readonly retryable: boolean;
   readonly rejections: Array<{ providerId: ProviderId; status: 'UNKNOWN' | 'EXHAUSTED'; reason: string }>;
 }
 /**
@@ -1616,6 +1748,10 @@ export interface CreateSandboxRouterOptions {
   health?: boolean | HealthOptions;
   /** See `SandboxRouterOptions.telemetry`. Default off. */
   telemetry?: boolean | TelemetryOptions;
+  /** See `SandboxRouterOptions.clock`. Default: the wall clock. */
+  clock?: () => number;
+  /** See `SandboxRouterOptions.budgets` (docs/budgets.md). Default: none. */
+  budgets?: readonly BudgetRule[];
   moduleLoader?: ModuleLoader;
 }
 

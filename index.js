@@ -50,6 +50,7 @@ module.exports = {
   ProviderProvisioningError: errors.ProviderProvisioningError,
   ProvisioningAvailabilityError: errors.ProvisioningAvailabilityError,
   ProviderCapacityExhaustedError: errors.ProviderCapacityExhaustedError,
+  BudgetExhaustedError: errors.BudgetExhaustedError,
   MappingPersistenceError: errors.MappingPersistenceError,
   SandboxNotFoundError: errors.SandboxNotFoundError,
   AcquisitionTimeoutError: errors.AcquisitionTimeoutError,

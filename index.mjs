@@ -40,6 +40,7 @@ export const {
   ProviderProvisioningError,
   ProvisioningAvailabilityError,
   ProviderCapacityExhaustedError,
+  BudgetExhaustedError,
   MappingPersistenceError,
   SandboxNotFoundError,
   AcquisitionTimeoutError,

@@ -30,6 +30,7 @@ import {
   type RoutingEventType,
   type RoutingObserver,
   type SandboxRuntime,
+  BudgetExhaustedError,
 } from '../index.js';
 import { createLocalRuntime } from '../local/index.js';
 
@@ -284,6 +285,9 @@ const everyType: Record<RoutingEventType, true> = {
   'warm.member.lost': true,
   'warm.refill.paused': true,
   'warm.refill.resumed': true,
+  'budget.reserved': true,
+  'budget.released': true,
+  'budget.refused': true,
 };
 // @ts-expect-error not an event type
 const notAType: RoutingEventType = 'provision.started';
@@ -365,6 +369,16 @@ export function describeEvent(event: RoutingEvent): string {
       // @ts-expect-error only warm.claimed and warm.member.expired carry ageMs
       void event.ageMs;
       return `${event.type} ${event.providerId}`;
+    case 'budget.reserved':
+      return `${event.providerId} ${event.cost} ${event.rules.join(',')}`;
+    case 'budget.released': {
+      const reason: 'PRE_ALLOCATION_FAILURE' | 'NOT_LAUNCHED' | 'DESTROYED' | 'RECLAIMED' = event.reason;
+      return `${event.providerId} ${reason}`;
+    }
+    case 'budget.refused': {
+      const dimension: 'cost' | 'launches' | 'concurrent' = event.dimension;
+      return `${event.rule} ${event.key.label}=${event.key.value} ${dimension} ${event.used}+${event.reserved}/${event.limit} retryable=${event.retryable satisfies boolean} ${event.resetsAt ?? ''}`;
+    }
     default: {
       const unreachable: never = event;
       return unreachable;
@@ -401,7 +415,9 @@ const requestCodes: Record<SandboxRequestValidationError['code'], true> = {
   RESERVED_LABEL: true,
   INVALID_SANDBOX_ID: true,
   INVALID_INPUT: true,
+  BUDGET_KEY_MISSING: true,
 };
+const budgetCodes: Record<BudgetExhaustedError['code'], true> = { BUDGET_EXHAUSTED: true, BUDGET_STORE_UNAVAILABLE: true };
 const routingCodes: Record<RoutingNotApplicableError['code'], true> = { ROUTING_NOT_APPLICABLE: true };
 const eligibleCodes: Record<NoEligibleProviderError['code'], true> = { NO_ELIGIBLE_PROVIDER: true };
 const registryCodes: Record<ProviderRegistryError['code'], true> = {
@@ -433,7 +449,7 @@ const packageCodes: Record<ProviderPackageMissingError['code'], true> = {
 const internalCodes: Record<SandboxRouterInternalError['code'], true> = { INTERNAL_ERROR: true };
 const manifestCodes: Record<ManifestStartError['code'], true> = { MANIFEST_START_FAILED: true };
 void [requestCodes, routingCodes, eligibleCodes, registryCodes, configCodes, runtimeCodes, availabilityCodes];
-void [capacityCodes, mappingCodes, notFoundCodes, timeoutCodes, packageCodes, internalCodes, manifestCodes];
+void [budgetCodes, capacityCodes, mappingCodes, notFoundCodes, timeoutCodes, packageCodes, internalCodes, manifestCodes];
 
 // A classifier's codes stay open strings: the base class, provisioning errors and attempts.
 const anyBaseCode: SandboxRouterError['code'] = 'MY_CLASSIFIER_CODE';

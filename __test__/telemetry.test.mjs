@@ -153,6 +153,14 @@ async function scriptedRun(telemetry) {
   good.seed({ [SANDBOX_ID_LABEL]: `sbx_${'0'.repeat(31)}2`, [SANDBOX_FLEET_LABEL]: 'default' });
   const report = await router.reconcile();
   results.push(report.totals.orphan);
+  // A budget rule with no room left: its candidate is refused (sandbox_router_budget_refusals).
+  const budgeted = new SandboxRouter({
+    registry: new InMemoryProviderRegistry([definition('good', { runtime: good })]),
+    budgets: [{ id: 'spend', key: { label: 'team' }, limit: { launches: 0 }, window: { slidingMs: 60_000 } }],
+    clock: () => now,
+    telemetry,
+  });
+  results.push((await budgeted.provision(request).catch((e) => e)).code);
   return { router, results };
 }
 
@@ -225,7 +233,7 @@ test('prometheus: a scripted run (successes, a classified fallback, exhaustion, 
   const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] });
   try {
     const { results } = await scriptedRun({ meterProvider, tracerProvider });
-    assert.deepEqual(results, ['good', 'good', 'good', 'PROVIDER_CAPACITY_EXHAUSTED', 'SANDBOX_NOT_FOUND', 1]);
+    assert.deepEqual(results, ['good', 'good', 'good', 'PROVIDER_CAPACITY_EXHAUSTED', 'SANDBOX_NOT_FOUND', 1, 'BUDGET_EXHAUSTED']);
 
     const res = await get(`http://127.0.0.1:${port}/metrics`);
     assert.equal(res.status, 200);
@@ -250,11 +258,13 @@ test('prometheus: a scripted run (successes, a classified fallback, exhaustion, 
       for (const k of Object.keys(s.labels)) assert.ok(base.attributes.includes(k) || k.startsWith('otel_scope_') || k === 'le', `${s.name}: label ${k}`);
     }
 
-    // provisions: three successes on good (0.6 + 0.6 + 0.3 s on the injected clock), one exhausted (no pool)
+    // provisions: three successes on good (0.6 + 0.6 + 0.3 s on the injected clock)
     const success = { pool: 'good', outcome: 'success', launch_type: 'cold' };
     assert.equal(value(samples, 'sandbox_router_provision_duration_seconds_count', success), 3);
     assert.ok(Math.abs(value(samples, 'sandbox_router_provision_duration_seconds_sum', success) - 1.5) < 1e-9);
-    assert.equal(value(samples, 'sandbox_router_provision_duration_seconds_count', { outcome: 'exhausted', launch_type: 'cold' }), 1);
+    // two exhausted: no capacity, and no budget
+    assert.equal(value(samples, 'sandbox_router_provision_duration_seconds_count', { outcome: 'exhausted', launch_type: 'cold' }), 2);
+    assert.equal(value(samples, 'sandbox_router_budget_refusals_total', { pool: 'good', rule: 'spend', dimension: 'launches' }), 1);
     // buckets in seconds, from the core's boundaries: 0.3 s falls in le=0.5, the two 0.6 s in le=0.75
     const les = samples.filter((s) => s.name === 'sandbox_router_provision_duration_seconds_bucket' && s.labels.outcome === 'success').map((s) => s.labels.le);
     assert.deepEqual(les, [...SCHEMA.durationBuckets.map(String), '+Inf']);
@@ -737,4 +747,25 @@ test('docs/telemetry.md lists every instrument (Prometheus name, type, unit, att
   assert.equal(rows.length, INSTRUMENTS.length, 'no row for an instrument that does not exist');
   for (const o of SCHEMA.outcomes) assert.ok(doc.includes(`\`${o}\``), `outcome ${o}`);
   for (const r of SCHEMA.skipReasons) assert.ok(doc.includes(`\`${r}\``), `skip reason ${r}`);
+});
+
+test('budget refusals must-fire: a candidate a budget rule refuses is counted (pool, rule, dimension) and the provision is exhausted; must-not-fire: an admitted one counts nothing', async () => {
+  const h = harness();
+  const router = new SandboxRouter({
+    registry: new InMemoryProviderRegistry([definition('a', { signals: { estimatedCost: 1 } })]),
+    telemetry: h.telemetry,
+    budgets: [{ id: 'spend', key: { label: 'tenant' }, limit: { cost: 1 }, window: { slidingMs: 60_000 } }],
+  });
+  const req = { launch: { labels: { tenant: LABEL_CANARY } } };
+  await router.provision(req);
+  let points = await h.metrics();
+  assert.equal(points.filter((p) => p.name === 'sandbox_router_budget_refusals').length, 0);
+  await assert.rejects(router.provision(req), { code: 'BUDGET_EXHAUSTED' });
+  points = await h.metrics();
+  const refusals = points.filter((p) => p.name === 'sandbox_router_budget_refusals');
+  assert.deepEqual(refusals.map((p) => [p.attributes, p.value]), [[{ pool: 'a', rule: 'spend', dimension: 'cost' }, 1]]);
+  const exhausted = points.find((p) => p.name === 'sandbox_router_provision_duration_seconds' && p.attributes.outcome === 'exhausted');
+  assert.equal(exhausted?.value.count, 1);
+  assert.ok(!JSON.stringify(points).includes(LABEL_CANARY), 'a label value is never an attribute');
+  await h.close();
 });

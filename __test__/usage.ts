@@ -200,6 +200,31 @@ export function watchHealth(now: () => number): PoolHealth[] {
   return pools;
 }
 
+// Budgets (issue 25): rules, status, settlement and the typed refusal.
+import { type BudgetRule, type BudgetStatus, BudgetExhaustedError as BudgetError } from '../index.js';
+
+export async function budgeted(now: () => number): Promise<BudgetStatus[]> {
+  const rules: BudgetRule[] = [
+    { id: 'daily', key: { label: 'tenant' }, limit: { cost: 10 }, window: { every: 'day', timeZone: 'Europe/Berlin' } },
+    { id: 'burst', key: { label: 'tenant' }, limit: { launches: 20, concurrent: 5 }, window: { slidingMs: 60_000 }, missing: 'allow', onStoreDown: 'allow' },
+  ];
+  // @ts-expect-error a window is one of the two shapes
+  const bad: BudgetRule = { id: 'x', key: { label: 't' }, limit: { cost: 1 }, window: { every: 'fortnight', timeZone: 'UTC' } };
+  void bad;
+  const router = new SandboxRouter({ registry, clock: now, budgets: rules });
+  try {
+    const s = await router.provision({ launch: { labels: { tenant: 'acme' } } });
+    const found: boolean = await router.settleCost(s.id, 0.5);
+    void found;
+  } catch (error) {
+    if (error instanceof BudgetError) {
+      const retry: boolean = error.retryable;
+      void [error.rule, error.key?.value, error.resetsAt, retry];
+    }
+  }
+  return router.budgetStatus();
+}
+
 // Telemetry: the real SDKs' providers fit the option, as a user would pass them.
 import { type TelemetryOptions } from '../index.js';
 import { MeterProvider } from '@opentelemetry/sdk-metrics';

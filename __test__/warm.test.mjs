@@ -126,6 +126,22 @@ test('claim: a compatible request takes an idle member (must-fire) / an env or n
   await r.close();
 });
 
+test('budgets: a claim is charged and destroy(claimed id) gives the slot back (must-fire) / refills are charged to nobody (must-not-fire)', async () => {
+  const rt = fakeRuntime();
+  const budgets = [{ id: 'tenant', key: { label: 'tenant' }, limit: { concurrent: 1, launches: 10 }, window: { slidingMs: 60_000 } }];
+  const r = router({ runtime: rt, warm: { size: 2 }, budgets });
+  await r.warmUp();
+  assert.deepEqual(await r.budgetStatus(), [], 'two refills, no key charged');
+  const claimed = await r.provision({ launch: { labels: { tenant: 'a' } } });
+  const [row] = await r.budgetStatus();
+  assert.deepEqual([row.key, row.used.launches, row.used.concurrent], [{ label: 'tenant', value: 'a' }, 1, 1], 'the claim is charged');
+  await assert.rejects(r.provision({ launch: { labels: { tenant: 'a' } } }), (e) => e.code === 'BUDGET_EXHAUSTED' && e.rule === 'tenant');
+  await r.destroy(claimed.id);
+  assert.equal((await r.budgetStatus())[0].used.concurrent, 0, 'the charge followed the member id');
+  await r.provision({ launch: { labels: { tenant: 'a' } } });
+  await r.close();
+});
+
 test('claim: each claim triggers a refill (must-fire) / no refill without a claim (must-not-fire)', async () => {
   const rt = fakeRuntime();
   const r = router({ runtime: rt, warm: { size: 2 } });

@@ -15,6 +15,9 @@
 //   e. Live health: provision overhead with tracking on vs off (same run, interleaved),
 //      and the chaos scenario (the best of three pools hangs; time to route around it and
 //      to return to it once it recovers). `--only=health` runs this section alone.
+//   h. Budgets: provision with two budget rules (a calendar-day cost limit in Berlin and a
+//      sliding launches-and-concurrent limit, keyed by the `team` label) vs none, same run,
+//      interleaved. `--only=budgets` runs this section alone.
 //   f. Running many routers (bench/postgres.mjs): provision with PostgresMappingStore and
 //      the capacity coordinator vs the in-memory router, and admissions per second across
 //      4 processes (starts the test PostgreSQL). `--only=postgres` runs it alone.
@@ -53,7 +56,7 @@ const SIZES = [6, 100, 1_000, 10_000];
  * 10,000; provision at most 1.5x the plain floor's time sequentially and at least 0.6x its
  * throughput with 10,000 in flight; health tracking at most 5 % added.
  */
-const FLOORS = { decisionSmall: 0.7, decisionLarge: 3, sequential: 1.5, concurrent: 0.6, health: 0.05 };
+const FLOORS = { decisionSmall: 0.7, decisionLarge: 3, sequential: 1.5, concurrent: 0.6, health: 0.05, budgets: 0.1 };
 const decisionFloor = (n) => (n === 6 ? FLOORS.decisionSmall : n >= 1000 ? FLOORS.decisionLarge : null);
 const CONCURRENT = 10_000;
 const SANDBOX_ID_LABEL = 'agent-relay-sbx-id';
@@ -726,6 +729,57 @@ async function telemetrySection(native) {
   return (await import('./telemetry.mjs')).runTelemetryBench(native, { definitions, request: freshRequest, table });
 }
 
+// h. Budgets (issue 25): what two rules add to a provision, in process.
+
+/** Two rules every bench request matches (`team: 'bench'`), with limits it never reaches. */
+const BENCH_BUDGETS = [
+  { id: 'daily-spend', key: { label: 'team' }, limit: { cost: 1e12 }, window: { every: 'day', timeZone: 'Europe/Berlin' } },
+  { id: 'burst', key: { label: 'team' }, limit: { launches: 1e12, concurrent: 1e12 }, window: { slidingMs: 60_000 } },
+];
+
+async function budgetsSection(native) {
+  const { SandboxRouter, InMemoryProviderRegistry } = native;
+  console.log('\n## h. Budgets: provision with two budget rules vs none\n');
+  const defs = makeDefinitions(6, 0x5eed + 6).map((d) => ({ ...d, runtime: instantRuntime() }));
+  const registry = new InMemoryProviderRegistry(defs);
+  // As section e: interleaved one provision at a time (rotating which goes first), each
+  // timed alone, the median per router; a second router without budgets is the control
+  // (its difference from the first is the noise floor). Health is off in all three, so
+  // the figure is budgets' alone.
+  const N = 60_000;
+  const KINDS = ['budgets', 'none', 'control'];
+  const make = (kind) => new SandboxRouter(kind === 'budgets' ? { registry, health: false, budgets: BENCH_BUDGETS } : { registry, health: false });
+  const routers = Object.fromEntries(KINDS.map((k) => [k, make(k)]));
+  const times = Object.fromEntries(KINDS.map((k) => [k, new Float64Array(N)]));
+  for (let i = 0; i < 3_000; i++) await routers[KINDS[i % 3]].provision(freshRequest());
+  for (let i = 0; i < N; i++) {
+    if (i % 10_000 === 0) for (const kind of KINDS) routers[kind] = make(kind);
+    for (let j = 0; j < 3; j++) {
+      const kind = KINDS[(i + j) % 3];
+      const t0 = process.hrtime.bigint();
+      await routers[kind].provision(freshRequest());
+      times[kind][i] = Number(process.hrtime.bigint() - t0) / 1e6;
+    }
+  }
+  const median = (xs) => Float64Array.from(xs).sort()[Math.floor(xs.length / 2)];
+  const on = median(times.budgets);
+  const off = median(times.none);
+  const control = median(times.control);
+  const overhead = on / off - 1;
+  table(
+    ['provision, 6 pools, fresh request per call', 'per provision (median)', 'provisions/s'],
+    [
+      ['two budget rules', fmtTime(on), fmtInt(1000 / on)],
+      ['no budgets', fmtTime(off), fmtInt(1000 / off)],
+      ['control: a second router without budgets', fmtTime(control), fmtInt(1000 / control)],
+      ['difference (budgets / none - 1)', `${(overhead * 100).toFixed(1)} %`, ''],
+      ['noise floor (control / none - 1)', `${((control / off - 1) * 100).toFixed(1)} %`, ''],
+    ],
+    ['l'],
+  );
+  return { overhead };
+}
+
 async function main() {
   const native = await import('../index.js');
   const cpu = os.cpus()[0]?.model ?? 'unknown cpu';
@@ -741,6 +795,10 @@ async function main() {
   }
   if (only === 'health') {
     await healthSection(native);
+    return;
+  }
+  if (only === 'budgets') {
+    await budgetsSection(native);
     return;
   }
   if (only === 'orphans') {
@@ -773,6 +831,7 @@ async function main() {
   console.log('\n## d. Orphans and restarts');
   await (await import('./orphans.mjs')).runOrphansBench(native);
   const health = await healthSection(native);
+  const budgets = await budgetsSection(native);
   console.log('\n## f. Running many routers (PostgreSQL)');
   await (await import('./postgres.mjs')).runPostgresBench(native);
   console.log('\n## h. Warm pools');
@@ -811,6 +870,7 @@ async function main() {
       // A diagnostic (issue 17's bar is the end-to-end difference above): the added time
       // shown against a provision that has since become twice as fast.
       ['  (native calls alone: added time / provision time)', `${(health.added * 100).toFixed(1)} %`, '— (diagnostic)', ''],
+      ['provision, two budget rules vs none: time difference (end to end)', `${(budgets.overhead * 100).toFixed(1)} %`, `≤ ${FLOORS.budgets * 100} %`, ok(budgets.overhead <= FLOORS.budgets)],
       ['provision, telemetry on (metrics and traces, real SDK) vs off: added time', `${fmtTime(telemetry.full - telemetry.off)} (${((telemetry.full / telemetry.off - 1) * 100).toFixed(0)} %)`, '— (reported)', ''],
       ['  (noise floor: a second telemetry-off router)', `${(((telemetry.control / telemetry.off) - 1) * 100).toFixed(1)} %`, '', ''],
       ['getCapacity, 6 readers × 200 ms: total / slowest', `${routerRow['total / slowest alone']}x`, '≤ 1.2x', routerRow.ok === 'yes' ? 'met' : 'NOT met'],

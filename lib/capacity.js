@@ -1,6 +1,7 @@
 'use strict';
 // Capacity: each pool's reader, bounded by the capacity deadline, and a provision's
-// capacity step. A read is an observation, never an exception: a reader that throws, times
+// capacity step; with a coordinator, also the budget step it keeps in the same database
+// (the reservation, and the settlements the machine decides). A read is an observation, never an exception: a reader that throws, times
 // out or answers something malformed is an `unknown` measurement with a reason, and the
 // native core validates every answer strictly (src/core/capacity.rs) before anything is
 // admitted on it.
@@ -9,7 +10,7 @@ const { binding } = require('./binding.js');
 const { nativeView } = require('./registry.js');
 const { serializeLenient } = require('./serialize.js');
 const { within, TIMED_OUT } = require('./within.js');
-const { healthNow } = require('./options.js');
+const { healthNow, routerNow } = require('./options.js');
 
 const READ_FAILED = JSON.stringify({ status: 'unknown', reason: 'READ_FAILED' });
 const TIMEOUT = JSON.stringify({ status: 'unknown', reason: 'TIMEOUT' });
@@ -54,19 +55,25 @@ async function admit(run) {
     seq = await coordinator.beginRead();
   } catch {
     binding.acquisitionAdmitDecided(run.machine, null, healthNow(ctx.health));
+    settleBudget(run);
     return;
   }
   const measured = await (run.tel === null ? measureJson(ctx, run.def) : ctx.telemetry.read(run, measureJson));
   const demand = binding.acquisitionDemand(run.machine, measured, healthNow(ctx.health));
   // null: the measurement was unknown or malformed; the machine skipped the pool.
-  if (demand === null) return;
+  if (demand === null) {
+    settleBudget(run);
+    return;
+  }
   let verdict;
   try {
-    verdict = await coordinator.admit(demand.providerId, seq, demand.dims, demand.holdMs);
+    verdict = await coordinator.admit(demand.providerId, seq, demand.dims, demand.holdMs, demand.sandboxId);
   } catch {
     verdict = null;
   }
   binding.acquisitionAdmitDecided(run.machine, verdict, healthNow(ctx.health));
+  // A pool skipped here gives back the budget reserved for it.
+  settleBudget(run);
 }
 
 /**
@@ -78,6 +85,38 @@ function settleShared(run) {
   if (capacity === null || capacity.coordinator === null) return;
   const s = binding.acquisitionSettlement(run.machine);
   if (s !== null && s !== undefined) capacity.coordinator.settle(s.token, s.allocated, capacity.reservationTtlMs).catch(noop);
+  settleBudget(run);
+}
+
+/**
+ * A provision's budget step under a shared ledger (StepKind.Reserve): the machine's demand
+ * goes to the coordinator's transaction; its answer (or null: the database could not be
+ * asked, and the rules' `onStoreDown` decide) back to the machine.
+ */
+async function reserve(run) {
+  const ctx = run.ctx;
+  const demand = binding.acquisitionBudgetDemand(run.machine, routerNow(ctx));
+  let verdict = null;
+  if (demand !== null && demand !== undefined) {
+    try {
+      verdict = await ctx.capacity.coordinator.reserveBudget(demand);
+    } catch {
+      verdict = null;
+    }
+  }
+  binding.acquisitionBudgetDecided(run.machine, verdict, routerNow(ctx));
+}
+
+/**
+ * Writes the budget settlement the machine just decided (if any) to the shared ledger,
+ * without waiting (a reservation not settled in time is freed by its expiry). Budgets are
+ * shared exactly when the router has a coordinator.
+ */
+function settleBudget(run) {
+  const ctx = run.ctx;
+  if (ctx.budgets === null || !ctx.budgets.shared) return;
+  const s = binding.acquisitionBudgetSettlement(run.machine);
+  if (s !== null && s !== undefined) ctx.capacity.coordinator.settleBudget(s.sandboxId, s.how, s.untilMs ?? 0).catch(noop);
 }
 
 /**
@@ -98,4 +137,4 @@ async function getCapacity(ctx) {
   return out;
 }
 
-module.exports = { measureJson, admit, settleShared, getCapacity };
+module.exports = { measureJson, admit, reserve, settleShared, getCapacity };

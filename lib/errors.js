@@ -75,6 +75,13 @@ class ProviderProvisioningError extends SandboxRouterError {}
 class ProvisioningAvailabilityError extends SandboxRouterError {}
 /** Capacity routing found no pool with room. Retry later: capacity changes. */
 class ProviderCapacityExhaustedError extends SandboxRouterError {}
+/**
+ * A budget refused the provision (`BUDGET_EXHAUSTED`: no candidate's cost fitted;
+ * `BUDGET_STORE_UNAVAILABLE`: the shared ledger could not be asked). `rule`, `key`
+ * (`{ label, value }`), `dimension`, `limit`, `used`, `reserved`, `resetsAt`, and
+ * `retryable`: true only when the launches in flight could free room.
+ */
+class BudgetExhaustedError extends SandboxRouterError {}
 /** A sandbox was acquired but its mapping could not be stored; `cleanup` says what happened. */
 class MappingPersistenceError extends SandboxRouterError {}
 /** No mapping exists for this `sbx_…` id. */
@@ -107,6 +114,7 @@ const NATIVE_CLASSES = {
   AcquisitionTimeoutError,
   MappingPersistenceError,
   SandboxRouterInternalError,
+  BudgetExhaustedError,
 };
 
 /** Whether `value` is an error this package made. Never throws, reads no property of `value`. */
@@ -153,6 +161,7 @@ module.exports = {
   ProviderProvisioningError,
   ProvisioningAvailabilityError,
   ProviderCapacityExhaustedError,
+  BudgetExhaustedError,
   MappingPersistenceError,
   SandboxNotFoundError,
   AcquisitionTimeoutError,

@@ -81,6 +81,27 @@ function dispatch(sink, e, sandboxId) {
     case 'warm.miss':
       emit(sink, e.type, { sandboxId, providerId: e.providerId, reason: e.reason });
       break;
+    case 'budget.reserved':
+      emit(sink, e.type, { sandboxId, providerId: e.providerId, cost: e.cost, rules: e.rules });
+      break;
+    case 'budget.released':
+      emit(sink, e.type, { sandboxId, providerId: e.providerId, cost: e.cost, rules: e.rules, reason: e.reason });
+      break;
+    case 'budget.refused':
+      emit(sink, e.type, {
+        sandboxId,
+        providerId: e.providerId,
+        reason: e.reason,
+        rule: e.rule,
+        key: e.key,
+        dimension: e.dimension,
+        limit: e.limit,
+        used: e.used,
+        reserved: e.reserved,
+        resetsAt: e.resetsAt ?? null,
+        retryable: e.retryable,
+      });
+      break;
     default:
       break;
   }

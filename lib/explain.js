@@ -59,25 +59,25 @@ let generation = 0xffffffff;
  * buffers). `router`: the handle of the router's native state (health, capacity order), or
  * null.
  */
-function decide(view, compiled, detached, extras, router, now) {
+function decide(view, compiled, detached, extras, router, now, labelsJson, budgetNow) {
   const ex = extras ?? undefined;
   const r = router ?? undefined;
-  call(view, compiled, detached, ex, r, now);
+  call(view, compiled, detached, ex, r, now, labelsJson, budgetNow);
   if (ints[FITS] !== 1) {
     const intsNeeded = ints[INTS_NEEDED];
     const floatsNeeded = ints[FLOATS_NEEDED];
     ints = new Uint32Array(Math.max(intsNeeded, ints.length * 2));
     floats = new Float64Array(Math.max(floatsNeeded, floats.length * 2));
-    call(view, compiled, detached, ex, r, now);
+    call(view, compiled, detached, ex, r, now, labelsJson, budgetNow);
   }
 }
 
-function call(view, compiled, detached, extras, router, now) {
+function call(view, compiled, detached, extras, router, now, labelsJson, budgetNow) {
   ints[GENERATION] = generation;
   ints[TEXTS] = texts.length;
   let fresh;
   try {
-    fresh = binding.explainDecision(view.handle, compiled.handle, detached, extras, ints, floats, router, now);
+    fresh = binding.explainDecision(view.handle, compiled.handle, detached, extras, ints, floats, router, now, labelsJson, budgetNow);
   } catch (error) {
     throw fromNative(error);
   }
@@ -127,11 +127,13 @@ function sideBySide(dimension, declared, observed) {
  * decision for `compiled` over `view` (a registry view: `{ key, definitions }`, where
  * `definitions[i].id` names native pool `i`), with the per-request `extras`
  * (credentials, resolved signals) or null, and the handle of the router's native state
- * (its health and capacity order) or null.
+ * (its health and capacity order) or null. With `labelsJson` (the request's labels) and
+ * `budgetNow` (the router's clock), a router's budgets reject the pools a rule has no room
+ * for now (`BUDGET_EXCEEDED`, decided natively).
  * @returns {import('../index').RoutingExplanation}
  */
-function explainView(view, compiled, detached, extras, router = null, now = undefined) {
-  decide(view, compiled, detached, extras, router, now);
+function explainView(view, compiled, detached, extras, router = null, now = undefined, labelsJson = undefined, budgetNow = undefined) {
+  decide(view, compiled, detached, extras, router, now, labelsJson, budgetNow);
   const defs = view.definitions;
   const objective = OBJECTIVES[ints[OBJECTIVE]];
   const wc = weightOf(floats[0]);
@@ -174,7 +176,7 @@ function explainView(view, compiled, detached, extras, router = null, now = unde
  * rejected pool with its reasons (`[{ providerId, reasons: [{ code, detail }] }]`).
  */
 function decisionForEvents(view, compiled, detached, extras, router = null, now = undefined) {
-  decide(view, compiled, detached, extras, router, now);
+  decide(view, compiled, detached, extras, router, now, undefined, undefined);
   return { summary: texts[ints[SUMMARY]], rejected: rejectedOf(view.definitions) };
 }
 

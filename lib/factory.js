@@ -229,7 +229,7 @@ class ConfiguredSandboxRouter extends SandboxRouter {
   }
 }
 
-const ROUTER_KEYS = ['providers', 'capacity', 'mappings', 'fleet', 'observer', 'provisioning', 'resolveRoutingSignals', 'classifyProviderFailure', 'callbackTimeoutMs', 'operationTimeoutMs', 'health', 'telemetry', 'moduleLoader'];
+const ROUTER_KEYS = ['providers', 'capacity', 'mappings', 'fleet', 'observer', 'provisioning', 'resolveRoutingSignals', 'classifyProviderFailure', 'callbackTimeoutMs', 'operationTimeoutMs', 'health', 'clock', 'budgets', 'telemetry', 'moduleLoader'];
 
 /**
  * Builds a router from provider credentials, synchronously. Adapters and SDKs load on

@@ -286,6 +286,14 @@ class SqliteMappingStore {
     this.#native.close();
   }
 
+  /**
+   * @internal the native store, handed to a router's native state: budgets without a
+   * coordinator keep their charges in this file (a restart does not reset spend).
+   */
+  [NATIVE_STORE]() {
+    return this.#n();
+  }
+
   toJSON() {
     return { type: 'SqliteMappingStore', path: this.#path };
   }

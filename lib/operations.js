@@ -20,6 +20,7 @@ const { guarded, copyOptions, shown } = require('./guard.js');
 const { within, TIMED_OUT } = require('./within.js');
 const { hasMethods } = require('./options.js');
 const { emit } = require('./events.js');
+const { released } = require('./budgets.js');
 
 /** Extra time a runScript gets over its own `timeoutMs` when that is longer than the operation deadline. */
 const RUN_SCRIPT_GRACE_MS = 60_000;
@@ -269,6 +270,9 @@ async function destroy(ctx, id) {
     });
   }
   ctx.handles.delete(id);
+  // The sandbox is gone: what it held (its capacity hold, its budgets' concurrent slot)
+  // is given back.
+  await released(ctx, id, def.id, 'DESTROYED');
   emit(ctx.observer, 'sandbox.destroyed', { sandboxId: id, providerId: def.id });
 }
 

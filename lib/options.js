@@ -5,7 +5,7 @@
 const os = require('node:os');
 const { binding } = require('./binding.js');
 const { SandboxRouterConfigurationError, callNative } = require('./errors.js');
-const { InMemoryMappingStore, NATIVE_STORE } = require('./mappings.js');
+const { InMemoryMappingStore, SqliteMappingStore, NATIVE_STORE } = require('./mappings.js');
 const { guarded, copyOptions, shown } = require('./guard.js');
 const { serialize, NotJson } = require('./serialize.js');
 const { telemetryOf } = require('./telemetry.js');
@@ -32,6 +32,7 @@ const ROUTER_OPTIONS = [
   'fleet',
   'health',
   'clock',
+  'budgets',
   'telemetry',
 ];
 
@@ -122,6 +123,18 @@ function healthOf(option, routerClock) {
 }
 
 /**
+ * The `budgets` option as JSON text for the native side, which validates every rule
+ * (src/core/budget.rs `rules_of_option`, the only copy of the rules); undefined without it.
+ */
+function budgetsJsonOf(budgets) {
+  if (budgets === undefined) return undefined;
+  const json = budgets === null ? 'null' : serialize(budgets);
+  if (json instanceof NotJson) throw configError(json.field('budgets'), json.expectation);
+  if (json === null) throw configError('budgets', 'could not be read (a property access threw)');
+  return json;
+}
+
+/**
  * The router's `clock` option: the caller's clock, read inside a guard, or null for the
  * wall clock (read natively: no call into JavaScript).
  */
@@ -197,6 +210,8 @@ function clockOf(clock, field) {
  *   clock, read natively): what budgets, warm pools and health (without `health.clock`) read
  * @property {object | null} warm the router's warm pools once `warmUp()` started them
  *   (lib/warm.js); null before, so a router without them pays nothing
+ * @property {{ shared: boolean } | null} budgets the router has budget rules (option
+ *   `budgets`); `shared`: they live in the coordinator's database
  * @property {import('./telemetry.js').Telemetry | null} telemetry OpenTelemetry metrics and
  *   traces (option `telemetry`; null: off, and nothing of it runs)
  * @property {boolean} events whether the machines record events (an observer or telemetry reads them)
@@ -242,6 +257,14 @@ function contextOf(input) {
   if (typeof fleet !== 'string') throw configError('fleet', 'must be 1-63 characters of [a-z0-9][a-z0-9._-]* (a label-safe name)');
   const clock = routerClockOf(options.clock);
   const health = healthOf(options.health, clock);
+  const budgetsJson = budgetsJsonOf(options.budgets);
+  let sqlite;
+  try {
+    // Budgets without a coordinator keep their charges in the router's SQLite file.
+    sqlite = budgetsJson !== undefined && guarded(() => store instanceof SqliteMappingStore) ? store[NATIVE_STORE]() : undefined;
+  } catch {
+    sqlite = undefined;
+  }
   const telemetry = telemetryOf(options.telemetry, clock);
   const session = require('node:crypto').randomBytes(8).toString('hex');
   const native = callNative(
@@ -259,8 +282,10 @@ function contextOf(input) {
           ownerHost: os.hostname(),
           ownerPid: process.pid,
           session,
+          budgetsJson,
         },
         fastMappings ? store[NATIVE_STORE]() : undefined,
+        sqlite,
       ),
   );
   const ctx = {
@@ -284,6 +309,7 @@ function contextOf(input) {
     health: health.enabled ? { clock: health.clock } : null,
     clock,
     warm: null,
+    budgets: native.budgetsShared === null || native.budgetsShared === undefined ? null : { shared: native.budgetsShared },
     telemetry,
     events: observerFn !== null || telemetry !== null,
   };

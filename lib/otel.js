@@ -66,6 +66,14 @@ const INSTRUMENTS = Object.freeze([
     description: 'Pools passed over by capacity admission, by bounded reason',
   },
   {
+    key: 'budgetRefusals',
+    name: 'sandbox_router_budget_refusals',
+    kind: 'counter',
+    unit: '{refusal}',
+    attributes: ['pool', 'rule', 'dimension'],
+    description: 'Candidates a budget rule refused (skipped without an attempt), by rule and limit',
+  },
+  {
     key: 'capacityReadDuration',
     name: 'sandbox_router_capacity_read_duration_seconds',
     kind: 'histogram',

@@ -30,7 +30,7 @@ const { emit, emitDecided, debug, DEBUG } = require('./events.js');
 const { isPackageError, keepHandle } = require('./operations.js');
 const { healthNow, routerNow } = require('./options.js');
 const { needsExtras, extrasFor } = require('./extras.js');
-const { admit, settleShared } = require('./capacity.js');
+const { admit, reserve, settleShared } = require('./capacity.js');
 const { launchIntent, settleIntent, persist, lateSuccess } = require('./intents.js');
 const { SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
 const { claim } = require('./warm-claim.js');
@@ -40,6 +40,7 @@ const DONE = binding.StepKind.Done;
 const ADMIT = binding.StepKind.Admit;
 /** Warm pools' steps (lib/warm-claim.js): Claim and Claimed are the two largest kinds. */
 const CLAIM = binding.StepKind.Claim;
+const RESERVE = binding.StepKind.Reserve;
 const SETTLED = binding.Success.Settled;
 const UNRECORDED = binding.Success.Unrecorded;
 /** What `succeeded` answers for a malformed handle (not a Success). */
@@ -161,6 +162,10 @@ async function acquire(run, request) {
         await admit(run);
         continue;
       }
+      if (kind === RESERVE) {
+        await reserve(run);
+        continue;
+      }
       if (kind >= CLAIM) {
         if (await claim(run, kind)) return;
         continue;
@@ -247,9 +252,9 @@ function next(run) {
   return took(run);
 }
 
-/** The router's clock for a claim step (members' ages): only once warm pools started. */
+/** The router's clock for budgets and claims (undefined without either, or for the wall clock). */
 function clockNow(ctx) {
-  return ctx.warm === null ? undefined : routerNow(ctx);
+  return ctx.budgets === null && ctx.warm === null ? undefined : routerNow(ctx);
 }
 
 /**

@@ -41,6 +41,7 @@ const { coordinatorOf } = require('./postgres.js');
 
 /** The label of an idle warm member's record (src/core/request.rs SANDBOX_WARM_LABEL). */
 const WARM_LABEL = binding.SANDBOX_WARM_LABEL_KEY;
+const { released } = require('./budgets.js');
 
 /** Default age (ms) after which a stamped sandbox without mapping or intent is an orphan. */
 const DEFAULT_GRACE_MS = 15 * 60_000;
@@ -305,6 +306,9 @@ async function reconcile(ctx, options) {
               ? await unmapStale(ctx, def, w, left)
               : await dropStaleIntent(ctx, w, left);
       if (outcome === 'DEADLINE') report.timedOut = true;
+      // What the reclaimed sandbox held (a capacity hold, a budget's concurrent slot) is
+      // given back; a stale intent's launch held a slot as outcome unknown.
+      if (outcome === 'DESTROYED' || outcome === 'UNMAPPED' || outcome === 'INTENT_REMOVED') await released(ctx, w.sandboxId, def.id, 'RECLAIMED');
       const entry = { providerId: def.id, sandboxId: w.sandboxId, providerSandboxId: w.providerSandboxId, class: w.class, outcome };
       report.outcomes.push(entry);
       emit(ctx.observer, 'reconcile.reclaimed', { sandboxId: entry.sandboxId, providerId: entry.providerId, class: entry.class, outcome });

@@ -16,7 +16,7 @@ const { SandboxRequestValidationError, callNative } = require('./errors.js');
 const { nativeView } = require('./registry.js');
 const { compileShared, checkLabels } = require('./compile.js');
 const { guarded } = require('./guard.js');
-const { contextOf, healthNow } = require('./options.js');
+const { contextOf, healthNow, routerNow } = require('./options.js');
 const { provision, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./provision.js');
 const { extras } = require('./extras.js');
 const { getCapacity } = require('./capacity.js');
@@ -25,6 +25,7 @@ const operations = require('./operations.js');
 const { reconcile } = require('./reconcile.js');
 const warm = require('./warm.js');
 const { explainWarm } = require('./warm-claim.js');
+const budgets = require('./budgets.js');
 
 /** The buffer route() lends the native side for an order (at most 10 attempts; read at once). */
 const ORDER = new Uint32Array(16);
@@ -89,7 +90,8 @@ class SandboxRouter {
     const ctx = this.#ctx;
     const view = nativeView(ctx.registry);
     const ext = await extras(ctx, view, call.compiled, detached, request);
-    return explainWarm(ctx, view, call.compiled, explainView(view, call.compiled, detached, ext, ctx.handle, healthNow(ctx.health)));
+    const budgeted = ctx.budgets !== null;
+    return explainWarm(ctx, view, call.compiled, explainView(view, call.compiled, detached, ext, ctx.handle, healthNow(ctx.health), budgeted ? call.labelsJson : undefined, budgeted ? routerNow(ctx) : undefined));
   }
 
   /**
@@ -209,6 +211,19 @@ class SandboxRouter {
    */
   destroy(id) {
     return operations.destroy(this.#ctx, id);
+  }
+
+  /**
+   * Replaces the budget charge of sandbox `id` (its pool's `estimatedCost`) with what it
+   * actually cost, in the windows it was charged in. Resolves to whether a charge was found.
+   */
+  settleCost(id, actualCost) {
+    return budgets.settleCost(this.#ctx, id, actualCost);
+  }
+
+  /** Every budget rule's keys: used, reserved, limit and when the window resets. */
+  budgetStatus() {
+    return budgets.budgetStatus(this.#ctx);
   }
 
   toJSON() {

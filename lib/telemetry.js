@@ -293,6 +293,9 @@ class Telemetry {
           this.add('capacitySkips', 1, { pool: e.providerId, reason: e.skipReason });
           this.#endRead(t, 'skipped', e.skipReason);
           break;
+        case 'budget.refused':
+          this.add('budgetRefusals', 1, { pool: e.providerId, rule: e.rule, dimension: e.dimension ?? 'none' });
+          break;
         case 'health.circuit.opened':
           this.#event(t, e.type, { pool: e.providerId, reason: e.reason });
           break;

@@ -72,7 +72,7 @@ impl Run {
         loop {
             match m.next_with(None, Some(&mut self.health)) {
                 Step::Done => break,
-                Step::Admit(_) => unreachable!("no capacity routing here"),
+                Step::Admit(_) | Step::Reserve(_) => unreachable!("no capacity routing or budgets here"),
                 Step::Claim(_) => unreachable!("no warm pools here"),
                 Step::Launch(pool) => {
                     launched.push(pool);

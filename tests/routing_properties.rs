@@ -374,6 +374,7 @@ proptest! {
             detail: false,
             circuit: &circuit,
             observed: observed.as_deref(),
+            over_budget: &[],
         };
         let fast = route_order(&r, &parsed, &opts, &mut Vec::new());
         let verdict = route(r.pools(), &parsed, &RouteOptions { limit: None, ..opts.clone() });

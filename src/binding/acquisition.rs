@@ -15,6 +15,11 @@
 //! calls to its machine; a free function taking an integer costs a fraction of a method
 //! call on a wrapped object, and no JS object is made per provision.
 
+use crate::binding::budget::BudgetCore;
+use crate::binding::budget::{
+    demand_of, refusal_fields, settlement_of, verdict_of, BudgetDemand, BudgetKeyRecord, BudgetSettlement,
+    BudgetVerdict,
+};
 use crate::binding::clock::now_millis;
 use crate::binding::error::{contained, guard, internal, AttemptRecord, Failure, NativeError, SkipRecord};
 use crate::binding::ids::next_sandbox_id;
@@ -23,7 +28,7 @@ use crate::binding::registry::{registry_of, Question, RegistryInner, RouteExtras
 use crate::binding::request::{labels_from, request_of};
 use crate::binding::router::{instant, router_of, RouterCore};
 use crate::binding::telemetry::ProvisionOutcome;
-use crate::core::acquisition::{settle_window_ms, Acquisition, CapacityPlan, Event, SharedVerdict, Step};
+use crate::core::acquisition::{settle_window_ms, Acquisition, CapacityPlan, Event, Outcome, SharedVerdict, Step};
 use crate::core::capacity::{validate, Ledger};
 use crate::core::clock::iso8601_millis;
 use crate::core::failure::{failure_of, Rejections};
@@ -53,10 +58,13 @@ pub enum StepKind {
     Done = 2,
     /// Ask the fleet's inventory (PostgreSQL) for a member of the pool in `step[1]`
     /// (`acquisitionClaimAsk`), then report it (`acquisitionClaimAnswer`).
-    Claim = 3,
+    Claim = 4,
     /// A member of the pool in `step[1]` was taken from this process's inventory
     /// (`acquisitionMember`); confirm it (`acquisitionClaimed`) or report it lost.
-    Claimed = 4,
+    Claimed = 5,
+    /// Reserve that pool's cost in the shared budget ledger, then report it
+    /// (`acquisitionBudgetDemand`, the coordinator's answer, `acquisitionBudgetDecided`).
+    Reserve = 3,
 }
 
 /// What an acquisition carries for warm pools, beside its machine.
@@ -105,6 +113,9 @@ impl Entry {
         };
         if let Some(h) = &router.health {
             self.machine.report_health(&mut h.borrow_mut());
+        }
+        if let Some(b) = &router.budgets {
+            b.apply(&mut self.machine);
         }
         out
     }
@@ -218,10 +229,22 @@ fn begin(
 ) -> Result<u32, Failure> {
     let labels = labels_json.as_deref().map(labels_from).transpose()?.unwrap_or_default();
     let mut inner = registry.borrow_mut();
-    // Capacity skips consume no attempt, so capacity routing needs every candidate.
-    let limit = if router.capacity.is_some() { None } else { Some(req.max_attempts as usize) };
+    let hold_ms = settle_window_ms(req.acquisition_timeout_ms, router.callback_timeout_ms);
+    let budget = match &router.budgets {
+        Some(b) => b.plan(&labels, id, || inner.costs(extras), hold_ms)?,
+        None => None,
+    };
+    // Capacity and budget skips consume no attempt, so they need every candidate.
+    let limit = if router.capacity.is_some() || budget.is_some() { None } else { Some(req.max_attempts as usize) };
     let (order, tracking) = router.view(&mut inner, now, |inner, health| {
-        let q = Question { req: req.as_ref(), detached, extras, provider_order: router.provider_order(), health };
+        let q = Question {
+            req: req.as_ref(),
+            detached,
+            extras,
+            provider_order: router.provider_order(),
+            health,
+            over_budget: &[],
+        };
         inner.candidates(&q, limit).map(|order| (order, health.map(|h| (h.slots.clone(), h.now))))
     })?;
     let plan = router.capacity.as_ref().map(|c| CapacityPlan {
@@ -229,11 +252,21 @@ fn begin(
         readers: inner.readers.clone(),
         ledger_pools: inner.registry.pools().iter().map(|p| c.ledger_key(&p.id)).collect(),
     });
-    let claims = router.claims(&inner);
+    // Claims are charged in the in-process budget ledger; under a shared (PostgreSQL) one a
+    // claimed member's charge cannot follow its id yet, so those provisions launch cold.
+    let claims = if router.budgets.as_ref().is_some_and(|b| b.shared) { None } else { router.claims(&inner) };
     drop(inner);
     let mut machine = Acquisition::new(order, req.max_attempts as usize, req.fallback_allowed, plan, router.observe);
     if let Some((slots, now)) = tracking {
         machine.track(slots, now);
+    }
+    if router.capacity.is_some() {
+        // A capacity hold of a successful launch is kept under its sandbox id, so that
+        // destroying the sandbox gives it back.
+        machine.own(id);
+    }
+    if let Some(plan) = budget {
+        machine.with_budget(plan);
     }
     let warm = claims.map(|c| {
         machine.offer_claims(c);
@@ -253,7 +286,8 @@ fn begin(
 }
 
 /// What to do now, written into `step`: `step[0]` the [`StepKind`], `step[1]` the pool
-/// (registration index) it concerns. `clockNow`: as for `beginAcquisition`.
+/// (registration index) it concerns. `clockNow`: the router's clock (ms) when it has
+/// budgets or warm pools; omitted, the wall clock.
 #[napi]
 pub fn acquisition_step(env: Env, key: u32, step: Uint32ArraySlice<'_>, clock_now: Option<f64>) -> napi::Result<()> {
     guard(&env, || step_into(key, step, clock_now))
@@ -268,7 +302,20 @@ pub(crate) fn step_into(key: u32, mut step: Uint32ArraySlice<'_>, clock_now: Opt
         let next = {
             let mut ledger = router.capacity.as_ref().map(|c| c.ledger.borrow_mut());
             let mut health = router.health.as_ref().map(|h| h.borrow_mut());
-            e.machine.next_with(ledger.as_deref_mut(), health.as_deref_mut())
+            match router.budgets.as_ref().filter(|b| !b.shared) {
+                Some(b) => {
+                    let mut budgets = b.ledger.borrow_mut();
+                    let next = e.machine.next_budgeted(
+                        ledger.as_deref_mut(),
+                        health.as_deref_mut(),
+                        Some((&mut budgets, instant(clock_now))),
+                    );
+                    drop(budgets);
+                    b.flush();
+                    next
+                }
+                None => e.machine.next_with(ledger.as_deref_mut(), health.as_deref_mut()),
+            }
         };
         match next {
             Step::Admit(pool) => {
@@ -285,6 +332,10 @@ pub(crate) fn step_into(key: u32, mut step: Uint32ArraySlice<'_>, clock_now: Opt
                     Ok(kind) => break (kind, pool as u32),
                     Err(reason) => e.machine.claim_missed(reason),
                 }
+            }
+            Step::Reserve(pool) => {
+                e.pool = pool;
+                break (StepKind::Reserve, pool as u32);
             }
             Step::Done => break (StepKind::Done, 0),
         }
@@ -348,6 +399,9 @@ pub fn acquisition_admit(env: Env, key: u32, measurement_json: String, now: Opti
             if let Some(c) = &router.capacity {
                 e.with_health(now, |machine, health| machine.admit_with(&mut c.ledger.borrow_mut(), &m, health));
             }
+            if let Some(b) = &router.budgets {
+                b.apply(&mut e.machine);
+            }
         })
     })
 }
@@ -376,6 +430,9 @@ pub struct Demand {
     /// How long the hold may stay unsettled, ms (the launch's settle window: its deadline,
     /// the mapping write and slack; see `core::acquisition::settle_window_ms`).
     pub hold_ms: f64,
+    /// The provision's sandbox id: a successful launch's hold is kept under it, so that
+    /// destroying the sandbox gives the hold back.
+    pub sandbox_id: String,
 }
 
 /// Under a shared coordinator, step one of an admission: the measurement (JSON text,
@@ -393,7 +450,9 @@ pub fn acquisition_demand(
         with(key, |e| {
             let hold_ms = settle_window_ms(e.timeout_ms, e.router.callback_timeout_ms) as f64;
             let provider_id = e.pool_id(e.pool);
+            let sandbox_id = e.id.to_string();
             e.with_health(now, |machine, health| machine.shared_demand(&m, health)).map(|dims| Demand {
+                sandbox_id,
                 provider_id,
                 dims: dims
                     .into_iter()
@@ -429,7 +488,60 @@ pub fn acquisition_admit_decided(
             Some(AdmitVerdict { resource: Some(r), .. }) => SharedVerdict::Exhausted(r),
             _ => SharedVerdict::Unavailable,
         };
-        with(key, |e| e.with_health(now, |machine, health| machine.admit_shared(verdict, health)))
+        with(key, |e| {
+            e.with_health(now, |machine, health| machine.admit_shared(verdict, health));
+            if let Some(b) = &e.router.budgets {
+                b.apply(&mut e.machine);
+            }
+        })
+    })
+}
+
+/// Under a shared budget ledger, what to ask it for the current candidate
+/// ([`StepKind::Reserve`]) at `now` (the router's clock, ms; omitted: the wall clock).
+#[napi]
+pub fn acquisition_budget_demand(env: Env, key: u32, now: Option<f64>) -> napi::Result<Option<BudgetDemand>> {
+    guard(&env, || {
+        with(key, |e| {
+            let router = e.router.clone();
+            let (Some(b), Some(plan)) = (&router.budgets, e.machine.budget_plan()) else { return None };
+            let hold_ms = settle_window_ms(e.timeout_ms, router.callback_timeout_ms);
+            Some(demand_of(b, plan, e.pool, instant(now), hold_ms))
+        })
+    })
+}
+
+/// Under a shared budget ledger, its answer for the current candidate (null: it could not
+/// be asked). `now`: the router's clock (ms).
+#[napi]
+pub fn acquisition_budget_decided(
+    env: Env,
+    key: u32,
+    verdict: Option<BudgetVerdict>,
+    now: Option<f64>,
+) -> napi::Result<()> {
+    guard(&env, || {
+        with(key, |e| {
+            let router = e.router.clone();
+            let Some(b) = &router.budgets else { return };
+            let Some(keys) = e.machine.budget_plan().map(|p| p.keys.clone()) else { return };
+            let verdict = verdict_of(b, &keys, verdict);
+            let at = instant(now);
+            let mut health = router.health.as_ref().map(|h| h.borrow_mut());
+            e.machine.reserved_shared(verdict, at, health.as_deref_mut());
+        })
+    })
+}
+
+/// Under a shared budget ledger, the settlement the machine decided since the last call,
+/// for the JS side to write (null: none).
+#[napi]
+pub fn acquisition_budget_settlement(env: Env, key: u32) -> napi::Result<Option<BudgetSettlement>> {
+    guard(&env, || {
+        with(key, |e| {
+            let sandbox = e.machine.budget_plan().map(|p| p.sandbox)?;
+            e.machine.take_budget_settle().map(|how| settlement_of(sandbox, how))
+        })
     })
 }
 
@@ -591,6 +703,15 @@ pub enum EventType {
     /// `warm.miss`
     #[napi(value = "warm.miss")]
     WarmMiss,
+    /// `budget.reserved`
+    #[napi(value = "budget.reserved")]
+    BudgetReserved,
+    /// `budget.released`
+    #[napi(value = "budget.released")]
+    BudgetReleased,
+    /// `budget.refused`
+    #[napi(value = "budget.refused")]
+    BudgetRefused,
 }
 
 /// One decided event, with the fields its type documents (the JS side adds `at` and the
@@ -625,9 +746,27 @@ pub struct EventRecord {
     pub cooldown_ms: Option<f64>,
     /// `health.circuit.opened`: when the pool may be probed (ISO 8601).
     pub retry_at: Option<String>,
+    /// `budget.reserved` / `budget.released`: the pool's cost.
+    pub cost: Option<f64>,
+    /// `budget.reserved` / `budget.released`: the ids of the rules it was reserved against.
+    pub rules: Option<Vec<String>>,
+    /// `budget.refused`: the rule that refused.
+    pub rule: Option<String>,
+    /// `budget.refused`: the rule's label and the request's value of it.
+    pub key: Option<BudgetKeyRecord>,
+    /// `budget.refused`: `cost`, `launches` or `concurrent`.
+    pub dimension: Option<String>,
+    /// `budget.refused`: that limit's value.
+    pub limit: Option<f64>,
+    /// `budget.refused`: used in the window.
+    pub used: Option<f64>,
+    /// `budget.refused`: reserved by launches in flight.
+    pub reserved: Option<f64>,
+    /// `budget.refused`: when the window frees what is used (ISO 8601).
+    pub resets_at: Option<String>,
 }
 
-fn event_record(e: Event, id: &dyn Fn(usize) -> String) -> EventRecord {
+fn event_record(e: Event, id: &dyn Fn(usize) -> String, budgets: Option<(&BudgetCore, &[String])>) -> EventRecord {
     let mut r = EventRecord {
         kind: EventType::AttemptStarted,
         provider_id: None,
@@ -642,6 +781,15 @@ fn event_record(e: Event, id: &dyn Fn(usize) -> String) -> EventRecord {
         consecutive_failures: None,
         cooldown_ms: None,
         retry_at: None,
+        cost: None,
+        rules: None,
+        rule: None,
+        key: None,
+        dimension: None,
+        limit: None,
+        used: None,
+        reserved: None,
+        resets_at: None,
     };
     match e {
         Event::CapacityAdmitted { pool } => {
@@ -705,6 +853,36 @@ fn event_record(e: Event, id: &dyn Fn(usize) -> String) -> EventRecord {
             r.provider_id = Some(id(pool));
             r.reason = Some(reason.code().to_string());
         }
+        Event::BudgetReserved { pool, cost } | Event::BudgetReleased { pool, cost, .. } => {
+            r.kind = match e {
+                Event::BudgetReleased { reason, .. } => {
+                    r.reason = Some(reason.to_string());
+                    EventType::BudgetReleased
+                }
+                _ => EventType::BudgetReserved,
+            };
+            r.provider_id = Some(id(pool));
+            r.cost = Some(cost);
+            r.rules = budgets.map(|(_, rules)| rules.to_vec());
+        }
+        Event::BudgetRefused { pool, refusal } => {
+            r.kind = EventType::BudgetRefused;
+            r.provider_id = Some(id(pool));
+            r.reason = Some(crate::core::budget::BUDGET_EXCEEDED.to_string());
+            r.retryable = Some(refusal.retryable);
+            if let Some((b, _)) = budgets {
+                let mut fields = *NativeError::new(crate::core::error::ErrorClass::BudgetExhausted, "", "");
+                if b.with_rule(refusal.rule, |rule| refusal_fields(&mut fields, rule, &refusal)).is_some() {
+                    r.rule = fields.rule;
+                    r.key = fields.key;
+                    r.dimension = fields.dimension;
+                    r.limit = fields.limit;
+                    r.used = fields.used;
+                    r.reserved = fields.reserved;
+                    r.resets_at = fields.resets_at.flatten();
+                }
+            }
+        }
     }
     r
 }
@@ -717,7 +895,13 @@ pub fn acquisition_events(env: Env, key: u32) -> napi::Result<Vec<EventRecord>> 
             let registry = e.registry.clone();
             let registry = registry.borrow();
             let id = |pool: usize| registry.pool_id(pool).to_string();
-            e.machine.take_events().into_iter().map(|ev| event_record(ev, &id)).collect()
+            let router = e.router.clone();
+            let rules: Vec<String> = match (&router.budgets, e.machine.budget_plan()) {
+                (Some(b), Some(p)) => p.keys.iter().map(|k| b.rule_ids[k.rule].clone()).collect(),
+                _ => Vec::new(),
+            };
+            let budgets = router.budgets.as_ref().map(|b| (b, rules.as_slice()));
+            e.machine.take_events().into_iter().map(|ev| event_record(ev, &id, budgets)).collect()
         })
     })
 }
@@ -783,10 +967,37 @@ pub fn acquisition_failure(env: Env, key: u32) -> napi::Result<Option<Acquisitio
                     .collect()
             });
             error.capacity_rejections = f.capacity_rejections.then(skips);
+            if let Some(b) = &e.router.budgets {
+                budget_fields(&mut error, b, &e.machine);
+            }
             let outcome = e.machine.outcome().map_or(Ending::Terminal, Ending::of_machine).into();
             Some(AcquisitionFailure { error, may_exist: f.may_exist, package: f.package, outcome })
         })
     })
+}
+
+/// The budget fields of a budget refusal's error: the reported refusal's (the first
+/// retryable one, else the first), or the rule that refuses without its shared ledger.
+fn budget_fields(error: &mut NativeError, b: &BudgetCore, machine: &Acquisition) {
+    match machine.outcome() {
+        Some(Outcome::BudgetExhausted) => {
+            let all: Vec<crate::core::budget::Refusal> =
+                machine.budget_refusals().iter().flat_map(|(_, rs)| rs.iter().cloned()).collect();
+            if let Some(r) = crate::core::budget::reported(&all) {
+                b.with_rule(r.rule, |rule| refusal_fields(error, rule, r));
+            }
+        }
+        Some(Outcome::BudgetUnavailable { rule }) => {
+            let value =
+                machine.budget_plan().and_then(|p| p.keys.iter().find(|k| k.rule == *rule)).map(|k| k.value.clone());
+            b.with_rule(*rule, |r| {
+                error.rule = Some(r.id.clone());
+                error.key = value.map(|value| BudgetKeyRecord { label: r.label.clone(), value: value.to_string() });
+                error.retryable = Some(true);
+            });
+        }
+        _ => {}
+    }
 }
 
 /// The intent record of the current launch (`state`: `launching` before it, `failed` when

@@ -55,6 +55,22 @@ pub struct NativeError {
     pub timed_out: Option<bool>,
     /// A store connection whose TLS failed.
     pub tls: Option<bool>,
+    /// Budgets: the rule that refused (or whose label is missing).
+    pub rule: Option<String>,
+    /// Budgets: the rule's label and the request's value of it.
+    pub key: Option<crate::binding::budget::BudgetKeyRecord>,
+    /// Budgets: the limit that did not fit (`cost`, `launches`, `concurrent`).
+    pub dimension: Option<String>,
+    /// Budgets: that limit's value.
+    pub limit: Option<f64>,
+    /// Budgets: what is used in the window (live sandboxes, for `concurrent`).
+    pub used: Option<f64>,
+    /// Budgets: what launches in flight have reserved.
+    pub reserved: Option<f64>,
+    /// Budgets: when the window frees what is used (ISO 8601), or null.
+    pub resets_at: Option<Option<String>>,
+    /// Budgets: whether giving back the reservations in flight could make room.
+    pub retryable: Option<bool>,
 }
 
 /// A rejected pool: its id and why.
@@ -118,6 +134,14 @@ impl NativeError {
             capacity_rejections: None,
             timed_out: None,
             tls: None,
+            rule: None,
+            key: None,
+            dimension: None,
+            limit: None,
+            used: None,
+            reserved: None,
+            resets_at: None,
+            retryable: None,
         })
     }
 
@@ -158,6 +182,18 @@ impl NativeError {
         set_some(&mut error, "capacityRejections", self.capacity_rejections)?;
         set_some(&mut error, "timedOut", self.timed_out)?;
         set_some(&mut error, "tls", self.tls)?;
+        set_some(&mut error, "rule", self.rule)?;
+        set_some(&mut error, "key", self.key)?;
+        set_some(&mut error, "dimension", self.dimension)?;
+        set_some(&mut error, "limit", self.limit)?;
+        set_some(&mut error, "used", self.used)?;
+        set_some(&mut error, "reserved", self.reserved)?;
+        match self.resets_at {
+            Some(Some(at)) => error.set_named_property("resetsAt", at)?,
+            Some(None) => error.set_named_property("resetsAt", napi::bindgen_prelude::Null)?,
+            None => {}
+        }
+        set_some(&mut error, "retryable", self.retryable)?;
         Ok(napi::Error::from(error.to_unknown()))
     }
 }

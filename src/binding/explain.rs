@@ -93,7 +93,9 @@ pub fn explain_vocabulary() -> ExplainVocabulary {
 /// `router`'s health and capacity order when given (`routeProviders` has no router). Writes the header and the numbers into `ints`
 /// and `floats` (layout: `core::explain::layout`, after the header) and returns the texts
 /// the caller's table lacks, if any (see `header`). When a buffer is too small, writes only
-/// the header (`fits` 0 and the sizes needed, header included).
+/// the header (`fits` 0 and the sizes needed, header included). `labelsJson` (the
+/// request's labels) and `budgetNow` (the router's clock, ms; omitted: the wall clock): with
+/// a router that has budgets, pools a rule has no room for are rejected `BUDGET_EXCEEDED`.
 #[napi(ts_return_type = "string[] | undefined")]
 #[allow(clippy::too_many_arguments, reason = "a napi entry point: flat typed arguments")]
 pub fn explain_decision<'env>(
@@ -106,6 +108,8 @@ pub fn explain_decision<'env>(
     mut floats: Float64ArraySlice<'_>,
     router: Option<u32>,
     now: Option<f64>,
+    labels_json: Option<String>,
+    budget_now: Option<f64>,
 ) -> Result<Option<Array<'env>>> {
     guard(env, || {
         // SAFETY: no JavaScript runs during this synchronous call, the two arrays have distinct buffers, nothing keeps the slices.
@@ -118,6 +122,18 @@ pub fn explain_decision<'env>(
         let router = router.map(router_of).transpose()?;
         let req = &*req;
         let mut inner = registry.borrow_mut();
+        // `router.explain` with budgets: the pools a rule has no room for now
+        // (`BUDGET_EXCEEDED`), at the router's clock (`labelsJson`: the request's labels).
+        let over_budget = match (&router, labels_json.as_deref()) {
+            (Some(r), Some(text)) => match &r.budgets {
+                Some(b) => {
+                    let labels = crate::binding::request::labels_from(text)?;
+                    b.over_budget(&labels, &inner.costs(extras.as_ref()), crate::binding::router::instant(budget_now))
+                }
+                None => Vec::new(),
+            },
+            _ => Vec::new(),
+        };
         SCRATCH.with(|scratch| {
             let scratch = &mut *scratch.borrow_mut();
             let (texts, generation) = (&mut scratch.0, &mut scratch.1);
@@ -131,7 +147,14 @@ pub fn explain_decision<'env>(
             // released.
             let mut decide = |inner: &mut RegistryInner, health: Option<&HealthView<'_>>| {
                 let provider_order = router.as_ref().and_then(|r| r.provider_order());
-                let q = Question { req, detached, extras: extras.as_ref(), provider_order, health };
+                let q = Question {
+                    req,
+                    detached,
+                    extras: extras.as_ref(),
+                    provider_order,
+                    health,
+                    over_budget: &over_budget,
+                };
                 let d = inner.decide_interned(&q, texts);
                 let fits = answer(&d, texts, req, ints, floats);
                 fits.then(|| interned_summary(&d, texts))

@@ -5,6 +5,7 @@
 //! ```text
 //! error ← ids, request, mapping, registry, capacity, daytona_summary, manifest, sqlite
 //! registry ← router ← acquisition ← warm, explain      sqlite ← pg → acquisition, warm
+//! sqlite ← budget ← router, error (records), pg
 //! clock ← mapping, router, acquisition, daytona_summary
 //! telemetry ← acquisition
 //! ```
@@ -17,6 +18,7 @@
 //!   decisions that read it;
 //! - `acquisition`: the machines of the provisions in flight, by integer key;
 //! - `warm`: warm pools: the inventory, the refill machines, the claims' answers;
+//! - `budget`: a router's budget rules and in-process ledger, their typed records;
 //! - `explain`: explanations written into typed arrays JavaScript lends;
 //! - `mapping`, `sqlite`, `pg`: the mapping stores' native halves;
 //! - `capacity`: the builtin capacity readers and finders (HTTP on tokio); `daytona_summary`:
@@ -29,6 +31,7 @@
 //! crosses typed (`#[napi(object)]` values, string enums, typed arrays, arrays of strings).
 
 pub mod acquisition;
+pub mod budget;
 pub mod capacity;
 pub mod clock;
 pub mod daytona_summary;

@@ -23,6 +23,10 @@
 //! may name users or hosts, are dropped in `stores::pg`).
 
 use crate::binding::acquisition::{AdmitVerdict, DemandDim};
+use crate::binding::budget::{
+    shared_status, BudgetDemand, BudgetDemandKey, BudgetRefusalRecord, BudgetRuleRecord, BudgetStatusRecord,
+    BudgetVerdict,
+};
 use crate::binding::error::{guard, typed_future, Failure, NativeError};
 use crate::binding::mapping::{IntentRecord, MappingRecord};
 use crate::binding::sqlite::{checked_op, to_record, BatchOp};
@@ -367,7 +371,8 @@ impl NativePgStore {
     }
 
     /// Admits one launch on `pool` in the shared ledger (one transaction under the pool's
-    /// row lock). `holdMs`: how long the hold may stay unsettled.
+    /// row lock). `holdMs`: how long the hold may stay unsettled; `sandboxId`: the
+    /// provision's id (its destroy releases the hold).
     #[napi(ts_return_type = "Promise<AdmitVerdict>")]
     pub fn admit<'env>(
         &self,
@@ -376,6 +381,7 @@ impl NativePgStore {
         read_seq: f64,
         dims: Vec<DemandDim>,
         hold_ms: f64,
+        sandbox_id: Option<String>,
     ) -> napi::Result<PromiseRaw<'env, AdmitVerdict>> {
         let dims: Vec<Dim> = dims
             .into_iter()
@@ -385,7 +391,7 @@ impl NativePgStore {
         let inner = self.inner.clone();
         typed_future(env, async move {
             let v = inner
-                .admit(pool, read_seq as i64, dims, hold_ms)
+                .admit(pool, read_seq as i64, dims, hold_ms, sandbox_id)
                 .await
                 .map_err(|f| fail(COORDINATOR, "the capacity coordinator is unavailable", f))?;
             Ok(match v {
@@ -407,6 +413,90 @@ impl NativePgStore {
     ) -> napi::Result<PromiseRaw<'env, bool>> {
         let inner = self.inner.clone();
         typed_future(env, async move { Ok(inner.settle(token as i64, allocated, ttl_ms as i64).await.is_ok()) })
+    }
+
+    /// Reserves a provision's budgets in the shared ledger (one transaction under the keys'
+    /// row locks): reserved, or the rules that refused.
+    #[napi(ts_return_type = "Promise<BudgetVerdict>")]
+    pub fn reserve_budget<'env>(
+        &self,
+        env: &'env Env,
+        demand: BudgetDemand,
+    ) -> napi::Result<PromiseRaw<'env, BudgetVerdict>> {
+        let inner = self.inner.clone();
+        let keys = demand.keys.iter().map(BudgetDemandKey::to_shared).collect();
+        typed_future(env, async move {
+            let hold_ms = if demand.hold_ms.is_finite() && demand.hold_ms > 0.0 { demand.hold_ms } else { 60_000.0 };
+            let r = inner
+                .reserve_budget(demand.sandbox_id, keys, demand.cost, demand.at as i64, hold_ms)
+                .await
+                .map_err(|f| fail(COORDINATOR, "the budget ledger is unavailable", f))?;
+            Ok(match r {
+                Ok(()) => BudgetVerdict { reserved: true, refusals: Vec::new() },
+                Err(rs) => {
+                    BudgetVerdict { reserved: false, refusals: rs.into_iter().map(BudgetRefusalRecord::of).collect() }
+                }
+            })
+        })
+    }
+
+    /// Settles a provision's budget reservation (`allocated`, `unknown` until `untilMs`, or
+    /// `nothing`). Resolves to whether it was written now (false: retried with the lease).
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn settle_budget<'env>(
+        &self,
+        env: &'env Env,
+        sandbox_id: String,
+        how: String,
+        until_ms: f64,
+    ) -> napi::Result<PromiseRaw<'env, bool>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move { Ok(inner.settle_budget(sandbox_id, how, until_ms as i64).await.is_ok()) })
+    }
+
+    /// Sandbox `id` is gone: its capacity holds are deleted and its budget charges stop
+    /// holding a concurrent slot. Resolves to whether a slot was released.
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn release_sandbox<'env>(&self, env: &'env Env, id: String) -> napi::Result<PromiseRaw<'env, bool>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            inner.release_sandbox(id).await.map_err(|f| fail(COORDINATOR, "the budget ledger is unavailable", f))
+        })
+    }
+
+    /// Replaces a provision's budget cost; resolves to whether a charge was found.
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn settle_budget_cost<'env>(
+        &self,
+        env: &'env Env,
+        id: String,
+        cost: f64,
+    ) -> napi::Result<PromiseRaw<'env, bool>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            inner
+                .settle_budget_cost(id, cost)
+                .await
+                .map_err(|f| fail(COORDINATOR, "the budget ledger is unavailable", f))
+        })
+    }
+
+    /// Every key of `rules` with its usage, every process's (`router.budgetStatus()`).
+    #[napi(ts_return_type = "Promise<Array<BudgetStatusRecord>>")]
+    pub fn budget_status<'env>(
+        &self,
+        env: &'env Env,
+        rules: Vec<BudgetRuleRecord>,
+    ) -> napi::Result<PromiseRaw<'env, Vec<BudgetStatusRecord>>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            let asked = rules.iter().map(|r| (r.rule_id.clone(), r.since.map_or(i64::MAX, |t| t as i64))).collect();
+            let usage = inner
+                .budget_usage(asked)
+                .await
+                .map_err(|f| fail(COORDINATOR, "the budget ledger is unavailable", f))?;
+            Ok(shared_status(&rules, usage))
+        })
     }
 
     /// Unexpired holds of `pool`, every process's (for tests and dashboards).

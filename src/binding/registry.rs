@@ -58,6 +58,9 @@ pub(crate) struct RegistryInner {
     health_slots: Option<(u64, Rc<[usize]>)>,
     /// Per pool: whether it keeps a warm pool (`warm` option); None when none does.
     pub(crate) warm: Option<Rc<[bool]>>,
+    /// Each pool's registered `estimatedCost` (budgets), made on first use; a registration
+    /// drops it.
+    registered_costs: Option<Rc<[f64]>>,
 }
 
 impl Default for NativeRegistry {
@@ -77,6 +80,7 @@ impl NativeRegistry {
             scratch: Vec::new(),
             health_slots: None,
             warm: None,
+            registered_costs: None,
         }));
         let handle = REGISTRIES.with(|r| r.borrow_mut().insert(inner.clone()));
         NativeRegistry { inner, handle }
@@ -113,6 +117,7 @@ impl NativeRegistry {
             let pools = inner.registry.pools();
             inner.warm =
                 pools.iter().any(|p| p.warm.is_some()).then(|| pools.iter().map(|p| p.warm.is_some()).collect());
+            inner.registered_costs = None;
             Ok(index as u32)
         })
     }
@@ -139,7 +144,14 @@ pub fn registry_survivors(
         let (registry, req) = (registry_of(registry)?, crate::binding::request::request_of(request)?);
         let extras = RouteExtras { credentials_unavailable, signals: None };
         let inner = registry.borrow();
-        let q = Question { req: &req, detached, extras: Some(&extras), provider_order: None, health: None };
+        let q = Question {
+            req: &req,
+            detached,
+            extras: Some(&extras),
+            provider_order: None,
+            health: None,
+            over_budget: &[],
+        };
         Ok(inner.survivors(&q).into_iter().map(|i| i as u32).collect())
     })
 }
@@ -198,6 +210,8 @@ pub(crate) struct Question<'a> {
     /// Capacity routing: the router's explicit provider order.
     pub(crate) provider_order: Option<&'a [String]>,
     pub(crate) health: Option<&'a HealthView<'a>>,
+    /// Explanations only: pools a budget rule has no room for (see `BudgetCore::over_budget`).
+    pub(crate) over_budget: &'a [usize],
 }
 
 impl Question<'_> {
@@ -221,6 +235,7 @@ impl Question<'_> {
             detail,
             circuit: &circuit,
             observed: observed.as_deref(),
+            over_budget: self.over_budget,
         })
     }
 }
@@ -273,6 +288,32 @@ impl RegistryInner {
             return Err(self.no_eligible(q));
         }
         Ok(order)
+    }
+
+    /// Each pool's `estimatedCost` for one request (by pool index): the resolver's answer
+    /// when it gave a valid one, else the registered signals (0 without valid signals: such
+    /// a pool is never a candidate).
+    pub(crate) fn costs(&mut self, extras: Option<&RouteExtras>) -> Rc<[f64]> {
+        let overrides = extras.and_then(|e| e.signals.as_deref()).map(signal_overrides);
+        if overrides.is_none() {
+            if let Some(c) = &self.registered_costs {
+                return c.clone();
+            }
+        }
+        let costs: Rc<[f64]> = self
+            .registry
+            .pools()
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let state = overrides.as_ref().and_then(|m| m.get(&i)).unwrap_or(&p.signals);
+                state.as_ref().map_or(0.0, |s| s.estimated_cost)
+            })
+            .collect();
+        if overrides.is_none() {
+            self.registered_costs = Some(costs.clone());
+        }
+        costs
     }
 
     /// Pools that pass the hard requirements and credential readiness (the pools a signal

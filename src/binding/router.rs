@@ -8,16 +8,19 @@
 //! the options they come from are validated in one place (the health ranges and defaults
 //! are `core::health`'s, the only copy).
 
+use crate::binding::budget::{BudgetCore, BudgetStatusRecord};
 use crate::binding::clock::now_millis;
 use crate::binding::error::{guard, Failure, NativeError};
 use crate::binding::handles::Handles;
 use crate::binding::mapping::NativeMappingStore;
 use crate::binding::registry::{registry_of, HealthView, Question, RegistryInner};
 use crate::binding::request::request_of;
+use crate::binding::sqlite::NativeSqliteStore;
 use crate::core::capacity::Ledger;
 use crate::core::clock::iso8601_millis;
 use crate::core::error::ErrorClass;
 use crate::core::health::{config_of_option, CircuitState, Health};
+use crate::core::ids::SandboxKey;
 use crate::core::mapping::MappingStore;
 use crate::core::request::validate_fleet;
 use crate::core::telemetry::circuit_gauge;
@@ -50,6 +53,9 @@ pub struct RouterSettings {
     pub owner_pid: f64,
     /// This router's random session id.
     pub session: String,
+    /// The `budgets` option as JSON text (validated here: `core::budget::rules_of_option`);
+    /// absent: no budgets.
+    pub budgets_json: Option<String>,
 }
 
 /// A router's capacity policy.
@@ -99,6 +105,8 @@ pub(crate) struct RouterCore {
     pub(crate) owner: Owner,
     /// Warm pools, once `warmUp()` started them (`binding::warm`).
     pub(crate) warm: RefCell<Option<Warm>>,
+    /// Budgets (option `budgets`), when the router has rules.
+    pub(crate) budgets: Option<crate::binding::budget::BudgetCore>,
 }
 
 /// The writer intent records name.
@@ -150,7 +158,11 @@ pub(crate) fn instant(now: Option<f64>) -> i64 {
 }
 
 impl RouterCore {
-    fn new(settings: RouterSettings, store: Option<&NativeMappingStore>) -> Result<Self, Failure> {
+    fn new(
+        settings: RouterSettings,
+        store: Option<&NativeMappingStore>,
+        sqlite: Option<&NativeSqliteStore>,
+    ) -> Result<Self, Failure> {
         if !validate_fleet(&settings.fleet) {
             return Err(config_error("fleet", "must be 1-63 characters of [a-z0-9][a-z0-9._-]* (a label-safe name)"));
         }
@@ -162,6 +174,7 @@ impl RouterCore {
             n.set(id + 1);
             id
         });
+        let coordinated = settings.capacity.as_ref().is_some_and(|c| c.coordinated);
         let capacity = settings.capacity.map(|c| CapacityCore {
             provider_order: c.provider_order,
             ledger: RefCell::new(Ledger::new(std::time::Duration::from_millis(c.reservation_ttl_ms.max(0.0) as u64))),
@@ -178,6 +191,13 @@ impl RouterCore {
             observe: settings.observe,
             owner: Owner { host: settings.owner_host, pid: settings.owner_pid, session: settings.session },
             warm: RefCell::new(None),
+            budgets: match BudgetCore::of_option(settings.budgets_json.as_deref(), coordinated)? {
+                Some(b) if !b.shared => Some(match sqlite {
+                    Some(file) => b.persisted(file.charge_sink(), now_millis()),
+                    None => b,
+                }),
+                other => other,
+            },
         })
     }
 
@@ -219,6 +239,15 @@ impl RouterCore {
     pub(crate) fn provider_order(&self) -> Option<&[String]> {
         self.capacity.as_ref().map(|c| c.provider_order.as_slice())
     }
+}
+
+/// What `released` gave back.
+#[napi(object)]
+pub struct Released {
+    /// A capacity hold (in-process ledger).
+    pub capacity: bool,
+    /// A budget's concurrent slot (in-process ledger).
+    pub budget: bool,
 }
 
 /// A circuit's state.
@@ -265,12 +294,18 @@ pub struct PoolHealthRecord {
 #[napi]
 impl NativeRouter {
     /// A router's native state from its options (`store`: the default in-memory store, which
-    /// the success call then writes itself). Throws the typed `INVALID_CONFIGURATION` error
-    /// naming the option.
+    /// the success call then writes itself; `sqlite`: the router's `SqliteMappingStore`,
+    /// where budgets without a coordinator keep their charges). Throws the typed
+    /// `INVALID_CONFIGURATION` error naming the option.
     #[napi(constructor)]
-    pub fn new(env: Env, settings: RouterSettings, store: Option<&NativeMappingStore>) -> napi::Result<Self> {
+    pub fn new(
+        env: Env,
+        settings: RouterSettings,
+        store: Option<&NativeMappingStore>,
+        sqlite: Option<&NativeSqliteStore>,
+    ) -> napi::Result<Self> {
         guard(&env, || {
-            let core = Rc::new(RouterCore::new(settings, store)?);
+            let core = Rc::new(RouterCore::new(settings, store, sqlite)?);
             let handle = ROUTERS.with(|r| r.borrow_mut().insert(core.clone()));
             Ok(NativeRouter { core, handle })
         })
@@ -280,6 +315,70 @@ impl NativeRouter {
     #[napi(getter)]
     pub fn handle(&self) -> u32 {
         self.handle
+    }
+
+    /// Whether the router's budgets live in the shared ledger (`capacity.coordinator`); null
+    /// without budgets.
+    #[napi(getter)]
+    pub fn budgets_shared(&self) -> Option<bool> {
+        self.core.budgets.as_ref().map(|b| b.shared)
+    }
+
+    /// The rules at `now` (the router's clock, ms), for the shared ledger's status.
+    #[napi]
+    pub fn budget_rules(&self, now: Option<f64>) -> Vec<crate::binding::budget::BudgetRuleRecord> {
+        self.core.budgets.as_ref().map(|b| b.rule_records(instant(now))).unwrap_or_default()
+    }
+
+    /// `router.budgetStatus()` of the in-process ledger at `now` (the router's clock, ms;
+    /// omitted: the wall clock): every rule's keys, in rule order.
+    #[napi]
+    pub fn budget_status(&self, env: Env, now: Option<f64>) -> napi::Result<Vec<BudgetStatusRecord>> {
+        guard(&env, || Ok(self.core.budgets.as_ref().map(|b| b.status(instant(now))).unwrap_or_default()))
+    }
+
+    /// `router.settleCost(id, actualCost)` in the in-process ledger: replaces the charge's
+    /// estimate. False when the ledger does not know the charge (or has forgotten it: every
+    /// window it counted in is over). Throws `INVALID_SANDBOX_ID` / `INVALID_INPUT`.
+    #[napi]
+    pub fn settle_cost(&self, env: Env, id: String, actual_cost: f64) -> napi::Result<bool> {
+        guard(&env, || {
+            let key = SandboxKey::parse_checked(&id)?;
+            if !actual_cost.is_finite() || actual_cost < 0.0 {
+                return Err(NativeError::invalid(
+                    ErrorClass::RequestValidation,
+                    "INVALID_INPUT",
+                    "invalid settleCost: actualCost must be a finite number >= 0",
+                    "actualCost",
+                ));
+            }
+            Ok(self.core.budgets.as_ref().is_some_and(|b| {
+                let known = b.ledger.borrow_mut().settle_cost(key, actual_cost);
+                b.flush();
+                known
+            }))
+        })
+    }
+
+    /// Sandbox `id` is gone (destroyed, or reclaimed by `reconcile`): its in-process
+    /// capacity hold and its budgets' concurrent slot are given back. What was released.
+    #[napi]
+    pub fn released(&self, env: Env, id: String) -> napi::Result<Released> {
+        guard(&env, || {
+            let Some(key) = SandboxKey::parse(&id) else { return Ok(Released { capacity: false, budget: false }) };
+            let capacity = self
+                .core
+                .capacity
+                .as_ref()
+                .filter(|c| !c.coordinated)
+                .is_some_and(|c| c.ledger.borrow_mut().release_sandbox(key));
+            let budget = self.core.budgets.as_ref().filter(|b| !b.shared).is_some_and(|b| {
+                let released = b.ledger.borrow_mut().release(key);
+                b.flush();
+                released
+            });
+            Ok(Released { capacity, budget })
+        })
     }
 
     /// Every pool of `provider_ids`, in that order, at `now` (ms; omitted: the wall clock);
@@ -356,7 +455,14 @@ pub fn route_order(
         let (core, registry, req) = (router_of(router)?, registry_of(registry)?, request_of(request)?);
         let mut inner = registry.borrow_mut();
         let order = core.view(&mut inner, now, |inner, health| {
-            let q = Question { req: &req, detached, extras: None, provider_order: core.provider_order(), health };
+            let q = Question {
+                req: &req,
+                detached,
+                extras: None,
+                provider_order: core.provider_order(),
+                health,
+                over_budget: &[],
+            };
             inner.candidates(&q, Some(req.max_attempts as usize))
         })?;
         // SAFETY: JavaScript cannot run during this synchronous call, and nothing keeps the slice beyond it.

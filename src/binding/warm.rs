@@ -552,6 +552,12 @@ pub fn acquisition_claimed(env: Env, key: u32) -> napi::Result<bool> {
             let (member, _) = claimer(e)?;
             let member = member.take();
             e.machine.claimed();
+            if let (Some(b), Some(m)) = (router.budgets.as_ref().filter(|b| !b.shared), member.as_ref()) {
+                // The charge (kept: a claim is charged like a launch) follows the member's id.
+                b.apply(&mut e.machine);
+                b.ledger.borrow_mut().rekey(e.id, m.id);
+                b.flush();
+            }
             let shared = router.warm.borrow().as_ref().is_some_and(|w| w.shared);
             match (member, router.store.as_ref()) {
                 (Some(m), Some(store)) if !shared => {

@@ -23,13 +23,19 @@
 //!   read, no health outcome: the member was admitted, launched and counted when it was
 //!   made); a miss goes on to the cold launch of the same candidate, as without warm pools,
 //!   so the spillover list and every rule above stay as they are.
+//! - with budgets ([`Acquisition::with_budget`]), each candidate's cost is reserved
+//!   against every applying rule before its capacity read or launch; a candidate that does
+//!   not fit is skipped (`BUDGET_EXCEEDED`, no attempt consumed), and the reservation is
+//!   settled by the same rule as the capacity hold ([`crate::core::budget`]).
 
+use crate::core::budget::{self, Refusal, Settle};
 use crate::core::capabilities::Resources;
 use crate::core::capacity::{request_need, Admission, Ledger, Measurement};
 #[cfg(test)]
 use crate::core::fallback::OUTCOME_UNKNOWN;
 use crate::core::fallback::{after_failure, sanitize, Next, OUTCOME_UNKNOWN as UNKNOWN_CODE};
 use crate::core::health::{Health, LaunchOutcome, Transition};
+use crate::core::ids::SandboxKey;
 use crate::core::shared_ledger::Dim;
 use crate::core::warm::MissReason;
 use std::rc::Rc;
@@ -42,6 +48,10 @@ pub const ACQUISITION_TIMEOUT: &str = "ACQUISITION_TIMEOUT";
 pub const ACQUISITION_EXHAUSTED: &str = "PROVIDER_ACQUISITION_EXHAUSTED";
 /// Code of a capacity-routed acquisition in which no candidate had room.
 pub const CAPACITY_EXHAUSTED: &str = "PROVIDER_CAPACITY_EXHAUSTED";
+/// Code of an acquisition whose every candidate was refused by a budget.
+pub const BUDGET_EXHAUSTED: &str = budget::BUDGET_EXHAUSTED;
+/// Code of an acquisition refused because the shared budget ledger could not be asked.
+pub const BUDGET_STORE_UNAVAILABLE: &str = budget::BUDGET_STORE_UNAVAILABLE;
 /// Code of an acquisition whose every remaining candidate's circuit opened (or whose
 /// half-open trial another provision took) after the route was decided; nothing launched.
 pub const CIRCUIT_OPEN: &str = "CIRCUIT_OPEN";
@@ -65,6 +75,9 @@ pub fn settle_window_ms(launch_timeout_ms: u64, callback_timeout_ms: u64) -> u64
 pub enum Step {
     /// Read `pool`'s capacity, then report it with [`Acquisition::admit`].
     Admit(usize),
+    /// Reserve `pool`'s cost in the shared budget ledger, then report
+    /// [`Acquisition::reserved_shared`].
+    Reserve(usize),
     /// Launch on `pool`, then report [`Acquisition::succeeded`], [`Acquisition::failed`],
     /// [`Acquisition::malformed`], [`Acquisition::timed_out`] or [`Acquisition::package_failed`].
     Launch(usize),
@@ -100,6 +113,12 @@ pub enum Outcome {
     /// provision took the half-open trial, after the route was decided); nothing launched.
     /// `pool`: the last candidate excluded.
     CircuitOpen { pool: usize },
+    /// Budgets refused every candidate that was not skipped otherwise; nothing launched
+    /// ([`BUDGET_EXHAUSTED`]).
+    BudgetExhausted,
+    /// The shared budget ledger could not be asked and rule `rule` refuses then
+    /// ([`BUDGET_STORE_UNAVAILABLE`]); nothing launched.
+    BudgetUnavailable { rule: usize },
 }
 
 impl Outcome {
@@ -112,6 +131,8 @@ impl Outcome {
             Outcome::NoCapacity => Some(CAPACITY_EXHAUSTED),
             Outcome::TimedOut { .. } => Some(ACQUISITION_TIMEOUT),
             Outcome::CircuitOpen { .. } => Some(CIRCUIT_OPEN),
+            Outcome::BudgetExhausted => Some(BUDGET_EXHAUSTED),
+            Outcome::BudgetUnavailable { .. } => Some(BUDGET_STORE_UNAVAILABLE),
         }
     }
 }
@@ -158,7 +179,7 @@ pub struct Skip {
 }
 
 /// An event the router emits, decided here (the JS side adds `type`, `at` and ids).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     /// `capacity.admitted`.
     CapacityAdmitted { pool: usize },
@@ -181,6 +202,14 @@ pub enum Event {
     HealthSkipped { pool: usize },
     /// `warm.miss`: the candidate's warm pool had no member for this request.
     WarmMiss { pool: usize, reason: MissReason },
+    /// `budget.reserved`: `pool`'s cost reserved against every applying rule.
+    BudgetReserved { pool: usize, cost: f64 },
+    /// `budget.released`: the reservation for `pool` given back: `NOT_LAUNCHED` (a later
+    /// check skipped the pool) or `PRE_ALLOCATION_FAILURE` (its launch provably allocated
+    /// nothing).
+    BudgetReleased { pool: usize, cost: f64, reason: &'static str },
+    /// `budget.refused`: `pool` did not fit; the first refusing rule.
+    BudgetRefused { pool: usize, refusal: Box<Refusal> },
 }
 
 /// Health tracking of one acquisition: each pool's health slot, the caller's clock as last
@@ -223,6 +252,8 @@ pub struct CapacityPlan {
 enum Phase {
     /// About to handle the candidate at `pos` (admit it or launch it).
     Next,
+    /// Its budget reservation is being asked of the shared ledger.
+    Reserving,
     /// A read of the candidate's capacity is in flight (sequence for the ledger).
     Admitting(u64),
     /// A launch on the candidate is in flight (its hold token, if admitted).
@@ -257,6 +288,31 @@ pub struct Acquisition {
     claims: Option<Rc<[bool]>>,
     /// Whether the current candidate was offered as a claim already.
     claim_tried: bool,
+    /// Budgets, when the router has rules that apply to the request.
+    /// Boxed: a machine without budgets stays as small as before (it is moved on every
+    /// provision).
+    budget: Option<Box<Budgeting>>,
+    /// The provision's sandbox id, under which a kept capacity hold is recorded.
+    owner: Option<SandboxKey>,
+}
+
+/// An acquisition's budget state.
+#[derive(Debug, Clone)]
+struct Budgeting {
+    plan: budget::Plan,
+    /// The candidate position whose cost is reserved now.
+    held: Option<usize>,
+    /// When it was reserved (the router's clock, ms).
+    at: i64,
+    /// A settlement the ledger has not been told yet (see [`Acquisition::take_budget_settle`]).
+    pending: Option<Settle>,
+    /// Every refusal, by candidate: (pool, the rules that refused).
+    refusals: Vec<(usize, Vec<Refusal>)>,
+    /// With a shared ledger that could not be asked, the rule that refused.
+    unavailable: Option<usize>,
+    /// The held candidate was admitted unreserved (the shared ledger could not be asked
+    /// and every rule allows that): nothing to settle.
+    unrecorded: bool,
 }
 
 /// The shared ledger's answer to one admission (`PostgresMappingStore` as a coordinator).
@@ -304,6 +360,8 @@ impl Acquisition {
             circuit_skipped: None,
             claims: None,
             claim_tried: false,
+            budget: None,
+            owner: None,
         };
         if a.candidates.is_empty() {
             a.finish_without_room();
@@ -320,6 +378,28 @@ impl Acquisition {
     /// Whether this machine records events (the router has an observer).
     pub fn observing(&self) -> bool {
         self.observe
+    }
+
+    /// Names the provision's sandbox id: a capacity hold its launch keeps is recorded under
+    /// it, so that destroying the sandbox releases the hold
+    /// ([`crate::core::capacity::Ledger::release_sandbox`]).
+    pub fn own(&mut self, sandbox: SandboxKey) {
+        self.owner = Some(sandbox);
+    }
+
+    /// Reserves budgets for every launch (call before the first step): `plan.costs[pool]`
+    /// against `plan.keys`. Budget skips consume no attempt, so `candidates` must not have
+    /// been cut to the attempt bound.
+    pub fn with_budget(&mut self, plan: budget::Plan) {
+        self.budget = Some(Box::new(Budgeting {
+            plan,
+            held: None,
+            at: 0,
+            pending: None,
+            refusals: Vec::new(),
+            unavailable: None,
+            unrecorded: false,
+        }));
     }
 
     /// Tracks this acquisition's launches in a router's health: `slots` maps pool indices
@@ -344,14 +424,49 @@ impl Acquisition {
     /// [`Acquisition::next`] with the router's health (when tracked): a candidate whose
     /// circuit excludes it now is passed over (no attempt consumed; `health.skipped`), and a
     /// half-open one takes the single trial token before it is read or launched.
-    pub fn next_with(&mut self, mut ledger: Option<&mut Ledger>, mut health: Option<&mut Health>) -> Step {
+    pub fn next_with(&mut self, ledger: Option<&mut Ledger>, health: Option<&mut Health>) -> Step {
+        self.next_budgeted(ledger, health, None)
+    }
+
+    /// [`Acquisition::next_with`] with the router's in-process budget ledger and clock
+    /// (`now`, ms): each candidate's cost is reserved before it is read or launched; one
+    /// that does not fit is skipped. Under a shared budget ledger (or none given) a
+    /// candidate to reserve is a [`Step::Reserve`].
+    pub fn next_budgeted(
+        &mut self,
+        mut ledger: Option<&mut Ledger>,
+        mut health: Option<&mut Health>,
+        mut budgets: Option<(&mut budget::Ledger, i64)>,
+    ) -> Step {
         loop {
+            if let Some((l, _)) = budgets.as_mut() {
+                self.apply_budget_settle(l);
+            }
             match self.phase {
                 Phase::Done => return Step::Done,
-                Phase::Admitting(_) | Phase::Launching(_) | Phase::Claiming => return self.current_step(),
+                Phase::Admitting(_) | Phase::Launching(_) | Phase::Claiming | Phase::Reserving => {
+                    return self.current_step()
+                }
                 Phase::Next => {}
             }
             let pool = self.candidates[self.pos];
+            // Budgets first: a warm claim is charged like a cold launch.
+            if let Some(b) = &self.budget {
+                if b.held != Some(self.pos) {
+                    match budgets.as_mut() {
+                        Some((l, now)) if !b.plan.shared => {
+                            if let Err(refusals) = self.reserve_in(l, pool, *now) {
+                                self.refuse_budget(pool, refusals);
+                                continue;
+                            }
+                        }
+                        _ => {
+                            self.phase = Phase::Reserving;
+                            return Step::Reserve(pool);
+                        }
+                    }
+                }
+            }
             if !self.claim_tried && self.claims.as_ref().is_some_and(|c| c.get(pool).copied().unwrap_or(false)) {
                 self.claim_tried = true;
                 self.phase = Phase::Claiming;
@@ -393,6 +508,7 @@ impl Acquisition {
             self.events.push(Event::HealthSkipped { pool });
         }
         self.circuit_skipped = Some(pool);
+        self.give_back_budget(pool);
         self.advance();
         if self.pos >= self.candidates.len() {
             self.finish_without_room();
@@ -412,6 +528,7 @@ impl Acquisition {
     fn current_step(&self) -> Step {
         let pool = self.candidates[self.pos];
         match self.phase {
+            Phase::Reserving => Step::Reserve(pool),
             Phase::Admitting(_) => Step::Admit(pool),
             Phase::Launching(_) => Step::Launch(pool),
             Phase::Claiming => Step::Claim(pool),
@@ -524,6 +641,7 @@ impl Acquisition {
         if self.observe {
             self.events.push(Event::CapacitySkipped { pool, status, reason: reason.clone() });
         }
+        self.give_back_budget(pool);
         self.skipped.push(Skip { pool, status, reason });
         self.advance();
         if self.pos >= self.candidates.len() {
@@ -534,7 +652,11 @@ impl Acquisition {
     /// Every candidate was used: the capacity outcome (or, with no candidate at all, a
     /// capacity outcome too: only capacity routing can run out of candidates unlaunched).
     fn finish_without_room(&mut self) {
+        let refused = self.budget.as_ref().is_some_and(|b| !b.refusals.is_empty());
         let outcome = match (self.made, self.circuit_skipped, &self.capacity, self.attempts.last()) {
+            // A budget refused a candidate and nothing was launched: the budget is the
+            // limit the caller can act on (a capacity skip may also have happened).
+            (0, _, _, _) if refused => Outcome::BudgetExhausted,
             // Health passed over every candidate it did not launch, and capacity none.
             (0, Some(pool), _, _) if self.skipped.is_empty() => Outcome::CircuitOpen { pool },
             (_, Some(_), None, Some(last)) => Outcome::Exhausted { pool: last.pool },
@@ -558,8 +680,23 @@ impl Acquisition {
     /// until a read reflects it (or it expires); otherwise it is released.
     fn settle(&mut self, ledger: Option<&mut Ledger>, allocated: bool) -> Option<usize> {
         let Phase::Launching(token) = self.phase else { return None };
+        if let Some(b) = &mut self.budget {
+            if b.held.take().is_some() && !std::mem::take(&mut b.unrecorded) {
+                // A success is told apart by `succeeded`; here, kept means "may exist".
+                b.pending = Some(if allocated {
+                    Settle::Unknown { until: b.at.saturating_add(b.plan.hold_ms) }
+                } else {
+                    if self.observe {
+                        let pool = self.candidates[self.pos];
+                        let cost = b.plan.costs.get(pool).copied().unwrap_or(0.0);
+                        self.events.push(Event::BudgetReleased { pool, cost, reason: "PRE_ALLOCATION_FAILURE" });
+                    }
+                    Settle::Nothing
+                });
+            }
+        }
         match (token, ledger) {
-            (Some(t), Some(l)) => l.settle(t, allocated),
+            (Some(t), Some(l)) => l.settle_owned(t, allocated, self.owner),
             // A shared ledger's hold: the caller writes it (take_settlement).
             (Some(t), None) => self.settlement = Some((t, allocated)),
             (None, _) => {}
@@ -619,6 +756,12 @@ impl Acquisition {
     /// The claim offered ([`Step::Claim`]) took a member: the acquisition is over.
     pub fn claimed(&mut self) {
         let Phase::Claiming = self.phase else { return };
+        if let Some(b) = &mut self.budget {
+            // The claimed member is the provision's sandbox: its charge is kept, as a success's.
+            if b.held.take().is_some() && !std::mem::take(&mut b.unrecorded) {
+                b.pending = Some(Settle::Allocated);
+            }
+        }
         self.outcome = Some(Outcome::Claimed(self.candidates[self.pos]));
         self.phase = Phase::Done;
     }
@@ -636,6 +779,11 @@ impl Acquisition {
     /// The launch returned a handle with a provider id.
     pub fn succeeded(&mut self, ledger: Option<&mut Ledger>) {
         let Some(pool) = self.settle(ledger, true) else { return };
+        if let Some(b) = &mut self.budget {
+            if b.pending.is_some() {
+                b.pending = Some(Settle::Allocated);
+            }
+        }
         self.note(pool, |ms| Pending::Record(LaunchOutcome::Succeeded { latency_ms: ms as f64 }));
         if self.observe {
             self.events.push(Event::AttemptSucceeded { pool, attempt: self.made });
@@ -714,6 +862,115 @@ impl Acquisition {
         self.note(pool, |_| Pending::Release);
         self.record_failure(pool, code, false);
         self.finish(Outcome::PackageFailed { pool, code: code.to_string() });
+    }
+
+    /// Reserves `pool`'s cost in the in-process budget ledger for the candidate at `pos`;
+    /// false when it does not fit (the candidate is then skipped).
+    fn reserve_in(&mut self, ledger: &mut budget::Ledger, pool: usize, now: i64) -> Result<(), Vec<Refusal>> {
+        let Some(b) = &mut self.budget else { return Ok(()) };
+        let cost = b.plan.costs.get(pool).copied().unwrap_or(0.0);
+        ledger.reserve(b.plan.sandbox, &b.plan.keys, cost, now)?;
+        b.held = Some(self.pos);
+        b.at = now;
+        if self.observe {
+            self.events.push(Event::BudgetReserved { pool, cost });
+        }
+        Ok(())
+    }
+
+    fn refuse_budget(&mut self, pool: usize, refusals: Vec<Refusal>) {
+        let Some(b) = &mut self.budget else { return };
+        if self.observe {
+            if let Some(r) = refusals.first() {
+                self.events.push(Event::BudgetRefused { pool, refusal: Box::new(r.clone()) });
+            }
+        }
+        b.refusals.push((pool, refusals));
+        // Recorded as a skip (rejections list it), without a capacity.skipped event.
+        self.skipped.push(Skip { pool, status: SkipStatus::Exhausted, reason: budget::BUDGET_EXCEEDED.to_string() });
+        self.pos += 1;
+        self.phase = Phase::Next;
+        if self.pos >= self.candidates.len() {
+            self.finish_without_room();
+        }
+    }
+
+    /// The reservation of the candidate at `pos`, if held, is to be given back: it will
+    /// not be launched.
+    fn give_back_budget(&mut self, pool: usize) {
+        let Some(b) = &mut self.budget else { return };
+        if b.held == Some(self.pos) {
+            b.held = None;
+            if std::mem::take(&mut b.unrecorded) {
+                return;
+            }
+            b.pending = Some(Settle::Nothing);
+            if self.observe {
+                let cost = b.plan.costs.get(pool).copied().unwrap_or(0.0);
+                self.events.push(Event::BudgetReleased { pool, cost, reason: "NOT_LAUNCHED" });
+            }
+        }
+    }
+
+    fn apply_budget_settle(&mut self, ledger: &mut budget::Ledger) {
+        if let Some(b) = &mut self.budget {
+            if let Some(how) = b.pending.take() {
+                ledger.settle(b.plan.sandbox, how);
+            }
+        }
+    }
+
+    /// The budget settlement the machine decided since the last call, for the caller to
+    /// apply: to the router's in-process ledger (the glue does after each report), or to
+    /// the shared one (written by JavaScript).
+    pub fn take_budget_settle(&mut self) -> Option<Settle> {
+        self.budget.as_mut().and_then(|b| b.pending.take())
+    }
+
+    /// Under a shared budget ledger, its answer for the current candidate
+    /// ([`Step::Reserve`]): reserved (the next step reads or launches it), refused (it is
+    /// skipped), or unavailable (the acquisition ends, unless every rule admits then).
+    pub fn reserved_shared(&mut self, verdict: budget::SharedVerdict, now: i64, health: Option<&mut Health>) {
+        if self.phase != Phase::Reserving {
+            return;
+        }
+        let pool = self.candidates[self.pos];
+        self.phase = Phase::Next;
+        let Some(b) = &mut self.budget else { return };
+        match verdict {
+            budget::SharedVerdict::Reserved => {
+                b.held = Some(self.pos);
+                b.at = now;
+                if self.observe {
+                    let cost = b.plan.costs.get(pool).copied().unwrap_or(0.0);
+                    self.events.push(Event::BudgetReserved { pool, cost });
+                }
+            }
+            // Admitted unreserved: nothing to settle later.
+            budget::SharedVerdict::Unavailable(Ok(())) => {
+                b.held = Some(self.pos);
+                b.unrecorded = true;
+            }
+            budget::SharedVerdict::Unavailable(Err(rule)) => {
+                b.unavailable = Some(rule);
+                self.release_trial(health);
+                self.finish(Outcome::BudgetUnavailable { rule });
+            }
+            budget::SharedVerdict::Refused(refusals) => {
+                self.release_trial(health);
+                self.refuse_budget(pool, refusals);
+            }
+        }
+    }
+
+    /// Every budget refusal, by candidate: (pool, the rules that refused it).
+    pub fn budget_refusals(&self) -> &[(usize, Vec<Refusal>)] {
+        self.budget.as_ref().map_or(&[], |b| b.refusals.as_slice())
+    }
+
+    /// The budget plan (None without budgets).
+    pub fn budget_plan(&self) -> Option<&budget::Plan> {
+        self.budget.as_ref().map(|b| &b.plan)
     }
 
     /// How the acquisition ended (None while it runs).

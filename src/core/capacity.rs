@@ -9,8 +9,14 @@
 //! after a TTL so a reader that never catches up cannot block a pool forever. The rule is
 //! conservative: under concurrent destroys it may under-admit until the TTL, never
 //! overshoot a limit that a sequential run would respect.
+//!
+//! A held launch's sandbox that is destroyed gives its hold back at once
+//! ([`Ledger::release_sandbox`]): the hold stood for a sandbox that exists, and it no
+//! longer does. Without that, a create-and-destroy burst kept a pool "full" against an
+//! accurate read of an empty account until the TTL passed.
 
 use crate::core::capabilities::Resources;
+use crate::core::ids::SandboxKey;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -226,6 +232,8 @@ struct Hold {
     /// Read sequence at which the launch settled successfully (None while in flight).
     settled_seq: Option<u64>,
     settled_at: Option<Instant>,
+    /// The provision's sandbox id, when the router said it (its destroy releases the hold).
+    sandbox: Option<SandboxKey>,
 }
 
 /// Holds in-flight and assumed allocations per pool. One per router.
@@ -334,7 +342,7 @@ impl Ledger {
         }
         let token = self.next_token;
         self.next_token += 1;
-        self.holds.insert(token, Hold { pool, amounts, expect, settled_seq: None, settled_at: None });
+        self.holds.insert(token, Hold { pool, amounts, expect, settled_seq: None, settled_at: None, sandbox: None });
         self.order.push(token);
         Admission::Admitted(token)
     }
@@ -358,6 +366,30 @@ impl Ledger {
             h.settled_seq = Some(seq);
             h.settled_at = Some(now);
         }
+    }
+
+    /// [`Ledger::settle`] for the launch of provision `sandbox`: a kept hold is given back
+    /// when that sandbox is destroyed ([`Ledger::release_sandbox`]).
+    pub fn settle_owned(&mut self, token: u64, success: bool, sandbox: Option<SandboxKey>) {
+        if success {
+            if let Some(h) = self.holds.get_mut(&token) {
+                h.sandbox = sandbox;
+            }
+        }
+        self.settle(token, success);
+    }
+
+    /// The sandbox of provision `sandbox` was destroyed: its kept hold, if any, is released.
+    /// True when there was one.
+    pub fn release_sandbox(&mut self, sandbox: SandboxKey) -> bool {
+        let Some(token) =
+            self.order.iter().copied().find(|t| self.holds.get(t).is_some_and(|h| h.sandbox == Some(sandbox)))
+        else {
+            return false;
+        };
+        self.holds.remove(&token);
+        self.order.retain(|t| *t != token);
+        true
     }
 
     /// Total held (in flight + assumed) for a pool and dimension.
@@ -393,6 +425,45 @@ mod tests {
         let small = Resources { cpu: 1.0, ..Resources::default() };
         assert!(matches!(l.admit(0, s, &m, &small), Admission::Admitted(_)));
         assert_eq!(l.held_for(0, "cpu"), 2.0);
+    }
+
+    fn sbx(n: u128) -> SandboxKey {
+        SandboxKey::parse(&format!("sbx_{n:032x}")).unwrap()
+    }
+
+    #[test]
+    fn must_fire_destroying_a_sandbox_releases_its_kept_hold_against_an_accurate_empty_read() {
+        // The case: ten quick create-and-destroys against ten slots.
+        let mut l = Ledger::new(Duration::from_secs(60));
+        for i in 0..10 {
+            let s = l.begin_read();
+            let Admission::Admitted(t) = l.admit(0, s, &slots(0.0, 10.0), &Resources::default()) else { panic!() };
+            l.settle_owned(t, true, Some(sbx(i)));
+        }
+        for i in 0..10 {
+            assert!(l.release_sandbox(sbx(i)), "hold {i}");
+        }
+        let s = l.begin_read();
+        assert!(matches!(l.admit(0, s, &slots(0.0, 10.0), &Resources::default()), Admission::Admitted(_)));
+        assert_eq!(l.held_for(0, "sandboxes"), 1.0);
+    }
+
+    #[test]
+    fn must_not_fire_a_live_sandbox_keeps_its_hold_and_another_destroy_releases_nothing() {
+        let mut l = Ledger::new(Duration::from_secs(60));
+        let s = l.begin_read();
+        let Admission::Admitted(t) = l.admit(0, s, &slots(0.0, 1.0), &Resources::default()) else { panic!() };
+        l.settle_owned(t, true, Some(sbx(1)));
+        assert!(!l.release_sandbox(sbx(2)), "another sandbox's destroy");
+        let s = l.begin_read();
+        // A lagging read of an empty account is still refused: the sandbox exists.
+        assert!(matches!(l.admit(0, s, &slots(0.0, 1.0), &Resources::default()), Admission::Exhausted { .. }));
+        // A failed launch's hold was released at once and names no sandbox.
+        let mut l = Ledger::new(Duration::from_secs(60));
+        let s = l.begin_read();
+        let Admission::Admitted(t) = l.admit(0, s, &slots(0.0, 1.0), &Resources::default()) else { panic!() };
+        l.settle_owned(t, false, Some(sbx(1)));
+        assert!(!l.release_sandbox(sbx(1)));
     }
 
     #[test]

@@ -94,6 +94,9 @@ pub enum ErrorClass {
     AcquisitionTimeout,
     /// `MappingPersistenceError`: a mapping store could not be opened, read or written.
     MappingPersistence,
+    /// `BudgetExhaustedError`: a budget rule refused every candidate (or its shared ledger
+    /// could not be asked); `retryable` says whether launches in flight could free room.
+    BudgetExhausted,
     /// `SandboxRouterInternalError`: a bug in the router.
     Internal,
 }
@@ -111,6 +114,7 @@ impl ErrorClass {
             ErrorClass::CapacityExhausted => "ProviderCapacityExhaustedError",
             ErrorClass::AcquisitionTimeout => "AcquisitionTimeoutError",
             ErrorClass::MappingPersistence => "MappingPersistenceError",
+            ErrorClass::BudgetExhausted => "BudgetExhaustedError",
             ErrorClass::Internal => "SandboxRouterInternalError",
         }
     }

@@ -121,6 +121,33 @@ pub fn failure_of<'a>(
             attempts: false,
             ..base
         },
+        Outcome::BudgetExhausted => {
+            let rule = |i: usize| machine.budget_plan().and_then(|p| p.rule_ids.get(i).cloned()).unwrap_or_default();
+            Failure {
+                class: ErrorClass::BudgetExhausted,
+                message: format!(
+                    "no provider fits the budget: {}",
+                    machine
+                        .budget_refusals()
+                        .iter()
+                        .filter_map(|(pool, rs)| rs.first().map(|r| format!("{} over {}", id(*pool), r.text(&rule(r.rule)))))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                rejections: Some(Rejections::Capacity),
+                attempts: false,
+                ..base
+            }
+        }
+        Outcome::BudgetUnavailable { rule } => Failure {
+            class: ErrorClass::BudgetExhausted,
+            message: format!(
+                "the shared budget ledger could not be asked, and rule {} refuses then (onStoreDown: 'refuse'); nothing was launched",
+                machine.budget_plan().and_then(|p| p.rule_ids.get(rule).cloned()).unwrap_or_default()
+            ),
+            attempts: false,
+            ..base
+        },
         Outcome::ExhaustedByCapacity => Failure {
             message: format!(
                 "acquisition exhausted after {} attempt(s); the remaining providers had no capacity",

@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod acquisition;
+pub mod budget;
 pub mod capabilities;
 pub mod capacity;
 pub mod clock;

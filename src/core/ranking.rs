@@ -314,10 +314,12 @@ pub fn top_k<'a>(slims: &[Slim], id: impl Fn(u32) -> &'a str, strategy: Strategy
             Ordering::Equal => id(a.2).as_bytes() < id(b.2).as_bytes(),
         }
     };
-    // k is at most the attempt bound (10) on the provision path: a fixed buffer on the
-    // stack, insertion-sorted. Larger k (capacity routing wants every candidate) sorts.
+    // k is at most the attempt bound (10) on the provision path, or every candidate (capacity
+    // and budget skips consume no attempt) of a registry that is usually small: up to CAP
+    // a fixed buffer on the stack, insertion-sorted; more sorts.
     const CAP: usize = 16;
-    if k > CAP || k >= slims.len() {
+    let k = k.min(slims.len());
+    if k > CAP {
         let mut all: Vec<(u32, f64, u32)> = slims.iter().map(|c| (c.tier, primary(c), c.index)).collect();
         all.sort_unstable_by(|a, b| match (better(a, b), better(b, a)) {
             (true, _) => Ordering::Less,

@@ -52,6 +52,9 @@ pub enum Reason {
     NotInProviderOrder,
     /// The pool's circuit is open (live health), or half-open with its one trial running.
     CircuitOpen,
+    /// Explanations only: a budget rule of the router has no room for the pool's
+    /// estimated cost (a provision skips it at launch time, `BUDGET_EXCEEDED`).
+    BudgetExceeded,
 }
 
 impl Reason {
@@ -80,6 +83,7 @@ impl Reason {
             Reason::LatencyBudget => "LATENCY_BUDGET",
             Reason::NotInProviderOrder => "NOT_IN_PROVIDER_ORDER",
             Reason::CircuitOpen => "CIRCUIT_OPEN",
+            Reason::BudgetExceeded => crate::core::budget::BUDGET_EXCEEDED,
         }
     }
 
@@ -90,7 +94,7 @@ impl Reason {
     }
 
     /// Every reason, for documentation and tests.
-    pub const ALL: [Reason; 22] = [
+    pub const ALL: [Reason; 23] = [
         Reason::ProviderIdMismatch,
         Reason::DetachedUnsupported,
         Reason::CredentialsUnavailable,
@@ -113,6 +117,7 @@ impl Reason {
         Reason::LatencyBudget,
         Reason::NotInProviderOrder,
         Reason::CircuitOpen,
+        Reason::BudgetExceeded,
     ];
 }
 

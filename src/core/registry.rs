@@ -70,6 +70,9 @@ pub struct RouteOptions<'a> {
     pub detail: bool,
     /// Pools whose circuit excludes them now (health), by pool index, with why.
     pub circuit: &'a [(usize, Block)],
+    /// Explanations only: pools whose estimated cost a budget rule has no room for now, by
+    /// pool index (a provision decides this per candidate, at launch time).
+    pub over_budget: &'a [usize],
     /// Observed signals by pool index, blended into ranking (health, opted in).
     pub observed: Option<&'a [Option<Observed>]>,
 }
@@ -297,7 +300,8 @@ pub fn route_order_into(
     let plain = opts.signals.is_none()
         && opts.credentials_unavailable.is_empty()
         && opts.provider_order.is_none()
-        && opts.circuit.is_empty();
+        && opts.circuit.is_empty()
+        && opts.over_budget.is_empty();
     for (i, p) in registry.profiles.iter().enumerate() {
         let regions = &pools[i].capabilities.regions;
         let admitted = if q.simple { admits_simple(p, &q) } else { admits(i, p, &q, req, regions) };
@@ -427,6 +431,15 @@ fn operational_signals(
             );
             return None;
         }
+    }
+    if opts.over_budget.contains(&i) {
+        sink.reject(
+            Reason::BudgetExceeded,
+            TextKey { phrase: 0, detail: Some(0) },
+            |d| d.push_str("a budget rule has no room for its estimated cost now"),
+            |p| p.push_str("over budget"),
+        );
+        return None;
     }
     Some(signals)
 }

@@ -66,9 +66,13 @@ impl ProvisionOutcome {
     pub fn of_machine(outcome: &Outcome) -> ProvisionOutcome {
         match outcome {
             Outcome::Succeeded(_) | Outcome::Claimed(_) => ProvisionOutcome::Success,
-            Outcome::Exhausted { .. } | Outcome::NoCapacity | Outcome::ExhaustedByCapacity => {
-                ProvisionOutcome::Exhausted
-            }
+            // A budget with no room (or a shared ledger that could not be asked) is "retry
+            // later" too: `retryable` and `resetsAt` on the error say when.
+            Outcome::Exhausted { .. }
+            | Outcome::NoCapacity
+            | Outcome::ExhaustedByCapacity
+            | Outcome::BudgetExhausted
+            | Outcome::BudgetUnavailable { .. } => ProvisionOutcome::Exhausted,
             Outcome::TimedOut { .. } => ProvisionOutcome::TimedOut,
             Outcome::CircuitOpen { .. } => ProvisionOutcome::NotEligible,
             Outcome::Terminal { .. } | Outcome::PackageFailed { .. } => ProvisionOutcome::Terminal,
@@ -175,6 +179,8 @@ mod tests {
             (Outcome::Exhausted { pool: 1 }, ProvisionOutcome::Exhausted),
             (Outcome::NoCapacity, ProvisionOutcome::Exhausted),
             (Outcome::ExhaustedByCapacity, ProvisionOutcome::Exhausted),
+            (Outcome::BudgetExhausted, ProvisionOutcome::Exhausted),
+            (Outcome::BudgetUnavailable { rule: 0 }, ProvisionOutcome::Exhausted),
             (Outcome::TimedOut { pool: 0 }, ProvisionOutcome::TimedOut),
             (Outcome::CircuitOpen { pool: 0 }, ProvisionOutcome::NotEligible),
             (Outcome::Terminal { pool: 0, code: "PROVIDER_QUOTA".into() }, ProvisionOutcome::Terminal),

@@ -19,8 +19,11 @@
 //! - v1 mappings and intents (the SQLite store's two tables, same columns);
 //! - v2 the shared capacity ledger: `pools` (one row per pool id: the admission lock),
 //!   `sessions` (each router process's lease), `holds` (one row per admitted launch), and the
-//!   read sequence;
-//! - v3 the fleet's warm inventory, `warm`: one row per refill launch granted (`launching`,
+//!   read sequence.
+//! - v3 budgets: `budget_keys` (one row per rule and label value: the reservation lock),
+//!   `budget_charges` (one row per provision and rule), and `holds.sandbox_id` (a destroyed
+//!   sandbox gives its hold back).
+//! - v4 the fleet's warm inventory, `warm`: one row per refill launch granted (`launching`,
 //!   with its launcher's session and an expiry, like a hold) or per idle member (`idle`,
 //!   with its ids and launch instant). See "The warm inventory" below.
 //!
@@ -48,6 +51,7 @@
 //! Nothing from the database's own messages (which can name users, hosts, databases) leaves
 //! this file: every failure is a [`PgFailure`] without text.
 
+use crate::core::budget::{Refusal, SharedKey, Usage};
 use crate::core::shared_ledger::{decide, Decision, Dim, HoldRow};
 use crate::core::warm::reserve_count;
 use crate::stores::pg_tls::TlsSettings;
@@ -101,7 +105,26 @@ pub const MIGRATIONS: &[&str] = &[
         expires_at TIMESTAMPTZ NOT NULL
     );
     CREATE INDEX sandbox_router_holds_pool ON sandbox_router_holds (pool);",
-    // v3: the fleet's warm inventory.
+    // v3: budgets, and the sandbox each hold is for.
+    "ALTER TABLE sandbox_router_holds ADD COLUMN sandbox_id TEXT;
+    CREATE INDEX sandbox_router_holds_sandbox ON sandbox_router_holds (sandbox_id);
+    CREATE TABLE sandbox_router_budget_keys (rule TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (rule, key));
+    CREATE TABLE sandbox_router_budget_charges (
+        id BIGSERIAL PRIMARY KEY,
+        sandbox_id TEXT NOT NULL,
+        rule TEXT NOT NULL,
+        key TEXT NOT NULL,
+        at_ms BIGINT NOT NULL,
+        cost DOUBLE PRECISION NOT NULL,
+        settled BOOLEAN NOT NULL DEFAULT FALSE,
+        live BOOLEAN NOT NULL DEFAULT TRUE,
+        live_until TIMESTAMPTZ,
+        session TEXT NOT NULL,
+        expires_at TIMESTAMPTZ NOT NULL
+    );
+    CREATE INDEX sandbox_router_budget_charges_key ON sandbox_router_budget_charges (rule, key, at_ms);
+    CREATE INDEX sandbox_router_budget_charges_sandbox ON sandbox_router_budget_charges (sandbox_id);",
+    // v4: the fleet's warm inventory.
     "CREATE TABLE sandbox_router_warm (
         token BIGSERIAL PRIMARY KEY,
         fleet TEXT NOT NULL,
@@ -192,6 +215,10 @@ struct Pool {
     tls: TlsSettings,
     idle: StdMutex<Vec<Conn>>,
     permits: Semaphore,
+    /// One connection beyond `pool_size` for the lease's renewal alone: a burst of
+    /// admissions queued on `permits` must not delay it past the lease (the process's own
+    /// in-flight holds and budget reservations would then look abandoned, and be freed).
+    lease_permit: Semaphore,
 }
 
 /// A connection borrowed from the pool: given back by [`Lease::done`] only; dropped (and so
@@ -219,8 +246,9 @@ impl Lease<'_> {
 }
 
 impl Pool {
-    async fn get(&self) -> Result<Lease<'_>, PgFailure> {
-        let permit = self.permits.acquire().await.map_err(|_| PgFailure::Failed)?;
+    async fn get(&self, for_lease: bool) -> Result<Lease<'_>, PgFailure> {
+        let permits = if for_lease { &self.lease_permit } else { &self.permits };
+        let permit = permits.acquire().await.map_err(|_| PgFailure::Failed)?;
         let reused = {
             let mut idle = self.idle.lock().map_err(|_| PgFailure::Failed)?;
             let mut found = None;
@@ -274,6 +302,8 @@ pub struct PgStore {
     session: String,
     session_ready: OnceCell<()>,
     pending: StdMutex<Vec<PendingSettle>>,
+    /// Budget settlements not written yet: (sandbox, how, until).
+    pending_budget: StdMutex<Vec<(String, String, i64)>>,
     closed: std::sync::atomic::AtomicBool,
 }
 
@@ -329,13 +359,64 @@ const EXPIRE: &str = "DELETE FROM sandbox_router_holds h WHERE h.pool = $1 AND (
 const HOLDS: &str =
     "SELECT token, amounts, expect, settled_seq FROM sandbox_router_holds WHERE pool = $1 ORDER BY token";
 const RELEASE: &str = "DELETE FROM sandbox_router_holds WHERE token = ANY($1)";
-const HOLD: &str = "INSERT INTO sandbox_router_holds (pool, session, amounts, expect, expires_at)
-    VALUES ($1, $2, $3, $4, now() + $5 * interval '1 millisecond') RETURNING token";
+const HOLD: &str = "INSERT INTO sandbox_router_holds (pool, session, amounts, expect, expires_at, sandbox_id)
+    VALUES ($1, $2, $3, $4, now() + $5 * interval '1 millisecond', $6) RETURNING token";
 const SETTLE_KEEP: &str = "UPDATE sandbox_router_holds SET settled_seq = nextval('sandbox_router_read_seq'),
     expires_at = now() + $2 * interval '1 millisecond' WHERE token = $1";
 const SETTLE_DROP: &str = "DELETE FROM sandbox_router_holds WHERE token = $1";
-const END_SESSION: &str = "WITH gone AS (DELETE FROM sandbox_router_holds WHERE session = $1 AND settled_seq IS NULL)
+const END_SESSION: &str = "WITH gone AS (DELETE FROM sandbox_router_holds WHERE session = $1 AND settled_seq IS NULL),
+    reserved AS (DELETE FROM sandbox_router_budget_charges WHERE session = $1 AND NOT settled)
     DELETE FROM sandbox_router_sessions WHERE session = $1";
+// Budgets. The key rows are the reservation lock, taken in (rule, key) order.
+const LOCK_KEYS: &str = "INSERT INTO sandbox_router_budget_keys (rule, key)
+    SELECT r, k FROM unnest($1::text[], $2::text[]) AS t(r, k) ORDER BY r, k
+    ON CONFLICT (rule, key) DO UPDATE SET key = EXCLUDED.key";
+// In-flight reservations whose settlement can no longer come (expired, or their process's
+// lease lapsed), and settled charges that neither count in the window nor hold a slot.
+const EXPIRE_CHARGES: &str = "DELETE FROM sandbox_router_budget_charges c
+    USING unnest($1::text[], $2::text[], $3::bigint[]) AS t(r, k, since)
+    WHERE c.rule = t.r AND c.key = t.k AND (
+      (NOT c.settled AND (c.expires_at <= now() OR NOT EXISTS (SELECT 1 FROM sandbox_router_sessions s
+          WHERE s.session = c.session AND s.lease_until > now())))
+      OR (c.settled AND c.at_ms < t.since AND (NOT c.live OR c.live_until <= now())))";
+const USAGE: &str = "SELECT t.i,
+      coalesce(sum(c.cost) FILTER (WHERE c.settled AND c.at_ms >= t.since), 0)::float8,
+      coalesce(sum(c.cost) FILTER (WHERE NOT c.settled AND c.at_ms >= t.since), 0)::float8,
+      count(c.id) FILTER (WHERE c.settled AND c.at_ms >= t.since),
+      count(c.id) FILTER (WHERE NOT c.settled AND c.at_ms >= t.since),
+      count(c.id) FILTER (WHERE c.settled AND c.live AND (c.live_until IS NULL OR c.live_until > now())),
+      count(c.id) FILTER (WHERE NOT c.settled),
+      min(c.at_ms) FILTER (WHERE c.at_ms >= t.since)
+    FROM unnest($1::text[], $2::text[], $3::bigint[]) WITH ORDINALITY AS t(r, k, since, i)
+    LEFT JOIN sandbox_router_budget_charges c ON c.rule = t.r AND c.key = t.k
+    GROUP BY t.i ORDER BY t.i";
+const CHARGE: &str =
+    "INSERT INTO sandbox_router_budget_charges (sandbox_id, rule, key, at_ms, cost, session, expires_at)
+    SELECT $1, r, k, $4, $5, $6, now() + $7 * interval '1 millisecond' FROM unnest($2::text[], $3::text[]) AS t(r, k)";
+const BUDGET_ALLOCATED: &str =
+    "UPDATE sandbox_router_budget_charges SET settled = TRUE WHERE sandbox_id = $1 AND NOT settled";
+const BUDGET_UNKNOWN: &str = "UPDATE sandbox_router_budget_charges SET settled = TRUE,
+    live_until = now() + greatest($2 - at_ms, 0) * interval '1 millisecond' WHERE sandbox_id = $1 AND NOT settled";
+const BUDGET_NOTHING: &str = "DELETE FROM sandbox_router_budget_charges WHERE sandbox_id = $1 AND NOT settled";
+// Settled or not: a destroy can overtake its own provision's settlement (written without
+// waiting), which then finds the charge no longer live.
+const RELEASE_SANDBOX: &str = "WITH gone AS (DELETE FROM sandbox_router_holds WHERE sandbox_id = $1)
+    UPDATE sandbox_router_budget_charges SET live = FALSE WHERE sandbox_id = $1 AND live
+      AND (live_until IS NULL OR live_until > now())";
+const BUDGET_COST: &str = "UPDATE sandbox_router_budget_charges SET cost = $2 WHERE sandbox_id = $1";
+// In-flight reservations of a lapsed lease or past their expiry count as nothing here (the
+// next reservation of their key deletes them).
+const STATUS: &str = "SELECT t.i, c.key,
+      coalesce(sum(c.cost) FILTER (WHERE c.settled AND c.at_ms >= t.since), 0)::float8,
+      coalesce(sum(c.cost) FILTER (WHERE NOT c.settled AND c.at_ms >= t.since AND c.expires_at > now()), 0)::float8,
+      count(c.id) FILTER (WHERE c.settled AND c.at_ms >= t.since),
+      count(c.id) FILTER (WHERE NOT c.settled AND c.at_ms >= t.since AND c.expires_at > now()),
+      count(c.id) FILTER (WHERE c.settled AND c.live AND (c.live_until IS NULL OR c.live_until > now())),
+      count(c.id) FILTER (WHERE NOT c.settled AND c.expires_at > now()),
+      min(c.at_ms) FILTER (WHERE c.at_ms >= t.since)
+    FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS t(r, since, i)
+    JOIN sandbox_router_budget_charges c ON c.rule = t.r
+    GROUP BY t.i, c.key ORDER BY t.i, min(c.id)";
 const HELD: &str = "SELECT count(*) FROM sandbox_router_holds h WHERE h.pool = $1 AND h.expires_at > now()
     AND (h.settled_seq IS NOT NULL OR EXISTS (SELECT 1 FROM sandbox_router_sessions s
         WHERE s.session = h.session AND s.lease_until > now()))";
@@ -464,12 +545,14 @@ impl PgStore {
                 tls,
                 idle: StdMutex::new(Vec::new()),
                 permits: Semaphore::new(settings.pool_size.max(1)),
+                lease_permit: Semaphore::new(1),
             },
             settings,
             ready: OnceCell::new(),
             session: rand_hex(12),
             session_ready: OnceCell::new(),
             pending: StdMutex::new(Vec::new()),
+            pending_budget: StdMutex::new(Vec::new()),
             closed: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -488,8 +571,20 @@ impl PgStore {
         )
             -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, PgFailure>> + Send + 'c>>,
     {
+        self.bounded_on(false, f).await
+    }
+
+    /// [`PgStore::bounded`] on the pool's connections (`for_lease` false) or on the lease's
+    /// own (true: the renewal, which no queue of admissions may delay).
+    async fn bounded_on<T, F>(&self, for_lease: bool, f: F) -> Result<T, PgFailure>
+    where
+        F: for<'c> FnOnce(
+            &'c mut Conn,
+        )
+            -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, PgFailure>> + Send + 'c>>,
+    {
         let work = async {
-            let mut lease = self.pool.get().await?;
+            let mut lease = self.pool.get(for_lease).await?;
             if self.ready.get().is_none() {
                 let version = migrate(lease.conn()).await?;
                 let _ = self.ready.set(version);
@@ -650,6 +745,7 @@ impl PgStore {
                         }
                         let _ = store.renew().await;
                         store.retry_settlements().await;
+                        store.retry_budget_settlements().await;
                     }
                 });
                 Ok(())
@@ -661,7 +757,7 @@ impl PgStore {
     async fn renew(&self) -> Result<(), PgFailure> {
         let session = self.session.clone();
         let lease_ms = self.settings.lease.as_millis() as f64;
-        self.bounded(move |c| {
+        self.bounded_on(true, move |c| {
             Box::pin(async move {
                 let s = c.statement(RENEW).await?;
                 c.client.execute(&s, &[&session, &lease_ms]).await?;
@@ -704,6 +800,7 @@ impl PgStore {
         read_seq: i64,
         dims: Vec<Dim>,
         inflight_ms: f64,
+        sandbox: Option<String>,
     ) -> Result<Verdict, PgFailure> {
         self.ensure_session().await?;
         let session = self.session.clone();
@@ -760,7 +857,8 @@ impl PgStore {
                                 client.execute(&release, &by_token).await
                             }
                         };
-                        let row: [&(dyn ToSql + Sync); 5] = [&pool, &session, &amounts, &expect, &inflight_ms];
+                        let row: [&(dyn ToSql + Sync); 6] =
+                            [&pool, &session, &amounts, &expect, &inflight_ms, &sandbox];
                         let (r, token, done) =
                             tokio::join!(released, client.query_one(&hold, &row), client.execute(&commit, &[]),);
                         r?;
@@ -829,6 +927,187 @@ impl PgStore {
         }
     }
 
+    /// Reserves one launch of `cost` for provision `sandbox` against every key, in one
+    /// transaction under the keys' row locks (taken in order: no two admissions deadlock).
+    /// Each key's usage is rebuilt from its rows and decided by the in-process ledger's rule
+    /// (`core::budget::SharedKey::check`). `at`: the router's clock (the charge's time, and
+    /// the windows' instant); `hold_ms`: how long the reservation may stay unsettled.
+    pub async fn reserve_budget(
+        self: &Arc<Self>,
+        sandbox: String,
+        keys: Vec<SharedKey>,
+        cost: f64,
+        at: i64,
+        hold_ms: f64,
+    ) -> Result<Result<(), Vec<Refusal>>, PgFailure> {
+        self.ensure_session().await?;
+        let session = self.session.clone();
+        self.bounded(move |c| {
+            Box::pin(async move {
+                let begin = c.statement("BEGIN").await?;
+                let commit = c.statement("COMMIT").await?;
+                let lock = c.statement(LOCK_KEYS).await?;
+                let expire = c.statement(EXPIRE_CHARGES).await?;
+                let usage = c.statement(USAGE).await?;
+                let charge = c.statement(CHARGE).await?;
+                let client = &c.client;
+                let rules: Vec<String> = keys.iter().map(|k| k.rule_id.clone()).collect();
+                let values: Vec<String> = keys.iter().map(|k| k.value.clone()).collect();
+                // A rule without a window counts no cost or launch: every settled row of it
+                // that holds no slot may go.
+                let since: Vec<i64> = keys.iter().map(|k| k.since.unwrap_or(i64::MAX)).collect();
+                let by_key: [&(dyn ToSql + Sync); 2] = [&rules, &values];
+                let by_window: [&(dyn ToSql + Sync); 3] = [&rules, &values, &since];
+                let (b, l, e, rows) = tokio::join!(
+                    client.execute(&begin, &[]),
+                    client.execute(&lock, &by_key),
+                    client.execute(&expire, &by_window),
+                    client.query(&usage, &by_window),
+                );
+                b?;
+                l?;
+                e?;
+                let rows = rows?;
+                let mut refusals = Vec::new();
+                for (k, r) in keys.iter().zip(rows.iter()) {
+                    let get = |i: usize| r.try_get::<_, i64>(i).map_err(|_| PgFailure::Malformed);
+                    let u = Usage {
+                        used_cost: r.try_get(1).map_err(|_| PgFailure::Malformed)?,
+                        reserved_cost: r.try_get(2).map_err(|_| PgFailure::Malformed)?,
+                        used_launches: get(3)?.max(0) as u64,
+                        reserved_launches: get(4)?.max(0) as u64,
+                        live: get(5)?.max(0) as u64,
+                        inflight: get(6)?.max(0) as u64,
+                        oldest: r.try_get(7).map_err(|_| PgFailure::Malformed)?,
+                    };
+                    if let Err(refusal) = k.check(&u, cost) {
+                        refusals.push(refusal);
+                    }
+                }
+                if rows.len() != keys.len() {
+                    return Err(PgFailure::Malformed);
+                }
+                if !refusals.is_empty() {
+                    client.execute(&commit, &[]).await?;
+                    return Ok(Err(refusals));
+                }
+                let row: [&(dyn ToSql + Sync); 7] = [&sandbox, &rules, &values, &at, &cost, &session, &hold_ms];
+                let (i, done) = tokio::join!(client.execute(&charge, &row), client.execute(&commit, &[]));
+                i?;
+                done?;
+                Ok(Ok(()))
+            })
+        })
+        .await
+    }
+
+    /// Settles provision `sandbox`'s reservation: `allocated` (used, its slot held until
+    /// released), `unknown` (used, its slot held until `until`, the router's clock), or
+    /// `nothing` (removed). One that cannot be written now is retried with the lease.
+    pub async fn settle_budget(&self, sandbox: String, how: String, until: i64) -> Result<(), PgFailure> {
+        let r = self.settle_budget_once(sandbox.clone(), how.clone(), until).await;
+        if r.is_err() {
+            if let Ok(mut p) = self.pending_budget.lock() {
+                p.push((sandbox, how, until));
+            }
+        }
+        r
+    }
+
+    async fn settle_budget_once(&self, sandbox: String, how: String, until: i64) -> Result<(), PgFailure> {
+        self.bounded(move |c| {
+            Box::pin(async move {
+                match how.as_str() {
+                    "allocated" => {
+                        let s = c.statement(BUDGET_ALLOCATED).await?;
+                        c.client.execute(&s, &[&sandbox]).await?;
+                    }
+                    "unknown" => {
+                        let s = c.statement(BUDGET_UNKNOWN).await?;
+                        c.client.execute(&s, &[&sandbox, &until]).await?;
+                    }
+                    _ => {
+                        let s = c.statement(BUDGET_NOTHING).await?;
+                        c.client.execute(&s, &[&sandbox]).await?;
+                    }
+                }
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn retry_budget_settlements(&self) {
+        let todo = match self.pending_budget.lock() {
+            Ok(mut p) => std::mem::take(&mut *p),
+            Err(_) => return,
+        };
+        for (sandbox, how, until) in todo {
+            if self.settle_budget_once(sandbox.clone(), how.clone(), until).await.is_err() {
+                if let Ok(mut q) = self.pending_budget.lock() {
+                    q.push((sandbox, how, until));
+                }
+            }
+        }
+    }
+
+    /// Sandbox `sandbox` is gone: its capacity holds are deleted and its budget charges
+    /// stop holding a concurrent slot (their cost and launch stay). True when a slot was
+    /// released.
+    pub async fn release_sandbox(&self, sandbox: String) -> Result<bool, PgFailure> {
+        self.bounded(move |c| {
+            Box::pin(async move {
+                let s = c.statement(RELEASE_SANDBOX).await?;
+                Ok(c.client.execute(&s, &[&sandbox]).await? > 0)
+            })
+        })
+        .await
+    }
+
+    /// Replaces provision `sandbox`'s cost in every rule it was charged against; true when
+    /// a charge was found.
+    pub async fn settle_budget_cost(&self, sandbox: String, cost: f64) -> Result<bool, PgFailure> {
+        self.bounded(move |c| {
+            Box::pin(async move {
+                let s = c.statement(BUDGET_COST).await?;
+                Ok(c.client.execute(&s, &[&sandbox, &cost]).await? > 0)
+            })
+        })
+        .await
+    }
+
+    /// Every key of every rule in `rules` (id, since), with its usage, every process's:
+    /// (rule index, key, usage).
+    pub async fn budget_usage(&self, rules: Vec<(String, i64)>) -> Result<Vec<(usize, String, Usage)>, PgFailure> {
+        self.bounded(move |c| {
+            Box::pin(async move {
+                let s = c.statement(STATUS).await?;
+                let ids: Vec<String> = rules.iter().map(|r| r.0.clone()).collect();
+                let since: Vec<i64> = rules.iter().map(|r| r.1).collect();
+                let rows = c.client.query(&s, &[&ids, &since]).await?;
+                rows.iter()
+                    .map(|r| {
+                        let get = |i: usize| r.try_get::<_, i64>(i).map_err(|_| PgFailure::Malformed);
+                        Ok((
+                            (get(0)? - 1).max(0) as usize,
+                            r.try_get::<_, String>(1).map_err(|_| PgFailure::Malformed)?,
+                            Usage {
+                                used_cost: r.try_get(2).map_err(|_| PgFailure::Malformed)?,
+                                reserved_cost: r.try_get(3).map_err(|_| PgFailure::Malformed)?,
+                                used_launches: get(4)?.max(0) as u64,
+                                reserved_launches: get(5)?.max(0) as u64,
+                                live: get(6)?.max(0) as u64,
+                                inflight: get(7)?.max(0) as u64,
+                                oldest: r.try_get(8).map_err(|_| PgFailure::Malformed)?,
+                            },
+                        ))
+                    })
+                    .collect()
+            })
+        })
+        .await
+    }
+
     /// Live holds of `pool` (in flight or assumed, unexpired), every process's.
     pub async fn held(&self, pool: String) -> Result<i64, PgFailure> {
         self.bounded(move |c| {
@@ -846,6 +1125,7 @@ impl PgStore {
         self.closed.store(true, std::sync::atomic::Ordering::Relaxed);
         if self.session_ready.get().is_some() {
             self.retry_settlements().await;
+            self.retry_budget_settlements().await;
             let session = self.session.clone();
             let _ = self
                 .bounded(move |c| {

@@ -20,10 +20,15 @@
 //! - v2 `intents`: launches in flight (`id` → pool, state `launching`/`failed`, start and
 //!   expiry in epoch ms, the writer's host, pid and session). `put` of a mapping removes the
 //!   id's intent in the same transaction, so a record is never both.
+//! - v3 `budget_charges`: the router's budget charges (`core::budget::ChargeRecord`, one row
+//!   per provision), written by a router whose store this is and that has no coordinator, so
+//!   that a restart does not reset a tenant's spend.
 //!
 //! A file whose version is newer than this build knows is refused ([`StoreError::SchemaTooNew`])
 //! rather than written by code that does not understand it.
 
+use crate::core::budget::ChargeRecord;
+use crate::core::ids::SandboxKey;
 use crate::stores::record::{Intent, Op, Row};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use std::path::{Path, PathBuf};
@@ -53,6 +58,16 @@ pub const MIGRATIONS: &[&str] = &[
         owner_host TEXT NOT NULL,
         owner_pid INTEGER NOT NULL,
         owner_session TEXT NOT NULL
+    ) WITHOUT ROWID;",
+    // v3: budget charges (one row per provision that reserved a budget).
+    "CREATE TABLE budget_charges (
+        id TEXT PRIMARY KEY NOT NULL,
+        at INTEGER NOT NULL,
+        cost REAL NOT NULL,
+        settled INTEGER NOT NULL,
+        live INTEGER NOT NULL,
+        live_until INTEGER,
+        keys TEXT NOT NULL
     ) WITHOUT ROWID;",
 ];
 
@@ -227,6 +242,62 @@ impl SqliteStore {
     /// written beside an existing mapping.
     pub fn put_intent(&mut self, i: &Intent) -> Result<(), StoreError> {
         self.apply(std::slice::from_ref(&Op::Intent(i.clone()))).map(|_| ())
+    }
+
+    /// Writes budget charges in one transaction: a record replaces its row, None deletes it.
+    pub fn write_charges(&mut self, changes: &[(SandboxKey, Option<ChargeRecord>)]) -> Result<(), StoreError> {
+        let tx = self.conn.transaction().map_err(write_err)?;
+        for (id, record) in changes {
+            let id = id.to_string();
+            match record {
+                None => {
+                    tx.execute("DELETE FROM budget_charges WHERE id = ?1", [&id]).map_err(write_err)?;
+                }
+                Some(c) => {
+                    let keys = serde_json::to_string(&c.keys).map_err(|_| StoreError::WriteFailed)?;
+                    let (live, until) = match c.live {
+                        None => (false, None),
+                        Some(until) => (true, until),
+                    };
+                    tx.execute(
+                        "INSERT OR REPLACE INTO budget_charges (id, at, cost, settled, live, live_until, keys)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                        params![id, c.at, c.cost, c.settled, live, until, keys],
+                    )
+                    .map_err(write_err)?;
+                }
+            }
+        }
+        tx.commit().map_err(write_err)
+    }
+
+    /// Every budget charge (a row that cannot be read is skipped: a budget is rebuilt from
+    /// what can be trusted, never refused for it).
+    pub fn charges(&self) -> Result<Vec<ChargeRecord>, StoreError> {
+        let mut s = self
+            .conn
+            .prepare_cached("SELECT id, at, cost, settled, live, live_until, keys FROM budget_charges")
+            .map_err(read_err)?;
+        let rows = s
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, f64>(2)?,
+                    r.get::<_, bool>(3)?,
+                    r.get::<_, bool>(4)?,
+                    r.get::<_, Option<i64>>(5)?,
+                    r.get::<_, String>(6)?,
+                ))
+            })
+            .map_err(read_err)?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, at, cost, settled, live, until, keys) = row.map_err(read_err)?;
+            let (Some(sandbox), Ok(keys)) = (SandboxKey::parse(&id), serde_json::from_str(&keys)) else { continue };
+            out.push(ChargeRecord { sandbox, at, cost, settled, live: live.then_some(until), keys });
+        }
+        Ok(out)
     }
 
     /// Every intent, ordered by id.
@@ -461,7 +532,7 @@ mod tests {
             .unwrap();
         }
         let mut s = SqliteStore::open(&path, Durability::Normal).unwrap();
-        assert_eq!(s.schema_version().unwrap(), 2);
+        assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
         assert_eq!(s.get("sbx_a").unwrap(), Some(row("sbx_a")));
         s.put_intent(&intent("sbx_b")).unwrap();
         assert_eq!(s.intents().unwrap().len(), 1);
