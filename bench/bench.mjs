@@ -1,9 +1,10 @@
-// Native router vs plain JavaScript, in one run (`npm run bench`).
+// Native router vs plain JavaScript, in one run (`npm run bench`). The sections, in the
+// order they run (letters are the order they were added):
 //
 //   a. Routing decision over 6 / 100 / 1,000 / 10,000 pools: the registry-backed router
 //      (router.route vs plain routePrepared, limit 3) and the per-call path
 //      (routeProviders vs plain routePlain).
-//   d. Explanations over 6 / 1,000 / 10,000 pools: router.explain vs the plain
+//   i. Explanations over 6 / 1,000 / 10,000 pools: router.explain vs the plain
 //      explainPrepared, routeProviders vs the plain explainPlain (both build the same full
 //      explanation, checked equal before timing), and RSS over 10,000 explanations.
 //   b. Provision overhead with an instant in-memory runtime, 6 pools: sequential time per
@@ -15,7 +16,7 @@
 //   e. Live health: provision overhead with tracking on vs off (same run, interleaved),
 //      and the chaos scenario (the best of three pools hangs; time to route around it and
 //      to return to it once it recovers). `--only=health` runs this section alone.
-//   h. Budgets: provision with two budget rules (a calendar-day cost limit in Berlin and a
+//   j. Budgets: provision with two budget rules (a calendar-day cost limit in Berlin and a
 //      sliding launches-and-concurrent limit, keyed by the `team` label) vs none, same run,
 //      interleaved. `--only=budgets` runs this section alone.
 //   f. Running many routers (bench/postgres.mjs): provision with PostgresMappingStore and
@@ -171,7 +172,7 @@ function medianPerOp(task, batch) {
 
 async function explainSection(native) {
   const { SandboxRouter, InMemoryProviderRegistry, routeProviders } = native;
-  console.log('\n## d. Explanations (median time per full explanation; ratio = plain time / native time, > 1 means native faster)\n');
+  console.log('\n## i. Explanations (median time per full explanation; ratio = plain time / native time, > 1 means native faster)\n');
   const rows = [];
   const ratios = [];
   for (const n of EXPLAIN_SIZES) {
@@ -739,7 +740,7 @@ const BENCH_BUDGETS = [
 
 async function budgetsSection(native) {
   const { SandboxRouter, InMemoryProviderRegistry } = native;
-  console.log('\n## h. Budgets: provision with two budget rules vs none\n');
+  console.log('\n## j. Budgets: provision with two budget rules vs none\n');
   const defs = makeDefinitions(6, 0x5eed + 6).map((d) => ({ ...d, runtime: instantRuntime() }));
   const registry = new InMemoryProviderRegistry(defs);
   // As section e: interleaved one provision at a time (rotating which goes first), each

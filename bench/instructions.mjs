@@ -13,7 +13,7 @@
 //
 // Decisions: the same difference between two loop lengths, over bench/pools.mjs's pools and
 // request, native (`router.route`, `router.explain`, `routeProviders`) against the plain-JS
-// router (`routePrepared`, `explainPrepared`, `explainPlain`), as sections a and c time them.
+// router (`routePrepared`, `explainPrepared`, `explainPlain`), as sections a and i time them.
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { createRequire } from 'node:module';
