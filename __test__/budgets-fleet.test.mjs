@@ -10,9 +10,8 @@
 //     `onStoreDown: 'allow'`; no credential in the refusal.
 import test, { after, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { fork } from 'node:child_process';
 import http from 'node:http';
-import { fileURLToPath } from 'node:url';
+import { startWorker as spawnWorker } from './fleet-workers.mjs';
 import { startPostgres } from './postgres-server.mjs';
 import { InMemoryProviderRegistry, PostgresMappingStore, SandboxRouter, BudgetExhaustedError } from '../index.mjs';
 import { CANARY, definition, leaks } from './fixtures.mjs';
@@ -79,26 +78,7 @@ function handle(req, res) {
 
 /** Starts a worker; resolves once its routers are built. */
 function startWorker(url) {
-  const child = fork(fileURLToPath(new URL('./fixtures/budget-worker.mjs', import.meta.url)), [url, base], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  let seq = 0;
-  const waiting = new Map();
-  const w = {
-    child,
-    ask: (msg) =>
-      new Promise((resolve, reject) => {
-        const s = ++seq;
-        waiting.set(s, resolve);
-        child.send({ ...msg, seq: s }, (e) => e && reject(e));
-      }),
-  };
-  workers.push(w);
-  return new Promise((resolve, reject) => {
-    child.on('message', (m) => {
-      if (m.ready) resolve(w);
-      else waiting.get(m.seq)?.(m.answer);
-    });
-    child.on('error', reject);
-  });
+  return spawnWorker('budget-worker.mjs', [url, base], workers);
 }
 
 before(async () => {

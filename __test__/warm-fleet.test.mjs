@@ -3,9 +3,8 @@
 // must-fire / must-not-fire.
 import test, { after, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { fork } from 'node:child_process';
 import http from 'node:http';
-import { fileURLToPath } from 'node:url';
+import { startWorker as spawnWorker } from './fleet-workers.mjs';
 import { startPostgres } from './postgres-server.mjs';
 
 /** @type {Awaited<ReturnType<typeof startPostgres>>} */
@@ -55,26 +54,7 @@ function handle(req, res) {
 }
 
 function startWorker(url, size) {
-  const child = fork(fileURLToPath(new URL('./fixtures/warm-worker.mjs', import.meta.url)), [url, base, String(size)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  let seq = 0;
-  const waiting = new Map();
-  const w = {
-    child,
-    ask: (msg) =>
-      new Promise((resolve, reject) => {
-        const s = ++seq;
-        waiting.set(s, resolve);
-        child.send({ ...msg, seq: s }, (e) => e && reject(e));
-      }),
-  };
-  workers.push(w);
-  return new Promise((resolve, reject) => {
-    child.on('message', (m) => {
-      if (m.ready) resolve(w);
-      else waiting.get(m.seq)?.(m.answer);
-    });
-    child.on('error', reject);
-  });
+  return spawnWorker('warm-worker.mjs', [url, base, String(size)], workers);
 }
 
 before(async () => {
