@@ -559,6 +559,35 @@ async function child(kind, rounds) {
 // ---------------------------------------------------------------------------------------
 // e. Live health (issue 17): tracking overhead, and the chaos scenario's time to recover.
 
+/** The median of `xs`. @param {ArrayLike<number>} xs */
+const median = (xs) => Float64Array.from(xs).sort()[Math.floor(xs.length / 2)];
+
+/**
+ * Interleaved medians: `n` rounds, each provisioning once (a fresh request) through each of
+ * three routers `make(kind)` makes for 'on', 'off' and 'control', rotating which goes first,
+ * each provision timed alone; fresh routers every 10,000 rounds keep the default stores'
+ * memory bounded. Contention bursts on this shared machine hit neighbouring provisions
+ * alike, and the median ignores GC pauses. Returns each router's median time (ms).
+ * @param {(kind: 'on' | 'off' | 'control') => any} make
+ */
+async function interleavedMedians(make, n = 60_000) {
+  /** @type {Array<'on' | 'off' | 'control'>} */
+  const KINDS = ['on', 'off', 'control'];
+  const routers = Object.fromEntries(KINDS.map((k) => [k, make(k)]));
+  const times = Object.fromEntries(KINDS.map((k) => [k, new Float64Array(n)]));
+  for (let i = 0; i < 3_000; i++) await routers[KINDS[i % 3]].provision(freshRequest());
+  for (let i = 0; i < n; i++) {
+    if (i % 10_000 === 0) for (const kind of KINDS) routers[kind] = make(kind);
+    for (let j = 0; j < 3; j++) {
+      const kind = KINDS[(i + j) % 3];
+      const t0 = process.hrtime.bigint();
+      await routers[kind].provision(freshRequest());
+      times[kind][i] = Number(process.hrtime.bigint() - t0) / 1e6;
+    }
+  }
+  return { on: median(times.on), off: median(times.off), control: median(times.control) };
+}
+
 async function healthSection(native) {
   const { SandboxRouter, InMemoryProviderRegistry } = native;
   console.log('\n## e. Live health: provision overhead with tracking on vs off, and the chaos scenario\n');
@@ -571,28 +600,7 @@ async function healthSection(native) {
   // first is the noise floor. Contention bursts on this shared machine hit neighbouring
   // provisions alike, and the median ignores GC pauses, so the figure is stable run to run
   // (batch timings were not: ±15 % here).
-  const N = 60_000;
-  const KINDS = ['on', 'off', 'control'];
-  const make = (kind) => new SandboxRouter(kind === 'on' ? { registry } : { registry, health: false });
-  const routers = Object.fromEntries(KINDS.map((k) => [k, make(k)]));
-  const times = Object.fromEntries(KINDS.map((k) => [k, new Float64Array(N)]));
-  for (let i = 0; i < 3_000; i++) await routers[KINDS[i % 3]].provision(freshRequest());
-  for (let i = 0; i < N; i++) {
-    if (i % 10_000 === 0) {
-      // Fresh routers now and then keep the default stores' memory bounded.
-      for (const kind of KINDS) routers[kind] = make(kind);
-    }
-    for (let j = 0; j < 3; j++) {
-      const kind = KINDS[(i + j) % 3];
-      const t0 = process.hrtime.bigint();
-      await routers[kind].provision(freshRequest());
-      times[kind][i] = Number(process.hrtime.bigint() - t0) / 1e6;
-    }
-  }
-  const median = (xs) => Float64Array.from(xs).sort()[Math.floor(xs.length / 2)];
-  const on = median(times.on);
-  const off = median(times.off);
-  const control = median(times.control);
+  const { on, off, control } = await interleavedMedians((kind) => new SandboxRouter(kind === 'on' ? { registry } : { registry, health: false }));
   const overhead = on / off - 1;
   table(
     ['provision, 6 pools, fresh request per call', 'per provision (median)', 'provisions/s'],
@@ -680,7 +688,6 @@ async function healthSection(native) {
     longest = Math.max(longest, performance.now() - t0);
     return served;
   };
-  for (const kind of KINDS) routers[kind] = null;
   fullGc();
   // Let the event loop drain first: right after the overhead rounds, the first timer of
   // this process fires ~200 ms late (measured: the collected routers' native finalizers run
@@ -747,25 +754,7 @@ async function budgetsSection(native) {
   // timed alone, the median per router; a second router without budgets is the control
   // (its difference from the first is the noise floor). Health is off in all three, so
   // the figure is budgets' alone.
-  const N = 60_000;
-  const KINDS = ['budgets', 'none', 'control'];
-  const make = (kind) => new SandboxRouter(kind === 'budgets' ? { registry, health: false, budgets: BENCH_BUDGETS } : { registry, health: false });
-  const routers = Object.fromEntries(KINDS.map((k) => [k, make(k)]));
-  const times = Object.fromEntries(KINDS.map((k) => [k, new Float64Array(N)]));
-  for (let i = 0; i < 3_000; i++) await routers[KINDS[i % 3]].provision(freshRequest());
-  for (let i = 0; i < N; i++) {
-    if (i % 10_000 === 0) for (const kind of KINDS) routers[kind] = make(kind);
-    for (let j = 0; j < 3; j++) {
-      const kind = KINDS[(i + j) % 3];
-      const t0 = process.hrtime.bigint();
-      await routers[kind].provision(freshRequest());
-      times[kind][i] = Number(process.hrtime.bigint() - t0) / 1e6;
-    }
-  }
-  const median = (xs) => Float64Array.from(xs).sort()[Math.floor(xs.length / 2)];
-  const on = median(times.budgets);
-  const off = median(times.none);
-  const control = median(times.control);
+  const { on, off, control } = await interleavedMedians((kind) => new SandboxRouter(kind === 'on' ? { registry, health: false, budgets: BENCH_BUDGETS } : { registry, health: false }));
   const overhead = on / off - 1;
   table(
     ['provision, 6 pools, fresh request per call', 'per provision (median)', 'provisions/s'],
