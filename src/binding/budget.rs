@@ -10,7 +10,9 @@
 
 use crate::binding::error::{Failure, NativeError};
 use crate::core::acquisition::Acquisition;
-use crate::core::budget::{self, Dimension, Key, Ledger, Limits, Plan, Refusal, Rule, SharedKey, SharedVerdict};
+use crate::core::budget::{
+    self, Buckets, Dimension, Key, Keys, Ledger, Limits, Plan, Refusal, Rule, SharedKey, SharedVerdict,
+};
 use crate::core::clock::iso8601_millis;
 use crate::core::error::ErrorClass;
 use crate::core::ids::SandboxKey;
@@ -75,8 +77,14 @@ impl BudgetCore {
         hold_ms: u64,
     ) -> Result<Option<Plan>, Failure> {
         let mut ledger = self.ledger.borrow_mut();
-        let keys = match ledger.keys_of(labels) {
-            Ok(keys) => keys,
+        // Under a shared ledger this process keeps no buckets: the keys alone.
+        let planned = if self.shared {
+            budget::keys_of(ledger.rules(), labels).map(|keys| (Keys::from_vec(keys), Buckets::new()))
+        } else {
+            ledger.plan_keys(labels)
+        };
+        let (keys, buckets) = match planned {
+            Ok(planned) => planned,
             Err(rule) => return Err(key_missing(&ledger.rules()[rule])),
         };
         if keys.is_empty() {
@@ -85,6 +93,7 @@ impl BudgetCore {
         Ok(Some(Plan {
             sandbox,
             keys,
+            buckets,
             costs: costs(),
             shared: self.shared,
             hold_ms: hold_ms.min(i64::MAX as u64) as i64,

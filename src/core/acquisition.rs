@@ -869,7 +869,7 @@ impl Acquisition {
     fn reserve_in(&mut self, ledger: &mut budget::Ledger, pool: usize, now: i64) -> Result<(), Vec<Refusal>> {
         let Some(b) = &mut self.budget else { return Ok(()) };
         let cost = b.plan.costs.get(pool).copied().unwrap_or(0.0);
-        ledger.reserve(b.plan.sandbox, &b.plan.keys, cost, now)?;
+        ledger.reserve_in(b.plan.sandbox, &b.plan.buckets, cost, now)?;
         b.held = Some(self.pos);
         b.at = now;
         if self.observe {

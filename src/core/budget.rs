@@ -48,7 +48,7 @@ use crate::core::json::{object, shown, FieldError};
 use crate::core::request::RESERVED_LABELS;
 use jiff::tz::TimeZone;
 use jiff::{Span, Timestamp};
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use serde_json::Value;
 use smallvec::SmallVec;
 use std::collections::VecDeque;
@@ -62,8 +62,6 @@ pub const BUDGET_EXHAUSTED: &str = "BUDGET_EXHAUSTED";
 pub const BUDGET_KEY_MISSING: &str = "BUDGET_KEY_MISSING";
 /// Code of a provision refused because the shared budget ledger could not be asked.
 pub const BUDGET_STORE_UNAVAILABLE: &str = "BUDGET_STORE_UNAVAILABLE";
-/// Most label values a ledger keeps one shared copy of.
-pub const MAX_VALUES: usize = 100_000;
 /// Most rules a router takes.
 pub const MAX_RULES: usize = 64;
 /// Longest sliding window, ms (a year).
@@ -401,10 +399,6 @@ pub struct Key {
 /// usual one or two).
 pub type Keys = SmallVec<[Key; 2]>;
 
-/// A charge's place in each of its buckets (bucket index, event sequence): inline for up to
-/// two rules.
-type Entries = SmallVec<[(usize, Option<u64>); 2]>;
-
 /// The rules that apply to a request with `labels`: `Ok(keys)`, or `Err(rule)` for the
 /// first rule whose label is missing and that does not say `missing: 'allow'`.
 pub fn keys_of(rules: &[Rule], labels: &[(String, String)]) -> Result<Vec<Key>, usize> {
@@ -559,19 +553,22 @@ enum EvState {
     Gone,
 }
 
+/// One charge in one windowed bucket (24 bytes: a tenant's day of launches is a long
+/// deque of these, so the charge is named by its slot, not its 16-byte id).
 #[derive(Debug, Clone)]
 struct Ev {
     at: i64,
     cost: f64,
+    /// The charge's slot in [`Ledger::charges`].
+    slot: u32,
     state: EvState,
-    sandbox: SandboxKey,
 }
 
 /// One rule's key: its charges in the window (oldest first) and their sums.
 #[derive(Debug)]
 struct Bucket {
     rule: usize,
-    value: String,
+    value: std::rc::Rc<str>,
     events: VecDeque<Ev>,
     /// Sequence number of `events[0]`.
     base: u64,
@@ -581,8 +578,8 @@ struct Bucket {
     reserved_launches: u64,
     live: u64,
     inflight: u64,
-    /// Slots of outcome-unknown launches: (until, sandbox).
-    unknown: Vec<(i64, SandboxKey)>,
+    /// Slots of outcome-unknown launches: (until, charge slot).
+    unknown: Vec<(i64, u32)>,
     /// The calendar window last computed, `[start, end)` (empty until then).
     span: (i64, i64),
 }
@@ -616,16 +613,35 @@ enum Live {
     Released,
 }
 
+/// A charge's place in one of its buckets: the bucket, and the sequence number of its
+/// event there ([`NO_EVENT`] for a rule without a window).
+#[derive(Debug, Clone, Copy)]
+struct Place {
+    bucket: u32,
+    seq: u64,
+}
+
+const NO_EVENT: u64 = u64::MAX;
+
+impl Place {
+    fn seq(self) -> Option<u64> {
+        (self.seq != NO_EVENT).then_some(self.seq)
+    }
+}
+
 /// One provision's charge: what it reserved, in which buckets.
 #[derive(Debug, Clone)]
 struct Charge {
+    sandbox: SandboxKey,
     at: i64,
     cost: f64,
     settled: bool,
     live: Live,
-    /// (bucket, event sequence; None for a rule without a window).
-    entries: Entries,
+    places: SmallVec<[Place; 2]>,
 }
+
+/// A provision's buckets in the in-process ledger (see [`Ledger::plan_keys`]).
+pub type Buckets = SmallVec<[u32; 2]>;
 
 /// A charge as a durable store keeps it (`SqliteMappingStore`): enough to rebuild the
 /// ledger after a restart.
@@ -659,15 +675,23 @@ pub struct StatusRow {
 }
 
 /// The in-process budget ledger of one router (without a shared coordinator).
+///
+/// Why slots? Every successful provision leaves a charge for as long as its windows count
+/// it (a calendar day keeps a day's launches), so the bytes per charge are what a busy
+/// router pays in page faults as the ledger grows. Charges live in one vector (a slot is
+/// reused once its charge is forgotten), found by id through a map of 4-byte slots, and the
+/// windows' events name the slot.
 #[derive(Debug)]
 pub struct Ledger {
     rules: Vec<Rule>,
     buckets: Vec<Bucket>,
-    // Fx: hashed once or twice per admission, on the provision path (keys are ours).
-    index: FxHashMap<Key, usize>,
-    charges: FxHashMap<SandboxKey, Charge>,
-    /// One copy of each label value a rule has keyed (see [`Ledger::keys_of`]).
-    values: FxHashSet<std::rc::Rc<str>>,
+    /// Each rule's buckets by label value (Fx: hashed once per rule per provision; the
+    /// values are callers' labels, but a key's bucket is found by the text, never by a
+    /// hash alone).
+    index: Vec<FxHashMap<std::rc::Rc<str>, u32>>,
+    charges: Vec<Option<Charge>>,
+    free: Vec<u32>,
+    by_id: FxHashMap<SandboxKey, u32>,
     /// Charges changed since the last [`Ledger::take_dirty`] (only when persisted).
     dirty: Option<Vec<SandboxKey>>,
 }
@@ -676,11 +700,12 @@ impl Ledger {
     /// A ledger for `rules`; `persist`: record which charges change, for a durable store.
     pub fn new(rules: Vec<Rule>, persist: bool) -> Ledger {
         Ledger {
+            index: rules.iter().map(|_| FxHashMap::default()).collect(),
             rules,
             buckets: Vec::new(),
-            index: FxHashMap::default(),
-            charges: FxHashMap::default(),
-            values: FxHashSet::default(),
+            charges: Vec::new(),
+            free: Vec::new(),
+            by_id: FxHashMap::default(),
             dirty: persist.then(Vec::new),
         }
     }
@@ -690,39 +715,35 @@ impl Ledger {
         &self.rules
     }
 
-    /// [`keys_of`], with each value shared with the ledger's copy of it (made on first
-    /// use; at most [`MAX_VALUES`] are kept, then values are copied per call).
-    pub fn keys_of(&mut self, labels: &[(String, String)]) -> Result<Keys, usize> {
-        let mut keys = Keys::with_capacity(self.rules.len());
-        for (i, r) in self.rules.iter().enumerate() {
+    /// [`keys_of`] in this ledger: the keys (their values shared with the buckets' copies)
+    /// and each key's bucket (made on first use), for [`Ledger::reserve_in`].
+    pub fn plan_keys(&mut self, labels: &[(String, String)]) -> Result<(Keys, Buckets), usize> {
+        let mut keys = Keys::new();
+        let mut buckets = Buckets::new();
+        for i in 0..self.rules.len() {
+            let r = &self.rules[i];
             match labels.iter().find(|(k, _)| *k == r.label) {
                 Some((_, v)) => {
-                    let value = match self.values.get(v.as_str()) {
-                        Some(shared) => shared.clone(),
-                        None => {
-                            let fresh: std::rc::Rc<str> = std::rc::Rc::from(v.as_str());
-                            if self.values.len() < MAX_VALUES {
-                                self.values.insert(fresh.clone());
-                            }
-                            fresh
-                        }
-                    };
-                    keys.push(Key { rule: i, value });
+                    let b = self.bucket_of(i, v);
+                    keys.push(Key { rule: i, value: self.buckets[b as usize].value.clone() });
+                    buckets.push(b);
                 }
                 None if r.missing_allow => {}
                 None => return Err(i),
             }
         }
-        Ok(keys)
+        Ok((keys, buckets))
     }
 
-    fn bucket(&mut self, key: &Key) -> usize {
-        if let Some(&b) = self.index.get(key) {
+    fn bucket_of(&mut self, rule: usize, value: &str) -> u32 {
+        if let Some(&b) = self.index[rule].get(value) {
             return b;
         }
+        let value: std::rc::Rc<str> = value.into();
+        let b = self.buckets.len() as u32;
         self.buckets.push(Bucket {
-            rule: key.rule,
-            value: key.value.to_string(),
+            rule,
+            value: value.clone(),
             events: VecDeque::new(),
             base: 0,
             used_cost: 0.0,
@@ -734,9 +755,16 @@ impl Ledger {
             unknown: Vec::new(),
             span: (0, 0),
         });
-        let b = self.buckets.len() - 1;
-        self.index.insert(key.clone(), b);
+        self.index[rule].insert(value, b);
         b
+    }
+
+    fn bucket(&mut self, key: &Key) -> u32 {
+        self.bucket_of(key.rule, &key.value)
+    }
+
+    fn charge(&mut self, slot: u32) -> Option<&mut Charge> {
+        self.charges.get_mut(slot as usize).and_then(Option::as_mut)
     }
 
     fn touch(&mut self, sandbox: SandboxKey) {
@@ -747,8 +775,8 @@ impl Ledger {
 
     /// Drops what `now` has moved past in bucket `b`: charges older than its window, and
     /// outcome-unknown slots whose time is up.
-    fn prune(&mut self, b: usize, now: i64) {
-        let bucket = &mut self.buckets[b];
+    fn prune(&mut self, b: u32, now: i64) {
+        let bucket = &mut self.buckets[b as usize];
         // A calendar window's bounds are computed once per window, not per admission.
         let since = match &self.rules[bucket.rule].window {
             None => None,
@@ -775,9 +803,10 @@ impl Ledger {
                         bucket.reserved_cost -= e.cost;
                         bucket.reserved_launches = bucket.reserved_launches.saturating_sub(1);
                     }
-                    EvState::Gone => {}
+                    // Its charge was given back and is gone; the slot may hold another.
+                    EvState::Gone => continue,
                 }
-                forgotten.push(e.sandbox);
+                forgotten.push(e.slot);
             }
             if bucket.events.is_empty() {
                 // Sums of decimals drift; an empty window is exactly zero.
@@ -794,7 +823,7 @@ impl Ledger {
             keep
         });
         for s in expired {
-            if let Some(c) = self.charges.get_mut(&s) {
+            if let Some(c) = self.charge(s) {
                 // Every bucket of a charge holds its slot until the same instant.
                 if matches!(c.live, Live::Until(t) if t <= now) {
                     c.live = Live::Released;
@@ -807,17 +836,25 @@ impl Ledger {
         }
     }
 
-    /// Removes a charge nothing can change any more: its slot given back and every one of
-    /// its charges out of its window.
-    fn forget_if_done(&mut self, s: SandboxKey) {
-        let Some(c) = self.charges.get(&s) else { return };
+    /// Removes the charge in `slot` if nothing can change it any more: its slot given back
+    /// and every one of its charges out of its window.
+    fn forget_if_done(&mut self, slot: u32) {
+        let Some(c) = self.charges.get(slot as usize).and_then(Option::as_ref) else { return };
         if c.live != Live::Released {
             return;
         }
-        let in_window = c.entries.iter().any(|(b, seq)| seq.is_some_and(|q| q >= self.buckets[*b].base));
+        let in_window = c.places.iter().any(|p| p.seq().is_some_and(|q| q >= self.buckets[p.bucket as usize].base));
         if !in_window {
-            self.charges.remove(&s);
-            self.touch(s);
+            let sandbox = c.sandbox;
+            self.remove(slot);
+            self.touch(sandbox);
+        }
+    }
+
+    fn remove(&mut self, slot: u32) {
+        if let Some(c) = self.charges[slot as usize].take() {
+            self.by_id.remove(&c.sandbox);
+            self.free.push(slot);
         }
     }
 
@@ -825,69 +862,95 @@ impl Ledger {
     pub fn usage(&mut self, key: &Key, now: i64) -> Usage {
         let b = self.bucket(key);
         self.prune(b, now);
-        self.buckets[b].usage()
+        self.buckets[b as usize].usage()
     }
 
-    /// Reserves one launch of `cost` for provision `sandbox` against every key in `keys`
-    /// (every rule that applies), at `now`: all or nothing. On a refusal, every refusing
-    /// rule's [`Refusal`] (in rule order) and nothing reserved.
+    /// [`Ledger::reserve_in`] with `keys` (each rule's bucket found by its value).
     pub fn reserve(&mut self, sandbox: SandboxKey, keys: &[Key], cost: f64, now: i64) -> Result<(), Vec<Refusal>> {
-        // A provision reserves again only after its previous launch settled or was skipped:
-        // a reservation still in flight under its id is given back first.
-        self.settle(sandbox, Settle::Nothing);
+        let buckets: Buckets = keys.iter().map(|k| self.bucket(k)).collect();
+        self.reserve_in(sandbox, &buckets, cost, now)
+    }
+
+    /// Reserves one launch of `cost` for provision `sandbox` in `buckets` (every rule that
+    /// applies, from [`Ledger::plan_keys`]), at `now`: all or nothing. On a refusal, every
+    /// refusing rule's [`Refusal`] (in rule order) and nothing reserved.
+    pub fn reserve_in(
+        &mut self,
+        sandbox: SandboxKey,
+        buckets: &[u32],
+        cost: f64,
+        now: i64,
+    ) -> Result<(), Vec<Refusal>> {
+        // A provision reserves again only after its previous launch settled or was skipped
+        // (the machine settles first): a reservation still in flight under its id is given
+        // back before anything is counted.
+        if let Some(&old) = self.by_id.get(&sandbox) {
+            self.settle_slot(old, Settle::Nothing);
+        }
         let mut refusals = Vec::new();
-        // The buckets first; their event sequences once every rule admitted.
-        let mut entries = Entries::with_capacity(keys.len());
-        for k in keys {
-            let b = self.bucket(k);
+        for &b in buckets {
             self.prune(b, now);
-            if let Err(r) = check(&self.rules[k.rule], k.rule, &k.value, &self.buckets[b].usage(), cost, now) {
+            let bucket = &self.buckets[b as usize];
+            if let Err(r) = check(&self.rules[bucket.rule], bucket.rule, &bucket.value, &bucket.usage(), cost, now) {
                 refusals.push(r);
             }
-            entries.push((b, None));
         }
         if !refusals.is_empty() {
             return Err(refusals);
         }
-        for entry in &mut entries {
-            let b = entry.0;
-            let windowed = self.rules[self.buckets[b].rule].window.is_some();
-            let bucket = &mut self.buckets[b];
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.charges.push(None);
+                (self.charges.len() - 1) as u32
+            }
+        };
+        let mut places = SmallVec::with_capacity(buckets.len());
+        for &b in buckets {
+            let windowed = self.rules[self.buckets[b as usize].rule].window.is_some();
+            let bucket = &mut self.buckets[b as usize];
             bucket.inflight += 1;
             let seq = if windowed {
                 // Kept in time order: a clock that steps back does not reorder the window.
                 let t = bucket.events.back().map_or(now, |e| e.at.max(now));
-                bucket.events.push_back(Ev { at: t, cost, state: EvState::Reserved, sandbox });
+                bucket.events.push_back(Ev { at: t, cost, slot, state: EvState::Reserved });
                 bucket.reserved_cost += cost;
                 bucket.reserved_launches += 1;
-                Some(bucket.base + bucket.events.len() as u64 - 1)
+                bucket.base + bucket.events.len() as u64 - 1
             } else {
-                None
+                NO_EVENT
             };
-            entry.1 = seq;
+            places.push(Place { bucket: b, seq });
         }
-        self.charges.insert(sandbox, Charge { at: now, cost, settled: false, live: Live::Held, entries });
+        self.charges[slot as usize] = Some(Charge { sandbox, at: now, cost, settled: false, live: Live::Held, places });
+        self.by_id.insert(sandbox, slot);
         self.touch(sandbox);
         Ok(())
     }
 
     /// Settles provision `sandbox`'s reservation in flight (nothing happens without one).
     pub fn settle(&mut self, sandbox: SandboxKey, how: Settle) {
+        if let Some(&slot) = self.by_id.get(&sandbox) {
+            self.settle_slot(slot, how);
+        }
+    }
+
+    fn settle_slot(&mut self, slot: u32, how: Settle) {
         let Ledger { charges, buckets, .. } = self;
-        let Some(c) = charges.get_mut(&sandbox) else { return };
+        let Some(c) = charges.get_mut(slot as usize).and_then(Option::as_mut) else { return };
         if c.settled {
             return;
         }
-        let cost = c.cost;
-        for &(b, seq) in &c.entries {
-            let bucket = &mut buckets[b];
+        let (cost, sandbox) = (c.cost, c.sandbox);
+        for p in &c.places {
+            let bucket = &mut buckets[p.bucket as usize];
             bucket.inflight = bucket.inflight.saturating_sub(1);
             match how {
                 Settle::Allocated => bucket.live += 1,
-                Settle::Unknown { until } => bucket.unknown.push((until, sandbox)),
+                Settle::Unknown { until } => bucket.unknown.push((until, slot)),
                 Settle::Nothing => {}
             }
-            if let Some(e) = seq.and_then(|s| bucket.ev(s)) {
+            if let Some(e) = p.seq().and_then(|s| bucket.ev(s)) {
                 if e.state == EvState::Reserved {
                     e.state = if how == Settle::Nothing { EvState::Gone } else { EvState::Used };
                     bucket.reserved_cost -= cost;
@@ -900,9 +963,7 @@ impl Ledger {
             }
         }
         match how {
-            Settle::Nothing => {
-                charges.remove(&sandbox);
-            }
+            Settle::Nothing => self.remove(slot),
             Settle::Allocated | Settle::Unknown { .. } => {
                 c.settled = true;
                 c.live = match how {
@@ -917,23 +978,23 @@ impl Ledger {
     /// The sandbox of provision `sandbox` is gone (destroyed, or reclaimed): its concurrent
     /// slot is given back. Its cost and launch stay charged. True when it held a slot.
     pub fn release(&mut self, sandbox: SandboxKey) -> bool {
-        let Some(c) = self.charges.get_mut(&sandbox) else { return false };
+        let Some(&slot) = self.by_id.get(&sandbox) else { return false };
+        let Ledger { charges, buckets, .. } = self;
+        let Some(c) = charges[slot as usize].as_mut() else { return false };
         if !c.settled || c.live == Live::Released {
             return false;
         }
-        let was = c.live;
-        c.live = Live::Released;
-        let entries = c.entries.clone();
-        for (b, _) in entries {
-            let bucket = &mut self.buckets[b];
+        let was = std::mem::replace(&mut c.live, Live::Released);
+        for p in &c.places {
+            let bucket = &mut buckets[p.bucket as usize];
             match was {
                 Live::Held => bucket.live = bucket.live.saturating_sub(1),
-                Live::Until(_) => bucket.unknown.retain(|(_, s)| *s != sandbox),
+                Live::Until(_) => bucket.unknown.retain(|(_, s)| *s != slot),
                 Live::Released => {}
             }
         }
         self.touch(sandbox);
-        self.forget_if_done(sandbox);
+        self.forget_if_done(slot);
         true
     }
 
@@ -944,19 +1005,11 @@ impl Ledger {
         if from == to {
             return;
         }
-        let Some(c) = self.charges.remove(&from) else { return };
-        for &(b, seq) in &c.entries {
-            let bucket = &mut self.buckets[b];
-            if let Some(q) = seq.filter(|q| *q >= bucket.base) {
-                if let Some(e) = bucket.events.get_mut((q - bucket.base) as usize) {
-                    e.sandbox = to;
-                }
-            }
-            for u in bucket.unknown.iter_mut().filter(|u| u.1 == from) {
-                u.1 = to;
-            }
+        let Some(slot) = self.by_id.remove(&from) else { return };
+        if let Some(c) = self.charge(slot) {
+            c.sandbox = to;
         }
-        self.charges.insert(to, c);
+        self.by_id.insert(to, slot);
         self.touch(from);
         self.touch(to);
     }
@@ -965,13 +1018,13 @@ impl Ledger {
     /// `actual`, in the windows it was charged in. False when the ledger no longer knows it
     /// (never charged, or every window it counted in is over).
     pub fn settle_cost(&mut self, sandbox: SandboxKey, actual: f64) -> bool {
-        let Some(c) = self.charges.get_mut(&sandbox) else { return false };
-        let old = c.cost;
-        c.cost = actual;
-        let entries = c.entries.clone();
-        for (b, seq) in entries {
-            let bucket = &mut self.buckets[b];
-            if let Some(e) = seq.and_then(|s| bucket.ev(s)) {
+        let Some(&slot) = self.by_id.get(&sandbox) else { return false };
+        let Ledger { charges, buckets, .. } = self;
+        let Some(c) = charges[slot as usize].as_mut() else { return false };
+        let old = std::mem::replace(&mut c.cost, actual);
+        for p in &c.places {
+            let bucket = &mut buckets[p.bucket as usize];
+            if let Some(e) = p.seq().and_then(|s| bucket.ev(s)) {
                 e.cost = actual;
                 match e.state {
                     EvState::Used => bucket.used_cost += actual - old,
@@ -988,11 +1041,11 @@ impl Ledger {
     pub fn status(&mut self, now: i64) -> Vec<StatusRow> {
         let mut out = Vec::with_capacity(self.buckets.len());
         for b in 0..self.buckets.len() {
-            self.prune(b, now);
+            self.prune(b as u32, now);
             let bucket = &self.buckets[b];
             let usage = bucket.usage();
             let resets_at = self.rules[bucket.rule].window.as_ref().and_then(|w| w.resets_at(now, usage.oldest));
-            out.push(StatusRow { rule: bucket.rule, value: bucket.value.clone(), usage, resets_at });
+            out.push(StatusRow { rule: bucket.rule, value: bucket.value.to_string(), usage, resets_at });
         }
         out.sort_by_key(|r| r.rule);
         out
@@ -1009,7 +1062,7 @@ impl Ledger {
     }
 
     fn record(&self, s: SandboxKey) -> Option<ChargeRecord> {
-        let c = self.charges.get(&s)?;
+        let c = self.charges[*self.by_id.get(&s)? as usize].as_ref()?;
         Some(ChargeRecord {
             sandbox: s,
             at: c.at,
@@ -1021,9 +1074,12 @@ impl Ledger {
                 Live::Released => None,
             },
             keys: c
-                .entries
+                .places
                 .iter()
-                .map(|(b, _)| (self.rules[self.buckets[*b].rule].id.clone(), self.buckets[*b].value.clone()))
+                .map(|p| {
+                    let bucket = &self.buckets[p.bucket as usize];
+                    (self.rules[bucket.rule].id.clone(), bucket.value.to_string())
+                })
                 .collect(),
         })
     }
@@ -1034,14 +1090,15 @@ impl Ledger {
     pub fn restore(&mut self, mut records: Vec<ChargeRecord>, unknown_until: i64) {
         records.sort_by_key(|r| r.at);
         for r in records {
-            let keys: Vec<Key> = r
+            let buckets: Buckets = r
                 .keys
                 .iter()
                 .filter_map(|(id, value)| {
-                    self.rules.iter().position(|x| &x.id == id).map(|rule| Key { rule, value: value.as_str().into() })
+                    let rule = self.rules.iter().position(|x| &x.id == id)?;
+                    Some(self.bucket_of(rule, value))
                 })
                 .collect();
-            if keys.is_empty() {
+            if buckets.is_empty() || self.by_id.contains_key(&r.sandbox) {
                 continue;
             }
             let live = match (r.settled, r.live) {
@@ -1050,34 +1107,35 @@ impl Ledger {
                 (true, Some(None)) => Live::Held,
                 (true, Some(Some(t))) => Live::Until(t),
             };
-            let mut entries = Entries::with_capacity(keys.len());
-            for k in &keys {
-                let b = self.bucket(k);
-                let windowed = self.rules[k.rule].window.is_some();
-                let bucket = &mut self.buckets[b];
+            let slot = self.charges.len() as u32;
+            let mut places = SmallVec::with_capacity(buckets.len());
+            for b in buckets {
+                let windowed = self.rules[self.buckets[b as usize].rule].window.is_some();
+                let bucket = &mut self.buckets[b as usize];
                 match live {
                     Live::Held => bucket.live += 1,
-                    Live::Until(t) => bucket.unknown.push((t, r.sandbox)),
+                    Live::Until(t) => bucket.unknown.push((t, slot)),
                     Live::Released => {}
                 }
                 let seq = if windowed {
                     let t = bucket.events.back().map_or(r.at, |e| e.at.max(r.at));
-                    bucket.events.push_back(Ev { at: t, cost: r.cost, state: EvState::Used, sandbox: r.sandbox });
+                    bucket.events.push_back(Ev { at: t, cost: r.cost, slot, state: EvState::Used });
                     bucket.used_cost += r.cost;
                     bucket.used_launches += 1;
-                    Some(bucket.base + bucket.events.len() as u64 - 1)
+                    bucket.base + bucket.events.len() as u64 - 1
                 } else {
-                    None
+                    NO_EVENT
                 };
-                entries.push((b, seq));
+                places.push(Place { bucket: b, seq });
             }
-            self.charges.insert(r.sandbox, Charge { at: r.at, cost: r.cost, settled: true, live, entries });
+            self.charges.push(Some(Charge { sandbox: r.sandbox, at: r.at, cost: r.cost, settled: true, live, places }));
+            self.by_id.insert(r.sandbox, slot);
         }
     }
 
     /// Number of charges the ledger keeps (memory tests).
     pub fn charges(&self) -> usize {
-        self.charges.len()
+        self.by_id.len()
     }
 }
 
@@ -1088,6 +1146,8 @@ pub struct Plan {
     pub sandbox: SandboxKey,
     /// The rules that apply to the request, with its label values.
     pub keys: Keys,
+    /// Their buckets in the in-process ledger ([`Ledger::plan_keys`]; empty when shared).
+    pub buckets: Buckets,
     /// Each pool's cost (its `estimatedCost`, registered or resolved), by pool index.
     pub costs: std::rc::Rc<[f64]>,
     /// The reservations live in a shared ledger: the machine asks for them
@@ -1364,14 +1424,15 @@ mod tests {
             ),
             false,
         );
-        let keys = l.keys_of(&[("t".to_string(), "a".to_string())]).unwrap();
-        l.reserve(sbx(1), &keys, 1.0, 0).unwrap();
+        let (_, buckets) = l.plan_keys(&[("t".to_string(), "a".to_string())]).unwrap();
+        l.reserve_in(sbx(1), &buckets, 1.0, 0).unwrap();
         l.settle(sbx(1), Settle::Allocated);
         l.rekey(sbx(1), sbx(2));
         assert!(!l.release(sbx(1)), "the old id holds nothing");
-        assert!(l.reserve(sbx(3), &keys, 1.0, 1).is_err(), "the slot is still held");
+        assert!(l.reserve_in(sbx(3), &buckets, 1.0, 1).is_err(), "the slot is still held");
+        assert!(l.settle_cost(sbx(2), 2.0), "the new id names the charge");
         assert!(l.release(sbx(2)), "the new id gives the slot back");
-        assert!(l.reserve(sbx(3), &keys, 1.0, 2).is_ok());
+        assert!(l.reserve_in(sbx(3), &buckets, 1.0, 2).is_ok());
     }
 
     #[test]
@@ -1477,6 +1538,30 @@ mod tests {
         l.settle(sbx(1), Settle::Allocated);
         assert_eq!(l.usage(&k[0], 60_001).used_cost, 0.0);
         assert!(l.reserve(sbx(2), &k, 1.0, 60_002).is_ok());
+    }
+
+    #[test]
+    fn must_not_fire_a_given_back_charge_leaving_its_window_does_not_forget_the_charge_in_its_slot() {
+        // A reservation given back leaves a spent event behind; its slot is reused at once.
+        // When that event leaves the window, the new charge in the slot must stay.
+        let r = rules(json!([
+            { "id": "s", "key": { "label": "t" }, "limit": { "launches": 10 }, "window": { "slidingMs": 100 } },
+            { "id": "c", "key": { "label": "t" }, "limit": { "concurrent": 10 } },
+        ]));
+        let mut l = Ledger::new(r, false);
+        let k = [key(0, "a"), key(1, "a")];
+        l.reserve(sbx(1), &k, 0.0, 0).unwrap();
+        l.settle(sbx(1), Settle::Nothing);
+        l.reserve(sbx(2), &k, 0.0, 50).unwrap();
+        l.settle(sbx(2), Settle::Allocated);
+        assert_eq!(l.usage(&k[0], 120).used_launches, 1, "the spent event left, the launch counts");
+        assert_eq!(l.charges(), 1);
+        assert!(l.settle_cost(sbx(2), 1.0), "the charge in the reused slot is still known");
+        assert!(l.release(sbx(2)));
+        assert_eq!(l.usage(&k[1], 120).live, 0);
+        assert_eq!(l.charges(), 1, "released, but still counted in its window");
+        l.usage(&k[0], 151);
+        assert_eq!(l.charges(), 0, "forgotten once its window is over");
     }
 
     #[test]
