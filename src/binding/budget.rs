@@ -107,10 +107,7 @@ impl BudgetCore {
         if self.shared {
             return;
         }
-        let Some(plan) = machine.budget_plan() else { return };
-        let sandbox = plan.sandbox;
-        if let Some(how) = machine.take_budget_settle() {
-            self.ledger.borrow_mut().settle(sandbox, how);
+        if machine.settle_budget_in(&mut self.ledger.borrow_mut()) {
             self.flush();
         }
     }

@@ -302,6 +302,8 @@ struct Budgeting {
     plan: budget::Plan,
     /// The candidate position whose cost is reserved now.
     held: Option<usize>,
+    /// The in-process ledger's slot of the last reservation ([`budget::Ledger::settle_in`]).
+    slot: u32,
     /// When it was reserved (the router's clock, ms).
     at: i64,
     /// A settlement the ledger has not been told yet (see [`Acquisition::take_budget_settle`]).
@@ -394,6 +396,7 @@ impl Acquisition {
         self.budget = Some(Box::new(Budgeting {
             plan,
             held: None,
+            slot: u32::MAX,
             at: 0,
             pending: None,
             refusals: Vec::new(),
@@ -869,7 +872,7 @@ impl Acquisition {
     fn reserve_in(&mut self, ledger: &mut budget::Ledger, pool: usize, now: i64) -> Result<(), Vec<Refusal>> {
         let Some(b) = &mut self.budget else { return Ok(()) };
         let cost = b.plan.costs.get(pool).copied().unwrap_or(0.0);
-        ledger.reserve_in(b.plan.sandbox, &b.plan.buckets, cost, now)?;
+        b.slot = ledger.reserve_in(b.plan.sandbox, &b.plan.buckets, cost, now)?;
         b.held = Some(self.pos);
         b.at = now;
         if self.observe {
@@ -915,7 +918,7 @@ impl Acquisition {
     fn apply_budget_settle(&mut self, ledger: &mut budget::Ledger) {
         if let Some(b) = &mut self.budget {
             if let Some(how) = b.pending.take() {
-                ledger.settle(b.plan.sandbox, how);
+                ledger.settle_in(b.slot, b.plan.sandbox, how);
             }
         }
     }
@@ -925,6 +928,15 @@ impl Acquisition {
     /// the shared one (written by JavaScript).
     pub fn take_budget_settle(&mut self) -> Option<Settle> {
         self.budget.as_mut().and_then(|b| b.pending.take())
+    }
+
+    /// Applies the budget settlement the machine decided since the last call to the
+    /// router's in-process `ledger`; true when there was one.
+    pub fn settle_budget_in(&mut self, ledger: &mut budget::Ledger) -> bool {
+        let Some(b) = &mut self.budget else { return false };
+        let Some(how) = b.pending.take() else { return false };
+        ledger.settle_in(b.slot, b.plan.sandbox, how);
+        true
     }
 
     /// Under a shared budget ledger, its answer for the current candidate
