@@ -227,6 +227,21 @@ test('concurrent must-not-fire: router.destroy gives the slot back (budget.relea
   assert.deepEqual(released.map((e) => [e.sandboxId, e.reason]), [[s.id, 'DESTROYED']]);
 });
 
+test('events must-fire: budget.reserved names every applying rule, in rule order, with the pool and its cost', async () => {
+  const rules = [spend(100), { id: 'live', key: { label: 'tenant' }, limit: { concurrent: 5 } }];
+  const { router, rec } = setup({ a: 3 }, rules);
+  const s = await router.provision(tenant('acme'));
+  const reserved = rec.events.filter((e) => e.type === 'budget.reserved');
+  assert.deepEqual(reserved.map((e) => [e.sandboxId, e.providerId, e.cost, e.rules]), [[s.id, 'a', 3, ['spend', 'live']]]);
+});
+
+test('events must-not-fire: a rule the request is not keyed by (missing: allow) is not named in budget.reserved', async () => {
+  const rules = [{ id: 'team', key: { label: 'team' }, missing: 'allow', limit: { launches: 5 }, window: { slidingMs: 60_000 } }, spend(100)];
+  const { router, rec } = setup({ a: 3 }, rules);
+  await router.provision(tenant('acme'));
+  assert.deepEqual(rec.events.filter((e) => e.type === 'budget.reserved').map((e) => e.rules), [['spend']]);
+});
+
 // --- reserve, then settle ----------------------------------------------------------------
 
 test('in flight must-fire: reservations count before the launch returns (retryable: true while they are in flight)', async () => {

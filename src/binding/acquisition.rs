@@ -29,6 +29,7 @@ use crate::binding::request::{labels_from, request_of};
 use crate::binding::router::{instant, router_of, RouterCore};
 use crate::binding::telemetry::ProvisionOutcome;
 use crate::core::acquisition::{settle_window_ms, Acquisition, CapacityPlan, Event, Outcome, SharedVerdict, Step};
+use crate::core::budget::Applying;
 use crate::core::capacity::{validate, Ledger};
 use crate::core::clock::iso8601_millis;
 use crate::core::failure::{failure_of, Rejections};
@@ -524,7 +525,7 @@ pub fn acquisition_budget_decided(
         with(key, |e| {
             let router = e.router.clone();
             let Some(b) = &router.budgets else { return };
-            let Some(keys) = e.machine.budget_plan().map(|p| p.keys.clone()) else { return };
+            let Some(keys) = e.machine.budget_plan().map(|p| p.shared_keys().to_vec()) else { return };
             let verdict = verdict_of(b, &keys, verdict);
             let at = instant(now);
             let mut health = router.health.as_ref().map(|h| h.borrow_mut());
@@ -897,7 +898,13 @@ pub fn acquisition_events(env: Env, key: u32) -> napi::Result<Vec<EventRecord>> 
             let id = |pool: usize| registry.pool_id(pool).to_string();
             let router = e.router.clone();
             let rules: Vec<String> = match (&router.budgets, e.machine.budget_plan()) {
-                (Some(b), Some(p)) => p.keys.iter().map(|k| b.rule_ids[k.rule].clone()).collect(),
+                (Some(b), Some(p)) => match &p.applying {
+                    Applying::Shared(keys) => keys.iter().map(|k| b.rule_ids[k.rule].clone()).collect(),
+                    Applying::Local(buckets) => {
+                        let ledger = b.ledger.borrow();
+                        buckets.iter().map(|&bk| b.rule_ids[ledger.rule_of(bk)].clone()).collect()
+                    }
+                },
                 _ => Vec::new(),
             };
             let budgets = router.budgets.as_ref().map(|b| (b, rules.as_slice()));
@@ -988,8 +995,10 @@ fn budget_fields(error: &mut NativeError, b: &BudgetCore, machine: &Acquisition)
             }
         }
         Some(Outcome::BudgetUnavailable { rule }) => {
-            let value =
-                machine.budget_plan().and_then(|p| p.keys.iter().find(|k| k.rule == *rule)).map(|k| k.value.clone());
+            let value = machine
+                .budget_plan()
+                .and_then(|p| p.shared_keys().iter().find(|k| k.rule == *rule))
+                .map(|k| k.value.clone());
             b.with_rule(*rule, |r| {
                 error.rule = Some(r.id.clone());
                 error.key = value.map(|value| BudgetKeyRecord { label: r.label.clone(), value: value.to_string() });

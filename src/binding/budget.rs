@@ -11,7 +11,7 @@
 use crate::binding::error::{Failure, NativeError};
 use crate::core::acquisition::Acquisition;
 use crate::core::budget::{
-    self, Buckets, Dimension, Key, Keys, Ledger, Limits, Plan, Refusal, Rule, SharedKey, SharedVerdict,
+    self, Applying, Dimension, Key, Keys, Ledger, Limits, Plan, Refusal, Rule, SharedKey, SharedVerdict,
 };
 use crate::core::clock::iso8601_millis;
 use crate::core::error::ErrorClass;
@@ -78,24 +78,21 @@ impl BudgetCore {
     ) -> Result<Option<Plan>, Failure> {
         let mut ledger = self.ledger.borrow_mut();
         // Under a shared ledger this process keeps no buckets: the keys alone.
-        let planned = if self.shared {
-            budget::keys_of(ledger.rules(), labels).map(|keys| (Keys::from_vec(keys), Buckets::new()))
+        let applying = if self.shared {
+            budget::keys_of(ledger.rules(), labels).map(|keys| Applying::Shared(Keys::from_vec(keys)))
         } else {
-            ledger.plan_keys(labels)
+            ledger.plan_keys(labels).map(Applying::Local)
         };
-        let (keys, buckets) = match planned {
-            Ok(planned) => planned,
+        let applying = match applying {
+            Ok(Applying::Local(b)) if b.is_empty() => return Ok(None),
+            Ok(Applying::Shared(k)) if k.is_empty() => return Ok(None),
+            Ok(applying) => applying,
             Err(rule) => return Err(key_missing(&ledger.rules()[rule])),
         };
-        if keys.is_empty() {
-            return Ok(None);
-        }
         Ok(Some(Plan {
             sandbox,
-            keys,
-            buckets,
+            applying,
             costs: costs(),
-            shared: self.shared,
             hold_ms: hold_ms.min(i64::MAX as u64) as i64,
             rule_ids: self.rule_ids.clone(),
         }))
@@ -407,7 +404,7 @@ pub(crate) fn demand_of(core: &BudgetCore, plan: &Plan, pool: usize, now: i64, h
         cost: plan.costs.get(pool).copied().unwrap_or(0.0),
         hold_ms: hold_ms as f64,
         at: now as f64,
-        keys: SharedKey::of(ledger.rules(), &plan.keys, now)
+        keys: SharedKey::of(ledger.rules(), plan.shared_keys(), now)
             .into_iter()
             .map(|k| BudgetDemandKey {
                 rule: k.rule as u32,

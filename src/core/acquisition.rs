@@ -457,7 +457,7 @@ impl Acquisition {
             if let Some(b) = &self.budget {
                 if b.held != Some(self.pos) {
                     match budgets.as_mut() {
-                        Some((l, now)) if !b.plan.shared => {
+                        Some((l, now)) if matches!(b.plan.applying, budget::Applying::Local(_)) => {
                             if let Err(refusals) = self.reserve_in(l, pool, *now) {
                                 self.refuse_budget(pool, refusals);
                                 continue;
@@ -872,7 +872,8 @@ impl Acquisition {
     fn reserve_in(&mut self, ledger: &mut budget::Ledger, pool: usize, now: i64) -> Result<(), Vec<Refusal>> {
         let Some(b) = &mut self.budget else { return Ok(()) };
         let cost = b.plan.costs.get(pool).copied().unwrap_or(0.0);
-        b.slot = ledger.reserve_in(b.plan.sandbox, &b.plan.buckets, cost, now)?;
+        let budget::Applying::Local(buckets) = &b.plan.applying else { return Ok(()) };
+        b.slot = ledger.reserve_in(b.plan.sandbox, buckets, cost, now)?;
         b.held = Some(self.pos);
         b.at = now;
         if self.observe {

@@ -391,8 +391,7 @@ fn window_of(v: &Value, path: &str) -> Result<Window, CoreError> {
 pub struct Key {
     /// Index into the rules.
     pub rule: usize,
-    /// The label's value (shared: a router's ledger hands out one copy per value, so a
-    /// provision's plan clones a counter, not the text).
+    /// The label's value.
     pub value: std::rc::Rc<str>,
 }
 
@@ -720,24 +719,24 @@ impl Ledger {
         &self.rules
     }
 
-    /// [`keys_of`] in this ledger: the keys (their values shared with the buckets' copies)
-    /// and each key's bucket (made on first use), for [`Ledger::reserve_in`].
-    pub fn plan_keys(&mut self, labels: &[(String, String)]) -> Result<(Keys, Buckets), usize> {
-        let mut keys = Keys::new();
+    /// [`keys_of`] in this ledger: each applying rule's bucket (made on first use), in rule
+    /// order, for [`Ledger::reserve_in`].
+    pub fn plan_keys(&mut self, labels: &[(String, String)]) -> Result<Buckets, usize> {
         let mut buckets = Buckets::new();
         for i in 0..self.rules.len() {
             let r = &self.rules[i];
             match labels.iter().find(|(k, _)| *k == r.label) {
-                Some((_, v)) => {
-                    let b = self.bucket_of(i, v);
-                    keys.push(Key { rule: i, value: self.buckets[b as usize].value.clone() });
-                    buckets.push(b);
-                }
+                Some((_, v)) => buckets.push(self.bucket_of(i, v)),
                 None if r.missing_allow => {}
                 None => return Err(i),
             }
         }
-        Ok((keys, buckets))
+        Ok(buckets)
+    }
+
+    /// The rule (index) of bucket `b`.
+    pub fn rule_of(&self, b: u32) -> usize {
+        self.buckets[b as usize].rule
     }
 
     fn bucket_of(&mut self, rule: usize, value: &str) -> u32 {
@@ -1198,20 +1197,36 @@ fn spread(h: u32) -> u64 {
     u64::from(h) << 32 | u64::from(h)
 }
 
+/// The rules that apply to one provision.
+#[derive(Debug, Clone)]
+pub enum Applying {
+    /// Their buckets in the router's in-process ledger ([`Ledger::plan_keys`]): the
+    /// machine reserves in it itself.
+    Local(Buckets),
+    /// Each rule with the request's label value: the reservations live in a shared
+    /// ledger, which the machine asks for them (`Step::Reserve`).
+    Shared(Keys),
+}
+
+impl Plan {
+    /// The applying rules' keys under a shared ledger (empty in process).
+    pub fn shared_keys(&self) -> &[Key] {
+        match &self.applying {
+            Applying::Shared(keys) => keys,
+            Applying::Local(_) => &[],
+        }
+    }
+}
+
 /// What an acquisition needs to reserve budgets ([`crate::core::acquisition::Acquisition::with_budget`]).
 #[derive(Debug, Clone)]
 pub struct Plan {
     /// The provision's sandbox id: its charges are kept under it.
     pub sandbox: SandboxKey,
-    /// The rules that apply to the request, with its label values.
-    pub keys: Keys,
-    /// Their buckets in the in-process ledger ([`Ledger::plan_keys`]; empty when shared).
-    pub buckets: Buckets,
+    /// The rules that apply to the request, as the ledger that keeps them names them.
+    pub applying: Applying,
     /// Each pool's cost (its `estimatedCost`, registered or resolved), by pool index.
     pub costs: std::rc::Rc<[f64]>,
-    /// The reservations live in a shared ledger: the machine asks for them
-    /// (`Step::Reserve`) instead of reserving itself.
-    pub shared: bool,
     /// How long an outcome-unknown launch holds its concurrent slot, ms (the launch's
     /// settle window).
     pub hold_ms: i64,
@@ -1483,7 +1498,7 @@ mod tests {
             ),
             false,
         );
-        let (_, buckets) = l.plan_keys(&[("t".to_string(), "a".to_string())]).unwrap();
+        let buckets = l.plan_keys(&[("t".to_string(), "a".to_string())]).unwrap();
         l.reserve_in(sbx(1), &buckets, 1.0, 0).unwrap();
         l.settle(sbx(1), Settle::Allocated);
         l.rekey(sbx(1), sbx(2));
