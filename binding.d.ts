@@ -209,14 +209,21 @@ export declare class NativePgStore {
    * Claims the oldest idle member of pool `pool` of fleet `fleet` launched at or after
    * `floor` (router-clock ms), in one transaction (`FOR UPDATE SKIP LOCKED`): its record
    * is rewritten with `labels` (the provision's own; its id and fleet added) and
-   * `detached`. Resolves to the member, or null when none is claimable.
+   * `detached`; with `charge` (the provision's id, under shared budgets) its reservation
+   * becomes the member's settled charge. Resolves to the member, or null when none is
+   * claimable.
    */
-  warmClaim(fleet: string, pool: string, floor: number, labels: Record<string, string>, detached: boolean): Promise<WarmMemberRecord | null>
+  warmClaim(fleet: string, pool: string, floor: number, labels: Record<string, string>, detached: boolean, charge?: string | undefined | null): Promise<WarmMemberRecord | null>
   /**
    * Takes the idle members of pool `pool` launched before `floor` out of the inventory
    * (expired: the caller destroys them).
    */
   warmExpire(fleet: string, pool: string, floor: number): Promise<Array<WarmMemberRecord>>
+  /**
+   * A member claimed with `charge` was found gone: this process's charge under
+   * `memberId` goes back to provision `provisionId`, in flight again (true when found).
+   */
+  warmUncharge(memberId: string, provisionId: string): Promise<boolean>
   /** Takes member `sandboxId` out of the inventory if it is idle: the member, or null. */
   warmTake(sandboxId: string): Promise<WarmMemberRecord | null>
   /** The idle members of pool `pool` that this process launched (it re-resolves them). */

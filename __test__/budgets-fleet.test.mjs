@@ -8,13 +8,16 @@
 //     slot and the capacity hold; sandboxes gone behind the routers' back keep theirs.
 //  4. A database that cannot be asked: fail closed (BUDGET_STORE_UNAVAILABLE) vs
 //     `onStoreDown: 'allow'`; no credential in the refusal.
+//  5. Fleet warm claims under the shared ledger: a claim is charged like a launch and the
+//     charge follows the member's id; a claimed member found gone gives the charge back to
+//     the provision's cold launch.
 import test, { after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { startWorker as spawnWorker } from './fleet-workers.mjs';
 import { startPostgres } from './postgres-server.mjs';
 import { InMemoryProviderRegistry, PostgresMappingStore, SandboxRouter, BudgetExhaustedError } from '../index.mjs';
-import { CANARY, definition, leaks } from './fixtures.mjs';
+import { CANARY, definition, fakeRuntime, leaks, recorder } from './fixtures.mjs';
 
 /** @type {Awaited<ReturnType<typeof startPostgres>>} */
 let pg;
@@ -231,4 +234,82 @@ test("store down must-not-fire: with onStoreDown: 'allow', a ledger that cannot 
     await lock.release();
     await store.close();
   }
+});
+
+test('warm claims under shared budgets: two routers on one PostgreSQL, one refilling, one claiming', async (t) => {
+  await pg.createDatabase('budgets_warm');
+  const rt = fakeRuntime();
+  const budgets = [{ id: 'tenant', key: { label: 'tenant' }, limit: { concurrent: 1, launches: 10 }, window: { slidingMs: 60_000 } }];
+  const roomy = async () => ({ status: 'known', resources: [{ resource: 'sandboxes', used: 0, limit: 100, unit: 'sandboxes', headroom: 100, required: 1 }] });
+  const stores = [];
+  const make = (observer) => {
+    const store = new PostgresMappingStore({ connection: pg.url('budgets_warm'), timeoutMs: 5_000 });
+    stores.push(store);
+    return new SandboxRouter({
+      registry: new InMemoryProviderRegistry([definition('w', { runtime: rt, signals: { estimatedCost: 0.25 }, warm: { size: 1 }, capacity: { getCapacity: roomy } })]),
+      mappings: store,
+      capacity: { providerOrder: ['w'], coordinator: store },
+      budgets,
+      observer,
+    });
+  };
+  // The refiller holds its members' handles; the claimer has none, so it re-resolves each
+  // member it claims with getById (as another process of the fleet would).
+  const refiller = make(undefined);
+  const rec = recorder();
+  const claimer = make(rec.observer);
+  await refiller.warmUp();
+  await claimer.warmUp();
+  const launches = () => rt.calls.filter((c) => c.op === 'launch').length;
+  const waitIdle = async () => {
+    for (let i = 0; i < 1_000 && (await claimer.warmStatus())[0].idle < 1; i++) await sleep(10);
+    assert.equal((await claimer.warmStatus())[0].idle, 1, 'the pool was refilled');
+  };
+  const acme = { launch: { labels: { tenant: 'acme' } } };
+  const row = async () => (await claimer.budgetStatus()).find((r) => r.key.value === 'acme');
+  /** The row once the settlements in flight have landed (they are written without waiting). */
+  const settledRow = async () => {
+    for (let i = 0; i < 500; i++) {
+      const r = await row();
+      if (r.reserved.launches === 0) return r;
+      await sleep(10);
+    }
+    return row();
+  };
+
+  await t.test('must-fire: a claim is charged like a launch, and destroy(member id) gives its slot back', async () => {
+    await waitIdle();
+    const before = launches();
+    const claimed = await claimer.provision(acme);
+    assert.ok(rec.events.some((e) => e.type === 'warm.claimed' && e.sandboxId === claimed.id), 'served warm');
+    assert.equal(rec.events.filter((e) => e.type === 'attempt.started').length, 0, 'no cold launch');
+    const r = await row();
+    assert.deepEqual([r.used.launches, r.used.concurrent, r.used.cost, r.reserved.concurrent], [1, 1, 0.25, 0], 'charged once, settled');
+    await assert.rejects(claimer.provision(acme), (e) => e.code === 'BUDGET_EXHAUSTED' && e.dimension === 'concurrent');
+    await claimer.destroy(claimed.id);
+    assert.equal((await row()).used.concurrent, 0, 'the charge followed the member id');
+    assert.ok(launches() >= before, 'refills only');
+  });
+
+  await t.test('must-not-fire: a claimed member found gone does not keep the charge; the cold launch holds it', async () => {
+    await waitIdle();
+    // A third router of the fleet, holding no member's handle (the claimer refilled after its
+    // claim and holds that one's); every sandbox is gone behind the routers' back.
+    const third = make(rec.observer);
+    await third.warmUp();
+    for (const id of [...rt.live.keys()]) rt.live.delete(id);
+    const coldBefore = rec.events.filter((e) => e.type === 'attempt.started').length;
+    const cold = await third.provision(acme);
+    assert.ok(rec.events.some((e) => e.type === 'warm.member.lost'), 'the claimed member was gone');
+    assert.equal(rec.events.filter((e) => e.type === 'attempt.started').length, coldBefore + 1, 'served by a cold launch');
+    const r = await settledRow();
+    assert.deepEqual([r.used.launches, r.used.concurrent, r.reserved.launches], [2, 1, 0], 'one more launch charged, settled');
+    await third.destroy(cold.id);
+    assert.equal((await row()).used.concurrent, 0, 'the cold launch held the charge');
+    await third.close();
+  });
+
+  await refiller.close();
+  await claimer.close();
+  for (const s of stores) await s.close();
 });

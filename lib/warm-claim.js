@@ -40,6 +40,20 @@ async function ownedHandle(ctx, def, providerSandboxId) {
   }
 }
 
+/**
+ * A fleet member claimed with this provision's charge is gone: the charge goes back to the
+ * provision, whose cold launch settles it. Bounded, best effort: when the database cannot
+ * be asked then either, the gone member keeps the charge (its slot stays held; noted in
+ * docs/warm-pools.md).
+ */
+async function unchargeLost(ctx, memberId, provisionId) {
+  try {
+    await within(ctx.warm.coordinator.warmUncharge(memberId, provisionId), ctx.callbackTimeoutMs);
+  } catch {
+    // Best effort, as above.
+  }
+}
+
 /** Removes a record, bounded, best effort. */
 function forgetRecord(ctx, id) {
   try {
@@ -49,16 +63,23 @@ function forgetRecord(ctx, id) {
   }
 }
 
+/** Under shared budgets, the provision whose reservation a fleet claim charges (else undefined). */
+function chargeOf(run) {
+  return run.ctx.budgets !== null && run.ctx.budgets.shared ? run.sandboxId : undefined;
+}
+
 /**
- * The fleet's answer to a `Claim` step: the member now mapped to this provision, or null
- * (none claimable, or the database failed: a miss, never an error).
+ * The fleet's answer to a `Claim` step: the member now mapped to this provision (under
+ * shared budgets, its reservation now the member's charge, in the same transaction), or
+ * null (none claimable, or the database failed: a miss, never an error).
  */
 async function askFleet(run) {
   const ctx = run.ctx;
   const ask = binding.acquisitionClaimAsk(run.machine);
   let member = null;
   try {
-    const r = await within(ctx.warm.coordinator.warmClaim(ctx.fleet, ask.providerId, ask.floor, run.labels, ask.detached), ctx.callbackTimeoutMs);
+    const claiming = ctx.warm.coordinator.warmClaim(ctx.fleet, ask.providerId, ask.floor, run.labels, ask.detached, chargeOf(run));
+    const r = await within(claiming, ctx.callbackTimeoutMs);
     member = r === TIMED_OUT ? null : (r ?? null);
   } catch {
     member = null;
@@ -87,6 +108,8 @@ async function claim(run, kind) {
   warm.handles.delete(id);
   if (handle === null) handle = await ownedHandle(ctx, def, member.providerSandboxId);
   if (handle === null) {
+    // The cold launch that follows holds the reservation the claim had made the member's.
+    if (kind !== CLAIMED && chargeOf(run) !== undefined) await unchargeLost(ctx, id, run.sandboxId);
     binding.acquisitionClaimLost(run.machine);
     forgetRecord(ctx, id);
     emit(ctx.observer, 'warm.member.lost', { sandboxId: id, providerId: def.id });

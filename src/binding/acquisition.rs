@@ -253,9 +253,9 @@ fn begin(
         readers: inner.readers.clone(),
         ledger_pools: inner.registry.pools().iter().map(|p| c.ledger_key(&p.id)).collect(),
     });
-    // Claims are charged in the in-process budget ledger; under a shared (PostgreSQL) one a
-    // claimed member's charge cannot follow its id yet, so those provisions launch cold.
-    let claims = if router.budgets.as_ref().is_some_and(|b| b.shared) { None } else { router.claims(&inner) };
+    // A claim is charged like a launch: the charge follows the member's id, in the
+    // in-process ledger (`acquisition_claimed`) or in the claim's transaction (shared).
+    let claims = router.claims(&inner);
     drop(inner);
     let mut machine = Acquisition::new(order, req.max_attempts as usize, req.fallback_allowed, plan, router.observe);
     if let Some((slots, now)) = tracking {

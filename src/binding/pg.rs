@@ -581,8 +581,11 @@ impl NativePgStore {
     /// Claims the oldest idle member of pool `pool` of fleet `fleet` launched at or after
     /// `floor` (router-clock ms), in one transaction (`FOR UPDATE SKIP LOCKED`): its record
     /// is rewritten with `labels` (the provision's own; its id and fleet added) and
-    /// `detached`. Resolves to the member, or null when none is claimable.
+    /// `detached`; with `charge` (the provision's id, under shared budgets) its reservation
+    /// becomes the member's settled charge. Resolves to the member, or null when none is
+    /// claimable.
     #[napi(ts_return_type = "Promise<WarmMemberRecord | null>")]
+    #[allow(clippy::too_many_arguments, reason = "a napi method: flat typed arguments, as JavaScript passes them")]
     pub fn warm_claim<'env>(
         &self,
         env: &'env Env,
@@ -591,6 +594,7 @@ impl NativePgStore {
         floor: f64,
         labels: HashMap<String, String>,
         detached: bool,
+        charge: Option<String>,
     ) -> napi::Result<PromiseRaw<'env, Option<WarmMemberRecord>>> {
         let inner = self.inner.clone();
         typed_future(env, async move {
@@ -610,7 +614,7 @@ impl NativePgStore {
                     detached,
                 }
             };
-            let claimed = inner.warm_claim(fleet, pool, floor as i64, record).await.map_err(unavailable)?;
+            let claimed = inner.warm_claim(fleet, pool, floor as i64, charge, record).await.map_err(unavailable)?;
             Ok(claimed.map(member_of))
         })
     }
@@ -635,6 +639,19 @@ impl NativePgStore {
                 .map(member_of)
                 .collect())
         })
+    }
+
+    /// A member claimed with `charge` was found gone: this process's charge under
+    /// `memberId` goes back to provision `provisionId`, in flight again (true when found).
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn warm_uncharge<'env>(
+        &self,
+        env: &'env Env,
+        member_id: String,
+        provision_id: String,
+    ) -> napi::Result<PromiseRaw<'env, bool>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move { inner.warm_uncharge(member_id, provision_id).await.map_err(unavailable) })
     }
 
     /// Takes member `sandboxId` out of the inventory if it is idle: the member, or null.

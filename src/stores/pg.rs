@@ -404,6 +404,14 @@ const RELEASE_SANDBOX: &str = "WITH gone AS (DELETE FROM sandbox_router_holds WH
     UPDATE sandbox_router_budget_charges SET live = FALSE WHERE sandbox_id = $1 AND live
       AND (live_until IS NULL OR live_until > now())";
 const BUDGET_COST: &str = "UPDATE sandbox_router_budget_charges SET cost = $2 WHERE sandbox_id = $1";
+// A warm claim under shared budgets: the claiming provision's reservation ($1) becomes the
+// member's ($2) charge, settled as a launch that succeeded, in the claim's transaction.
+const WARM_CHARGE: &str =
+    "UPDATE sandbox_router_budget_charges SET sandbox_id = $2, settled = TRUE WHERE sandbox_id = $1 AND NOT settled";
+// A claimed member found gone: this session's charge under the member ($1) is the
+// provision's ($2) reservation in flight again (its cold launch settles it).
+const WARM_UNCHARGE: &str = "UPDATE sandbox_router_budget_charges SET sandbox_id = $2, settled = FALSE
+    WHERE sandbox_id = $1 AND settled AND session = $3";
 // In-flight reservations of a lapsed lease or past their expiry count as nothing here (the
 // next reservation of their key deletes them).
 const STATUS: &str = "SELECT t.i, c.key,
@@ -1260,13 +1268,16 @@ impl PgStore {
 
     /// Claims the oldest idle member of `pool` launched at or after `floor`, in one
     /// transaction: its row is deleted and its mapping written by `record` (given the
-    /// member's id and provider sandbox id). None when there is none (or every one is being
-    /// claimed by another transaction right now).
+    /// member's id and provider sandbox id), and, with `charge` (the claiming provision's
+    /// id, under shared budgets), that provision's reservation becomes the member's settled
+    /// charge. None when there is none (or every one is being claimed by another
+    /// transaction right now).
     pub async fn warm_claim(
         &self,
         fleet: String,
         pool: String,
         floor: i64,
+        charge: Option<String>,
         record: impl FnOnce(&WarmRow) -> Row + Send + 'static,
     ) -> Result<Option<WarmRow>, PgFailure> {
         self.bounded(move |c| {
@@ -1276,6 +1287,10 @@ impl PgStore {
                 let pick = c.statement(WARM_PICK).await?;
                 let delete = c.statement(WARM_DELETE).await?;
                 let put = c.statement(PUT).await?;
+                let recharge = match &charge {
+                    Some(_) => Some(c.statement(WARM_CHARGE).await?),
+                    None => None,
+                };
                 let client = &c.client;
                 let by_pool: [&(dyn ToSql + Sync); 3] = [&fleet, &pool, &floor];
                 let (b, picked) = tokio::join!(client.execute(&begin, &[]), client.query(&pick, &by_pool));
@@ -1311,13 +1326,21 @@ impl PgStore {
                     &row.detached,
                 ];
                 let by_token: [&(dyn ToSql + Sync); 1] = [&token];
-                let (d, p, done) = tokio::join!(
+                let charged = async {
+                    match (&recharge, &charge) {
+                        (Some(s), Some(provision)) => client.execute(s, &[provision, &member.id]).await.map(|_| ()),
+                        _ => Ok(()),
+                    }
+                };
+                let (d, p, r, done) = tokio::join!(
                     client.execute(&delete, &by_token),
                     client.execute(&put, &mapping),
+                    charged,
                     client.execute(&commit, &[]),
                 );
                 d?;
                 p?;
+                r?;
                 done?;
                 Ok(Some(member))
             })
@@ -1344,6 +1367,20 @@ impl PgStore {
     /// (expired: the caller destroys them).
     pub async fn warm_expire(&self, fleet: String, pool: String, floor: i64) -> Result<Vec<WarmRow>, PgFailure> {
         self.warm_rows(WARM_EXPIRE, vec![Box::new(fleet), Box::new(pool), Box::new(floor)]).await
+    }
+
+    /// A member claimed with a charge (see [`PgStore::warm_claim`]) was found gone: this
+    /// process's charge under `member` goes back to provision `provision`, in flight again.
+    /// True when it was found.
+    pub async fn warm_uncharge(&self, member: String, provision: String) -> Result<bool, PgFailure> {
+        let session = self.session.clone();
+        self.bounded(move |c| {
+            Box::pin(async move {
+                let s = c.statement(WARM_UNCHARGE).await?;
+                Ok(c.client.execute(&s, &[&member, &provision, &session]).await? > 0)
+            })
+        })
+        .await
     }
 
     /// Takes member `id` out of the inventory if it is idle (and not being claimed).
