@@ -282,7 +282,7 @@ test('warm claims under shared budgets: two routers on one PostgreSQL, one refil
     const before = launches();
     const claimed = await claimer.provision(acme);
     assert.ok(rec.events.some((e) => e.type === 'warm.claimed' && e.sandboxId === claimed.id), 'served warm');
-    assert.equal(rec.events.filter((e) => e.type === 'attempt.started').length, 0, 'no cold launch');
+    assert.ok(!rec.events.some((e) => e.type === 'attempt.started' && e.sandboxId === claimed.id), 'no cold launch (refills have their own ids)');
     const r = await row();
     assert.deepEqual([r.used.launches, r.used.concurrent, r.used.cost, r.reserved.concurrent], [1, 1, 0.25, 0], 'charged once, settled');
     await assert.rejects(claimer.provision(acme), (e) => e.code === 'BUDGET_EXHAUSTED' && e.dimension === 'concurrent');
@@ -298,10 +298,9 @@ test('warm claims under shared budgets: two routers on one PostgreSQL, one refil
     const third = make(rec.observer);
     await third.warmUp();
     for (const id of [...rt.live.keys()]) rt.live.delete(id);
-    const coldBefore = rec.events.filter((e) => e.type === 'attempt.started').length;
     const cold = await third.provision(acme);
     assert.ok(rec.events.some((e) => e.type === 'warm.member.lost'), 'the claimed member was gone');
-    assert.equal(rec.events.filter((e) => e.type === 'attempt.started').length, coldBefore + 1, 'served by a cold launch');
+    assert.ok(rec.events.some((e) => e.type === 'attempt.started' && e.sandboxId === cold.id), 'served by a cold launch');
     const r = await settledRow();
     assert.deepEqual([r.used.launches, r.used.concurrent, r.reserved.launches], [2, 1, 0], 'one more launch charged, settled');
     await third.destroy(cold.id);
