@@ -84,8 +84,7 @@ impl BudgetCore {
             ledger.plan_keys(labels).map(Applying::Local)
         };
         let applying = match applying {
-            Ok(Applying::Local(b)) if b.is_empty() => return Ok(None),
-            Ok(Applying::Shared(k)) if k.is_empty() => return Ok(None),
+            Ok(applying) if applying.is_empty() => return Ok(None),
             Ok(applying) => applying,
             Err(rule) => return Err(key_missing(&ledger.rules()[rule])),
         };

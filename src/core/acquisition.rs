@@ -390,7 +390,7 @@ impl Acquisition {
     }
 
     /// Reserves budgets for every launch (call before the first step): `plan.costs[pool]`
-    /// against `plan.keys`. Budget skips consume no attempt, so `candidates` must not have
+    /// against `plan.applying`. Budget skips consume no attempt, so `candidates` must not have
     /// been cut to the attempt bound.
     pub fn with_budget(&mut self, plan: budget::Plan) {
         self.budget = Some(Box::new(Budgeting {
@@ -443,7 +443,7 @@ impl Acquisition {
     ) -> Step {
         loop {
             if let Some((l, _)) = budgets.as_mut() {
-                self.apply_budget_settle(l);
+                self.settle_budget_in(l);
             }
             match self.phase {
                 Phase::Done => return Step::Done,
@@ -912,14 +912,6 @@ impl Acquisition {
             if self.observe {
                 let cost = b.plan.costs.get(pool).copied().unwrap_or(0.0);
                 self.events.push(Event::BudgetReleased { pool, cost, reason: "NOT_LAUNCHED" });
-            }
-        }
-    }
-
-    fn apply_budget_settle(&mut self, ledger: &mut budget::Ledger) {
-        if let Some(b) = &mut self.budget {
-            if let Some(how) = b.pending.take() {
-                ledger.settle_in(b.slot, b.plan.sandbox, how);
             }
         }
     }

@@ -1208,6 +1208,16 @@ pub enum Applying {
     Shared(Keys),
 }
 
+impl Applying {
+    /// No rule applies.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Applying::Local(buckets) => buckets.is_empty(),
+            Applying::Shared(keys) => keys.is_empty(),
+        }
+    }
+}
+
 impl Plan {
     /// The applying rules' keys under a shared ledger (empty in process).
     pub fn shared_keys(&self) -> &[Key] {
