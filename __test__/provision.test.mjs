@@ -777,22 +777,22 @@ test('readiness failure ends the provision with an exhausted event carrying the 
 // Acquisitions live natively under integer keys (src/binding/acquisition.rs); the JS side must
 // end each exactly once, whatever way the provision ends.
 test('machines must-fire: a provision in flight holds one native acquisition', async () => {
-  const { binding } = await import('../lib/binding.js');
-  const before = binding.acquisitionsInFlight();
+  const { jobsInFlight } = await import('../lib/options.js');
+  const before = jobsInFlight();
   let release;
   const rt = fakeRuntime({ launch: () => new Promise((resolve) => (release = resolve)) });
   const { router } = setup([definition('a', { runtime: rt })]);
   const pending = router.provision({});
   await new Promise((r) => setImmediate(r));
-  assert.equal(binding.acquisitionsInFlight(), before + 1);
+  assert.equal(jobsInFlight(), before + 1);
   release({ id: 'remote-x' });
   await pending;
-  assert.equal(binding.acquisitionsInFlight(), before);
+  assert.equal(jobsInFlight(), before);
 });
 
 test('machines must-not-fire: every ending (success, failure, fallback, timeout, no eligible, malformed) leaves none behind', async () => {
-  const { binding } = await import('../lib/binding.js');
-  const before = binding.acquisitionsInFlight();
+  const { jobsInFlight } = await import('../lib/options.js');
+  const before = jobsInFlight();
   const never = fakeRuntime({ launch: () => new Promise(() => {}) });
   const malformed = fakeRuntime({ launch: async () => ({ id: 42 }) });
   const cases = [
@@ -808,7 +808,7 @@ test('machines must-not-fire: every ending (success, failure, fallback, timeout,
     settled.map((r) => r.status),
     ['fulfilled', 'rejected', 'fulfilled', 'rejected', 'rejected', 'rejected'],
   );
-  assert.equal(binding.acquisitionsInFlight(), before);
+  assert.equal(jobsInFlight(), before);
 });
 
 // The handle cache is bounded (lib/operations.js HANDLE_LIMIT): a sandbox that ends without

@@ -25,9 +25,11 @@ import {
 import { CANARY, definition, fakeRuntime, recorder } from './fixtures.mjs';
 import telemetryModule from '../lib/telemetry.js';
 import bindingModule from '../lib/binding.js';
+import optionsModule from '../lib/options.js';
 
 const { INSTRUMENTS, SCHEMA } = telemetryModule;
 const { binding } = bindingModule;
+const { jobsInFlight } = optionsModule;
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
@@ -442,11 +444,11 @@ test('outcomes must-fire: timed_out, terminal, not_eligible and refused are each
 
 test('telemetry must-fire: on, a provision records metrics and spans, its machine records events, and no machine is left behind', async () => {
   const h = harness();
-  const before = binding.acquisitionsInFlight();
+  const before = jobsInFlight();
   const router = new SandboxRouter({ registry: new InMemoryProviderRegistry([definition('a')]), telemetry: h.telemetry });
   const s = await router.provision({});
   await router.destroy(s.id);
-  assert.equal(binding.acquisitionsInFlight(), before);
+  assert.equal(jobsInFlight(), before);
   const names = new Set((await h.metrics()).map((p) => p.name));
   for (const n of ['sandbox_router_provision_duration_seconds', 'sandbox_router_attempts', 'sandbox_router_operations', 'sandbox_router_circuit_state']) assert.ok(names.has(n), n);
   assert.deepEqual(

@@ -7,6 +7,7 @@
 // src/core/budget.rs's; the in-process ledger is settled natively, in the same call that
 // decided it.
 
+const { binding } = require('./binding.js');
 const { SandboxRequestValidationError, callNative, fromNative } = require('./errors.js');
 const { routerNow } = require('./options.js');
 const { emit } = require('./events.js');
@@ -16,7 +17,7 @@ async function budgetStatus(ctx) {
   if (ctx.budgets === null) return [];
   const rows = ctx.budgets.shared
     ? await sharedStatus(ctx)
-    : callNative(() => ctx.native.budgetStatus(routerNow(ctx)));
+    : callNative(() => binding.routerBudgetStatus(ctx.native, routerNow(ctx)));
   return rows.map((r) => ({
     rule: r.rule,
     key: { label: r.key.label, value: r.key.value },
@@ -29,7 +30,7 @@ async function budgetStatus(ctx) {
 
 async function sharedStatus(ctx) {
   try {
-    return await ctx.capacity.coordinator.budgetStatus(ctx.native.budgetRules(routerNow(ctx)));
+    return await ctx.capacity.coordinator.budgetStatus(binding.routerBudgetRules(ctx.native, routerNow(ctx)));
   } catch (error) {
     throw fromNative(error);
   }
@@ -44,7 +45,7 @@ async function settleCost(ctx, id, actualCost) {
   if (typeof actualCost !== 'number') {
     throw new SandboxRequestValidationError('invalid settleCost: actualCost must be a finite number >= 0', 'INVALID_INPUT', { field: 'actualCost' });
   }
-  const known = callNative(() => ctx.native.settleCost(id, actualCost));
+  const known = callNative(() => binding.routerSettleCost(ctx.native, id, actualCost));
   if (ctx.budgets === null || !ctx.budgets.shared) return known;
   try {
     return await ctx.capacity.coordinator.settleBudgetCost(id, actualCost);
@@ -62,7 +63,7 @@ async function settleCost(ctx, id, actualCost) {
 async function released(ctx, id, providerId, reason) {
   let budget = false;
   try {
-    budget = ctx.native.released(id).budget;
+    budget = binding.routerReleased(ctx.native, id).budget;
   } catch {
     budget = false;
   }

@@ -7,7 +7,7 @@
 // admitted on it.
 
 const { binding } = require('./binding.js');
-const { nativeView } = require('./registry.js');
+const { viewOf } = require('./registry.js');
 const { serializeLenient } = require('./serialize.js');
 const { within, TIMED_OUT } = require('./within.js');
 const { healthNow, routerNow } = require('./options.js');
@@ -47,19 +47,19 @@ async function admit(run) {
   const coordinator = ctx.capacity.coordinator;
   if (coordinator === null) {
     const measured = await (run.tel === null ? measureJson(ctx, run.def) : ctx.telemetry.read(run, measureJson));
-    binding.acquisitionAdmit(run.machine, measured, healthNow(ctx.health));
+    binding.acquisitionAdmit(run.ctx.native, run.machine, measured, healthNow(ctx.health));
     return;
   }
   let seq;
   try {
     seq = await coordinator.beginRead();
   } catch {
-    binding.acquisitionAdmitDecided(run.machine, null, healthNow(ctx.health));
+    binding.acquisitionAdmitDecided(run.ctx.native, run.machine, null, healthNow(ctx.health));
     settleBudget(run);
     return;
   }
   const measured = await (run.tel === null ? measureJson(ctx, run.def) : ctx.telemetry.read(run, measureJson));
-  const demand = binding.acquisitionDemand(run.machine, measured, healthNow(ctx.health));
+  const demand = binding.acquisitionDemand(run.ctx.native, run.machine, measured, healthNow(ctx.health));
   // null: the measurement was unknown or malformed; the machine skipped the pool.
   if (demand === null) {
     settleBudget(run);
@@ -71,7 +71,7 @@ async function admit(run) {
   } catch {
     verdict = null;
   }
-  binding.acquisitionAdmitDecided(run.machine, verdict, healthNow(ctx.health));
+  binding.acquisitionAdmitDecided(run.ctx.native, run.machine, verdict, healthNow(ctx.health));
   // A pool skipped here gives back the budget reserved for it.
   settleBudget(run);
 }
@@ -83,7 +83,7 @@ async function admit(run) {
 function settleShared(run) {
   const capacity = run.ctx.capacity;
   if (capacity === null || capacity.coordinator === null) return;
-  const s = binding.acquisitionSettlement(run.machine);
+  const s = binding.acquisitionSettlement(run.ctx.native, run.machine);
   if (s !== null && s !== undefined) capacity.coordinator.settle(s.token, s.allocated, capacity.reservationTtlMs).catch(noop);
   settleBudget(run);
 }
@@ -95,7 +95,7 @@ function settleShared(run) {
  */
 async function reserve(run) {
   const ctx = run.ctx;
-  const demand = binding.acquisitionBudgetDemand(run.machine, routerNow(ctx));
+  const demand = binding.acquisitionBudgetDemand(run.ctx.native, run.machine, routerNow(ctx));
   let verdict = null;
   if (demand !== null && demand !== undefined) {
     try {
@@ -104,7 +104,7 @@ async function reserve(run) {
       verdict = null;
     }
   }
-  binding.acquisitionBudgetDecided(run.machine, verdict, routerNow(ctx));
+  binding.acquisitionBudgetDecided(run.ctx.native, run.machine, verdict, routerNow(ctx));
 }
 
 /**
@@ -115,7 +115,7 @@ async function reserve(run) {
 function settleBudget(run) {
   const ctx = run.ctx;
   if (ctx.budgets === null || !ctx.budgets.shared) return;
-  const s = binding.acquisitionBudgetSettlement(run.machine);
+  const s = binding.acquisitionBudgetSettlement(run.ctx.native, run.machine);
   if (s !== null && s !== undefined) ctx.capacity.coordinator.settleBudget(s.sandboxId, s.how, s.untilMs ?? 0).catch(noop);
 }
 
@@ -124,7 +124,7 @@ function settleBudget(run) {
  * deadline. Only reads: nothing is launched, started or created. Keys in id order.
  */
 async function getCapacity(ctx) {
-  const view = nativeView(ctx.registry);
+  const view = viewOf(ctx);
   const withReader = view.definitions.filter((d) => d.capacity);
   const texts = await Promise.all(withReader.map((d) => measureJson(ctx, d)));
   const out = {};

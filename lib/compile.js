@@ -23,10 +23,9 @@ const byContent = new Map();
 
 class Compiled {
   constructor(json) {
-    this.native = callNative(() => new binding.CompiledRequest(json));
-    /** the native request's handle (src/binding/handles.rs) */
-    this.handle = this.native.handle;
-    this.timeoutMs = this.native.acquisitionTimeoutMs;
+    /** the native compiled request (an ExternalObject) */
+    this.native = callNative(() => binding.compileRequest(json));
+    this.timeoutMs = binding.requestTimeoutMs(this.native);
     this.json = json;
     this.parts = null;
   }

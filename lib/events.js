@@ -28,82 +28,26 @@ function emit(sink, type, fields) {
 }
 
 /**
- * Reads the events the machine of provision `run` decided since the last call, once, and
- * hands them to the router's telemetry (which counts them, lib/telemetry.js) and to its
- * observer, in their documented shapes (the machine names the pools).
- * @param {{ ctx: { observer: ((e: object) => unknown) | null, telemetry: object | null }, machine: number, sandboxId: string, tel?: object | null }} run
+ * Reads the events the job of provision `run` decided since the last call, once, and hands
+ * them to the router's telemetry (which counts them, lib/telemetry.js) and to its observer,
+ * as the core wrote them (their documented shapes: src/core/events.rs).
+ * @param {{ ctx: { native: object, clock: (() => number) | null, observer: ((e: object) => unknown) | null, telemetry: object | null }, machine: number, tel?: object | null }} run
  */
 function emitDecided(run) {
-  const events = binding.acquisitionEvents(run.machine);
-  const { observer, telemetry } = run.ctx;
+  const ctx = run.ctx;
+  const events = binding.acquisitionEvents(ctx.native, run.machine, ctx.clock === null ? undefined : ctx.clock());
   // A warm pool's refill (lib/warm.js) runs on the same loop without a provision's telemetry.
-  if (telemetry !== null && run.tel != null) telemetry.decided(run, events);
-  if (observer !== null) for (const e of events) dispatch(observer, e, run.sandboxId);
+  if (ctx.telemetry !== null && run.tel != null) ctx.telemetry.decided(run, events);
+  if (ctx.observer !== null) for (const e of events) send(ctx.observer, e);
 }
 
-/** One decided event to `sink`, in its documented shape. */
-function dispatch(sink, e, sandboxId) {
-  switch (e.type) {
-    case 'capacity.admitted':
-      emit(sink, e.type, { sandboxId, providerId: e.providerId });
-      break;
-    case 'capacity.skipped':
-      emit(sink, e.type, { sandboxId, providerId: e.providerId, status: e.status, reason: e.reason });
-      break;
-    case 'attempt.started':
-    case 'attempt.succeeded':
-      emit(sink, e.type, { sandboxId, providerId: e.providerId, attempt: e.attempt });
-      break;
-    case 'attempt.failed':
-      emit(sink, e.type, { sandboxId, providerId: e.providerId, attempt: e.attempt, code: e.code, retryable: e.retryable });
-      break;
-    case 'fallback.advanced':
-      emit(sink, e.type, { sandboxId, fromProviderId: e.fromProviderId, toProviderId: e.toProviderId, attempt: e.attempt });
-      break;
-    case 'provision.exhausted':
-      emit(sink, e.type, { sandboxId, code: e.code });
-      break;
-    case 'health.circuit.opened':
-      emit(sink, e.type, {
-        sandboxId,
-        providerId: e.providerId,
-        reason: e.reason,
-        consecutiveFailures: e.consecutiveFailures,
-        cooldownMs: e.cooldownMs,
-        retryAt: e.retryAt,
-      });
-      break;
-    case 'health.circuit.half-open':
-    case 'health.circuit.closed':
-      emit(sink, e.type, { sandboxId, providerId: e.providerId });
-      break;
-    case 'health.skipped':
-    case 'warm.miss':
-      emit(sink, e.type, { sandboxId, providerId: e.providerId, reason: e.reason });
-      break;
-    case 'budget.reserved':
-      emit(sink, e.type, { sandboxId, providerId: e.providerId, cost: e.cost, rules: e.rules });
-      break;
-    case 'budget.released':
-      emit(sink, e.type, { sandboxId, providerId: e.providerId, cost: e.cost, rules: e.rules, reason: e.reason });
-      break;
-    case 'budget.refused':
-      emit(sink, e.type, {
-        sandboxId,
-        providerId: e.providerId,
-        reason: e.reason,
-        rule: e.rule,
-        key: e.key,
-        dimension: e.dimension,
-        limit: e.limit,
-        used: e.used,
-        reserved: e.reserved,
-        resetsAt: e.resetsAt ?? null,
-        retryable: e.retryable,
-      });
-      break;
-    default:
-      break;
+/** Hands `event` to `sink`. Never throws; a rejection is dropped. */
+function send(sink, event) {
+  try {
+    const r = sink(event);
+    if (r !== null && typeof r === 'object' && typeof r.then === 'function') r.then(undefined, noop);
+  } catch {
+    // An observer never affects routing.
   }
 }
 

@@ -22,6 +22,8 @@ const { fromNative } = require('./errors.js');
 
 // Names behind the indices the core writes (codes, strategies, objectives), read once.
 const VOCABULARY = binding.explainVocabulary();
+/** The interner every explanation of this process reuses (src/binding/explain.rs). */
+const EXPLAINER = binding.createExplainer();
 const CODES = VOCABULARY.codes;
 const STRATEGIES = /** @type {import('../index').RoutingStrategy[]} */ (VOCABULARY.strategies);
 const OBJECTIVES = /** @type {import('../index').LatencyObjective[]} */ (VOCABULARY.objectives);
@@ -77,7 +79,7 @@ function call(view, compiled, detached, extras, router, now, labelsJson, budgetN
   ints[TEXTS] = texts.length;
   let fresh;
   try {
-    fresh = binding.explainDecision(view.handle, compiled.handle, detached, extras, ints, floats, router, now, labelsJson, budgetNow);
+    fresh = binding.explainDecision(EXPLAINER, view.native, compiled.native, detached, extras, ints, floats, router, now, labelsJson, budgetNow);
   } catch (error) {
     throw fromNative(error);
   }

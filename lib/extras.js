@@ -75,7 +75,7 @@ async function readiness(ctx, view) {
  * carry is null, which the signals rule refuses (INVALID_SIGNALS for that pool).
  */
 async function resolveSignals(ctx, view, compiled, detached, credentialsUnavailable, request) {
-  const survivors = callNative(() => binding.registrySurvivors(view.handle, compiled.handle, detached, credentialsUnavailable));
+  const survivors = callNative(() => binding.registrySurvivors(view.native, compiled.native, detached, credentialsUnavailable));
   return Promise.all(
     survivors.map(async (pool) => {
       const def = view.definitions[pool];

@@ -25,7 +25,7 @@ const noop = () => {};
 async function writeIntent(run, state) {
   const ctx = run.ctx;
   try {
-    return (await within(ctx.mappings.intent(binding.acquisitionIntent(run.machine, state)), ctx.callbackTimeoutMs)) !== TIMED_OUT;
+    return (await within(ctx.mappings.intent(binding.acquisitionIntent(run.ctx.native, run.machine, state)), ctx.callbackTimeoutMs)) !== TIMED_OUT;
   } catch {
     return false;
   }
@@ -42,7 +42,7 @@ async function launchIntent(run) {
     'MAPPING_INTENT_FAILED',
     { providerId: run.def.id, sandboxId: run.sandboxId, cleanup: 'none' },
   );
-  binding.acquisitionPackageFailed(run.machine, 'MAPPING_INTENT_FAILED', healthNow(run.ctx.health));
+  binding.acquisitionPackageFailed(run.ctx.native, run.machine, 'MAPPING_INTENT_FAILED', healthNow(run.ctx.health));
   settleShared(run);
   return false;
 }

@@ -9,6 +9,10 @@ const { InMemoryMappingStore, SqliteMappingStore, NATIVE_STORE } = require('./ma
 const { guarded, copyOptions, shown } = require('./guard.js');
 const { serialize, NotJson } = require('./serialize.js');
 const { telemetryOf } = require('./telemetry.js');
+const { nativeView } = require('./registry.js');
+
+/** A router's budgets (null without): whether they live in the shared ledger. */
+const budgetsOf = (shared) => (shared === null || shared === undefined ? null : { shared });
 
 /** Default bound on caller callbacks (readiness, resolver, classifier, mapping store). */
 const DEFAULT_CALLBACK_TIMEOUT_MS = 10_000;
@@ -218,6 +222,49 @@ function clockOf(clock, field) {
  */
 
 /**
+ * The routers of this process, held weakly: whether a sandbox id is being made is asked of
+ * every one (ids are 128 random bits, so another router's provision never answers for
+ * this one's), as `reconcile` must not call another router's launch in flight an orphan.
+ */
+const ROUTERS = new Set();
+const FORGET = new FinalizationRegistry((ref) => ROUTERS.delete(ref));
+
+function track(native) {
+  const ref = new WeakRef(native);
+  ROUTERS.add(ref);
+  FORGET.register(native, ref);
+}
+
+/** Whether a router of this process is making sandbox `id` now. */
+function inFlight(id) {
+  for (const ref of ROUTERS) {
+    const native = ref.deref();
+    if (native !== undefined && binding.routerInFlight(native, id)) return true;
+  }
+  return false;
+}
+
+/** Jobs in flight over every router of this process (the leak tests count them). */
+function jobsInFlight() {
+  let n = 0;
+  for (const ref of ROUTERS) {
+    const native = ref.deref();
+    if (native !== undefined) n += binding.routerJobsInFlight(native);
+  }
+  return n;
+}
+
+/** The sandbox ids the routers of this process other than `self` are making now. */
+function othersInFlight(self) {
+  const out = [];
+  for (const ref of ROUTERS) {
+    const native = ref.deref();
+    if (native !== undefined && native !== self) out.push(...binding.routerInFlightIds(native));
+  }
+  return out;
+}
+
+/**
  * Reads and validates router options into a context. Throws INVALID_CONFIGURATION.
  * @returns {RouterContext}
  */
@@ -266,10 +313,11 @@ function contextOf(input) {
     sqlite = undefined;
   }
   const telemetry = telemetryOf(options.telemetry, clock);
+  const initialView = nativeView(registry);
   const session = require('node:crypto').randomBytes(8).toString('hex');
   const native = callNative(
     () =>
-      new binding.NativeRouter(
+      binding.createRouter(
         {
           fleet,
           healthJson: health.json,
@@ -284,14 +332,17 @@ function contextOf(input) {
           session,
           budgetsJson,
         },
+        initialView.native,
         fastMappings ? store[NATIVE_STORE]() : undefined,
         sqlite,
       ),
   );
+  track(native);
   const ctx = {
     registry,
     native,
-    handle: native.handle,
+    /** the registry view the native router decides on (lib/registry.js viewOf) */
+    view: initialView.native,
     mappings: store,
     fastMappings,
     observer: observerFn,
@@ -309,7 +360,7 @@ function contextOf(input) {
     health: health.enabled ? { clock: health.clock } : null,
     clock,
     warm: null,
-    budgets: native.budgetsShared === null || native.budgetsShared === undefined ? null : { shared: native.budgetsShared },
+    budgets: budgetsOf(binding.routerBudgetsShared(native)),
     telemetry,
     events: observerFn !== null || telemetry !== null,
   };
@@ -328,4 +379,4 @@ function contextOf(input) {
 // both ways.
 const SHAPE_ANCHORS = { context: contextOf({ registry: { list: () => [] } }) };
 
-module.exports = { contextOf, hasMethods, isFn, healthNow, routerNow, DEFAULT_FLEET, SHAPE_ANCHORS };
+module.exports = { contextOf, hasMethods, isFn, healthNow, routerNow, inFlight, othersInFlight, jobsInFlight, DEFAULT_FLEET, SHAPE_ANCHORS };

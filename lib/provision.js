@@ -20,7 +20,7 @@
 
 const { binding } = require('./binding.js');
 const { fromNative, isRouterError } = require('./errors.js');
-const { nativeView } = require('./registry.js');
+const { viewOf } = require('./registry.js');
 const { compile, checkLabels } = require('./compile.js');
 const { Deadlines } = require('./deadlines.js');
 const { guarded, handleId } = require('./guard.js');
@@ -116,12 +116,12 @@ async function acquire(run, request) {
   const ctx = run.ctx;
   try {
     let call = compile(request);
-    const view = nativeView(ctx.registry);
+    const view = viewOf(ctx);
     let extras = null;
     let id;
     if (needsExtras(ctx)) {
       // The callbacks name the provision: its id is made first, after the request's checks.
-      id = binding.sandboxId();
+      id = binding.routerSandboxId(ctx.native);
       checkLabels(call);
       extras = await extrasFor(ctx, view, call.compiled, run.detached, request, id);
     }
@@ -131,13 +131,13 @@ async function acquire(run, request) {
     let decision = null;
     if (ctx.observer !== null) {
       try {
-        decision = decisionForEvents(view, call.compiled, run.detached, extras, ctx.handle, now);
+        decision = decisionForEvents(view, call.compiled, run.detached, extras, ctx.native, now);
       } catch {
         decision = null;
       }
     }
     try {
-      run.sandboxId = binding.beginAcquisition(ctx.handle, view.handle, call.compiled.handle, run.detached, call.labelsJson, extras ?? undefined, id, STEP, now, clockNow(ctx));
+      run.sandboxId = binding.beginAcquisition(ctx.native, call.compiled.native, run.detached, call.labelsJson, extras ?? undefined, id, STEP, now, clockNow(ctx));
     } catch (error) {
       throw refused(ctx, fromNative(error), run.detached);
     }
@@ -211,7 +211,7 @@ async function acquire(run, request) {
 function announce(run, decision) {
   const ctx = run.ctx;
   const id = run.sandboxId;
-  const order = binding.acquisitionCandidates(run.machine);
+  const order = binding.acquisitionCandidates(run.ctx.native, run.machine);
   if (decision !== null) {
     emit(ctx.observer, 'provision.validated', { sandboxId: id, detached: run.detached });
     for (const r of decision.rejected) emit(ctx.observer, 'provider.rejected', { sandboxId: id, providerId: r.providerId, reasons: r.reasons });
@@ -234,7 +234,7 @@ function failed(run, error) {
 /** Ends the provision's machine, once. */
 function end(run) {
   if (run.machine >= 0) {
-    binding.acquisitionEnd(run.machine);
+    binding.acquisitionEnd(run.ctx.native, run.machine);
     run.machine = -1;
   }
 }
@@ -248,7 +248,7 @@ function took(run) {
 
 /** Asks the machine for its next step. */
 function next(run) {
-  binding.acquisitionStep(run.machine, STEP, clockNow(run.ctx));
+  binding.acquisitionStep(run.ctx.native, run.machine, STEP, clockNow(run.ctx));
   return took(run);
 }
 
@@ -281,12 +281,12 @@ function succeeded(run, handle) {
   const providerSandboxId = handleId(handle);
   const now = healthNow(run.ctx.health);
   if (providerSandboxId === null) {
-    binding.acquisitionMalformed(run.machine, now);
+    binding.acquisitionMalformed(run.ctx.native, run.machine, now);
     settleShared(run);
     return MALFORMED;
   }
   run.providerSandboxId = providerSandboxId;
-  const success = binding.acquisitionSucceeded(run.machine, providerSandboxId, now);
+  const success = binding.acquisitionSucceeded(run.ctx.native, run.machine, providerSandboxId, now);
   if (success === SETTLED) run.machine = -1;
   return success;
 }
@@ -309,7 +309,7 @@ async function recorded(run, handle, success) {
 
 /** The machine ended without a handle: its typed error (the intent settled first). */
 async function exhausted(run) {
-  const failure = binding.acquisitionFailure(run.machine);
+  const failure = binding.acquisitionFailure(run.ctx.native, run.machine);
   const error = failure.package ? run.packageError : fromNative(failure.error);
   if (run.tel !== null) run.tel.outcome = failure.outcome;
   try {
@@ -329,10 +329,10 @@ async function reportFailure(run, failure) {
   if (isPackageError(failure)) {
     // Our own error object, rethrown as it is if the machine ends the provision on it.
     run.packageError = failure;
-    binding.acquisitionPackageFailed(run.machine, failure.code, at);
+    binding.acquisitionPackageFailed(run.ctx.native, run.machine, failure.code, at);
   } else {
     const c = await classify(run.ctx, failure, run.def);
-    binding.acquisitionFailed(run.machine, c.code, c.retryable, at);
+    binding.acquisitionFailed(run.ctx.native, run.machine, c.code, c.retryable, at);
   }
   settleShared(run);
 }
@@ -363,10 +363,10 @@ function expire(run) {
   const ctx = run.ctx;
   let error;
   try {
-    binding.acquisitionTimedOut(run.machine, healthNow(ctx.health));
+    binding.acquisitionTimedOut(run.ctx.native, run.machine, healthNow(ctx.health));
     settleShared(run);
     if (ctx.events) emitDecided(run);
-    const failure = binding.acquisitionFailure(run.machine);
+    const failure = binding.acquisitionFailure(run.ctx.native, run.machine);
     error = fromNative(failure.error);
     if (run.tel !== null) run.tel.outcome = failure.outcome;
   } catch {
@@ -393,17 +393,9 @@ function refused(ctx, err, detached) {
   return err;
 }
 
-/**
- * Whether sandbox `id` is being made by a provision in flight (any router of this process:
- * ids are 128 random bits): its machine lives until the provision has settled.
- * @param {string} id
- */
-function inFlight(id) {
-  return binding.acquisitionInFlight(id);
-}
 
 // The loop's parts a warm pool's refill runs on (lib/warm.js: a refill is a launch through
 // the same machine).
 const loop = { inFlightRecord, took, next, launch, reportFailure, end, DEADLINES, STEP, DONE, ADMIT };
 
-module.exports = { provision, inFlight, loop, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL };
+module.exports = { provision, loop, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL };

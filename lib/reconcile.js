@@ -30,7 +30,7 @@
 const os = require('node:os');
 const { binding } = require('./binding.js');
 const { SandboxRequestValidationError, MappingPersistenceError, callNative } = require('./errors.js');
-const { nativeView } = require('./registry.js');
+const { viewOf } = require('./registry.js');
 const { guarded } = require('./guard.js');
 const { within, TIMED_OUT } = require('./within.js');
 const { hasMethods } = require('./options.js');
@@ -56,7 +56,7 @@ const OPTION_KEYS = ['providers', 'reclaim', 'graceMs', 'concurrency', 'timeoutM
  * Whether a provision of this process is still making sandbox `id` (its machine lives until
  * the provision has settled: src/binding/acquisition.rs). Re-read right before each action.
  */
-const inFlight = (id) => binding.acquisitionInFlight(id);
+const { inFlight, othersInFlight } = require('./options.js');
 
 function invalid(field, what) {
   return new SandboxRequestValidationError(`invalid reconcile options: ${field} ${what}`, 'INVALID_REQUEST', { field });
@@ -217,7 +217,7 @@ async function reconcile(ctx, options) {
   const deadline = started + timeoutMs;
   const left = () => Math.max(0, deadline - Date.now());
 
-  const view = nativeView(ctx.registry);
+  const view = viewOf(ctx);
   const byId = new Map(view.definitions.map((d) => [d.id, d]));
   const wanted = o.providers ?? view.definitions.map((d) => d.id);
   wanted.forEach((p, i) => {
@@ -270,7 +270,7 @@ async function reconcile(ctx, options) {
   // 3. Classify: one native call (src/core/reconcile.rs decides; in flight is read there).
   const listings = listed.map((l) => l.listing);
   const c = callNative(() =>
-    binding.reconcileClassify({
+    binding.reconcileClassify(ctx.native, othersInFlight(ctx.native), {
       fleet: ctx.fleet,
       session: ctx.session,
       host: HOST,

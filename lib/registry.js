@@ -89,13 +89,13 @@ const ENTRY = Symbol('sandbox-router.registry-entry');
  * fleets may implement `ProviderRegistry` themselves (`list()` and `get(id)`).
  */
 class InMemoryProviderRegistry {
-  #native = new binding.NativeRegistry();
+  #native = binding.createRegistry();
   /** @type {object[]} */
   #definitions = [];
   /** @type {object[]} the router's entries (readDefinition), by native index */
   #entries = [];
   // `version` changes with every registration, so cached decisions know they are stale.
-  #view = { native: this.#native, handle: this.#native.handle, definitions: this.#entries, version: 0 };
+  #view = { native: this.#native, definitions: this.#entries, version: 0 };
   /** @type {Map<string, object>} entries by id */
   #byId = new Map();
 
@@ -119,7 +119,7 @@ class InMemoryProviderRegistry {
       throw new ProviderRegistryError(`duplicate provider id: ${entry.id}`, 'DUPLICATE_PROVIDER', { providerId: entry.id });
     }
     const json = definitionText(entry.id, entry.json);
-    callNative(() => this.#native.addPool(json, entry.detachable, entry.capacity !== undefined));
+    callNative(() => binding.registryAddPool(this.#native, json, entry.detachable, entry.capacity !== undefined));
     this.#definitions.push(def);
     this.#entries.push(entry);
     this.#byId.set(entry.id, entry);
@@ -152,7 +152,7 @@ class InMemoryProviderRegistry {
     return this.#definitions.length;
   }
 
-  /** @internal the parsed registry, its handle and the definitions by native index. */
+  /** @internal the parsed registry and the definitions by native index. */
   [NATIVE]() {
     return this.#view;
   }
@@ -195,6 +195,19 @@ function fromList(registry) {
 }
 
 /**
+ * The parsed view of router context `ctx`'s registry, which the router then decides on
+ * (a caller's own registry is parsed on each call: the router is told of each new view).
+ */
+function viewOf(ctx) {
+  const view = nativeView(ctx.registry);
+  if (view.native !== ctx.view) {
+    binding.routerUseRegistry(ctx.native, view.native);
+    ctx.view = view.native;
+  }
+  return view;
+}
+
+/**
  * The router's entry for pool `id` (an operation by id), or undefined. A caller's own
  * registry is asked with `get(id)` when it has one, else through `list()`.
  */
@@ -211,4 +224,4 @@ function entryOf(registry, id) {
   return entry.id === id ? entry : undefined;
 }
 
-module.exports = { asProviderId, InMemoryProviderRegistry, nativeView, entryOf, readDefinition, definitionText };
+module.exports = { asProviderId, InMemoryProviderRegistry, nativeView, viewOf, entryOf, readDefinition, definitionText };

@@ -241,7 +241,7 @@ function viewOf(list) {
       return r.view;
     }
   }
-  const native = new binding.NativeRegistry();
+  const native = binding.createRegistry();
   // A remembered entry drops its text once parsed (it is our own copy's serialization, so
   // it can be made again for the next registry that needs it).
   // (No runtime here: no launchDetached, no capacity reader.)
@@ -255,7 +255,7 @@ function viewOf(list) {
       callNative(() => binding.checkProviderId(id));
       json = definitionText(id, json);
     }
-    callNative(() => native.addPool(json, false, false));
+    callNative(() => binding.registryAddPool(native, json, false, false));
   }
   // Parsed: the definitions that may be cached are remembered from now on.
   for (const e of list) {
@@ -265,7 +265,7 @@ function viewOf(list) {
     }
     if (e.counts !== null) e.json = undefined;
   }
-  const view = { native, handle: native.handle, definitions: list };
+  const view = { native, definitions: list };
   registries.unshift({ entries: list, view });
   if (registries.length > MAX_REGISTRIES) registries.pop();
   return view;

@@ -13,7 +13,7 @@
 
 const { binding } = require('./binding.js');
 const { SandboxRequestValidationError, callNative } = require('./errors.js');
-const { nativeView } = require('./registry.js');
+const { viewOf } = require('./registry.js');
 const { compileShared, checkLabels } = require('./compile.js');
 const { guarded } = require('./guard.js');
 const { contextOf, healthNow, routerNow } = require('./options.js');
@@ -71,8 +71,8 @@ class SandboxRouter {
     const call = compileShared(request);
     checkLabels(call);
     const ctx = this.#ctx;
-    const view = nativeView(ctx.registry);
-    const n = callNative(() => binding.routeOrder(ctx.handle, view.handle, call.compiled.handle, detached, ORDER, healthNow(ctx.health)));
+    const view = viewOf(ctx);
+    const n = callNative(() => binding.routeOrder(ctx.native, call.compiled.native, detached, ORDER, healthNow(ctx.health)));
     const ids = new Array(n);
     for (let i = 0; i < n; i++) ids[i] = view.definitions[ORDER[i]].id;
     return ids;
@@ -88,10 +88,10 @@ class SandboxRouter {
     const call = compileShared(request);
     checkLabels(call);
     const ctx = this.#ctx;
-    const view = nativeView(ctx.registry);
+    const view = viewOf(ctx);
     const ext = await extras(ctx, view, call.compiled, detached, request);
     const budgeted = ctx.budgets !== null;
-    return explainWarm(ctx, view, call.compiled, explainView(view, call.compiled, detached, ext, ctx.handle, healthNow(ctx.health), budgeted ? call.labelsJson : undefined, budgeted ? routerNow(ctx) : undefined));
+    return explainWarm(ctx, view, call.compiled, explainView(view, call.compiled, detached, ext, ctx.native, healthNow(ctx.health), budgeted ? call.labelsJson : undefined, budgeted ? routerNow(ctx) : undefined));
   }
 
   /**
@@ -129,28 +129,8 @@ class SandboxRouter {
   health() {
     const ctx = this.#ctx;
     if (ctx.health === null) return [];
-    const view = nativeView(ctx.registry);
-    const records = callNative(() =>
-      ctx.native.health(
-        view.definitions.map((d) => d.id),
-        healthNow(ctx.health),
-      ),
-    );
-    // The documented shape, every field present (absent native options become null).
-    return records.map((p) => ({
-      providerId: p.providerId,
-      state: p.state,
-      cause: p.cause ?? null,
-      retryAt: p.retryAt ?? null,
-      trialInFlight: p.trialInFlight,
-      samples: p.samples,
-      successRate: p.successRate ?? null,
-      latencyMs: p.latencyMs ?? null,
-      p95LatencyMs: p.p95LatencyMs ?? null,
-      consecutiveFailures: p.consecutiveFailures,
-      consecutiveRetryableFailures: p.consecutiveRetryableFailures,
-      cooldownMs: p.cooldownMs,
-    }));
+    viewOf(ctx);
+    return callNative(() => binding.routerHealth(ctx.native, healthNow(ctx.health)));
   }
 
   /**

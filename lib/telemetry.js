@@ -25,7 +25,7 @@
 
 const { binding } = require('./binding.js');
 const { shown } = require('./guard.js');
-const { nativeView } = require('./registry.js');
+const { viewOf } = require('./registry.js');
 const { INSTRUMENTS, SCHEMA, API_PACKAGE, api, configError, fromProvider, instrumentsOn, quietly, traceparentOf, codeOf } = require('./otel.js');
 
 const SUCCESS = binding.ProvisionOutcome.Success;
@@ -138,15 +138,15 @@ class Telemetry {
 
   /**
    * The circuit-state gauge of the router `ctx`, from the native health snapshot
-   * (`NativeRouter.circuitStates`); no value with `health: false`.
+   * (`routerCircuitStates`); no value with `health: false`.
    * @param {object} ctx the router's context
    * @param {(health: object) => number | undefined} now what native calls get as `now`
    */
   observeCircuits(ctx, now) {
     this.observe('circuitState', ctx, (c) => {
       if (c.health === null) return null;
-      const ids = nativeView(c.registry).definitions.map((d) => d.id);
-      const states = c.native.circuitStates(ids, now(c.health));
+      const ids = viewOf(c).definitions.map((d) => d.id);
+      const states = binding.routerCircuitStates(c.native, now(c.health));
       return ids.map((pool, k) => [states[k], { pool }]);
     });
   }

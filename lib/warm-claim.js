@@ -75,7 +75,7 @@ function chargeOf(run) {
  */
 async function askFleet(run) {
   const ctx = run.ctx;
-  const ask = binding.acquisitionClaimAsk(run.machine);
+  const ask = binding.acquisitionClaimAsk(run.ctx.native, run.machine);
   let member = null;
   try {
     const claiming = ctx.warm.coordinator.warmClaim(ctx.fleet, ask.providerId, ask.floor, run.labels, ask.detached, chargeOf(run));
@@ -84,7 +84,7 @@ async function askFleet(run) {
   } catch {
     member = null;
   }
-  binding.acquisitionClaimAnswer(run.machine, member !== null);
+  binding.acquisitionClaimAnswer(run.ctx.native, run.machine, member !== null);
   return member;
 }
 
@@ -97,7 +97,7 @@ async function claim(run, kind) {
   const ctx = run.ctx;
   const warm = ctx.warm;
   const def = run.def;
-  const member = kind === CLAIMED ? binding.acquisitionMember(run.machine, routerNow(ctx)) : await askFleet(run);
+  const member = kind === CLAIMED ? binding.acquisitionMember(run.ctx.native, run.machine, routerNow(ctx)) : await askFleet(run);
   if (member === null) {
     if (ctx.events) emitDecided(run);
     warm.kick();
@@ -110,14 +110,14 @@ async function claim(run, kind) {
   if (handle === null) {
     // The cold launch that follows holds the reservation the claim had made the member's.
     if (kind !== CLAIMED && chargeOf(run) !== undefined) await unchargeLost(ctx, id, run.sandboxId);
-    binding.acquisitionClaimLost(run.machine);
+    binding.acquisitionClaimLost(run.ctx.native, run.machine);
     forgetRecord(ctx, id);
     emit(ctx.observer, 'warm.member.lost', { sandboxId: id, providerId: def.id });
     warm.kick();
     return false;
   }
   // The provision's result is the member: its id, the caller's labels stamped with it.
-  const recorded = binding.acquisitionClaimed(run.machine);
+  const recorded = binding.acquisitionClaimed(run.ctx.native, run.machine);
   run.sandboxId = id;
   run.labels[SANDBOX_ID_LABEL] = id;
   run.providerSandboxId = member.providerSandboxId;
@@ -126,7 +126,7 @@ async function claim(run, kind) {
     // A caller's store (this process's inventory) gets the record with the caller's labels.
     if (!recorded && kind === CLAIMED) await persist(run, handle, member.providerSandboxId);
   } finally {
-    binding.acquisitionEnd(run.machine);
+    binding.acquisitionEnd(run.ctx.native, run.machine);
     run.machine = -1;
     warm.kick();
   }
@@ -152,7 +152,7 @@ async function explainWarm(ctx, view, compiled, explanation) {
   if (!view.definitions.some((d) => d.warm)) return explanation;
   const index = new Map(view.definitions.map((d, i) => [d.id, i]));
   const pools = explanation.eligible.map((e) => index.get(e.providerId));
-  const answers = callNative(() => binding.warmExplain(ctx.handle, view.handle, compiled.handle, pools, routerNow(ctx)));
+  const answers = callNative(() => binding.warmExplain(ctx.native, compiled.native, pools, routerNow(ctx)));
   const w = ctx.warm;
   for (let k = 0; k < answers.length; k++) {
     const a = answers[k];

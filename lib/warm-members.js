@@ -50,7 +50,7 @@ async function expireShared(ctx, w, def, floor) {
     return;
   }
   if (expired.length === 0) return;
-  binding.warmCount(ctx.handle, def.id, 0, expired.length);
+  binding.warmCount(ctx.native, def.id, 0, expired.length);
   w.again = true;
   await Promise.all(expired.map((m) => retire(ctx, w, def, m, true)));
 }
@@ -59,7 +59,7 @@ async function expireShared(ctx, w, def, floor) {
 async function check(ctx, w, def) {
   let members;
   try {
-    members = w.shared ? await w.coordinator.warmMine(ctx.fleet, def.id) : binding.warmIdle(ctx.handle, def.id);
+    members = w.shared ? await w.coordinator.warmMine(ctx.fleet, def.id) : binding.warmIdle(ctx.native, def.id);
   } catch {
     return;
   }
@@ -70,9 +70,9 @@ async function check(ctx, w, def) {
       let taken;
       if (w.shared) {
         taken = await w.coordinator.warmTake(m.sandboxId).catch(() => null);
-        if (taken !== null) binding.warmCount(ctx.handle, def.id, 1, 0);
+        if (taken !== null) binding.warmCount(ctx.native, def.id, 1, 0);
       } else {
-        taken = binding.warmForget(ctx.handle, m.sandboxId, true);
+        taken = binding.warmForget(ctx.native, m.sandboxId, true);
       }
       if (taken === null) return; // claimed meanwhile
       w.again = true; // its replacement
@@ -105,7 +105,7 @@ async function adopt(ctx, w, view) {
     return;
   }
   if (!Array.isArray(records)) return;
-  const warmIds = new Set(binding.warmStatus(ctx.handle, view.handle).map((s) => s.providerId));
+  const warmIds = new Set(binding.warmStatus(ctx.native).map((s) => s.providerId));
   await Promise.all(
     records.map(async (r) => {
       const pool = r?.labels?.[WARM_LABEL];
@@ -117,7 +117,7 @@ async function adopt(ctx, w, view) {
         return;
       }
       const launchedAt = Date.parse(r.createdAt);
-      binding.warmMemberAdd(ctx.handle, { providerId: pool, sandboxId: r.id, providerSandboxId: r.providerSandboxId, launchedAt: Number.isFinite(launchedAt) ? launchedAt : 0 });
+      binding.warmMemberAdd(ctx.native, { providerId: pool, sandboxId: r.id, providerSandboxId: r.providerSandboxId, launchedAt: Number.isFinite(launchedAt) ? launchedAt : 0 });
       w.handles.set(r.id, h);
     }),
   );

@@ -18,7 +18,7 @@
 
 const { binding } = require('./binding.js');
 const { fromNative, callNative, SandboxRouterConfigurationError } = require('./errors.js');
-const { nativeView } = require('./registry.js');
+const { viewOf } = require('./registry.js');
 const { within, TIMED_OUT } = require('./within.js');
 const { handleId, guarded } = require('./guard.js');
 const { healthNow, routerNow } = require('./options.js');
@@ -42,7 +42,7 @@ function started(ctx) {
   const coordinator = ctx.capacity?.coordinator ?? null;
   // The inventory is the fleet's when the coordinator is also the mapping store.
   const shared = coordinator !== null && coordinatorOf(ctx.mappings) === coordinator;
-  callNative(() => binding.warmStart(ctx.handle, nativeView(ctx.registry).handle, shared));
+  callNative(() => binding.warmStart(ctx.native, shared));
   const w = {
     shared,
     coordinator: shared ? coordinator : null,
@@ -73,7 +73,7 @@ function started(ctx) {
   if (ctx.telemetry !== null) {
     ctx.telemetry.observe('warmIdle', ctx, (c) => {
       if (c.warm === null || c.warm.shared) return null;
-      return binding.warmStatus(c.handle, nativeView(c.registry).handle).map((s) => [s.idle, { pool: s.providerId }]);
+      return binding.warmStatus(c.native).map((s) => [s.idle, { pool: s.providerId }]);
     });
   }
   return w;
@@ -101,7 +101,7 @@ function pass(ctx, w) {
 /** One pass: the core's plan per warm pool, then its expiries, checks and refills. */
 async function passOnce(ctx, w) {
   if (w.closed) return;
-  const view = nativeView(ctx.registry);
+  const view = viewOf(ctx);
   let counts;
   if (w.shared) {
     try {
@@ -110,7 +110,7 @@ async function passOnce(ctx, w) {
       return; // the coordinator is unavailable: nothing to plan with; the next pass retries
     }
   }
-  const plans = callNative(() => binding.warmPlan(ctx.handle, view.handle, routerNow(ctx), healthNow(ctx.health), counts));
+  const plans = callNative(() => binding.warmPlan(ctx.native, routerNow(ctx), healthNow(ctx.health), counts));
   const work = [];
   for (const p of plans) {
     const def = view.definitions[p.pool];
@@ -144,7 +144,7 @@ async function reserve(ctx, w, view, p) {
   } catch {
     return;
   }
-  binding.warmStarted(ctx.handle, p.providerId, tokens.length);
+  binding.warmStarted(ctx.native, p.providerId, tokens.length);
   for (const token of tokens) startRefill(ctx, w, view, p.pool, token);
 }
 
@@ -179,13 +179,13 @@ async function refilled(ctx, w, def, r, token) {
     if (w.closed && !w.keepWarm) {
       // Closed meanwhile: nobody will claim it.
       if (w.shared) await w.coordinator.warmTake(r.member.sandboxId).catch(noop);
-      else binding.warmForget(ctx.handle, r.member.sandboxId, false);
+      else binding.warmForget(ctx.native, r.member.sandboxId, false);
       await retire(ctx, w, def, r.member, false);
     }
     return;
   }
   if (w.shared && token !== null) w.coordinator.warmRelease(token).catch(noop);
-  const paused = binding.warmRefillFailed(ctx.handle, def.id, r.code);
+  const paused = binding.warmRefillFailed(ctx.native, def.id, r.code);
   if (paused) emit(ctx.observer, 'warm.refill.paused', { providerId: def.id, code: r.code });
 }
 
@@ -197,7 +197,7 @@ async function refill(run, w, view, pool, token) {
   const ctx = run.ctx;
   const { STEP } = loop;
   try {
-    run.sandboxId = binding.beginRefill(ctx.handle, view.handle, pool, STEP, healthNow(ctx.health));
+    run.sandboxId = binding.beginRefill(ctx.native, pool, STEP, healthNow(ctx.health));
   } catch (error) {
     run.reject(fromNative(error));
     return;
@@ -234,12 +234,12 @@ async function refill(run, w, view, pool, token) {
       }
       const providerSandboxId = handleId(handle);
       if (providerSandboxId === null) {
-        binding.acquisitionMalformed(run.machine, healthNow(ctx.health));
+        binding.acquisitionMalformed(run.ctx.native, run.machine, healthNow(ctx.health));
         settleShared(run);
         continue;
       }
       run.providerSandboxId = providerSandboxId;
-      const s = binding.warmRefillSucceeded(run.machine, providerSandboxId, healthNow(ctx.health), routerNow(ctx));
+      const s = binding.warmRefillSucceeded(run.ctx.native, run.machine, providerSandboxId, healthNow(ctx.health), routerNow(ctx));
       settleShared(run);
       if (ctx.events) emitDecided(run);
       const member = { providerId: s.providerId, sandboxId: s.sandboxId, providerSandboxId, launchedAt: s.launchedAt };
@@ -247,7 +247,7 @@ async function refill(run, w, view, pool, token) {
       loop.end(run);
       if (!stored) {
         // Counted in flight again, then failed: the success above already settled it.
-        binding.warmStarted(ctx.handle, member.providerId, 1);
+        binding.warmStarted(ctx.native, member.providerId, 1);
         run.reject('MAPPING_PERSISTENCE_FAILED');
         return;
       }
@@ -255,7 +255,7 @@ async function refill(run, w, view, pool, token) {
       run.resolve(member);
       return;
     }
-    const failure = binding.acquisitionFailure(run.machine);
+    const failure = binding.acquisitionFailure(run.ctx.native, run.machine);
     const code = failure.package ? (run.packageError?.code ?? 'INTERNAL_ERROR') : fromNative(failure.error).code;
     try {
       if (ctx.intents) await settleIntent(run, failure.mayExist);
@@ -294,14 +294,14 @@ async function record(run, w, handle, member, token) {
   } catch {
     return false; // persist destroyed it (and said so)
   }
-  binding.warmMemberAdd(ctx.handle, member);
+  binding.warmMemberAdd(ctx.native, member);
   return true;
 }
 
 /** `router.warmUp()`: fills every warm pool; resolves with each pool's standing. */
 async function warmUp(ctx) {
   const w = started(ctx);
-  const view = nativeView(ctx.registry);
+  const view = viewOf(ctx);
   if (w.closed) return report(ctx, w, view, 'CLOSED');
   if (!w.adopted) {
     w.adopted = true;
@@ -336,8 +336,8 @@ async function report(ctx, w, view, closed) {
 
 /** `router.warmStatus()`: every warm pool's counters (the fleet's counts with PostgreSQL). */
 async function warmStatus(ctx) {
-  const view = nativeView(ctx.registry);
-  const list = callNative(() => binding.warmStatus(ctx.handle, view.handle));
+  const view = viewOf(ctx);
+  const list = callNative(() => binding.warmStatus(ctx.native));
   const w = ctx.warm;
   let counts = null;
   if (w !== null && w.shared) {
@@ -402,14 +402,14 @@ async function close(ctx, options) {
   w.closed = true;
   w.keepWarm = keepWarm;
   if (w.timer !== null) clearInterval(w.timer);
-  callNative(() => binding.warmClose(ctx.handle));
+  callNative(() => binding.warmClose(ctx.native));
   if (w.running !== null) await w.running.catch(noop);
   await Promise.all([...w.inflight]);
   let members;
   if (w.shared) members = keepWarm ? [] : await w.coordinator.warmTakeMine(ctx.fleet).catch(() => []);
-  else members = binding.warmDrain(ctx.handle);
+  else members = binding.warmDrain(ctx.native);
   if (keepWarm) return { destroyed: 0, kept: members.length };
-  const view = nativeView(ctx.registry);
+  const view = viewOf(ctx);
   const byId = new Map(view.definitions.map((d) => [d.id, d]));
   await Promise.all(members.map((m) => (byId.has(m.providerId) ? retire(ctx, w, byId.get(m.providerId), m, false) : null)));
   return { destroyed: members.length, kept: 0 };

@@ -10,15 +10,16 @@
 //! builds the documented objects from them, naming pools by the ids JS already holds.
 
 use crate::binding::error::{guard, internal};
-use crate::binding::registry::{registry_of, HealthView, Question, RegistryInner, RouteExtras};
-use crate::binding::request::request_of;
-use crate::binding::router::router_of;
+use crate::binding::registry::{Registry, RouteExtras};
+use crate::binding::request::CompiledRequest;
+use crate::binding::router::{now_of, RouterState};
+use crate::core::router::pools::{Extras, HealthView, Pools, Question};
 use crate::core::explain::{interned_summary, weights, write_compact};
 use crate::core::reasons::Reason;
 use crate::core::registry::InternedDecision;
 use crate::core::request::{Objective, Request, Strategy};
 use crate::core::requirements::Interner;
-use napi::bindgen_prelude::{Array, Float64ArraySlice, Uint32ArraySlice};
+use napi::bindgen_prelude::{Array, External, Float64ArraySlice, Uint32ArraySlice};
 use napi::Env;
 use napi::Result;
 use napi_derive::napi;
@@ -88,8 +89,20 @@ pub fn explain_vocabulary() -> ExplainVocabulary {
     }
 }
 
-/// Explains the decision for compiled request `request` over registry `registry` (their
-/// handles; every pool: rank, score and breakdown, or every rejection reason), with router
+/// The interner explanations reuse, with the generation of its details table
+/// (`ExternalObject<Explainer>`; `lib/explain.js` holds one: explanations run on the JS
+/// thread, one at a time).
+pub struct Explainer {
+    scratch: RefCell<(Interner, u32)>,
+}
+
+/// A fresh explainer.
+#[napi]
+pub fn create_explainer() -> External<Explainer> {
+    External::new(Explainer { scratch: RefCell::new((Interner::default(), 0)) })
+}
+
+/// Explains the decision for compiled request `request` over registry `registry` (every pool: rank, score and breakdown, or every rejection reason), with router
 /// `router`'s health and capacity order when given (`routeProviders` has no router). Writes the header and the numbers into `ints`
 /// and `floats` (layout: `core::explain::layout`, after the header) and returns the texts
 /// the caller's table lacks, if any (see `header`). When a buffer is too small, writes only
@@ -100,13 +113,14 @@ pub fn explain_vocabulary() -> ExplainVocabulary {
 #[allow(clippy::too_many_arguments, reason = "a napi entry point: flat typed arguments")]
 pub fn explain_decision<'env>(
     env: &'env Env,
-    registry: u32,
-    request: u32,
+    explainer: &External<Explainer>,
+    registry: &External<Registry>,
+    request: &External<CompiledRequest>,
     detached: bool,
     extras: Option<RouteExtras>,
     mut ints: Uint32ArraySlice<'_>,
     mut floats: Float64ArraySlice<'_>,
-    router: Option<u32>,
+    router: Option<&External<RouterState>>,
     now: Option<f64>,
     labels_json: Option<String>,
     budget_now: Option<f64>,
@@ -118,24 +132,24 @@ pub fn explain_decision<'env>(
             return Err(internal("(the explanation buffers are too small)"));
         }
         let (their_generation, their_texts) = (ints[header::GENERATION], ints[header::TEXTS] as usize);
-        let (registry, req) = (registry_of(registry)?, request_of(request)?);
-        let router = router.map(router_of).transpose()?;
-        let req = &*req;
-        let mut inner = registry.borrow_mut();
+        let extras = extras.as_ref().map(Extras::from);
+        let req: &Request = &request.req;
+        let mut router = router.map(|r| r.router.borrow_mut());
+        let mut inner = registry.pools.borrow_mut();
         // `router.explain` with budgets: the pools a rule has no room for now
         // (`BUDGET_EXCEEDED`), at the router's clock (`labelsJson`: the request's labels).
-        let over_budget = match (&router, labels_json.as_deref()) {
-            (Some(r), Some(text)) => match &r.budgets {
+        let over_budget = match (router.as_deref_mut(), labels_json.as_deref()) {
+            (Some(r), Some(text)) => match &mut r.budgets {
                 Some(b) => {
                     let labels = crate::binding::request::labels_from(text)?;
-                    b.over_budget(&labels, &inner.costs(extras.as_ref()), crate::binding::router::instant(budget_now))
+                    b.over_budget(&labels, &inner.costs(extras.as_ref()), now_of(None, budget_now).router)
                 }
                 None => Vec::new(),
             },
             _ => Vec::new(),
         };
-        SCRATCH.with(|scratch| {
-            let scratch = &mut *scratch.borrow_mut();
+        {
+            let scratch = &mut *explainer.scratch.borrow_mut();
             let (texts, generation) = (&mut scratch.0, &mut scratch.1);
             if texts.details.len() > MAX_TEXTS || texts.details.bytes() > MAX_TEXT_BYTES {
                 texts.clear();
@@ -145,8 +159,9 @@ pub fn explain_decision<'env>(
                 if their_generation == *generation && their_texts <= texts.details.len() { their_texts } else { 0 };
             // The decision borrows the registry's pools: it is written out before they are
             // released.
-            let mut decide = |inner: &mut RegistryInner, health: Option<&HealthView<'_>>| {
-                let provider_order = router.as_ref().and_then(|r| r.provider_order());
+            let provider_order = router.as_deref().and_then(|r| r.provider_order()).map(<[String]>::to_vec);
+            let mut decide = |inner: &mut Pools, health: Option<&HealthView<'_>>| {
+                let provider_order = provider_order.as_deref();
                 let q = Question {
                     req,
                     detached,
@@ -159,8 +174,8 @@ pub fn explain_decision<'env>(
                 let fits = answer(&d, texts, req, ints, floats);
                 fits.then(|| interned_summary(&d, texts))
             };
-            let summary = match &router {
-                Some(r) => r.view(&mut inner, now, decide),
+            let summary = match router.as_deref_mut() {
+                Some(r) => r.view(&mut inner, now_of(now, None).health, decide),
                 None => decide(&mut inner, None),
             };
             if let Some(summary) = summary {
@@ -179,15 +194,10 @@ pub fn explain_decision<'env>(
                 out.set(i as u32, t.as_str()).map_err(|_| internal("(an array could not be filled)"))?;
             }
             Ok(Some(out))
-        })
+        }
     })
 }
 
-thread_local! {
-    /// The interner every explanation reuses (explanations run on the JS thread, one at a
-    /// time), with the generation of its details table.
-    static SCRATCH: RefCell<(Interner, u32)> = RefCell::new((Interner::default(), 0));
-}
 /// Writes the header and the decision into the buffers; false when they were too small
 /// (only the header was written).
 fn answer(d: &InternedDecision, texts: &Interner, req: &Request, ints: &mut [u32], floats: &mut [f64]) -> bool {

@@ -2,12 +2,13 @@
 //! hands them to JavaScript, which never re-checks an id itself, and draws fresh ids from
 //! the operating system's CSPRNG (I/O, so not the core's).
 
-use crate::binding::error::{guard, Failure};
+use crate::binding::error::guard;
 use crate::core::ids::{validate_provider_id, validate_sandbox_id, ID_BYTES, SANDBOX_ID_PREFIX};
 use crate::core::CoreError;
+use crate::binding::router::RouterState;
+use napi::bindgen_prelude::External;
 use napi::Env;
 use napi_derive::napi;
-use std::cell::RefCell;
 
 /// A source of sandbox ids that draws from the OS CSPRNG in batches.
 ///
@@ -48,19 +49,11 @@ impl SandboxIdSource {
     }
 }
 
-thread_local! {
-    static IDS: RefCell<SandboxIdSource> = RefCell::new(SandboxIdSource::default());
-}
-
-/// A fresh `sbx_` id: 32 lowercase hex digits from the OS CSPRNG.
-pub(crate) fn next_sandbox_id() -> Result<String, Failure> {
-    Ok(IDS.with(|ids| ids.borrow_mut().next_id())?)
-}
-
-/// A fresh sandbox id (`sbx_` + 32 lowercase hex digits, 128 random bits).
+/// A fresh sandbox id (`sbx_` + 32 lowercase hex digits, 128 random bits), from the
+/// router's id source.
 #[napi]
-pub fn sandbox_id(env: Env) -> napi::Result<String> {
-    guard(&env, next_sandbox_id)
+pub fn router_sandbox_id(env: Env, router: &External<RouterState>) -> napi::Result<String> {
+    guard(&env, || Ok(router.next_id()?.to_string()))
 }
 
 /// Validates a provider id (`[a-z0-9][a-z0-9._-]*`, at most 64 characters); throws the

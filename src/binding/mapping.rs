@@ -4,6 +4,7 @@
 //! record itself (labels from the validated request, the id and fleet labels added).
 
 use crate::binding::error::{guard, Failure, NativeError};
+use crate::binding::records::MappingRecord;
 use crate::core::error::ErrorClass;
 use crate::core::ids::SandboxKey;
 use crate::core::mapping::{CreatedAt, Mapping, MappingStore};
@@ -11,63 +12,8 @@ use napi::Env;
 use napi_derive::napi;
 use serde_json::Value;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
-
-/// A mapping record as JS sees it.
-#[napi(object)]
-pub struct MappingRecord {
-    /// Router id.
-    pub id: String,
-    /// Pool id.
-    pub provider_id: String,
-    /// Provider's sandbox id.
-    pub provider_sandbox_id: String,
-    /// Launch labels.
-    pub labels: HashMap<String, String>,
-    /// ISO-8601 creation time.
-    pub created_at: String,
-    /// From `provisionDetached`.
-    pub detached: bool,
-}
-
-/// An intent record as JS sees it: a launch in flight (`launching`) or one that failed with
-/// its outcome unknown (`failed`).
-#[napi(object)]
-pub struct IntentRecord {
-    /// Router id, `sbx_…`.
-    pub id: String,
-    /// Pool of the current attempt.
-    pub provider_id: String,
-    /// `launching` | `failed`.
-    pub state: String,
-    /// Epoch ms.
-    pub started_at: f64,
-    /// Epoch ms after which the writer's provision has certainly ended.
-    pub expires_at: f64,
-    /// Host name of the writing process.
-    pub owner_host: String,
-    /// Process id of the writing process.
-    pub owner_pid: f64,
-    /// Random session id of the writing router.
-    pub owner_session: String,
-}
-
-impl From<crate::stores::record::Intent> for IntentRecord {
-    fn from(i: crate::stores::record::Intent) -> Self {
-        IntentRecord {
-            id: i.id,
-            provider_id: i.provider_id,
-            state: i.state,
-            started_at: i.started_at as f64,
-            expires_at: i.expires_at as f64,
-            owner_host: i.owner_host,
-            owner_pid: i.owner_pid as f64,
-            owner_session: i.owner_session,
-        }
-    }
-}
 
 fn to_record(m: &Mapping) -> MappingRecord {
     MappingRecord {
@@ -99,31 +45,6 @@ fn invalid(what: &str) -> Failure {
         format!("mapping labels must be {what}"),
         "labels",
     )
-}
-
-/// Writes the record of a provision that succeeded: `labels` are the caller's (the record
-/// adds the router's id and fleet labels); `createdAt` is taken now.
-pub(crate) fn write_record(
-    store: &RefCell<MappingStore>,
-    id: SandboxKey,
-    provider_id: &str,
-    provider_sandbox_id: &str,
-    labels: Arc<Vec<(String, String)>>,
-    fleet: Arc<str>,
-    detached: bool,
-) {
-    let mut store = store.borrow_mut();
-    let provider_id = store.intern(provider_id);
-    store.put(Mapping {
-        id,
-        provider_id,
-        provider_sandbox_id: provider_sandbox_id.into(),
-        labels,
-        stamped: true,
-        fleet: Some(fleet),
-        created_at: CreatedAt::Millis(crate::binding::clock::now_millis()),
-        detached,
-    });
 }
 
 #[napi]

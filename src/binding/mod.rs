@@ -31,21 +31,21 @@
 //! crosses typed (`#[napi(object)]` values, string enums, typed arrays, arrays of strings).
 
 pub mod acquisition;
-pub mod budget;
 pub mod capacity;
 pub mod clock;
 pub mod daytona_summary;
 pub mod error;
 pub mod explain;
-pub mod handles;
 pub mod ids;
 pub mod manifest;
 pub mod mapping;
 pub mod pg;
 pub mod reconcile;
+pub mod records;
 pub mod registry;
 pub mod request;
 pub mod router;
 pub mod sqlite;
 pub mod telemetry;
+pub mod values;
 pub mod warm;

@@ -16,13 +16,14 @@
 //! against ~4 ms for the JS it replaced, which was cut into 1,000-item chunks; the call
 //! stays shorter than the stalls the listing's and the store's own answers already make.
 
-use crate::binding::acquisition::with_in_flight;
+use crate::binding::router::RouterState;
+use crate::core::ids::SandboxKey;
 use crate::binding::error::{guard, internal, Failure};
 use crate::core::reconcile::{
     classify, Classification, Facts, IntentFact, Listed, Listing, MappingFact, OrphanReason, PendingReason, Pool,
     PoolClasses, Run, Work, WorkKind,
 };
-use napi::bindgen_prelude::{Float64Array, Uint32Array, Uint8Array};
+use napi::bindgen_prelude::{External, Float64Array, Uint32Array, Uint8Array};
 use napi::Env;
 use napi_derive::napi;
 
@@ -407,9 +408,15 @@ fn mappings(m: ReconcileMappings) -> Result<Vec<MappingFact>, Failure> {
 /// Classifies one reconcile run (the rules: `src/core/reconcile.rs`): per pool its
 /// orphans, stale mappings, mapped ids and pending items with their reason codes, the
 /// stale intents, and the reclaim work list. Whether an id is in flight is answered here,
-/// from the acquisition machines of this process. Throws only on an internal bug.
+/// from the router's jobs and `others` (the sandbox ids other routers of this process are
+/// making). Throws only on an internal bug.
 #[napi]
-pub fn reconcile_classify(env: Env, input: ReconcileInput) -> napi::Result<ReconcileClassification> {
+pub fn reconcile_classify(
+    env: Env,
+    router: &External<RouterState>,
+    others: Vec<String>,
+    input: ReconcileInput,
+) -> napi::Result<ReconcileClassification> {
     guard(&env, || -> Result<ReconcileClassification, Failure> {
         let ReconcileInput {
             fleet,
@@ -446,7 +453,10 @@ pub fn reconcile_classify(env: Env, input: ReconcileInput) -> napi::Result<Recon
             gone_pids: &gone_pids,
             warm_pools: &warm_pools,
         };
-        let c: Classification = with_in_flight(|in_flight| classify(&run, in_flight));
+        let r = router.router.borrow();
+        let others: std::collections::HashSet<&str> = others.iter().map(String::as_str).collect();
+        let in_flight = |id: &str| others.contains(id) || SandboxKey::parse(id).is_some_and(|k| r.in_flight(k));
+        let c: Classification = classify(&run, &in_flight);
         Ok(ReconcileClassification {
             pools: c.pools.into_iter().map(pool_classes).collect(),
             stale_intents: indices(c.stale_intents.into_iter()),

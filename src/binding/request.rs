@@ -9,23 +9,13 @@
 //! compiled form.
 
 use crate::binding::error::{guard, Failure, NativeError};
-use crate::binding::handles::Handles;
 use crate::core::error::ErrorClass;
 use crate::core::request::{parse_labels, parse_labels_text, parse_request, Request};
+use napi::bindgen_prelude::External;
 use napi::Env;
 use napi_derive::napi;
 use serde_json::Value;
-use std::cell::RefCell;
 use std::rc::Rc;
-
-thread_local! {
-    static REQUESTS: RefCell<Handles<Rc<Request>>> = const { RefCell::new(Handles::new()) };
-}
-
-/// The compiled request behind `handle`.
-pub(crate) fn request_of(handle: u32) -> Result<Rc<Request>, Failure> {
-    REQUESTS.with(|r| r.borrow().get(handle, "request"))
-}
 
 /// `text` parsed as JSON, or `INVALID_REQUEST` naming `what`.
 pub(crate) fn parse_json(text: &str, what: &str) -> Result<Value, Failure> {
@@ -39,45 +29,27 @@ pub(crate) fn parse_json(text: &str, what: &str) -> Result<Value, Failure> {
     })
 }
 
-/// A validated, parsed request, reusable across calls (`lib/compile.js` keeps them by
-/// content).
-#[napi]
+/// A validated, parsed request, reusable across calls (`ExternalObject<CompiledRequest>`;
+/// `lib/compile.js` keeps them by content).
 pub struct CompiledRequest {
     pub(crate) req: Rc<Request>,
-    handle: u32,
 }
 
-impl Drop for CompiledRequest {
-    fn drop(&mut self) {
-        let _ = REQUESTS.try_with(|r| r.borrow_mut().remove(self.handle));
-    }
-}
-
+/// Parses and validates a request's JSON text (its labels apart); throws the typed
+/// `INVALID_REQUEST` / `ROUTING_NOT_APPLICABLE` error naming the field.
 #[napi]
-impl CompiledRequest {
-    /// Parses and validates the request's JSON text (its labels apart); throws the typed
-    /// `INVALID_REQUEST` / `ROUTING_NOT_APPLICABLE` error naming the field.
-    #[napi(constructor)]
-    pub fn new(env: Env, request_json: String) -> napi::Result<Self> {
-        guard(&env, || {
-            let value = parse_json(&request_json, "request")?;
-            let req = Rc::new(parse_request(&value)?);
-            let handle = REQUESTS.with(|r| r.borrow_mut().insert(req.clone()));
-            Ok(CompiledRequest { req, handle })
-        })
-    }
+pub fn compile_request(env: Env, request_json: String) -> napi::Result<External<CompiledRequest>> {
+    guard(&env, || {
+        let value = parse_json(&request_json, "request")?;
+        Ok(External::new(CompiledRequest { req: Rc::new(parse_request(&value)?) }))
+    })
+}
 
-    /// Its handle for the provision path (`beginAcquisition`, `order`).
-    #[napi(getter)]
-    pub fn handle(&self) -> u32 {
-        self.handle
-    }
-
-    /// The launch deadline, ms (JavaScript runs the timer; the machine decides the rest).
-    #[napi(getter)]
-    pub fn acquisition_timeout_ms(&self) -> f64 {
-        self.req.acquisition_timeout_ms as f64
-    }
+/// A compiled request's launch deadline, ms (JavaScript runs the timer; the router decides
+/// the rest).
+#[napi]
+pub fn request_timeout_ms(request: &External<CompiledRequest>) -> f64 {
+    request.req.acquisition_timeout_ms as f64
 }
 
 /// A request's `launch.labels`, sent apart from it as JSON text, validated by the one rule

@@ -1,37 +1,46 @@
-//! napi glue for one router's native state: its fleet, live health, capacity ledger, the
-//! default mapping store and the owner of its intents, made once from the router's options
-//! ([`NativeRouter`]), and the decisions that read them (`route`'s order, the pools a
-//! resolver is asked about, `router.health()`).
+//! napi glue for one router (`core::router::Router`): made once from the router's options,
+//! then handed to every call as the `ExternalObject` JavaScript holds (napi-rs's own
+//! wrapper of a Rust value: no handle table, and about 130 instructions a call to reach,
+//! against ~2,800 for a class instance's `this`; the provision path makes two calls).
 //!
-//! Why one object? Every provision needs the same per-router facts; passed as one class
-//! reference, they cross the seam once per call instead of as a handful of arguments, and
-//! the options they come from are validated in one place (the health ranges and defaults
-//! are `core::health`'s, the only copy).
+//! Nothing is decided here: each function converts its arguments, calls the router, and
+//! converts the answer.
 
-use crate::binding::budget::{BudgetCore, BudgetStatusRecord};
 use crate::binding::clock::now_millis;
 use crate::binding::error::{guard, Failure, NativeError};
-use crate::binding::handles::Handles;
+use crate::binding::ids::SandboxIdSource;
 use crate::binding::mapping::NativeMappingStore;
-use crate::binding::registry::{registry_of, HealthView, Question, RegistryInner};
-use crate::binding::request::request_of;
+use crate::binding::records::{BudgetRuleRecord, BudgetStatusRecord};
+use crate::binding::registry::Registry;
+use crate::binding::request::CompiledRequest;
 use crate::binding::sqlite::NativeSqliteStore;
-use crate::core::capacity::Ledger;
+use crate::binding::values::events_array;
 use crate::core::clock::iso8601_millis;
-use crate::core::error::ErrorClass;
-use crate::core::health::{config_of_option, CircuitState, Health};
+use crate::core::health::{config_of_option, CircuitState};
 use crate::core::ids::SandboxKey;
-use crate::core::mapping::MappingStore;
-use crate::core::request::validate_fleet;
+use crate::core::router::pools::Question;
+use crate::core::router::{CapacitySettings, Now, Owner, Router, Settings};
 use crate::core::telemetry::circuit_gauge;
-use crate::core::warm::Warm;
-use napi::bindgen_prelude::Uint32ArraySlice;
+use napi::bindgen_prelude::{Array, External, Uint32ArraySlice};
 use napi::Env;
 use napi_derive::napi;
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
-use std::rc::Rc;
-use std::sync::Arc;
+use std::cell::RefCell;
+
+/// A router's native state, as JavaScript holds it (`ExternalObject<RouterState>`).
+pub struct RouterState {
+    /// The router.
+    pub(crate) router: RefCell<Router>,
+    /// Where its sandbox ids come from (the OS CSPRNG, in batches).
+    pub(crate) ids: RefCell<SandboxIdSource>,
+}
+
+impl RouterState {
+    /// A fresh sandbox id.
+    pub(crate) fn next_id(&self) -> Result<SandboxKey, Failure> {
+        let id = self.ids.borrow_mut().next_id()?;
+        SandboxKey::parse(&id).ok_or_else(|| crate::binding::error::internal("(a fresh id did not parse)"))
+    }
+}
 
 /// A router's options, as `lib/options.js` read them once.
 #[napi(object)]
@@ -42,10 +51,10 @@ pub struct RouterSettings {
     /// `false`, or the object (validated here: `core::health::config_of_option`).
     pub health_json: String,
     /// Capacity routing, when the router has a capacity policy.
-    pub capacity: Option<CapacitySettings>,
+    pub capacity: Option<CapacityRecord>,
     /// `callbackTimeoutMs`: bounds the mapping write after a launch.
     pub callback_timeout_ms: f64,
-    /// Whether the router has an observer or telemetry (its machines then record events).
+    /// Whether the router has an observer or telemetry (its jobs then record events).
     pub observe: bool,
     /// This process's host name (intent records name their writer).
     pub owner_host: String,
@@ -53,14 +62,13 @@ pub struct RouterSettings {
     pub owner_pid: f64,
     /// This router's random session id.
     pub session: String,
-    /// The `budgets` option as JSON text (validated here: `core::budget::rules_of_option`);
-    /// absent: no budgets.
+    /// The `budgets` option as JSON text (validated here); absent: no budgets.
     pub budgets_json: Option<String>,
 }
 
 /// A router's capacity policy.
 #[napi(object)]
-pub struct CapacitySettings {
+pub struct CapacityRecord {
     /// The explicit provider order that replaces strategy ranking.
     pub provider_order: Vec<String>,
     /// Life of a post-launch assumption no read has reflected yet, ms.
@@ -69,176 +77,134 @@ pub struct CapacitySettings {
     pub coordinated: bool,
 }
 
-/// One router's native state (see the module docs).
-#[napi]
-pub struct NativeRouter {
-    pub(crate) core: Rc<RouterCore>,
-    handle: u32,
-}
-
-thread_local! {
-    static ROUTERS: RefCell<Handles<Rc<RouterCore>>> = const { RefCell::new(Handles::new()) };
-}
-
-/// The router behind `handle`.
-pub(crate) fn router_of(handle: u32) -> Result<Rc<RouterCore>, Failure> {
-    ROUTERS.with(|r| r.borrow().get(handle, "router"))
-}
-
-impl Drop for NativeRouter {
-    fn drop(&mut self) {
-        let _ = ROUTERS.try_with(|r| r.borrow_mut().remove(self.handle));
-    }
-}
-
-/// What a router's machines and decisions share.
-pub(crate) struct RouterCore {
-    pub(crate) fleet: Arc<str>,
-    pub(crate) health: Option<RefCell<Health>>,
-    /// Process-unique: registries cache their pool → health slot maps by it.
-    health_id: u64,
-    pub(crate) capacity: Option<CapacityCore>,
-    /// The default store, written by the success call itself.
-    pub(crate) store: Option<Rc<RefCell<MappingStore>>>,
-    pub(crate) callback_timeout_ms: u64,
-    pub(crate) observe: bool,
-    pub(crate) owner: Owner,
-    /// Warm pools, once `warmUp()` started them (`binding::warm`).
-    pub(crate) warm: RefCell<Option<Warm>>,
-    /// Budgets (option `budgets`), when the router has rules.
-    pub(crate) budgets: Option<crate::binding::budget::BudgetCore>,
-}
-
-/// The writer intent records name.
-pub(crate) struct Owner {
-    pub(crate) host: String,
-    pub(crate) pid: f64,
-    pub(crate) session: String,
-}
-
-/// A router's capacity policy and its in-process ledger.
-pub(crate) struct CapacityCore {
-    pub(crate) provider_order: Vec<String>,
-    pub(crate) ledger: RefCell<Ledger>,
-    /// The ledger numbers pools by id: a router's ledger outlives registry changes and
-    /// serves caller registries that are re-read on every call.
-    ledger_pools: RefCell<HashMap<String, usize>>,
-    /// The holds live in a shared ledger: the machine admits on the coordinator's
-    /// verdicts and hands its settlements out.
-    pub(crate) coordinated: bool,
-}
-
-impl CapacityCore {
-    /// The ledger's key for pool `id`.
-    pub(crate) fn ledger_key(&self, id: &str) -> usize {
-        let mut pools = self.ledger_pools.borrow_mut();
-        let next = pools.len();
-        *pools.entry(id.to_string()).or_insert(next)
-    }
-}
-
-thread_local! {
-    static NEXT_HEALTH_ID: Cell<u64> = const { Cell::new(1) };
-}
-
-fn config_error(field: &str, expectation: &str) -> Failure {
-    NativeError::invalid(
-        ErrorClass::Configuration,
-        "INVALID_CONFIGURATION",
-        format!("invalid router options: {field} {expectation}"),
-        field,
-    )
-}
-
-/// The instant health works with: the router's injected clock's reading, or (none given:
-/// the default clock) the wall clock, read here so that JavaScript passes no argument for
-/// it. The core never reads a clock.
-pub(crate) fn instant(now: Option<f64>) -> i64 {
-    now.map_or_else(now_millis, |n| n as i64)
-}
-
-impl RouterCore {
-    fn new(
-        settings: RouterSettings,
-        store: Option<&NativeMappingStore>,
-        sqlite: Option<&NativeSqliteStore>,
-    ) -> Result<Self, Failure> {
-        if !validate_fleet(&settings.fleet) {
-            return Err(config_error("fleet", "must be 1-63 characters of [a-z0-9][a-z0-9._-]* (a label-safe name)"));
+fn settings_of(s: RouterSettings) -> Result<Settings, Failure> {
+    let health_option = serde_json::from_str(&s.health_json)
+        .map_err(|_| NativeError::config("router", "health", "must be false, true or an object"))?;
+    let budgets = match s.budgets_json.as_deref() {
+        None => Vec::new(),
+        Some(text) => {
+            let v = serde_json::from_str(text).map_err(|_| {
+                NativeError::config("router", "budgets", "must be an array of rules")
+            })?;
+            crate::core::budget::rules_of_option(&v)?
         }
-        let health_option = serde_json::from_str(&settings.health_json)
-            .map_err(|_| config_error("health", "must be false, true or an object"))?;
-        let health = config_of_option(&health_option)?.map(|c| RefCell::new(Health::new(c)));
-        let health_id = NEXT_HEALTH_ID.with(|n| {
-            let id = n.get();
-            n.set(id + 1);
-            id
-        });
-        let coordinated = settings.capacity.as_ref().is_some_and(|c| c.coordinated);
-        let capacity = settings.capacity.map(|c| CapacityCore {
+    };
+    Ok(Settings {
+        fleet: s.fleet,
+        health: config_of_option(&health_option)?,
+        capacity: s.capacity.map(|c| CapacitySettings {
             provider_order: c.provider_order,
-            ledger: RefCell::new(Ledger::new(std::time::Duration::from_millis(c.reservation_ttl_ms.max(0.0) as u64))),
-            ledger_pools: RefCell::new(HashMap::new()),
+            reservation_ttl_ms: c.reservation_ttl_ms.max(0.0) as u64,
             coordinated: c.coordinated,
-        });
-        Ok(RouterCore {
-            fleet: Arc::from(settings.fleet.as_str()),
-            health,
-            health_id,
-            capacity,
-            store: store.map(|s| s.store.clone()),
-            callback_timeout_ms: settings.callback_timeout_ms.max(0.0) as u64,
-            observe: settings.observe,
-            owner: Owner { host: settings.owner_host, pid: settings.owner_pid, session: settings.session },
-            warm: RefCell::new(None),
-            budgets: match BudgetCore::of_option(settings.budgets_json.as_deref(), coordinated)? {
-                Some(b) if !b.shared => Some(match sqlite {
-                    Some(file) => b.persisted(file.charge_sink(), now_millis()),
-                    None => b,
-                }),
-                other => other,
-            },
+        }),
+        callback_timeout_ms: s.callback_timeout_ms.max(0.0) as u64,
+        observe: s.observe,
+        owner: Owner { host: s.owner_host, pid: s.owner_pid, session: s.session },
+        budgets,
+    })
+}
+
+/// The readings a call is made at: the health clock (`health`), the router's (`clock`);
+/// each omitted (the default clock): the wall clock, read here.
+pub(crate) fn now_of(health: Option<f64>, clock: Option<f64>) -> Now {
+    let wall = || now_millis();
+    let router = clock.map_or_else(wall, |c| c as i64);
+    Now { health: health.map_or_else(wall, |h| h as i64), router }
+}
+
+/// Makes a router over `registry` from its settings (`store`: the default in-memory store,
+/// which the success call then writes itself; `sqlite`: the router's `SqliteMappingStore`,
+/// where budgets without a coordinator keep their charges). Throws the typed
+/// `INVALID_CONFIGURATION` error naming the option.
+#[napi]
+pub fn create_router(
+    env: Env,
+    settings: RouterSettings,
+    registry: &External<Registry>,
+    store: Option<&NativeMappingStore>,
+    sqlite: Option<&NativeSqliteStore>,
+) -> napi::Result<External<RouterState>> {
+    guard(&env, || {
+        let settings = settings_of(settings)?;
+        let sink = sqlite.map(|s| Box::new(s.charge_sink()) as Box<dyn crate::core::router::budgets::ChargeSink>);
+        let router = Router::new(settings, registry.pools.clone(), store.map(|s| s.store.clone()), sink, now_millis())?;
+        Ok(External::new(RouterState {
+            router: RefCell::new(router),
+            ids: RefCell::new(SandboxIdSource::default()),
+        }))
+    })
+}
+
+/// Decides on `registry` from now on (a caller's own registry is read again on every call).
+#[napi]
+pub fn router_use_registry(router: &External<RouterState>, registry: &External<Registry>) {
+    router.router.borrow_mut().use_registry(registry.pools.clone());
+}
+
+/// Whether the router's budgets live in the shared ledger; null without budgets.
+#[napi]
+pub fn router_budgets_shared(router: &External<RouterState>) -> Option<bool> {
+    router.router.borrow().budgets_shared()
+}
+
+/// The events decided outside a job since the last call (a destroy, a refill's pause, …).
+#[napi]
+pub fn router_events<'env>(env: &'env Env, router: &External<RouterState>, clock: Option<f64>) -> napi::Result<Array<'env>> {
+    let _ = clock;
+    let events = router.router.borrow_mut().take_events();
+    events_array(env, &events)
+}
+
+/// The rules at `now` (the router's clock, ms), for the shared ledger's status.
+#[napi]
+pub fn router_budget_rules(router: &External<RouterState>, clock: Option<f64>) -> Vec<BudgetRuleRecord> {
+    let now = now_of(None, clock).router;
+    let r = router.router.borrow();
+    let Some(b) = r.budgets.as_ref() else { return Vec::new() };
+    let rules = b.rules();
+    b.rule_keys(now)
+        .into_iter()
+        .map(|k| BudgetRuleRecord {
+            label: rules[k.rule].label.clone(),
+            rule_id: k.rule_id,
+            cost: k.limits.cost,
+            launches: k.limits.launches.map(|n| n as f64),
+            concurrent: k.limits.concurrent.map(|n| n as f64),
+            since: k.since.map(|t| t as f64),
+            window_end: k.window_end.map(|t| t as f64),
+            sliding_ms: k.sliding_ms.map(|t| t as f64),
         })
-    }
+        .collect()
+}
 
-    /// Runs `f` with the registry and this router's health view at `now` (None when the
-    /// router tracks no health).
-    pub(crate) fn view<T>(
-        &self,
-        registry: &mut RegistryInner,
-        now: Option<f64>,
-        f: impl FnOnce(&mut RegistryInner, Option<&HealthView<'_>>) -> T,
-    ) -> T {
-        match &self.health {
-            None => f(registry, None),
-            Some(h) => {
-                let mut h = h.borrow_mut();
-                let slots = registry.health_slots(&mut h, self.health_id);
-                let view = HealthView { health: &h, slots, now: instant(now) };
-                f(registry, Some(&view))
-            }
-        }
-    }
+/// `router.budgetStatus()` of the in-process ledger at `clock` (the router's clock, ms):
+/// every rule's keys, in rule order.
+#[napi]
+pub fn router_budget_status(env: Env, router: &External<RouterState>, clock: Option<f64>) -> napi::Result<Vec<BudgetStatusRecord>> {
+    guard(&env, || {
+        let now = now_of(None, clock).router;
+        let mut r = router.router.borrow_mut();
+        let Some(b) = r.budgets.as_mut() else { return Ok(Vec::new()) };
+        let rows = b.ledger.status(now);
+        let rules = b.rules();
+        Ok(rows
+            .into_iter()
+            .map(|row| {
+                let rule = &rules[row.rule];
+                BudgetStatusRecord::of(&rule.id, &rule.label, &rule.limits, row.value, &row.usage, row.resets_at)
+            })
+            .collect())
+    })
+}
 
-    /// Which pools of `registry` a provision may claim from (by index): none unless the
-    /// registry keeps a warm pool and this router's warm pools are started and not closed.
-    pub(crate) fn claims(&self, registry: &RegistryInner) -> Option<Rc<[bool]>> {
-        let pools = registry.warm.as_ref()?;
-        match &*self.warm.borrow() {
-            Some(w) if !w.closed => Some(pools.clone()),
-            _ => None,
-        }
-    }
-
-    /// Its health's process-unique id (registries cache their slot maps by it).
-    pub(crate) fn health_id(&self) -> u64 {
-        self.health_id
-    }
-
-    /// The capacity provider order, under capacity routing.
-    pub(crate) fn provider_order(&self) -> Option<&[String]> {
-        self.capacity.as_ref().map(|c| c.provider_order.as_slice())
-    }
+/// `router.settleCost(id, actualCost)` in the in-process ledger. False when the ledger does
+/// not know the charge. Throws `INVALID_SANDBOX_ID` / `INVALID_INPUT`.
+#[napi]
+pub fn router_settle_cost(env: Env, router: &External<RouterState>, id: String, actual_cost: f64) -> napi::Result<bool> {
+    guard(&env, || {
+        let key = SandboxKey::parse_checked(&id)?;
+        router.router.borrow_mut().settle_cost(key, actual_cost)
+    })
 }
 
 /// What `released` gave back.
@@ -248,6 +214,15 @@ pub struct Released {
     pub capacity: bool,
     /// A budget's concurrent slot (in-process ledger).
     pub budget: bool,
+}
+
+/// Sandbox `id` is gone (destroyed, or reclaimed by `reconcile`): its in-process capacity
+/// hold and its budgets' concurrent slot are given back. What was released.
+#[napi]
+pub fn router_released(router: &External<RouterState>, id: String) -> Released {
+    let Some(key) = SandboxKey::parse(&id) else { return Released { capacity: false, budget: false } };
+    let (capacity, budget) = router.router.borrow_mut().released(key);
+    Released { capacity, budget }
 }
 
 /// A circuit's state.
@@ -262,7 +237,7 @@ pub enum CircuitStateName {
 }
 
 /// One pool's health, as `router.health()` returns it: numbers and codes only.
-#[napi(object)]
+#[napi(object, use_nullable = true)]
 pub struct PoolHealthRecord {
     /// The pool's id.
     pub provider_id: String,
@@ -291,179 +266,76 @@ pub struct PoolHealthRecord {
     pub cooldown_ms: f64,
 }
 
+/// Every pool of the router's registry, in registration order, at `health` (the health
+/// clock, ms; omitted: the wall clock); empty when the router tracks no health.
 #[napi]
-impl NativeRouter {
-    /// A router's native state from its options (`store`: the default in-memory store, which
-    /// the success call then writes itself; `sqlite`: the router's `SqliteMappingStore`,
-    /// where budgets without a coordinator keep their charges). Throws the typed
-    /// `INVALID_CONFIGURATION` error naming the option.
-    #[napi(constructor)]
-    pub fn new(
-        env: Env,
-        settings: RouterSettings,
-        store: Option<&NativeMappingStore>,
-        sqlite: Option<&NativeSqliteStore>,
-    ) -> napi::Result<Self> {
-        guard(&env, || {
-            let core = Rc::new(RouterCore::new(settings, store, sqlite)?);
-            let handle = ROUTERS.with(|r| r.borrow_mut().insert(core.clone()));
-            Ok(NativeRouter { core, handle })
+pub fn router_health(router: &External<RouterState>, health: Option<f64>) -> Vec<PoolHealthRecord> {
+    let now = now_of(health, None).health;
+    let r = router.router.borrow();
+    let ids: Vec<String> = r.registry().borrow().registry.pools().iter().map(|p| p.id.clone()).collect();
+    ids.into_iter()
+        .filter_map(|id| {
+            let s = r.pool_health(&id, now)?;
+            let (state, cause, retry_at, trial) = match s.state {
+                CircuitState::Closed => (CircuitStateName::Closed, None, None, false),
+                CircuitState::Open { retry_at, cause } => {
+                    (CircuitStateName::Open, Some(cause), Some(iso8601_millis(retry_at)), false)
+                }
+                CircuitState::HalfOpen { trial_in_flight, cause } => {
+                    (CircuitStateName::HalfOpen, Some(cause), None, trial_in_flight)
+                }
+            };
+            Some(PoolHealthRecord {
+                provider_id: id,
+                state,
+                cause: cause.map(|c| c.code().to_string()),
+                retry_at,
+                trial_in_flight: trial,
+                samples: s.samples as f64,
+                success_rate: s.success_rate,
+                latency_ms: s.latency_ms,
+                p95_latency_ms: s.p95_latency_ms,
+                consecutive_failures: s.consecutive_failures,
+                consecutive_retryable_failures: s.consecutive_retryable_failures,
+                cooldown_ms: s.cooldown_ms as f64,
+            })
         })
-    }
-
-    /// Its handle for the provision path (`beginAcquisition`, `order`).
-    #[napi(getter)]
-    pub fn handle(&self) -> u32 {
-        self.handle
-    }
-
-    /// Whether the router's budgets live in the shared ledger (`capacity.coordinator`); null
-    /// without budgets.
-    #[napi(getter)]
-    pub fn budgets_shared(&self) -> Option<bool> {
-        self.core.budgets.as_ref().map(|b| b.shared)
-    }
-
-    /// The rules at `now` (the router's clock, ms), for the shared ledger's status.
-    #[napi]
-    pub fn budget_rules(&self, now: Option<f64>) -> Vec<crate::binding::budget::BudgetRuleRecord> {
-        self.core.budgets.as_ref().map(|b| b.rule_records(instant(now))).unwrap_or_default()
-    }
-
-    /// `router.budgetStatus()` of the in-process ledger at `now` (the router's clock, ms;
-    /// omitted: the wall clock): every rule's keys, in rule order.
-    #[napi]
-    pub fn budget_status(&self, env: Env, now: Option<f64>) -> napi::Result<Vec<BudgetStatusRecord>> {
-        guard(&env, || Ok(self.core.budgets.as_ref().map(|b| b.status(instant(now))).unwrap_or_default()))
-    }
-
-    /// `router.settleCost(id, actualCost)` in the in-process ledger: replaces the charge's
-    /// estimate. False when the ledger does not know the charge (or has forgotten it: every
-    /// window it counted in is over). Throws `INVALID_SANDBOX_ID` / `INVALID_INPUT`.
-    #[napi]
-    pub fn settle_cost(&self, env: Env, id: String, actual_cost: f64) -> napi::Result<bool> {
-        guard(&env, || {
-            let key = SandboxKey::parse_checked(&id)?;
-            if !actual_cost.is_finite() || actual_cost < 0.0 {
-                return Err(NativeError::invalid(
-                    ErrorClass::RequestValidation,
-                    "INVALID_INPUT",
-                    "invalid settleCost: actualCost must be a finite number >= 0",
-                    "actualCost",
-                ));
-            }
-            Ok(self.core.budgets.as_ref().is_some_and(|b| {
-                let known = b.ledger.borrow_mut().settle_cost(key, actual_cost);
-                b.flush();
-                known
-            }))
-        })
-    }
-
-    /// Sandbox `id` is gone (destroyed, or reclaimed by `reconcile`): its in-process
-    /// capacity hold and its budgets' concurrent slot are given back. What was released.
-    #[napi]
-    pub fn released(&self, env: Env, id: String) -> napi::Result<Released> {
-        guard(&env, || {
-            let Some(key) = SandboxKey::parse(&id) else { return Ok(Released { capacity: false, budget: false }) };
-            let capacity = self
-                .core
-                .capacity
-                .as_ref()
-                .filter(|c| !c.coordinated)
-                .is_some_and(|c| c.ledger.borrow_mut().release_sandbox(key));
-            let budget = self.core.budgets.as_ref().filter(|b| !b.shared).is_some_and(|b| {
-                let released = b.ledger.borrow_mut().release(key);
-                b.flush();
-                released
-            });
-            Ok(Released { capacity, budget })
-        })
-    }
-
-    /// Every pool of `provider_ids`, in that order, at `now` (ms; omitted: the wall clock);
-    /// empty when the router tracks no health.
-    #[napi]
-    pub fn health(&self, env: Env, provider_ids: Vec<String>, now: Option<f64>) -> napi::Result<Vec<PoolHealthRecord>> {
-        guard(&env, || {
-            let Some(health) = &self.core.health else { return Ok(Vec::new()) };
-            let h = health.borrow();
-            let now = instant(now);
-            Ok(provider_ids
-                .into_iter()
-                .map(|id| {
-                    let s = h.snapshot(h.find(&id), now);
-                    let (state, cause, retry_at, trial) = match s.state {
-                        CircuitState::Closed => (CircuitStateName::Closed, None, None, false),
-                        CircuitState::Open { retry_at, cause } => {
-                            (CircuitStateName::Open, Some(cause), Some(iso8601_millis(retry_at)), false)
-                        }
-                        CircuitState::HalfOpen { trial_in_flight, cause } => {
-                            (CircuitStateName::HalfOpen, Some(cause), None, trial_in_flight)
-                        }
-                    };
-                    PoolHealthRecord {
-                        provider_id: id,
-                        state,
-                        cause: cause.map(|c| c.code().to_string()),
-                        retry_at,
-                        trial_in_flight: trial,
-                        samples: s.samples as f64,
-                        success_rate: s.success_rate,
-                        latency_ms: s.latency_ms,
-                        p95_latency_ms: s.p95_latency_ms,
-                        consecutive_failures: s.consecutive_failures,
-                        consecutive_retryable_failures: s.consecutive_retryable_failures,
-                        cooldown_ms: s.cooldown_ms as f64,
-                    }
-                })
-                .collect())
-        })
-    }
-
-    /// The `sandbox_router_circuit_state` gauge of every pool of `provider_ids`, in that
-    /// order, at `now` (ms; omitted: the wall clock): 0 closed, 1 half-open, 2 open
-    /// (`core::telemetry::circuit_gauge`), from the snapshot `health` reads; empty when the
-    /// router tracks no health.
-    #[napi]
-    pub fn circuit_states(&self, env: Env, provider_ids: Vec<String>, now: Option<f64>) -> napi::Result<Vec<u32>> {
-        guard(&env, || {
-            let Some(health) = &self.core.health else { return Ok(Vec::new()) };
-            let h = health.borrow();
-            let now = instant(now);
-            Ok(provider_ids.iter().map(|id| circuit_gauge(&h.snapshot(h.find(id), now).state)).collect())
-        })
-    }
+        .collect()
 }
 
-/// The attempt order `router.route()` reports for router `router`, registry `registry` and
-/// compiled request `request` (handles): pool indices, best first, at most
-/// `maxAcquisitionAttempts`, written into `out`; returns how many. Throws the typed
-/// `NO_ELIGIBLE_PROVIDER` error. `now`: the router's injected clock (ms); omitted, the wall
-/// clock.
+/// The `sandbox_router_circuit_state` gauge of every pool of the registry, in order, at
+/// `health` (ms): 0 closed, 1 half-open, 2 open; empty when the router tracks no health.
+#[napi]
+pub fn router_circuit_states(router: &External<RouterState>, health: Option<f64>) -> Vec<u32> {
+    let now = now_of(health, None).health;
+    let r = router.router.borrow();
+    let ids: Vec<String> = r.registry().borrow().registry.pools().iter().map(|p| p.id.clone()).collect();
+    ids.iter().filter_map(|id| r.pool_health(id, now).map(|s| circuit_gauge(&s.state))).collect()
+}
+
+/// The attempt order `router.route()` reports for compiled request `request`: pool
+/// indices, best first, at most `maxAcquisitionAttempts`, written into `out`; returns how
+/// many. Throws the typed `NO_ELIGIBLE_PROVIDER` error.
+// The order crosses in a lent Uint32Array: the 6-pool route floor (≥ 0.7x) needs it.
 #[napi]
 pub fn route_order(
     env: Env,
-    router: u32,
-    registry: u32,
-    request: u32,
+    router: &External<RouterState>,
+    request: &External<CompiledRequest>,
     detached: bool,
     mut out: Uint32ArraySlice<'_>,
-    now: Option<f64>,
+    health: Option<f64>,
 ) -> napi::Result<u32> {
     guard(&env, || {
-        let (core, registry, req) = (router_of(router)?, registry_of(registry)?, request_of(request)?);
-        let mut inner = registry.borrow_mut();
-        let order = core.view(&mut inner, now, |inner, health| {
-            let q = Question {
-                req: &req,
-                detached,
-                extras: None,
-                provider_order: core.provider_order(),
-                health,
-                over_budget: &[],
-            };
-            inner.candidates(&q, Some(req.max_attempts as usize))
+        let now = now_of(health, None).health;
+        let mut r = router.router.borrow_mut();
+        let registry = r.registry().clone();
+        let mut pools = registry.borrow_mut();
+        let provider_order = r.provider_order().map(<[String]>::to_vec);
+        let req = &request.req;
+        let order = r.view(&mut pools, now, |pools, health| {
+            let q = Question { req, detached, extras: None, provider_order: provider_order.as_deref(), health, over_budget: &[] };
+            pools.candidates(&q, Some(req.max_attempts as usize))
         })?;
         // SAFETY: JavaScript cannot run during this synchronous call, and nothing keeps the slice beyond it.
         let out = unsafe { out.as_mut() };
@@ -475,4 +347,22 @@ pub fn route_order(
         }
         Ok(order.len() as u32)
     })
+}
+
+/// Whether a job of this router is making sandbox `id` now.
+#[napi]
+pub fn router_in_flight(router: &External<RouterState>, id: String) -> bool {
+    SandboxKey::parse(&id).is_some_and(|k| router.router.borrow().in_flight(k))
+}
+
+/// The sandbox ids this router's jobs are making now (another router's reconcile asks).
+#[napi]
+pub fn router_in_flight_ids(router: &External<RouterState>) -> Vec<String> {
+    router.router.borrow().in_flight_ids().into_iter().map(|k| k.to_string()).collect()
+}
+
+/// Jobs in flight (the leak tests count them).
+#[napi]
+pub fn router_jobs_in_flight(router: &External<RouterState>) -> u32 {
+    router.router.borrow().jobs_in_flight() as u32
 }

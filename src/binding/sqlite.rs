@@ -13,19 +13,17 @@
 //! `INVALID_INPUT`); SQLite's own messages (which may name paths) never do.
 
 use crate::binding::error::{guard, own_task, typed_future, Failure, NativeError};
-use crate::binding::mapping::{IntentRecord, MappingRecord};
-use crate::core::budget::ChargeRecord;
+use crate::binding::records::{IntentRecord, MappingRecord};
 use crate::core::error::ErrorClass;
 use crate::core::ids::{validate_provider_id, SandboxKey};
 use crate::stores::record::{Intent, Op, Row};
-use crate::stores::sqlite::{list_file, Durability, SqliteStore, StoreError};
+use crate::stores::sqlite::{list_file, Durability, SqliteStore, StoreError, StoreFile};
 use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
 use napi_derive::napi;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 
 type Result<T> = std::result::Result<T, Failure>;
 
@@ -144,60 +142,17 @@ pub(crate) fn checked_op(op: BatchOp) -> Result<Op> {
 /// The native half of `SqliteMappingStore`: one file, opened on first use.
 #[napi]
 pub struct NativeSqliteStore {
-    path: PathBuf,
-    durability: Durability,
-    store: Arc<Mutex<Option<SqliteStore>>>,
+    file: StoreFile,
 }
 
 impl NativeSqliteStore {
     fn with<T>(&self, f: impl FnOnce(&mut SqliteStore) -> std::result::Result<T, StoreError>) -> Result<T> {
-        with_slot(&self.store, &self.path, self.durability, f)
+        self.file.with(f).map_err(store_err)
     }
 
     /// Where a router without a coordinator writes its budget charges (this file).
-    pub(crate) fn charge_sink(&self) -> ChargeSink {
-        ChargeSink { path: self.path.clone(), durability: self.durability, store: self.store.clone() }
-    }
-}
-
-fn with_slot<T>(
-    slot: &Mutex<Option<SqliteStore>>,
-    path: &std::path::Path,
-    durability: Durability,
-    f: impl FnOnce(&mut SqliteStore) -> std::result::Result<T, StoreError>,
-) -> Result<T> {
-    let mut slot = slot.lock().map_err(|_| store_err(StoreError::OpenFailed))?;
-    if slot.is_none() {
-        *slot = Some(SqliteStore::open(path, durability).map_err(store_err)?);
-    }
-    let store = slot.as_mut().ok_or_else(|| store_err(StoreError::OpenFailed))?;
-    f(store).map_err(store_err)
-}
-
-/// A router's budget charges' way into its `SqliteMappingStore` file. Why synchronous
-/// writes? A charge changes at a reservation and at a settlement, in the native call that
-/// decided it; a WAL commit is tens of microseconds, and the store's own writes of the same
-/// provision (the intent, the record) cost as much. A write that fails is dropped: the
-/// in-process ledger stays the truth for this process, and the next write of that charge
-/// carries its state again.
-pub(crate) struct ChargeSink {
-    path: PathBuf,
-    durability: Durability,
-    store: Arc<Mutex<Option<SqliteStore>>>,
-}
-
-impl ChargeSink {
-    /// Writes `changes` (a record, or None to delete).
-    pub(crate) fn write(&self, changes: Vec<(SandboxKey, Option<ChargeRecord>)>) {
-        if changes.is_empty() {
-            return;
-        }
-        let _ = with_slot(&self.store, &self.path, self.durability, |s| s.write_charges(&changes));
-    }
-
-    /// Every charge the file holds (empty when it cannot be read).
-    pub(crate) fn load(&self) -> Vec<ChargeRecord> {
-        with_slot(&self.store, &self.path, self.durability, |s| s.charges()).unwrap_or_default()
+    pub(crate) fn charge_sink(&self) -> StoreFile {
+        self.file.clone()
     }
 }
 
@@ -208,9 +163,7 @@ impl NativeSqliteStore {
     #[napi(constructor)]
     pub fn new(path: String, full: bool) -> Self {
         NativeSqliteStore {
-            path: PathBuf::from(path),
-            durability: if full { Durability::Full } else { Durability::Normal },
-            store: Arc::new(Mutex::new(None)),
+            file: StoreFile::new(PathBuf::from(path), if full { Durability::Full } else { Durability::Normal }),
         }
     }
 
@@ -261,9 +214,7 @@ impl NativeSqliteStore {
     /// Closes the file (the next operation opens it again).
     #[napi]
     pub fn close(&self) {
-        if let Ok(mut slot) = self.store.lock() {
-            slot.take();
-        }
+        self.file.close();
     }
 }
 

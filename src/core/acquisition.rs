@@ -37,6 +37,7 @@ use crate::core::fallback::{after_failure, sanitize, Next, OUTCOME_UNKNOWN as UN
 use crate::core::health::{Health, LaunchOutcome, Transition};
 use crate::core::ids::SandboxKey;
 use crate::core::shared_ledger::Dim;
+use crate::core::events::{Event, KeyFact, Nullable, PoolId, Time};
 use crate::core::warm::MissReason;
 use std::rc::Rc;
 
@@ -178,40 +179,6 @@ pub struct Skip {
     pub reason: String,
 }
 
-/// An event the router emits, decided here (the JS side adds `type`, `at` and ids).
-#[derive(Debug, Clone, PartialEq)]
-pub enum Event {
-    /// `capacity.admitted`.
-    CapacityAdmitted { pool: usize },
-    /// `capacity.skipped`.
-    CapacitySkipped { pool: usize, status: SkipStatus, reason: String },
-    /// `attempt.started`.
-    AttemptStarted { pool: usize, attempt: u32 },
-    /// `attempt.succeeded`.
-    AttemptSucceeded { pool: usize, attempt: u32 },
-    /// `attempt.failed`.
-    AttemptFailed { pool: usize, attempt: u32, code: String, retryable: bool },
-    /// `fallback.advanced`.
-    FallbackAdvanced { from: usize, to: usize, attempt: u32 },
-    /// `provision.exhausted`.
-    ProvisionExhausted { code: String },
-    /// `health.circuit.opened` / `half-open` / `closed`, caused by this acquisition.
-    Circuit { pool: usize, transition: Transition },
-    /// `health.skipped`: a candidate excluded at launch time by its circuit (it opened, or
-    /// another provision took the half-open trial, after the route was decided).
-    HealthSkipped { pool: usize },
-    /// `warm.miss`: the candidate's warm pool had no member for this request.
-    WarmMiss { pool: usize, reason: MissReason },
-    /// `budget.reserved`: `pool`'s cost reserved against every applying rule.
-    BudgetReserved { pool: usize, cost: f64 },
-    /// `budget.released`: the reservation for `pool` given back: `NOT_LAUNCHED` (a later
-    /// check skipped the pool) or `PRE_ALLOCATION_FAILURE` (its launch provably allocated
-    /// nothing).
-    BudgetReleased { pool: usize, cost: f64, reason: &'static str },
-    /// `budget.refused`: `pool` did not fit; the first refusing rule.
-    BudgetRefused { pool: usize, refusal: Box<Refusal> },
-}
-
 /// Health tracking of one acquisition: each pool's health slot, the caller's clock as last
 /// reported, and the launch in flight.
 #[derive(Debug, Clone)]
@@ -276,8 +243,12 @@ pub struct Acquisition {
     outcome: Option<Outcome>,
     attempts: Vec<Attempt>,
     skipped: Vec<Skip>,
-    observe: bool,
+    /// The pools' ids, when events are recorded (the router has an observer or telemetry):
+    /// None, and the success path allocates no event.
+    names: Option<Rc<[PoolId]>>,
     events: Vec<Event>,
+    /// The router's clock at the last report (ms): the capacity ledger's holds are timed by it.
+    clock: i64,
     /// A hold of the shared ledger settled by the machine, for the caller to write
     /// ([`Acquisition::take_settlement`]): (token, allocated).
     settlement: Option<(u64, bool)>,
@@ -315,6 +286,17 @@ struct Budgeting {
     /// The held candidate was admitted unreserved (the shared ledger could not be asked
     /// and every rule allows that): nothing to settle.
     unrecorded: bool,
+    /// What budget events name, when events are recorded.
+    names: Option<BudgetNames>,
+}
+
+/// What budget events name: the applying rules' ids (in rule order) and every rule's label.
+#[derive(Debug, Clone)]
+pub struct BudgetNames {
+    /// Ids of the rules that apply to the request.
+    pub applying: Vec<PoolId>,
+    /// Every rule's label, by rule index.
+    pub labels: Rc<[String]>,
 }
 
 /// The shared ledger's answer to one admission (`PostgresMappingStore` as a coordinator).
@@ -335,14 +317,14 @@ pub const COORDINATOR_UNAVAILABLE: &str = "COORDINATOR_UNAVAILABLE";
 impl Acquisition {
     /// Starts an acquisition. Under a capacity plan every candidate may be tried (skips
     /// cost no attempt); otherwise `candidates` is already cut to `max_attempts`.
-    /// `observe`: record events (off when nobody listens, so the success path allocates
-    /// none).
+    /// `names`: the pools' ids, to record events (None when nobody listens, so the success
+    /// path allocates none).
     pub fn new(
         candidates: Vec<usize>,
         max_attempts: usize,
         fallback_allowed: bool,
         capacity: Option<CapacityPlan>,
-        observe: bool,
+        names: Option<Rc<[PoolId]>>,
     ) -> Self {
         let mut a = Acquisition {
             candidates,
@@ -355,8 +337,9 @@ impl Acquisition {
             outcome: None,
             attempts: Vec::new(),
             skipped: Vec::new(),
-            observe,
+            names,
             events: Vec::new(),
+            clock: 0,
             settlement: None,
             tracking: None,
             circuit_skipped: None,
@@ -379,7 +362,38 @@ impl Acquisition {
 
     /// Whether this machine records events (the router has an observer).
     pub fn observing(&self) -> bool {
-        self.observe
+        self.names.is_some()
+    }
+
+    /// The router's clock (ms), given with each call: capacity holds are timed by it.
+    pub fn set_clock(&mut self, ms: i64) {
+        self.clock = ms;
+    }
+
+    /// Records `event` (the caller made it only when [`Acquisition::observing`]).
+    fn push(&mut self, event: Event) {
+        self.events.push(event);
+    }
+
+    /// Pool `pool`'s id, as events name it.
+    fn id(&self, pool: usize) -> PoolId {
+        self.names.as_ref().and_then(|n| n.get(pool).cloned()).unwrap_or_else(|| PoolId::from(""))
+    }
+
+    /// The event of a circuit `transition` of `pool`.
+    fn circuit_event(&self, pool: usize, transition: Transition) -> Event {
+        let pool = self.id(pool);
+        match transition {
+            Transition::Opened { retry_at, cooldown_ms, cause, failures } => Event::CircuitOpened {
+                pool,
+                reason: cause.code(),
+                consecutive_failures: failures,
+                cooldown_ms,
+                retry_at: Time(retry_at),
+            },
+            Transition::HalfOpen => Event::CircuitHalfOpen { pool },
+            Transition::Closed => Event::CircuitClosed { pool },
+        }
     }
 
     /// Names the provision's sandbox id: a capacity hold its launch keeps is recorded under
@@ -392,7 +406,7 @@ impl Acquisition {
     /// Reserves budgets for every launch (call before the first step): `plan.costs[pool]`
     /// against `plan.applying`. Budget skips consume no attempt, so `candidates` must not have
     /// been cut to the attempt bound.
-    pub fn with_budget(&mut self, plan: budget::Plan) {
+    pub fn with_budget(&mut self, plan: budget::Plan, names: Option<BudgetNames>) {
         self.budget = Some(Box::new(Budgeting {
             plan,
             held: None,
@@ -402,6 +416,7 @@ impl Acquisition {
             refusals: Vec::new(),
             unavailable: None,
             unrecorded: false,
+            names,
         }));
     }
 
@@ -480,8 +495,9 @@ impl Acquisition {
                 match h.try_launch(slot, t.now) {
                     Ok(trial) => {
                         t.trial = trial;
-                        if trial && self.observe {
-                            self.events.push(Event::Circuit { pool, transition: Transition::HalfOpen });
+                        if trial && self.observing() {
+                            let e = self.circuit_event(pool, Transition::HalfOpen);
+                            self.push(e);
                         }
                     }
                     Err(_) => {
@@ -507,8 +523,8 @@ impl Acquisition {
 
     /// A candidate health excluded at launch time: no attempt consumed.
     fn pass_over(&mut self, pool: usize) {
-        if self.observe {
-            self.events.push(Event::HealthSkipped { pool });
+        if self.observing() {
+            self.push(Event::HealthSkipped { pool: self.id(pool), reason: crate::core::acquisition::CIRCUIT_OPEN });
         }
         self.circuit_skipped = Some(pool);
         self.give_back_budget(pool);
@@ -553,10 +569,10 @@ impl Acquisition {
         let pool = self.candidates[self.pos];
         let Some(plan) = &self.capacity else { return };
         let key = plan.ledger_pools.get(pool).copied().unwrap_or(pool);
-        match ledger.admit(key, seq, measurement, &plan.need) {
+        match ledger.admit(key, seq, measurement, &plan.need, self.clock) {
             Admission::Admitted(token) => {
-                if self.observe {
-                    self.events.push(Event::CapacityAdmitted { pool });
+                if self.observing() {
+                    self.push(Event::CapacityAdmitted { pool: self.id(pool) });
                 }
                 self.start_launch(Some(token));
             }
@@ -606,8 +622,8 @@ impl Acquisition {
         let pool = self.candidates[self.pos];
         match verdict {
             SharedVerdict::Admitted(token) => {
-                if self.observe {
-                    self.events.push(Event::CapacityAdmitted { pool });
+                if self.observing() {
+                    self.push(Event::CapacityAdmitted { pool: self.id(pool) });
                 }
                 self.start_launch(Some(token));
             }
@@ -635,14 +651,15 @@ impl Acquisition {
         }
         self.made += 1;
         self.phase = Phase::Launching(token);
-        if self.observe {
-            self.events.push(Event::AttemptStarted { pool: self.candidates[self.pos], attempt: self.made });
+        if self.observing() {
+            self.push(Event::AttemptStarted { pool: self.id(self.candidates[self.pos]), attempt: self.made });
         }
     }
 
     fn skip(&mut self, pool: usize, status: SkipStatus, reason: String) {
-        if self.observe {
-            self.events.push(Event::CapacitySkipped { pool, status, reason: reason.clone() });
+        if self.observing() {
+            let skip_reason = crate::core::telemetry::skip_reason(status, &reason);
+            self.push(Event::CapacitySkipped { pool: self.id(pool), status: status.name(), reason: reason.clone(), skip_reason });
         }
         self.give_back_budget(pool);
         self.skipped.push(Skip { pool, status, reason });
@@ -670,9 +687,9 @@ impl Acquisition {
     }
 
     fn finish(&mut self, outcome: Outcome) {
-        if self.observe {
+        if self.observing() {
             if let Some(code) = outcome.code() {
-                self.events.push(Event::ProvisionExhausted { code: code.to_string() });
+                self.push(Event::ProvisionExhausted { code: code.to_string(), summary: None });
             }
         }
         self.outcome = Some(outcome);
@@ -689,17 +706,19 @@ impl Acquisition {
                 b.pending = Some(if allocated {
                     Settle::Unknown { until: b.at.saturating_add(b.plan.hold_ms) }
                 } else {
-                    if self.observe {
+                    if let Some(n) = &b.names {
                         let pool = self.candidates[self.pos];
                         let cost = b.plan.costs.get(pool).copied().unwrap_or(0.0);
-                        self.events.push(Event::BudgetReleased { pool, cost, reason: "PRE_ALLOCATION_FAILURE" });
+                        let rules = Some(n.applying.clone());
+                        let pool = self.names.as_ref().and_then(|ids| ids.get(pool).cloned()).unwrap_or_else(|| PoolId::from(""));
+                        self.events.push(Event::BudgetReleased { pool, reason: "PRE_ALLOCATION_FAILURE", cost: Some(cost), rules });
                     }
                     Settle::Nothing
                 });
             }
         }
         match (token, ledger) {
-            (Some(t), Some(l)) => l.settle_owned(t, allocated, self.owner),
+            (Some(t), Some(l)) => l.settle_owned(t, allocated, self.owner, self.clock),
             // A shared ledger's hold: the caller writes it (take_settlement).
             (Some(t), None) => self.settlement = Some((t, allocated)),
             (None, _) => {}
@@ -730,8 +749,9 @@ impl Acquisition {
             }
             Pending::Record(outcome) => {
                 if let Some(transition) = health.record(slot, outcome, t.now, trial) {
-                    if self.observe {
-                        self.events.push(Event::Circuit { pool, transition });
+                    if self.observing() {
+                        let e = self.circuit_event(pool, transition);
+                        self.push(e);
                     }
                 }
             }
@@ -773,8 +793,8 @@ impl Acquisition {
     /// candidate is launched cold next, as without a warm pool.
     pub fn claim_missed(&mut self, reason: MissReason) {
         let Phase::Claiming = self.phase else { return };
-        if self.observe {
-            self.events.push(Event::WarmMiss { pool: self.candidates[self.pos], reason });
+        if self.observing() {
+            self.push(Event::WarmMiss { pool: self.id(self.candidates[self.pos]), reason: reason.code() });
         }
         self.phase = Phase::Next;
     }
@@ -788,8 +808,8 @@ impl Acquisition {
             }
         }
         self.note(pool, |ms| Pending::Record(LaunchOutcome::Succeeded { latency_ms: ms as f64 }));
-        if self.observe {
-            self.events.push(Event::AttemptSucceeded { pool, attempt: self.made });
+        if self.observing() {
+            self.push(Event::AttemptSucceeded { pool: self.id(pool), attempt: self.made });
         }
         self.outcome = Some(Outcome::Succeeded(pool));
         self.phase = Phase::Done;
@@ -819,9 +839,9 @@ impl Acquisition {
         match next {
             Next::Advance(_) => {
                 self.advance();
-                if self.observe {
-                    let to = self.next_launch_candidate();
-                    self.events.push(Event::FallbackAdvanced { from: pool, to, attempt: self.made + 1 });
+                if self.observing() {
+                    let to = self.id(self.next_launch_candidate());
+                    self.push(Event::FallbackAdvanced { from: self.id(pool), to, attempt: self.made + 1 });
                 }
             }
             Next::Terminal => self.finish(Outcome::Terminal { pool, code: c.code }),
@@ -836,8 +856,8 @@ impl Acquisition {
     }
 
     fn record_failure(&mut self, pool: usize, code: &str, retryable: bool) {
-        if self.observe {
-            self.events.push(Event::AttemptFailed { pool, attempt: self.made, code: code.to_string(), retryable });
+        if self.observing() {
+            self.push(Event::AttemptFailed { pool: self.id(pool), attempt: self.made, code: code.to_string(), retryable });
         }
         self.attempts.push(Attempt { pool, code: code.to_string(), retryable });
     }
@@ -876,18 +896,31 @@ impl Acquisition {
         b.slot = ledger.reserve_in(b.plan.sandbox, buckets, cost, now)?;
         b.held = Some(self.pos);
         b.at = now;
-        if self.observe {
-            self.events.push(Event::BudgetReserved { pool, cost });
+        if let Some(n) = &b.names {
+            let rules = n.applying.clone();
+            let pool = self.names.as_ref().and_then(|ids| ids.get(pool).cloned()).unwrap_or_else(|| PoolId::from(""));
+            self.events.push(Event::BudgetReserved { pool, cost, rules });
         }
         Ok(())
     }
 
     fn refuse_budget(&mut self, pool: usize, refusals: Vec<Refusal>) {
         let Some(b) = &mut self.budget else { return };
-        if self.observe {
-            if let Some(r) = refusals.first() {
-                self.events.push(Event::BudgetRefused { pool, refusal: Box::new(r.clone()) });
-            }
+        if let (Some(n), Some(r)) = (&b.names, refusals.first()) {
+            let id = self.names.as_ref().and_then(|ids| ids.get(pool).cloned()).unwrap_or_else(|| PoolId::from(""));
+            let event = Event::BudgetRefused {
+                pool: id,
+                reason: budget::BUDGET_EXCEEDED,
+                rule: b.plan.rule_ids.get(r.rule).cloned().unwrap_or_default(),
+                key: KeyFact { label: n.labels.get(r.rule).cloned().unwrap_or_default(), value: r.value.clone() },
+                dimension: r.dimension.name(),
+                limit: r.limit,
+                used: r.used,
+                reserved: r.reserved,
+                resets_at: Nullable(r.resets_at.map(Time)),
+                retryable: r.retryable,
+            };
+            self.events.push(event);
         }
         b.refusals.push((pool, refusals));
         // Recorded as a skip (rejections list it), without a capacity.skipped event.
@@ -909,9 +942,11 @@ impl Acquisition {
                 return;
             }
             b.pending = Some(Settle::Nothing);
-            if self.observe {
+            if let Some(n) = &b.names {
                 let cost = b.plan.costs.get(pool).copied().unwrap_or(0.0);
-                self.events.push(Event::BudgetReleased { pool, cost, reason: "NOT_LAUNCHED" });
+                let rules = Some(n.applying.clone());
+                let pool = self.names.as_ref().and_then(|ids| ids.get(pool).cloned()).unwrap_or_else(|| PoolId::from(""));
+                self.events.push(Event::BudgetReleased { pool, reason: "NOT_LAUNCHED", cost: Some(cost), rules });
             }
         }
     }
@@ -946,9 +981,11 @@ impl Acquisition {
             budget::SharedVerdict::Reserved => {
                 b.held = Some(self.pos);
                 b.at = now;
-                if self.observe {
+                if let Some(n) = &b.names {
                     let cost = b.plan.costs.get(pool).copied().unwrap_or(0.0);
-                    self.events.push(Event::BudgetReserved { pool, cost });
+                    let rules = n.applying.clone();
+                    let pool = self.names.as_ref().and_then(|ids| ids.get(pool).cloned()).unwrap_or_else(|| PoolId::from(""));
+                    self.events.push(Event::BudgetReserved { pool, cost, rules });
                 }
             }
             // Admitted unreserved: nothing to settle later.
@@ -1018,7 +1055,10 @@ impl Acquisition {
 mod tests {
     use super::*;
     use crate::core::capacity::{ResourceMeasurement, UnknownReason};
-    use std::time::Duration;
+
+    fn names(n: usize) -> Option<Rc<[PoolId]>> {
+        Some((0..n).map(|i| PoolId::from(format!("p{i}").as_str())).collect())
+    }
 
     fn slots(used: f64, limit: f64) -> Measurement {
         Measurement::Known(vec![ResourceMeasurement::new("sandboxes", used, limit, "sandboxes", 1.0)])
@@ -1034,7 +1074,7 @@ mod tests {
 
     #[test]
     fn success_on_the_first_candidate_records_no_failure() {
-        let mut a = Acquisition::new(vec![2, 0], 3, true, None, false);
+        let mut a = Acquisition::new(vec![2, 0], 3, true, None, None);
         assert_eq!(a.next(None), Step::Launch(2));
         a.succeeded(None);
         assert_eq!(a.next(None), Step::Done);
@@ -1044,17 +1084,17 @@ mod tests {
 
     #[test]
     fn must_fire_a_retryable_classified_failure_advances() {
-        let mut a = Acquisition::new(vec![0, 1], 3, true, None, true);
+        let mut a = Acquisition::new(vec![0, 1], 3, true, None, names(4));
         a.next(None);
         a.failed(None, Some("PRE_ALLOC"), Some(true));
         assert_eq!(a.next(None), Step::Launch(1));
         let events = a.take_events();
-        assert!(events.contains(&Event::FallbackAdvanced { from: 0, to: 1, attempt: 2 }), "{events:?}");
+        assert!(events.contains(&Event::FallbackAdvanced { from: "p0".into(), to: "p1".into(), attempt: 2 }), "{events:?}");
     }
 
     #[test]
     fn must_not_fire_an_unclassified_failure_is_terminal_and_outcome_unknown() {
-        let mut a = Acquisition::new(vec![0, 1], 3, true, None, true);
+        let mut a = Acquisition::new(vec![0, 1], 3, true, None, names(4));
         a.next(None);
         a.failed(None, None, None);
         assert_eq!(a.next(None), Step::Done);
@@ -1064,7 +1104,7 @@ mod tests {
 
     #[test]
     fn retryable_failures_exhaust_at_the_attempt_bound() {
-        let mut a = Acquisition::new(vec![0, 1, 2], 2, true, None, false);
+        let mut a = Acquisition::new(vec![0, 1, 2], 2, true, None, None);
         a.next(None);
         a.failed(None, Some("X"), Some(true));
         a.next(None);
@@ -1075,8 +1115,8 @@ mod tests {
 
     #[test]
     fn must_fire_capacity_skips_consume_no_attempt_and_end_in_no_capacity() {
-        let mut ledger = Ledger::new(Duration::from_secs(60));
-        let mut a = Acquisition::new(vec![0, 1], 1, true, capacity(2), true);
+        let mut ledger = Ledger::new(60_000);
+        let mut a = Acquisition::new(vec![0, 1], 1, true, capacity(2), names(4));
         assert_eq!(a.next(Some(&mut ledger)), Step::Admit(0));
         a.admit(&mut ledger, &slots(5.0, 5.0));
         assert_eq!(a.next(Some(&mut ledger)), Step::Admit(1));
@@ -1089,8 +1129,8 @@ mod tests {
 
     #[test]
     fn must_not_fire_a_pool_with_room_is_admitted_and_its_hold_kept_on_success() {
-        let mut ledger = Ledger::new(Duration::from_secs(60));
-        let mut a = Acquisition::new(vec![0], 1, true, capacity(1), false);
+        let mut ledger = Ledger::new(60_000);
+        let mut a = Acquisition::new(vec![0], 1, true, capacity(1), None);
         a.next(Some(&mut ledger));
         a.admit(&mut ledger, &slots(0.0, 1.0));
         assert_eq!(a.next(Some(&mut ledger)), Step::Launch(0));
@@ -1103,8 +1143,8 @@ mod tests {
         for (code, retryable, held) in
             [(Some("PRE"), Some(true), 0.0), (None, None, 1.0), (Some("Q"), Some(false), 1.0)]
         {
-            let mut ledger = Ledger::new(Duration::from_secs(60));
-            let mut a = Acquisition::new(vec![0, 1], 3, true, capacity(2), false);
+            let mut ledger = Ledger::new(60_000);
+            let mut a = Acquisition::new(vec![0, 1], 3, true, capacity(2), None);
             a.next(Some(&mut ledger));
             a.admit(&mut ledger, &slots(0.0, 1.0));
             a.next(Some(&mut ledger));
@@ -1116,15 +1156,15 @@ mod tests {
     #[test]
     fn a_pool_without_a_reader_is_skipped_without_a_read() {
         let plan = CapacityPlan { need: Resources::default(), readers: vec![false, true], ledger_pools: vec![0, 1] };
-        let mut a = Acquisition::new(vec![0, 1], 1, true, Some(plan), false);
-        let mut ledger = Ledger::new(Duration::from_secs(60));
+        let mut a = Acquisition::new(vec![0, 1], 1, true, Some(plan), None);
+        let mut ledger = Ledger::new(60_000);
         assert_eq!(a.next(Some(&mut ledger)), Step::Admit(1));
         assert_eq!(a.skipped()[0].reason, "NO_CAPACITY_READER");
     }
 
     #[test]
     fn shared_admission_launches_and_its_success_is_settled_as_allocated_must_fire() {
-        let mut a = Acquisition::new(vec![0], 1, true, capacity(1), false);
+        let mut a = Acquisition::new(vec![0], 1, true, capacity(1), None);
         assert_eq!(a.next(None), Step::Admit(0));
         let dims = a.shared_demand(&slots(3.0, 10.0), None).expect("known measurement");
         assert_eq!(dims, vec![Dim { resource: "sandboxes".into(), used: 3.0, limit: 10.0, need: 1.0 }]);
@@ -1138,7 +1178,7 @@ mod tests {
 
     #[test]
     fn shared_hold_of_a_proven_pre_allocation_failure_is_released_must_not_keep() {
-        let mut a = Acquisition::new(vec![0, 1], 2, true, capacity(2), false);
+        let mut a = Acquisition::new(vec![0, 1], 2, true, capacity(2), None);
         a.next(None);
         a.shared_demand(&slots(0.0, 1.0), None);
         a.admit_shared(SharedVerdict::Admitted(7), None);
@@ -1149,7 +1189,7 @@ mod tests {
 
     #[test]
     fn shared_unavailable_coordinator_is_an_unknown_skip_and_an_unknown_measurement_skips_without_asking() {
-        let mut a = Acquisition::new(vec![0, 1], 2, true, capacity(2), false);
+        let mut a = Acquisition::new(vec![0, 1], 2, true, capacity(2), None);
         a.next(None);
         a.shared_demand(&slots(0.0, 1.0), None);
         a.admit_shared(SharedVerdict::Unavailable, None);
@@ -1164,7 +1204,7 @@ mod tests {
 
     #[test]
     fn must_fire_a_warm_candidate_is_offered_as_a_claim_before_its_launch() {
-        let mut a = Acquisition::new(vec![1, 0], 3, true, None, true);
+        let mut a = Acquisition::new(vec![1, 0], 3, true, None, names(4));
         a.offer_claims(Rc::from(vec![false, true]));
         assert_eq!(a.next(None), Step::Claim(1));
         assert_eq!(a.next(None), Step::Claim(1), "the claim is in flight until reported");
@@ -1178,16 +1218,16 @@ mod tests {
 
     #[test]
     fn must_not_fire_a_candidate_without_a_warm_pool_is_launched_cold() {
-        let mut a = Acquisition::new(vec![0, 1], 3, true, None, false);
+        let mut a = Acquisition::new(vec![0, 1], 3, true, None, None);
         a.offer_claims(Rc::from(vec![false, true]));
         assert_eq!(a.next(None), Step::Launch(0));
-        let mut b = Acquisition::new(vec![1], 3, true, None, false);
+        let mut b = Acquisition::new(vec![1], 3, true, None, None);
         assert_eq!(b.next(None), Step::Launch(1), "no claims offered: as before warm pools");
     }
 
     #[test]
     fn a_claim_miss_launches_the_same_candidate_cold_and_a_fallback_offers_the_next_claim() {
-        let mut a = Acquisition::new(vec![0, 1], 3, true, None, true);
+        let mut a = Acquisition::new(vec![0, 1], 3, true, None, names(4));
         a.offer_claims(Rc::from(vec![true, true]));
         assert_eq!(a.next(None), Step::Claim(0));
         a.claim_missed(MissReason::Empty);
@@ -1202,16 +1242,16 @@ mod tests {
         assert_eq!(
             misses,
             vec![
-                Event::WarmMiss { pool: 0, reason: MissReason::Empty },
-                Event::WarmMiss { pool: 1, reason: MissReason::LaunchEnv }
+                Event::WarmMiss { pool: "p0".into(), reason: "EMPTY" },
+                Event::WarmMiss { pool: "p1".into(), reason: MissReason::LaunchEnv.code() }
             ]
         );
     }
 
     #[test]
     fn under_capacity_routing_a_claim_needs_no_admission() {
-        let mut ledger = Ledger::new(Duration::from_secs(60));
-        let mut a = Acquisition::new(vec![0], 1, true, capacity(1), false);
+        let mut ledger = Ledger::new(60_000);
+        let mut a = Acquisition::new(vec![0], 1, true, capacity(1), None);
         a.offer_claims(Rc::from(vec![true]));
         assert_eq!(a.next(Some(&mut ledger)), Step::Claim(0));
         a.claim_missed(MissReason::Empty);
@@ -1220,7 +1260,7 @@ mod tests {
 
     #[test]
     fn shared_exhausted_verdict_skips_the_pool() {
-        let mut a = Acquisition::new(vec![0], 1, true, capacity(1), false);
+        let mut a = Acquisition::new(vec![0], 1, true, capacity(1), None);
         a.next(None);
         a.shared_demand(&slots(0.0, 1.0), None);
         a.admit_shared(SharedVerdict::Exhausted("sandboxes".into()), None);

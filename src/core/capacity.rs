@@ -19,7 +19,6 @@ use crate::core::capabilities::Resources;
 use crate::core::ids::SandboxKey;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
 
 /// Why a measurement is unknown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -231,7 +230,7 @@ struct Hold {
     expect: Vec<(String, f64)>,
     /// Read sequence at which the launch settled successfully (None while in flight).
     settled_seq: Option<u64>,
-    settled_at: Option<Instant>,
+    settled_at: Option<i64>,
     /// The provision's sandbox id, when the router said it (its destroy releases the hold).
     sandbox: Option<SandboxKey>,
 }
@@ -243,13 +242,14 @@ pub struct Ledger {
     order: Vec<u64>,
     next_token: u64,
     seq: u64,
-    ttl: Duration,
+    ttl_ms: i64,
 }
 
 impl Ledger {
-    /// A ledger whose assumptions expire after `ttl`.
-    pub fn new(ttl: Duration) -> Self {
-        Ledger { holds: HashMap::new(), order: Vec::new(), next_token: 1, seq: 0, ttl }
+    /// A ledger whose assumptions expire `ttl_ms` after their launch settled (the router's
+    /// clock: every instant below is its reading, epoch ms).
+    pub fn new(ttl_ms: u64) -> Self {
+        Ledger { holds: HashMap::new(), order: Vec::new(), next_token: 1, seq: 0, ttl_ms: ttl_ms.min(i64::MAX as u64) as i64 }
     }
 
     /// Marks the start of a read; pass the returned sequence to [`Ledger::admit`].
@@ -270,12 +270,12 @@ impl Ledger {
     }
 
     /// Releases assumptions that a read started at `read_seq` reflects, and expired ones.
-    fn reconcile(&mut self, pool: usize, read_seq: u64, m: &[ResourceMeasurement], now: Instant) {
-        let ttl = self.ttl;
+    fn reconcile(&mut self, pool: usize, read_seq: u64, m: &[ResourceMeasurement], now: i64) {
+        let ttl = self.ttl_ms;
         // Expired assumptions go first.
         self.order.retain(|t| {
             let keep = match self.holds.get(t) {
-                Some(h) => h.settled_at.is_none_or(|at| now.duration_since(at) < ttl),
+                Some(h) => h.settled_at.is_none_or(|at| now.saturating_sub(at) < ttl),
                 None => false,
             };
             if !keep {
@@ -304,20 +304,8 @@ impl Ledger {
     }
 
     /// Checks `measurement` (already validated) for pool `pool`, given the request's
-    /// resources. On room, holds `max(required, request need)` per dimension.
-    pub fn admit(&mut self, pool: usize, read_seq: u64, measurement: &Measurement, req: &Resources) -> Admission {
-        self.admit_at(pool, read_seq, measurement, req, Instant::now())
-    }
-
-    /// [`Ledger::admit`] at an explicit instant (tests).
-    pub fn admit_at(
-        &mut self,
-        pool: usize,
-        read_seq: u64,
-        measurement: &Measurement,
-        req: &Resources,
-        now: Instant,
-    ) -> Admission {
+    /// resources, at `now`. On room, holds `max(required, request need)` per dimension.
+    pub fn admit(&mut self, pool: usize, read_seq: u64, measurement: &Measurement, req: &Resources, now: i64) -> Admission {
         let m = match measurement {
             Measurement::Unknown(r) => return Admission::Unknown(*r),
             Measurement::Known(m) => m,
@@ -347,14 +335,9 @@ impl Ledger {
         Admission::Admitted(token)
     }
 
-    /// Settles a held launch: a failure releases the hold; a success keeps it as an
+    /// Settles a held launch at `now`: a failure releases the hold; a success keeps it as an
     /// assumption until a later read reflects it (or the TTL passes).
-    pub fn settle(&mut self, token: u64, success: bool) {
-        self.settle_at(token, success, Instant::now());
-    }
-
-    /// [`Ledger::settle`] at an explicit instant (tests).
-    pub fn settle_at(&mut self, token: u64, success: bool, now: Instant) {
+    pub fn settle(&mut self, token: u64, success: bool, now: i64) {
         if !success {
             self.holds.remove(&token);
             self.order.retain(|t| *t != token);
@@ -370,13 +353,13 @@ impl Ledger {
 
     /// [`Ledger::settle`] for the launch of provision `sandbox`: a kept hold is given back
     /// when that sandbox is destroyed ([`Ledger::release_sandbox`]).
-    pub fn settle_owned(&mut self, token: u64, success: bool, sandbox: Option<SandboxKey>) {
+    pub fn settle_owned(&mut self, token: u64, success: bool, sandbox: Option<SandboxKey>, now: i64) {
         if success {
             if let Some(h) = self.holds.get_mut(&token) {
                 h.sandbox = sandbox;
             }
         }
-        self.settle(token, success);
+        self.settle(token, success, now);
     }
 
     /// The sandbox of provision `sandbox` was destroyed: its kept hold, if any, is released.
@@ -408,22 +391,22 @@ mod tests {
 
     #[test]
     fn admits_when_every_dimension_fits_and_refuses_when_one_does_not() {
-        let mut l = Ledger::new(Duration::from_secs(60));
+        let mut l = Ledger::new(60_000);
         let s = l.begin_read();
-        assert!(matches!(l.admit(0, s, &slots(9.0, 10.0), &Resources::default()), Admission::Admitted(_)));
+        assert!(matches!(l.admit(0, s, &slots(9.0, 10.0), &Resources::default(), 0), Admission::Admitted(_)));
         let s = l.begin_read();
-        assert!(matches!(l.admit(0, s, &slots(9.0, 10.0), &Resources::default()), Admission::Exhausted { .. }));
+        assert!(matches!(l.admit(0, s, &slots(9.0, 10.0), &Resources::default(), 0), Admission::Exhausted { .. }));
     }
 
     #[test]
     fn request_resources_raise_the_need_above_configured_demand() {
         let m = Measurement::Known(vec![ResourceMeasurement::new("cpu", 6.0, 10.0, "vCPU", 2.0)]);
-        let mut l = Ledger::new(Duration::from_secs(60));
+        let mut l = Ledger::new(60_000);
         let big = Resources { cpu: 5.0, ..Resources::default() };
         let s = l.begin_read();
-        assert!(matches!(l.admit(0, s, &m, &big), Admission::Exhausted { .. }));
+        assert!(matches!(l.admit(0, s, &m, &big, 0), Admission::Exhausted { .. }));
         let small = Resources { cpu: 1.0, ..Resources::default() };
-        assert!(matches!(l.admit(0, s, &m, &small), Admission::Admitted(_)));
+        assert!(matches!(l.admit(0, s, &m, &small, 0), Admission::Admitted(_)));
         assert_eq!(l.held_for(0, "cpu"), 2.0);
     }
 
@@ -434,92 +417,92 @@ mod tests {
     #[test]
     fn must_fire_destroying_a_sandbox_releases_its_kept_hold_against_an_accurate_empty_read() {
         // The case: ten quick create-and-destroys against ten slots.
-        let mut l = Ledger::new(Duration::from_secs(60));
+        let mut l = Ledger::new(60_000);
         for i in 0..10 {
             let s = l.begin_read();
-            let Admission::Admitted(t) = l.admit(0, s, &slots(0.0, 10.0), &Resources::default()) else { panic!() };
-            l.settle_owned(t, true, Some(sbx(i)));
+            let Admission::Admitted(t) = l.admit(0, s, &slots(0.0, 10.0), &Resources::default(), 0) else { panic!() };
+            l.settle_owned(t, true, Some(sbx(i)), 0);
         }
         for i in 0..10 {
             assert!(l.release_sandbox(sbx(i)), "hold {i}");
         }
         let s = l.begin_read();
-        assert!(matches!(l.admit(0, s, &slots(0.0, 10.0), &Resources::default()), Admission::Admitted(_)));
+        assert!(matches!(l.admit(0, s, &slots(0.0, 10.0), &Resources::default(), 0), Admission::Admitted(_)));
         assert_eq!(l.held_for(0, "sandboxes"), 1.0);
     }
 
     #[test]
     fn must_not_fire_a_live_sandbox_keeps_its_hold_and_another_destroy_releases_nothing() {
-        let mut l = Ledger::new(Duration::from_secs(60));
+        let mut l = Ledger::new(60_000);
         let s = l.begin_read();
-        let Admission::Admitted(t) = l.admit(0, s, &slots(0.0, 1.0), &Resources::default()) else { panic!() };
-        l.settle_owned(t, true, Some(sbx(1)));
+        let Admission::Admitted(t) = l.admit(0, s, &slots(0.0, 1.0), &Resources::default(), 0) else { panic!() };
+        l.settle_owned(t, true, Some(sbx(1)), 0);
         assert!(!l.release_sandbox(sbx(2)), "another sandbox's destroy");
         let s = l.begin_read();
         // A lagging read of an empty account is still refused: the sandbox exists.
-        assert!(matches!(l.admit(0, s, &slots(0.0, 1.0), &Resources::default()), Admission::Exhausted { .. }));
+        assert!(matches!(l.admit(0, s, &slots(0.0, 1.0), &Resources::default(), 0), Admission::Exhausted { .. }));
         // A failed launch's hold was released at once and names no sandbox.
-        let mut l = Ledger::new(Duration::from_secs(60));
+        let mut l = Ledger::new(60_000);
         let s = l.begin_read();
-        let Admission::Admitted(t) = l.admit(0, s, &slots(0.0, 1.0), &Resources::default()) else { panic!() };
-        l.settle_owned(t, false, Some(sbx(1)));
+        let Admission::Admitted(t) = l.admit(0, s, &slots(0.0, 1.0), &Resources::default(), 0) else { panic!() };
+        l.settle_owned(t, false, Some(sbx(1)), 0);
         assert!(!l.release_sandbox(sbx(1)));
     }
 
     #[test]
     fn failure_releases_the_hold() {
-        let mut l = Ledger::new(Duration::from_secs(60));
+        let mut l = Ledger::new(60_000);
         let s = l.begin_read();
-        let Admission::Admitted(t) = l.admit(0, s, &slots(9.0, 10.0), &Resources::default()) else { panic!() };
-        l.settle(t, false);
+        let Admission::Admitted(t) = l.admit(0, s, &slots(9.0, 10.0), &Resources::default(), 0) else { panic!() };
+        l.settle(t, false, 0);
         assert_eq!(l.held_for(0, "sandboxes"), 0.0);
     }
 
     #[test]
     fn success_is_held_until_a_later_read_reflects_it() {
-        let mut l = Ledger::new(Duration::from_secs(60));
+        let mut l = Ledger::new(60_000);
         let s = l.begin_read();
-        let Admission::Admitted(t) = l.admit(0, s, &slots(0.0, 1.0), &Resources::default()) else { panic!() };
-        l.settle(t, true);
+        let Admission::Admitted(t) = l.admit(0, s, &slots(0.0, 1.0), &Resources::default(), 0) else { panic!() };
+        l.settle(t, true, 0);
         // A lagging read (still 0 used) must not admit a second launch.
         let s = l.begin_read();
-        assert!(matches!(l.admit(0, s, &slots(0.0, 1.0), &Resources::default()), Admission::Exhausted { .. }));
+        assert!(matches!(l.admit(0, s, &slots(0.0, 1.0), &Resources::default(), 0), Admission::Exhausted { .. }));
         // A read that reflects the sandbox releases the assumption; the limit itself refuses.
         let s = l.begin_read();
-        assert!(matches!(l.admit(0, s, &slots(1.0, 1.0), &Resources::default()), Admission::Exhausted { .. }));
+        assert!(matches!(l.admit(0, s, &slots(1.0, 1.0), &Resources::default(), 0), Admission::Exhausted { .. }));
         assert_eq!(l.held_for(0, "sandboxes"), 0.0);
     }
 
     #[test]
     fn a_read_started_before_the_launch_settled_does_not_release_it() {
-        let mut l = Ledger::new(Duration::from_secs(60));
+        let mut l = Ledger::new(60_000);
         let s0 = l.begin_read();
-        let Admission::Admitted(t) = l.admit(0, s0, &slots(0.0, 5.0), &Resources::default()) else { panic!() };
+        let Admission::Admitted(t) = l.admit(0, s0, &slots(0.0, 5.0), &Resources::default(), 0) else { panic!() };
         let early = l.begin_read();
-        l.settle(t, true);
-        let _ = l.admit(0, early, &slots(1.0, 5.0), &Resources::default());
+        l.settle(t, true, 0);
+        let _ = l.admit(0, early, &slots(1.0, 5.0), &Resources::default(), 0);
         // The early read may not have seen the new sandbox even though its used is 1.
         assert!(l.held_for(0, "sandboxes") >= 1.0);
     }
 
     #[test]
     fn assumptions_expire_after_the_ttl() {
-        let mut l = Ledger::new(Duration::from_millis(10));
-        let now = Instant::now();
+        let mut l = Ledger::new(10);
+        let now = 1_000;
         let s = l.begin_read();
-        let Admission::Admitted(t) = l.admit_at(0, s, &slots(0.0, 1.0), &Resources::default(), now) else { panic!() };
-        l.settle_at(t, true, now);
+        let Admission::Admitted(t) = l.admit(0, s, &slots(0.0, 1.0), &Resources::default(), now) else { panic!() };
+        l.settle(t, true, now);
         let s = l.begin_read();
-        let later = now + Duration::from_millis(20);
-        assert!(matches!(l.admit_at(0, s, &slots(0.0, 1.0), &Resources::default(), later), Admission::Admitted(_)));
+        let later = now + 20;
+        assert!(matches!(l.admit(0, s, &slots(0.0, 1.0), &Resources::default(), later), Admission::Admitted(_)));
     }
 
     #[test]
     fn holds_are_per_pool() {
-        let mut l = Ledger::new(Duration::from_secs(60));
+        let mut l = Ledger::new(60_000);
         let s = l.begin_read();
-        assert!(matches!(l.admit(0, s, &slots(0.0, 1.0), &Resources::default()), Admission::Admitted(_)));
-        assert!(matches!(l.admit(1, s, &slots(0.0, 1.0), &Resources::default()), Admission::Admitted(_)));
+        assert!(matches!(l.admit(0, s, &slots(0.0, 1.0), &Resources::default(), 0), Admission::Admitted(_)));
+        assert!(matches!(l.admit(1, s, &slots(0.0, 1.0), &Resources::default(), 0), Admission::Admitted(_)));
     }
 
     #[test]
@@ -634,10 +617,10 @@ mod tests {
             assert_eq!(request_need(resource, &req), need, "{resource}");
         }
         // A pool configured with zero slot demand still needs one slot per launch.
-        let mut l = Ledger::new(Duration::from_secs(60));
+        let mut l = Ledger::new(60_000);
         let full = Measurement::Known(vec![ResourceMeasurement::new("sandboxes", 10.0, 10.0, "sandboxes", 0.0)]);
         let s = l.begin_read();
-        assert!(matches!(l.admit(0, s, &full, &Resources::default()), Admission::Exhausted { .. }));
+        assert!(matches!(l.admit(0, s, &full, &Resources::default(), 0), Admission::Exhausted { .. }));
     }
 
     #[test]
@@ -648,10 +631,10 @@ mod tests {
             ("gpu", Resources { gpu: 2.0, ..Resources::default() }),
         ] {
             let m = Measurement::Known(vec![ResourceMeasurement::new(resource, 0.0, 1.5, "u", 1.0)]);
-            let mut l = Ledger::new(Duration::from_secs(60));
+            let mut l = Ledger::new(60_000);
             let s = l.begin_read();
-            assert!(matches!(l.admit(0, s, &m, &req), Admission::Exhausted { .. }), "{resource}");
-            assert!(matches!(l.admit(0, s, &m, &Resources::default()), Admission::Admitted(_)), "{resource}");
+            assert!(matches!(l.admit(0, s, &m, &req, 0), Admission::Exhausted { .. }), "{resource}");
+            assert!(matches!(l.admit(0, s, &m, &Resources::default(), 0), Admission::Admitted(_)), "{resource}");
         }
     }
 
@@ -664,28 +647,28 @@ mod tests {
 
     #[test]
     fn must_not_fire_usage_up_to_the_rounding_slack_admits() {
-        let mut l = Ledger::new(Duration::from_secs(60));
+        let mut l = Ledger::new(60_000);
         let s = l.begin_read();
-        let a = l.admit(0, s, &slots(used_at_the_slack(), 10.0), &Resources::default());
+        let a = l.admit(0, s, &slots(used_at_the_slack(), 10.0), &Resources::default(), 0);
         assert!(matches!(a, Admission::Admitted(_)), "{a:?}");
     }
 
     #[test]
     fn must_fire_usage_past_the_rounding_slack_is_exhausted() {
-        let mut l = Ledger::new(Duration::from_secs(60));
+        let mut l = Ledger::new(60_000);
         let s = l.begin_read();
         let past = f64::from_bits(used_at_the_slack().to_bits() + 1);
-        let a = l.admit(0, s, &slots(past, 10.0), &Resources::default());
+        let a = l.admit(0, s, &slots(past, 10.0), &Resources::default(), 0);
         assert!(matches!(a, Admission::Exhausted { .. }), "{a:?}");
     }
 
     #[test]
     fn tokens_are_positive_distinct_and_increasing() {
         // The binding hands tokens to JS as i64 and clamps negatives to 0 on settle.
-        let mut l = Ledger::new(Duration::from_secs(60));
+        let mut l = Ledger::new(60_000);
         let s = l.begin_read();
         let tokens: Vec<u64> = (0..3)
-            .map(|_| match l.admit(0, s, &slots(0.0, 10.0), &Resources::default()) {
+            .map(|_| match l.admit(0, s, &slots(0.0, 10.0), &Resources::default(), 0) {
                 Admission::Admitted(t) => t,
                 other => panic!("{other:?}"),
             })
@@ -696,99 +679,99 @@ mod tests {
 
     #[test]
     fn a_failed_launch_releases_only_its_own_hold() {
-        let mut l = Ledger::new(Duration::from_secs(60));
+        let mut l = Ledger::new(60_000);
         let s = l.begin_read();
-        let Admission::Admitted(a) = l.admit(0, s, &slots(0.0, 10.0), &Resources::default()) else { panic!() };
-        let Admission::Admitted(_b) = l.admit(0, s, &slots(0.0, 10.0), &Resources::default()) else { panic!() };
-        let Admission::Admitted(_c) = l.admit(1, s, &slots(0.0, 10.0), &Resources::default()) else { panic!() };
-        l.settle(a, false);
+        let Admission::Admitted(a) = l.admit(0, s, &slots(0.0, 10.0), &Resources::default(), 0) else { panic!() };
+        let Admission::Admitted(_b) = l.admit(0, s, &slots(0.0, 10.0), &Resources::default(), 0) else { panic!() };
+        let Admission::Admitted(_c) = l.admit(1, s, &slots(0.0, 10.0), &Resources::default(), 0) else { panic!() };
+        l.settle(a, false, 0);
         assert_eq!(l.held_for(0, "sandboxes"), 1.0);
         assert_eq!(l.held_for(1, "sandboxes"), 1.0);
     }
 
     #[test]
     fn two_launches_settled_before_a_read_are_both_released_by_it() {
-        let mut l = Ledger::new(Duration::from_secs(60));
+        let mut l = Ledger::new(60_000);
         let s = l.begin_read();
-        let Admission::Admitted(a) = l.admit(0, s, &slots(0.0, 3.0), &Resources::default()) else { panic!() };
-        let Admission::Admitted(b) = l.admit(0, s, &slots(0.0, 3.0), &Resources::default()) else { panic!() };
-        l.settle(a, true);
-        l.settle(b, true);
+        let Admission::Admitted(a) = l.admit(0, s, &slots(0.0, 3.0), &Resources::default(), 0) else { panic!() };
+        let Admission::Admitted(b) = l.admit(0, s, &slots(0.0, 3.0), &Resources::default(), 0) else { panic!() };
+        l.settle(a, true, 0);
+        l.settle(b, true, 0);
         // A read that started after both settled and counts both releases both assumptions.
         let s = l.begin_read();
-        assert!(matches!(l.admit(0, s, &slots(2.0, 3.0), &Resources::default()), Admission::Admitted(_)));
+        assert!(matches!(l.admit(0, s, &slots(2.0, 3.0), &Resources::default(), 0), Admission::Admitted(_)));
         assert_eq!(l.held_for(0, "sandboxes"), 1.0);
     }
 
     #[test]
     fn a_read_reflecting_one_of_two_settled_launches_releases_only_one() {
-        let mut l = Ledger::new(Duration::from_secs(60));
+        let mut l = Ledger::new(60_000);
         let s = l.begin_read();
-        let Admission::Admitted(a) = l.admit(0, s, &slots(0.0, 3.0), &Resources::default()) else { panic!() };
-        let Admission::Admitted(b) = l.admit(0, s, &slots(0.0, 3.0), &Resources::default()) else { panic!() };
-        l.settle(a, true);
-        l.settle(b, true);
+        let Admission::Admitted(a) = l.admit(0, s, &slots(0.0, 3.0), &Resources::default(), 0) else { panic!() };
+        let Admission::Admitted(b) = l.admit(0, s, &slots(0.0, 3.0), &Resources::default(), 0) else { panic!() };
+        l.settle(a, true, 0);
+        l.settle(b, true, 0);
         // The lagging read counts one new sandbox: the other launch stays assumed, so
         // 1 used + 1 held + 1 needed fits the limit of 3 once, not twice.
         let s = l.begin_read();
-        assert!(matches!(l.admit(0, s, &slots(1.0, 3.0), &Resources::default()), Admission::Admitted(_)));
+        assert!(matches!(l.admit(0, s, &slots(1.0, 3.0), &Resources::default(), 0), Admission::Admitted(_)));
         assert_eq!(l.held_for(0, "sandboxes"), 2.0);
     }
 
     #[test]
     fn a_lagging_read_does_not_release_the_same_usage_twice() {
-        let mut l = Ledger::new(Duration::from_secs(60));
+        let mut l = Ledger::new(60_000);
         let r1 = l.begin_read();
-        let Admission::Admitted(a) = l.admit(0, r1, &slots(0.0, 3.0), &Resources::default()) else { panic!() };
-        let Admission::Admitted(b) = l.admit(0, r1, &slots(0.0, 3.0), &Resources::default()) else { panic!() };
-        l.settle(a, true);
-        l.settle(b, true);
+        let Admission::Admitted(a) = l.admit(0, r1, &slots(0.0, 3.0), &Resources::default(), 0) else { panic!() };
+        let Admission::Admitted(b) = l.admit(0, r1, &slots(0.0, 3.0), &Resources::default(), 0) else { panic!() };
+        l.settle(a, true, 0);
+        l.settle(b, true, 0);
         // r2 sees a but not yet b: a is released, b stays assumed, and c fits (1 + 1 + 1 <= 3).
         let r2 = l.begin_read();
-        assert!(matches!(l.admit(0, r2, &slots(1.0, 3.0), &Resources::default()), Admission::Admitted(_)));
+        assert!(matches!(l.admit(0, r2, &slots(1.0, 3.0), &Resources::default(), 0), Admission::Admitted(_)));
         // r3 still sees only a. a, b and c all exist or are launching: a fourth launch would overshoot.
         let r3 = l.begin_read();
-        assert!(matches!(l.admit(0, r3, &slots(1.0, 3.0), &Resources::default()), Admission::Exhausted { .. }));
+        assert!(matches!(l.admit(0, r3, &slots(1.0, 3.0), &Resources::default(), 0), Admission::Exhausted { .. }));
     }
 
     #[test]
     fn must_not_fire_an_in_flight_or_other_pool_hold_is_never_released_by_a_read() {
-        let mut l = Ledger::new(Duration::from_secs(60));
+        let mut l = Ledger::new(60_000);
         let s = l.begin_read();
         // Pool 0: in flight (never settled). Pool 1: settled.
-        let Admission::Admitted(_) = l.admit(0, s, &slots(0.0, 5.0), &Resources::default()) else { panic!() };
-        let Admission::Admitted(t1) = l.admit(1, s, &slots(0.0, 5.0), &Resources::default()) else { panic!() };
-        l.settle(t1, true);
+        let Admission::Admitted(_) = l.admit(0, s, &slots(0.0, 5.0), &Resources::default(), 0) else { panic!() };
+        let Admission::Admitted(t1) = l.admit(1, s, &slots(0.0, 5.0), &Resources::default(), 0) else { panic!() };
+        l.settle(t1, true, 0);
         // A later pool-0 read showing usage reflects neither of them.
         let s = l.begin_read();
-        assert!(matches!(l.admit(0, s, &slots(1.0, 5.0), &Resources::default()), Admission::Admitted(_)));
+        assert!(matches!(l.admit(0, s, &slots(1.0, 5.0), &Resources::default(), 0), Admission::Admitted(_)));
         assert_eq!(l.held_for(0, "sandboxes"), 2.0);
         assert_eq!(l.held_for(1, "sandboxes"), 1.0);
     }
 
     #[test]
     fn must_not_fire_an_assumption_is_held_until_its_ttl() {
-        let ttl = Duration::from_millis(10);
+        let ttl = 10;
         let mut l = Ledger::new(ttl);
-        let now = Instant::now();
+        let now = 1_000;
         let s = l.begin_read();
-        let Admission::Admitted(t) = l.admit_at(0, s, &slots(0.0, 1.0), &Resources::default(), now) else { panic!() };
-        l.settle_at(t, true, now);
+        let Admission::Admitted(t) = l.admit(0, s, &slots(0.0, 1.0), &Resources::default(), now) else { panic!() };
+        l.settle(t, true, now);
         let s = l.begin_read();
-        let just_before = now + ttl - Duration::from_nanos(1);
-        let a = l.admit_at(0, s, &slots(0.0, 1.0), &Resources::default(), just_before);
+        let just_before = now + ttl - 1;
+        let a = l.admit(0, s, &slots(0.0, 1.0), &Resources::default(), just_before);
         assert!(matches!(a, Admission::Exhausted { .. }));
     }
 
     #[test]
     fn must_fire_an_assumption_expires_at_exactly_its_ttl() {
-        let ttl = Duration::from_millis(10);
+        let ttl = 10;
         let mut l = Ledger::new(ttl);
-        let now = Instant::now();
+        let now = 1_000;
         let s = l.begin_read();
-        let Admission::Admitted(t) = l.admit_at(0, s, &slots(0.0, 1.0), &Resources::default(), now) else { panic!() };
-        l.settle_at(t, true, now);
+        let Admission::Admitted(t) = l.admit(0, s, &slots(0.0, 1.0), &Resources::default(), now) else { panic!() };
+        l.settle(t, true, now);
         let s = l.begin_read();
-        assert!(matches!(l.admit_at(0, s, &slots(0.0, 1.0), &Resources::default(), now + ttl), Admission::Admitted(_)));
+        assert!(matches!(l.admit(0, s, &slots(0.0, 1.0), &Resources::default(), now + ttl), Admission::Admitted(_)));
     }
 }

@@ -6,6 +6,7 @@
 //! name fields and expectations, never caller-supplied values (a value may be a secret,
 //! e.g. an env entry).
 
+use crate::core::events::{FieldSink, KeyFact, ReasonFact};
 use thiserror::Error;
 
 /// Errors the core reports. `code()` is the stable, documented identifier.
@@ -164,4 +165,283 @@ impl CoreError {
             _ => None,
         }
     }
+}
+
+/// A failure on its way to the caller: every field of the typed error it becomes, decided
+/// here (the class, the code, the message, and the facts its class documents). The glue
+/// writes it onto a JavaScript `Error` (or hands it out as a value) through a
+/// [`FieldSink`]; `lib/errors.js` only picks the class by its name. Optional fields are left
+/// out when they do not apply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fault {
+    /// The class it is raised as.
+    pub class: ErrorClass,
+    /// Stable code (the README's error table).
+    pub code: String,
+    /// Ids, codes, numbers and field paths, never a caller's value.
+    pub message: String,
+    /// Validation errors: the offending field's path.
+    pub field: Option<String>,
+    /// The pool it is about.
+    pub provider_id: Option<String>,
+    /// The sandbox it is about.
+    pub sandbox_id: Option<String>,
+    /// A deadline that passed, ms.
+    pub timeout_ms: Option<f64>,
+    /// `NO_ELIGIBLE_PROVIDER`: the one-line summary.
+    pub summary: Option<String>,
+    /// Every rejected pool and why, or every pool capacity skipped.
+    pub rejections: Option<Rejected>,
+    /// Failed attempts, in order.
+    pub attempts: Option<Vec<AttemptFact>>,
+    /// Candidates skipped for capacity (capacity routing).
+    pub capacity_rejections: Option<Vec<SkipFact>>,
+    /// A store call that did not finish within its deadline.
+    pub timed_out: Option<bool>,
+    /// A store connection whose TLS failed.
+    pub tls: Option<bool>,
+    /// Budgets: the rule that refused (or whose label is missing).
+    pub rule: Option<String>,
+    /// Budgets: the rule's label and the request's value of it.
+    pub key: Option<KeyFact>,
+    /// Budgets: the limit that did not fit.
+    pub dimension: Option<String>,
+    /// Budgets: that limit's value.
+    pub limit: Option<f64>,
+    /// Budgets: used in the window.
+    pub used: Option<f64>,
+    /// Budgets: reserved by launches in flight.
+    pub reserved: Option<f64>,
+    /// Budgets: when the window frees what is used (ISO 8601); `Some(None)`: null.
+    pub resets_at: Option<Option<String>>,
+    /// Whether retrying later may succeed (budgets; queue).
+    pub retryable: Option<bool>,
+    /// `MAPPING_PERSISTENCE_FAILED` / `MAPPING_INTENT_FAILED`: what happened to the sandbox
+    /// (`none`, `destroyed`, `failed`).
+    pub cleanup: Option<&'static str>,
+    /// Operations by id: the runtime method that failed.
+    pub operation: Option<String>,
+    /// Facts of another kind, written after the others (rare errors).
+    pub extra: Vec<(&'static str, Extra)>,
+}
+
+/// A fact of a rare error (see [`Fault::extra`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Extra {
+    /// A string.
+    Str(String),
+    /// A number.
+    Num(f64),
+    /// A boolean.
+    Bool(bool),
+    /// A list of strings.
+    Strs(Vec<crate::core::events::PoolId>),
+}
+
+/// A rejected pool and why (`NO_ELIGIBLE_PROVIDER`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolRejection {
+    /// The pool.
+    pub provider_id: String,
+    /// Why.
+    pub reasons: Vec<ReasonFact>,
+}
+
+/// A failed attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptFact {
+    /// The pool.
+    pub provider_id: String,
+    /// Its sanitized code.
+    pub code: String,
+    /// Whether it was classified retryable.
+    pub retryable: bool,
+}
+
+/// A candidate skipped for capacity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkipFact {
+    /// The pool.
+    pub provider_id: String,
+    /// `UNKNOWN` or `EXHAUSTED`.
+    pub status: &'static str,
+    /// The unknown reason, `NO_CAPACITY_READER`, or the full dimension.
+    pub reason: String,
+}
+
+/// What `rejections` holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejected {
+    /// Pools and their reasons.
+    Pools(Vec<PoolRejection>),
+    /// Capacity skips.
+    Skips(Vec<SkipFact>),
+}
+
+/// Where a [`Fault`] is written: the event sink, and the shapes only errors carry.
+pub trait FaultSink: FieldSink {
+    /// `[{ providerId, reasons: [{ code, detail }] }]`.
+    fn pool_rejections(&mut self, name: &'static str, values: &[PoolRejection]);
+    /// `[{ providerId, code, retryable }]`.
+    fn attempts(&mut self, name: &'static str, values: &[AttemptFact]);
+    /// `[{ providerId, status, reason }]`.
+    fn skips(&mut self, name: &'static str, values: &[SkipFact]);
+}
+
+/// A failure, boxed: errors are the cold path and the value is large.
+pub type Failure = Box<Fault>;
+
+impl Fault {
+    /// A failure of `class` with `code` and `message`, and no other field.
+    pub fn new(class: ErrorClass, code: &str, message: impl Into<String>) -> Failure {
+        Box::new(Fault {
+            class,
+            code: code.to_string(),
+            message: message.into(),
+            field: None,
+            provider_id: None,
+            sandbox_id: None,
+            timeout_ms: None,
+            summary: None,
+            rejections: None,
+            attempts: None,
+            capacity_rejections: None,
+            timed_out: None,
+            tls: None,
+            rule: None,
+            key: None,
+            dimension: None,
+            limit: None,
+            used: None,
+            reserved: None,
+            resets_at: None,
+            retryable: None,
+            cleanup: None,
+            operation: None,
+            extra: Vec::new(),
+        })
+    }
+
+    /// A validation failure of `class` naming `field`.
+    pub fn invalid(class: ErrorClass, code: &str, message: impl Into<String>, field: impl Into<String>) -> Failure {
+        let mut e = Fault::new(class, code, message);
+        e.field = Some(field.into());
+        e
+    }
+
+    /// `INVALID_CONFIGURATION` of `scope`'s options (`router`, `close`, …): `field` and what
+    /// it must be.
+    pub fn config(scope: &str, field: impl Into<String>, expectation: &str) -> Failure {
+        let field = field.into();
+        Fault::invalid(
+            ErrorClass::Configuration,
+            "INVALID_CONFIGURATION",
+            format!("invalid {scope} options: {field} {expectation}"),
+            field,
+        )
+    }
+
+    /// An internal error: a bug in the router (`what` says where; never a payload).
+    pub fn internal(what: &str) -> Failure {
+        Fault::new(ErrorClass::Internal, "INTERNAL_ERROR", format!("internal error {what} (a bug: please report it)"))
+    }
+
+    /// Writes every field but `message` (the glue makes the `Error` with it): `errorClass`,
+    /// `code`, then the facts that apply, in a fixed order.
+    pub fn write(&self, out: &mut dyn FaultSink) {
+        out.str("errorClass", self.class.name());
+        out.str("code", &self.code);
+        let mut s = |name: &'static str, v: &Option<String>| {
+            if let Some(v) = v {
+                out.str(name, v);
+            }
+        };
+        s("field", &self.field);
+        s("providerId", &self.provider_id);
+        s("sandboxId", &self.sandbox_id);
+        if let Some(t) = self.timeout_ms {
+            out.num("timeoutMs", t);
+        }
+        if let Some(v) = &self.summary {
+            out.str("summary", v);
+        }
+        match &self.rejections {
+            Some(Rejected::Pools(p)) => out.pool_rejections("rejections", p),
+            Some(Rejected::Skips(s)) => out.skips("rejections", s),
+            None => {}
+        }
+        if let Some(a) = &self.attempts {
+            out.attempts("attempts", a);
+        }
+        if let Some(s) = &self.capacity_rejections {
+            out.skips("capacityRejections", s);
+        }
+        if let Some(v) = self.timed_out {
+            out.bool("timedOut", v);
+        }
+        if let Some(v) = self.tls {
+            out.bool("tls", v);
+        }
+        if let Some(v) = &self.rule {
+            out.str("rule", v);
+        }
+        if let Some(k) = &self.key {
+            out.key("key", &k.label, &k.value);
+        }
+        if let Some(v) = &self.dimension {
+            out.str("dimension", v);
+        }
+        for (name, v) in [("limit", self.limit), ("used", self.used), ("reserved", self.reserved)] {
+            if let Some(v) = v {
+                out.num(name, v);
+            }
+        }
+        match &self.resets_at {
+            Some(Some(at)) => out.str("resetsAt", at),
+            Some(None) => out.null("resetsAt"),
+            None => {}
+        }
+        if let Some(v) = self.retryable {
+            out.bool("retryable", v);
+        }
+        if let Some(v) = self.cleanup {
+            out.str("cleanup", v);
+        }
+        if let Some(v) = &self.operation {
+            out.str("operation", v);
+        }
+        for (name, v) in &self.extra {
+            match v {
+                Extra::Str(s) => out.str(name, s),
+                Extra::Num(n) => out.num(name, *n),
+                Extra::Bool(b) => out.bool(name, *b),
+                Extra::Strs(s) => out.strs(name, s),
+            }
+        }
+    }
+}
+
+impl From<CoreError> for Failure {
+    fn from(e: CoreError) -> Self {
+        let mut out = Fault::new(e.class(), e.code(), e.to_string());
+        out.field = e.field().map(str::to_string);
+        out
+    }
+}
+
+impl ErrorClass {
+    /// Every class, in the order `lib/errors.js` lists them (a test holds the two equal).
+    pub const ALL: [ErrorClass; 11] = [
+        ErrorClass::RequestValidation,
+        ErrorClass::RoutingNotApplicable,
+        ErrorClass::NoEligibleProvider,
+        ErrorClass::ProviderRegistry,
+        ErrorClass::Configuration,
+        ErrorClass::ProviderProvisioning,
+        ErrorClass::CapacityExhausted,
+        ErrorClass::AcquisitionTimeout,
+        ErrorClass::MappingPersistence,
+        ErrorClass::Internal,
+        ErrorClass::BudgetExhausted,
+    ];
 }

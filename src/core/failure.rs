@@ -24,7 +24,7 @@ pub enum Rejections {
 
 /// What a failed acquisition is reported as.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
+pub struct Report {
     /// The error class.
     pub class: ErrorClass,
     /// The error's code.
@@ -64,10 +64,10 @@ pub fn failure_of<'a>(
     sandbox_id: &str,
     timeout_ms: u64,
     capacity_routing: bool,
-) -> Option<Failure> {
+) -> Option<Report> {
     let outcome = machine.outcome()?;
     let code = outcome.code()?.to_string();
-    let base = Failure {
+    let base = Report {
         class: ErrorClass::ProviderProvisioning,
         code: code.clone(),
         message: String::new(),
@@ -82,13 +82,13 @@ pub fn failure_of<'a>(
     };
     Some(match *outcome {
         Outcome::Succeeded(_) | Outcome::Claimed(_) => return None,
-        Outcome::PackageFailed { pool, .. } => Failure {
+        Outcome::PackageFailed { pool, .. } => Report {
             message: format!("the runtime of {} could not be loaded", id(pool)),
             pool: Some(pool),
             package: true,
             ..base
         },
-        Outcome::TimedOut { pool } => Failure {
+        Outcome::TimedOut { pool } => Report {
             class: ErrorClass::AcquisitionTimeout,
             message: format!(
                 "launch on {} did not settle within {timeout_ms} ms; outcome unknown (label {SANDBOX_ID_LABEL}={sandbox_id})",
@@ -99,14 +99,14 @@ pub fn failure_of<'a>(
             may_exist: true,
             ..base
         },
-        Outcome::CircuitOpen { pool } => Failure {
+        Outcome::CircuitOpen { pool } => Report {
             class: ErrorClass::NoEligibleProvider,
             message: format!("0 providers eligible at launch: {} circuit open", id(pool)),
             summary: Some("0 providers eligible at launch: circuit open".to_string()),
             rejections: Some(Rejections::Circuit(pool)),
             ..base
         },
-        Outcome::NoCapacity => Failure {
+        Outcome::NoCapacity => Report {
             class: ErrorClass::CapacityExhausted,
             message: format!(
                 "no provider has capacity: {}",
@@ -123,7 +123,7 @@ pub fn failure_of<'a>(
         },
         Outcome::BudgetExhausted => {
             let rule = |i: usize| machine.budget_plan().and_then(|p| p.rule_ids.get(i).cloned()).unwrap_or_default();
-            Failure {
+            Report {
                 class: ErrorClass::BudgetExhausted,
                 message: format!(
                     "no provider fits the budget: {}",
@@ -139,7 +139,7 @@ pub fn failure_of<'a>(
                 ..base
             }
         }
-        Outcome::BudgetUnavailable { rule } => Failure {
+        Outcome::BudgetUnavailable { rule } => Report {
             class: ErrorClass::BudgetExhausted,
             message: format!(
                 "the shared budget ledger could not be asked, and rule {} refuses then (onStoreDown: 'refuse'); nothing was launched",
@@ -148,7 +148,7 @@ pub fn failure_of<'a>(
             attempts: false,
             ..base
         },
-        Outcome::ExhaustedByCapacity => Failure {
+        Outcome::ExhaustedByCapacity => Report {
             message: format!(
                 "acquisition exhausted after {} attempt(s); the remaining providers had no capacity",
                 machine.launches()
@@ -156,7 +156,7 @@ pub fn failure_of<'a>(
             capacity_rejections: true,
             ..base
         },
-        Outcome::Exhausted { pool } => Failure {
+        Outcome::Exhausted { pool } => Report {
             message: format!(
                 "acquisition exhausted after {} attempt(s): {}",
                 machine.launches(),
@@ -166,7 +166,7 @@ pub fn failure_of<'a>(
             capacity_rejections: capacity_routing,
             ..base
         },
-        Outcome::Terminal { pool, .. } if code == MALFORMED_HANDLE => Failure {
+        Outcome::Terminal { pool, .. } if code == MALFORMED_HANDLE => Report {
             message: format!(
                 "provider {} returned a malformed handle; the sandbox may exist (label {SANDBOX_ID_LABEL}={sandbox_id})",
                 id(pool)
@@ -175,7 +175,7 @@ pub fn failure_of<'a>(
             may_exist: true,
             ..base
         },
-        Outcome::Terminal { pool, .. } => Failure {
+        Outcome::Terminal { pool, .. } => Report {
             message: format!("acquisition failed on {}: {code}", id(pool)),
             pool: Some(pool),
             capacity_rejections: capacity_routing,
@@ -195,7 +195,7 @@ mod tests {
     const IDS: [&str; 3] = ["a", "b", "c"];
     const SBX: &str = "sbx_00000000000000000000000000000001";
 
-    fn report(m: &Acquisition, capacity: bool) -> Failure {
+    fn report(m: &Acquisition, capacity: bool) -> Report {
         failure_of(m, |i| IDS[i], SBX, 1_000, capacity).expect("a failure")
     }
 

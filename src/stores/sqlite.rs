@@ -32,6 +32,7 @@ use crate::core::ids::SandboxKey;
 use crate::stores::record::{Intent, Op, Row};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How long a write waits for another connection's lock before failing.
@@ -560,5 +561,56 @@ mod tests {
             SqliteStore::open(&d.join("missing-dir").join("m.db"), Durability::Normal).unwrap_err(),
             StoreError::OpenFailed
         );
+    }
+}
+
+/// One store file, opened on first use and shared by the handles that use it (the
+/// `SqliteMappingStore` and its router's budget charges).
+#[derive(Clone)]
+pub struct StoreFile {
+    path: PathBuf,
+    durability: Durability,
+    slot: Arc<Mutex<Option<SqliteStore>>>,
+}
+
+impl StoreFile {
+    /// The file at `path` (nothing is opened yet).
+    pub fn new(path: PathBuf, durability: Durability) -> Self {
+        StoreFile { path, durability, slot: Arc::new(Mutex::new(None)) }
+    }
+
+    /// Runs `f` with the store, opening it first if need be.
+    pub fn with<T>(&self, f: impl FnOnce(&mut SqliteStore) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let mut slot = self.slot.lock().map_err(|_| StoreError::OpenFailed)?;
+        if slot.is_none() {
+            *slot = Some(SqliteStore::open(&self.path, self.durability)?);
+        }
+        let store = slot.as_mut().ok_or(StoreError::OpenFailed)?;
+        f(store)
+    }
+
+    /// Closes the file (the next use opens it again).
+    pub fn close(&self) {
+        if let Ok(mut slot) = self.slot.lock() {
+            slot.take();
+        }
+    }
+}
+
+/// A router's budget charges in its `SqliteMappingStore` file. Why synchronous writes? A
+/// charge changes at a reservation and at a settlement, in the native call that decided it;
+/// a WAL commit is tens of microseconds, and the store's own writes of the same provision
+/// (the intent, the record) cost as much. A write that fails is dropped: the in-process
+/// ledger stays the truth for this process, and the next write of that charge carries its
+/// state again.
+impl crate::core::router::budgets::ChargeSink for StoreFile {
+    fn write(&self, changes: Vec<(SandboxKey, Option<ChargeRecord>)>) {
+        if !changes.is_empty() {
+            let _ = self.with(|s| s.write_charges(&changes));
+        }
+    }
+
+    fn load(&self) -> Vec<ChargeRecord> {
+        self.with(|s| s.charges()).unwrap_or_default()
     }
 }

@@ -1,0 +1,292 @@
+//! The router: one value that owns everything a `SandboxRouter` remembers (its pools, fleet,
+//! live health, capacity ledger, budget ledger, warm inventory and the jobs in flight) and
+//! decides every step of every job. Plain Rust, no napi, no I/O.
+//!
+//! Why one value? Each rule used to be reachable only through the glue that coordinated
+//! health, the capacity ledger and budgets around the acquisition machine, so no single
+//! place saw every decision, and a new rule landed wherever its data happened to be. Here
+//! the glue converts a JavaScript call into a method call and back; JavaScript performs
+//! what a job's step asks (a launch, a read, a store write) and reports its outcome, and
+//! the router answers with the next step (`docs/architecture.md` traces one provision).
+//!
+//! Time is given, never read: every method that needs it takes the reading ([`Now`]): the
+//! health clock (the `health.clock` option, else the router's) and the router's clock
+//! (option `clock`), both epoch milliseconds.
+
+pub mod budgets;
+pub mod pools;
+pub mod provision;
+pub mod warm;
+
+use crate::core::capacity::Ledger;
+use crate::core::error::{ErrorClass, Failure, Fault};
+use crate::core::events::Emitted;
+use crate::core::health::{CircuitState, Health, HealthConfig, Snapshot};
+use crate::core::ids::SandboxKey;
+use crate::core::mapping::MappingStore;
+use crate::core::request::validate_fleet;
+use crate::core::warm::Warm;
+use budgets::Budgets;
+use pools::{HealthView, Pools};
+use provision::Jobs;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The clock readings a call is made at: the health clock and the router's clock (epoch ms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Now {
+    /// What live health reads (`health.clock`, else the router's clock).
+    pub health: i64,
+    /// The router's clock (`clock`): budgets, warm members' ages, the capacity ledger, events.
+    pub router: i64,
+}
+
+impl Now {
+    /// Both clocks at `ms`.
+    pub fn at(ms: i64) -> Now {
+        Now { health: ms, router: ms }
+    }
+}
+
+/// A router's validated settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The fleet stamped into every launch.
+    pub fleet: String,
+    /// Live health, unless `health: false`.
+    pub health: Option<HealthConfig>,
+    /// Capacity routing.
+    pub capacity: Option<CapacitySettings>,
+    /// `callbackTimeoutMs`: bounds every caller callback and store call.
+    pub callback_timeout_ms: u64,
+    /// Whether the router has an observer or telemetry (its jobs then record events).
+    pub observe: bool,
+    /// Who writes this router's intent records.
+    pub owner: Owner,
+    /// The budget rules.
+    pub budgets: Vec<crate::core::budget::Rule>,
+}
+
+/// A router's capacity policy.
+#[derive(Debug, Clone)]
+pub struct CapacitySettings {
+    /// The explicit provider order that replaces strategy ranking.
+    pub provider_order: Vec<String>,
+    /// Life of a post-launch assumption no read has reflected yet, ms.
+    pub reservation_ttl_ms: u64,
+    /// Whether the holds live in a shared coordinator (`PostgresMappingStore`).
+    pub coordinated: bool,
+}
+
+/// The writer intent records name.
+#[derive(Debug, Clone)]
+pub struct Owner {
+    /// This process's host name.
+    pub host: String,
+    /// This process's pid.
+    pub pid: f64,
+    /// This router's random session id.
+    pub session: String,
+}
+
+/// A router's capacity policy and its in-process ledger.
+pub struct Capacity {
+    /// The explicit provider order.
+    pub provider_order: Vec<String>,
+    /// Holds of launches in flight and assumptions.
+    pub ledger: Ledger,
+    /// The ledger numbers pools by id: it outlives registry changes and serves caller
+    /// registries that are re-read on every call.
+    ledger_pools: HashMap<String, usize>,
+    /// The holds live in a shared ledger.
+    pub coordinated: bool,
+}
+
+impl Capacity {
+    /// The ledger's key for pool `id`.
+    pub fn ledger_key(&mut self, id: &str) -> usize {
+        let next = self.ledger_pools.len();
+        *self.ledger_pools.entry(id.to_string()).or_insert(next)
+    }
+}
+
+/// Process-unique ids of routers' health: registries cache their pool → slot maps by it.
+static NEXT_HEALTH_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One router's state and rules (see the module docs).
+pub struct Router {
+    /// The fleet stamped into every launch.
+    pub fleet: Arc<str>,
+    /// Live health (None: `health: false`).
+    pub health: Option<Health>,
+    health_id: u64,
+    /// Capacity routing.
+    pub capacity: Option<Capacity>,
+    /// The default mapping store, written by the success call itself.
+    pub store: Option<Rc<RefCell<MappingStore>>>,
+    /// `callbackTimeoutMs`.
+    pub callback_timeout_ms: u64,
+    /// Whether jobs record events.
+    pub observe: bool,
+    /// Who writes this router's intents.
+    pub owner: Owner,
+    /// Warm pools, once `warmUp()` started them.
+    pub warm: Option<Warm>,
+    /// Budgets, when the router has rules.
+    pub budgets: Option<Budgets>,
+    /// The registry the next decision uses.
+    registry: Rc<RefCell<Pools>>,
+    /// The jobs in flight.
+    pub(crate) jobs: Jobs,
+    /// Events decided outside a job (a destroy, a reconcile run, a refill pause), in order.
+    events: Vec<Emitted>,
+}
+
+impl Router {
+    /// A router over `registry` from its settings; `store`: the default in-memory store
+    /// (the success call writes it); `sink`: where in-process budget charges are kept.
+    /// Throws `INVALID_CONFIGURATION` for a bad fleet name.
+    pub fn new(
+        settings: Settings,
+        registry: Rc<RefCell<Pools>>,
+        store: Option<Rc<RefCell<MappingStore>>>,
+        sink: Option<Box<dyn budgets::ChargeSink>>,
+        now: i64,
+    ) -> Result<Router, Failure> {
+        if !validate_fleet(&settings.fleet) {
+            return Err(Fault::config(
+                "router",
+                "fleet",
+                "must be 1-63 characters of [a-z0-9][a-z0-9._-]* (a label-safe name)",
+            ));
+        }
+        let coordinated = settings.capacity.as_ref().is_some_and(|c| c.coordinated);
+        Ok(Router {
+            fleet: Arc::from(settings.fleet.as_str()),
+            health: settings.health.map(Health::new),
+            health_id: NEXT_HEALTH_ID.fetch_add(1, Ordering::Relaxed),
+            capacity: settings.capacity.map(|c| Capacity {
+                provider_order: c.provider_order,
+                ledger: Ledger::new(c.reservation_ttl_ms),
+                ledger_pools: HashMap::new(),
+                coordinated: c.coordinated,
+            }),
+            store,
+            callback_timeout_ms: settings.callback_timeout_ms,
+            observe: settings.observe,
+            owner: settings.owner,
+            warm: None,
+            budgets: Budgets::new(settings.budgets, coordinated, sink, now),
+            registry,
+            jobs: Jobs::default(),
+            events: Vec::new(),
+        })
+    }
+
+    /// The registry the next decision uses.
+    pub fn registry(&self) -> &Rc<RefCell<Pools>> {
+        &self.registry
+    }
+
+    /// Decides on `registry` from now on (a caller's registry is read again on every call;
+    /// provisions in flight keep the one they routed on).
+    pub fn use_registry(&mut self, registry: Rc<RefCell<Pools>>) {
+        self.registry = registry;
+    }
+
+    /// Runs `f` with the registry and this router's health view at `now` (None when the
+    /// router tracks no health).
+    pub fn view<T>(&mut self, pools: &mut Pools, now: i64, f: impl FnOnce(&mut Pools, Option<&HealthView<'_>>) -> T) -> T {
+        match &mut self.health {
+            None => f(pools, None),
+            Some(h) => {
+                let slots = pools.health_slots(h, self.health_id);
+                let view = HealthView { health: h, slots, now };
+                f(pools, Some(&view))
+            }
+        }
+    }
+
+    /// The capacity provider order, under capacity routing.
+    pub fn provider_order(&self) -> Option<&[String]> {
+        self.capacity.as_ref().map(|c| c.provider_order.as_slice())
+    }
+
+    /// Whether the budgets live in the shared ledger; None without budgets.
+    pub fn budgets_shared(&self) -> Option<bool> {
+        self.budgets.as_ref().map(|b| b.shared)
+    }
+
+    /// Sandbox `id` is gone (destroyed, or reclaimed by `reconcile`): its in-process
+    /// capacity hold and its budgets' concurrent slot are given back. (capacity, budget):
+    /// what was released.
+    pub fn released(&mut self, id: SandboxKey) -> (bool, bool) {
+        let capacity =
+            self.capacity.as_mut().filter(|c| !c.coordinated).is_some_and(|c| c.ledger.release_sandbox(id));
+        let budget = self.budgets.as_mut().filter(|b| !b.shared).is_some_and(|b| {
+            let released = b.ledger.release(id);
+            b.flush();
+            released
+        });
+        (capacity, budget)
+    }
+
+    /// `router.settleCost(id, actualCost)` in the in-process ledger. False when the ledger
+    /// does not know the charge. `INVALID_INPUT` for a cost that is not finite and ≥ 0.
+    pub fn settle_cost(&mut self, id: SandboxKey, actual_cost: f64) -> Result<bool, Failure> {
+        if !actual_cost.is_finite() || actual_cost < 0.0 {
+            return Err(Fault::invalid(
+                ErrorClass::RequestValidation,
+                "INVALID_INPUT",
+                "invalid settleCost: actualCost must be a finite number >= 0",
+                "actualCost",
+            ));
+        }
+        Ok(self.budgets.as_mut().is_some_and(|b| {
+            let known = b.ledger.settle_cost(id, actual_cost);
+            b.flush();
+            known
+        }))
+    }
+
+    /// The health of pool `id` at `now` (a fresh pool's when it has no outcome yet); None
+    /// when the router tracks no health.
+    pub fn pool_health(&self, id: &str, now: i64) -> Option<Snapshot> {
+        self.health.as_ref().map(|h| h.snapshot(h.find(id), now))
+    }
+
+    /// Whether pool `id`'s circuit is closed at `now` (always, without health tracking).
+    pub fn circuit_closed(&self, id: &str, now: i64) -> bool {
+        self.health.as_ref().is_none_or(|h| h.find(id).is_none_or(|slot| matches!(h.state(slot, now), CircuitState::Closed)))
+    }
+
+    /// Emits `event` about `sandbox` (or the router) at `now`, when anyone listens.
+    pub fn emit(&mut self, now: i64, sandbox: Option<SandboxKey>, event: crate::core::events::Event) {
+        if self.observe {
+            self.events.push(Emitted { at: now, sandbox, event });
+        }
+    }
+
+    /// The events decided outside a job since the last call.
+    pub fn take_events(&mut self) -> Vec<Emitted> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Whether a provision or refill of this router is making sandbox `id` now.
+    pub fn in_flight(&self, id: SandboxKey) -> bool {
+        self.jobs.has(id)
+    }
+
+    /// The sandbox ids this router's jobs are making now.
+    pub fn in_flight_ids(&self) -> Vec<SandboxKey> {
+        self.jobs.ids()
+    }
+
+    /// Jobs in flight (the leak tests count them).
+    pub fn jobs_in_flight(&self) -> usize {
+        self.jobs.len()
+    }
+}

@@ -1,0 +1,269 @@
+//! A registry's pools as the router decides over them, and the one conversion every
+//! routing decision shares ([`Question`] → [`RouteOptions`]).
+//!
+//! A registry's definitions are parsed once (`binding/registry.rs` hands each definition's
+//! text here); their runtimes stay in JavaScript. A router holds the registry it was made
+//! with; a provision keeps the one it routed on for its whole life.
+
+use crate::core::error::{ErrorClass, Failure, Fault, PoolRejection, Rejected};
+use crate::core::events::{PoolId, ReasonFact};
+use crate::core::explain::summary;
+use crate::core::health::{Block, Health, Observed};
+use crate::core::pool::Pool;
+use crate::core::ranking::Slim;
+use crate::core::registry::{
+    requirement_survivors, route, route_interned, route_order_into, Decision, InternedDecision, Registry, RouteOptions,
+};
+use crate::core::request::Request;
+use crate::core::requirements::Interner;
+use crate::core::signals::{signal_state, unresolved, SignalState};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// The pools of one registry, parsed once, with what decisions over them reuse.
+#[derive(Default)]
+pub struct Pools {
+    /// The pools.
+    pub registry: Registry,
+    /// Per pool: whether its definition has a capacity reader.
+    pub readers: Vec<bool>,
+    scratch: Vec<Slim>,
+    /// The health slot of each pool, for the router health (by its id) they were taken from.
+    health_slots: Option<(u64, Rc<[usize]>)>,
+    /// Per pool: whether it keeps a warm pool (`warm` option); None when none does.
+    pub warm: Option<Rc<[bool]>>,
+    /// Each pool's registered `estimatedCost` (budgets), made on first use.
+    registered_costs: Option<Rc<[f64]>>,
+    /// The pools' ids, shared by the events of every provision on this registry.
+    ids: Option<Rc<[PoolId]>>,
+}
+
+/// Per-request routing inputs from the caller's callbacks: credential readiness and the
+/// signal resolver's answers.
+#[derive(Debug, Default, Clone)]
+pub struct Extras {
+    /// Pool indices whose credential readiness answered false.
+    pub credentials_unavailable: Option<Vec<usize>>,
+    /// The resolver's answer for each pool it was asked about.
+    pub signals: Option<Vec<SignalAnswer>>,
+}
+
+/// The signal resolver's answer for one pool.
+#[derive(Debug, Clone)]
+pub struct SignalAnswer {
+    /// Pool index.
+    pub pool: usize,
+    /// The answer's JSON text (None: null or undefined).
+    pub json: Option<String>,
+    /// Why there is no answer (`resolver timed out`, …): the pool is excluded with
+    /// `SIGNALS_UNRESOLVED`.
+    pub unresolved: Option<String>,
+}
+
+/// What routing needs of a router's health for one decision.
+pub struct HealthView<'a> {
+    /// The router's health.
+    pub health: &'a Health,
+    /// Health slot of each pool of the registry, by pool index.
+    pub slots: Rc<[usize]>,
+    /// The instant the decision is made at (ms).
+    pub now: i64,
+}
+
+impl HealthView<'_> {
+    /// Pools excluded now, with why (empty, without a scan, when every circuit is closed).
+    fn circuit(&self) -> Vec<(usize, Block)> {
+        if !self.health.any_not_closed() {
+            return Vec::new();
+        }
+        self.slots.iter().enumerate().filter_map(|(i, &s)| self.health.block(s, self.now).map(|b| (i, b))).collect()
+    }
+
+    /// Observed signals by pool index (None when ranking does not blend them in).
+    fn observed(&self) -> Option<Vec<Option<Observed>>> {
+        self.health.config().observed_signals.then(|| self.slots.iter().map(|&s| self.health.observed(s)).collect())
+    }
+}
+
+/// One routing question: the request and everything else that feeds the decision.
+pub struct Question<'a> {
+    /// The request.
+    pub req: &'a Request,
+    /// `provisionDetached`.
+    pub detached: bool,
+    /// Readiness and resolver answers.
+    pub extras: Option<&'a Extras>,
+    /// Capacity routing: the router's explicit provider order.
+    pub provider_order: Option<&'a [String]>,
+    /// Live health.
+    pub health: Option<&'a HealthView<'a>>,
+    /// Explanations only: pools a budget rule has no room for.
+    pub over_budget: &'a [usize],
+}
+
+impl Question<'_> {
+    /// Runs `f` with the [`RouteOptions`] of this question and `limit` / `detail`: the one
+    /// conversion every decision path shares.
+    pub fn with_options<T>(&self, limit: Option<usize>, detail: bool, f: impl FnOnce(&RouteOptions<'_>) -> T) -> T {
+        let circuit = self.health.map(HealthView::circuit).unwrap_or_default();
+        let observed = self.health.and_then(HealthView::observed);
+        let unavailable: Vec<usize> =
+            self.extras.and_then(|e| e.credentials_unavailable.clone()).unwrap_or_default();
+        let overrides = self.extras.and_then(|e| e.signals.as_deref()).map(signal_overrides);
+        f(&RouteOptions {
+            detached: self.detached,
+            credentials_unavailable: &unavailable,
+            signals: overrides.as_ref(),
+            provider_order: self.provider_order,
+            limit,
+            detail,
+            circuit: &circuit,
+            observed: observed.as_deref(),
+            over_budget: self.over_budget,
+        })
+    }
+}
+
+/// The resolver's answers as the core reads them: an answer that is not JSON counts as
+/// unreadable, like an answer JavaScript could not read.
+fn signal_overrides(answers: &[SignalAnswer]) -> HashMap<usize, SignalState> {
+    answers
+        .iter()
+        .map(|a| {
+            let state = match (&a.unresolved, &a.json) {
+                (Some(what), _) => unresolved(what),
+                (None, None) => signal_state(&Value::Null),
+                (None, Some(text)) => match serde_json::from_str::<Value>(text) {
+                    Ok(v) => signal_state(&v),
+                    Err(_) => unresolved("resolver answered an unreadable value"),
+                },
+            };
+            (a.pool, state)
+        })
+        .collect()
+}
+
+impl Pools {
+    /// Adds a pool from its definition's JSON value; returns its index. A duplicate id or a
+    /// malformed definition is the typed registry error.
+    pub fn add(&mut self, definition: &Value, has_launch_detached: bool, has_capacity_reader: bool) -> Result<usize, Failure> {
+        let pool = Pool::from_json(definition, has_launch_detached)?;
+        let index = self.registry.add(pool).map_err(Failure::from)?;
+        self.readers.push(has_capacity_reader);
+        let pools = self.registry.pools();
+        self.warm = pools.iter().any(|p| p.warm.is_some()).then(|| pools.iter().map(|p| p.warm.is_some()).collect());
+        self.registered_costs = None;
+        self.ids = None;
+        Ok(index)
+    }
+
+    /// The id of pool `index`.
+    pub fn pool_id(&self, index: usize) -> &str {
+        &self.registry.pools()[index].id
+    }
+
+    /// Every pool's id, by index (shared).
+    pub fn ids(&mut self) -> Rc<[PoolId]> {
+        if let Some(ids) = &self.ids {
+            return ids.clone();
+        }
+        let ids: Rc<[PoolId]> = self.registry.pools().iter().map(|p| PoolId::from(p.id.as_str())).collect();
+        self.ids = Some(ids.clone());
+        ids
+    }
+
+    /// The health slot of each pool (cached per health, by `health_id`; a registry only grows).
+    pub fn health_slots(&mut self, health: &mut Health, health_id: u64) -> Rc<[usize]> {
+        match &self.health_slots {
+            Some((id, slots)) if *id == health_id && slots.len() == self.registry.pools().len() => slots.clone(),
+            _ => {
+                let slots: Rc<[usize]> = self.registry.pools().iter().map(|p| health.slot(&p.id)).collect();
+                self.health_slots = Some((health_id, slots.clone()));
+                slots
+            }
+        }
+    }
+
+    /// The candidates of one provision or route, best first (at most `limit`), or the
+    /// typed `NO_ELIGIBLE_PROVIDER` failure.
+    pub fn candidates(&mut self, q: &Question<'_>, limit: Option<usize>) -> Result<Vec<usize>, Failure> {
+        let mut order = Vec::new();
+        let (registry, scratch) = (&self.registry, &mut self.scratch);
+        q.with_options(limit, false, |opts| route_order_into(registry, q.req, opts, scratch, &mut order));
+        if order.is_empty() {
+            return Err(self.no_eligible(q));
+        }
+        Ok(order)
+    }
+
+    /// Each pool's `estimatedCost` for one request (by pool index): the resolver's answer
+    /// when it gave a valid one, else the registered signals (0 without valid signals).
+    pub fn costs(&mut self, extras: Option<&Extras>) -> Rc<[f64]> {
+        let overrides = extras.and_then(|e| e.signals.as_deref()).map(signal_overrides);
+        if overrides.is_none() {
+            if let Some(c) = &self.registered_costs {
+                return c.clone();
+            }
+        }
+        let costs: Rc<[f64]> = self
+            .registry
+            .pools()
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let state = overrides.as_ref().and_then(|m| m.get(&i)).unwrap_or(&p.signals);
+                state.as_ref().map_or(0.0, |s| s.estimated_cost)
+            })
+            .collect();
+        if overrides.is_none() {
+            self.registered_costs = Some(costs.clone());
+        }
+        costs
+    }
+
+    /// Pools that pass the hard requirements and credential readiness (the pools a signal
+    /// resolver is asked about).
+    pub fn survivors(&self, q: &Question<'_>) -> Vec<usize> {
+        q.with_options(None, false, |opts| requirement_survivors(self.registry.pools(), q.req, opts))
+    }
+
+    /// Every pool's verdict with every reason, texts interned (explanations).
+    pub fn decide_interned(&self, q: &Question<'_>, interner: &mut Interner) -> InternedDecision<'_> {
+        q.with_options(None, true, |opts| route_interned(self.registry.pools(), q.req, opts, interner))
+    }
+
+    /// Every pool's verdict with every reason.
+    pub fn decide(&self, q: &Question<'_>) -> Decision<'_> {
+        q.with_options(None, true, |opts| route(self.registry.pools(), q.req, opts))
+    }
+
+    /// The rejected pools of `d`, with their reasons, as events and errors carry them.
+    pub fn rejections(&self, d: &Decision<'_>) -> Vec<PoolRejection> {
+        let pools = self.registry.pools();
+        d.rejected
+            .iter()
+            .map(|r| PoolRejection {
+                provider_id: pools[r.index].id.clone(),
+                reasons: r.reasons.iter().map(|x| ReasonFact { code: x.reason.code(), detail: x.detail.clone() }).collect(),
+            })
+            .collect()
+    }
+
+    /// `NO_ELIGIBLE_PROVIDER` for `q`: the summary and every rejected pool with its reasons.
+    fn no_eligible(&self, q: &Question<'_>) -> Failure {
+        let d = self.decide(q);
+        let line = summary(0, d.total, &d.rejected);
+        let mut e = Fault::new(ErrorClass::NoEligibleProvider, "NO_ELIGIBLE_PROVIDER", line.clone());
+        e.summary = Some(line);
+        e.rejections = Some(Rejected::Pools(self.rejections(&d)));
+        e
+    }
+}
+
+/// A definition's text as JSON, or the typed registry error.
+pub fn definition_value(text: &str) -> Result<Value, Failure> {
+    serde_json::from_str(text).map_err(|_| {
+        Fault::new(ErrorClass::ProviderRegistry, "INVALID_PROVIDER_DEFINITION", "provider definition is not serializable")
+    })
+}
