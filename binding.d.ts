@@ -264,49 +264,60 @@ export declare class NativeSqliteStore {
 }
 
 /**
- * Reports the current candidate's capacity read: the reader's answer as JSON text,
- * validated strictly here; anything malformed is `unknown: MALFORMED`.
+ * Reports the current candidate's capacity read (`read`; the answer's JSON text when it
+ * answered, validated strictly here: anything malformed is `unknown: MALFORMED`), and
+ * writes the next step.
  */
-export declare function acquisitionAdmit(router: ExternalObject<RouterState>, key: number, measurementJson: string, now?: number | undefined | null): void
+export declare function acquisitionAdmit(router: ExternalObject<RouterState>, key: number, measurementJson: string | undefined | null, read: ReadOutcome, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
 
-/** Under a shared coordinator, step two: its verdict (null: it could not be asked). */
-export declare function acquisitionAdmitDecided(router: ExternalObject<RouterState>, key: number, verdict?: AdmitVerdict | undefined | null, now?: number | undefined | null): void
+/** Under a shared coordinator, its verdict (null: it could not be asked), and the next step. */
+export declare function acquisitionAdmitDecided(router: ExternalObject<RouterState>, key: number, verdict: AdmitVerdict | undefined | null, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
 
 /**
  * Under a shared budget ledger, its answer for the current candidate (null: it could not
- * be asked).
+ * be asked), and the next step.
  */
-export declare function acquisitionBudgetDecided(router: ExternalObject<RouterState>, key: number, verdict?: BudgetVerdict | undefined | null, now?: number | undefined | null): void
+export declare function acquisitionBudgetDecided(router: ExternalObject<RouterState>, key: number, verdict: BudgetVerdict | undefined | null, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
 
 /** Under a shared budget ledger, what to ask it for the current candidate. */
-export declare function acquisitionBudgetDemand(router: ExternalObject<RouterState>, key: number, now?: number | undefined | null): BudgetDemand | null
-
-/** Under a shared budget ledger, the settlement decided since the last call (null: none). */
-export declare function acquisitionBudgetSettlement(router: ExternalObject<RouterState>, key: number): BudgetSettlement | null
+export declare function acquisitionBudgetDemand(router: ExternalObject<RouterState>, key: number, clockNow?: number | undefined | null): BudgetDemand | null
 
 /** The candidates, best first (pool ids): the order `provision.ranked` reports. */
 export declare function acquisitionCandidates(router: ExternalObject<RouterState>, key: number): Array<string>
 
-/** The fleet's inventory answered the `Claim` step: `hit` or not. */
-export declare function acquisitionClaimAnswer(router: ExternalObject<RouterState>, key: number, hit: boolean): void
+/**
+ * The fleet's inventory answered the `Claim` step: `hit` or not (a miss writes the next
+ * step: the cold launch of the same pool).
+ */
+export declare function acquisitionClaimAnswer(router: ExternalObject<RouterState>, key: number, hit: boolean, step: Uint32Array, clockNow?: number | undefined | null): void
 
 /** The `Claim` step's question for the fleet's inventory. */
 export declare function acquisitionClaimAsk(router: ExternalObject<RouterState>, key: number): ClaimAsk
 
 /**
- * A claim is confirmed: the job is over. Returns whether the record was written (false:
- * the JS side writes the caller's store; the fleet's claim wrote it).
+ * A claim is confirmed: the job is about the member from now on; the next step (its record
+ * to a caller's store, or the success).
  */
-export declare function acquisitionClaimed(router: ExternalObject<RouterState>, key: number): boolean
+export declare function acquisitionClaimed(router: ExternalObject<RouterState>, key: number, step: Uint32Array, clockNow?: number | undefined | null): void
 
-/** A claimed member proved gone: counted lost; the job launches the same pool cold. */
-export declare function acquisitionClaimLost(router: ExternalObject<RouterState>, key: number): void
+/** A claimed member proved gone: counted lost; the next step launches the same pool cold. */
+export declare function acquisitionClaimLost(router: ExternalObject<RouterState>, key: number, step: Uint32Array, clockNow?: number | undefined | null): void
 
 /**
- * Under a shared coordinator, step one of an admission: what to ask it, or null when the
- * machine skipped the pool already (an unknown or malformed measurement).
+ * The classifier's answer: `code` when it answered a string, `retryable` when a boolean
+ * (each null otherwise: it threw, timed out or answered something else); the next step.
  */
-export declare function acquisitionDemand(router: ExternalObject<RouterState>, key: number, measurementJson: string, now?: number | undefined | null): DemandRecord | null
+export declare function acquisitionClassified(router: ExternalObject<RouterState>, key: number, code: string | undefined | null, retryable: boolean | undefined | null, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
+
+/** The clean-up destroy settled (`succeeded`: the sandbox is gone); the next step. */
+export declare function acquisitionCleanedUp(router: ExternalObject<RouterState>, key: number, succeeded: boolean, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
+
+/**
+ * Under a shared coordinator, the read of a `Coordinate` step: what to ask the coordinator,
+ * or null when the pool is skipped already (an unknown or malformed measurement; the next
+ * step is written then).
+ */
+export declare function acquisitionDemand(router: ExternalObject<RouterState>, key: number, measurementJson: string | undefined | null, read: ReadOutcome, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): DemandRecord | null
 
 /**
  * Forgets the job (its key may be reused): the provision has settled. Ending an unknown
@@ -319,12 +330,6 @@ export declare function acquisitionEnd(router: ExternalObject<RouterState>, key:
  * the router has an observer or telemetry). `clockNow`: the router's clock (their `at`).
  */
 export declare function acquisitionEvents(router: ExternalObject<RouterState>, key: number, clockNow?: number | undefined | null): unknown[]
-
-/**
- * The launch failed; `code` / `retryable`: the classifier's answer, if it gave one of the
- * right types (the router sanitizes and decides).
- */
-export declare function acquisitionFailed(router: ExternalObject<RouterState>, key: number, code?: string | undefined | null, retryable?: boolean | undefined | null, now?: number | undefined | null): void
 
 /** How the job failed, once over (null while it runs or after a success). */
 export declare function acquisitionFailure(router: ExternalObject<RouterState>, key: number): AcquisitionFailure | null
@@ -345,37 +350,64 @@ export interface AcquisitionFailure {
 }
 
 /**
- * The intent record of the current launch (`state`: `launching` before it, `failed` when
- * it ended with its outcome unknown).
+ * The intent record the current step writes (`Intent`: `launching`; `Unintent` with the
+ * failed flag: `failed`).
  */
-export declare function acquisitionIntent(router: ExternalObject<RouterState>, key: number, state: string): IntentRecord
+export declare function acquisitionIntent(router: ExternalObject<RouterState>, key: number): IntentRecord
 
-/** The launch resolved to something that is not a handle. */
-export declare function acquisitionMalformed(router: ExternalObject<RouterState>, key: number, now?: number | undefined | null): void
+/** The intent was settled after a failure (or that failed: best effort); the next step. */
+export declare function acquisitionIntentSettled(router: ExternalObject<RouterState>, key: number, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
+
+/** The launch intent was written (`ok`) or not; the next step. */
+export declare function acquisitionIntentWritten(router: ExternalObject<RouterState>, key: number, ok: boolean, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
+
+/**
+ * A launch settled after its provision's deadline had ended it: whether to destroy what it
+ * returned (`hasHandle`: a handle with an id).
+ */
+export declare function acquisitionLate(router: ExternalObject<RouterState>, hasHandle: boolean): boolean
+
+/** The destroy of a late launch's sandbox `id` on pool `providerId` settled. */
+export declare function acquisitionLateCleanedUp(router: ExternalObject<RouterState>, id: string, providerId: string, succeeded: boolean, clockNow?: number | undefined | null): void
+
+/** A record write that timed out finished after all: whether to remove it. */
+export declare function acquisitionLateWrite(router: ExternalObject<RouterState>): boolean
+
+/** The launch resolved to something that is not a handle; the next step. */
+export declare function acquisitionMalformed(router: ExternalObject<RouterState>, key: number, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
 
 /** The member the `Claimed` step took. `clockNow`: the router's clock (its age). */
 export declare function acquisitionMember(router: ExternalObject<RouterState>, key: number, clockNow?: number | undefined | null): ClaimedMember
 
-/**
- * The runtime threw the router's own package error with this code (or the launch intent
- * could not be written: `MAPPING_INTENT_FAILED`): nothing was launched.
- */
-export declare function acquisitionPackageFailed(router: ExternalObject<RouterState>, key: number, code: string, now?: number | undefined | null): void
+/** The caller's store stored the record (`ok`) or not (failed or timed out); the next step. */
+export declare function acquisitionPersisted(router: ExternalObject<RouterState>, key: number, ok: boolean, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
 
-/** The shared hold settled by the last report, if any. */
-export declare function acquisitionSettlement(router: ExternalObject<RouterState>, key: number): HoldSettlement | null
+/** The record of job `key`'s sandbox, for the caller's store (`Persist`). */
+export declare function acquisitionRecord(router: ExternalObject<RouterState>, key: number): MappingRecord
 
-/** Job `key`'s next step, written into `step`. `clockNow`: the router's clock (ms). */
+/** Refill job `key`'s member. `clockNow`: the router's clock. */
+export declare function acquisitionRefillMember(router: ExternalObject<RouterState>, key: number, clockNow?: number | undefined | null): RefillMember
+
+/** Job `key`'s current step, written into `step`. `clockNow`: the router's clock (ms). */
 export declare function acquisitionStep(router: ExternalObject<RouterState>, key: number, step: Uint32Array, clockNow?: number | undefined | null): void
 
 /**
- * The launch returned a handle with the provider's sandbox id. With the default store the
- * record is written here too. Returns what is left to do.
+ * The launch returned a handle with the provider's sandbox id; the next step (with the
+ * default store the record is written here, and the step may say the job is ended).
  */
-export declare function acquisitionSucceeded(router: ExternalObject<RouterState>, key: number, providerSandboxId: string, now?: number | undefined | null): Success
+export declare function acquisitionSucceeded(router: ExternalObject<RouterState>, key: number, providerSandboxId: string, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
 
-/** The launch did not settle within its deadline. */
-export declare function acquisitionTimedOut(router: ExternalObject<RouterState>, key: number, now?: number | undefined | null): void
+/**
+ * The launch threw: `packageCode`, the code of the router's own package error it threw
+ * (else null); the next step.
+ */
+export declare function acquisitionThrew(router: ExternalObject<RouterState>, key: number, packageCode: string | undefined | null, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
+
+/** The launch did not settle within its deadline; the next step. */
+export declare function acquisitionTimedOut(router: ExternalObject<RouterState>, key: number, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
+
+/** The writes job `key` decided since the last call. */
+export declare function acquisitionWrites(router: ExternalObject<RouterState>, key: number): WritesRecord
 
 /** The coordinator's verdict on one admission. */
 export interface AdmitVerdict {
@@ -388,10 +420,10 @@ export interface AdmitVerdict {
 /**
  * Starts a provision's job on `router` for compiled `request`: validates the labels, routes
  * (with `extras`: credential readiness and the resolver's answers), creates the job and
- * writes its first step into `step` (`[StepKind, pool, job key]`). Returns the sandbox id:
- * `id` when given (made earlier, because callbacks before this call name it), else a fresh
- * one. Throws the typed `INVALID_REQUEST` / `NO_ELIGIBLE_PROVIDER` error, which names that
- * id. `now`: the health clock; `clockNow`: the router's (each omitted: the wall clock).
+ * writes its first step into `step`. Returns the sandbox id: `id` when given (made earlier,
+ * because callbacks before this call name it), else a fresh one. Throws the typed
+ * `INVALID_REQUEST` / `NO_ELIGIBLE_PROVIDER` error, which names that id. `now`: the health
+ * clock; `clockNow`: the router's (each omitted: the wall clock).
  */
 export declare function beginAcquisition(router: ExternalObject<RouterState>, request: ExternalObject<CompiledRequest>, detached: boolean, labelsJson: string | undefined | null, extras: RouteExtras | undefined | null, id: string | undefined | null, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): string
 
@@ -1395,6 +1427,16 @@ export interface ReadinessRecord {
   intervalMs: number
 }
 
+/** How a capacity read ended. */
+export declare const enum ReadOutcome {
+  /** The reader answered (its answer's JSON text is given). */
+  Answered = 0,
+  /** The reader threw or rejected. */
+  Threw = 1,
+  /** The reader did not answer within the step's bound. */
+  TimedOut = 2,
+}
+
 /** A run's classification. */
 export interface ReconcileClassification {
   /** Per pool, in the input's order. */
@@ -1641,20 +1683,16 @@ export declare const enum ReconcileWorkClass {
 /** The deadline of one refill launch, ms (a request's default launch deadline). */
 export declare const REFILL_TIMEOUT_MS: number
 
-/** A refill's success, as `acquisitionSucceeded` answers a provision's. */
-export interface RefillSuccess {
+/** A refill's member (after its launch succeeded). */
+export interface RefillMember {
   /** The member's router id. */
   sandboxId: string
   /** Its pool. */
   providerId: string
+  /** The provider's id of it. */
+  providerSandboxId: string
   /** When it became idle, router-clock epoch ms. */
   launchedAt: number
-  /**
-   * The default store's record is written and the member is idle in this process's
-   * inventory; false: the JS side writes the caller's store (then `warmMemberAdd`) or
-   * the fleet's inventory.
-   */
-  recorded: boolean
 }
 
 /**
@@ -1745,7 +1783,7 @@ export declare function routerBudgetStatus(router: ExternalObject<RouterState>, 
 export declare function routerCircuitStates(router: ExternalObject<RouterState>, health?: number | undefined | null): Array<number>
 
 /** The events decided outside a job since the last call (a destroy, a refill's pause, …). */
-export declare function routerEvents(router: ExternalObject<RouterState>, clock?: number | undefined | null): unknown[]
+export declare function routerEvents(router: ExternalObject<RouterState>): unknown[]
 
 /**
  * Every pool of the router's registry, in registration order, at `health` (the health
@@ -1785,8 +1823,16 @@ export interface RouterSettings {
   healthJson: string
   /** Capacity routing, when the router has a capacity policy. */
   capacity?: CapacityRecord
-  /** `callbackTimeoutMs`: bounds the mapping write after a launch. */
+  /** `callbackTimeoutMs`: bounds every caller callback and store call. */
   callbackTimeoutMs: number
+  /** `operationTimeoutMs`: bounds a runtime call for an operation or a clean-up. */
+  operationTimeoutMs: number
+  /** `capacity.timeoutMs`: bounds a capacity read. */
+  capacityTimeoutMs: number
+  /** Whether the store takes launch intents (`intent` and `intents`). */
+  intents: boolean
+  /** Whether the router has a failure classifier. */
+  classifier: boolean
   /** Whether the router has an observer or telemetry (its jobs then record events). */
   observe: boolean
   /** This process's host name (intent records name their writer). */
@@ -1899,16 +1945,31 @@ export interface StatusReportRecord {
   exitCode: number | null
 }
 
+/** The step flags' values. */
+export declare function stepFlags(): StepFlags
+
+/** The step flags (`step[4]`), as `core::router::provision::flags` defines them. */
+export interface StepFlags {
+  /** Events to read (`acquisitionEvents`). */
+  events: number
+  /** Writes for the shared ledger to perform (`acquisitionWrites`). */
+  writes: number
+  /** The job is ended already. */
+  ended: number
+  /** `Unintent`: write the intent as failed. */
+  failedIntent: number
+}
+
 /**
  * What the JS side must do next: `step[0]` (a numeric enum: it crosses once per step, in
- * the buffer the JS side lends).
+ * the buffer the JS side lends; `core::router::provision::StepKind` says what each asks).
  */
 export declare const enum StepKind {
-  /** Launch on the pool in `step[1]`, then report the outcome. */
+  /** Launch on the pool in `step[1]` within `step[3]` ms, then report the outcome. */
   Launch = 0,
-  /** Read that pool's capacity, then report it (`acquisitionAdmit`). */
+  /** Read that pool's capacity within `step[3]` ms, then report it (`acquisitionAdmit`). */
   Admit = 1,
-  /** Over: `acquisitionFailure` says how, unless it succeeded. */
+  /** Over without a sandbox: `acquisitionFailure` says how. */
   Done = 2,
   /** Reserve that pool's cost in the shared budget ledger, then report it. */
   Reserve = 3,
@@ -1916,6 +1977,28 @@ export declare const enum StepKind {
   Claim = 4,
   /** A member of the pool in `step[1]` was taken from this process's inventory. */
   Claimed = 5,
+  /** Write the launch intent (`acquisitionIntent`), then report it. */
+  Intent = 6,
+  /** Ask the classifier about the value the launch threw, then report its answer. */
+  Classify = 7,
+  /** Write the record (`acquisitionRecord`) to the caller's store, then report it. */
+  Persist = 8,
+  /** Destroy the launched sandbox (its record could not be stored), then report it. */
+  Cleanup = 9,
+  /** Settle the intent after a failure (`failed` flag: write it as failed, else remove it). */
+  Unintent = 10,
+  /** Over with a sandbox. */
+  Succeeded = 11,
+  /**
+   * Admit the pool through the shared coordinator (its read sequence, the read, the
+   * admission).
+   */
+  Coordinate = 12,
+  /**
+   * A refill's member: write it to the fleet's inventory (`acquisitionRefillMember`),
+   * then report it (`acquisitionPersisted`).
+   */
+  WarmSettle = 13,
 }
 
 /** How a stop went. */
@@ -1973,16 +2056,6 @@ export interface StreakRecord {
   quietSince: number | null
   /** When it was last observed (ms). */
   lastAt: number
-}
-
-/** What is left after a success (see [`acquisition_succeeded`]). */
-export declare const enum Success {
-  /** The record is written and the job ended: the provision has settled. */
-  Settled = 0,
-  /** The record is written; the job's events or hold settlement are still to be read. */
-  Recorded = 1,
-  /** The caller's store must be written. */
-  Unrecorded = 2,
 }
 
 /**
@@ -2078,10 +2151,11 @@ export declare const enum UnknownReasonName {
 export declare function validateManifest(manifestJson?: string | undefined | null): ManifestRecord
 
 /**
- * Validates a capacity measurement (any reader's answer, serialized once as JSON text)
- * strictly; anything malformed is `{ status: 'unknown', reason: 'MALFORMED' }`.
+ * A capacity read as the core judges it (`read`: how it ended; the answer's JSON text when
+ * it answered), validated strictly: anything malformed is `{ status: 'unknown', reason:
+ * 'MALFORMED' }`, a reader that threw `READ_FAILED`, one that timed out `TIMEOUT`.
  */
-export declare function validateMeasurement(measurementJson: string): MeasurementRecord
+export declare function validateMeasurement(measurementJson: string | undefined | null, read: ReadOutcome): MeasurementRecord
 
 /** Whether a claim on one pool would be warm, for `explain`. */
 export interface WarmClaimExplanation {
@@ -2222,12 +2296,6 @@ export interface WarmPoolStatus {
 /** A refill of pool `providerId` failed with `code`. True when this paused the pool. */
 export declare function warmRefillFailed(router: ExternalObject<RouterState>, providerId: string, code: string): boolean
 
-/**
- * The refill's launch returned a handle with the provider's sandbox id. `now`: the health
- * clock; `clockNow`: the router's (its age). The job lives on until `acquisitionEnd`.
- */
-export declare function warmRefillSucceeded(router: ExternalObject<RouterState>, key: number, providerSandboxId: string, now?: number | undefined | null, clockNow?: number | undefined | null): RefillSuccess
-
 /** Starts the router's warm pools (`warmUp()`, once): `shared`, the inventory is the fleet's. */
 export declare function warmStart(router: ExternalObject<RouterState>, shared: boolean): void
 
@@ -2236,3 +2304,13 @@ export declare function warmStarted(router: ExternalObject<RouterState>, provide
 
 /** Every warm pool of the router's registry, in registration order. */
 export declare function warmStatus(router: ExternalObject<RouterState>): Array<WarmPoolStatus>
+
+/** What a job decided to write to the shared ledger (flag `writes`): each absent when none. */
+export interface WritesRecord {
+  /** A capacity hold settled. */
+  hold?: HoldSettlement
+  /** How long an allocation is assumed (the coordinator keeps it that long), ms. */
+  holdTtlMs: number
+  /** A budget reservation settled. */
+  budget?: BudgetSettlement
+}

@@ -51,4 +51,10 @@ function send(sink, event) {
   }
 }
 
-module.exports = { emit, emitDecided, debug, DEBUG };
+/** Hands on the events the router decided outside a job (a late clean-up, a refill's pause). */
+function emitRouter(ctx) {
+  if (ctx.observer === null) return;
+  for (const e of binding.routerEvents(ctx.native)) send(ctx.observer, e);
+}
+
+module.exports = { emit, emitDecided, emitRouter, debug, DEBUG };

@@ -9,7 +9,7 @@ const { InMemoryMappingStore, SqliteMappingStore, NATIVE_STORE } = require('./ma
 const { guarded, copyOptions, shown } = require('./guard.js');
 const { serialize, NotJson } = require('./serialize.js');
 const { telemetryOf } = require('./telemetry.js');
-const { nativeView } = require('./registry.js');
+const { firstNative } = require('./registry.js');
 
 /** A router's budgets (null without): whether they live in the shared ledger. */
 const budgetsOf = (shared) => (shared === null || shared === undefined ? null : { shared });
@@ -313,8 +313,10 @@ function contextOf(input) {
     sqlite = undefined;
   }
   const telemetry = telemetryOf(options.telemetry, clock);
-  const initialView = nativeView(registry);
+  const firstRegistry = firstNative(registry);
   const session = require('node:crypto').randomBytes(8).toString('hex');
+  const operationTimeoutMs = intOption(options.operationTimeoutMs, DEFAULT_OPERATION_TIMEOUT_MS, 'operationTimeoutMs', 86_400_000);
+  const intents = !fastMappings && hasMethods(store, ['intent', 'intents']);
   const native = callNative(
     () =>
       binding.createRouter(
@@ -326,13 +328,17 @@ function contextOf(input) {
               ? undefined
               : { providerOrder: capacity.providerOrder, reservationTtlMs: capacity.reservationTtlMs, coordinated: capacity.coordinator !== null },
           callbackTimeoutMs,
+          operationTimeoutMs,
+          capacityTimeoutMs: capacity?.timeoutMs ?? DEFAULT_CAPACITY_TIMEOUT_MS,
+          intents,
+          classifier: classifyProviderFailure !== undefined,
           observe: observerFn !== null || telemetry !== null,
           ownerHost: os.hostname(),
           ownerPid: process.pid,
           session,
           budgetsJson,
         },
-        initialView.native,
+        firstRegistry,
         fastMappings ? store[NATIVE_STORE]() : undefined,
         sqlite,
       ),
@@ -342,7 +348,7 @@ function contextOf(input) {
     registry,
     native,
     /** the registry view the native router decides on (lib/registry.js viewOf) */
-    view: initialView.native,
+    view: firstRegistry,
     mappings: store,
     fastMappings,
     observer: observerFn,
@@ -350,12 +356,12 @@ function contextOf(input) {
     resolver: resolveRoutingSignals ?? null,
     provisioning: provisioning ?? null,
     callbackTimeoutMs,
-    operationTimeoutMs: intOption(options.operationTimeoutMs, DEFAULT_OPERATION_TIMEOUT_MS, 'operationTimeoutMs', 86_400_000),
+    operationTimeoutMs,
     capacity,
     capacityTimeoutMs: capacity?.timeoutMs ?? DEFAULT_CAPACITY_TIMEOUT_MS,
     handles: new Map(),
     fleet,
-    intents: !fastMappings && hasMethods(store, ['intent', 'intents']),
+    intents,
     session,
     health: health.enabled ? { clock: health.clock } : null,
     clock,

@@ -195,6 +195,14 @@ function fromList(registry) {
 }
 
 /**
+ * The native registry a new router starts on: ours, or (a caller's own registry, read only
+ * when a call needs it) an empty one.
+ */
+function firstNative(registry) {
+  return isOurs(registry) ? registry[NATIVE]().native : binding.createRegistry();
+}
+
+/**
  * The parsed view of router context `ctx`'s registry, which the router then decides on
  * (a caller's own registry is parsed on each call: the router is told of each new view).
  */
@@ -224,4 +232,4 @@ function entryOf(registry, id) {
   return entry.id === id ? entry : undefined;
 }
 
-module.exports = { asProviderId, InMemoryProviderRegistry, nativeView, viewOf, entryOf, readDefinition, definitionText };
+module.exports = { asProviderId, InMemoryProviderRegistry, nativeView, viewOf, firstNative, entryOf, readDefinition, definitionText };

@@ -24,7 +24,6 @@ const { explainView } = require('./explain.js');
 const operations = require('./operations.js');
 const { reconcile } = require('./reconcile.js');
 const warm = require('./warm.js');
-const { explainWarm } = require('./warm-claim.js');
 const budgets = require('./budgets.js');
 
 /** The buffer route() lends the native side for an order (at most 10 attempts; read at once). */
@@ -91,7 +90,7 @@ class SandboxRouter {
     const view = viewOf(ctx);
     const ext = await extras(ctx, view, call.compiled, detached, request);
     const budgeted = ctx.budgets !== null;
-    return explainWarm(ctx, view, call.compiled, explainView(view, call.compiled, detached, ext, ctx.native, healthNow(ctx.health), budgeted ? call.labelsJson : undefined, budgeted ? routerNow(ctx) : undefined));
+    return warm.explainWarm(ctx, view, call.compiled, explainView(view, call.compiled, detached, ext, ctx.native, healthNow(ctx.health), budgeted ? call.labelsJson : undefined, budgeted ? routerNow(ctx) : undefined));
   }
 
   /**

@@ -10,20 +10,14 @@ const { within, TIMED_OUT } = require('./within.js');
 const { guarded } = require('./guard.js');
 const { routerNow } = require('./options.js');
 const { emit } = require('./events.js');
-const { ownedHandle, forgetRecord } = require('./warm-claim.js');
+const { ownedHandle, forgetRecord, destroyedWithin } = require('./driver.js');
 const { InMemoryMappingStore } = require('./mappings.js');
 const { SANDBOX_FLEET_LABEL } = require('./finders.js');
 
 const WARM_LABEL = binding.SANDBOX_WARM_LABEL_KEY;
 
 /** Destroys `handle` on `def` within the operation deadline; true when that succeeded. */
-async function destroyed(ctx, def, handle) {
-  try {
-    return (await within(def.runtime.destroy(handle), ctx.operationTimeoutMs)) !== TIMED_OUT;
-  } catch {
-    return false;
-  }
-}
+const destroyed = (ctx, def, handle) => destroyedWithin(def, handle, ctx.operationTimeoutMs);
 
 /**
  * Destroys a member taken out of the inventory (expired, or at close) and removes its
@@ -123,4 +117,4 @@ async function adopt(ctx, w, view) {
   );
 }
 
-module.exports = { retire, destroyed, expireShared, check, durable, adopt };
+module.exports = { retire, expireShared, check, durable, adopt };

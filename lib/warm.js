@@ -19,14 +19,11 @@
 const { binding } = require('./binding.js');
 const { fromNative, callNative, SandboxRouterConfigurationError } = require('./errors.js');
 const { viewOf } = require('./registry.js');
-const { within, TIMED_OUT } = require('./within.js');
-const { handleId, guarded } = require('./guard.js');
+const { guarded } = require('./guard.js');
 const { healthNow, routerNow } = require('./options.js');
-const { emit, emitDecided } = require('./events.js');
-const { admit, settleShared } = require('./capacity.js');
-const { launchIntent, settleIntent, persist, lateSuccess } = require('./intents.js');
-const { loop } = require('./provision.js');
-const { retire, destroyed, expireShared, check, durable, adopt } = require('./warm-members.js');
+const { emit, emitRouter } = require('./events.js');
+const { drive, jobRecord, took, end, failure, crashed, STEP } = require('./driver.js');
+const { retire, expireShared, check, durable, adopt } = require('./warm-members.js');
 const { coordinatorOf } = require('./postgres.js');
 const { SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
 
@@ -148,23 +145,17 @@ async function reserve(ctx, w, view, p) {
   for (const token of tokens) startRefill(ctx, w, view, p.pool, token);
 }
 
-/** A refill failure's code: the code given, or a typed error's. */
-function codeOf(error) {
-  if (typeof error === 'string') return error;
-  const code = error !== null && typeof error === 'object' ? /** @type {{ code?: unknown }} */ (error).code : undefined;
-  return typeof code === 'string' ? code : 'INTERNAL_ERROR';
-}
-
 /** Starts one refill of pool index `pool` (`token`: the fleet's grant, or null). */
 function startRefill(ctx, w, view, pool, token) {
   const def = view.definitions[pool];
-  const run = loop.inFlightRecord(ctx, false);
+  const run = jobRecord(ctx, false, refillEnded);
+  run.token = token;
   const outcome = new Promise((resolve) => {
-    run.resolve = (member) => resolve({ member, code: null });
-    run.reject = (error) => resolve({ member: null, code: codeOf(error) });
+    run.resolve = (member) => resolve(member);
+    run.reject = () => resolve(null);
   });
-  refill(run, w, view, pool, token);
-  const tracked = outcome.then((r) => refilled(ctx, w, def, r, token));
+  refill(run, view, pool);
+  const tracked = outcome.then((member) => refilled(ctx, w, def, member, token));
   w.inflight.add(tracked);
   tracked.finally(() => {
     w.inflight.delete(tracked);
@@ -172,30 +163,12 @@ function startRefill(ctx, w, view, pool, token) {
   });
 }
 
-/** A refill settled: its events, its failure counted (which may pause the pool). */
-async function refilled(ctx, w, def, r, token) {
-  if (r.member !== null) {
-    emit(ctx.observer, 'warm.member.launched', { sandboxId: r.member.sandboxId, providerId: def.id });
-    if (w.closed && !w.keepWarm) {
-      // Closed meanwhile: nobody will claim it.
-      if (w.shared) await w.coordinator.warmTake(r.member.sandboxId).catch(noop);
-      else binding.warmForget(ctx.native, r.member.sandboxId, false);
-      await retire(ctx, w, def, r.member, false);
-    }
-    return;
-  }
-  if (w.shared && token !== null) w.coordinator.warmRelease(token).catch(noop);
-  const paused = binding.warmRefillFailed(ctx.native, def.id, r.code);
-  if (paused) emit(ctx.observer, 'warm.refill.paused', { providerId: def.id, code: r.code });
-}
-
 /**
- * A refill: an acquisition of one candidate (the pool), one attempt, no fallback, stepped
- * exactly as provision.js steps a provision's. Settles `run` with the member or a code.
+ * A refill: a job of one candidate (the pool), one attempt, no fallback, driven exactly as
+ * a provision's; the router counts its member, or its failure (which may pause the pool).
  */
-async function refill(run, w, view, pool, token) {
+function refill(run, view, pool) {
   const ctx = run.ctx;
-  const { STEP } = loop;
   try {
     run.sandboxId = binding.beginRefill(ctx.native, pool, STEP, healthNow(ctx.health));
   } catch (error) {
@@ -204,98 +177,41 @@ async function refill(run, w, view, pool, token) {
   }
   run.machine = STEP[2];
   run.pools = view.definitions;
-  run.timeoutMs = binding.REFILL_TIMEOUT_MS;
   run.parts = {};
   run.labels = { [SANDBOX_ID_LABEL]: run.sandboxId, [SANDBOX_FLEET_LABEL]: ctx.fleet, [WARM_LABEL]: view.definitions[pool].id };
+  drive(run, took(run));
+}
+
+/** A refill's job ended: its member (idle now), or nothing (the router counted the failure). */
+function refillEnded(run, ok) {
+  const ctx = run.ctx;
+  if (!ok) {
+    failure(run);
+    emitRouter(ctx);
+    run.reject(null);
+    return;
+  }
   try {
-    for (let kind = loop.took(run); kind !== loop.DONE; kind = loop.next(run)) {
-      if (kind === loop.ADMIT) {
-        await admit(run);
-        continue;
-      }
-      if (ctx.intents && !(await launchIntent(run))) continue;
-      run.launched = true;
-      loop.DEADLINES.add(run.timeoutMs, run);
-      let handle;
-      let threw = false;
-      try {
-        handle = await loop.launch(run);
-      } catch (error) {
-        threw = true;
-        handle = error;
-      }
-      if (!loop.DEADLINES.settle(run)) {
-        if (!threw) lateSuccess(ctx, run.def, handle, run.sandboxId);
-        return;
-      }
-      if (threw) {
-        await loop.reportFailure(run, handle);
-        continue;
-      }
-      const providerSandboxId = handleId(handle);
-      if (providerSandboxId === null) {
-        binding.acquisitionMalformed(run.ctx.native, run.machine, healthNow(ctx.health));
-        settleShared(run);
-        continue;
-      }
-      run.providerSandboxId = providerSandboxId;
-      const s = binding.warmRefillSucceeded(run.ctx.native, run.machine, providerSandboxId, healthNow(ctx.health), routerNow(ctx));
-      settleShared(run);
-      if (ctx.events) emitDecided(run);
-      const member = { providerId: s.providerId, sandboxId: s.sandboxId, providerSandboxId, launchedAt: s.launchedAt };
-      const stored = s.recorded || (await record(run, w, handle, member, token));
-      loop.end(run);
-      if (!stored) {
-        // Counted in flight again, then failed: the success above already settled it.
-        binding.warmStarted(ctx.native, member.providerId, 1);
-        run.reject('MAPPING_PERSISTENCE_FAILED');
-        return;
-      }
-      w.handles.set(member.sandboxId, handle);
-      run.resolve(member);
-      return;
-    }
-    const failure = binding.acquisitionFailure(run.ctx.native, run.machine);
-    const code = failure.package ? (run.packageError?.code ?? 'INTERNAL_ERROR') : fromNative(failure.error).code;
-    try {
-      if (ctx.intents) await settleIntent(run, failure.mayExist);
-    } finally {
-      loop.end(run);
-    }
-    run.reject(code);
+    const member = binding.acquisitionRefillMember(ctx.native, run.machine, routerNow(ctx));
+    end(run);
+    ctx.warm.handles.set(member.sandboxId, run.handle);
+    run.resolve(member);
   } catch (error) {
-    loop.end(run);
-    run.reject(error);
+    crashed(run, error);
   }
 }
 
-/**
- * A member's record written outside the default store: the fleet's inventory (the member
- * and its record in one transaction) or a caller's store. A failed write destroys the
- * member (false).
- */
-async function record(run, w, handle, member, token) {
-  const ctx = run.ctx;
-  if (w.shared) {
-    let ok = false;
-    try {
-      ok = (await within(w.coordinator.warmSettle(token, ctx.fleet, member), ctx.callbackTimeoutMs)) !== TIMED_OUT;
-    } catch {
-      ok = false;
+/** A refill settled: closed meanwhile, nobody will claim its member; a failed one's grant is released. */
+async function refilled(ctx, w, def, member, token) {
+  if (member !== null) {
+    if (w.closed && !w.keepWarm) {
+      if (w.shared) await w.coordinator.warmTake(member.sandboxId).catch(noop);
+      else binding.warmForget(ctx.native, member.sandboxId, false);
+      await retire(ctx, w, def, member, false);
     }
-    if (ok) return true;
-    emit(ctx.observer, 'mapping.failed', { sandboxId: member.sandboxId, providerId: member.providerId });
-    const gone = await destroyed(ctx, run.def, handle);
-    if (ctx.intents) await settleIntent(run, !gone);
-    return false;
+    return;
   }
-  try {
-    await persist(run, handle, member.providerSandboxId);
-  } catch {
-    return false; // persist destroyed it (and said so)
-  }
-  binding.warmMemberAdd(ctx.native, member);
-  return true;
+  if (w.shared && token !== null) w.coordinator.warmRelease(token).catch(noop);
 }
 
 /** `router.warmUp()`: fills every warm pool; resolves with each pool's standing. */
@@ -415,4 +331,28 @@ async function close(ctx, options) {
   return { destroyed: members.length, kept: 0 };
 }
 
-module.exports = { warmUp, warmStatus, close };
+/**
+ * `explain`'s per-pool answer: each eligible pool's `warm` says whether a claim would be
+ * warm now and why not (only for a registry that keeps a warm pool).
+ */
+async function explainWarm(ctx, view, compiled, explanation) {
+  if (!view.definitions.some((d) => d.warm)) return explanation;
+  const index = new Map(view.definitions.map((d, i) => [d.id, i]));
+  const pools = explanation.eligible.map((e) => index.get(e.providerId));
+  const answers = callNative(() => binding.warmExplain(ctx.native, compiled.native, pools, routerNow(ctx)));
+  const w = ctx.warm;
+  for (let k = 0; k < answers.length; k++) {
+    const a = answers[k];
+    let claim = a.claim;
+    let reason = a.reason ?? null;
+    if (a.floor !== null && a.floor !== undefined && w !== null && w.shared) {
+      const n = await w.coordinator.warmClaimable(ctx.fleet, a.providerId, a.floor).catch(() => 0);
+      claim = n > 0;
+      reason = claim ? null : 'EMPTY';
+    }
+    explanation.eligible[k].warm = { claim, reason };
+  }
+  return explanation;
+}
+
+module.exports = { warmUp, warmStatus, close, explainWarm };

@@ -2,8 +2,10 @@
 //! with the circuits, run the acquisition machine, report each outcome, record it in
 //! health) as `lib/provision.js` drives it through `binding_acquisition.rs`.
 
-use agent_relay_sandbox_router::core::acquisition::{Acquisition, Event, Outcome, Step};
+use agent_relay_sandbox_router::core::acquisition::{Acquisition, Outcome, Step};
+use agent_relay_sandbox_router::core::events::{Event, PoolId};
 use agent_relay_sandbox_router::core::health::{Block, CircuitState, Health, HealthConfig, Transition};
+use std::rc::Rc;
 use agent_relay_sandbox_router::core::pool::Pool;
 use agent_relay_sandbox_router::core::registry::{route_order, Registry, RouteOptions};
 use agent_relay_sandbox_router::core::request::parse_request;
@@ -35,7 +37,8 @@ struct Run {
     health: Health,
     slots: Vec<usize>,
     now: i64,
-    transitions: Vec<(usize, Transition)>,
+    /// Circuit events: (pool, type, cooldown of an opening).
+    transitions: Vec<(usize, &'static str, u64)>,
 }
 
 struct Provision {
@@ -66,7 +69,7 @@ impl Run {
             return Err(circuit.iter().map(|(i, _)| *i).collect());
         }
         let start = self.now;
-        let mut m = Acquisition::new(order, req.max_attempts as usize, req.fallback_allowed, None, true);
+        let mut m = Acquisition::new(order, req.max_attempts as usize, req.fallback_allowed, None, names());
         m.track(self.slots.clone(), self.now);
         let mut launched = Vec::new();
         loop {
@@ -90,8 +93,9 @@ impl Run {
             }
         }
         for e in m.take_events() {
-            if let Event::Circuit { pool, transition } = e {
-                self.transitions.push((pool, transition));
+            let cooldown = if let Event::CircuitOpened { cooldown_ms, .. } = &e { *cooldown_ms } else { 0 };
+            if let Event::CircuitOpened { pool, .. } | Event::CircuitHalfOpen { pool } | Event::CircuitClosed { pool } = &e {
+                self.transitions.push((pool.parse().unwrap(), e.type_name(), cooldown));
             }
         }
         let served = match m.outcome() {
@@ -100,6 +104,11 @@ impl Run {
         };
         Ok(Provision { served, launched, took: self.now - start })
     }
+}
+
+/// Pool ids as events name them: the index as text.
+fn names() -> Option<Rc<[PoolId]>> {
+    Some((0..4).map(|i| PoolId::from(i.to_string().as_str())).collect())
 }
 
 fn cheapest() -> serde_json::Value {
@@ -132,7 +141,7 @@ fn chaos_the_best_pool_hangs_mid_run_is_routed_around_probed_and_returned_to() {
     }
     assert_eq!(timed_out, threshold, "the circuit opened after exactly the threshold");
     assert_eq!(served_elsewhere, 30 - threshold);
-    assert!(matches!(run.transitions[..], [(0, Transition::Opened { .. })]), "{:?}", run.transitions);
+    assert!(matches!(run.transitions[..], [(0, "health.circuit.opened", _)]), "{:?}", run.transitions);
     // Still hanging after the cooldown: one trial, which fails and reopens for longer.
     let CircuitState::Open { retry_at, .. } = run.health.state(run.slots[0], run.now) else { panic!() };
     run.now = retry_at;
@@ -140,7 +149,7 @@ fn chaos_the_best_pool_hangs_mid_run_is_routed_around_probed_and_returned_to() {
     assert_eq!((trial.launched.as_slice(), trial.served), (&[0][..], None), "the trial probes a");
     assert!(matches!(
         run.transitions[1..],
-        [(0, Transition::HalfOpen), (0, Transition::Opened { cooldown_ms: 10_000, .. })]
+        [(0, "health.circuit.half-open", _), (0, "health.circuit.opened", 10_000)]
     ));
     assert_eq!(run.provision(Behaviour::Hangs, cheapest()).unwrap().served, Some(1), "open again: routed around");
     // Recovered: after the longer cooldown the trial succeeds, the circuit closes, and the
@@ -148,7 +157,7 @@ fn chaos_the_best_pool_hangs_mid_run_is_routed_around_probed_and_returned_to() {
     let CircuitState::Open { retry_at, .. } = run.health.state(run.slots[0], run.now) else { panic!() };
     run.now = retry_at;
     assert_eq!(run.provision(Behaviour::Healthy, cheapest()).unwrap().served, Some(0));
-    assert!(matches!(run.transitions[3..], [(0, Transition::HalfOpen), (0, Transition::Closed)]));
+    assert!(matches!(run.transitions[3..], [(0, "health.circuit.half-open", _), (0, "health.circuit.closed", _)]));
     for _ in 0..5 {
         assert_eq!(run.provision(Behaviour::Healthy, cheapest()).unwrap().served, Some(0));
     }
@@ -175,10 +184,10 @@ fn must_not_fire_a_half_open_pool_lets_exactly_one_trial_through_at_a_time() {
     run.now += COOLDOWN_MS as i64;
     // Two acquisitions begin at the same instant; the first takes the trial.
     let req = parse_request(&cheapest()).unwrap();
-    let mut first = Acquisition::new(vec![0, 1], 3, true, None, false);
+    let mut first = Acquisition::new(vec![0, 1], 3, true, None, None);
     first.track(run.slots.clone(), run.now);
     assert_eq!(first.next_with(None, Some(&mut run.health)), Step::Launch(0));
-    let mut second = Acquisition::new(vec![0, 1], req.max_attempts as usize, true, None, false);
+    let mut second = Acquisition::new(vec![0, 1], req.max_attempts as usize, true, None, None);
     second.track(run.slots.clone(), run.now);
     assert_eq!(second.next_with(None, Some(&mut run.health)), Step::Launch(1), "passed over: trial in flight");
     // The first is abandoned (its outcome never reported): the token is free again.
@@ -199,12 +208,12 @@ fn must_fire_every_candidate_excluded_at_launch_time_ends_circuit_open_without_l
         run.provision(Behaviour::Hangs, cheapest()).unwrap();
     }
     // A route decided before the circuit opened still lists a; the machine passes it over.
-    let mut m = Acquisition::new(vec![0], 3, true, None, true);
+    let mut m = Acquisition::new(vec![0], 3, true, None, names());
     m.track(run.slots.clone(), run.now);
     assert_eq!(m.next_with(None, Some(&mut run.health)), Step::Done);
     assert_eq!(m.outcome(), Some(&Outcome::CircuitOpen { pool: 0 }));
     assert_eq!(m.launches(), 0);
-    assert!(m.take_events().contains(&Event::HealthSkipped { pool: 0 }));
+    assert!(m.take_events().contains(&Event::HealthSkipped { pool: "0".into(), reason: "CIRCUIT_OPEN" }));
 }
 
 /// Health with the shared ledger (a `capacity.coordinator`): a half-open pool's single trial
@@ -231,7 +240,7 @@ mod with_a_coordinator {
     /// One coordinated acquisition on pool `a` alone, up to its admission, answered `verdict`.
     fn admit(health: &mut Health, a: usize, verdict: SharedVerdict) -> Acquisition {
         let plan = CapacityPlan { need: Resources::default(), readers: vec![true], ledger_pools: vec![0] };
-        let mut acq = Acquisition::new(vec![0], 3, true, Some(plan), false);
+        let mut acq = Acquisition::new(vec![0], 3, true, Some(plan), None);
         acq.track(vec![a], COOLDOWN_MS as i64);
         assert_eq!(acq.next_with(None, Some(health)), Step::Admit(0));
         let measured = validate(&json!({"status": "known", "resources": [

@@ -113,7 +113,7 @@ fn run(
         readers: vec![true; reg.pools().len()],
         ledger_pools: (0..reg.pools().len()).collect(),
     });
-    let mut acq = Acquisition::new(order, req.max_attempts as usize, req.fallback_allowed, plan, false);
+    let mut acq = Acquisition::new(order, req.max_attempts as usize, req.fallback_allowed, plan, None);
     loop {
         let ledger = capacity.as_mut().map(|(l, _)| &mut **l);
         match acq.next(ledger) {
@@ -284,7 +284,7 @@ fn provision_with_capacity(
 fn capacity_must_fire_a_full_pool_is_skipped_without_a_launch() {
     let reg = registry(2);
     let mut rt = MockRuntime::default();
-    let mut ledger = Ledger::new(std::time::Duration::from_secs(60));
+    let mut ledger = Ledger::new(60_000);
     let read = |pool: usize| if pool == 0 { slots(3.0, 3.0) } else { slots(0.0, 3.0) };
     let out = provision_with_capacity(&reg, &mut rt, &mut ledger, &read, None);
     assert_eq!(out.result.unwrap().1, 1);
@@ -295,7 +295,7 @@ fn capacity_must_fire_a_full_pool_is_skipped_without_a_launch() {
 fn capacity_must_not_fire_holds_stop_a_second_launch_that_a_lagging_read_would_allow() {
     let reg = registry(1);
     let mut rt = MockRuntime::default();
-    let mut ledger = Ledger::new(std::time::Duration::from_secs(60));
+    let mut ledger = Ledger::new(60_000);
     // The reader lags: it keeps reporting 0 of 1 used after the first launch.
     let read = |_: usize| slots(0.0, 1.0);
     assert!(provision_with_capacity(&reg, &mut rt, &mut ledger, &read, None).result.is_ok());
@@ -309,7 +309,7 @@ fn capacity_a_proven_pre_allocation_failure_releases_its_hold() {
     let reg = registry(1);
     let mut rt = MockRuntime::default();
     rt.outcomes.insert(0, Outcome::RefusedBeforeAllocation);
-    let mut ledger = Ledger::new(std::time::Duration::from_secs(60));
+    let mut ledger = Ledger::new(60_000);
     let read = |_: usize| slots(0.0, 1.0);
     let out = provision_with_capacity(&reg, &mut rt, &mut ledger, &read, Some(&pre_allocation));
     assert_eq!(out.result.unwrap_err(), End::Exhausted { pool: 0 });

@@ -7,33 +7,36 @@
 //! ([`acquisition_end`]): while it lives, `reconcile` sees its sandbox id as in flight.
 
 use crate::binding::clock::now_millis;
-use crate::binding::error::{guard, internal, ErrorValue};
-use crate::binding::records::{AdmitVerdict, BudgetDemand, BudgetSettlement, BudgetVerdict, DemandRecord, HoldSettlement, IntentRecord};
+use crate::binding::error::{guard, internal, ErrorValue, Failure};
+use crate::binding::records::{
+    AdmitVerdict, BudgetDemand, BudgetSettlement, BudgetVerdict, DemandRecord, HoldSettlement, IntentRecord, MappingRecord,
+};
 use crate::binding::registry::RouteExtras;
 use crate::binding::request::{labels_from, CompiledRequest};
 use crate::binding::router::{now_of, RouterState};
 use crate::binding::telemetry::ProvisionOutcome;
 use crate::binding::values::events_array;
 use crate::core::acquisition::SharedVerdict;
-use crate::core::capacity::validate;
+use crate::core::capacity::{validate, Measurement, UnknownReason};
 use crate::core::ids::SandboxKey;
 use crate::core::router::pools::Extras;
-use crate::core::router::provision::StepKind as Kind;
+use crate::core::router::provision::{flags, Next};
+use crate::core::router::Router;
 use napi::bindgen_prelude::{Array, External, Uint32ArraySlice};
 use napi::Env;
 use napi_derive::napi;
 use serde_json::Value;
 
 /// What the JS side must do next: `step[0]` (a numeric enum: it crosses once per step, in
-/// the buffer the JS side lends).
+/// the buffer the JS side lends; `core::router::provision::StepKind` says what each asks).
 #[napi]
 #[derive(Clone, Copy)]
 pub enum StepKind {
-    /// Launch on the pool in `step[1]`, then report the outcome.
+    /// Launch on the pool in `step[1]` within `step[3]` ms, then report the outcome.
     Launch = 0,
-    /// Read that pool's capacity, then report it (`acquisitionAdmit`).
+    /// Read that pool's capacity within `step[3]` ms, then report it (`acquisitionAdmit`).
     Admit = 1,
-    /// Over: `acquisitionFailure` says how, unless it succeeded.
+    /// Over without a sandbox: `acquisitionFailure` says how.
     Done = 2,
     /// Reserve that pool's cost in the shared budget ledger, then report it.
     Reserve = 3,
@@ -41,28 +44,81 @@ pub enum StepKind {
     Claim = 4,
     /// A member of the pool in `step[1]` was taken from this process's inventory.
     Claimed = 5,
+    /// Write the launch intent (`acquisitionIntent`), then report it.
+    Intent = 6,
+    /// Ask the classifier about the value the launch threw, then report its answer.
+    Classify = 7,
+    /// Write the record (`acquisitionRecord`) to the caller's store, then report it.
+    Persist = 8,
+    /// Destroy the launched sandbox (its record could not be stored), then report it.
+    Cleanup = 9,
+    /// Settle the intent after a failure (`failed` flag: write it as failed, else remove it).
+    Unintent = 10,
+    /// Over with a sandbox.
+    Succeeded = 11,
+    /// Admit the pool through the shared coordinator (its read sequence, the read, the
+    /// admission).
+    Coordinate = 12,
+    /// A refill's member: write it to the fleet's inventory (`acquisitionRefillMember`),
+    /// then report it (`acquisitionPersisted`).
+    WarmSettle = 13,
 }
 
-/// Writes a step into the buffer JavaScript lent: `[kind, pool, job key]`.
+/// The step flags (`step[4]`), as `core::router::provision::flags` defines them.
+#[napi(object)]
+pub struct StepFlags {
+    /// Events to read (`acquisitionEvents`).
+    pub events: u32,
+    /// Writes for the shared ledger to perform (`acquisitionWrites`).
+    pub writes: u32,
+    /// The job is ended already.
+    pub ended: u32,
+    /// `Unintent`: write the intent as failed.
+    pub failed_intent: u32,
+}
+
+/// The step flags' values.
+#[napi]
+pub fn step_flags() -> StepFlags {
+    StepFlags { events: flags::EVENTS, writes: flags::WRITES, ended: flags::ENDED, failed_intent: flags::FAILED_INTENT }
+}
+
+/// Writes a step into the buffer JavaScript lent: `[kind, pool, job key, bound ms, flags]`.
 // The step crosses in a lent Uint32Array: the 10,000-in-flight provision floor (≥ 0.6x) needs it.
-pub(crate) fn write_step(mut step: Uint32ArraySlice<'_>, kind: Kind, pool: usize, key: u32) -> Result<(), crate::binding::error::Failure> {
+pub(crate) fn write_step(mut step: Uint32ArraySlice<'_>, key: u32, next: Next) -> Result<(), Failure> {
     // SAFETY: no JavaScript runs during this synchronous call and nothing keeps the slice beyond it.
     let out = unsafe { step.as_mut() };
-    if out.len() < 3 {
+    if out.len() < 5 {
         return Err(internal("(the step buffer is too small)"));
     }
-    out[0] = kind as u32;
-    out[1] = pool as u32;
+    out[0] = next.kind as u32;
+    out[1] = next.pool as u32;
     out[2] = key;
+    out[3] = next.bound_ms.min(u64::from(u32::MAX)) as u32;
+    out[4] = next.flags;
     Ok(())
+}
+
+/// Runs `f` on the router and writes the step it answers for job `key`.
+fn stepping(
+    env: &Env,
+    router: &External<RouterState>,
+    key: u32,
+    step: Uint32ArraySlice<'_>,
+    f: impl FnOnce(&mut Router) -> Result<Next, Failure>,
+) -> napi::Result<()> {
+    guard(env, || {
+        let next = f(&mut router.router.borrow_mut())?;
+        write_step(step, key, next)
+    })
 }
 
 /// Starts a provision's job on `router` for compiled `request`: validates the labels, routes
 /// (with `extras`: credential readiness and the resolver's answers), creates the job and
-/// writes its first step into `step` (`[StepKind, pool, job key]`). Returns the sandbox id:
-/// `id` when given (made earlier, because callbacks before this call name it), else a fresh
-/// one. Throws the typed `INVALID_REQUEST` / `NO_ELIGIBLE_PROVIDER` error, which names that
-/// id. `now`: the health clock; `clockNow`: the router's (each omitted: the wall clock).
+/// writes its first step into `step`. Returns the sandbox id: `id` when given (made earlier,
+/// because callbacks before this call name it), else a fresh one. Throws the typed
+/// `INVALID_REQUEST` / `NO_ELIGIBLE_PROVIDER` error, which names that id. `now`: the health
+/// clock; `clockNow`: the router's (each omitted: the wall clock).
 #[napi]
 #[allow(clippy::too_many_arguments, reason = "a napi entry point on the provision path: flat typed arguments")]
 pub fn begin_acquisition(
@@ -90,132 +146,252 @@ pub fn begin_acquisition(
             }
         };
         let extras = extras.as_ref().map(Extras::from);
-        let (job, kind, pool) =
+        let (job, next) =
             router.router.borrow_mut().begin(&request.req, detached, labels, extras.as_ref(), key, now_of(now, clock_now))?;
-        write_step(step, kind, pool, job)?;
+        write_step(step, job, next)?;
         Ok(key.to_string())
     })
 }
 
-/// Job `key`'s next step, written into `step`. `clockNow`: the router's clock (ms).
+/// Job `key`'s current step, written into `step`. `clockNow`: the router's clock (ms).
 #[napi]
 pub fn acquisition_step(env: Env, router: &External<RouterState>, key: u32, step: Uint32ArraySlice<'_>, clock_now: Option<f64>) -> napi::Result<()> {
+    stepping(&env, router, key, step, |r| r.step(key, now_of(None, clock_now)))
+}
+
+/// How a capacity read ended.
+#[napi]
+pub enum ReadOutcome {
+    /// The reader answered (its answer's JSON text is given).
+    Answered = 0,
+    /// The reader threw or rejected.
+    Threw = 1,
+    /// The reader did not answer within the step's bound.
+    TimedOut = 2,
+}
+
+pub(crate) fn measurement_of(json: Option<&str>, read: ReadOutcome) -> Measurement {
+    match read {
+        ReadOutcome::Answered => validate(&json.and_then(|t| serde_json::from_str::<Value>(t).ok()).unwrap_or(Value::Null)),
+        ReadOutcome::Threw => Measurement::Unknown(UnknownReason::ReadFailed),
+        ReadOutcome::TimedOut => Measurement::Unknown(UnknownReason::Timeout),
+    }
+}
+
+/// Reports the current candidate's capacity read (`read`; the answer's JSON text when it
+/// answered, validated strictly here: anything malformed is `unknown: MALFORMED`), and
+/// writes the next step.
+#[napi]
+#[allow(clippy::too_many_arguments, reason = "a napi entry point: flat typed arguments")]
+pub fn acquisition_admit(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    measurement_json: Option<String>,
+    read: ReadOutcome,
+    step: Uint32ArraySlice<'_>,
+    now: Option<f64>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
+    let m = measurement_of(measurement_json.as_deref(), read);
+    stepping(&env, router, key, step, |r| r.admit(key, &m, now_of(now, clock_now)))
+}
+
+/// Under a shared coordinator, the read of a `Coordinate` step: what to ask the coordinator,
+/// or null when the pool is skipped already (an unknown or malformed measurement; the next
+/// step is written then).
+#[napi]
+#[allow(clippy::too_many_arguments, reason = "a napi entry point: flat typed arguments")]
+pub fn acquisition_demand(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    measurement_json: Option<String>,
+    read: ReadOutcome,
+    step: Uint32ArraySlice<'_>,
+    now: Option<f64>,
+    clock_now: Option<f64>,
+) -> napi::Result<Option<DemandRecord>> {
     guard(&env, || {
-        let (kind, pool) = router.router.borrow_mut().step(key, now_of(None, clock_now))?;
-        write_step(step, kind, pool, key)
+        let m = measurement_of(measurement_json.as_deref(), read);
+        let answer = router.router.borrow_mut().demand(key, &m, now_of(now, clock_now))?;
+        match answer {
+            Ok(d) => Ok(Some(DemandRecord::from(d))),
+            Err(next) => {
+                write_step(step, key, next)?;
+                Ok(None)
+            }
+        }
     })
 }
 
-/// Reports the current candidate's capacity read: the reader's answer as JSON text,
-/// validated strictly here; anything malformed is `unknown: MALFORMED`.
+/// Under a shared coordinator, its verdict (null: it could not be asked), and the next step.
 #[napi]
-pub fn acquisition_admit(env: Env, router: &External<RouterState>, key: u32, measurement_json: String, now: Option<f64>) -> napi::Result<()> {
-    guard(&env, || {
-        let m = validate(&serde_json::from_str::<Value>(&measurement_json).unwrap_or(Value::Null));
-        router.router.borrow_mut().admit(key, &m, now_of(now, None))
-    })
-}
-
-/// Under a shared coordinator, step one of an admission: what to ask it, or null when the
-/// machine skipped the pool already (an unknown or malformed measurement).
-#[napi]
-pub fn acquisition_demand(env: Env, router: &External<RouterState>, key: u32, measurement_json: String, now: Option<f64>) -> napi::Result<Option<DemandRecord>> {
-    guard(&env, || {
-        let m = validate(&serde_json::from_str::<Value>(&measurement_json).unwrap_or(Value::Null));
-        Ok(router.router.borrow_mut().demand(key, &m, now_of(now, None))?.map(DemandRecord::from))
-    })
-}
-
-/// Under a shared coordinator, step two: its verdict (null: it could not be asked).
-#[napi]
-pub fn acquisition_admit_decided(env: Env, router: &External<RouterState>, key: u32, verdict: Option<AdmitVerdict>, now: Option<f64>) -> napi::Result<()> {
-    guard(&env, || {
-        let verdict = match verdict {
-            Some(AdmitVerdict { token: Some(t), .. }) if t.is_finite() && t >= 1.0 => SharedVerdict::Admitted(t as u64),
-            Some(AdmitVerdict { resource: Some(r), .. }) => SharedVerdict::Exhausted(r),
-            _ => SharedVerdict::Unavailable,
-        };
-        router.router.borrow_mut().admit_decided(key, verdict, now_of(now, None))
-    })
+pub fn acquisition_admit_decided(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    verdict: Option<AdmitVerdict>,
+    step: Uint32ArraySlice<'_>,
+    now: Option<f64>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
+    let verdict = match verdict {
+        Some(AdmitVerdict { token: Some(t), .. }) if t.is_finite() && t >= 1.0 => SharedVerdict::Admitted(t as u64),
+        Some(AdmitVerdict { resource: Some(r), .. }) => SharedVerdict::Exhausted(r),
+        _ => SharedVerdict::Unavailable,
+    };
+    stepping(&env, router, key, step, |r| r.admit_decided(key, verdict, now_of(now, clock_now)))
 }
 
 /// Under a shared budget ledger, what to ask it for the current candidate.
 #[napi]
-pub fn acquisition_budget_demand(env: Env, router: &External<RouterState>, key: u32, now: Option<f64>) -> napi::Result<Option<BudgetDemand>> {
-    guard(&env, || Ok(router.router.borrow_mut().budget_demand(key, now_of(None, now))?.map(BudgetDemand::from)))
+pub fn acquisition_budget_demand(env: Env, router: &External<RouterState>, key: u32, clock_now: Option<f64>) -> napi::Result<Option<BudgetDemand>> {
+    guard(&env, || Ok(router.router.borrow_mut().budget_demand(key, now_of(None, clock_now))?.map(BudgetDemand::from)))
 }
 
 /// Under a shared budget ledger, its answer for the current candidate (null: it could not
-/// be asked).
+/// be asked), and the next step.
 #[napi]
-pub fn acquisition_budget_decided(env: Env, router: &External<RouterState>, key: u32, verdict: Option<BudgetVerdict>, now: Option<f64>) -> napi::Result<()> {
-    guard(&env, || router.router.borrow_mut().budget_decided(key, verdict.as_ref().map(BudgetVerdict::to_core), now_of(None, now)))
+pub fn acquisition_budget_decided(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    verdict: Option<BudgetVerdict>,
+    step: Uint32ArraySlice<'_>,
+    now: Option<f64>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
+    let verdict = verdict.as_ref().map(BudgetVerdict::to_core);
+    stepping(&env, router, key, step, |r| r.budget_decided(key, verdict, now_of(now, clock_now)))
 }
 
-/// Under a shared budget ledger, the settlement decided since the last call (null: none).
-#[napi]
-pub fn acquisition_budget_settlement(env: Env, router: &External<RouterState>, key: u32) -> napi::Result<Option<BudgetSettlement>> {
-    guard(&env, || Ok(router.router.borrow_mut().budget_settlement(key)?.map(|(s, how)| BudgetSettlement::of(s, how))))
+/// What a job decided to write to the shared ledger (flag `writes`): each absent when none.
+#[napi(object)]
+pub struct WritesRecord {
+    /// A capacity hold settled.
+    pub hold: Option<HoldSettlement>,
+    /// How long an allocation is assumed (the coordinator keeps it that long), ms.
+    pub hold_ttl_ms: f64,
+    /// A budget reservation settled.
+    pub budget: Option<BudgetSettlement>,
 }
 
-/// The shared hold settled by the last report, if any.
+/// The writes job `key` decided since the last call.
 #[napi]
-pub fn acquisition_settlement(env: Env, router: &External<RouterState>, key: u32) -> napi::Result<Option<HoldSettlement>> {
+pub fn acquisition_writes(env: Env, router: &External<RouterState>, key: u32) -> napi::Result<WritesRecord> {
     guard(&env, || {
-        Ok(router.router.borrow_mut().settlement(key)?.map(|(t, allocated)| HoldSettlement { token: t as f64, allocated }))
-    })
-}
-
-/// What is left after a success (see [`acquisition_succeeded`]).
-#[napi]
-#[derive(Clone, Copy)]
-pub enum Success {
-    /// The record is written and the job ended: the provision has settled.
-    Settled = 0,
-    /// The record is written; the job's events or hold settlement are still to be read.
-    Recorded = 1,
-    /// The caller's store must be written.
-    Unrecorded = 2,
-}
-
-/// The launch returned a handle with the provider's sandbox id. With the default store the
-/// record is written here too. Returns what is left to do.
-#[napi]
-pub fn acquisition_succeeded(env: Env, router: &External<RouterState>, key: u32, provider_sandbox_id: String, now: Option<f64>) -> napi::Result<Success> {
-    guard(&env, || {
-        use crate::core::router::provision::Success as S;
-        Ok(match router.router.borrow_mut().succeeded(key, &provider_sandbox_id, now_of(now, None), now_millis())? {
-            S::Settled => Success::Settled,
-            S::Recorded => Success::Recorded,
-            S::Unrecorded => Success::Unrecorded,
+        let w = router.router.borrow_mut().writes(key)?;
+        Ok(WritesRecord {
+            hold_ttl_ms: w.hold.map_or(0.0, |(_, _, ttl)| ttl as f64),
+            hold: w.hold.map(|(token, allocated, _)| HoldSettlement { token: token as f64, allocated }),
+            budget: w.budget.map(|(s, how)| BudgetSettlement::of(s, how)),
         })
     })
 }
 
-/// The launch failed; `code` / `retryable`: the classifier's answer, if it gave one of the
-/// right types (the router sanitizes and decides).
+/// The launch intent was written (`ok`) or not; the next step.
 #[napi]
-pub fn acquisition_failed(env: Env, router: &External<RouterState>, key: u32, code: Option<String>, retryable: Option<bool>, now: Option<f64>) -> napi::Result<()> {
-    guard(&env, || router.router.borrow_mut().failed(key, code.as_deref(), retryable, now_of(now, None)))
+pub fn acquisition_intent_written(env: Env, router: &External<RouterState>, key: u32, ok: bool, step: Uint32ArraySlice<'_>, now: Option<f64>, clock_now: Option<f64>) -> napi::Result<()> {
+    stepping(&env, router, key, step, |r| r.intent_written(key, ok, now_of(now, clock_now)))
 }
 
-/// The launch resolved to something that is not a handle.
+/// The launch returned a handle with the provider's sandbox id; the next step (with the
+/// default store the record is written here, and the step may say the job is ended).
 #[napi]
-pub fn acquisition_malformed(env: Env, router: &External<RouterState>, key: u32, now: Option<f64>) -> napi::Result<()> {
-    guard(&env, || router.router.borrow_mut().malformed(key, now_of(now, None)))
+pub fn acquisition_succeeded(env: Env, router: &External<RouterState>, key: u32, provider_sandbox_id: String, step: Uint32ArraySlice<'_>, now: Option<f64>, clock_now: Option<f64>) -> napi::Result<()> {
+    stepping(&env, router, key, step, |r| r.succeeded(key, &provider_sandbox_id, now_of(now, clock_now), now_millis()))
 }
 
-/// The launch did not settle within its deadline.
+/// The launch threw: `packageCode`, the code of the router's own package error it threw
+/// (else null); the next step.
 #[napi]
-pub fn acquisition_timed_out(env: Env, router: &External<RouterState>, key: u32, now: Option<f64>) -> napi::Result<()> {
-    guard(&env, || router.router.borrow_mut().timed_out(key, now_of(now, None)))
+pub fn acquisition_threw(env: Env, router: &External<RouterState>, key: u32, package_code: Option<String>, step: Uint32ArraySlice<'_>, now: Option<f64>, clock_now: Option<f64>) -> napi::Result<()> {
+    stepping(&env, router, key, step, |r| r.threw(key, package_code.as_deref(), now_of(now, clock_now)))
 }
 
-/// The runtime threw the router's own package error with this code (or the launch intent
-/// could not be written: `MAPPING_INTENT_FAILED`): nothing was launched.
+/// The classifier's answer: `code` when it answered a string, `retryable` when a boolean
+/// (each null otherwise: it threw, timed out or answered something else); the next step.
 #[napi]
-pub fn acquisition_package_failed(env: Env, router: &External<RouterState>, key: u32, code: String, now: Option<f64>) -> napi::Result<()> {
-    guard(&env, || router.router.borrow_mut().package_failed(key, &code, now_of(now, None)))
+#[allow(clippy::too_many_arguments, reason = "a napi entry point: flat typed arguments")]
+pub fn acquisition_classified(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    code: Option<String>,
+    retryable: Option<bool>,
+    step: Uint32ArraySlice<'_>,
+    now: Option<f64>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
+    stepping(&env, router, key, step, |r| r.classified(key, code.as_deref(), retryable, now_of(now, clock_now)))
+}
+
+/// The launch resolved to something that is not a handle; the next step.
+#[napi]
+pub fn acquisition_malformed(env: Env, router: &External<RouterState>, key: u32, step: Uint32ArraySlice<'_>, now: Option<f64>, clock_now: Option<f64>) -> napi::Result<()> {
+    stepping(&env, router, key, step, |r| r.malformed(key, now_of(now, clock_now)))
+}
+
+/// The launch did not settle within its deadline; the next step.
+#[napi]
+pub fn acquisition_timed_out(env: Env, router: &External<RouterState>, key: u32, step: Uint32ArraySlice<'_>, now: Option<f64>, clock_now: Option<f64>) -> napi::Result<()> {
+    stepping(&env, router, key, step, |r| r.timed_out(key, now_of(now, clock_now)))
+}
+
+/// The caller's store stored the record (`ok`) or not (failed or timed out); the next step.
+#[napi]
+pub fn acquisition_persisted(env: Env, router: &External<RouterState>, key: u32, ok: bool, step: Uint32ArraySlice<'_>, now: Option<f64>, clock_now: Option<f64>) -> napi::Result<()> {
+    stepping(&env, router, key, step, |r| r.persisted(key, ok, now_of(now, clock_now)))
+}
+
+/// The clean-up destroy settled (`succeeded`: the sandbox is gone); the next step.
+#[napi]
+pub fn acquisition_cleaned_up(env: Env, router: &External<RouterState>, key: u32, succeeded: bool, step: Uint32ArraySlice<'_>, now: Option<f64>, clock_now: Option<f64>) -> napi::Result<()> {
+    stepping(&env, router, key, step, |r| r.cleaned_up(key, succeeded, now_of(now, clock_now)))
+}
+
+/// The intent was settled after a failure (or that failed: best effort); the next step.
+#[napi]
+pub fn acquisition_intent_settled(env: Env, router: &External<RouterState>, key: u32, step: Uint32ArraySlice<'_>, now: Option<f64>, clock_now: Option<f64>) -> napi::Result<()> {
+    stepping(&env, router, key, step, |r| r.intent_settled(key, now_of(now, clock_now)))
+}
+
+/// The record of job `key`'s sandbox, for the caller's store (`Persist`).
+#[napi]
+pub fn acquisition_record(env: Env, router: &External<RouterState>, key: u32) -> napi::Result<MappingRecord> {
+    guard(&env, || {
+        let m = router.router.borrow_mut().record(key, now_millis())?;
+        Ok(MappingRecord {
+            id: m.id.to_string(),
+            provider_id: m.provider_id.to_string(),
+            provider_sandbox_id: m.provider_sandbox_id.to_string(),
+            labels: m.all_labels().into_iter().collect(),
+            created_at: m.created_at_text(),
+            detached: m.detached,
+        })
+    })
+}
+
+/// A launch settled after its provision's deadline had ended it: whether to destroy what it
+/// returned (`hasHandle`: a handle with an id).
+#[napi]
+pub fn acquisition_late(router: &External<RouterState>, has_handle: bool) -> bool {
+    router.router.borrow_mut().late_launch(has_handle)
+}
+
+/// The destroy of a late launch's sandbox `id` on pool `providerId` settled.
+#[napi]
+pub fn acquisition_late_cleaned_up(router: &External<RouterState>, id: String, provider_id: String, succeeded: bool, clock_now: Option<f64>) {
+    if let Some(key) = SandboxKey::parse(&id) {
+        router.router.borrow_mut().late_cleaned_up(key, &provider_id, succeeded, now_of(None, clock_now).router);
+    }
+}
+
+/// A record write that timed out finished after all: whether to remove it.
+#[napi]
+pub fn acquisition_late_write(router: &External<RouterState>) -> bool {
+    router.router.borrow_mut().late_write()
 }
 
 /// The candidates, best first (pool ids): the order `provision.ranked` reports.
@@ -260,18 +436,11 @@ pub fn acquisition_failure(env: Env, router: &External<RouterState>, key: u32) -
     })
 }
 
-/// The intent record of the current launch (`state`: `launching` before it, `failed` when
-/// it ended with its outcome unknown).
+/// The intent record the current step writes (`Intent`: `launching`; `Unintent` with the
+/// failed flag: `failed`).
 #[napi]
-pub fn acquisition_intent(env: Env, router: &External<RouterState>, key: u32, state: String) -> napi::Result<IntentRecord> {
-    guard(&env, || {
-        let state = match state.as_str() {
-            "launching" => "launching",
-            "failed" => "failed",
-            _ => return Err(internal("(an unknown intent state)")),
-        };
-        Ok(router.router.borrow_mut().intent(key, state, now_millis())?.into())
-    })
+pub fn acquisition_intent(env: Env, router: &External<RouterState>, key: u32) -> napi::Result<IntentRecord> {
+    guard(&env, || Ok(router.router.borrow_mut().intent(key, now_millis())?.into()))
 }
 
 /// Forgets the job (its key may be reused): the provision has settled. Ending an unknown

@@ -87,12 +87,12 @@ impl From<Measurement> for MeasurementRecord {
     }
 }
 
-/// Validates a capacity measurement (any reader's answer, serialized once as JSON text)
-/// strictly; anything malformed is `{ status: 'unknown', reason: 'MALFORMED' }`.
+/// A capacity read as the core judges it (`read`: how it ended; the answer's JSON text when
+/// it answered), validated strictly: anything malformed is `{ status: 'unknown', reason:
+/// 'MALFORMED' }`, a reader that threw `READ_FAILED`, one that timed out `TIMEOUT`.
 #[napi]
-pub fn validate_measurement(measurement_json: String) -> MeasurementRecord {
-    let v = serde_json::from_str::<Value>(&measurement_json).unwrap_or(Value::Null);
-    crate::core::capacity::validate(&v).into()
+pub fn validate_measurement(measurement_json: Option<String>, read: crate::binding::acquisition::ReadOutcome) -> MeasurementRecord {
+    crate::binding::acquisition::measurement_of(measurement_json.as_deref(), read).into()
 }
 
 fn option_error(e: FieldError) -> Failure {
@@ -360,7 +360,7 @@ mod tests {
         let spec = json!({"provider": "e2b", "options": {"apiKey": "sk_canary\n"}});
         let e = option_error(ReaderOptions::read(Some(&spec)).unwrap_err());
         assert_eq!(
-            (e.code.as_str(), e.error_class.as_str()),
+            (e.code.as_str(), e.class.name()),
             ("INVALID_CONFIGURATION", "SandboxRouterConfigurationError")
         );
         assert_eq!(e.field.as_deref(), Some("apiKey"));

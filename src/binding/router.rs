@@ -52,8 +52,16 @@ pub struct RouterSettings {
     pub health_json: String,
     /// Capacity routing, when the router has a capacity policy.
     pub capacity: Option<CapacityRecord>,
-    /// `callbackTimeoutMs`: bounds the mapping write after a launch.
+    /// `callbackTimeoutMs`: bounds every caller callback and store call.
     pub callback_timeout_ms: f64,
+    /// `operationTimeoutMs`: bounds a runtime call for an operation or a clean-up.
+    pub operation_timeout_ms: f64,
+    /// `capacity.timeoutMs`: bounds a capacity read.
+    pub capacity_timeout_ms: f64,
+    /// Whether the store takes launch intents (`intent` and `intents`).
+    pub intents: bool,
+    /// Whether the router has a failure classifier.
+    pub classifier: bool,
     /// Whether the router has an observer or telemetry (its jobs then record events).
     pub observe: bool,
     /// This process's host name (intent records name their writer).
@@ -98,6 +106,10 @@ fn settings_of(s: RouterSettings) -> Result<Settings, Failure> {
             coordinated: c.coordinated,
         }),
         callback_timeout_ms: s.callback_timeout_ms.max(0.0) as u64,
+        operation_timeout_ms: s.operation_timeout_ms.max(0.0) as u64,
+        capacity_timeout_ms: s.capacity_timeout_ms.max(0.0) as u64,
+        intents: s.intents,
+        classifier: s.classifier,
         observe: s.observe,
         owner: Owner { host: s.owner_host, pid: s.owner_pid, session: s.session },
         budgets,
@@ -149,8 +161,7 @@ pub fn router_budgets_shared(router: &External<RouterState>) -> Option<bool> {
 
 /// The events decided outside a job since the last call (a destroy, a refill's pause, …).
 #[napi]
-pub fn router_events<'env>(env: &'env Env, router: &External<RouterState>, clock: Option<f64>) -> napi::Result<Array<'env>> {
-    let _ = clock;
+pub fn router_events<'env>(env: &'env Env, router: &External<RouterState>) -> napi::Result<Array<'env>> {
     let events = router.router.borrow_mut().take_events();
     events_array(env, &events)
 }

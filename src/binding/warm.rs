@@ -127,46 +127,31 @@ pub fn warm_started(env: Env, router: &External<RouterState>, provider_id: Strin
 pub fn begin_refill(env: Env, router: &External<RouterState>, pool: u32, step: Uint32ArraySlice<'_>, now: Option<f64>) -> napi::Result<String> {
     guard(&env, || {
         let id = router.next_id()?;
-        let (key, kind, p) = router.router.borrow_mut().begin_refill(pool as usize, id, now_of(now, None))?;
-        write_step(step, kind, p, key)?;
+        let (key, next) = router.router.borrow_mut().begin_refill(pool as usize, id, now_of(now, None))?;
+        write_step(step, key, next)?;
         Ok(id.to_string())
     })
 }
 
-/// A refill's success, as `acquisitionSucceeded` answers a provision's.
+/// A refill's member (after its launch succeeded).
 #[napi(object)]
-pub struct RefillSuccess {
+pub struct RefillMember {
     /// The member's router id.
     pub sandbox_id: String,
     /// Its pool.
     pub provider_id: String,
+    /// The provider's id of it.
+    pub provider_sandbox_id: String,
     /// When it became idle, router-clock epoch ms.
     pub launched_at: f64,
-    /// The default store's record is written and the member is idle in this process's
-    /// inventory; false: the JS side writes the caller's store (then `warmMemberAdd`) or
-    /// the fleet's inventory.
-    pub recorded: bool,
 }
 
-/// The refill's launch returned a handle with the provider's sandbox id. `now`: the health
-/// clock; `clockNow`: the router's (its age). The job lives on until `acquisitionEnd`.
+/// Refill job `key`'s member. `clockNow`: the router's clock.
 #[napi]
-pub fn warm_refill_succeeded(
-    env: Env,
-    router: &External<RouterState>,
-    key: u32,
-    provider_sandbox_id: String,
-    now: Option<f64>,
-    clock_now: Option<f64>,
-) -> napi::Result<RefillSuccess> {
+pub fn acquisition_refill_member(env: Env, router: &External<RouterState>, key: u32, clock_now: Option<f64>) -> napi::Result<RefillMember> {
     guard(&env, || {
-        let s = router.router.borrow_mut().refill_succeeded(key, &provider_sandbox_id, now_of(now, clock_now), now_millis())?;
-        Ok(RefillSuccess {
-            sandbox_id: s.sandbox_id.to_string(),
-            provider_id: s.provider_id,
-            launched_at: s.launched_at as f64,
-            recorded: s.recorded,
-        })
+        let (id, provider_id, provider_sandbox_id, at) = router.router.borrow_mut().refill_member(key, now_of(None, clock_now))?;
+        Ok(RefillMember { sandbox_id: id.to_string(), provider_id, provider_sandbox_id, launched_at: at as f64 })
     })
 }
 
@@ -255,23 +240,33 @@ pub fn acquisition_claim_ask(env: Env, router: &External<RouterState>, key: u32)
     })
 }
 
-/// The fleet's inventory answered the `Claim` step: `hit` or not.
+/// The fleet's inventory answered the `Claim` step: `hit` or not (a miss writes the next
+/// step: the cold launch of the same pool).
 #[napi]
-pub fn acquisition_claim_answer(env: Env, router: &External<RouterState>, key: u32, hit: bool) -> napi::Result<()> {
-    guard(&env, || router.router.borrow_mut().claim_answer(key, hit))
+pub fn acquisition_claim_answer(env: Env, router: &External<RouterState>, key: u32, hit: bool, step: Uint32ArraySlice<'_>, clock_now: Option<f64>) -> napi::Result<()> {
+    guard(&env, || match router.router.borrow_mut().claim_answer(key, hit, now_of(None, clock_now))? {
+        Some(next) => write_step(step, key, next),
+        None => Ok(()),
+    })
 }
 
-/// A claimed member proved gone: counted lost; the job launches the same pool cold.
+/// A claimed member proved gone: counted lost; the next step launches the same pool cold.
 #[napi]
-pub fn acquisition_claim_lost(env: Env, router: &External<RouterState>, key: u32) -> napi::Result<()> {
-    guard(&env, || router.router.borrow_mut().claim_lost(key))
+pub fn acquisition_claim_lost(env: Env, router: &External<RouterState>, key: u32, step: Uint32ArraySlice<'_>, clock_now: Option<f64>) -> napi::Result<()> {
+    guard(&env, || {
+        let next = router.router.borrow_mut().claim_lost(key, now_of(None, clock_now))?;
+        write_step(step, key, next)
+    })
 }
 
-/// A claim is confirmed: the job is over. Returns whether the record was written (false:
-/// the JS side writes the caller's store; the fleet's claim wrote it).
+/// A claim is confirmed: the job is about the member from now on; the next step (its record
+/// to a caller's store, or the success).
 #[napi]
-pub fn acquisition_claimed(env: Env, router: &External<RouterState>, key: u32) -> napi::Result<bool> {
-    guard(&env, || router.router.borrow_mut().claimed(key, now_millis()))
+pub fn acquisition_claimed(env: Env, router: &External<RouterState>, key: u32, step: Uint32ArraySlice<'_>, clock_now: Option<f64>) -> napi::Result<()> {
+    guard(&env, || {
+        let next = router.router.borrow_mut().claimed(key, now_of(None, clock_now), now_millis())?;
+        write_step(step, key, next)
+    })
 }
 
 /// One pool's warm state, as `router.warmStatus()` returns it.

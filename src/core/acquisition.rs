@@ -375,6 +375,14 @@ impl Acquisition {
         self.events.push(event);
     }
 
+    /// Records an event the router decided about this acquisition (its route, its record),
+    /// in order with the machine's own, when events are recorded.
+    pub fn announce(&mut self, event: Event) {
+        if self.observing() {
+            self.events.push(event);
+        }
+    }
+
     /// Pool `pool`'s id, as events name it.
     fn id(&self, pool: usize) -> PoolId {
         self.names.as_ref().and_then(|n| n.get(pool).cloned()).unwrap_or_else(|| PoolId::from(""))
@@ -1043,6 +1051,12 @@ impl Acquisition {
     /// Events decided since the last call, in order.
     pub fn take_events(&mut self) -> Vec<Event> {
         std::mem::take(&mut self.events)
+    }
+
+    /// Whether it holds writes for a shared ledger: a hold settlement, or a budget
+    /// settlement the router has not applied to its own ledger.
+    pub fn has_writes(&self) -> bool {
+        self.settlement.is_some() || self.budget.as_ref().is_some_and(|b| b.pending.is_some())
     }
 
     /// Whether events were decided since the last [`Acquisition::take_events`].

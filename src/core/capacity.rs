@@ -751,8 +751,8 @@ mod tests {
 
     #[test]
     fn must_not_fire_an_assumption_is_held_until_its_ttl() {
-        let ttl = 10;
-        let mut l = Ledger::new(ttl);
+        let ttl: i64 = 10;
+        let mut l = Ledger::new(ttl as u64);
         let now = 1_000;
         let s = l.begin_read();
         let Admission::Admitted(t) = l.admit(0, s, &slots(0.0, 1.0), &Resources::default(), now) else { panic!() };
@@ -765,8 +765,8 @@ mod tests {
 
     #[test]
     fn must_fire_an_assumption_expires_at_exactly_its_ttl() {
-        let ttl = 10;
-        let mut l = Ledger::new(ttl);
+        let ttl: i64 = 10;
+        let mut l = Ledger::new(ttl as u64);
         let now = 1_000;
         let s = l.begin_read();
         let Admission::Admitted(t) = l.admit(0, s, &slots(0.0, 1.0), &Resources::default(), now) else { panic!() };

@@ -200,7 +200,7 @@ mod tests {
     }
 
     fn machine(candidates: Vec<usize>) -> Acquisition {
-        Acquisition::new(candidates, 3, true, None, false)
+        Acquisition::new(candidates, 3, true, None, None)
     }
 
     #[test]
@@ -256,9 +256,9 @@ mod tests {
         let f = report(&m, false);
         assert!(f.package && !f.may_exist);
 
-        let mut ledger = Ledger::new(std::time::Duration::from_secs(60));
+        let mut ledger = Ledger::new(60_000);
         let plan = CapacityPlan { need: Resources::default(), readers: vec![true, true], ledger_pools: vec![0, 1] };
-        let mut m = Acquisition::new(vec![0, 1], 3, true, Some(plan), false);
+        let mut m = Acquisition::new(vec![0, 1], 3, true, Some(plan), None);
         for _ in 0..2 {
             m.next(Some(&mut ledger));
             m.admit(&mut ledger, &Measurement::Unknown(UnknownReason::Timeout));

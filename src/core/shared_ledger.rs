@@ -192,8 +192,7 @@ mod tests {
     fn agrees_with_the_in_process_ledger_on_a_lagging_reader() {
         use crate::core::capabilities::Resources;
         use crate::core::capacity::{Admission, Ledger, Measurement, ResourceMeasurement};
-        use std::time::Duration;
-        let mut ledger = Ledger::new(Duration::from_secs(60));
+        let mut ledger = Ledger::new(60_000);
         let mut rows: Vec<HoldRow> = Vec::new();
         let mut seq = 0i64;
         let mut launched = 0.0f64;
@@ -202,13 +201,13 @@ mod tests {
             let s = ledger.begin_read();
             seq += 1;
             let m = Measurement::Known(vec![ResourceMeasurement::new("sandboxes", used, 10.0, "sandboxes", 1.0)]);
-            let a = ledger.admit(0, s, &m, &Resources::default());
+            let a = ledger.admit(0, s, &m, &Resources::default(), 0);
             let d = decide(&rows, seq, &slots(used, 10.0));
             let token = apply(&mut rows, &d, 1000 + i);
             assert_eq!(matches!(a, Admission::Admitted(_)), token.is_some(), "read {i}");
             if let (Admission::Admitted(t), Some(tok)) = (a, token) {
                 launched += 1.0;
-                ledger.settle(t, true);
+                ledger.settle(t, true, 0);
                 seq += 1;
                 rows.iter_mut().filter(|h| h.token == tok).for_each(|h| h.settled_seq = Some(seq));
             }

@@ -62,6 +62,14 @@ pub struct Settings {
     pub capacity: Option<CapacitySettings>,
     /// `callbackTimeoutMs`: bounds every caller callback and store call.
     pub callback_timeout_ms: u64,
+    /// `operationTimeoutMs`: bounds one runtime call made for an operation or a clean-up.
+    pub operation_timeout_ms: u64,
+    /// `capacity.timeoutMs`: bounds one capacity read.
+    pub capacity_timeout_ms: u64,
+    /// The store takes launch intents (`intent` and `intents`).
+    pub intents: bool,
+    /// The router has a failure classifier.
+    pub classifier: bool,
     /// Whether the router has an observer or telemetry (its jobs then record events).
     pub observe: bool,
     /// Who writes this router's intent records.
@@ -103,6 +111,8 @@ pub struct Capacity {
     ledger_pools: HashMap<String, usize>,
     /// The holds live in a shared ledger.
     pub coordinated: bool,
+    /// How long an allocation is assumed before a read reflects it, ms.
+    pub reservation_ttl_ms: u64,
 }
 
 impl Capacity {
@@ -129,6 +139,14 @@ pub struct Router {
     pub store: Option<Rc<RefCell<MappingStore>>>,
     /// `callbackTimeoutMs`.
     pub callback_timeout_ms: u64,
+    /// `operationTimeoutMs`.
+    pub operation_timeout_ms: u64,
+    /// `capacity.timeoutMs`.
+    pub capacity_timeout_ms: u64,
+    /// The store takes launch intents.
+    pub intents: bool,
+    /// The router has a failure classifier.
+    pub classifier: bool,
     /// Whether jobs record events.
     pub observe: bool,
     /// Who writes this router's intents.
@@ -143,6 +161,8 @@ pub struct Router {
     pub(crate) jobs: Jobs,
     /// Events decided outside a job (a destroy, a reconcile run, a refill pause), in order.
     events: Vec<Emitted>,
+    /// The router's clock at the last call that read it (events decided without one).
+    pub(crate) clock: i64,
 }
 
 impl Router {
@@ -173,9 +193,14 @@ impl Router {
                 ledger: Ledger::new(c.reservation_ttl_ms),
                 ledger_pools: HashMap::new(),
                 coordinated: c.coordinated,
+                reservation_ttl_ms: c.reservation_ttl_ms,
             }),
             store,
             callback_timeout_ms: settings.callback_timeout_ms,
+            operation_timeout_ms: settings.operation_timeout_ms,
+            capacity_timeout_ms: settings.capacity_timeout_ms,
+            intents: settings.intents,
+            classifier: settings.classifier,
             observe: settings.observe,
             owner: settings.owner,
             warm: None,
@@ -183,6 +208,7 @@ impl Router {
             registry,
             jobs: Jobs::default(),
             events: Vec::new(),
+            clock: now,
         })
     }
 

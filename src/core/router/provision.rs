@@ -16,7 +16,8 @@ use crate::core::acquisition::{
 use crate::core::budget::{self, Refusal, Settle, SharedKey};
 use crate::core::capacity::Measurement;
 use crate::core::error::{AttemptFact, ErrorClass, Failure, Fault, PoolRejection, Rejected, SkipFact};
-use crate::core::events::{Emitted, ReasonFact};
+use crate::core::events::{Emitted, Event, PoolId, ReasonFact};
+use crate::core::request::SANDBOX_ID_LABEL;
 use crate::core::failure::{failure_of, Rejections};
 use crate::core::ids::SandboxKey;
 use crate::core::mapping::{CreatedAt, Mapping};
@@ -44,6 +45,81 @@ pub enum StepKind {
     Claim = 4,
     /// A member of the pool was taken from this process's inventory; confirm it or report it lost.
     Claimed = 5,
+    /// Write the launch intent record ([`Router::intent`], state `launching`), then report
+    /// [`Router::intent_written`]; the launch follows.
+    Intent = 6,
+    /// Ask the caller's classifier about the value the launch threw, then report
+    /// [`Router::classified`].
+    Classify = 7,
+    /// Write the provision's record ([`Router::record`]) to the caller's store, then report
+    /// [`Router::persisted`].
+    Persist = 8,
+    /// Destroy the sandbox the launch returned (its record could not be stored), then
+    /// report [`Router::cleaned_up`].
+    Cleanup = 9,
+    /// The provision failed after a launch: write its intent as `failed` (the bound's
+    /// `failed` flag; a sandbox may exist) or remove it, then report
+    /// [`Router::intent_settled`].
+    Unintent = 10,
+    /// Over with a sandbox: hand the caller `{ id, providerId, labels }`.
+    Succeeded = 11,
+    /// Under a shared coordinator, admit the pool: the coordinator's read sequence, the
+    /// pool's capacity read, then ([`Router::demand`]) the coordinator's admission.
+    Coordinate = 12,
+    /// A refill's member: write it to the fleet's inventory (its record and the member in
+    /// one transaction; [`Router::refill_member`]), then report [`Router::persisted`].
+    WarmSettle = 13,
+}
+
+/// The step flags (`step[4]`): what JavaScript reads before it performs the step.
+pub mod flags {
+    /// The job decided events: read them (`acquisitionEvents`).
+    pub const EVENTS: u32 = 1;
+    /// The job decided writes for the shared ledger: perform them without waiting
+    /// (`acquisitionWrites`).
+    pub const WRITES: u32 = 2;
+    /// The job is ended already (the success call settled it): do not end it again.
+    pub const ENDED: u32 = 4;
+    /// `Unintent`: write the intent as `failed` (else remove it).
+    pub const FAILED_INTENT: u32 = 8;
+}
+
+/// A step as the caller performs it: what, on which pool, within how long, and the flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Next {
+    /// What to do.
+    pub kind: StepKind,
+    /// The pool it concerns (registration index).
+    pub pool: usize,
+    /// The bound on the I/O it asks for, ms (0: none).
+    pub bound_ms: u64,
+    /// [`flags`].
+    pub flags: u32,
+}
+
+/// Where a job is, beside its machine's own phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// Ask the machine.
+    Machine,
+    /// The launch intent is being written.
+    Intent,
+    /// The launch is in flight.
+    Launch,
+    /// The classifier is being asked.
+    Classify,
+    /// The caller's store is being written.
+    Persist,
+    /// A refill's member is being written to the fleet's inventory.
+    WarmSettle,
+    /// The sandbox is being destroyed (its record could not be stored).
+    Cleanup,
+    /// The intent is being settled after a failure (`failed`: written as failed).
+    Unintent { failed: bool },
+    /// Over with a sandbox.
+    Succeeded,
+    /// Over without one.
+    Failed,
 }
 
 /// What a job carries for warm pools, beside its machine.
@@ -51,8 +127,8 @@ pub(crate) enum WarmRole {
     /// A provision that may claim: its request (the claim's rule reads it), and the member
     /// it took or the floor it asks the fleet's inventory with.
     Claimer { request: Rc<Request>, member: Option<Member>, floor: Option<i64> },
-    /// A refill of the pool at this registry index.
-    Refill { pool: usize },
+    /// A refill (of the job's one pool).
+    Refill,
 }
 
 /// One job in flight.
@@ -70,6 +146,15 @@ pub(crate) struct Job {
     pub(crate) detached: bool,
     /// Warm pools: none unless they are started and the registry keeps one.
     pub(crate) warm: Option<Box<WarmRole>>,
+    /// Where it is beside its machine.
+    pub(crate) stage: Stage,
+    /// A launch was attempted (an intent may exist).
+    pub(crate) launched: bool,
+    /// The provider's id of the sandbox the last launch returned.
+    pub(crate) provider_sandbox_id: Option<String>,
+    /// A failure decided outside the machine (an intent or a record that could not be
+    /// written), with whether a sandbox may exist.
+    pub(crate) fault: Option<(Failure, bool)>,
 }
 
 impl Job {
@@ -116,6 +201,15 @@ impl Jobs {
         Some(job)
     }
 
+    /// Job `key` is about sandbox `id` from now on (a claimed member).
+    pub(crate) fn rekey(&mut self, key: u32, id: SandboxKey) {
+        if let Some(job) = self.items.get_mut(key as usize).and_then(Option::as_mut) {
+            self.ids.remove(&job.id);
+            job.id = id;
+            self.ids.insert(id);
+        }
+    }
+
     pub(crate) fn ids(&self) -> Vec<SandboxKey> {
         self.ids.iter().copied().collect()
     }
@@ -128,6 +222,11 @@ impl Jobs {
         self.items.iter().filter(|j| j.is_some()).count()
     }
 }
+
+/// Code of a provision whose launch intent could not be written: nothing was launched.
+pub const MAPPING_INTENT_FAILED: &str = "MAPPING_INTENT_FAILED";
+/// Code of a provision whose sandbox's record could not be written.
+pub const MAPPING_PERSISTENCE_FAILED: &str = "MAPPING_PERSISTENCE_FAILED";
 
 /// What to ask a shared coordinator for one admission.
 #[derive(Debug, Clone)]
@@ -157,15 +256,13 @@ pub struct BudgetAsk {
     pub keys: Vec<SharedKey>,
 }
 
-/// What is left after a success.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Success {
-    /// The record is written and the job ended: the provision has settled.
-    Settled = 0,
-    /// The record is written; the job's events or hold settlement are still to be read.
-    Recorded = 1,
-    /// The caller's store must be written.
-    Unrecorded = 2,
+/// What a job decided to write to the shared ledger (`capacity.coordinator`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Writes {
+    /// A capacity hold settled: (token, allocated, how long an allocation is assumed, ms).
+    pub hold: Option<(u64, bool, u64)>,
+    /// A budget reservation settled.
+    pub budget: Option<(SandboxKey, Settle)>,
 }
 
 /// How a job failed: the error to raise and what the caller does about it.
@@ -240,15 +337,33 @@ impl Router {
         extras: Option<&Extras>,
         id: SandboxKey,
         now: Now,
-    ) -> Result<(u32, StepKind, usize), Failure> {
+    ) -> Result<(u32, Next), Failure> {
         let registry = self.registry.clone();
-        let mut begun = self.begin_on(&registry, req, detached, labels, extras, id, now.health);
+        let mut begun = self.begin_on(&registry, req, detached, labels, extras, id, now);
         if let Err(e) = &mut begun {
             e.sandbox_id = Some(id.to_string());
+            if self.observe {
+                self.refused(id, e, detached, now.router);
+            }
         }
         let key = begun?;
-        let (kind, pool) = self.step(key, now)?;
-        Ok((key, kind, pool))
+        let next = self.step(key, now)?;
+        Ok((key, next))
+    }
+
+    /// The events of a provision refused before its job began: with `NO_ELIGIBLE_PROVIDER`,
+    /// the validation, every rejection and the exhaustion (router events).
+    fn refused(&mut self, id: SandboxKey, e: &Failure, detached: bool, now: i64) {
+        if e.code != "NO_ELIGIBLE_PROVIDER" {
+            return;
+        }
+        self.emit(now, Some(id), Event::ProvisionValidated { detached });
+        if let Some(Rejected::Pools(rejections)) = &e.rejections {
+            for r in rejections.clone() {
+                self.emit(now, Some(id), Event::ProviderRejected { pool: PoolId::from(r.provider_id.as_str()), reasons: r.reasons });
+            }
+        }
+        self.emit(now, Some(id), Event::ProvisionExhausted { code: e.code.clone(), summary: e.summary.clone() });
     }
 
     #[allow(clippy::too_many_arguments, reason = "the parts of begin")]
@@ -260,8 +375,9 @@ impl Router {
         labels: Vec<(String, String)>,
         extras: Option<&Extras>,
         id: SandboxKey,
-        now: i64,
+        at: Now,
     ) -> Result<u32, Failure> {
+        let now = at.health;
         let mut inner = registry.borrow_mut();
         let hold_ms = settle_window_ms(req.acquisition_timeout_ms, self.callback_timeout_ms);
         let budget = match &mut self.budgets {
@@ -295,8 +411,25 @@ impl Router {
         };
         let claims = self.claims(&inner);
         let names = self.observe.then(|| inner.ids());
+        // The decision the events report, taken before the machine (which may take a
+        // half-open circuit's trial token for this provision).
+        let announced = self.observe.then(|| {
+            let provider_order = self.capacity.as_ref().map(|c| c.provider_order.clone());
+            self.view(&mut inner, now, |inner, health| {
+                let q = Question {
+                    req: req.as_ref(),
+                    detached,
+                    extras,
+                    provider_order: provider_order.as_deref(),
+                    health,
+                    over_budget: &[],
+                };
+                let d = inner.decide(&q);
+                (crate::core::explain::summary(d.eligible.len(), d.total, &d.rejected), inner.rejections(&d))
+            })
+        });
         drop(inner);
-        let mut machine = Acquisition::new(order, req.max_attempts as usize, req.fallback_allowed, plan, names);
+        let mut machine = Acquisition::new(order, req.max_attempts as usize, req.fallback_allowed, plan, names.clone());
         if let Some((slots, at)) = tracking {
             machine.track(slots, at);
         }
@@ -320,7 +453,7 @@ impl Router {
             machine.offer_claims(c);
             Box::new(WarmRole::Claimer { request: Rc::clone(req), member: None, floor: None })
         });
-        Ok(self.jobs.insert(Job {
+        let key = self.jobs.insert(Job {
             id,
             machine,
             pools: registry.clone(),
@@ -329,7 +462,23 @@ impl Router {
             timeout_ms: req.acquisition_timeout_ms,
             detached,
             warm,
-        }))
+            stage: Stage::Machine,
+            launched: false,
+            provider_sandbox_id: None,
+            fault: None,
+        });
+        if let (Some((summary, rejected)), Some(names)) = (announced, names) {
+            let at = at.router;
+            let job = self.jobs.get_mut(key)?;
+            let order: Vec<PoolId> = job.machine.candidates().iter().map(|&i| names[i].clone()).collect();
+            job.machine.announce(Event::ProvisionValidated { detached });
+            for r in rejected {
+                job.machine.announce(Event::ProviderRejected { pool: PoolId::from(r.provider_id.as_str()), reasons: r.reasons });
+            }
+            job.machine.announce(Event::ProvisionRanked { summary, order });
+            let _ = at;
+        }
+        Ok(key)
     }
 
     /// Which pools of `pools` a provision may claim from (by index): none unless the
@@ -342,12 +491,45 @@ impl Router {
         }
     }
 
-    /// Job `key`'s next step: (kind, pool). A claim from this process's inventory is made
-    /// here: a hit is the `Claimed` step, a miss goes on to the next step within this call.
-    pub fn step(&mut self, key: u32, now: Now) -> Result<(StepKind, usize), Failure> {
+    /// Job `key`'s next step. A claim from this process's inventory is made here: a hit is
+    /// the `Claimed` step, a miss goes on to the next step within this call.
+    pub fn step(&mut self, key: u32, now: Now) -> Result<Next, Failure> {
+        self.clock = now.router;
+        let next = self.next_of(key, now)?;
+        let job = self.jobs.get_mut(key)?;
+        let mut flags = next.flags;
+        if job.machine.has_events() {
+            flags |= flags::EVENTS;
+        }
+        if job.machine.has_writes() {
+            flags |= flags::WRITES;
+        }
+        Ok(Next { flags, ..next })
+    }
+
+    fn next_of(&mut self, key: u32, now: Now) -> Result<Next, Failure> {
+        let callback = self.callback_timeout_ms;
         loop {
+            let intents = self.intents;
             let Router { jobs, capacity, health, budgets, .. } = self;
             let job = jobs.get_mut(key)?;
+            let pool = job.pool;
+            let at = |kind: StepKind, bound_ms: u64| Next { kind, pool, bound_ms, flags: 0 };
+            match job.stage {
+                Stage::Machine => {}
+                Stage::Intent => return Ok(at(StepKind::Intent, callback)),
+                Stage::Launch => return Ok(at(StepKind::Launch, job.timeout_ms)),
+                Stage::Classify => return Ok(at(StepKind::Classify, callback)),
+                Stage::Persist => return Ok(at(StepKind::Persist, callback)),
+                Stage::WarmSettle => return Ok(at(StepKind::WarmSettle, callback)),
+                Stage::Cleanup => return Ok(at(StepKind::Cleanup, self.operation_timeout_ms)),
+                Stage::Unintent { failed } => {
+                    let flags = if failed { flags::FAILED_INTENT } else { 0 };
+                    return Ok(Next { flags, ..at(StepKind::Unintent, callback) });
+                }
+                Stage::Succeeded => return Ok(at(StepKind::Succeeded, 0)),
+                Stage::Failed => return Ok(at(StepKind::Done, 0)),
+            }
             job.machine.set_clock(now.router);
             let ledger = capacity.as_mut().map(|c| &mut c.ledger);
             let next = match budgets.as_mut().filter(|b| !b.shared) {
@@ -358,24 +540,43 @@ impl Router {
                 }
                 None => job.machine.next_with(ledger, health.as_mut()),
             };
-            let (kind, pool) = match next {
-                Step::Admit(pool) => (StepKind::Admit, pool),
-                Step::Launch(pool) => (StepKind::Launch, pool),
-                Step::Reserve(pool) => (StepKind::Reserve, pool),
+            match next {
+                Step::Admit(pool) => {
+                    job.pool = pool;
+                    let shared = self.capacity.as_ref().is_some_and(|c| c.coordinated);
+                    let kind = if shared { StepKind::Coordinate } else { StepKind::Admit };
+                    return Ok(Next { kind, pool, bound_ms: self.capacity_timeout_ms, flags: 0 });
+                }
+                Step::Launch(pool) => {
+                    job.pool = pool;
+                    job.stage = if intents { Stage::Intent } else { Stage::Launch };
+                }
+                Step::Reserve(pool) => {
+                    job.pool = pool;
+                    return Ok(Next { kind: StepKind::Reserve, pool, bound_ms: callback, flags: 0 });
+                }
                 Step::Claim(pool) => {
                     job.pool = pool;
                     match self.claim_step(key, pool, now.router) {
-                        Ok(kind) => return Ok((kind, pool)),
-                        Err(reason) => {
-                            self.jobs.get_mut(key)?.machine.claim_missed(reason);
-                            continue;
-                        }
+                        Ok(kind) => return Ok(Next { kind, pool, bound_ms: callback, flags: 0 }),
+                        Err(reason) => self.jobs.get_mut(key)?.machine.claim_missed(reason),
                     }
                 }
-                Step::Done => return Ok((StepKind::Done, 0)),
-            };
-            job.pool = pool;
-            return Ok((kind, pool));
+                Step::Done => {
+                    let succeeded = matches!(job.machine.outcome(), Some(Outcome::Succeeded(_) | Outcome::Claimed(_)));
+                    let settle_intent = !succeeded && intents && job.launched;
+                    let stage = if succeeded {
+                        Stage::Succeeded
+                    } else if settle_intent {
+                        let capacity = self.capacity.is_some();
+                        let failed = self.failure_of(key, capacity)?.is_some_and(|f| f.may_exist);
+                        Stage::Unintent { failed }
+                    } else {
+                        Stage::Failed
+                    };
+                    self.jobs.get_mut(key)?.stage = stage;
+                }
+            }
         }
     }
 
@@ -440,7 +641,7 @@ impl Router {
     }
 
     /// The current candidate's capacity measurement (validated).
-    pub fn admit(&mut self, key: u32, m: &Measurement, now: Now) -> Result<(), Failure> {
+    pub fn admit(&mut self, key: u32, m: &Measurement, now: Now) -> Result<Next, Failure> {
         let Router { jobs, capacity, health, budgets, .. } = self;
         let job = jobs.get_mut(key)?;
         job.machine.set_clock(now.router);
@@ -453,25 +654,36 @@ impl Router {
         if let Some(b) = budgets {
             b.apply(&mut job.machine);
         }
-        Ok(())
+        self.step(key, now)
     }
 
     /// Under a shared coordinator, step one of an admission: what to ask it, or None when
     /// the machine skipped the pool already (an unknown measurement).
-    pub fn demand(&mut self, key: u32, m: &Measurement, now: Now) -> Result<Option<Demand>, Failure> {
+    ///
+    /// `Err(next)`: the pool is skipped already (an unknown measurement), and this is the
+    /// job's next step.
+    pub fn demand(&mut self, key: u32, m: &Measurement, now: Now) -> Result<Result<Demand, Next>, Failure> {
         let callback_timeout_ms = self.callback_timeout_ms;
-        let Router { jobs, health, .. } = self;
+        let Router { jobs, health, budgets, .. } = self;
         let job = jobs.get_mut(key)?;
         let hold_ms = settle_window_ms(job.timeout_ms, callback_timeout_ms);
         let provider_id = job.pool_id(job.pool);
         if health.is_some() {
             job.machine.set_now(now.health);
         }
-        Ok(job.machine.shared_demand(m, health.as_mut()).map(|dims| Demand { provider_id, dims, hold_ms, sandbox: job.id }))
+        match job.machine.shared_demand(m, health.as_mut()) {
+            Some(dims) => Ok(Ok(Demand { provider_id, dims, hold_ms, sandbox: job.id })),
+            None => {
+                if let Some(b) = budgets {
+                    b.apply(&mut job.machine);
+                }
+                Ok(Err(self.step(key, now)?))
+            }
+        }
     }
 
     /// Under a shared coordinator, step two: its verdict.
-    pub fn admit_decided(&mut self, key: u32, verdict: SharedVerdict, now: Now) -> Result<(), Failure> {
+    pub fn admit_decided(&mut self, key: u32, verdict: SharedVerdict, now: Now) -> Result<Next, Failure> {
         let Router { jobs, health, budgets, .. } = self;
         let job = jobs.get_mut(key)?;
         if health.is_some() {
@@ -481,7 +693,7 @@ impl Router {
         if let Some(b) = budgets {
             b.apply(&mut job.machine);
         }
-        Ok(())
+        self.step(key, now)
     }
 
     /// Under a shared budget ledger, what to ask it for the current candidate at `now`.
@@ -502,75 +714,253 @@ impl Router {
 
     /// Under a shared budget ledger, its answer for the current candidate: reserved, the
     /// refusals, or None (it could not be asked: the rules' `onStoreDown` decide).
-    pub fn budget_decided(&mut self, key: u32, verdict: Option<Result<(), Vec<Refusal>>>, now: Now) -> Result<(), Failure> {
+    pub fn budget_decided(&mut self, key: u32, verdict: Option<Result<(), Vec<Refusal>>>, now: Now) -> Result<Next, Failure> {
         let Router { jobs, budgets, health, .. } = self;
         let job = jobs.get_mut(key)?;
-        let Some(b) = budgets.as_ref() else { return Ok(()) };
-        let Some(keys) = job.machine.budget_plan().map(|p| p.shared_keys().to_vec()) else { return Ok(()) };
+        let (Some(b), Some(keys)) = (budgets.as_ref(), job.machine.budget_plan().map(|p| p.shared_keys().to_vec())) else {
+            return self.step(key, now);
+        };
         let verdict = match verdict {
             Some(Ok(())) => budget::SharedVerdict::Reserved,
             Some(Err(refusals)) if !refusals.is_empty() => budget::SharedVerdict::Refused(refusals),
             _ => budget::SharedVerdict::Unavailable(b.on_store_down(&keys)),
         };
         job.machine.reserved_shared(verdict, now.router, health.as_mut());
-        Ok(())
+        self.step(key, now)
     }
 
-    /// Under a shared budget ledger, the settlement the machine decided since the last
-    /// call, for the caller to write.
-    pub fn budget_settlement(&mut self, key: u32) -> Result<Option<(SandboxKey, Settle)>, Failure> {
+    /// What job `key` decided to write to the shared ledger since the last call (see
+    /// [`flags::WRITES`]), for the caller to write without waiting.
+    pub fn writes(&mut self, key: u32) -> Result<Writes, Failure> {
+        let ttl_ms = self.capacity.as_ref().map_or(0, |c| c.reservation_ttl_ms);
         let job = self.jobs.get_mut(key)?;
-        let Some(sandbox) = job.machine.budget_plan().map(|p| p.sandbox) else { return Ok(None) };
-        Ok(job.machine.take_budget_settle().map(|how| (sandbox, how)))
+        let hold = job.machine.take_settlement().map(|(token, allocated)| (token, allocated, ttl_ms));
+        let sandbox = job.machine.budget_plan().map(|p| p.sandbox);
+        let budget = match sandbox {
+            Some(s) => job.machine.take_budget_settle().map(|how| (s, how)),
+            None => None,
+        };
+        Ok(Writes { hold, budget })
     }
 
-    /// The shared hold settled by the last report, if any: (token, allocated).
-    pub fn settlement(&mut self, key: u32) -> Result<Option<(u64, bool)>, Failure> {
-        Ok(self.jobs.get_mut(key)?.machine.take_settlement())
+    /// The launch intent was written (`ok`), or not: no intent, no launch, so nothing is
+    /// allocated and nothing can be lost (the provision ends with `MAPPING_INTENT_FAILED`).
+    pub fn intent_written(&mut self, key: u32, ok: bool, now: Now) -> Result<Next, Failure> {
+        let job = self.jobs.get_mut(key)?;
+        if job.stage != Stage::Intent {
+            return Err(Fault::internal("(an intent report out of turn)"));
+        }
+        if ok {
+            job.stage = Stage::Launch;
+        } else {
+            job.stage = Stage::Machine;
+            let (id, pool) = (job.id, job.pool_id(job.pool));
+            let mut e = Fault::new(
+                ErrorClass::MappingPersistence,
+                MAPPING_INTENT_FAILED,
+                format!("the launch intent for {id} could not be stored; nothing was launched"),
+            );
+            e.provider_id = Some(pool);
+            e.sandbox_id = Some(id.to_string());
+            e.cleanup = Some("none");
+            job.fault = Some((e, false));
+            self.report(key, now, |m, l| m.package_failed(l, MAPPING_INTENT_FAILED))?;
+        }
+        self.step(key, now)
+    }
+
+    pub(crate) fn launch_reported(&mut self, key: u32) -> Result<&mut Job, Failure> {
+        let job = self.jobs.get_mut(key)?;
+        if job.stage != Stage::Launch {
+            return Err(Fault::internal("(a launch report out of turn)"));
+        }
+        job.launched = true;
+        job.stage = Stage::Machine;
+        Ok(job)
     }
 
     /// The launch returned a handle with the provider's sandbox id. With the default store
-    /// the record is written here too. What is left to do (see [`Success`]); `Settled`
-    /// ended the job.
-    pub fn succeeded(&mut self, key: u32, provider_sandbox_id: &str, now: Now, wall: i64) -> Result<Success, Failure> {
+    /// the record is written here too (and, with nothing more to read, the job is ended:
+    /// [`flags::ENDED`]); with a caller's store, the next step writes it.
+    pub fn succeeded(&mut self, key: u32, provider_sandbox_id: &str, now: Now, wall: i64) -> Result<Next, Failure> {
+        if let Some(WarmRole::Refill) = self.jobs.get_mut(key)?.warm.as_deref() {
+            self.refill_succeeded(key, provider_sandbox_id, now, wall)?;
+            return self.step(key, now);
+        }
+        self.launch_reported(key)?.provider_sandbox_id = Some(provider_sandbox_id.to_string());
         self.report(key, now, |m, l| m.succeeded(l))?;
-        let Router { jobs, warm, store, fleet, capacity, .. } = self;
+        let coordinated = self.capacity.as_ref().is_some_and(|c| c.coordinated);
+        let Router { jobs, warm, store, fleet, .. } = self;
         let job = jobs.get_mut(key)?;
-        if let Some(w) = warm.as_mut() {
-            w.launch_succeeded(job.pools.borrow().pool_id(job.pool));
-        }
-        let Some(store) = store else { return Ok(Success::Unrecorded) };
         let provider_id = job.pool_id(job.pool);
-        write_record(store, job.id, &provider_id, provider_sandbox_id, job.labels.clone(), fleet.clone(), job.detached, wall);
-        let coordinated = capacity.as_ref().is_some_and(|c| c.coordinated);
-        if job.machine.observing() || coordinated {
-            Ok(Success::Recorded)
-        } else {
-            self.end(key);
-            Ok(Success::Settled)
+        if let Some(w) = warm.as_mut() {
+            w.launch_succeeded(&provider_id);
         }
+        let Some(store) = store else {
+            job.stage = Stage::Persist;
+            return self.step(key, now);
+        };
+        write_record(store, job.id, &provider_id, provider_sandbox_id, job.labels.clone(), fleet.clone(), job.detached, wall);
+        job.machine.announce(Event::MappingPersisted { pool: PoolId::from(provider_id.as_str()) });
+        job.stage = Stage::Succeeded;
+        if job.machine.observing() || coordinated {
+            return self.step(key, now);
+        }
+        let pool = job.pool;
+        self.end(key);
+        Ok(Next { kind: StepKind::Succeeded, pool, bound_ms: 0, flags: flags::ENDED })
     }
 
-    /// The launch failed; `code` / `retryable`: the classifier's answer, if it gave one of
-    /// the right types (the machine sanitizes and decides).
-    pub fn failed(&mut self, key: u32, code: Option<&str>, retryable: Option<bool>, now: Now) -> Result<(), Failure> {
-        self.report(key, now, |m, l| m.failed(l, code, retryable))
+    /// The launch threw. `package`: the code of the router's own package error it threw
+    /// (nothing was called, nothing allocated); otherwise the classifier is asked next (when
+    /// the router has one), or the failure is outcome unknown.
+    pub fn threw(&mut self, key: u32, package: Option<&str>, now: Now) -> Result<Next, Failure> {
+        let classifier = self.classifier;
+        let job = self.launch_reported(key)?;
+        match package {
+            Some(code) => self.report(key, now, |m, l| m.package_failed(l, code))?,
+            None if classifier => job.stage = Stage::Classify,
+            None => self.report(key, now, |m, l| m.failed(l, None, None))?,
+        }
+        self.step(key, now)
+    }
+
+    /// The classifier answered (`code` / `retryable` when they had the right types; None:
+    /// it threw, timed out or answered something else). The machine sanitizes and decides.
+    pub fn classified(&mut self, key: u32, code: Option<&str>, retryable: Option<bool>, now: Now) -> Result<Next, Failure> {
+        let job = self.jobs.get_mut(key)?;
+        if job.stage != Stage::Classify {
+            return Err(Fault::internal("(a classification out of turn)"));
+        }
+        job.stage = Stage::Machine;
+        self.report(key, now, |m, l| m.failed(l, code, retryable))?;
+        self.step(key, now)
     }
 
     /// The launch resolved to something that is not a handle.
-    pub fn malformed(&mut self, key: u32, now: Now) -> Result<(), Failure> {
-        self.report(key, now, |m, l| m.malformed(l))
+    pub fn malformed(&mut self, key: u32, now: Now) -> Result<Next, Failure> {
+        self.launch_reported(key)?;
+        self.report(key, now, |m, l| m.malformed(l))?;
+        self.step(key, now)
     }
 
-    /// The launch did not settle within its deadline.
-    pub fn timed_out(&mut self, key: u32, now: Now) -> Result<(), Failure> {
-        self.report(key, now, |m, l| m.timed_out(l))
+    /// The launch did not settle within its deadline: outcome unknown.
+    pub fn timed_out(&mut self, key: u32, now: Now) -> Result<Next, Failure> {
+        self.launch_reported(key)?;
+        self.report(key, now, |m, l| m.timed_out(l))?;
+        self.step(key, now)
     }
 
-    /// The runtime threw the router's own package error with this code (or the launch
-    /// intent could not be written): nothing was launched.
-    pub fn package_failed(&mut self, key: u32, code: &str, now: Now) -> Result<(), Failure> {
-        self.report(key, now, |m, l| m.package_failed(l, code))
+    /// The record of job `key`'s sandbox, for the caller's store: its caller labels and the
+    /// stamp, created at `wall`.
+    pub fn record(&mut self, key: u32, wall: i64) -> Result<Mapping, Failure> {
+        let fleet = self.fleet.clone();
+        let job = self.jobs.get_mut(key)?;
+        let psid = job.provider_sandbox_id.clone().ok_or_else(|| Fault::internal("(no sandbox to record)"))?;
+        let provider_id = PoolId::from(job.pool_id(job.pool).as_str());
+        Ok(Mapping {
+            id: job.id,
+            provider_id,
+            provider_sandbox_id: psid.into(),
+            labels: job.labels.clone(),
+            stamped: true,
+            fleet: Some(fleet),
+            created_at: CreatedAt::Millis(wall),
+            detached: job.detached,
+        })
+    }
+
+    /// The caller's store answered the record's write: stored (`ok`), or it failed or timed
+    /// out (the sandbox is destroyed next: nobody would hold its id).
+    pub fn persisted(&mut self, key: u32, ok: bool, now: Now) -> Result<Next, Failure> {
+        let Router { jobs, warm, .. } = self;
+        let job = jobs.get_mut(key)?;
+        if !matches!(job.stage, Stage::Persist | Stage::WarmSettle) {
+            return Err(Fault::internal("(a record report out of turn)"));
+        }
+        let pool = PoolId::from(job.pool_id(job.pool).as_str());
+        let refill = matches!(job.warm.as_deref(), Some(WarmRole::Refill));
+        if ok && refill {
+            // The member is recorded: it is idle now (this process's inventory keeps it; the
+            // fleet's transaction put it in the database).
+            let member = Member {
+                id: job.id,
+                provider_sandbox_id: job.provider_sandbox_id.clone().unwrap_or_default(),
+                launched_at: now.router,
+            };
+            if let Some(p) = warm.as_mut().filter(|w| !w.shared).and_then(|w| w.get_mut(&pool)) {
+                p.insert(member);
+            }
+            job.machine.announce(Event::WarmMemberLaunched { pool });
+            job.stage = Stage::Succeeded;
+        } else if ok {
+            job.machine.announce(Event::MappingPersisted { pool });
+            job.stage = Stage::Succeeded;
+        } else {
+            job.machine.announce(Event::MappingFailed { pool });
+            job.stage = Stage::Cleanup;
+        }
+        self.step(key, now)
+    }
+
+    /// The destroy after a failed record write settled (`succeeded`: the sandbox is gone).
+    /// The provision fails with `MAPPING_PERSISTENCE_FAILED`, saying whether the clean-up
+    /// worked; a sandbox that survived it is named by a `failed` intent.
+    pub fn cleaned_up(&mut self, key: u32, succeeded: bool, now: Now) -> Result<Next, Failure> {
+        let intents = self.intents;
+        let job = self.jobs.get_mut(key)?;
+        if job.stage != Stage::Cleanup {
+            return Err(Fault::internal("(a clean-up report out of turn)"));
+        }
+        let (id, provider_id) = (job.id, job.pool_id(job.pool));
+        job.machine.announce(Event::CleanupCompleted {
+            pool: PoolId::from(provider_id.as_str()),
+            reason: "mapping-failed",
+            succeeded,
+        });
+        let message = if succeeded {
+            format!("sandbox acquired on {provider_id} but its mapping could not be stored; the sandbox was destroyed")
+        } else {
+            format!(
+                "sandbox acquired on {provider_id} but its mapping could not be stored, and cleanup failed: find it by label {SANDBOX_ID_LABEL}={id}"
+            )
+        };
+        let mut e = Fault::new(ErrorClass::MappingPersistence, MAPPING_PERSISTENCE_FAILED, message);
+        e.provider_id = Some(provider_id);
+        e.sandbox_id = Some(id.to_string());
+        e.cleanup = Some(if succeeded { "destroyed" } else { "failed" });
+        job.fault = Some((e, !succeeded));
+        job.stage = if intents { Stage::Unintent { failed: !succeeded } } else { Stage::Failed };
+        self.step(key, now)
+    }
+
+    /// The intent was settled after a failure (written `failed`, or removed), or that
+    /// failed: best effort either way (a `launching` intent left behind is in flight to
+    /// `reconcile` until it expires).
+    pub fn intent_settled(&mut self, key: u32, now: Now) -> Result<Next, Failure> {
+        let job = self.jobs.get_mut(key)?;
+        if !matches!(job.stage, Stage::Unintent { .. }) {
+            return Err(Fault::internal("(an intent settlement out of turn)"));
+        }
+        job.stage = Stage::Failed;
+        self.step(key, now)
+    }
+
+    /// A launch that settled after its job was over (its deadline passed): nobody holds its
+    /// id, so a sandbox it made is destroyed (`true`), when it made one (`has_handle`).
+    pub fn late_launch(&mut self, has_handle: bool) -> bool {
+        has_handle
+    }
+
+    /// The destroy of a late launch's sandbox settled: the event that says so.
+    pub fn late_cleaned_up(&mut self, id: SandboxKey, provider_id: &str, succeeded: bool, now: i64) {
+        self.emit(now, Some(id), Event::CleanupCompleted { pool: PoolId::from(provider_id), reason: "late-launch", succeeded });
+    }
+
+    /// A record write the caller's store finished after it had timed out: it is removed (the
+    /// provision failed, and its sandbox was destroyed).
+    pub fn late_write(&mut self) -> bool {
+        true
     }
 
     /// The candidates, best first: the order `provision.ranked` reports.
@@ -590,8 +980,16 @@ impl Router {
     /// How job `key` failed, once over (None while it runs or after a success).
     pub fn failure(&mut self, key: u32) -> Result<Option<Ending>, Failure> {
         let capacity = self.capacity.is_some();
+        self.failure_of(key, capacity)
+    }
+
+    fn failure_of(&mut self, key: u32, capacity: bool) -> Result<Option<Ending>, Failure> {
         let Router { jobs, budgets, .. } = self;
         let job = jobs.get_mut(key)?;
+        if let Some((e, may_exist)) = &job.fault {
+            let outcome = ProvisionOutcome::Terminal;
+            return Ok(Some(Ending { error: e.clone(), may_exist: *may_exist, package: false, outcome }));
+        }
         let pools = job.pools.borrow();
         let id = |pool: usize| pools.pool_id(pool);
         let sandbox_id = job.id.to_string();
@@ -633,12 +1031,17 @@ impl Router {
         Ok(Some(Ending { error, may_exist: f.may_exist, package: f.package, outcome }))
     }
 
-    /// The intent record of job `key`'s current launch in `state` (`launching` before it,
-    /// `failed` when it ended with its outcome unknown) at `wall` (the wall clock).
-    pub fn intent(&mut self, key: u32, state: &'static str, wall: i64) -> Result<IntentFact, Failure> {
+    /// The intent record of job `key`'s current launch at `wall` (the wall clock): `launching`
+    /// before it, `failed` when the provision ended with a sandbox that may exist.
+    pub fn intent(&mut self, key: u32, wall: i64) -> Result<IntentFact, Failure> {
         let callback_timeout_ms = self.callback_timeout_ms;
         let owner = self.owner.clone();
         let job = self.jobs.get_mut(key)?;
+        let state = match job.stage {
+            Stage::Intent => "launching",
+            Stage::Unintent { failed: true } => "failed",
+            _ => return Err(Fault::internal("(an intent out of turn)")),
+        };
         Ok(IntentFact {
             id: job.id.to_string(),
             provider_id: job.pool_id(job.pool),
@@ -654,10 +1057,45 @@ impl Router {
     /// Forgets job `key` (its key may be reused): the provision has settled. A half-open
     /// trial token it still holds is freed. Ending an unknown key does nothing.
     pub fn end(&mut self, key: u32) {
+        let refill_failure = self.refill_failure(key);
         if let Some(mut job) = self.jobs.remove(key) {
             if let Some(h) = &mut self.health {
                 job.machine.abandon(h);
             }
+            if let Some((code, counted)) = refill_failure {
+                self.refill_ended_failed(&job, &code, counted);
+            }
+        }
+    }
+
+    /// A refill job that failed: its code, and whether its success was counted already (its
+    /// launch succeeded and then its record could not be written).
+    fn refill_failure(&mut self, key: u32) -> Option<(String, bool)> {
+        let capacity = self.capacity.is_some();
+        let job = self.jobs.get_mut(key).ok()?;
+        if !matches!(job.warm.as_deref(), Some(WarmRole::Refill)) || job.stage != Stage::Failed {
+            return None;
+        }
+        let counted = job.fault.is_some() && job.provider_sandbox_id.is_some();
+        let code = self.failure_of(key, capacity).ok().flatten().map(|f| f.error.code)?;
+        Some((code, counted))
+    }
+
+    /// A refill of `job`'s pool failed with `code`: counted (its pool may pause, which is said).
+    fn refill_ended_failed(&mut self, job: &Job, code: &str, counted: bool) {
+        let pool = job.pool_id(job.pool);
+        let paused = match self.warm.as_mut().and_then(|w| w.get_mut(&pool)) {
+            Some(p) => {
+                if counted {
+                    p.started(1);
+                }
+                p.refill_failed(code)
+            }
+            None => false,
+        };
+        if paused {
+            let now = self.clock;
+            self.emit(now, None, Event::WarmRefillPaused { pool: PoolId::from(pool.as_str()), code: code.to_string() });
         }
     }
 }

@@ -8,11 +8,12 @@
 //! flight by `reconcile`, exactly as a provision's launch.
 
 use super::pools::Pools;
-use super::provision::{write_record, Job, StepKind, WarmRole};
+use super::provision::{write_record, Job, Next, Stage, WarmRole};
 use super::{Now, Router};
 use crate::core::acquisition::{Acquisition, CapacityPlan};
 use crate::core::capabilities::Lifetime;
 use crate::core::error::{Failure, Fault};
+use crate::core::events::{Event, PoolId};
 use crate::core::ids::SandboxKey;
 use crate::core::request::{Request, DEFAULT_ACQUISITION_TIMEOUT_MS, SANDBOX_WARM_LABEL};
 use crate::core::warm::{reserve_count, routable, Member, MissReason, Warm, WarmConfig, WarmPool};
@@ -175,7 +176,7 @@ impl Router {
     /// Begins a refill of pool `pool` (registry index) as member `id`: a job of that one
     /// candidate, one attempt, no fallback, with the default launch deadline. Its key and
     /// first step.
-    pub fn begin_refill(&mut self, pool: usize, id: SandboxKey, now: Now) -> Result<(u32, StepKind, usize), Failure> {
+    pub fn begin_refill(&mut self, pool: usize, id: SandboxKey, now: Now) -> Result<(u32, Next), Failure> {
         let registry = self.registry.clone();
         let mut inner = registry.borrow_mut();
         let Some(p) = inner.registry.pools().get(pool) else { return Err(Fault::internal("(an unknown warm pool)")) };
@@ -207,32 +208,27 @@ impl Router {
             pool,
             timeout_ms: DEFAULT_ACQUISITION_TIMEOUT_MS,
             detached: false,
-            warm: Some(Box::new(WarmRole::Refill { pool })),
+            warm: Some(Box::new(WarmRole::Refill)),
+            stage: Stage::Machine,
+            launched: false,
+            provider_sandbox_id: None,
+            fault: None,
         });
-        let (kind, pool) = self.step(key, now)?;
-        Ok((key, kind, pool))
+        let next = self.step(key, now)?;
+        Ok((key, next))
     }
 
-    /// The refill's launch returned a handle: the success is recorded (capacity hold,
-    /// health), and with the default store (and this process's inventory) the member's
-    /// record is written and the member is idle. The job lives on until [`Router::end`].
-    pub fn refill_succeeded(
-        &mut self,
-        key: u32,
-        provider_sandbox_id: &str,
-        now: Now,
-        wall: i64,
-    ) -> Result<RefillSuccess, Failure> {
-        let pool = match self.jobs.get_mut(key)?.warm.as_deref() {
-            Some(WarmRole::Refill { pool }) => *pool,
-            _ => return Err(Fault::internal("(not a refill)")),
-        };
+    /// A refill's launch returned a handle: the success is recorded (capacity hold, health),
+    /// and with the default store (and this process's inventory) the member's record is
+    /// written and the member is idle; otherwise its record is written next (the caller's
+    /// store, or the fleet's inventory).
+    pub(crate) fn refill_succeeded(&mut self, key: u32, provider_sandbox_id: &str, now: Now, wall: i64) -> Result<(), Failure> {
+        self.launch_reported(key)?.provider_sandbox_id = Some(provider_sandbox_id.to_string());
         self.report(key, now, |m, l| m.succeeded(l))?;
         let Router { jobs, warm, store, fleet, .. } = self;
         let job = jobs.get_mut(key)?;
-        let provider_id = job.pool_id(pool);
-        let launched_at = now.router;
-        let member = Member { id: job.id, provider_sandbox_id: provider_sandbox_id.to_string(), launched_at };
+        let provider_id = job.pool_id(job.pool);
+        let member = Member { id: job.id, provider_sandbox_id: provider_sandbox_id.to_string(), launched_at: now.router };
         let w = warm.as_mut().ok_or_else(|| Fault::internal("(warm pools are not started)"))?;
         let recorded = !w.shared && store.is_some();
         if let Some(store) = store.as_ref().filter(|_| recorded) {
@@ -241,7 +237,23 @@ impl Router {
         if let Some(p) = w.get_mut(&provider_id) {
             p.refill_succeeded(recorded.then_some(member));
         }
-        Ok(RefillSuccess { sandbox_id: job.id, provider_id, launched_at, recorded })
+        job.stage = if recorded {
+            job.machine.announce(Event::WarmMemberLaunched { pool: PoolId::from(provider_id.as_str()) });
+            Stage::Succeeded
+        } else if w.shared {
+            Stage::WarmSettle
+        } else {
+            Stage::Persist
+        };
+        Ok(())
+    }
+
+    /// Refill job `key`'s member: (its id, its pool, the provider's id, when it became idle
+    /// on the router's clock).
+    pub fn refill_member(&mut self, key: u32, now: Now) -> Result<(SandboxKey, String, String, i64), Failure> {
+        let job = self.jobs.get_mut(key)?;
+        let psid = job.provider_sandbox_id.clone().ok_or_else(|| Fault::internal("(no member launched)"))?;
+        Ok((job.id, job.pool_id(job.pool), psid, now.router))
     }
 
     /// A member whose record the caller wrote joins this process's inventory.
@@ -319,7 +331,7 @@ impl Router {
 
     /// The fleet's inventory answered the `Claim` step: `hit`, or not (the machine goes on
     /// to the cold launch; the miss is counted).
-    pub fn claim_answer(&mut self, key: u32, hit: bool) -> Result<(), Failure> {
+    pub fn claim_answer(&mut self, key: u32, hit: bool, now: Now) -> Result<Option<Next>, Failure> {
         let Router { jobs, warm, .. } = self;
         let job = jobs.get_mut(key)?;
         let provider_id = job.pool_id(job.pool);
@@ -337,15 +349,18 @@ impl Router {
             }
             (false, None) => Some(MissReason::Empty),
         };
-        if let Some(r) = reason {
-            job.machine.claim_missed(r);
+        match reason {
+            Some(r) => {
+                job.machine.claim_missed(r);
+                Ok(Some(self.step(key, now)?))
+            }
+            None => Ok(None),
         }
-        Ok(())
     }
 
     /// A claimed member proved gone: it is counted lost, and the machine goes on to the cold
     /// launch of the same pool.
-    pub fn claim_lost(&mut self, key: u32) -> Result<(), Failure> {
+    pub fn claim_lost(&mut self, key: u32, now: Now) -> Result<Next, Failure> {
         let Router { jobs, warm, .. } = self;
         let job = jobs.get_mut(key)?;
         let provider_id = job.pool_id(job.pool);
@@ -353,18 +368,19 @@ impl Router {
             p.lost_elsewhere();
         }
         job.machine.claim_missed(MissReason::Empty);
-        Ok(())
+        self.step(key, now)
     }
 
     /// A claim is confirmed: the job is over (claimed), and with the default store (and
     /// this process's inventory) the member's record is rewritten with this provision's
     /// labels. Whether the record was written.
-    pub fn claimed(&mut self, key: u32, wall: i64) -> Result<bool, Failure> {
+    pub fn claimed(&mut self, key: u32, now: Now, wall: i64) -> Result<Next, Failure> {
         let member = self.claimer(key)?.0.take();
         let Router { jobs, budgets, warm, store, fleet, .. } = self;
         let job = jobs.get_mut(key)?;
         let provider_id = job.pool_id(job.pool);
         job.machine.claimed();
+        job.stage = Stage::Succeeded;
         if let (Some(b), Some(m)) = (budgets.as_mut().filter(|b| !b.shared), member.as_ref()) {
             // The charge (kept: a claim is charged like a launch) follows the member's id.
             b.apply(&mut job.machine);
@@ -372,13 +388,20 @@ impl Router {
             b.flush();
         }
         let shared = warm.as_ref().is_some_and(|w| w.shared);
-        match (member, store.as_ref()) {
-            (Some(m), Some(store)) if !shared => {
-                write_record(store, m.id, &provider_id, &m.provider_sandbox_id, job.labels.clone(), fleet.clone(), job.detached, wall);
-                Ok(true)
+        if let Some(m) = &member {
+            // The job is about the member from now on: its record, its events.
+            job.provider_sandbox_id = Some(m.provider_sandbox_id.clone());
+            match store.as_ref() {
+                Some(store) if !shared => {
+                    write_record(store, m.id, &provider_id, &m.provider_sandbox_id, job.labels.clone(), fleet.clone(), job.detached, wall);
+                }
+                // A caller's store gets the record with the caller's labels next.
+                None if !shared => job.stage = Stage::Persist,
+                _ => {}
             }
-            _ => Ok(false),
+            self.jobs.rekey(key, m.id);
         }
+        self.step(key, now)
     }
 
     /// Every warm pool of the registry, in registration order (before `warmUp()`: their

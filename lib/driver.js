@@ -1,0 +1,543 @@
+'use strict';
+// The driver: the one loop that performs what a router's job asks, for every job (a
+// provision, a warm refill). The router (src/core/router/) decides every step: which pool,
+// whether to read capacity, write an intent, launch, ask the classifier, write the record,
+// clean up, settle the intent; every bound on every await; every event and every error.
+// This file performs the step it is told (each performer awaits the caller's own promise,
+// bounded by the step's `bound`), reports the outcome with one synchronous native call,
+// and reads the next step from the buffer that call wrote. It branches on no code and
+// picks no duration.
+//
+// Why is the loop in JS at all? Every adapter call returns a JS promise. Awaiting it from
+// Rust costs a ThreadsafeFunction round trip (~150 µs measured here) per hop; awaiting it
+// here costs a microtask, and each report is a synchronous native call.
+//
+// The buffer is read right after the call that wrote it, before any await (every
+// performer returns `took(run)`), because another job's report may write it next.
+
+const { binding } = require('./binding.js');
+const { fromNative, isRouterError, ProviderPackageMissingError } = require('./errors.js');
+const { Deadlines } = require('./deadlines.js');
+const { guarded, handleId } = require('./guard.js');
+const { within, TIMED_OUT } = require('./within.js');
+const { serializeLenient } = require('./serialize.js');
+const { emitDecided } = require('./events.js');
+const { emit, emitRouter } = require('./events.js');
+const { hasMethods, healthNow } = require('./options.js');
+const { SANDBOX_ID_LABEL } = require('./finders.js');
+
+const K = binding.StepKind;
+const F = binding.stepFlags();
+const READ = binding.ReadOutcome;
+// The step crosses in a lent Uint32Array (kind, pool, job key, bound ms, flags): the
+// 10,000-in-flight provision floor needs it (docs/performance.md).
+const STEP = new Uint32Array(5);
+/** What a performer answers when the job's promise was settled elsewhere (its deadline). */
+const STOP = -1;
+const noop = () => {};
+
+// One timer for every launch deadline (deadlines.js); an entry is the job's record.
+const DEADLINES = new Deadlines((run) => expire(run));
+
+/**
+ * One job in flight: what JavaScript holds for it (the caller's promise, the handle a
+ * launch returned, the value it threw) and the deadline entry of its launch. A plain record
+ * of one shape. `done(run, ok)` is the job's own ending (a provision settles its caller's
+ * promise; a refill counts its member).
+ */
+function jobRecord(ctx, detached, done) {
+  return {
+    ctx,
+    done,
+    /** @type {(value: object) => void} */
+    resolve: noop,
+    /** @type {(reason: unknown) => void} */
+    reject: noop,
+    // Deadline entry fields (deadlines.js).
+    at: 0,
+    settled: true,
+    prev: null,
+    next: null,
+    /** the job's key in the router, -1 once ended */
+    machine: -1,
+    /** the router's entries of the registry it routed on, by pool index */
+    pools: null,
+    sandboxId: '',
+    detached,
+    /** the launch options' parts (compile.js launchParts) and the stamped labels */
+    parts: null,
+    /** @type {Record<string, string> | null} */
+    labels: null,
+    /** the entry of the pool the current step concerns, and the step's bound and flags */
+    def: null,
+    bound: 0,
+    flags: 0,
+    /** what the last launch returned, or threw */
+    handle: null,
+    error: null,
+    /** our own package error, rethrown as it is when the job ends on it */
+    packageError: null,
+    providerSandboxId: '',
+    /** the fleet's grant of a refill, and a claimed member */
+    token: null,
+    member: null,
+    /** its telemetry (lib/telemetry.js), or null */
+    tel: null,
+  };
+}
+
+/** The router's clock for a report (undefined: the wall clock, read natively). */
+const clockNow = (ctx) => (ctx.clock === null ? undefined : ctx.clock());
+
+/**
+ * The step the last native call wrote, for `run`: its writes performed and its events
+ * handed on first. Call it right after that call.
+ */
+function took(run) {
+  const flags = STEP[4];
+  const kind = STEP[0];
+  run.def = run.pools[STEP[1]];
+  run.bound = STEP[3];
+  run.flags = flags;
+  if ((flags & F.writes) !== 0) writes(run);
+  if ((flags & F.events) !== 0) emitDecided(run);
+  return kind;
+}
+
+/**
+ * Runs job `run` from step `kind` (the one its begin or last report wrote) to its end.
+ * Never rejects: a failure of our own (a bug) ends the job with the typed internal error.
+ */
+async function drive(run, kind) {
+  try {
+    for (;;) {
+      switch (kind) {
+        case K.Launch:
+          kind = await launch(run);
+          break;
+        case K.Admit:
+          kind = await admit(run);
+          break;
+        case K.Coordinate:
+          kind = await coordinate(run);
+          break;
+        case K.Reserve:
+          kind = await reserve(run);
+          break;
+        case K.Intent:
+          kind = await intent(run);
+          break;
+        case K.Classify:
+          kind = await classify(run);
+          break;
+        case K.Persist:
+          kind = await persist(run);
+          break;
+        case K.WarmSettle:
+          kind = await warmSettle(run);
+          break;
+        case K.Cleanup:
+          kind = await cleanup(run);
+          break;
+        case K.Unintent:
+          kind = await unintent(run);
+          break;
+        case K.Claim:
+        case K.Claimed:
+          kind = await claim(run, kind);
+          break;
+        case K.Succeeded:
+          run.done(run, true);
+          return;
+        case STOP:
+          return;
+        default:
+          run.done(run, false);
+          return;
+      }
+    }
+  } catch (error) {
+    crashed(run, error);
+  }
+}
+
+/** Ends the job's native half, once. */
+function end(run) {
+  if (run.machine >= 0) {
+    binding.acquisitionEnd(run.ctx.native, run.machine);
+    run.machine = -1;
+  }
+}
+
+/** A bug of ours while driving: the job ends with the typed internal error. */
+function crashed(run, error) {
+  end(run);
+  run.reject(isRouterError(error) ? error : fromNative(error));
+}
+
+/** How the job failed (`Done`): its typed error, its telemetry outcome; the job is ended. */
+function failure(run) {
+  const f = binding.acquisitionFailure(run.ctx.native, run.machine);
+  const error = f.package ? run.packageError : fromNative(f.error);
+  if (run.tel !== null) run.tel.outcome = f.outcome;
+  end(run);
+  return error;
+}
+
+/** The shared ledger's writes the job decided, performed without waiting. */
+function writes(run) {
+  const c = run.ctx.capacity?.coordinator ?? null;
+  if (c === null) return;
+  const w = binding.acquisitionWrites(run.ctx.native, run.machine);
+  if (w.hold) c.settle(w.hold.token, w.hold.allocated, w.holdTtlMs).catch(noop);
+  if (w.budget) c.settleBudget(w.budget.sandboxId, w.budget.how, w.budget.untilMs ?? 0).catch(noop);
+}
+
+/**
+ * The launch on `run.def`, with launch options made fresh from our own parsed copy of the
+ * request (the request is never handed on): a runtime that changes what it is given cannot
+ * change the next pool's launch (nor drop its id label) or the result.
+ */
+function launchOn(run) {
+  const parts = run.parts;
+  const options = { labels: { ...run.labels } };
+  if (run.tel !== null) run.ctx.telemetry.labels(run, options.labels);
+  if (parts.name !== undefined) options.name = parts.name;
+  if (parts.env !== undefined) options.env = { ...parts.env };
+  if (parts.createTimeoutSeconds !== undefined) options.createTimeoutSeconds = parts.createTimeoutSeconds;
+  return run.detached ? run.def.runtime.launchDetached(options) : run.def.runtime.launch(options);
+}
+
+/** `Launch`: the adapter's own promise, awaited directly, within the step's bound. */
+async function launch(run) {
+  const ctx = run.ctx;
+  DEADLINES.add(run.bound, run);
+  let handle;
+  let threw = false;
+  try {
+    // A synchronous throw lands here too.
+    handle = await (run.tel === null ? launchOn(run) : ctx.telemetry.launch(run, launchOn));
+  } catch (error) {
+    threw = true;
+    handle = error;
+  }
+  if (!DEADLINES.settle(run)) {
+    // The deadline already ended this job (expire); what the launch made is the router's.
+    if (!threw) late(ctx, run.def, handle, run.sandboxId);
+    return STOP;
+  }
+  const now = healthNow(ctx.health);
+  if (threw) {
+    // Our own error object is rethrown as it is if the job ends on it.
+    const ours = isRouterError(handle) && handle instanceof ProviderPackageMissingError;
+    if (ours) run.packageError = handle;
+    else run.error = handle;
+    binding.acquisitionThrew(ctx.native, run.machine, ours ? handle.code : undefined, STEP, now, clockNow(ctx));
+    return took(run);
+  }
+  const providerSandboxId = handleId(handle);
+  if (providerSandboxId === null) {
+    binding.acquisitionMalformed(ctx.native, run.machine, STEP, now, clockNow(ctx));
+    return took(run);
+  }
+  run.handle = handle;
+  run.providerSandboxId = providerSandboxId;
+  binding.acquisitionSucceeded(ctx.native, run.machine, providerSandboxId, STEP, now, clockNow(ctx));
+  return took(run);
+}
+
+// The deadline of the current launch passed first: the router records the timeout and
+// the job goes on from there (its intent settled, then its error). This runs in a timer
+// callback; nothing here may throw (deadlines.js guards it anyway).
+function expire(run) {
+  const ctx = run.ctx;
+  try {
+    binding.acquisitionTimedOut(ctx.native, run.machine, STEP, healthNow(ctx.health), clockNow(ctx));
+  } catch (error) {
+    crashed(run, error);
+    return;
+  }
+  drive(run, took(run));
+}
+
+/** A launch that settled after its job was over: what the router says to do with it. */
+async function late(ctx, def, handle, id) {
+  const bound = binding.acquisitionLate(ctx.native, handleId(handle) !== null);
+  if (bound === 0) return;
+  const ok = await destroyedWithin(def, handle, bound);
+  binding.acquisitionLateCleanedUp(ctx.native, id, def.id, ok, clockNow(ctx));
+  emitRouter(ctx);
+}
+
+/** Destroys `handle` on `def` within `ms`; whether that succeeded. */
+async function destroyedWithin(def, handle, ms) {
+  try {
+    return (await within(def.runtime.destroy(handle), ms)) !== TIMED_OUT;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The pool's capacity reader within `ms`: its answer's JSON text (serialized once, inside a
+ * guard, leniently: a value JSON cannot carry is null, which the core finds MALFORMED) and
+ * how the read ended. Never throws.
+ */
+async function measure(def, ms) {
+  let raw;
+  try {
+    raw = await within(def.capacity.getCapacity({ timeoutMs: ms }), ms);
+  } catch {
+    return { json: undefined, read: READ.Threw };
+  }
+  if (raw === TIMED_OUT) return { json: undefined, read: READ.TimedOut };
+  return { json: serializeLenient(raw) ?? 'null', read: READ.Answered };
+}
+
+function read(run) {
+  return run.tel === null ? measure(run.def, run.bound) : run.ctx.telemetry.read(run, (r) => measure(r.def, r.bound));
+}
+
+/** `Admit`: the reader's answer goes to the router, which admits or skips the pool. */
+async function admit(run) {
+  const ctx = run.ctx;
+  const m = await read(run);
+  binding.acquisitionAdmit(ctx.native, run.machine, m.json, m.read, STEP, healthNow(ctx.health), clockNow(ctx));
+  return took(run);
+}
+
+/**
+ * `Coordinate`: against the shared ledger, a read sequence from the database first (so a
+ * hold settled before the read started is known to be), then the reader, then the
+ * coordinator's admission transaction. A coordinator that fails or times out (every call is
+ * bounded natively) is a verdict of null: the router skips the pool.
+ */
+async function coordinate(run) {
+  const ctx = run.ctx;
+  const coordinator = ctx.capacity.coordinator;
+  let seq;
+  try {
+    seq = await coordinator.beginRead();
+  } catch {
+    binding.acquisitionAdmitDecided(ctx.native, run.machine, null, STEP, healthNow(ctx.health), clockNow(ctx));
+    return took(run);
+  }
+  const m = await read(run);
+  const demand = binding.acquisitionDemand(ctx.native, run.machine, m.json, m.read, STEP, healthNow(ctx.health), clockNow(ctx));
+  // null: the measurement was unknown or malformed; the router skipped the pool.
+  if (demand === null) return took(run);
+  let verdict;
+  try {
+    verdict = await coordinator.admit(demand.providerId, seq, demand.dims, demand.holdMs, demand.sandboxId);
+  } catch {
+    verdict = null;
+  }
+  binding.acquisitionAdmitDecided(ctx.native, run.machine, verdict, STEP, healthNow(ctx.health), clockNow(ctx));
+  return took(run);
+}
+
+/** `Reserve`: under a shared budget ledger, the router's demand to its transaction. */
+async function reserve(run) {
+  const ctx = run.ctx;
+  const demand = binding.acquisitionBudgetDemand(ctx.native, run.machine, clockNow(ctx));
+  let verdict = null;
+  if (demand !== null && demand !== undefined) {
+    try {
+      verdict = await ctx.capacity.coordinator.reserveBudget(demand);
+    } catch {
+      verdict = null;
+    }
+  }
+  binding.acquisitionBudgetDecided(ctx.native, run.machine, verdict, STEP, healthNow(ctx.health), clockNow(ctx));
+  return took(run);
+}
+
+/** Writes the intent record the router made (`intent(record)`); whether it was stored. */
+async function stored(run) {
+  try {
+    return (await within(run.ctx.mappings.intent(binding.acquisitionIntent(run.ctx.native, run.machine)), run.bound)) !== TIMED_OUT;
+  } catch {
+    return false;
+  }
+}
+
+/** `Intent`: the launch intent, before the launch (no intent, no launch). */
+async function intent(run) {
+  const ok = await stored(run);
+  binding.acquisitionIntentWritten(run.ctx.native, run.machine, ok, STEP, healthNow(run.ctx.health), clockNow(run.ctx));
+  return took(run);
+}
+
+/**
+ * `Classify`: the caller's classifier on the value the launch threw, and the caller's own
+ * definition; its answer read once. Nothing keeps the value.
+ */
+async function classify(run) {
+  const ctx = run.ctx;
+  const error = run.error;
+  run.error = null;
+  let answer = null;
+  try {
+    const r = await within(ctx.classifier(error, run.def.definition), run.bound);
+    if (r !== null && typeof r === 'object') answer = guarded(() => ({ code: r.code, retryable: r.retryable }));
+  } catch {
+    // A throwing classifier proves nothing: outcome unknown.
+  }
+  const code = answer !== null && typeof answer.code === 'string' ? answer.code : undefined;
+  const retryable = answer !== null && typeof answer.retryable === 'boolean' ? answer.retryable : undefined;
+  binding.acquisitionClassified(ctx.native, run.machine, code, retryable, STEP, healthNow(ctx.health), clockNow(ctx));
+  return took(run);
+}
+
+/** `Persist`: the record the router made, written to the caller's store. */
+async function persist(run) {
+  const ctx = run.ctx;
+  let ok = false;
+  try {
+    const pending = ctx.mappings.put(binding.acquisitionRecord(ctx.native, run.machine));
+    ok = (await within(pending, run.bound)) !== TIMED_OUT;
+    // A write that lands after it timed out: the router says whether to remove it.
+    if (!ok && binding.acquisitionLateWrite(ctx.native)) lateWrite(ctx, pending, run.sandboxId, run.bound);
+  } catch {
+    ok = false;
+  }
+  binding.acquisitionPersisted(ctx.native, run.machine, ok, STEP, healthNow(ctx.health), clockNow(ctx));
+  return took(run);
+}
+
+function lateWrite(ctx, pending, id, ms) {
+  Promise.resolve(pending)
+    .then(() => within(ctx.mappings.delete(id), ms), noop)
+    .catch(noop);
+}
+
+/** `WarmSettle`: a refill's member written to the fleet's inventory, in one transaction. */
+async function warmSettle(run) {
+  const ctx = run.ctx;
+  let ok = false;
+  try {
+    const member = binding.acquisitionRefillMember(ctx.native, run.machine, clockNow(ctx));
+    ok = (await within(ctx.warm.coordinator.warmSettle(run.token, ctx.fleet, member), run.bound)) !== TIMED_OUT;
+  } catch {
+    ok = false;
+  }
+  binding.acquisitionPersisted(ctx.native, run.machine, ok, STEP, healthNow(ctx.health), clockNow(ctx));
+  return took(run);
+}
+
+/** `Cleanup`: the sandbox whose record could not be written, destroyed. */
+async function cleanup(run) {
+  const ok = await destroyedWithin(run.def, run.handle, run.bound);
+  binding.acquisitionCleanedUp(run.ctx.native, run.machine, ok, STEP, healthNow(run.ctx.health), clockNow(run.ctx));
+  return took(run);
+}
+
+/** `Unintent`: after a failure, the intent written as failed, or removed. Best effort. */
+async function unintent(run) {
+  const ctx = run.ctx;
+  try {
+    if ((run.flags & F.failedIntent) !== 0) await stored(run);
+    else await within(ctx.mappings.delete(run.sandboxId), run.bound);
+  } catch {
+    // Best effort: a `launching` intent left behind is in flight to reconcile until it expires.
+  }
+  binding.acquisitionIntentSettled(ctx.native, run.machine, STEP, healthNow(ctx.health), clockNow(ctx));
+  return took(run);
+}
+
+/**
+ * `handle`, or the member re-resolved as owned: null when it is gone (or cannot be read).
+ * A runtime without `getById` cannot re-resolve: its handle is the provider id.
+ */
+async function ownedHandle(ctx, def, providerSandboxId) {
+  const rt = def.runtime;
+  if (!hasMethods(rt, ['getById'])) return { id: providerSandboxId };
+  try {
+    const h = await within(rt.getById(providerSandboxId, { owned: true }), ctx.operationTimeoutMs);
+    return h === TIMED_OUT || h === undefined ? null : h;
+  } catch {
+    return null;
+  }
+}
+
+/** Removes a record, bounded, best effort. */
+function forgetRecord(ctx, id) {
+  try {
+    Promise.resolve(within(ctx.mappings.delete(id), ctx.callbackTimeoutMs)).catch(noop);
+  } catch {
+    // Best effort: reconcile removes a stale mapping later.
+  }
+}
+
+/** Under shared budgets, the provision whose reservation a fleet claim charges (else undefined). */
+function chargeOf(run) {
+  return run.ctx.budgets !== null && run.ctx.budgets.shared ? run.sandboxId : undefined;
+}
+
+/**
+ * The fleet's answer to a `Claim` step: the member now mapped to this provision (under
+ * shared budgets, its reservation now the member's charge, in the same transaction), or
+ * null (none claimable, or the database failed: a miss, never an error; the next step is
+ * read then).
+ */
+async function askFleet(run) {
+  const ctx = run.ctx;
+  const ask = binding.acquisitionClaimAsk(ctx.native, run.machine);
+  let member = null;
+  try {
+    const claiming = ctx.warm.coordinator.warmClaim(ctx.fleet, ask.providerId, ask.floor, run.labels, ask.detached, chargeOf(run));
+    const r = await within(claiming, run.bound);
+    member = r === TIMED_OUT ? null : (r ?? null);
+  } catch {
+    member = null;
+  }
+  binding.acquisitionClaimAnswer(ctx.native, run.machine, member !== null, STEP, clockNow(ctx));
+  return member === null ? { member, kind: took(run) } : { member, kind: K.Claim };
+}
+
+/**
+ * `Claim` / `Claimed`: a warm member for this provision (docs/warm-pools.md), from the
+ * fleet's inventory (`Claim`: one transaction) or taken from this process's already
+ * (`Claimed`); re-resolved when this process holds no live handle of it. A member that is
+ * gone is dropped and the job goes on to the cold launch of the same pool, as on any miss.
+ */
+async function claim(run, kind) {
+  const ctx = run.ctx;
+  const warm = ctx.warm;
+  const def = run.def;
+  let member;
+  if (kind === K.Claimed) member = binding.acquisitionMember(ctx.native, run.machine, clockNow(ctx));
+  else {
+    const answer = await askFleet(run);
+    if (answer.member === null) {
+      warm.kick();
+      return answer.kind;
+    }
+    member = answer.member;
+  }
+  const id = member.sandboxId;
+  let handle = warm.handles.get(id) ?? null;
+  warm.handles.delete(id);
+  if (handle === null) handle = await ownedHandle(ctx, def, member.providerSandboxId);
+  warm.kick();
+  if (handle === null) {
+    // The cold launch that follows holds the reservation the claim had made the member's.
+    if (kind !== K.Claimed && chargeOf(run) !== undefined) {
+      await within(warm.coordinator.warmUncharge(id, run.sandboxId), ctx.callbackTimeoutMs).catch(noop);
+    }
+    forgetRecord(ctx, id);
+    emit(ctx.observer, 'warm.member.lost', { sandboxId: id, providerId: def.id });
+    binding.acquisitionClaimLost(ctx.native, run.machine, STEP, clockNow(ctx));
+    return took(run);
+  }
+  // The provision's result is the member: its id, the caller's labels stamped with it.
+  run.sandboxId = id;
+  run.labels[SANDBOX_ID_LABEL] = id;
+  run.providerSandboxId = member.providerSandboxId;
+  run.handle = handle;
+  run.member = member;
+  binding.acquisitionClaimed(ctx.native, run.machine, STEP, clockNow(ctx));
+  return took(run);
+}
+
+module.exports = { drive, jobRecord, took, end, failure, crashed, clockNow, destroyedWithin, measure, ownedHandle, forgetRecord, STEP, STOP, DEADLINES };
