@@ -1961,45 +1961,10 @@ export interface StepFlags {
 }
 
 /**
- * What the JS side must do next: `step[0]` (a numeric enum: it crosses once per step, in
- * the buffer the JS side lends; `core::router::provision::StepKind` says what each asks).
+ * Every step kind by name (`step[0]` holds the number; `core::router::provision::StepKind`
+ * says what each asks of JavaScript).
  */
-export declare const enum StepKind {
-  /** Launch on the pool in `step[1]` within `step[3]` ms, then report the outcome. */
-  Launch = 0,
-  /** Read that pool's capacity within `step[3]` ms, then report it (`acquisitionAdmit`). */
-  Admit = 1,
-  /** Over without a sandbox: `acquisitionFailure` says how. */
-  Done = 2,
-  /** Reserve that pool's cost in the shared budget ledger, then report it. */
-  Reserve = 3,
-  /** Ask the fleet's inventory (PostgreSQL) for a member of the pool in `step[1]`. */
-  Claim = 4,
-  /** A member of the pool in `step[1]` was taken from this process's inventory. */
-  Claimed = 5,
-  /** Write the launch intent (`acquisitionIntent`), then report it. */
-  Intent = 6,
-  /** Ask the classifier about the value the launch threw, then report its answer. */
-  Classify = 7,
-  /** Write the record (`acquisitionRecord`) to the caller's store, then report it. */
-  Persist = 8,
-  /** Destroy the launched sandbox (its record could not be stored), then report it. */
-  Cleanup = 9,
-  /** Settle the intent after a failure (`failed` flag: write it as failed, else remove it). */
-  Unintent = 10,
-  /** Over with a sandbox. */
-  Succeeded = 11,
-  /**
-   * Admit the pool through the shared coordinator (its read sequence, the read, the
-   * admission).
-   */
-  Coordinate = 12,
-  /**
-   * A refill's member: write it to the fleet's inventory (`acquisitionRefillMember`),
-   * then report it (`acquisitionPersisted`).
-   */
-  WarmSettle = 13,
-}
+export declare function stepKinds(): Record<string, number>
 
 /** How a stop went. */
 export declare const enum StopOutcomeName {

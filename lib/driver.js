@@ -26,7 +26,7 @@ const { emit, emitRouter } = require('./events.js');
 const { hasMethods, healthNow } = require('./options.js');
 const { SANDBOX_ID_LABEL } = require('./finders.js');
 
-const K = binding.StepKind;
+const K = binding.stepKinds();
 const F = binding.stepFlags();
 const READ = binding.ReadOutcome;
 // The step crosses in a lent Uint32Array (kind, pool, job key, bound ms, flags): the
@@ -68,7 +68,8 @@ function jobRecord(ctx, detached, done) {
     parts: null,
     /** @type {Record<string, string> | null} */
     labels: null,
-    /** the entry of the pool the current step concerns, and the step's bound and flags */
+    /** the current step: its kind, the entry of the pool it concerns, its bound and flags */
+    kind: 0,
     def: null,
     bound: 0,
     flags: 0,
@@ -96,6 +97,7 @@ const clockNow = (ctx) => (ctx.clock === null ? undefined : ctx.clock());
 function took(run) {
   const flags = STEP[4];
   const kind = STEP[0];
+  run.kind = kind;
   run.def = run.pools[STEP[1]];
   run.bound = STEP[3];
   run.flags = flags;
@@ -105,60 +107,33 @@ function took(run) {
 }
 
 /**
+ * What performs each step kind (by number): the steps of provisions and refills are this
+ * file's; other jobs' files add theirs (`perform`). One loop drives them all.
+ * @type {Array<(run: object) => Promise<number>>}
+ */
+const PERFORMERS = [];
+
+/** Registers `fn` as the performer of step `kind`: it does the I/O, reports, and answers `took(run)`. */
+function perform(kind, fn) {
+  PERFORMERS[kind] = fn;
+}
+
+/**
  * Runs job `run` from step `kind` (the one its begin or last report wrote) to its end.
  * Never rejects: a failure of our own (a bug) ends the job with the typed internal error.
  */
 async function drive(run, kind) {
   try {
     for (;;) {
-      switch (kind) {
-        case K.Launch:
-          kind = await launch(run);
-          break;
-        case K.Admit:
-          kind = await admit(run);
-          break;
-        case K.Coordinate:
-          kind = await coordinate(run);
-          break;
-        case K.Reserve:
-          kind = await reserve(run);
-          break;
-        case K.Intent:
-          kind = await intent(run);
-          break;
-        case K.Classify:
-          kind = await classify(run);
-          break;
-        case K.Persist:
-          kind = await persist(run);
-          break;
-        case K.WarmSettle:
-          kind = await warmSettle(run);
-          break;
-        case K.Cleanup:
-          kind = await cleanup(run);
-          break;
-        case K.Unintent:
-          kind = await unintent(run);
-          break;
-        case K.Claim:
-        case K.Claimed:
-          kind = await claim(run, kind);
-          break;
-        case K.Succeeded:
-          run.done(run, true);
-          return;
-        case STOP:
-          return;
-        default:
-          run.done(run, false);
-          return;
-      }
+      if (kind === K.Succeeded) return run.done(run, true);
+      if (kind === K.Done) return run.done(run, false);
+      if (kind === STOP) return undefined;
+      kind = await PERFORMERS[kind](run);
     }
   } catch (error) {
     crashed(run, error);
   }
+  return undefined;
 }
 
 /** Ends the job's native half, once. */
@@ -501,7 +476,8 @@ async function askFleet(run) {
  * (`Claimed`); re-resolved when this process holds no live handle of it. A member that is
  * gone is dropped and the job goes on to the cold launch of the same pool, as on any miss.
  */
-async function claim(run, kind) {
+async function claim(run) {
+  const kind = run.kind;
   const ctx = run.ctx;
   const warm = ctx.warm;
   const def = run.def;
@@ -540,4 +516,17 @@ async function claim(run, kind) {
   return took(run);
 }
 
-module.exports = { drive, jobRecord, took, end, failure, crashed, clockNow, destroyedWithin, measure, ownedHandle, forgetRecord, STEP, STOP, DEADLINES };
+perform(K.Launch, launch);
+perform(K.Admit, admit);
+perform(K.Coordinate, coordinate);
+perform(K.Reserve, reserve);
+perform(K.Intent, intent);
+perform(K.Classify, classify);
+perform(K.Persist, persist);
+perform(K.WarmSettle, warmSettle);
+perform(K.Cleanup, cleanup);
+perform(K.Unintent, unintent);
+perform(K.Claim, claim);
+perform(K.Claimed, claim);
+
+module.exports = { drive, perform, K, jobRecord, took, end, failure, crashed, clockNow, destroyedWithin, measure, ownedHandle, forgetRecord, STEP, STOP, DEADLINES };

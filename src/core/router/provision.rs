@@ -71,6 +71,27 @@ pub enum StepKind {
     WarmSettle = 13,
 }
 
+impl StepKind {
+    /// Every kind with the name JavaScript knows it by (`binding.stepKinds()`), so the
+    /// numbers are written once, here.
+    pub const ALL: &'static [(StepKind, &'static str)] = &[
+        (StepKind::Launch, "Launch"),
+        (StepKind::Admit, "Admit"),
+        (StepKind::Done, "Done"),
+        (StepKind::Reserve, "Reserve"),
+        (StepKind::Claim, "Claim"),
+        (StepKind::Claimed, "Claimed"),
+        (StepKind::Intent, "Intent"),
+        (StepKind::Classify, "Classify"),
+        (StepKind::Persist, "Persist"),
+        (StepKind::Cleanup, "Cleanup"),
+        (StepKind::Unintent, "Unintent"),
+        (StepKind::Succeeded, "Succeeded"),
+        (StepKind::Coordinate, "Coordinate"),
+        (StepKind::WarmSettle, "WarmSettle"),
+    ];
+}
+
 /// The step flags (`step[4]`): what JavaScript reads before it performs the step.
 pub mod flags {
     /// The job decided events: read them (`acquisitionEvents`).
