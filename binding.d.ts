@@ -589,6 +589,8 @@ export declare function capacityReaderKinds(): Array<string>
 export interface CapacityRecord {
   /** The explicit provider order that replaces strategy ranking. */
   providerOrder: Array<string>
+  /** One read's deadline, ms. */
+  timeoutMs: number
   /** Life of a post-launch assumption no read has reflected yet, ms. */
   reservationTtlMs: number
   /** Whether the holds live in a shared coordinator (`PostgresMappingStore`). */
@@ -649,6 +651,9 @@ export interface ClaimedMember {
   /** How long it was idle, ms (router clock). */
   ageMs: number
 }
+
+/** A clock's reading: itself when finite; else throws the typed error naming `field`. */
+export declare function clockReading(reading: number, field: string): number
 
 /**
  * Parses and validates a request's JSON text (its labels apart); throws the typed
@@ -861,6 +866,38 @@ export interface DemandRecord {
   sandboxId: string
 }
 
+/** One field of an event type (`core::events::FieldSchema`). */
+export interface EventFieldSchema {
+  /** Its JavaScript name. */
+  name: string
+  /** Its TypeScript type. */
+  ts: string
+  /** Left out when it has no value (`?`). */
+  optional: boolean
+  /** Its documentation. */
+  doc: string
+}
+
+/**
+ * Every event type the router emits, with its fields: what `scripts/event-types.mjs`
+ * writes the event section of `index.d.ts` from.
+ */
+export declare function eventSchema(): Array<EventTypeSchema>
+
+/** One event type (`core::events::TypeSchema`). */
+export interface EventTypeSchema {
+  /** `type`. */
+  name: string
+  /** Its TypeScript interface. */
+  interface: string
+  /** Its documentation. */
+  doc: string
+  /** Whether it carries `sandboxId`. */
+  sandbox: boolean
+  /** Its own fields, in order. */
+  fields: Array<EventFieldSchema>
+}
+
 /** One source in a check's report. */
 export interface EvidenceRecord {
   /** The source. */
@@ -906,6 +943,34 @@ export declare const enum EvidenceStatusName {
  */
 export declare function explainDecision(explainer: ExternalObject<Explainer>, registry: ExternalObject<Registry>, request: ExternalObject<CompiledRequest>, detached: boolean, extras: RouteExtras | undefined | null, ints: Uint32Array, floats: Float64Array, router?: ExternalObject<RouterState> | undefined | null, now?: number | undefined | null, labelsJson?: string | undefined | null, budgetNow?: number | undefined | null): string[] | undefined
 
+/** The positions of the header's fields in `ints` (see `header`). */
+export interface ExplainHeader {
+  /** 1 when the decision fitted the buffers. */
+  fits: number
+  /** The `ints` the decision needs, header included. */
+  intsNeeded: number
+  /** The `floats` it needs, header included. */
+  floatsNeeded: number
+  /** Eligible pools. */
+  eligible: number
+  /** Rejected pools. */
+  rejected: number
+  /** The request's strategy (an index into `strategies`). */
+  strategy: number
+  /** Its latency objective (an index into `objectives`). */
+  objective: number
+  /** `maxAcquisitionAttempts`. */
+  maxAttempts: number
+  /** `acquisitionFallback` allowed. */
+  fallbackAllowed: number
+  /** The text table's generation (JS writes its own; the call writes the current one). */
+  generation: number
+  /** The first text JS lacks (JS writes its table's length; the call writes where it sent from). */
+  texts: number
+  /** The summary's text index. */
+  summary: number
+}
+
 /** The names behind the indices in the explanation buffers. */
 export declare function explainVocabulary(): ExplainVocabulary
 
@@ -925,6 +990,8 @@ export interface ExplainVocabulary {
   headerInts: number
   /** How many `floats` the header takes (the balanced weights). */
   headerFloats: number
+  /** Where each header field is in `ints`. */
+  header: ExplainHeader
 }
 
 /** What a finder answers: the stamped sandboxes, or why the account could not be listed. */
@@ -1202,6 +1269,24 @@ export interface NamedStatusRecord {
  */
 export declare function nativeFinder(specJson: string): NativeFinder | null
 
+/**
+ * Throws the typed error of a value JSON cannot carry in `scope`'s options, at `segments`
+ * (keys and indices) under `prefix`; `what` says what it is.
+ */
+export declare function notJsonError(scope: string, segments: Array<string | number>, what: string, prefix: string): void
+
+/** What kind of value one option is, and which of the methods that matter it has. */
+export interface OptionGiven {
+  /** The option (as given). */
+  key: string
+  /** `typeof` it, or `null` / `array`. */
+  kind: string
+  /** Which of `routerOptionMethods()` it has. */
+  methods: Array<string>
+  /** `capacity`: whether its coordinator is a `PostgresMappingStore` (absent: none given). */
+  postgres?: boolean
+}
+
 /** A log size, by process name. */
 export interface OutputSizeRecord {
   /** The process. */
@@ -1330,11 +1415,8 @@ export interface PoolSignals {
   pool: number
   /** The answer, serialized once by `lib/serialize.js` (null: it was null or undefined). */
   signalsJson?: string
-  /**
-   * Why there is no answer (`resolver timed out`, `resolver threw`, …): the pool is
-   * excluded with `SIGNALS_UNRESOLVED`.
-   */
-  unresolved?: string
+  /** Why there is no answer: the pool is excluded with `SIGNALS_UNRESOLVED`. */
+  failed?: ResolverFailure
 }
 
 /** A process with every default filled in. */
@@ -1413,6 +1495,26 @@ export declare const enum ProvisionOutcome {
   Refused = 'refused',
 }
 
+/** A pool's credential readiness answer. */
+export declare const enum Readiness {
+  /** `false`. */
+  Unavailable = 0,
+  /** `true`. */
+  Available = 1,
+  /** It threw, rejected or timed out. */
+  Failed = 2,
+  /** It answered a non-boolean. */
+  NotBoolean = 3,
+}
+
+/**
+ * The pools (by index) whose credential readiness answered false, from every pool's
+ * answer (in registration order); throws the typed `PROVISIONING_AVAILABILITY_FAILED`
+ * error of the first that failed. `sandboxId`: a provision's (the error names it, and its
+ * `provision.exhausted` event is decided).
+ */
+export declare function readinessOf(router: ExternalObject<RouterState>, answers: Array<Readiness>, sandboxId?: string | undefined | null, clockNow?: number | undefined | null): Array<number>
+
 /** A readiness probe: exactly one of `command`, `port`, `logLine`. */
 export interface ReadinessRecord {
   /** Exits 0 once ready. */
@@ -1436,6 +1538,12 @@ export declare const enum ReadOutcome {
   /** The reader did not answer within the step's bound. */
   TimedOut = 2,
 }
+
+/**
+ * Reads the router's options (`given`: every option's kind and methods; `dataJson`: the
+ * data options); throws the typed `INVALID_CONFIGURATION` error naming the field.
+ */
+export declare function readRouterOptions(given: Array<OptionGiven>, dataJson: string): RouterOptionsRecord
 
 /** A run's classification. */
 export interface ReconcileClassification {
@@ -1725,6 +1833,16 @@ export interface Released {
  */
 export declare function requestTimeoutMs(request: ExternalObject<CompiledRequest>): number
 
+/** Why the signal resolver gave no answer for a pool. */
+export declare const enum ResolverFailure {
+  /** It did not answer within `callbackTimeoutMs`. */
+  TimedOut = 0,
+  /** It threw or rejected. */
+  Threw = 1,
+  /** Its answer could not be read. */
+  Unreadable = 2,
+}
+
 /** One measured dimension, as readers report it. */
 export interface ResourceRecord {
   /** `cpu`, `memory`, `disk`, `sandboxes` (or a custom reader's name). */
@@ -1799,6 +1917,48 @@ export declare function routerInFlightIds(router: ExternalObject<RouterState>): 
 
 /** Jobs in flight (the leak tests count them). */
 export declare function routerJobsInFlight(router: ExternalObject<RouterState>): number
+
+/** The methods whose presence the router's options are judged by. */
+export declare function routerOptionMethods(): Array<string>
+
+/**
+ * The router's options, validated, every omitted field at its default
+ * (`core::router::options::RouterOptions`).
+ */
+export interface RouterOptionsRecord {
+  /** The fleet stamped into every launch. */
+  fleet: string
+  /** `callbackTimeoutMs`. */
+  callbackTimeoutMs: number
+  /** `operationTimeoutMs`. */
+  operationTimeoutMs: number
+  /** Capacity routing. */
+  capacity?: CapacityRecord
+  /** One capacity read's deadline, ms. */
+  capacityTimeoutMs: number
+  /** The observer's method to call; absent: the observer is a function. */
+  observerMethod?: string
+  /** Whether the router has an observer. */
+  observer: boolean
+  /** Whether the caller's store takes launch intents. */
+  intents: boolean
+  /** Whether the router has a failure classifier. */
+  classifier: boolean
+  /** Whether the router has a signal resolver. */
+  resolver: boolean
+  /** Whether the router asks credential readiness. */
+  provisioning: boolean
+  /** Whether the router has its own clock. */
+  clock: boolean
+  /** Whether `health` has its own clock. */
+  healthClock: boolean
+}
+
+/**
+ * Throws the typed error of options that could not be read (`what`: their kind, or
+ * `unreadable`, or the option that could not be read).
+ */
+export declare function routerOptionsRefused(what: string): void
 
 /**
  * Sandbox `id` is gone (destroyed, or reclaimed by `reconcile`): its in-process capacity
@@ -2106,6 +2266,12 @@ export declare const enum UnknownReasonName {
   /** The probe failed. */
   ProbeFailed = 'PROBE_FAILED',
 }
+
+/**
+ * Throws the typed error of a caller's value under `field` of `scope` that could not be
+ * read at all (a cycle, a throwing getter or toJSON).
+ */
+export declare function unreadableError(scope: string, field: string): void
 
 /**
  * Validates a process manifest (JSON text; null: the value has no JSON form) and returns

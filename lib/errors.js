@@ -115,6 +115,7 @@ const NATIVE_CLASSES = {
   MappingPersistenceError,
   SandboxRouterInternalError,
   BudgetExhaustedError,
+  ProvisioningAvailabilityError,
 };
 
 /** Whether `value` is an error this package made. Never throws, reads no property of `value`. */

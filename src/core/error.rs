@@ -100,6 +100,9 @@ pub enum ErrorClass {
     BudgetExhausted,
     /// `SandboxRouterInternalError`: a bug in the router.
     Internal,
+    /// `ProvisioningAvailabilityError`: the credential-readiness port threw, timed out or
+    /// answered a non-boolean.
+    ProvisioningAvailability,
 }
 
 impl ErrorClass {
@@ -117,6 +120,7 @@ impl ErrorClass {
             ErrorClass::MappingPersistence => "MappingPersistenceError",
             ErrorClass::BudgetExhausted => "BudgetExhaustedError",
             ErrorClass::Internal => "SandboxRouterInternalError",
+            ErrorClass::ProvisioningAvailability => "ProvisioningAvailabilityError",
         }
     }
 }
@@ -431,7 +435,7 @@ impl From<CoreError> for Failure {
 
 impl ErrorClass {
     /// Every class, in the order `lib/errors.js` lists them (a test holds the two equal).
-    pub const ALL: [ErrorClass; 11] = [
+    pub const ALL: [ErrorClass; 12] = [
         ErrorClass::RequestValidation,
         ErrorClass::RoutingNotApplicable,
         ErrorClass::NoEligibleProvider,
@@ -443,5 +447,6 @@ impl ErrorClass {
         ErrorClass::MappingPersistence,
         ErrorClass::Internal,
         ErrorClass::BudgetExhausted,
+        ErrorClass::ProvisioningAvailability,
     ];
 }

@@ -14,6 +14,7 @@
 //! (option `clock`), both epoch milliseconds.
 
 pub mod budgets;
+pub mod options;
 pub mod pools;
 pub mod provision;
 pub mod warm;
@@ -24,7 +25,6 @@ use crate::core::events::Emitted;
 use crate::core::health::{CircuitState, Health, HealthConfig, Snapshot};
 use crate::core::ids::SandboxKey;
 use crate::core::mapping::MappingStore;
-use crate::core::request::validate_fleet;
 use crate::core::warm::Warm;
 use budgets::Budgets;
 use pools::{HealthView, Pools};
@@ -166,9 +166,9 @@ pub struct Router {
 }
 
 impl Router {
-    /// A router over `registry` from its settings; `store`: the default in-memory store
-    /// (the success call writes it); `sink`: where in-process budget charges are kept.
-    /// Throws `INVALID_CONFIGURATION` for a bad fleet name.
+    /// A router over `registry` from its settings (validated: `options::read`); `store`: the
+    /// default in-memory store (the success call writes it); `sink`: where in-process budget
+    /// charges are kept.
     pub fn new(
         settings: Settings,
         registry: Rc<RefCell<Pools>>,
@@ -176,13 +176,6 @@ impl Router {
         sink: Option<Box<dyn budgets::ChargeSink>>,
         now: i64,
     ) -> Result<Router, Failure> {
-        if !validate_fleet(&settings.fleet) {
-            return Err(Fault::config(
-                "router",
-                "fleet",
-                "must be 1-63 characters of [a-z0-9][a-z0-9._-]* (a label-safe name)",
-            ));
-        }
         let coordinated = settings.capacity.as_ref().is_some_and(|c| c.coordinated);
         Ok(Router {
             fleet: Arc::from(settings.fleet.as_str()),

@@ -56,9 +56,70 @@ pub struct SignalAnswer {
     pub pool: usize,
     /// The answer's JSON text (None: null or undefined).
     pub json: Option<String>,
-    /// Why there is no answer (`resolver timed out`, …): the pool is excluded with
-    /// `SIGNALS_UNRESOLVED`.
-    pub unresolved: Option<String>,
+    /// Why there is no answer: the pool is excluded with `SIGNALS_UNRESOLVED`.
+    pub failed: Option<ResolverFailure>,
+}
+
+/// Why the signal resolver gave no answer for a pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResolverFailure {
+    /// It did not answer within `callbackTimeoutMs`.
+    TimedOut,
+    /// It threw or rejected.
+    Threw,
+    /// Its answer could not be read (a cycle, a throwing getter or toJSON).
+    Unreadable,
+}
+
+impl ResolverFailure {
+    /// The detail `SIGNALS_UNRESOLVED` carries.
+    pub fn detail(self) -> &'static str {
+        match self {
+            ResolverFailure::TimedOut => "resolver timed out",
+            ResolverFailure::Threw => "resolver threw",
+            ResolverFailure::Unreadable => "resolver answered an unreadable value",
+        }
+    }
+}
+
+/// A pool's credential readiness answer (`provisioning.hasAvailableCredentials`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readiness {
+    /// `false`: the pool is rejected (`CREDENTIALS_UNAVAILABLE`).
+    Unavailable,
+    /// `true`.
+    Available,
+    /// It threw, rejected or timed out.
+    Failed,
+    /// It answered something that is not a boolean.
+    NotBoolean,
+}
+
+/// The pools (by index) whose readiness answered false, or the typed
+/// `PROVISIONING_AVAILABILITY_FAILED` error of the first pool (in `answers`' order, one per
+/// pool) whose readiness failed or answered a non-boolean.
+pub fn readiness(pools: &Pools, answers: &[Readiness]) -> Result<Vec<usize>, Failure> {
+    let mut unavailable = Vec::new();
+    for (i, a) in answers.iter().enumerate() {
+        let what = match a {
+            Readiness::Available => continue,
+            Readiness::Unavailable => {
+                unavailable.push(i);
+                continue;
+            }
+            Readiness::Failed => "failed or timed out",
+            Readiness::NotBoolean => "answered a non-boolean",
+        };
+        let id = pools.registry.pools().get(i).map_or("(unknown)", |p| p.id.as_str());
+        let mut e = Fault::new(
+            ErrorClass::ProvisioningAvailability,
+            "PROVISIONING_AVAILABILITY_FAILED",
+            format!("credential readiness for {id} {what}"),
+        );
+        e.provider_id = Some(id.to_string());
+        return Err(e);
+    }
+    Ok(unavailable)
 }
 
 /// What routing needs of a router's health for one decision.
@@ -131,12 +192,12 @@ fn signal_overrides(answers: &[SignalAnswer]) -> HashMap<usize, SignalState> {
     answers
         .iter()
         .map(|a| {
-            let state = match (&a.unresolved, &a.json) {
-                (Some(what), _) => unresolved(what),
+            let state = match (&a.failed, &a.json) {
+                (Some(why), _) => unresolved(why.detail()),
                 (None, None) => signal_state(&Value::Null),
                 (None, Some(text)) => match serde_json::from_str::<Value>(text) {
                     Ok(v) => signal_state(&v),
-                    Err(_) => unresolved("resolver answered an unreadable value"),
+                    Err(_) => unresolved(ResolverFailure::Unreadable.detail()),
                 },
             };
             (a.pool, state)

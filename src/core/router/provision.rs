@@ -372,6 +372,12 @@ impl Router {
         Ok((key, next))
     }
 
+    /// Provision `id` failed before its job began, with `e` (credential readiness): the event
+    /// that says so.
+    pub fn refused_early(&mut self, id: SandboxKey, e: &Failure, now: i64) {
+        self.emit(now, Some(id), Event::ProvisionExhausted { code: e.code.clone(), summary: None });
+    }
+
     /// The events of a provision refused before its job began: with `NO_ELIGIBLE_PROVIDER`,
     /// the validation, every rejection and the exhaustion (router events).
     fn refused(&mut self, id: SandboxKey, e: &Failure, detached: bool, now: i64) {
