@@ -33,10 +33,12 @@
 pub mod acquisition;
 pub mod budget;
 pub mod capacity;
+pub mod checks;
 pub mod clock;
 pub mod daytona_summary;
 pub mod error;
 pub mod explain;
+pub mod factory;
 pub mod handles;
 pub mod ids;
 pub mod manifest;
