@@ -4,7 +4,7 @@
 // credential passes through.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -144,6 +144,20 @@ test('provider runtime must-not-fire: an adapter with the method is called throu
   const modules = { '@agent-relay/sandbox': { E2BSandboxRuntime: class { async stop() { return 'stopped'; } } }, e2b: {} };
   const rt = createProviderRuntime('e2b', { apiKey: CANARY }, { moduleLoader: async (name) => modules[name] });
   assert.equal(await rt.stop({ id: 'x' }), 'stopped');
+});
+
+test('package ranges must-fire: each optional package the core names takes the range package.json declares', () => {
+  const { peerDependencies } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
+  for (const [name, range] of Object.entries(peerDependencies)) {
+    const e = errors.fromNative(binding.packageLoadError(name, false, null));
+    assert.equal(e.code, 'PROVIDER_PACKAGE_LOAD_FAILED', name);
+    const said = /satisfies (.*)$/.exec(e.message)[1];
+    assert.equal(said, range === '*' ? '(see @agent-relay/sandbox peer dependencies)' : range, name);
+  }
+});
+
+test('package ranges must-not-fire: a package the core does not load is a bug, not a guess', () => {
+  assert.throws(() => binding.packageLoadError('left-pad', true, null), (e) => e.code === 'INTERNAL_ERROR');
 });
 
 test('package must-fire: an adapter class missing from @agent-relay/sandbox is PROVIDER_PACKAGE_MISSING naming the range', async () => {
