@@ -147,4 +147,4 @@ function readHandle(h) {
   };
 }
 
-module.exports = { attachFinder, finderFor, UNLISTED, SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL };
+module.exports = { attachFinder, finderFor, UNLISTED, unlisted, SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL };
