@@ -79,6 +79,29 @@ impl UnknownReason {
     }
 }
 
+/// What happened when a pool's runtime was asked to list its stamped sandboxes
+/// (reconcile's fallback finder, its label search).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListFailure {
+    /// The runtime has no label search.
+    NoLabelSearch,
+    /// The search threw or rejected (its text is the provider's: only the fact is kept).
+    Threw,
+    /// It did not answer within its deadline.
+    TimedOut,
+}
+
+impl ListFailure {
+    /// Why nothing of the pool could be said.
+    pub fn reason(self) -> UnknownReason {
+        match self {
+            ListFailure::NoLabelSearch => UnknownReason::NotSupported,
+            ListFailure::Threw => UnknownReason::ReadFailed,
+            ListFailure::TimedOut => UnknownReason::Timeout,
+        }
+    }
+}
+
 /// One measured quota dimension.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResourceMeasurement {
@@ -384,6 +407,13 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unlisted_pool_is_named_by_what_happened() {
+        assert_eq!(ListFailure::NoLabelSearch.reason().code(), "NOT_SUPPORTED");
+        assert_eq!(ListFailure::Threw.reason().code(), "READ_FAILED");
+        assert_eq!(ListFailure::TimedOut.reason().code(), "TIMEOUT");
+    }
 
     fn slots(used: f64, limit: f64) -> Measurement {
         Measurement::Known(vec![ResourceMeasurement::new("sandboxes", used, limit, "sandboxes", 1.0)])
