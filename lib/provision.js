@@ -70,7 +70,9 @@ async function begin(run, request) {
     // What the job no longer needs is let go: with 10,000 provisions in flight, every
     // object each one's awaiting frame still holds is copied by every young-generation GC.
     request = call = extras = null;
-    await drive(run, kind);
+    // Not awaited: the driver never rejects (it ends the job itself), and this frame is
+    // let go while the job is in flight.
+    drive(run, kind);
   } catch (error) {
     run.machine = -1;
     const e = isRouterError(error) ? error : fromNative(error);

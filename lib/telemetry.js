@@ -241,7 +241,7 @@ class Telemetry {
   }
 
   /**
-   * A provision's capacity read: `measure(ctx, def)` inside a `sandbox_router.capacity_read`
+   * A provision's capacity read: `measure(run)` inside a `sandbox_router.capacity_read`
    * span (ended by the machine's verdict on it, see `decided`), its duration recorded.
    */
   read(run, measure) {
@@ -249,7 +249,7 @@ class Telemetry {
     const pool = run.def.id;
     if (t.context !== null) [t.read, t.readContext] = this.#child('sandbox_router.capacity_read', t.context, { pool });
     const start = this.now();
-    return this.#within(t.readContext, () => measure(run.ctx, run.def)).then((text) => {
+    return this.#within(t.readContext, () => measure(run)).then((text) => {
       this.record('capacityReadDuration', this.since(start), { pool });
       return text;
     });

@@ -37,8 +37,7 @@ pub struct RouterState {
 impl RouterState {
     /// A fresh sandbox id.
     pub(crate) fn next_id(&self) -> Result<SandboxKey, Failure> {
-        let id = self.ids.borrow_mut().next_id()?;
-        SandboxKey::parse(&id).ok_or_else(|| crate::binding::error::internal("(a fresh id did not parse)"))
+        Ok(self.ids.borrow_mut().next_key()?)
     }
 }
 
