@@ -91,13 +91,20 @@ export const EMULATION_BOUND_PATTERNS = Object.freeze([
 export function tapFailures(tap) {
   const stack = [];
   const found = [];
-  let open = null;
+  let open = null; // the failure whose YAML block (`---` … `...`) is being read
+  let last = null; // the failure on the line before: its block starts with `---`, if it has one
   for (const line of tap.split('\n')) {
     if (open) {
       if (/^ *\.\.\.$/.test(line)) open = null;
       else open.detail += `${line}\n`;
       continue;
     }
+    if (last && /^ *---$/.test(line)) {
+      open = last;
+      last = null;
+      continue;
+    }
+    last = null;
     const sub = /^( *)# Subtest: (.*)$/.exec(line);
     if (sub) {
       const depth = sub[1].length / 4;
@@ -107,8 +114,8 @@ export function tapFailures(tap) {
     }
     const bad = /^( *)not ok \d+ - (.*?)(?: # (?:SKIP|TODO).*)?$/.exec(line);
     if (bad) {
-      open = { name: bad[2], path: [...stack.slice(0, bad[1].length / 4), bad[2]], detail: '' };
-      found.push(open);
+      last = { name: bad[2], path: [...stack.slice(0, bad[1].length / 4), bad[2]], detail: '' };
+      found.push(last);
     }
   }
   return found;
