@@ -82,6 +82,9 @@ export const EMULATION_BOUND = Object.freeze({
  */
 export const EMULATION_BOUND_PATTERNS = Object.freeze([
   { name: /^runs the js block at [\w./-]+\.md:\d+$/, detail: /exited SIGKILL/, reason: 'a documented program must end within 60 s (docs.test.mjs kills it with SIGKILL)' },
+  // tsc (plain JavaScript, nothing arm64 in it) over every ts block, killed by its 120 s
+  // spawn timeout: the exit status reads null.
+  { name: /^every ts block type-checks against the package types \(tsc --strict\)$/, detail: /null !== 0/, reason: 'tsc over every ts block must end within its 120 s spawn timeout' },
 ]);
 
 /**
