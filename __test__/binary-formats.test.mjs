@@ -96,6 +96,12 @@ test('must-fire: a Mach-O with a non-napi import by dynamic lookup is refused; m
   assert.match(checkBinary(good, 'darwin-x64').facts, /^Mach-O x86_64, macOS >= 10\.13 \(floor 10\.13\), 3 napi imports by dynamic lookup, loads libSystem\.B\.dylib, stripped$/);
 });
 
+test('must-fire: a Mach-O import bound to no library (ordinal 0) is refused; must-not-fire: the same symbol bound to its framework', () => {
+  const cf = ['/usr/lib/libSystem.B.dylib', '/System/Library/Frameworks/CoreFoundation.framework/Versions/A/CoreFoundation'];
+  fires(macho({ cpuType: ARM64, minMacos: '11.0', dylibs: cf, imports: [['_CFRelease', 0], ['_memcpy', 1]] }), 'darwin-arm64', /imports that no library provides \(ordinal 0: _CFRelease\)/);
+  assert.deepEqual(problemsOf(macho({ cpuType: ARM64, minMacos: '11.0', dylibs: cf, imports: [['_CFRelease', 2], ['_memcpy', 1]] }), 'darwin-arm64'), []);
+});
+
 test('must-fire: napi functions bound to a library (not looked up in the Node process) are refused; must-not-fire: by dynamic lookup', () => {
   fires(macho({ dylibs: ['/usr/lib/libSystem.B.dylib', '/usr/lib/libnode.dylib'], imports: [['_napi_create_object', 2]] }), 'darwin-x64', /binds napi functions to a library \(_napi_create_object from \/usr\/lib\/libnode\.dylib\)/);
   assert.deepEqual(problemsOf(macho({ imports: [['_napi_create_object', DYNAMIC]] }), 'darwin-x64'), []);
@@ -260,9 +266,12 @@ test('build-platforms: one command per platform, the arm64 gnu build at glibc 2.
   assert.match(buildCommand(findBuild('win32-x64-msvc'), { base, env: { RUSTFLAGS: '-C opt-level=2' } }).env.RUSTFLAGS, /^-C opt-level=2 -C target-feature=\+crt-static$/);
 });
 
-test('macOS framework stubs name the frameworks\' install paths', () => {
+test('macOS framework stubs name the frameworks\' install paths and export what the addon imports', () => {
+  assert.ok(FRAMEWORKS.CoreFoundation.includes('_CFRelease'));
+  assert.deepEqual(FRAMEWORKS.SystemConfiguration, ['_SCDynamicStoreCopyComputerName']);
   for (const name of Object.keys(FRAMEWORKS)) {
     const text = frameworkStub(name);
+    assert.ok(text.includes(`    symbols:         [ ${FRAMEWORKS[name].join(', ')} ]`), text);
     assert.match(text, /^--- !tapi-tbd\ntbd-version: {5}4\n/);
     assert.ok(text.includes(`install-name:    '/System/Library/Frameworks/${name}.framework/Versions/A/${name}'`), text);
     assert.ok(text.endsWith('...\n'));

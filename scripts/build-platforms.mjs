@@ -37,7 +37,7 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, statSync, writeFileS
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { checkFile } from './check-binary.mjs';
-import { writeFrameworkStubs } from './macos-frameworks.mjs';
+import { stubsDigest, writeFrameworkStubs } from './macos-frameworks.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const BINARY = 'sandbox-router';
@@ -54,7 +54,8 @@ export const BUILDS = Object.freeze([
   { platform: 'win32-x64-msvc', target: 'x86_64-pc-windows-msvc', how: process.platform === 'win32' ? 'msvc' : 'check', args: ['--target', 'x86_64-pc-windows-msvc'] },
 ]);
 
-const frameworkDir = (base) => join(base, 'target', 'platforms', 'macos-sdk', 'System', 'Library', 'Frameworks');
+const stubRoot = (base) => join(base, 'target', 'platforms', `macos-sdk-${stubsDigest()}`);
+const frameworkDir = (base) => join(stubRoot(base), 'System', 'Library', 'Frameworks');
 
 /** The build for a Rust target or a platform name; throws for anything else. */
 export function findBuild(name) {
@@ -107,7 +108,7 @@ export function buildCommand(build, { base = root, env = process.env } = {}) {
 
 function run(build) {
   const { command, args, env, output } = buildCommand(build);
-  if (build.macos && process.platform !== 'darwin') writeFrameworkStubs(join(root, 'target', 'platforms', 'macos-sdk'));
+  if (build.macos && process.platform !== 'darwin') writeFrameworkStubs(stubRoot(root));
   console.log(`\n== ${build.platform} (${build.target}, ${build.how}): ${command} ${args.join(' ')}`);
   for (const [k, v] of Object.entries(env)) console.log(`   ${k}=${v}`);
   const t0 = Date.now();

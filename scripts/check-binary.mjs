@@ -195,6 +195,10 @@ function checkMachO(bytes, platform, want) {
   if (strays.length > 0) found.push(`imports by dynamic lookup what is not a napi function (${strays.slice(0, 6).join(', ')}${strays.length > 6 ? ', …' : ''}): nothing guarantees the process defines it`);
   const boundNapi = m.imports.filter((i) => NAPI_FUNCTION.test(i.name) && !flat.includes(i)).map((i) => `${i.name} from ${i.library}`);
   if (boundNapi.length > 0) found.push(`binds napi functions to a library (${boundNapi.slice(0, 3).join(', ')}): they must be looked up in the Node process (-undefined dynamic_lookup)`);
+  // Ordinal 0 (SELF_LIBRARY_ORDINAL) on an undefined symbol: the linker bound it to no
+  // library, so dyld looks for it in this very image, which does not define it.
+  const unbound = m.imports.filter((i) => i.library === 'self').map((i) => i.name);
+  if (unbound.length > 0) found.push(`imports that no library provides (ordinal 0: ${unbound.slice(0, 6).join(', ')}${unbound.length > 6 ? ', …' : ''}): a framework stub lacks them?`);
   const foreign = m.dylibs.map((d) => d.name).filter((n) => !MACOS_SYSTEM_LIBRARY.test(n));
   if (foreign.length > 0) found.push(`loads libraries that are not the system's: ${foreign.join(', ')}`);
   const stripped = m.localSymbols === 0 && m.stabs === 0;

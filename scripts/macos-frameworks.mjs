@@ -17,14 +17,30 @@
 // symbol missing here fails the build instead of shipping). The release workflow's macOS
 // test jobs then load the very binary built this way on real macOS.
 
+import { createHash } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-/** Framework -> the symbols the addon imports from it (empty: linked, nothing called). */
+/**
+ * Framework -> the symbols the addon imports from it: what whoami's `devicename` and
+ * objc2-core-foundation's string and error helpers reference (read from a build linked
+ * against empty stubs, where zig left exactly these unbound).
+ */
 export const FRAMEWORKS = Object.freeze({
-  CoreFoundation: [],
-  SystemConfiguration: [],
+  CoreFoundation: ['_CFCopyDescription', '_CFErrorCopyDescription', '_CFGetRetainCount', '_CFRelease', '_CFStringGetBytes', '_CFStringGetCStringPtr', '_CFStringGetLength'],
+  SystemConfiguration: ['_SCDynamicStoreCopyComputerName'],
 });
+
+/**
+ * A short digest of the stubs' text: the build names the stub folder after it, so a change
+ * to a stub changes the linker flags and Cargo relinks (it cannot see the files themselves).
+ */
+export function stubsDigest() {
+  return createHash('sha256')
+    .update(Object.keys(FRAMEWORKS).map((n) => frameworkStub(n)).join('\0'))
+    .digest('hex')
+    .slice(0, 12);
+}
 
 /** The .tbd (v4) text of one framework's stub. */
 export function frameworkStub(name, symbols = FRAMEWORKS[name]) {
