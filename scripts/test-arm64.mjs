@@ -68,7 +68,7 @@ export const EMULATION_BOUND = Object.freeze({
   'daytona: cursor pagination across several pages sums all states, GiB → MiB, with org header': 'four pages must be read within the reader\'s deadline (5 s by default)',
   'must-fire: a paginator that never ends → PAGE_LIMIT_EXCEEDED within bounded time': 'asserts 25 pages in under 3 s and 1,000 in under 15 s',
   'getCapacity: reads every reader concurrently and never launches': 'asserts that two 100 ms reads end within 190 ms (concurrency measured by the clock)',
-  'capacity: builtin readers are attached with the same credentials; custom readers win': 'a builtin capacity read must answer within its deadline; emulated it reads TIMEOUT',
+  'capacity: builtin readers are attached with the same credentials; custom readers win': 'a builtin capacity read must answer within its deadline (5 s by default); emulated it reads TIMEOUT',
   'an idle queue keeps no timer: a process with only settled deadlines exits at once': 'a child Node must start and exit within its 20 s spawn timeout (and under 10 s)',
   'a live deadline does keep its timer (the must-fire side of the idle check)': 'a child Node must start, wait 200 ms and exit within its 20 s spawn timeout',
   'crash must-fire: SIGKILL at random points loses no completed mapping, and reconcile finds and reclaims every unmapped stamped sandbox':
