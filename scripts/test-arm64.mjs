@@ -63,6 +63,8 @@ export function suiteFiles(dir = join(root, '__test__')) {
 export const EMULATION_BOUND = Object.freeze({
   'budgets fleet: four processes, one PostgreSQL, one budget':
     '1,000 concurrent provisions across four emulated processes must each get a budget answer from PostgreSQL within the store deadline (10 s); emulated, they time out',
+  'fleet: four processes, one database, one truth':
+    'four emulated processes share one PostgreSQL coordinator through stores with 5 s deadlines and 1 s leases (fixtures/fleet-worker.mjs); emulated, no launch gets through',
   "store down must-not-fire: with onStoreDown: 'allow', a ledger that cannot be asked (its table locked past the timeout) admits unreserved; fail-closed beside it refuses":
     'opens a store with a 500 ms deadline, which the schema check takes longer than emulated',
   'daytona: cursor pagination across several pages sums all states, GiB → MiB, with org header': 'four pages must be read within the reader\'s deadline (5 s by default)',
