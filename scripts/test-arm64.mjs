@@ -85,6 +85,8 @@ export const EMULATION_BOUND = Object.freeze({
  */
 export const EMULATION_BOUND_PATTERNS = Object.freeze([
   { name: /^runs the js block at [\w./-]+\.md:\d+$/, detail: /exited SIGKILL/, reason: 'a documented program must end within 60 s (docs.test.mjs kills it with SIGKILL)' },
+  // The demo (examples/demo.mjs) in a child Node with 30 s to finish: killed, its status reads null.
+  { name: /^demo: runs offline, explains, provisions, falls back, spills over and cleans up$/, detail: /null !== 0/, reason: 'the demo must end within its 30 s spawn timeout' },
   // tsc (plain JavaScript, nothing arm64 in it) over every ts block, killed by its 120 s
   // spawn timeout: the exit status reads null.
   { name: /^every ts block type-checks against the package types \(tsc --strict\)$/, detail: /null !== 0/, reason: 'tsc over every ts block must end within its 120 s spawn timeout' },
