@@ -1158,11 +1158,3 @@ fn budget_fields(error: &mut Fault, b: &super::budgets::Budgets, machine: &Acqui
 pub(crate) fn unknown_pool() -> Failure {
     Fault::new(ErrorClass::Internal, "INTERNAL_ERROR", "internal error (an unknown pool index) (a bug: please report it)")
 }
-
-#[cfg(test)]
-mod size_probe {
-    #[test]
-    fn print_sizes() {
-        eprintln!("SIZES job={} acquisition={} stage={}", std::mem::size_of::<super::Job>(), std::mem::size_of::<crate::core::acquisition::Acquisition>(), std::mem::size_of::<super::Stage>());
-    }
-}
