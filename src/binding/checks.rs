@@ -4,7 +4,7 @@
 //! options, the `telemetry` option, a reader option JSON cannot carry, why a pool could
 //! not be listed. Every rule is the core's; this file converts.
 
-use crate::binding::error::{guard, internal, panicked, Failure, NativeError, ErrorValue};
+use crate::binding::error::{guard, internal, panicked, ErrorValue, Failure, NativeError};
 use crate::core::capacity::ListFailure;
 use crate::core::error::{CoreError, ErrorClass};
 use crate::core::facts::Fact;
@@ -221,7 +221,12 @@ pub fn telemetry_instrument_refused(env: Env, name: String) -> napi::Result<Erro
 pub fn reader_option_refused(env: Env, field: String, expectation: String) -> napi::Result<ErrorValue> {
     guard(&env, || {
         let e = FieldError::new(field, expectation);
-        Ok(ErrorValue(NativeError::invalid(ErrorClass::Configuration, "INVALID_CONFIGURATION", config::message(&e), e.field)))
+        Ok(ErrorValue(NativeError::invalid(
+            ErrorClass::Configuration,
+            "INVALID_CONFIGURATION",
+            config::message(&e),
+            e.field,
+        )))
     })
 }
 

@@ -3,9 +3,9 @@
 //! the operating system's CSPRNG (I/O, so not the core's).
 
 use crate::binding::error::guard;
+use crate::binding::router::RouterState;
 use crate::core::ids::{validate_provider_id, validate_sandbox_id, SandboxKey, ID_BYTES};
 use crate::core::CoreError;
-use crate::binding::router::RouterState;
 use napi::bindgen_prelude::External;
 use napi::Env;
 use napi_derive::napi;

@@ -6,7 +6,9 @@
 
 use crate::binding::error::guard;
 use crate::binding::request::CompiledRequest;
-use crate::core::router::pools::{definition_value, Extras, Pools, Question, ResolverFailure as CoreFailure, SignalAnswer};
+use crate::core::router::pools::{
+    definition_value, Extras, Pools, Question, ResolverFailure as CoreFailure, SignalAnswer,
+};
 use napi::bindgen_prelude::External;
 use napi::Env;
 use napi_derive::napi;
@@ -133,7 +135,10 @@ pub fn readiness_of(
 impl From<&RouteExtras> for Extras {
     fn from(e: &RouteExtras) -> Self {
         Extras {
-            credentials_unavailable: e.credentials_unavailable.as_ref().map(|v| v.iter().map(|&i| i as usize).collect()),
+            credentials_unavailable: e
+                .credentials_unavailable
+                .as_ref()
+                .map(|v| v.iter().map(|&i| i as usize).collect()),
             signals: e.signals.as_ref().map(|s| {
                 s.iter()
                     .map(|a| SignalAnswer {
@@ -166,6 +171,13 @@ pub fn registry_survivors(
         signals: None,
     };
     let pools = registry.pools.borrow();
-    let q = Question { req: &request.req, detached, extras: Some(&extras), provider_order: None, health: None, over_budget: &[] };
+    let q = Question {
+        req: &request.req,
+        detached,
+        extras: Some(&extras),
+        provider_order: None,
+        health: None,
+        over_budget: &[],
+    };
     pools.survivors(&q).into_iter().map(|i| i as u32).collect()
 }

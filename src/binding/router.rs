@@ -174,7 +174,13 @@ pub fn router_options_refused(env: Env, what: String) -> napi::Result<()> {
 /// Throws the typed error of a value JSON cannot carry in `scope`'s options, at `segments`
 /// (keys and indices) under `prefix`; `what` says what it is.
 #[napi]
-pub fn not_json_error(env: Env, scope: String, segments: Vec<napi::bindgen_prelude::Either<String, f64>>, what: String, prefix: String) -> napi::Result<()> {
+pub fn not_json_error(
+    env: Env,
+    scope: String,
+    segments: Vec<napi::bindgen_prelude::Either<String, f64>>,
+    what: String,
+    prefix: String,
+) -> napi::Result<()> {
     use crate::core::router::options::{not_json, Segment};
     guard(&env, || {
         let segments: Vec<Segment> = segments
@@ -220,9 +226,8 @@ fn settings_of(s: RouterSettings) -> Result<Settings, Failure> {
     let budgets = match s.budgets_json.as_deref() {
         None => Vec::new(),
         Some(text) => {
-            let v = serde_json::from_str(text).map_err(|_| {
-                NativeError::config("router", "budgets", "must be an array of rules")
-            })?;
+            let v = serde_json::from_str(text)
+                .map_err(|_| NativeError::config("router", "budgets", "must be an array of rules"))?;
             crate::core::budget::rules_of_option(&v)?
         }
     };
@@ -269,10 +274,7 @@ pub fn create_router(
         let settings = settings_of(settings)?;
         let sink = sqlite.map(|s| Box::new(s.charge_sink()) as Box<dyn crate::core::router::budgets::ChargeSink>);
         let router = Router::new(settings, registry.pools.clone(), store.map(|s| s.store.clone()), sink, now_millis())?;
-        Ok(External::new(RouterState {
-            router: RefCell::new(router),
-            ids: RefCell::new(SandboxIdSource::default()),
-        }))
+        Ok(External::new(RouterState { router: RefCell::new(router), ids: RefCell::new(SandboxIdSource::default()) }))
     })
 }
 
@@ -320,7 +322,11 @@ pub fn router_budget_rules(router: &External<RouterState>, clock: Option<f64>) -
 /// `router.budgetStatus()` of the in-process ledger at `clock` (the router's clock, ms):
 /// every rule's keys, in rule order.
 #[napi]
-pub fn router_budget_status(env: Env, router: &External<RouterState>, clock: Option<f64>) -> napi::Result<Vec<BudgetStatusRecord>> {
+pub fn router_budget_status(
+    env: Env,
+    router: &External<RouterState>,
+    clock: Option<f64>,
+) -> napi::Result<Vec<BudgetStatusRecord>> {
     guard(&env, || {
         let now = now_of(None, clock).router;
         let mut r = router.router.borrow_mut();
@@ -340,7 +346,12 @@ pub fn router_budget_status(env: Env, router: &External<RouterState>, clock: Opt
 /// `router.settleCost(id, actualCost)` in the in-process ledger. False when the ledger does
 /// not know the charge. Throws `INVALID_SANDBOX_ID` / `INVALID_INPUT`.
 #[napi]
-pub fn router_settle_cost(env: Env, router: &External<RouterState>, id: String, actual_cost: f64) -> napi::Result<bool> {
+pub fn router_settle_cost(
+    env: Env,
+    router: &External<RouterState>,
+    id: String,
+    actual_cost: f64,
+) -> napi::Result<bool> {
     guard(&env, || {
         let key = SandboxKey::parse_checked(&id)?;
         router.router.borrow_mut().settle_cost(key, actual_cost)
@@ -474,7 +485,14 @@ pub fn route_order(
         let provider_order = r.provider_order().map(<[String]>::to_vec);
         let req = &request.req;
         let order = r.view(&mut pools, now, |pools, health| {
-            let q = Question { req, detached, extras: None, provider_order: provider_order.as_deref(), health, over_budget: &[] };
+            let q = Question {
+                req,
+                detached,
+                extras: None,
+                provider_order: provider_order.as_deref(),
+                health,
+                over_budget: &[],
+            };
             pools.candidates(&q, Some(req.max_attempts as usize))
         })?;
         // SAFETY: JavaScript cannot run during this synchronous call, and nothing keeps the slice beyond it.

@@ -272,7 +272,13 @@ impl Ledger {
     /// A ledger whose assumptions expire `ttl_ms` after their launch settled (the router's
     /// clock: every instant below is its reading, epoch ms).
     pub fn new(ttl_ms: u64) -> Self {
-        Ledger { holds: HashMap::new(), order: Vec::new(), next_token: 1, seq: 0, ttl_ms: ttl_ms.min(i64::MAX as u64) as i64 }
+        Ledger {
+            holds: HashMap::new(),
+            order: Vec::new(),
+            next_token: 1,
+            seq: 0,
+            ttl_ms: ttl_ms.min(i64::MAX as u64) as i64,
+        }
     }
 
     /// Marks the start of a read; pass the returned sequence to [`Ledger::admit`].
@@ -328,7 +334,14 @@ impl Ledger {
 
     /// Checks `measurement` (already validated) for pool `pool`, given the request's
     /// resources, at `now`. On room, holds `max(required, request need)` per dimension.
-    pub fn admit(&mut self, pool: usize, read_seq: u64, measurement: &Measurement, req: &Resources, now: i64) -> Admission {
+    pub fn admit(
+        &mut self,
+        pool: usize,
+        read_seq: u64,
+        measurement: &Measurement,
+        req: &Resources,
+        now: i64,
+    ) -> Admission {
         let m = match measurement {
             Measurement::Unknown(r) => return Admission::Unknown(*r),
             Measurement::Known(m) => m,

@@ -460,7 +460,6 @@ impl From<CoreError> for Failure {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -218,7 +218,12 @@ impl Router {
 
     /// Runs `f` with the registry and this router's health view at `now` (None when the
     /// router tracks no health).
-    pub fn view<T>(&mut self, pools: &mut Pools, now: i64, f: impl FnOnce(&mut Pools, Option<&HealthView<'_>>) -> T) -> T {
+    pub fn view<T>(
+        &mut self,
+        pools: &mut Pools,
+        now: i64,
+        f: impl FnOnce(&mut Pools, Option<&HealthView<'_>>) -> T,
+    ) -> T {
         match &mut self.health {
             None => f(pools, None),
             Some(h) => {
@@ -243,8 +248,7 @@ impl Router {
     /// capacity hold and its budgets' concurrent slot are given back. (capacity, budget):
     /// what was released.
     pub fn released(&mut self, id: SandboxKey) -> (bool, bool) {
-        let capacity =
-            self.capacity.as_mut().filter(|c| !c.coordinated).is_some_and(|c| c.ledger.release_sandbox(id));
+        let capacity = self.capacity.as_mut().filter(|c| !c.coordinated).is_some_and(|c| c.ledger.release_sandbox(id));
         let budget = self.budgets.as_mut().filter(|b| !b.shared).is_some_and(|b| {
             let released = b.ledger.release(id);
             b.flush();
@@ -279,7 +283,9 @@ impl Router {
 
     /// Whether pool `id`'s circuit is closed at `now` (always, without health tracking).
     pub fn circuit_closed(&self, id: &str, now: i64) -> bool {
-        self.health.as_ref().is_none_or(|h| h.find(id).is_none_or(|slot| matches!(h.state(slot, now), CircuitState::Closed)))
+        self.health
+            .as_ref()
+            .is_none_or(|h| h.find(id).is_none_or(|slot| matches!(h.state(slot, now), CircuitState::Closed)))
     }
 
     /// Emits `event` about `sandbox` (or the router) at `now`, when anyone listens.

@@ -224,8 +224,13 @@ pub fn read(given: &[Given], health_clock: Option<&str>, data: &Value) -> Result
     }
     o.callback_timeout_ms =
         int_in(data, "callbackTimeoutMs", "callbackTimeoutMs", DEFAULT_CALLBACK_TIMEOUT_MS, MAX_CALLBACK_TIMEOUT_MS)?;
-    o.operation_timeout_ms =
-        int_in(data, "operationTimeoutMs", "operationTimeoutMs", DEFAULT_OPERATION_TIMEOUT_MS, MAX_OPERATION_TIMEOUT_MS)?;
+    o.operation_timeout_ms = int_in(
+        data,
+        "operationTimeoutMs",
+        "operationTimeoutMs",
+        DEFAULT_OPERATION_TIMEOUT_MS,
+        MAX_OPERATION_TIMEOUT_MS,
+    )?;
     if find("fleet").is_some() {
         match data.get("fleet").and_then(Value::as_str) {
             Some(f) if validate_fleet(f) => o.fleet = f.to_string(),
@@ -280,7 +285,8 @@ fn capacity(c: &Given, data: Option<&Value>) -> Result<CapacityOptions, Failure>
         DEFAULT_RESERVATION_TTL_MS,
         MAX_RESERVATION_TTL_MS,
     )?;
-    let timeout_ms = int_in(data, "timeoutMs", "capacity.timeoutMs", DEFAULT_CAPACITY_TIMEOUT_MS, MAX_CAPACITY_TIMEOUT_MS)?;
+    let timeout_ms =
+        int_in(data, "timeoutMs", "capacity.timeoutMs", DEFAULT_CAPACITY_TIMEOUT_MS, MAX_CAPACITY_TIMEOUT_MS)?;
     Ok(CapacityOptions { provider_order, timeout_ms, reservation_ttl_ms, coordinated })
 }
 
@@ -380,7 +386,12 @@ mod tests {
     use serde_json::json;
 
     fn g(key: &str, kind: &str, methods: &[&str]) -> Given {
-        Given { key: key.into(), kind: kind.into(), methods: methods.iter().map(|m| m.to_string()).collect(), postgres: None }
+        Given {
+            key: key.into(),
+            kind: kind.into(),
+            methods: methods.iter().map(|m| m.to_string()).collect(),
+            postgres: None,
+        }
     }
 
     fn registry() -> Given {
@@ -410,20 +421,30 @@ mod tests {
         assert_eq!(field_of(read_(&[registry(), g("mappings", "object", &["put", "get"])], &json!({}))), "mappings");
         assert_eq!(field_of(read_(&[registry(), g("observer", "object", &[])], &json!({}))), "observer");
         assert_eq!(field_of(read_(&[registry(), g("clock", "number", &[])], &json!({}))), "clock");
-        for (v, field) in [(json!(0), "callbackTimeoutMs"), (json!(3_600_001), "callbackTimeoutMs"), (json!(1.5), "callbackTimeoutMs")] {
+        for (v, field) in [
+            (json!(0), "callbackTimeoutMs"),
+            (json!(3_600_001), "callbackTimeoutMs"),
+            (json!(1.5), "callbackTimeoutMs"),
+        ] {
             let given = [registry(), g("callbackTimeoutMs", "number", &[])];
             assert_eq!(field_of(read_(&given, &json!({ "callbackTimeoutMs": v }))), field);
         }
         let cap = g("capacity", "object", &[]);
         let given = [registry(), cap.clone()];
         assert_eq!(field_of(read_(&given, &json!({ "capacity": {} }))), "capacity.providerOrder");
-        assert_eq!(field_of(read_(&given, &json!({ "capacity": { "providerOrder": ["a", "a"] } }))), "capacity.providerOrder[1]");
+        assert_eq!(
+            field_of(read_(&given, &json!({ "capacity": { "providerOrder": ["a", "a"] } }))),
+            "capacity.providerOrder[1]"
+        );
         assert_eq!(
             field_of(read_(&given, &json!({ "capacity": { "providerOrder": ["a"], "timeoutMs": 600_001 } }))),
             "capacity.timeoutMs"
         );
         let not_pg = Given { postgres: Some(false), ..cap };
-        assert_eq!(field_of(read_(&[registry(), not_pg], &json!({ "capacity": { "providerOrder": ["a"] } }))), "capacity.coordinator");
+        assert_eq!(
+            field_of(read_(&[registry(), not_pg], &json!({ "capacity": { "providerOrder": ["a"] } }))),
+            "capacity.coordinator"
+        );
         assert_eq!(field_of(read_(&[registry(), g("fleet", "string", &[])], &json!({ "fleet": "Bad Name" }))), "fleet");
     }
 
@@ -437,13 +458,20 @@ mod tests {
             g("callbackTimeoutMs", "number", &[]),
             g("fleet", "string", &[]),
         ];
-        let o = read_(&given, &json!({ "capacity": { "providerOrder": ["b", "a"] }, "callbackTimeoutMs": 5, "fleet": "blue" })).unwrap();
+        let o = read_(
+            &given,
+            &json!({ "capacity": { "providerOrder": ["b", "a"] }, "callbackTimeoutMs": 5, "fleet": "blue" }),
+        )
+        .unwrap();
         assert_eq!(o.observer_method, Some("onEvent"), "the first method found, in emit, onEvent, event order");
         assert!(o.intents && o.mappings);
         assert_eq!(o.callback_timeout_ms, 5);
         assert_eq!(o.fleet, "blue");
         let c = o.capacity.unwrap();
-        assert_eq!((c.provider_order, c.timeout_ms, c.reservation_ttl_ms, c.coordinated), (vec!["b".into(), "a".into()], 5_000, 60_000, false));
+        assert_eq!(
+            (c.provider_order, c.timeout_ms, c.reservation_ttl_ms, c.coordinated),
+            (vec!["b".into(), "a".into()], 5_000, 60_000, false)
+        );
     }
 
     #[test]

@@ -169,8 +169,7 @@ impl Question<'_> {
     pub fn with_options<T>(&self, limit: Option<usize>, detail: bool, f: impl FnOnce(&RouteOptions<'_>) -> T) -> T {
         let circuit = self.health.map(HealthView::circuit).unwrap_or_default();
         let observed = self.health.and_then(HealthView::observed);
-        let unavailable: Vec<usize> =
-            self.extras.and_then(|e| e.credentials_unavailable.clone()).unwrap_or_default();
+        let unavailable: Vec<usize> = self.extras.and_then(|e| e.credentials_unavailable.clone()).unwrap_or_default();
         let overrides = self.extras.and_then(|e| e.signals.as_deref()).map(signal_overrides);
         f(&RouteOptions {
             detached: self.detached,
@@ -208,7 +207,12 @@ fn signal_overrides(answers: &[SignalAnswer]) -> HashMap<usize, SignalState> {
 impl Pools {
     /// Adds a pool from its definition's JSON value; returns its index. A duplicate id or a
     /// malformed definition is the typed registry error.
-    pub fn add(&mut self, definition: &Value, has_launch_detached: bool, has_capacity_reader: bool) -> Result<usize, Failure> {
+    pub fn add(
+        &mut self,
+        definition: &Value,
+        has_launch_detached: bool,
+        has_capacity_reader: bool,
+    ) -> Result<usize, Failure> {
         let pool = Pool::from_json(definition, has_launch_detached)?;
         let index = self.registry.add(pool).map_err(Failure::from)?;
         self.readers.push(has_capacity_reader);
@@ -306,7 +310,11 @@ impl Pools {
             .iter()
             .map(|r| PoolRejection {
                 provider_id: pools[r.index].id.clone(),
-                reasons: r.reasons.iter().map(|x| ReasonFact { code: x.reason.code(), detail: x.detail.clone() }).collect(),
+                reasons: r
+                    .reasons
+                    .iter()
+                    .map(|x| ReasonFact { code: x.reason.code(), detail: x.detail.clone() })
+                    .collect(),
             })
             .collect()
     }
@@ -325,6 +333,10 @@ impl Pools {
 /// A definition's text as JSON, or the typed registry error.
 pub fn definition_value(text: &str) -> Result<Value, Failure> {
     serde_json::from_str(text).map_err(|_| {
-        Fault::new(ErrorClass::ProviderRegistry, "INVALID_PROVIDER_DEFINITION", "provider definition is not serializable")
+        Fault::new(
+            ErrorClass::ProviderRegistry,
+            "INVALID_PROVIDER_DEFINITION",
+            "provider definition is not serializable",
+        )
     })
 }
