@@ -317,28 +317,33 @@ pub struct IntentFact {
     pub owner_session: String,
 }
 
-/// Writes a mapping of the default store.
+/// What a job's record of the default store says about its sandbox.
+pub(crate) struct NewRecord<'a> {
+    pub(crate) id: SandboxKey,
+    pub(crate) provider_id: &'a str,
+    pub(crate) provider_sandbox_id: &'a str,
+    pub(crate) labels: Arc<Vec<(String, String)>>,
+    pub(crate) detached: bool,
+}
+
+/// Writes a mapping of the default store, stamped with the router's fleet, made at `wall`.
 pub(crate) fn write_record(
     store: &RefCell<crate::core::mapping::MappingStore>,
-    id: SandboxKey,
-    provider_id: &str,
-    provider_sandbox_id: &str,
-    labels: Arc<Vec<(String, String)>>,
+    r: NewRecord<'_>,
     fleet: Arc<str>,
-    detached: bool,
     wall: i64,
 ) {
     let mut store = store.borrow_mut();
-    let provider_id = store.intern(provider_id);
+    let provider_id = store.intern(r.provider_id);
     store.put(Mapping {
-        id,
+        id: r.id,
         provider_id,
-        provider_sandbox_id: provider_sandbox_id.into(),
-        labels,
+        provider_sandbox_id: r.provider_sandbox_id.into(),
+        labels: r.labels,
         stamped: true,
         fleet: Some(fleet),
         created_at: CreatedAt::Millis(wall),
-        detached,
+        detached: r.detached,
     });
 }
 
@@ -839,12 +844,14 @@ impl Router {
         };
         write_record(
             store,
-            job.id,
-            &provider_id,
-            provider_sandbox_id,
-            job.labels.clone(),
+            NewRecord {
+                id: job.id,
+                provider_id: &provider_id,
+                provider_sandbox_id,
+                labels: job.labels.clone(),
+                detached: job.detached,
+            },
             fleet.clone(),
-            job.detached,
             wall,
         );
         job.machine.announce(Event::MappingPersisted { pool: PoolId::from(provider_id.as_str()) });

@@ -8,7 +8,7 @@
 //! flight by `reconcile`, exactly as a provision's launch.
 
 use super::pools::Pools;
-use super::provision::{write_record, Job, Next, Stage, WarmRole};
+use super::provision::{write_record, Job, NewRecord, Next, Stage, WarmRole};
 use super::{Now, Router};
 use crate::core::acquisition::{Acquisition, CapacityPlan};
 use crate::core::capabilities::Lifetime;
@@ -241,12 +241,14 @@ impl Router {
         if let Some(store) = store.as_ref().filter(|_| recorded) {
             write_record(
                 store,
-                job.id,
-                &provider_id,
-                provider_sandbox_id,
-                job.labels.clone(),
+                NewRecord {
+                    id: job.id,
+                    provider_id: &provider_id,
+                    provider_sandbox_id,
+                    labels: job.labels.clone(),
+                    detached: false,
+                },
                 fleet.clone(),
-                false,
                 wall,
             );
         }
@@ -411,12 +413,14 @@ impl Router {
                 Some(store) if !shared => {
                     write_record(
                         store,
-                        m.id,
-                        &provider_id,
-                        &m.provider_sandbox_id,
-                        job.labels.clone(),
+                        NewRecord {
+                            id: m.id,
+                            provider_id: &provider_id,
+                            provider_sandbox_id: &m.provider_sandbox_id,
+                            labels: job.labels.clone(),
+                            detached: job.detached,
+                        },
                         fleet.clone(),
-                        job.detached,
                         wall,
                     );
                 }
