@@ -377,10 +377,10 @@ export declare function acquisitionIntentSettled(router: ExternalObject<RouterSt
 export declare function acquisitionIntentWritten(router: ExternalObject<RouterState>, key: number, ok: boolean, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
 
 /**
- * A launch settled after its provision's deadline had ended it: whether to destroy what it
- * returned (`hasHandle`: a handle with an id).
+ * A launch settled after its provision's deadline had ended it: the bound (ms) of the
+ * destroy of what it returned (`hasHandle`: a handle with an id); 0: nothing to destroy.
  */
-export declare function acquisitionLate(router: ExternalObject<RouterState>, hasHandle: boolean): boolean
+export declare function acquisitionLate(router: ExternalObject<RouterState>, hasHandle: boolean): number
 
 /** The destroy of a late launch's sandbox `id` on pool `providerId` settled. */
 export declare function acquisitionLateCleanedUp(router: ExternalObject<RouterState>, id: string, providerId: string, succeeded: boolean, clockNow?: number | undefined | null): void

@@ -296,11 +296,17 @@ export function describeEvent(event: RoutingEvent): string {
   const at: string = event.at;
   // @ts-expect-error no index signature: a misspelt field does not compile
   void event.provderId;
-  // reconcile's pool-level events carry no sandboxId; every other event does.
+  // Router-level events (reconcile's, warm refills' pause and resume) carry no sandboxId;
+  // every other event does.
   if (event.type === 'reconcile.listed' || event.type === 'reconcile.completed') {
     // @ts-expect-error pool-level: no sandboxId
     void event.sandboxId;
     return event.type === 'reconcile.listed' ? `${event.providerId} ${event.status} ${event.reason ?? ''}` : `${event.orphan} orphans`;
+  }
+  if (event.type === 'warm.refill.paused' || event.type === 'warm.refill.resumed') {
+    // @ts-expect-error pool-level: no sandboxId
+    void event.sandboxId;
+    return `${event.providerId} refills ${event.type === 'warm.refill.paused' ? `paused ${event.code}` : 'resumed'}`;
   }
   const sandboxId: string = event.sandboxId;
   switch (event.type) {
@@ -361,11 +367,8 @@ export function describeEvent(event: RoutingEvent): string {
     }
     case 'warm.member.expired':
       return `${event.providerId} expired at ${event.ageMs} ms destroyed=${event.destroyed satisfies boolean}`;
-    case 'warm.refill.paused':
-      return `${event.providerId} paused ${event.code}`;
     case 'warm.member.launched':
     case 'warm.member.lost':
-    case 'warm.refill.resumed':
       // @ts-expect-error only warm.claimed and warm.member.expired carry ageMs
       void event.ageMs;
       return `${event.type} ${event.providerId}`;

@@ -510,6 +510,30 @@ test('deadline: a late success is destroyed, not left running unrecorded', async
   assert.equal(cleanup.succeeded, true);
 });
 
+/** A launch that settles 60 ms after a 20 ms deadline; its destroy takes `destroyMs`. */
+async function lateCleanup(destroyMs, operationTimeoutMs) {
+  const late = fakeRuntime({
+    launch: () => new Promise((r) => setTimeout(r, 60, { id: 'late-2' })),
+    destroy: () => new Promise((r) => setTimeout(r, destroyMs)),
+  });
+  const { router, rec } = setup([definition('a', { runtime: late })], { router: { operationTimeoutMs } });
+  await assert.rejects(router.provision({ routing: { acquisitionTimeoutMs: 20 } }), AcquisitionTimeoutError);
+  await new Promise((r) => setTimeout(r, 60 + destroyMs + 150));
+  return rec.events.find((e) => e.type === 'cleanup.completed');
+}
+
+test('deadline must-not-fire: a late success\'s destroy that takes 80 ms is waited for (operationTimeoutMs bounds it)', async () => {
+  const cleanup = await lateCleanup(80, 5_000);
+  assert.equal(cleanup.reason, 'late-launch');
+  assert.equal(cleanup.succeeded, true);
+});
+
+test('deadline must-fire: a late success\'s destroy slower than operationTimeoutMs is reported as failed', async () => {
+  const cleanup = await lateCleanup(300, 50);
+  assert.equal(cleanup.reason, 'late-launch');
+  assert.equal(cleanup.succeeded, false);
+});
+
 test('robustness: sync throws, non-Error rejections and malformed handles become typed outcomes', async () => {
   const cases = [
     [() => {

@@ -424,11 +424,11 @@ pub fn acquisition_record(env: Env, router: &External<RouterState>, key: u32) ->
     })
 }
 
-/// A launch settled after its provision's deadline had ended it: whether to destroy what it
-/// returned (`hasHandle`: a handle with an id).
+/// A launch settled after its provision's deadline had ended it: the bound (ms) of the
+/// destroy of what it returned (`hasHandle`: a handle with an id); 0: nothing to destroy.
 #[napi]
-pub fn acquisition_late(router: &External<RouterState>, has_handle: bool) -> bool {
-    router.router.borrow_mut().late_launch(has_handle)
+pub fn acquisition_late(router: &External<RouterState>, has_handle: bool) -> u32 {
+    u32::try_from(router.router.borrow().late_launch(has_handle)).unwrap_or(u32::MAX)
 }
 
 /// The destroy of a late launch's sandbox `id` on pool `providerId` settled.

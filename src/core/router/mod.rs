@@ -17,6 +17,8 @@ pub mod budgets;
 pub mod options;
 pub mod pools;
 pub mod provision;
+#[cfg(test)]
+mod tests;
 pub mod warm;
 
 use crate::core::capacity::Ledger;

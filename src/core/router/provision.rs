@@ -1006,9 +1006,14 @@ impl Router {
     }
 
     /// A launch that settled after its job was over (its deadline passed): nobody holds its
-    /// id, so a sandbox it made is destroyed (`true`), when it made one (`has_handle`).
-    pub fn late_launch(&mut self, has_handle: bool) -> bool {
-        has_handle
+    /// id, so a sandbox it made (`has_handle`) is destroyed, within the bound answered (ms,
+    /// `operationTimeoutMs`); 0: nothing to destroy.
+    pub fn late_launch(&self, has_handle: bool) -> u64 {
+        if has_handle {
+            self.operation_timeout_ms
+        } else {
+            0
+        }
     }
 
     /// The destroy of a late launch's sandbox settled: the event that says so.

@@ -1,0 +1,331 @@
+//! The router's driver protocol, step by step: each step kind the router answers, and each
+//! bound (timer) it chooses, in must-fire / must-not-fire pairs. A test plays JavaScript:
+//! it begins a job, performs nothing, and reports what the step did at clock readings it
+//! picks, then reads the next step.
+
+use super::provision::{flags, StepKind};
+use super::{CapacitySettings, Now, Owner, Router, Settings};
+use crate::core::capacity::{Measurement, ResourceMeasurement, UnknownReason};
+use crate::core::events::Event;
+use crate::core::health::HealthConfig;
+use crate::core::ids::SandboxKey;
+use crate::core::mapping::MappingStore;
+use crate::core::request::{parse_request, Request};
+use crate::core::router::pools::Pools;
+use serde_json::json;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+const CALLBACK_MS: u64 = 1_234;
+const OPERATION_MS: u64 = 56_789;
+const CAPACITY_MS: u64 = 4_321;
+const T0: i64 = 1_700_000_000_000;
+
+fn settings() -> Settings {
+    Settings {
+        fleet: "fleet-a".into(),
+        health: None,
+        capacity: None,
+        callback_timeout_ms: CALLBACK_MS,
+        operation_timeout_ms: OPERATION_MS,
+        capacity_timeout_ms: CAPACITY_MS,
+        intents: false,
+        classifier: false,
+        observe: false,
+        owner: Owner { host: "h".into(), pid: 1.0, session: "s".into() },
+        budgets: Vec::new(),
+    }
+}
+
+fn pools(n: usize) -> Rc<RefCell<Pools>> {
+    let mut p = Pools::default();
+    for i in 0..n {
+        let def = json!({
+            "id": format!("p{i}"),
+            "capabilities": {},
+            "signals": { "estimatedCost": i + 1, "coldStartLatencyMs": 100, "readyLatencyMs": 1000,
+                         "completionWithinBudgetRate": 0.9, "available": true },
+        });
+        p.add(&def, false, true).unwrap();
+    }
+    Rc::new(RefCell::new(p))
+}
+
+/// A router over `n` pools with `s`; `default_store`: the in-memory store the success call
+/// writes itself (else the caller's store: a `Persist` step).
+fn router(s: Settings, n: usize, default_store: bool) -> Router {
+    let store = default_store.then(|| Rc::new(RefCell::new(MappingStore::default())));
+    Router::new(s, pools(n), store, None, T0).unwrap()
+}
+
+fn request(v: serde_json::Value) -> Rc<Request> {
+    Rc::new(parse_request(&v).unwrap())
+}
+
+fn id(n: u8) -> SandboxKey {
+    SandboxKey::from_bytes([n; 16])
+}
+
+fn at(ms: i64) -> Now {
+    Now { health: T0 + ms, router: T0 + ms }
+}
+
+/// Begins a provision of `req`; its key and first step.
+fn begin(r: &mut Router, req: &Rc<Request>, n: u8) -> (u32, super::provision::Next) {
+    r.begin(req, false, Vec::new(), None, id(n), at(0)).unwrap()
+}
+
+#[test]
+fn must_fire_a_launch_step_is_bounded_by_the_request_acquisition_timeout() {
+    let mut r = router(settings(), 2, true);
+    let (_, next) = begin(&mut r, &request(json!({ "routing": { "acquisitionTimeoutMs": 7_000 } })), 1);
+    assert_eq!(next.kind, StepKind::Launch);
+    assert_eq!(next.bound_ms, 7_000);
+    assert_eq!(next.pool, 0, "the cheapest pool first");
+}
+
+#[test]
+fn must_not_fire_a_launch_step_without_a_request_timeout_takes_the_default_bound() {
+    let mut r = router(settings(), 2, true);
+    let (_, next) = begin(&mut r, &request(json!({})), 1);
+    assert_eq!(next.kind, StepKind::Launch);
+    assert_eq!(next.bound_ms, crate::core::request::DEFAULT_ACQUISITION_TIMEOUT_MS);
+}
+
+#[test]
+fn must_fire_an_intent_capable_store_gets_the_intent_step_first_within_the_callback_bound() {
+    let mut r = router(Settings { intents: true, ..settings() }, 1, false);
+    let (key, next) = begin(&mut r, &request(json!({})), 1);
+    assert_eq!((next.kind, next.bound_ms), (StepKind::Intent, CALLBACK_MS));
+    let next = r.intent_written(key, true, at(1)).unwrap();
+    assert_eq!(next.kind, StepKind::Launch, "no intent, no launch: the launch follows the written intent");
+}
+
+#[test]
+fn must_not_fire_without_intents_the_first_step_is_the_launch() {
+    let mut r = router(settings(), 1, false);
+    let (_, next) = begin(&mut r, &request(json!({})), 1);
+    assert_eq!(next.kind, StepKind::Launch);
+}
+
+#[test]
+fn must_fire_an_intent_that_could_not_be_written_ends_the_job_before_any_launch() {
+    let mut r = router(Settings { intents: true, ..settings() }, 1, false);
+    let (key, _) = begin(&mut r, &request(json!({})), 1);
+    let next = r.intent_written(key, false, at(1)).unwrap();
+    assert_eq!(next.kind, StepKind::Done);
+    let ending = r.failure(key).unwrap().expect("a failure");
+    assert!(!ending.may_exist, "nothing was launched");
+}
+
+#[test]
+fn must_fire_a_classifier_is_asked_about_a_thrown_launch_within_the_callback_bound() {
+    let mut r = router(Settings { classifier: true, ..settings() }, 2, true);
+    let (key, _) = begin(&mut r, &request(json!({})), 1);
+    let next = r.threw(key, None, at(1)).unwrap();
+    assert_eq!((next.kind, next.bound_ms), (StepKind::Classify, CALLBACK_MS));
+    // A proven pre-allocation failure: the next pool is launched.
+    let next = r.classified(key, Some("QUOTA_EXCEEDED"), Some(true), at(2)).unwrap();
+    assert_eq!((next.kind, next.pool), (StepKind::Launch, 1));
+}
+
+#[test]
+fn must_not_fire_without_a_classifier_a_thrown_launch_is_judged_by_the_router_alone() {
+    let mut r = router(settings(), 2, true);
+    let (key, _) = begin(&mut r, &request(json!({})), 1);
+    let next = r.threw(key, None, at(1)).unwrap();
+    assert_ne!(next.kind, StepKind::Classify);
+    // An unclassified throw may have allocated: no fallback.
+    assert_eq!(next.kind, StepKind::Done);
+    assert!(r.failure(key).unwrap().expect("a failure").may_exist);
+}
+
+#[test]
+fn must_fire_the_default_store_is_written_by_the_success_call_and_the_job_ends_there() {
+    let mut r = router(settings(), 1, true);
+    let (key, _) = begin(&mut r, &request(json!({})), 1);
+    let next = r.succeeded(key, "prov-1", at(1), T0 + 1).unwrap();
+    assert_eq!(next.kind, StepKind::Succeeded);
+    assert_ne!(next.flags & flags::ENDED, 0, "nothing more is asked: ended in the same call");
+    assert_eq!(r.jobs_in_flight(), 0);
+}
+
+#[test]
+fn must_not_fire_a_caller_store_gets_a_persist_step_within_the_callback_bound() {
+    let mut r = router(settings(), 1, false);
+    let (key, _) = begin(&mut r, &request(json!({})), 1);
+    let next = r.succeeded(key, "prov-1", at(1), T0 + 1).unwrap();
+    assert_eq!((next.kind, next.bound_ms), (StepKind::Persist, CALLBACK_MS));
+    assert_eq!(next.flags & flags::ENDED, 0);
+    let next = r.persisted(key, true, at(2)).unwrap();
+    assert_eq!(next.kind, StepKind::Succeeded);
+}
+
+#[test]
+fn must_fire_a_record_that_could_not_be_stored_is_cleaned_up_within_the_operation_bound() {
+    let mut r = router(settings(), 1, false);
+    let (key, _) = begin(&mut r, &request(json!({})), 1);
+    r.succeeded(key, "prov-1", at(1), T0 + 1).unwrap();
+    let next = r.persisted(key, false, at(2)).unwrap();
+    assert_eq!((next.kind, next.bound_ms), (StepKind::Cleanup, OPERATION_MS));
+    let next = r.cleaned_up(key, false, at(3)).unwrap();
+    assert_eq!(next.kind, StepKind::Done);
+    let ending = r.failure(key).unwrap().expect("a failure");
+    assert_eq!(ending.error.code, "MAPPING_PERSISTENCE_FAILED");
+    assert!(ending.may_exist, "the clean-up failed: the sandbox may still exist");
+}
+
+#[test]
+fn must_not_fire_a_cleaned_up_sandbox_does_not_exist_any_more() {
+    let mut r = router(settings(), 1, false);
+    let (key, _) = begin(&mut r, &request(json!({})), 1);
+    r.succeeded(key, "prov-1", at(1), T0 + 1).unwrap();
+    r.persisted(key, false, at(2)).unwrap();
+    r.cleaned_up(key, true, at(3)).unwrap();
+    assert!(!r.failure(key).unwrap().expect("a failure").may_exist);
+}
+
+#[test]
+fn must_fire_with_intents_a_failure_after_a_launch_settles_the_intent_as_failed() {
+    let mut r = router(Settings { intents: true, ..settings() }, 1, false);
+    let (key, _) = begin(&mut r, &request(json!({})), 1);
+    r.intent_written(key, true, at(1)).unwrap();
+    r.succeeded(key, "prov-1", at(2), T0 + 2).unwrap();
+    r.persisted(key, false, at(3)).unwrap();
+    let next = r.cleaned_up(key, false, at(4)).unwrap();
+    assert_eq!((next.kind, next.bound_ms), (StepKind::Unintent, CALLBACK_MS));
+    assert_ne!(next.flags & flags::FAILED_INTENT, 0, "a sandbox may exist: the intent stays, as failed");
+    assert_eq!(r.intent_settled(key, at(5)).unwrap().kind, StepKind::Done);
+}
+
+#[test]
+fn must_not_fire_with_intents_a_destroyed_sandbox_removes_its_intent() {
+    let mut r = router(Settings { intents: true, ..settings() }, 1, false);
+    let (key, _) = begin(&mut r, &request(json!({})), 1);
+    r.intent_written(key, true, at(1)).unwrap();
+    r.succeeded(key, "prov-1", at(2), T0 + 2).unwrap();
+    r.persisted(key, false, at(3)).unwrap();
+    let next = r.cleaned_up(key, true, at(4)).unwrap();
+    assert_eq!(next.kind, StepKind::Unintent);
+    assert_eq!(next.flags & flags::FAILED_INTENT, 0, "nothing exists: the intent is removed");
+}
+
+#[test]
+fn must_fire_a_capacity_policy_reads_capacity_first_within_the_capacity_bound() {
+    let cap = CapacitySettings { provider_order: vec!["p0".into()], reservation_ttl_ms: 60_000, coordinated: false };
+    let mut r = router(Settings { capacity: Some(cap), ..settings() }, 1, true);
+    let (key, next) = begin(&mut r, &request(json!({})), 1);
+    assert_eq!((next.kind, next.bound_ms), (StepKind::Admit, CAPACITY_MS));
+    let room = Measurement::Known(vec![ResourceMeasurement::new("sandboxes", 0.0, 10.0, "sandboxes", 1.0)]);
+    let next = r.admit(key, &room, at(1)).unwrap();
+    assert_eq!(next.kind, StepKind::Launch, "room: the pool is admitted and launched");
+}
+
+#[test]
+fn must_not_fire_an_unknown_measurement_skips_the_pool_without_a_launch() {
+    let cap = CapacitySettings { provider_order: vec!["p0".into()], reservation_ttl_ms: 60_000, coordinated: false };
+    let mut r = router(Settings { capacity: Some(cap), ..settings() }, 1, true);
+    let (key, _) = begin(&mut r, &request(json!({})), 1);
+    let next = r.admit(key, &Measurement::Unknown(UnknownReason::Timeout), at(1)).unwrap();
+    assert_eq!(next.kind, StepKind::Done);
+    assert_eq!(r.failure(key).unwrap().expect("a failure").error.code, "PROVIDER_CAPACITY_EXHAUSTED");
+}
+
+#[test]
+fn must_fire_a_launch_past_its_deadline_ends_the_job_and_may_have_allocated() {
+    let mut r = router(settings(), 2, true);
+    let (key, _) = begin(&mut r, &request(json!({})), 1);
+    let next = r.timed_out(key, at(30_000)).unwrap();
+    assert_eq!(next.kind, StepKind::Done, "a timeout is not a proven pre-allocation failure: no fallback");
+    assert!(r.failure(key).unwrap().expect("a failure").may_exist);
+}
+
+#[test]
+fn must_not_fire_a_malformed_handle_is_not_a_timeout() {
+    let mut r = router(settings(), 1, true);
+    let (key, _) = begin(&mut r, &request(json!({})), 1);
+    let next = r.malformed(key, at(1)).unwrap();
+    assert_eq!(next.kind, StepKind::Done);
+    assert_ne!(r.failure(key).unwrap().expect("a failure").error.code, "PROVISION_TIMEOUT");
+}
+
+#[test]
+fn must_fire_a_late_launch_with_a_handle_is_destroyed_within_the_operation_bound() {
+    let r = router(settings(), 1, true);
+    assert_eq!(r.late_launch(true), OPERATION_MS);
+}
+
+#[test]
+fn must_not_fire_a_late_launch_without_a_handle_destroys_nothing() {
+    let r = router(settings(), 1, true);
+    assert_eq!(r.late_launch(false), 0);
+}
+
+#[test]
+fn must_fire_an_observing_router_announces_the_job_in_the_core_event_enum() {
+    let mut r = router(Settings { observe: true, ..settings() }, 2, true);
+    let (key, next) = begin(&mut r, &request(json!({})), 1);
+    assert_ne!(next.flags & flags::EVENTS, 0);
+    let events = r.job_events(key, at(0)).unwrap();
+    let types: Vec<&str> = events.iter().map(|e| e.event.type_name()).collect();
+    assert_eq!(&types[..2], ["provision.validated", "provision.ranked"]);
+    assert!(events.iter().all(|e| e.sandbox == Some(id(1))), "a job's events name its sandbox");
+    assert!(matches!(events[0].event, Event::ProvisionValidated { detached: false }));
+}
+
+#[test]
+fn must_not_fire_a_router_without_an_observer_records_no_event() {
+    let mut r = router(settings(), 2, true);
+    let (key, next) = begin(&mut r, &request(json!({})), 1);
+    assert_eq!(next.flags & flags::EVENTS, 0);
+    assert!(r.job_events(key, at(0)).unwrap().is_empty());
+    r.succeeded(key, "prov-1", at(1), T0 + 1).unwrap();
+    assert!(r.take_events().is_empty());
+}
+
+#[test]
+fn must_fire_live_health_opens_a_circuit_after_its_threshold_of_failures() {
+    let health = HealthConfig { failure_threshold: 2, ..HealthConfig::default() };
+    let mut r = router(Settings { health: Some(health), ..settings() }, 2, true);
+    for n in 1..=2 {
+        let (key, next) = begin(&mut r, &request(json!({})), n);
+        assert_eq!(next.pool, 0);
+        r.threw(key, None, at(i64::from(n))).unwrap();
+        r.end(key);
+    }
+    let (_, next) = begin(&mut r, &request(json!({})), 3);
+    assert_eq!(next.pool, 1, "p0's circuit is open: the route passes it over");
+}
+
+#[test]
+fn must_not_fire_one_failure_below_the_threshold_keeps_the_pool() {
+    let health = HealthConfig { failure_threshold: 2, ..HealthConfig::default() };
+    let mut r = router(Settings { health: Some(health), ..settings() }, 2, true);
+    let (key, _) = begin(&mut r, &request(json!({})), 1);
+    r.threw(key, None, at(1)).unwrap();
+    r.end(key);
+    let (_, next) = begin(&mut r, &request(json!({})), 2);
+    assert_eq!(next.pool, 0);
+}
+
+#[test]
+fn must_fire_a_job_in_flight_is_seen_by_reconcile_until_it_ends() {
+    let mut r = router(settings(), 1, false);
+    let (key, _) = begin(&mut r, &request(json!({})), 7);
+    assert!(r.in_flight(id(7)));
+    r.succeeded(key, "prov-1", at(1), T0 + 1).unwrap();
+    r.persisted(key, true, at(2)).unwrap();
+    r.end(key);
+    assert!(!r.in_flight(id(7)));
+    assert_eq!(r.jobs_in_flight(), 0, "an ended job leaves nothing behind");
+}
+
+#[test]
+fn must_not_fire_an_out_of_turn_report_is_an_internal_error_not_a_state_change() {
+    let mut r = router(settings(), 1, false);
+    let (key, _) = begin(&mut r, &request(json!({})), 1);
+    // No record was asked for yet: a persisted report is out of turn.
+    let e = r.persisted(key, true, at(1)).unwrap_err();
+    assert_eq!(e.code, "INTERNAL_ERROR");
+    assert_eq!(r.step(key, at(2)).unwrap().kind, StepKind::Launch, "the job is where it was");
+}
