@@ -626,21 +626,22 @@ async function healthSection(native) {
   const require = createRequire(import.meta.url);
   const { binding } = require('../lib/binding.js');
   const { compile } = require('../lib/compile.js');
-  const { nativeView } = require('../lib/registry.js');
+  const { viewOf } = require('../lib/registry.js');
   const { contextOf, healthNow } = require('../lib/options.js');
-  const view = nativeView(registry);
   const compiled = compile(freshRequest());
-  const step = new Uint32Array(3);
+  const step = new Uint32Array(5);
   const tracked = contextOf({ registry });
   const untracked = contextOf({ registry, health: false });
+  viewOf(tracked);
+  viewOf(untracked);
   const nativeRound = (ctx) => {
     const CHUNK = 20_000;
     const t0 = process.hrtime.bigint();
     for (let i = 0; i < CHUNK; i++) {
-      // begin returns the sandbox id and puts the machine's key in step[2]
-      binding.beginAcquisition(ctx.handle, view.handle, compiled.compiled.handle, false, compiled.labelsJson, undefined, undefined, step, healthNow(ctx.health));
-      // (the default store, no observer: the success call writes the record and ends the machine)
-      binding.acquisitionSucceeded(step[2], 'remote', healthNow(ctx.health));
+      // begin returns the sandbox id and puts the job's key in step[2]
+      binding.beginAcquisition(ctx.native, compiled.compiled.native, false, compiled.labelsJson, undefined, undefined, step, healthNow(ctx.health));
+      // (the default store, no observer: the success call writes the record and ends the job)
+      binding.acquisitionSucceeded(ctx.native, step[2], 'remote', step, healthNow(ctx.health));
     }
     return Number(process.hrtime.bigint() - t0) / CHUNK / 1e6;
   };

@@ -12,7 +12,7 @@
 // Only short texts are kept (MAX_CACHED_CHARS): a huge request is validated and dropped.
 
 const { binding } = require('./binding.js');
-const { callNative } = require('./errors.js');
+const { callNative, refuse } = require('./errors.js');
 const { serializeRequest, NotJson } = require('./serialize.js');
 const { guarded } = require('./guard.js');
 
@@ -73,8 +73,8 @@ function checkLabels(call) {
  */
 function compile(request) {
   const text = serializeRequest(request);
-  if (text === null) callNative(() => binding.unreadableError('request', '(root)'));
-  if (text instanceof NotJson) callNative(() => binding.notJsonError('request', text.segments, text.what, ''));
+  if (text === null) refuse(() => binding.unreadableError('request', '(root)'));
+  if (text instanceof NotJson) refuse(() => binding.notJsonError('request', text.segments, text.what, ''));
   const { json, labels, copy } = text;
   let compiled = byContent.get(json);
   if (compiled === undefined) {

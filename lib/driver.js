@@ -28,7 +28,6 @@ const { SANDBOX_ID_LABEL } = require('./finders.js');
 
 const K = binding.stepKinds();
 const F = binding.stepFlags();
-const READ = binding.ReadOutcome;
 // The step crosses in a lent Uint32Array (kind, pool, job key, bound ms, flags): the
 // 10,000-in-flight provision floor needs it (docs/performance.md).
 const STEP = new Uint32Array(5);
@@ -272,10 +271,10 @@ async function measure(def, ms) {
   try {
     raw = await within(def.capacity.getCapacity({ timeoutMs: ms }), ms);
   } catch {
-    return { json: undefined, read: READ.Threw };
+    return { json: undefined, read: binding.ReadOutcome.Threw };
   }
-  if (raw === TIMED_OUT) return { json: undefined, read: READ.TimedOut };
-  return { json: serializeLenient(raw) ?? 'null', read: READ.Answered };
+  if (raw === TIMED_OUT) return { json: undefined, read: binding.ReadOutcome.TimedOut };
+  return { json: serializeLenient(raw) ?? 'null', read: binding.ReadOutcome.Answered };
 }
 
 function read(run) {

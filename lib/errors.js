@@ -188,6 +188,17 @@ function callNative(fn) {
   }
 }
 
+/**
+ * Throws the typed error a native refusal builds: `fn` is a binding call that throws it
+ * (`notJsonError`, `unreadableError`, …). If it returned instead, that is a bug of ours.
+ * @param {() => unknown} fn
+ * @returns {never}
+ */
+function refuse(fn) {
+  callNative(fn);
+  throw internalError();
+}
+
 module.exports = {
   SandboxRouterError,
   SandboxRequestValidationError,
@@ -211,6 +222,7 @@ module.exports = {
   NATIVE_CLASSES,
   fromNative,
   callNative,
+  refuse,
   codeOf,
   isRouterError,
 };

@@ -13,8 +13,6 @@ const { serializeLenient } = require('./serialize.js');
 const { within, TIMED_OUT } = require('./within.js');
 const { emitRouter } = require('./events.js');
 
-const READINESS = binding.Readiness;
-const FAILED = binding.ResolverFailure;
 
 /** Whether the router asks any callback before a provision starts. */
 function needsExtras(ctx) {
@@ -45,9 +43,9 @@ async function readiness(ctx, view, id) {
       } catch {
         answer = TIMED_OUT;
       }
-      if (answer === TIMED_OUT) return READINESS.Failed;
-      if (typeof answer !== 'boolean') return READINESS.NotBoolean;
-      return answer ? READINESS.Available : READINESS.Unavailable;
+      if (answer === TIMED_OUT) return binding.Readiness.Failed;
+      if (typeof answer !== 'boolean') return binding.Readiness.NotBoolean;
+      return answer ? binding.Readiness.Available : binding.Readiness.Unavailable;
     }),
   );
   try {
@@ -72,12 +70,12 @@ async function resolveSignals(ctx, view, compiled, detached, credentialsUnavaila
       try {
         // The resolver is handed the caller's own request and definition, as they were.
         const s = await within(ctx.resolver(def.definition, request), ctx.callbackTimeoutMs);
-        if (s === TIMED_OUT) return { pool, failed: FAILED.TimedOut };
+        if (s === TIMED_OUT) return { pool, failed: binding.ResolverFailure.TimedOut };
         if (s === undefined || s === null) return { pool };
         const text = serializeLenient(s);
-        return text === null ? { pool, failed: FAILED.Unreadable } : { pool, signalsJson: text };
+        return text === null ? { pool, failed: binding.ResolverFailure.Unreadable } : { pool, signalsJson: text };
       } catch {
-        return { pool, failed: FAILED.Threw };
+        return { pool, failed: binding.ResolverFailure.Threw };
       }
     }),
   );

@@ -4,7 +4,7 @@
 
 const os = require('node:os');
 const { binding } = require('./binding.js');
-const { callNative } = require('./errors.js');
+const { callNative, refuse } = require('./errors.js');
 const { InMemoryMappingStore, SqliteMappingStore, NATIVE_STORE } = require('./mappings.js');
 const { guarded, copyOptions } = require('./guard.js');
 const { serialize, NotJson } = require('./serialize.js');
@@ -59,6 +59,7 @@ function methodsOf(v) {
 
 /** The facts of every option given: its kind and methods (and the coordinator's class). */
 function givenOf(options) {
+  /** @type {{ key: string, kind: string, methods: string[], postgres?: boolean }[]} */
   const out = Object.keys(options).map((key) => ({ key, kind: kindOf(options[key]), methods: methodsOf(options[key]) }));
   const capacity = options.capacity;
   if (capacity !== null && typeof capacity === 'object' && capacity.coordinator !== undefined) {
@@ -73,7 +74,7 @@ function givenOf(options) {
  */
 function textOf(value, field) {
   const json = serialize(value);
-  if (json instanceof NotJson) callNative(() => binding.notJsonError('router', json.segments, json.what, field));
+  if (json instanceof NotJson) refuse(() => binding.notJsonError('router', json.segments, json.what, field));
   return json;
 }
 
@@ -132,9 +133,8 @@ function healthNow(health) {
  * @property {object} registry the caller's registry (ours or their own)
  * @property {object} mappings the mapping store
  * @property {boolean} fastMappings the exact default store: written synchronously
- * @property {object} native the router's native state (src/binding/router.rs NativeRouter):
- *   fleet, health, capacity ledger, and the default store when `fastMappings`
- * @property {number} handle its handle, for the provision path's native calls
+ * @property {object} native the router's native state (the ExternalObject of
+ *   src/binding/router.rs RouterState: the core's Router)
  * @property {((e: object) => unknown) | null} observer
  * @property {Function | null} classifier
  * @property {Function | null} resolver
