@@ -115,6 +115,8 @@ const NATIVE_CLASSES = {
   MappingPersistenceError,
   SandboxRouterInternalError,
   BudgetExhaustedError,
+  ProviderRuntimeError,
+  SandboxNotFoundError,
 };
 
 /** Whether `value` is an error this package made. Never throws, reads no property of `value`. */
@@ -138,7 +140,9 @@ function fromNative(error) {
   for (const key of Object.keys(error)) {
     if (key !== 'errorClass' && key !== 'code' && key !== 'message') details[key] = error[key];
   }
-  return new Cls(String(error.message), error.code, details);
+  // The base constructor, whatever the class's own (ProviderRuntimeError builds its message
+  // from its arguments for users; the core's error has its message already).
+  return Reflect.construct(SandboxRouterError, [String(error.message), error.code, details], Cls);
 }
 
 /** Calls `fn`, rethrowing native failures as typed errors (and our own errors as they are). */

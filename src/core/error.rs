@@ -98,6 +98,11 @@ pub enum ErrorClass {
     /// `BudgetExhaustedError`: a budget rule refused every candidate (or its shared ledger
     /// could not be asked); `retryable` says whether launches in flight could free room.
     BudgetExhausted,
+    /// `ProviderRuntimeError`: a runtime call of an operation by id failed
+    /// (`PROVIDER_RUNTIME_ERROR`) or did not settle in time (`OPERATION_TIMEOUT`).
+    ProviderRuntime,
+    /// `SandboxNotFoundError`: no mapping for this id, or its sandbox is gone.
+    SandboxNotFound,
     /// `SandboxRouterInternalError`: a bug in the router.
     Internal,
 }
@@ -116,6 +121,8 @@ impl ErrorClass {
             ErrorClass::AcquisitionTimeout => "AcquisitionTimeoutError",
             ErrorClass::MappingPersistence => "MappingPersistenceError",
             ErrorClass::BudgetExhausted => "BudgetExhaustedError",
+            ErrorClass::ProviderRuntime => "ProviderRuntimeError",
+            ErrorClass::SandboxNotFound => "SandboxNotFoundError",
             ErrorClass::Internal => "SandboxRouterInternalError",
         }
     }
@@ -431,7 +438,7 @@ impl From<CoreError> for Failure {
 
 impl ErrorClass {
     /// Every class, in the order `lib/errors.js` lists them (a test holds the two equal).
-    pub const ALL: [ErrorClass; 11] = [
+    pub const ALL: [ErrorClass; 13] = [
         ErrorClass::RequestValidation,
         ErrorClass::RoutingNotApplicable,
         ErrorClass::NoEligibleProvider,
@@ -443,5 +450,7 @@ impl ErrorClass {
         ErrorClass::MappingPersistence,
         ErrorClass::Internal,
         ErrorClass::BudgetExhausted,
+        ErrorClass::ProviderRuntime,
+        ErrorClass::SandboxNotFound,
     ];
 }
