@@ -14,7 +14,7 @@ const { within, TIMED_OUT } = require('./within.js');
 const { hasMethods } = require('./options.js');
 const { serializeLenient } = require('./serialize.js');
 const { emitRouter } = require('./events.js');
-const { drive, perform, K, jobRecord, took, end, clockNow, STEP } = require('./driver.js');
+const { drive, perform, K, jobRecord, took, clockNow, STEP } = require('./driver.js');
 // The `Release` step's performer (a destroyed sandbox's slot in the shared ledger).
 require('./budgets.js');
 
@@ -34,9 +34,9 @@ function keepHandle(handles, id, handle) {
   if (handles.size > HANDLE_LIMIT) handles.delete(handles.keys().next().value);
 }
 
-// A caller's arguments, read once inside a guard into `{ port, keys?, values? }`: `port`,
-// our copy, is what the runtime is given once the router found it valid; `keys`/`values`,
-// runScript's `env` entries for the router to check. Undefined when the arguments are not an
+// A caller's arguments, read once inside a guard into `{ port, entries? }`: `port`, our copy,
+// is what the runtime is given once the router found it valid; `entries`, runScript's `env`
+// as `[key, value]` pairs for the router to check. Undefined when the arguments are not an
 // object; a throw while reading them is UNREADABLE.
 
 /** runScript's options: the fields given (`env`, when an object, copied). */
@@ -51,10 +51,9 @@ function scriptOf(options) {
       if (env !== undefined) port.env = env;
       return { port };
     }
-    const keys = Object.keys(env);
-    const values = keys.map((k) => env[k]);
-    port.env = Object.fromEntries(keys.map((k, i) => [k, values[i]]));
-    return { port, keys, values };
+    const entries = Object.entries(env);
+    port.env = Object.fromEntries(entries);
+    return { port, entries };
   });
 }
 
@@ -68,25 +67,20 @@ function bundleOf(bundle) {
   });
 }
 
-/** The job's end: the caller's promise settled with the answer, or with the typed error. */
-function settled(run, ok) {
+const none = () => undefined;
+
+/** The job's end (the router ends it natively): the caller's promise settled. */
+function settled(run) {
   const ctx = run.ctx;
   if ((run.flags & F.forget) !== 0) ctx.handles.delete(run.sandboxId);
-  if (!ok) {
-    const f = binding.operationFailure(ctx.native, run.machine);
-    const error = f.package ? run.packageError : fromNative(f.error);
-    end(run);
-    run.reject(error);
-    return;
-  }
-  const answer = run.op.answer;
-  const value = answer === ANSWER.Record ? binding.operationRecord(ctx.native, run.machine) : answer === ANSWER.Runtime ? run.op.result : undefined;
-  end(run);
+  const ending = binding.operationEnd(ctx.native, run.machine);
+  run.machine = -1;
+  if (ending.error !== undefined) return run.reject(ending.package ? run.packageError : fromNative(ending.error));
   emitRouter(ctx);
-  run.resolve(value);
+  return run.resolve(ending.answer === ANSWER.Runtime ? run.op.value : ending.record);
 }
 
-/** Begins operation `kind` on `id` with `args` (our copy) and drives it; its promise. */
+/** Begins operation `kind` on `id` with the arguments `read` reads, and drives it; its promise. */
 function begin(ctx, kind, id, read) {
   const run = jobRecord(ctx, false, settled);
   const promise = new Promise((resolve, reject) => {
@@ -103,7 +97,7 @@ function begin(ctx, kind, id, read) {
   run.sandboxId = binding.beginOperation(ctx.native, kind, id, args, readable, STEP, clockNow(ctx));
   run.machine = STEP[2];
   run.pools = NO_POOL;
-  run.op = { method: undefined, answer: ANSWER.Nothing, args: args === undefined ? [] : [args.port], result: undefined };
+  run.op = { method: undefined, args: args === undefined ? [] : [args.port], value: undefined };
   drive(run, took(run));
   return promise;
 }
@@ -119,8 +113,6 @@ function operation(ctx, name, kind, id, read) {
   };
   return ctx.telemetry === null ? f() : ctx.telemetry.operation(name, f);
 }
-
-const none = () => undefined;
 
 // --- the steps ------------------------------------------------------------------------------
 
@@ -146,45 +138,41 @@ function findPool(run) {
   const ctx = run.ctx;
   const target = binding.operationTarget(ctx.native, run.machine);
   const def = entryOf(ctx.registry, target.providerId) ?? null;
-  run.providerSandboxId = target.providerSandboxId;
-  run.op.method = target.method;
-  run.op.answer = target.answer;
-  run.handle = ctx.handles.get(run.sandboxId) ?? null;
   const rt = def === null ? null : def.runtime;
   if (def !== null) run.pools = [def];
+  run.providerSandboxId = target.providerSandboxId;
+  run.op.method = target.method;
+  // The handle from launch, if this process keeps it: what a `Call` uses unless re-resolved.
+  run.op.value = ctx.handles.get(run.sandboxId);
   const method = target.method !== undefined && hasMethods(rt, [target.method]);
-  binding.operationFound(ctx.native, run.machine, def !== null, method, hasMethods(rt, GET_BY_ID), run.handle !== null, STEP, clockNow(ctx));
+  binding.operationFound(ctx.native, run.machine, def !== null, method, hasMethods(rt, GET_BY_ID), run.op.value !== undefined, STEP, clockNow(ctx));
   return took(run);
 }
 
-/** `Resolve`: the sandbox re-resolved as owned, within the step's bound. */
-async function resolve(run) {
-  let handle;
+/**
+ * A runtime call, awaited within the step's bound: the value it resolved to is kept
+ * (`run.op.value`: a handle re-resolved, or the operation's answer) and its type reported;
+ * a throw or a timeout is reported.
+ */
+async function awaited(run, call) {
+  let value;
   try {
-    handle = await within(run.def.runtime.getById(run.providerSandboxId, { owned: true }), run.bound);
+    value = await within(call(run), run.bound);
   } catch (error) {
     return threw(run, error);
   }
-  if (handle === TIMED_OUT) return timedOut(run);
-  run.handle = handle;
-  binding.operationAnswered(run.ctx.native, run.machine, handle, STEP, clockNow(run.ctx));
+  if (value === TIMED_OUT) binding.operationTimedOut(run.ctx.native, run.machine, STEP, clockNow(run.ctx));
+  else {
+    run.op.value = value;
+    binding.operationAnswered(run.ctx.native, run.machine, value, STEP, clockNow(run.ctx));
+  }
   return took(run);
 }
 
-/** `Call`: the runtime's method on the handle, within the step's bound. */
-async function call(run) {
-  const handle = (run.flags & F.idHandle) !== 0 ? { id: run.providerSandboxId } : run.handle;
-  let result;
-  try {
-    result = await within(run.def.runtime[run.op.method](handle, ...run.op.args), run.bound);
-  } catch (error) {
-    return threw(run, error);
-  }
-  if (result === TIMED_OUT) return timedOut(run);
-  run.op.result = result;
-  binding.operationAnswered(run.ctx.native, run.machine, result, STEP, clockNow(run.ctx));
-  return took(run);
-}
+/** `Resolve`: the sandbox re-resolved as owned. */
+const resolve = (run) => awaited(run, (r) => r.def.runtime.getById(r.providerSandboxId, { owned: true }));
+/** `Call`: the runtime's method on the handle (`ID_HANDLE`: the provider id is the handle). */
+const call = (run) => awaited(run, (r) => r.def.runtime[r.op.method]((r.flags & F.idHandle) !== 0 ? { id: r.providerSandboxId } : r.op.value, ...r.op.args));
 
 /** `Unmap`: the record removed from the caller's store, within the step's bound. */
 async function unmap(run) {
@@ -199,36 +187,21 @@ async function unmap(run) {
   return took(run);
 }
 
-function timedOut(run) {
-  binding.operationTimedOut(run.ctx.native, run.machine, STEP, clockNow(run.ctx));
-  return took(run);
-}
+/** The facts the router reads of a thrown value, each read on its own: never its text. */
+const FACTS = [(e) => e.status, (e) => e.statusCode, (e) => e.response?.status, (e) => e.code];
 
-/** One fact of a thrown value, read on its own; bit `bit` of `facts.unreadable` when it threw. */
-function factOf(facts, bit, read) {
-  try {
-    return read();
-  } catch {
-    facts.unreadable |= bit;
-    return undefined;
-  }
-}
-
-/**
- * What the router reads of a thrown value (never its text): `values` (`[status, statusCode,
- * response.status, code]`, each read on its own; undefined when it is not an object) and
- * which of them could not be read.
- */
+/** `error`'s facts (undefined when it is not an object) and which could not be read (bit i: fact i). */
 function factsOf(error) {
   const facts = { values: undefined, unreadable: 0 };
-  if (error !== null && typeof error === 'object') {
-    facts.values = [
-      factOf(facts, 1, () => error.status),
-      factOf(facts, 2, () => error.statusCode),
-      factOf(facts, 4, () => error.response?.status),
-      factOf(facts, 8, () => error.code),
-    ];
-  }
+  if (error === null || typeof error !== 'object') return facts;
+  facts.values = FACTS.map((read, i) => {
+    try {
+      return read(error);
+    } catch {
+      facts.unreadable |= 1 << i;
+      return undefined;
+    }
+  });
   return facts;
 }
 
@@ -238,14 +211,11 @@ function isNotFound(error) {
   return binding.thrownNotFound(f.values, f.unreadable);
 }
 
-/**
- * A call threw `error`: our own package error is kept (rethrown as it is if the router ends
- * on it); of anything else, only its facts go to the router.
- */
+/** A call threw `error`: our own package error is kept (rethrown as it is if the job ends on it). */
 function threw(run, error) {
   const ours = isRouterError(error) && error instanceof ProviderPackageMissingError;
   if (ours) run.packageError = error;
-  const f = ours ? factsOf(undefined) : factsOf(error);
+  const f = factsOf(ours ? undefined : error);
   binding.operationThrew(run.ctx.native, run.machine, ours, f.values, f.unreadable, STEP, clockNow(run.ctx));
   return took(run);
 }

@@ -97,17 +97,21 @@ fn field(o: &Object<'_>, name: &str) -> napi::Result<Shape> {
 }
 
 /// `runScript`'s options as JavaScript read them: `{ port: { command, sessionId,
-/// timeoutMs, env }, keys, values }` (`keys`/`values`: `env`'s entries when it is an
+/// timeoutMs, env }, entries }` (`entries`: `env`'s `[key, value]` pairs when it is an
 /// object), or undefined when the options are not an object.
 fn script_of(args: &Unknown<'_>) -> napi::Result<Read<ScriptShape>> {
     let Some(o) = ours(args)? else { return Ok(Read::NotObject) };
     let script: Object = o.get_named_property_unchecked("port")?;
-    let keys: Option<Vec<String>> = o.get_named_property_unchecked("keys")?;
-    let env = match keys {
-        Some(keys) => {
-            let values: Vec<Unknown> = o.get_named_property_unchecked("values")?;
-            Ok(keys.into_iter().zip(values.iter()).map(|(k, v)| Ok((k, shape(v)?))).collect::<napi::Result<_>>()?)
-        }
+    let entries: Option<Vec<Vec<Unknown>>> = o.get_named_property_unchecked("entries")?;
+    let env = match entries {
+        Some(entries) => Ok(entries
+            .iter()
+            .map(|pair| match pair.as_slice() {
+                // SAFETY: `Object.entries` keys are strings.
+                [k, v] if k.get_type()? == ValueType::String => Ok((unsafe { k.cast::<String>() }?, shape(v)?)),
+                _ => Ok((String::new(), Shape::Other)),
+            })
+            .collect::<napi::Result<_>>()?),
         None => Err(field(&script, "env")?),
     };
     Ok(Read::Read(ScriptShape {
@@ -331,17 +335,6 @@ pub fn operation_released(env: Env, router: &External<RouterState>, key: u32, gi
     stepping(&env, router, key, step, |r| r.operation_released(key, given_back, now_of(None, clock_now)))
 }
 
-/// What an operation resolves to.
-#[napi]
-pub enum OperationAnswer {
-    /// What the runtime's method resolved to (`runScript`, `uploadBundle`, `stop`, `start`).
-    Runtime = 0,
-    /// The mapping record (`getSandbox`: `operationRecord`).
-    Record = 1,
-    /// Nothing (`destroy`).
-    Nothing = 2,
-}
-
 /// What an operation's steps concern.
 #[napi(object)]
 pub struct OperationTarget {
@@ -351,8 +344,6 @@ pub struct OperationTarget {
     pub provider_sandbox_id: String,
     /// The runtime method the `Call` step calls.
     pub method: Option<String>,
-    /// What the operation resolves to.
-    pub answer: OperationAnswer,
 }
 
 /// What operation `key`'s steps concern (once its record is read).
@@ -364,11 +355,6 @@ pub fn operation_target(env: Env, router: &External<RouterState>, key: u32) -> n
             provider_id: t.provider_id,
             provider_sandbox_id: t.provider_sandbox_id,
             method: t.method.map(str::to_string),
-            answer: match t.answer {
-                operation::Answer::Runtime => OperationAnswer::Runtime,
-                operation::Answer::Record => OperationAnswer::Record,
-                operation::Answer::Nothing => OperationAnswer::Nothing,
-            },
         })
     })
 }
@@ -391,40 +377,55 @@ pub struct SandboxRecord {
     pub detached: bool,
 }
 
-/// The record operation `key` read (`getSandbox`'s answer).
+/// What an operation resolves to.
 #[napi]
-pub fn operation_record(env: Env, router: &External<RouterState>, key: u32) -> napi::Result<SandboxRecord> {
-    guard(&env, || {
-        let r = router.router.borrow().operation_record(key)?;
-        Ok(SandboxRecord {
-            id: r.id,
-            provider_id: r.provider_id,
-            provider_sandbox_id: r.provider_sandbox_id,
-            labels: r.labels.into_iter().collect(),
-            created_at: r.created_at,
-            detached: r.detached,
-        })
-    })
+pub enum OperationAnswer {
+    /// What the runtime's method resolved to (`runScript`, `uploadBundle`, `stop`, `start`).
+    Runtime = 0,
+    /// The mapping record (`getSandbox`).
+    Record = 1,
+    /// Nothing (`destroy`).
+    Nothing = 2,
 }
 
-/// How an operation failed.
+/// How an operation ended.
 #[napi(object, object_from_js = false)]
-pub struct OperationFailure {
-    /// The typed error (`lib/errors.js` `fromNative` builds its instance).
-    #[napi(ts_type = "Error")]
-    pub error: ErrorValue,
-    /// The runtime threw the router's own package error: rethrow that error as it is.
+pub struct OperationEnding {
+    /// Failed: the typed error (`lib/errors.js` `fromNative` builds its instance).
+    #[napi(ts_type = "Error | undefined")]
+    pub error: Option<ErrorValue>,
+    /// Failed: the runtime threw the router's own package error: rethrow that error as it is.
     pub package: bool,
+    /// Succeeded: what it resolves to.
+    pub answer: OperationAnswer,
+    /// `getSandbox`: the record.
+    pub record: Option<SandboxRecord>,
 }
 
-/// How operation `key` failed, once over (null while it runs or after a success).
+/// How operation `key` ended (at its `Succeeded` or `Done` step); the job is ended with it.
 #[napi]
-pub fn operation_failure(env: Env, router: &External<RouterState>, key: u32) -> napi::Result<Option<OperationFailure>> {
+pub fn operation_end(env: Env, router: &External<RouterState>, key: u32) -> napi::Result<OperationEnding> {
     guard(&env, || {
-        Ok(router
-            .router
-            .borrow()
-            .operation_failure(key)?
-            .map(|(error, package)| OperationFailure { error: ErrorValue(error), package }))
+        let mut r = router.router.borrow_mut();
+        let ending = r.operation_ending(key);
+        r.end(key);
+        let e = ending?;
+        Ok(OperationEnding {
+            package: e.package,
+            error: e.error.map(ErrorValue),
+            answer: match e.answer {
+                operation::Answer::Runtime => OperationAnswer::Runtime,
+                operation::Answer::Record => OperationAnswer::Record,
+                operation::Answer::Nothing => OperationAnswer::Nothing,
+            },
+            record: e.record.map(|r| SandboxRecord {
+                id: r.id,
+                provider_id: r.provider_id,
+                provider_sandbox_id: r.provider_sandbox_id,
+                labels: r.labels.into_iter().collect(),
+                created_at: r.created_at,
+                detached: r.detached,
+            }),
+        })
     })
 }

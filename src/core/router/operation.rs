@@ -311,8 +311,19 @@ pub struct Target {
     pub provider_sandbox_id: String,
     /// The runtime method the `Call` step calls.
     pub method: Option<&'static str>,
-    /// What the operation resolves to.
+}
+
+/// How an operation ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ending {
+    /// Failed: its error (None after a success).
+    pub error: Option<Failure>,
+    /// Failed because the runtime threw the router's own package error (rethrown as it is).
+    pub package: bool,
+    /// Succeeded: what it resolves to.
     pub answer: Answer,
+    /// `getSandbox`: the record.
+    pub record: Option<StoredRecord>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -823,26 +834,29 @@ impl Router {
             provider_id: job.pool.clone(),
             provider_sandbox_id: job.record.as_ref().map(|r| r.provider_sandbox_id.clone()).unwrap_or_default(),
             method: job.op.method(),
-            answer: job.op.answer(),
         })
     }
 
-    /// The record operation `key` read (`getSandbox`'s answer).
-    pub fn operation_record(&self, key: u32) -> Result<StoredRecord, Failure> {
-        self.operations.get(key)?.record.clone().ok_or_else(|| Fault::internal("(no record read)"))
-    }
-
-    /// How operation `key` failed, once over: its error, and whether the runtime threw the
-    /// router's own package error (rethrown as it is). None while it runs or after a success.
-    pub fn operation_failure(&self, key: u32) -> Result<Option<(Failure, bool)>, Failure> {
+    /// How operation `key` ended, once at its `Succeeded` or `Done` step (an internal error
+    /// while it runs): its error, or what it resolves to.
+    pub fn operation_ending(&self, key: u32) -> Result<Ending, Failure> {
         let job = self.operations.get(key)?;
-        if job.stage != Stage::Failed {
-            return Ok(None);
+        let answer = job.op.answer();
+        match job.stage {
+            Stage::Succeeded => Ok(Ending {
+                error: None,
+                package: false,
+                answer,
+                record: if answer == Answer::Record { job.record.clone() } else { None },
+            }),
+            Stage::Failed => Ok(Ending {
+                error: Some(job.fault.clone().unwrap_or_else(|| Fault::internal("(a package error)"))),
+                package: job.package,
+                answer,
+                record: None,
+            }),
+            _ => Err(Fault::internal("(an operation ended before its end)")),
         }
-        if job.package {
-            return Ok(Some((Fault::internal("(a package error)"), true)));
-        }
-        Ok(job.fault.clone().map(|e| (e, false)))
     }
 }
 
@@ -897,7 +911,7 @@ mod tests {
     }
 
     fn code(r: &Router, key: u32) -> String {
-        r.operation_failure(key).unwrap().expect("failed").0.code
+        r.operation_ending(key).unwrap().error.expect("failed").code
     }
 
     fn thrown(status: Fact, code: Fact) -> Outcome {
@@ -966,7 +980,7 @@ mod tests {
             let (key, _) = r.begin_operation(Operation::GetSandbox, Some(ID), &Args::None, NOW).unwrap();
             let next = r.operation_read(key, &answer, NOW).unwrap();
             assert_eq!(next.kind, StepKind::Done, "{answer:?}");
-            let (e, _) = r.operation_failure(key).unwrap().unwrap();
+            let e = r.operation_ending(key).unwrap().error.unwrap();
             assert_eq!((e.code.as_str(), e.class.name(), e.sandbox_id.as_deref()), ("MAPPING_READ_FAILED", "MappingPersistenceError", Some(ID)));
             assert_eq!(next.flags & flags::FORGET, 0, "must-not-fire: the handle is kept");
         }
@@ -979,7 +993,7 @@ mod tests {
         let next = r.operation_read(key, &StoreAnswer::Json(Some("null".into())), NOW).unwrap();
         assert_eq!(next.kind, StepKind::Done);
         assert_ne!(next.flags & flags::FORGET, 0);
-        let (e, _) = r.operation_failure(key).unwrap().unwrap();
+        let e = r.operation_ending(key).unwrap().error.unwrap();
         assert_eq!((e.code.as_str(), e.class.name(), e.message.as_str()), ("SANDBOX_NOT_FOUND", "SandboxNotFoundError", format!("no sandbox {ID}").as_str()));
     }
 
@@ -998,7 +1012,7 @@ mod tests {
         let key = found(&mut r, Operation::GetSandbox, &Args::None);
         let next = r.operation_found(key, PoolFacts { registered: false, ..facts(true, true) }, NOW).unwrap();
         assert_eq!(next.kind, StepKind::Done);
-        let (e, _) = r.operation_failure(key).unwrap().unwrap();
+        let e = r.operation_ending(key).unwrap().error.unwrap();
         assert_eq!((e.code.as_str(), e.provider_id.as_deref()), ("PROVIDER_NOT_REGISTERED", Some("a")));
     }
 
@@ -1008,7 +1022,7 @@ mod tests {
         let key = found(&mut r, Operation::GetSandbox, &Args::None);
         let next = r.operation_found(key, PoolFacts { method: false, get_by_id: false, ..facts(false, false) }, NOW).unwrap();
         assert_eq!(next.kind, StepKind::Succeeded);
-        assert_eq!(r.operation_record(key).unwrap().provider_sandbox_id, "p-1");
+        assert_eq!(r.operation_ending(key).unwrap().record.unwrap().provider_sandbox_id, "p-1");
     }
 
     #[test]
@@ -1016,7 +1030,7 @@ mod tests {
         let mut r = router();
         let key = found(&mut r, Operation::Stop, &Args::None);
         r.operation_found(key, PoolFacts { method: false, ..facts(true, true) }, NOW).unwrap();
-        let (e, _) = r.operation_failure(key).unwrap().unwrap();
+        let e = r.operation_ending(key).unwrap().error.unwrap();
         assert_eq!((e.code.as_str(), e.class.name(), e.operation.as_deref()), ("PROVIDER_RUNTIME_ERROR", "ProviderRuntimeError", Some("stop")));
         assert_eq!(e.message, "provider a failed during stop");
     }
@@ -1059,7 +1073,7 @@ mod tests {
             let key = found(&mut r, Operation::RunScript, &script(Shape::Undefined));
             r.operation_found(key, facts(false, true), NOW).unwrap();
             r.operation_settled(key, &outcome, NOW).unwrap();
-            let (e, _) = r.operation_failure(key).unwrap().unwrap();
+            let e = r.operation_ending(key).unwrap().error.unwrap();
             assert_eq!((e.code.as_str(), e.provider_id.as_deref()), ("SANDBOX_NOT_FOUND", Some("a")), "{outcome:?}");
             assert_eq!(e.message, format!("sandbox {ID} no longer exists at a"));
         }
@@ -1071,12 +1085,12 @@ mod tests {
         let key = found(&mut r, Operation::RunScript, &script(Shape::Undefined));
         r.operation_found(key, facts(false, true), NOW).unwrap();
         r.operation_settled(key, &thrown(Fact::Num(500.0), Fact::Nullish), NOW).unwrap();
-        let (e, _) = r.operation_failure(key).unwrap().unwrap();
+        let e = r.operation_ending(key).unwrap().error.unwrap();
         assert_eq!((e.code.as_str(), e.operation.as_deref()), ("PROVIDER_RUNTIME_ERROR", Some("runScript: getById")));
         let key = found(&mut r, Operation::Destroy, &Args::None);
         r.operation_found(key, facts(false, true), NOW).unwrap();
         r.operation_settled(key, &Outcome::TimedOut, NOW).unwrap();
-        let (e, _) = r.operation_failure(key).unwrap().unwrap();
+        let e = r.operation_ending(key).unwrap().error.unwrap();
         assert_eq!((e.code.as_str(), e.operation.as_deref(), e.timeout_ms), ("OPERATION_TIMEOUT", Some("destroy: getById"), Some(200.0)));
     }
 
@@ -1119,7 +1133,7 @@ mod tests {
         let key = found(&mut r, Operation::UploadBundle, &Args::Bundle(Read::Read(Some(Vec::new()))));
         r.operation_found(key, facts(true, true), NOW).unwrap();
         r.operation_settled(key, &Outcome::TimedOut, NOW).unwrap();
-        let (e, _) = r.operation_failure(key).unwrap().unwrap();
+        let e = r.operation_ending(key).unwrap().error.unwrap();
         assert_eq!((e.code.as_str(), e.operation.as_deref(), e.timeout_ms), ("OPERATION_TIMEOUT", Some("uploadBundle"), Some(200.0)));
         assert_eq!(e.message, "provider a did not settle uploadBundle within 200 ms; outcome unknown");
         let key = found(&mut r, Operation::Start, &Args::None);
@@ -1134,7 +1148,7 @@ mod tests {
         let key = found(&mut r, Operation::Stop, &Args::None);
         r.operation_found(key, facts(true, true), NOW).unwrap();
         r.operation_settled(key, &Outcome::Threw(Thrown { ours: true, facts: None }), NOW).unwrap();
-        assert!(r.operation_failure(key).unwrap().unwrap().1);
+        assert!(r.operation_ending(key).unwrap().package);
     }
 
     #[test]
@@ -1144,7 +1158,7 @@ mod tests {
         r.operation_found(key, facts(true, true), NOW).unwrap();
         let next = r.operation_settled(key, &Outcome::Undefined, NOW).unwrap();
         assert_eq!(next.kind, StepKind::Succeeded);
-        assert!(r.operation_failure(key).unwrap().is_none());
+        assert!(r.operation_ending(key).unwrap().error.is_none());
         assert!(r.take_events().is_empty(), "an operation other than destroy emits nothing");
     }
 
@@ -1267,7 +1281,7 @@ mod tests {
         let (key, _) = destroyed(&mut r, true, Outcome::Undefined);
         let next = r.operation_unmapped(key, false, NOW).unwrap();
         assert_eq!((next.kind, next.flags & flags::FORGET), (StepKind::Done, 0));
-        let (e, _) = r.operation_failure(key).unwrap().unwrap();
+        let e = r.operation_ending(key).unwrap().error.unwrap();
         assert_eq!((e.code.as_str(), e.cleanup, e.provider_id.as_deref()), ("MAPPING_PERSISTENCE_FAILED", Some("destroyed"), Some("a")));
         assert!(r.take_events().is_empty(), "no sandbox.destroyed");
     }
