@@ -98,16 +98,46 @@ pub enum ErrorClass {
     /// `BudgetExhaustedError`: a budget rule refused every candidate (or its shared ledger
     /// could not be asked); `retryable` says whether launches in flight could free room.
     BudgetExhausted,
+    /// `SandboxRouterInternalError`: a bug in the router.
+    Internal,
+    /// `ProviderPackageMissingError`: a builtin provider's (or telemetry's) optional package
+    /// is not installed, fails to load, or lacks the export the router needs.
+    PackageMissing,
+    /// `ProviderOperationUnsupportedError` (a `ProviderPackageMissingError`): the installed
+    /// adapter does not implement a port method.
+    OperationUnsupported,
+    /// `ProvisioningAvailabilityError`: the credential-readiness port threw, timed out or
+    /// answered a non-boolean.
+    ProvisioningAvailability,
     /// `ProviderRuntimeError`: a runtime call of an operation by id failed
     /// (`PROVIDER_RUNTIME_ERROR`) or did not settle in time (`OPERATION_TIMEOUT`).
     ProviderRuntime,
     /// `SandboxNotFoundError`: no mapping for this id, or its sandbox is gone.
     SandboxNotFound,
-    /// `SandboxRouterInternalError`: a bug in the router.
-    Internal,
 }
 
 impl ErrorClass {
+    /// Every class, in declaration order: `lib/errors.js`'s table of classes by name is
+    /// checked against this list (`errorClassNames`, `__test__/errors.test.cjs`).
+    pub const ALL: [ErrorClass; 16] = [
+        ErrorClass::RequestValidation,
+        ErrorClass::RoutingNotApplicable,
+        ErrorClass::NoEligibleProvider,
+        ErrorClass::ProviderRegistry,
+        ErrorClass::Configuration,
+        ErrorClass::ProviderProvisioning,
+        ErrorClass::CapacityExhausted,
+        ErrorClass::AcquisitionTimeout,
+        ErrorClass::MappingPersistence,
+        ErrorClass::BudgetExhausted,
+        ErrorClass::Internal,
+        ErrorClass::PackageMissing,
+        ErrorClass::OperationUnsupported,
+        ErrorClass::ProvisioningAvailability,
+        ErrorClass::ProviderRuntime,
+        ErrorClass::SandboxNotFound,
+    ];
+
     /// The JS class name (`lib/errors.js` exports each under this name).
     pub fn name(self) -> &'static str {
         match self {
@@ -124,6 +154,9 @@ impl ErrorClass {
             ErrorClass::ProviderRuntime => "ProviderRuntimeError",
             ErrorClass::SandboxNotFound => "SandboxNotFoundError",
             ErrorClass::Internal => "SandboxRouterInternalError",
+            ErrorClass::PackageMissing => "ProviderPackageMissingError",
+            ErrorClass::OperationUnsupported => "ProviderOperationUnsupportedError",
+            ErrorClass::ProvisioningAvailability => "ProvisioningAvailabilityError",
         }
     }
 }
@@ -436,21 +469,16 @@ impl From<CoreError> for Failure {
     }
 }
 
-impl ErrorClass {
-    /// Every class, in the order `lib/errors.js` lists them (a test holds the two equal).
-    pub const ALL: [ErrorClass; 13] = [
-        ErrorClass::RequestValidation,
-        ErrorClass::RoutingNotApplicable,
-        ErrorClass::NoEligibleProvider,
-        ErrorClass::ProviderRegistry,
-        ErrorClass::Configuration,
-        ErrorClass::ProviderProvisioning,
-        ErrorClass::CapacityExhausted,
-        ErrorClass::AcquisitionTimeout,
-        ErrorClass::MappingPersistence,
-        ErrorClass::Internal,
-        ErrorClass::BudgetExhausted,
-        ErrorClass::ProviderRuntime,
-        ErrorClass::SandboxNotFound,
-    ];
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_class_must_be_listed_once_under_a_distinct_name() {
+        let mut names: Vec<&str> = ErrorClass::ALL.iter().map(|c| c.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ErrorClass::ALL.len());
+        assert!(names.iter().all(|n| n.ends_with("Error")), "{names:?}");
+    }
 }
