@@ -185,7 +185,8 @@ pub fn begin_operation(
     // SAFETY: its type is string.
     let id: Option<String> = if id.get_type()? == ValueType::String { Some(unsafe { id.cast() }?) } else { None };
     guard(&env, || {
-        let (key, next) = router.router.borrow_mut().begin_operation(op, id.as_deref(), &args, now_of(None, clock_now))?;
+        let (key, next) =
+            router.router.borrow_mut().begin_operation(op, id.as_deref(), &args, now_of(None, clock_now))?;
         write_step(step, key, next)?;
         Ok(id.unwrap_or_default())
     })
@@ -318,20 +319,40 @@ pub fn thrown_not_found(facts: Option<Vec<Unknown<'_>>>, unreadable: u32) -> nap
 
 /// The awaited call did not settle within the step's bound.
 #[napi]
-pub fn operation_timed_out(env: Env, router: &External<RouterState>, key: u32, step: Uint32ArraySlice<'_>, clock_now: Option<f64>) -> napi::Result<()> {
+pub fn operation_timed_out(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    step: Uint32ArraySlice<'_>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
     stepping(&env, router, key, step, |r| r.operation_settled(key, &Outcome::TimedOut, now_of(None, clock_now)))
 }
 
 /// The store removed the record (`ok`) or not (it failed or timed out).
 #[napi]
-pub fn operation_unmapped(env: Env, router: &External<RouterState>, key: u32, ok: bool, step: Uint32ArraySlice<'_>, clock_now: Option<f64>) -> napi::Result<()> {
+pub fn operation_unmapped(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    ok: bool,
+    step: Uint32ArraySlice<'_>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
     stepping(&env, router, key, step, |r| r.operation_unmapped(key, ok, now_of(None, clock_now)))
 }
 
 /// The shared ledger's release answered (`givenBack`: it held a budget slot; false when it
 /// failed).
 #[napi]
-pub fn operation_released(env: Env, router: &External<RouterState>, key: u32, given_back: bool, step: Uint32ArraySlice<'_>, clock_now: Option<f64>) -> napi::Result<()> {
+pub fn operation_released(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    given_back: bool,
+    step: Uint32ArraySlice<'_>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
     stepping(&env, router, key, step, |r| r.operation_released(key, given_back, now_of(None, clock_now)))
 }
 

@@ -356,10 +356,16 @@ pub struct SettleCostAnswer {
 /// the caller gave them: any values, checked here). Throws `INVALID_SANDBOX_ID` /
 /// `INVALID_INPUT`.
 #[napi]
-pub fn router_settle_cost(env: Env, router: &External<RouterState>, id: Unknown<'_>, actual_cost: Unknown<'_>) -> napi::Result<SettleCostAnswer> {
+pub fn router_settle_cost(
+    env: Env,
+    router: &External<RouterState>,
+    id: Unknown<'_>,
+    actual_cost: Unknown<'_>,
+) -> napi::Result<SettleCostAnswer> {
     // SAFETY: each is cast only to the type it has.
     let id: Option<String> = if id.get_type()? == ValueType::String { Some(unsafe { id.cast() }?) } else { None };
-    let cost: Option<f64> = if actual_cost.get_type()? == ValueType::Number { Some(unsafe { actual_cost.cast() }?) } else { None };
+    let cost: Option<f64> =
+        if actual_cost.get_type()? == ValueType::Number { Some(unsafe { actual_cost.cast() }?) } else { None };
     guard(&env, || {
         let (known, shared) = router.router.borrow_mut().settle_cost_of(id.as_deref(), cost)?;
         Ok(SettleCostAnswer { known, shared })

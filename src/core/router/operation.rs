@@ -446,7 +446,12 @@ fn not_found(id: SandboxKey, at: Option<&str>) -> Failure {
 }
 
 fn invalid_request(what: &str, field: &str, expectation: &str) -> Failure {
-    Fault::invalid(ErrorClass::RequestValidation, "INVALID_REQUEST", format!("invalid {what}: {field} {expectation}"), field)
+    Fault::invalid(
+        ErrorClass::RequestValidation,
+        "INVALID_REQUEST",
+        format!("invalid {what}: {field} {expectation}"),
+        field,
+    )
 }
 
 /// `INVALID_SANDBOX_ID` for an id that is not a string (`field: id`).
@@ -524,7 +529,13 @@ impl Router {
     /// Begins operation `op` on sandbox `id` (None: not a string) with `args`: the arguments
     /// are checked first (`INVALID_REQUEST` naming the field), then the id
     /// (`INVALID_SANDBOX_ID`). Returns the job's key and its first step (read the record).
-    pub fn begin_operation(&mut self, op: Operation, id: Option<&str>, args: &Args, now: Now) -> Result<(u32, Next), Failure> {
+    pub fn begin_operation(
+        &mut self,
+        op: Operation,
+        id: Option<&str>,
+        args: &Args,
+        now: Now,
+    ) -> Result<(u32, Next), Failure> {
         self.clock = now.router;
         let call_ms = match args {
             Args::Script(options) => script_bound(options, self.operation_timeout_ms)?,
@@ -819,7 +830,11 @@ impl Router {
         let pool = PoolId::from(job.pool.as_str());
         let reason = if op == Operation::Reclaim { "RECLAIMED" } else { "DESTROYED" };
         if given_back && budgets {
-            self.emit(now.router, Some(id), Event::BudgetReleased { pool: pool.clone(), reason, cost: None, rules: None });
+            self.emit(
+                now.router,
+                Some(id),
+                Event::BudgetReleased { pool: pool.clone(), reason, cost: None, rules: None },
+            );
         }
         if op == Operation::Destroy {
             self.emit(now.router, Some(id), Event::SandboxDestroyed { pool });
@@ -929,7 +944,14 @@ mod tests {
 
     #[test]
     fn step_kinds_of_operations_are_20_to_29_and_flags_do_not_overlap_provisions() {
-        for kind in [StepKind::ReadRecord, StepKind::FindPool, StepKind::Resolve, StepKind::Call, StepKind::Unmap, StepKind::Release] {
+        for kind in [
+            StepKind::ReadRecord,
+            StepKind::FindPool,
+            StepKind::Resolve,
+            StepKind::Call,
+            StepKind::Unmap,
+            StepKind::Release,
+        ] {
             assert!((20..30).contains(&(kind as u32)), "{kind:?}");
             assert!(StepKind::ALL.iter().any(|(k, _)| *k == kind), "{kind:?} is in ALL");
         }
@@ -981,7 +1003,10 @@ mod tests {
             let next = r.operation_read(key, &answer, NOW).unwrap();
             assert_eq!(next.kind, StepKind::Done, "{answer:?}");
             let e = r.operation_ending(key).unwrap().error.unwrap();
-            assert_eq!((e.code.as_str(), e.class.name(), e.sandbox_id.as_deref()), ("MAPPING_READ_FAILED", "MappingPersistenceError", Some(ID)));
+            assert_eq!(
+                (e.code.as_str(), e.class.name(), e.sandbox_id.as_deref()),
+                ("MAPPING_READ_FAILED", "MappingPersistenceError", Some(ID))
+            );
             assert_eq!(next.flags & flags::FORGET, 0, "must-not-fire: the handle is kept");
         }
     }
@@ -994,7 +1019,10 @@ mod tests {
         assert_eq!(next.kind, StepKind::Done);
         assert_ne!(next.flags & flags::FORGET, 0);
         let e = r.operation_ending(key).unwrap().error.unwrap();
-        assert_eq!((e.code.as_str(), e.class.name(), e.message.as_str()), ("SANDBOX_NOT_FOUND", "SandboxNotFoundError", format!("no sandbox {ID}").as_str()));
+        assert_eq!(
+            (e.code.as_str(), e.class.name(), e.message.as_str()),
+            ("SANDBOX_NOT_FOUND", "SandboxNotFoundError", format!("no sandbox {ID}").as_str())
+        );
     }
 
     #[test]
@@ -1020,7 +1048,8 @@ mod tests {
     fn pool_must_not_fire_get_sandbox_of_a_registered_pool_answers_the_record() {
         let mut r = router();
         let key = found(&mut r, Operation::GetSandbox, &Args::None);
-        let next = r.operation_found(key, PoolFacts { method: false, get_by_id: false, ..facts(false, false) }, NOW).unwrap();
+        let next =
+            r.operation_found(key, PoolFacts { method: false, get_by_id: false, ..facts(false, false) }, NOW).unwrap();
         assert_eq!(next.kind, StepKind::Succeeded);
         assert_eq!(r.operation_ending(key).unwrap().record.unwrap().provider_sandbox_id, "p-1");
     }
@@ -1031,7 +1060,10 @@ mod tests {
         let key = found(&mut r, Operation::Stop, &Args::None);
         r.operation_found(key, PoolFacts { method: false, ..facts(true, true) }, NOW).unwrap();
         let e = r.operation_ending(key).unwrap().error.unwrap();
-        assert_eq!((e.code.as_str(), e.class.name(), e.operation.as_deref()), ("PROVIDER_RUNTIME_ERROR", "ProviderRuntimeError", Some("stop")));
+        assert_eq!(
+            (e.code.as_str(), e.class.name(), e.operation.as_deref()),
+            ("PROVIDER_RUNTIME_ERROR", "ProviderRuntimeError", Some("stop"))
+        );
         assert_eq!(e.message, "provider a failed during stop");
     }
 
@@ -1091,7 +1123,10 @@ mod tests {
         r.operation_found(key, facts(false, true), NOW).unwrap();
         r.operation_settled(key, &Outcome::TimedOut, NOW).unwrap();
         let e = r.operation_ending(key).unwrap().error.unwrap();
-        assert_eq!((e.code.as_str(), e.operation.as_deref(), e.timeout_ms), ("OPERATION_TIMEOUT", Some("destroy: getById"), Some(200.0)));
+        assert_eq!(
+            (e.code.as_str(), e.operation.as_deref(), e.timeout_ms),
+            ("OPERATION_TIMEOUT", Some("destroy: getById"), Some(200.0))
+        );
     }
 
     #[test]
@@ -1134,7 +1169,10 @@ mod tests {
         r.operation_found(key, facts(true, true), NOW).unwrap();
         r.operation_settled(key, &Outcome::TimedOut, NOW).unwrap();
         let e = r.operation_ending(key).unwrap().error.unwrap();
-        assert_eq!((e.code.as_str(), e.operation.as_deref(), e.timeout_ms), ("OPERATION_TIMEOUT", Some("uploadBundle"), Some(200.0)));
+        assert_eq!(
+            (e.code.as_str(), e.operation.as_deref(), e.timeout_ms),
+            ("OPERATION_TIMEOUT", Some("uploadBundle"), Some(200.0))
+        );
         assert_eq!(e.message, "provider a did not settle uploadBundle within 200 ms; outcome unknown");
         let key = found(&mut r, Operation::Start, &Args::None);
         r.operation_found(key, facts(true, true), NOW).unwrap();
@@ -1182,7 +1220,12 @@ mod tests {
 
     #[test]
     fn script_options_must_fire_naming_the_field() {
-        let base = ScriptShape { command: Shape::Str, session_id: Shape::Undefined, timeout_ms: Shape::Undefined, env: Err(Shape::Undefined) };
+        let base = ScriptShape {
+            command: Shape::Str,
+            session_id: Shape::Undefined,
+            timeout_ms: Shape::Undefined,
+            env: Err(Shape::Undefined),
+        };
         let cases: Vec<(Read<ScriptShape>, &str)> = vec![
             (Read::NotObject, "command"),
             (Read::Unreadable, "options"),
@@ -1192,7 +1235,13 @@ mod tests {
             (Read::Read(ScriptShape { timeout_ms: Shape::Num(f64::NAN), ..base.clone() }), "timeoutMs"),
             (Read::Read(ScriptShape { timeout_ms: Shape::Str, ..base.clone() }), "timeoutMs"),
             (Read::Read(ScriptShape { env: Err(Shape::Null), ..base.clone() }), "env"),
-            (Read::Read(ScriptShape { env: Ok(vec![("A".into(), Shape::Str), ("B".into(), Shape::Num(1.0))]), ..base.clone() }), "env.B"),
+            (
+                Read::Read(ScriptShape {
+                    env: Ok(vec![("A".into(), Shape::Str), ("B".into(), Shape::Num(1.0))]),
+                    ..base.clone()
+                }),
+                "env.B",
+            ),
         ];
         for (options, field) in cases {
             let e = script_bound(&options, 10).unwrap_err();
@@ -1223,7 +1272,10 @@ mod tests {
             (Read::Read(None), "files"),
             (Read::Unreadable, "files"),
             (Read::Read(Some(vec![FileShape::NotObject])), "files[0]"),
-            (Read::Read(Some(vec![file(Shape::Str, Shape::Str), file(Shape::Str, Shape::Undefined)])), "files[1].destination"),
+            (
+                Read::Read(Some(vec![file(Shape::Str, Shape::Str), file(Shape::Str, Shape::Undefined)])),
+                "files[1].destination",
+            ),
             (Read::Read(Some(vec![file(Shape::Object, Shape::Str)])), "files[0].source"),
         ];
         for (bundle, field) in cases {
@@ -1261,7 +1313,8 @@ mod tests {
 
     #[test]
     fn destroy_gone_must_not_fire_a_recheck_that_answers_a_handle_or_fails_keeps_the_mapping() {
-        for recheck in [Outcome::Value, Outcome::Undefined, Outcome::TimedOut, thrown(Fact::Num(404.0), Fact::Nullish)] {
+        for recheck in [Outcome::Value, Outcome::Undefined, Outcome::TimedOut, thrown(Fact::Num(404.0), Fact::Nullish)]
+        {
             let mut r = router();
             let (key, _) = destroyed(&mut r, true, thrown(Fact::Num(500.0), Fact::Nullish));
             assert_eq!(r.operation_settled(key, &recheck, NOW).unwrap().kind, StepKind::Done, "{recheck:?}");
@@ -1282,7 +1335,10 @@ mod tests {
         let next = r.operation_unmapped(key, false, NOW).unwrap();
         assert_eq!((next.kind, next.flags & flags::FORGET), (StepKind::Done, 0));
         let e = r.operation_ending(key).unwrap().error.unwrap();
-        assert_eq!((e.code.as_str(), e.cleanup, e.provider_id.as_deref()), ("MAPPING_PERSISTENCE_FAILED", Some("destroyed"), Some("a")));
+        assert_eq!(
+            (e.code.as_str(), e.cleanup, e.provider_id.as_deref()),
+            ("MAPPING_PERSISTENCE_FAILED", Some("destroyed"), Some("a"))
+        );
         assert!(r.take_events().is_empty(), "no sandbox.destroyed");
     }
 
@@ -1294,7 +1350,11 @@ mod tests {
         assert_eq!(next.kind, StepKind::Succeeded);
         assert_ne!(next.flags & flags::FORGET, 0);
         let events = r.take_events();
-        assert_eq!(events.iter().map(|e| e.event.type_name()).collect::<Vec<_>>(), ["sandbox.destroyed"], "no budgets: no budget.released");
+        assert_eq!(
+            events.iter().map(|e| e.event.type_name()).collect::<Vec<_>>(),
+            ["sandbox.destroyed"],
+            "no budgets: no budget.released"
+        );
         assert_eq!((events[0].at, events[0].sandbox.map(|s| s.to_string())), (1_000, Some(ID.to_string())));
     }
 
@@ -1303,7 +1363,11 @@ mod tests {
             &serde_json::json!([{ "id": "c", "key": { "label": "t" }, "limit": { "concurrent": 2 } }]),
         )
         .unwrap();
-        let capacity = coordinated.then(|| CapacitySettings { provider_order: vec!["a".into()], reservation_ttl_ms: 1, coordinated: true });
+        let capacity = coordinated.then(|| CapacitySettings {
+            provider_order: vec!["a".into()],
+            reservation_ttl_ms: 1,
+            coordinated: true,
+        });
         router_with(Settings { budgets: rules, capacity, ..settings() })
     }
 
@@ -1393,7 +1457,11 @@ mod tests {
         let e = r.settle_cost_of(None, Some(1.0)).unwrap_err();
         assert_eq!((e.code.as_str(), e.field.as_deref()), ("INVALID_SANDBOX_ID", Some("id")));
         let e = r.settle_cost_of(Some("bad"), None).unwrap_err();
-        assert_eq!((e.code.as_str(), e.field.as_deref()), ("INVALID_INPUT", Some("actualCost")), "the cost's type is checked before the id's form");
+        assert_eq!(
+            (e.code.as_str(), e.field.as_deref()),
+            ("INVALID_INPUT", Some("actualCost")),
+            "the cost's type is checked before the id's form"
+        );
         assert_eq!(r.settle_cost_of(Some("bad"), Some(1.0)).unwrap_err().code, "INVALID_SANDBOX_ID");
         for cost in [-1.0, f64::NAN, f64::INFINITY] {
             assert_eq!(r.settle_cost_of(Some(ID), Some(cost)).unwrap_err().code, "INVALID_INPUT", "{cost}");
