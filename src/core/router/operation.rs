@@ -255,29 +255,42 @@ pub struct StoredRecord {
     pub detached: bool,
 }
 
+/// A store's answer that is not a mapping record (`MAPPING_READ_FAILED`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotAMapping;
+
+impl std::fmt::Display for NotAMapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the store's answer is not a mapping record")
+    }
+}
+
+impl std::error::Error for NotAMapping {}
+
 /// The record in `json` (a store's answer): Ok(None) when there is none (`null`); Err when
 /// it is not a mapping (not an object, no string `providerId`, no non-empty string
 /// `providerSandboxId`, labels that are not an object of strings).
-pub fn record_of(json: &str) -> Result<Option<StoredRecord>, ()> {
-    let v: Value = serde_json::from_str(json).map_err(|_| ())?;
+pub fn record_of(json: &str) -> Result<Option<StoredRecord>, NotAMapping> {
+    let v: Value = serde_json::from_str(json).map_err(|_| NotAMapping)?;
     let o = match v {
         Value::Null => return Ok(None),
         Value::Object(o) => o,
-        _ => return Err(()),
+        _ => return Err(NotAMapping),
     };
     let text = |k: &str| o.get(k).and_then(Value::as_str).map(str::to_string);
     let labels = match o.get("labels") {
         None | Some(Value::Null) => Vec::new(),
-        Some(Value::Object(m)) => {
-            m.iter().map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())).ok_or(())).collect::<Result<_, _>>()?
-        }
-        Some(_) => return Err(()),
+        Some(Value::Object(m)) => m
+            .iter()
+            .map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())).ok_or(NotAMapping))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(NotAMapping),
     };
     let (Some(provider_id), Some(provider_sandbox_id)) = (text("providerId"), text("providerSandboxId")) else {
-        return Err(());
+        return Err(NotAMapping);
     };
     if provider_sandbox_id.is_empty() {
-        return Err(());
+        return Err(NotAMapping);
     }
     Ok(Some(StoredRecord {
         id: text("id"),
@@ -631,10 +644,10 @@ impl Router {
         let job = self.stage_of(key, &[Stage::ReadRecord])?;
         let record = match answer {
             StoreAnswer::Json(Some(text)) => record_of(text),
-            StoreAnswer::Json(None) | StoreAnswer::Failed => Err(()),
+            StoreAnswer::Json(None) | StoreAnswer::Failed => Err(NotAMapping),
         };
         match record {
-            Err(()) => {
+            Err(NotAMapping) => {
                 let mut e = Fault::new(
                     ErrorClass::MappingPersistence,
                     "MAPPING_READ_FAILED",
