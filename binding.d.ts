@@ -443,6 +443,20 @@ export interface AdmitVerdict {
 export declare function beginAcquisition(router: ExternalObject<RouterState>, request: ExternalObject<CompiledRequest>, detached: boolean, labelsJson: string | undefined | null, extras: RouteExtras | undefined | null, id: string | undefined | null, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): string
 
 /**
+ * Begins operation `kind` on sandbox `id` (any value: a string is checked) with `args`
+ * (JavaScript's copy of the caller's arguments; `readable`: false when reading them threw)
+ * and writes its first step into `step`. Returns the sandbox id. Throws the typed
+ * `INVALID_REQUEST` / `INVALID_SANDBOX_ID` error.
+ */
+export declare function beginOperation(router: ExternalObject<RouterState>, kind: OperationKind, id: unknown, args: unknown, readable: boolean, step: Uint32Array, clockNow?: number | undefined | null): string
+
+/**
+ * Begins giving back what sandbox `id` of pool `providerId` held (reconcile reclaimed it)
+ * and writes its first step into `step`. False: `id` is not a sandbox id (nothing to give back).
+ */
+export declare function beginReclaim(router: ExternalObject<RouterState>, id: string, providerId: string, step: Uint32Array, clockNow?: number | undefined | null): boolean
+
+/**
  * Begins a refill of pool `pool` (registry index): a job of that one candidate, one
  * attempt, no fallback; its first step is written into `step`. Returns the member's id.
  */
@@ -502,14 +516,14 @@ export interface BudgetKeyRecord {
   value: string
 }
 
-/** A rule's limits. */
+/** A rule's limits (null when not limited). */
 export interface BudgetLimitsRecord {
   /** `limit.cost`. */
-  cost?: number
+  cost: number | null
   /** `limit.launches`. */
-  launches?: number
+  launches: number | null
   /** `limit.concurrent`. */
-  concurrent?: number
+  concurrent: number | null
 }
 
 /** One rule's refusal, as the shared ledger answers it. */
@@ -570,20 +584,23 @@ export interface BudgetSettlement {
   untilMs?: number
 }
 
-/** One rule's key, as `router.budgetStatus()` reports it. */
+/**
+ * One rule's key, as `router.budgetStatus()` reports it (every field present: a limit
+ * that does not apply and a window that never resets are null).
+ */
 export interface BudgetStatusRecord {
   /** The rule's id. */
   rule: string
   /** The key. */
   key: BudgetKeyRecord
-  /** The rule's limits (each absent when not limited). */
+  /** The rule's limits (each null when not limited). */
   limit: BudgetLimitsRecord
   /** Settled in the window: cost, launches; and live sandboxes. */
   used: BudgetAmountsRecord
   /** Reserved by launches in flight. */
   reserved: BudgetAmountsRecord
   /** When the window frees what is used (ISO 8601); null for a rule without a window. */
-  resetsAt?: string
+  resetsAt: string | null
 }
 
 /** The shared ledger's answer to one reservation. */
@@ -1195,6 +1212,9 @@ export interface FoundSandbox {
   createdAtMs?: number
 }
 
+/** Most handles from launch a router keeps for operations by id (`core::router::operation`). */
+export declare const HANDLE_LIMIT: number
+
 /** What the fallback finder answers: the handles of the fleet, or why there are none. */
 export interface HandlesResult {
   /** Null when the answer was a list of handles; otherwise `MALFORMED`. */
@@ -1433,6 +1453,108 @@ export declare function nativeFinder(specJson: string): NativeFinder | null
  * (keys and indices) under `prefix`; `what` says what it is.
  */
 export declare function notJsonError(scope: string, segments: Array<string | number>, what: string, prefix: string): void
+
+/** What an operation resolves to. */
+export declare const enum OperationAnswer {
+  /** What the runtime's method resolved to (`runScript`, `uploadBundle`, `stop`, `start`). */
+  Runtime = 0,
+  /** The mapping record (`getSandbox`). */
+  Record = 1,
+  /** Nothing (`destroy`). */
+  Nothing = 2,
+}
+
+/**
+ * The awaited call resolved to `value` (only its type is looked at: `null`, `undefined` or
+ * another value, which JavaScript keeps).
+ */
+export declare function operationAnswered(router: ExternalObject<RouterState>, key: number, value: unknown, step: Uint32Array, clockNow?: number | undefined | null): void
+
+/** How operation `key` ended (at its `Succeeded` or `Done` step); the job is ended with it. */
+export declare function operationEnd(router: ExternalObject<RouterState>, key: number): OperationEnding
+
+/** How an operation ended. */
+export interface OperationEnding {
+  /** Failed: the typed error (`lib/errors.js` `fromNative` builds its instance). */
+  error?: Error | undefined
+  /** Failed: the runtime threw the router's own package error: rethrow that error as it is. */
+  package: boolean
+  /** Succeeded: what it resolves to. */
+  answer: OperationAnswer
+  /** `getSandbox`: the record. */
+  record?: SandboxRecord
+}
+
+/** The operation step flags' values. */
+export declare function operationFlags(): OperationFlags
+
+/** The step flags of operations (`step[4]`), as `core::router::operation::flags` defines them. */
+export interface OperationFlags {
+  /** `Call`: the handle is `{ id: providerSandboxId }`. */
+  idHandle: number
+  /** Drop the handle kept from launch. */
+  forget: number
+}
+
+/**
+ * What the registry has of the record's pool: whether it is `registered`, its runtime has
+ * the operation's `method` and `getById`, and this process holds the handle (`cached`).
+ */
+export declare function operationFound(router: ExternalObject<RouterState>, key: number, registered: boolean, method: boolean, getById: boolean, cached: boolean, step: Uint32Array, clockNow?: number | undefined | null): void
+
+/** An operation by id. */
+export declare const enum OperationKind {
+  /** `runScript(id, options)`. */
+  RunScript = 0,
+  /** `uploadBundle(id, bundle)`. */
+  UploadBundle = 1,
+  /** `stop(id)`. */
+  Stop = 2,
+  /** `start(id)`. */
+  Start = 3,
+  /** `getSandbox(id)`. */
+  GetSandbox = 4,
+  /** `destroy(id)`. */
+  Destroy = 5,
+}
+
+/**
+ * The store's answer for the record (`read`: how the read ended; `json`: the answer's JSON
+ * text when it answered, `null` for none, absent when it could not be serialized).
+ */
+export declare function operationRead(router: ExternalObject<RouterState>, key: number, json: string | undefined | null, read: ReadOutcome, step: Uint32Array, clockNow?: number | undefined | null): void
+
+/**
+ * The shared ledger's release answered (`givenBack`: it held a budget slot; false when it
+ * failed).
+ */
+export declare function operationReleased(router: ExternalObject<RouterState>, key: number, givenBack: boolean, step: Uint32Array, clockNow?: number | undefined | null): void
+
+/** What operation `key`'s steps concern (once its record is read). */
+export declare function operationTarget(router: ExternalObject<RouterState>, key: number): OperationTarget
+
+/** What an operation's steps concern. */
+export interface OperationTarget {
+  /** The pool (the record's). */
+  providerId: string
+  /** The provider's id of the sandbox. */
+  providerSandboxId: string
+  /** The runtime method the `Call` step calls. */
+  method?: string
+}
+
+/**
+ * The awaited call threw: `ours` (the router's own package error), and, when the thrown
+ * value is an object, its `[status, statusCode, response.status, code]` as read one by one
+ * (`unreadable`: bit i set when reading fact i threw).
+ */
+export declare function operationThrew(router: ExternalObject<RouterState>, key: number, ours: boolean, facts: Array<unknown> | undefined | null, unreadable: number, step: Uint32Array, clockNow?: number | undefined | null): void
+
+/** The awaited call did not settle within the step's bound. */
+export declare function operationTimedOut(router: ExternalObject<RouterState>, key: number, step: Uint32Array, clockNow?: number | undefined | null): void
+
+/** The store removed the record (`ok`) or not (it failed or timed out). */
+export declare function operationUnmapped(router: ExternalObject<RouterState>, key: number, ok: boolean, step: Uint32Array, clockNow?: number | undefined | null): void
 
 /**
  * The typed `PROVIDER_OPERATION_UNSUPPORTED` error: `provider`'s installed adapter has no
@@ -2048,14 +2170,6 @@ export declare function registrySize(registry: ExternalObject<Registry>): number
  */
 export declare function registrySurvivors(registry: ExternalObject<Registry>, request: ExternalObject<CompiledRequest>, detached: boolean, credentialsUnavailable?: Array<number> | undefined | null): Array<number>
 
-/** What `released` gave back. */
-export interface Released {
-  /** A capacity hold (in-process ledger). */
-  capacity: boolean
-  /** A budget's concurrent slot (in-process ledger). */
-  budget: boolean
-}
-
 /**
  * A compiled request's launch deadline, ms (JavaScript runs the timer; the router decides
  * the rest).
@@ -2190,12 +2304,6 @@ export interface RouterOptionsRecord {
 export declare function routerOptionsRefused(what: string): void
 
 /**
- * Sandbox `id` is gone (destroyed, or reclaimed by `reconcile`): its in-process capacity
- * hold and its budgets' concurrent slot are given back. What was released.
- */
-export declare function routerReleased(router: ExternalObject<RouterState>, id: string): Released
-
-/**
  * A fresh sandbox id (`sbx_` + 32 lowercase hex digits, 128 random bits), from the
  * router's id source.
  */
@@ -2235,10 +2343,11 @@ export interface RouterSettings {
 }
 
 /**
- * `router.settleCost(id, actualCost)` in the in-process ledger. False when the ledger does
- * not know the charge. Throws `INVALID_SANDBOX_ID` / `INVALID_INPUT`.
+ * `router.settleCost(id, actualCost)` in the in-process ledger (`id` and `actualCost` as
+ * the caller gave them: any values, checked here). Throws `INVALID_SANDBOX_ID` /
+ * `INVALID_INPUT`.
  */
-export declare function routerSettleCost(router: ExternalObject<RouterState>, id: string, actualCost: number): boolean
+export declare function routerSettleCost(router: ExternalObject<RouterState>, id: unknown, actualCost: unknown): SettleCostAnswer
 
 /** Decides on `registry` from now on (a caller's own registry is read again on every call). */
 export declare function routerUseRegistry(router: ExternalObject<RouterState>, registry: ExternalObject<Registry>): void
@@ -2270,6 +2379,25 @@ export declare const SANDBOX_ID_LABEL: string
  */
 export declare const SANDBOX_WARM_LABEL_KEY: string
 
+/**
+ * A sandbox's mapping record, as `router.getSandbox()` returns it (`id` and `createdAt`
+ * absent when the store gave none).
+ */
+export interface SandboxRecord {
+  /** `sbx_…`. */
+  id?: string
+  /** Its pool. */
+  providerId: string
+  /** The provider's id of the sandbox. */
+  providerSandboxId: string
+  /** Its labels (in key order). */
+  labels: Record<string, string>
+  /** ISO 8601. */
+  createdAt?: string
+  /** From `provisionDetached`. */
+  detached: boolean
+}
+
 /** Bound of the short bookkeeping scripts (start, status), ms. */
 export declare const SCRIPT_TIMEOUT_MS: number
 
@@ -2289,6 +2417,14 @@ export interface ScriptAnswerRecord {
   exitCode: number | null
   /** Its `timedOut` was truthy. */
   timedOut: boolean
+}
+
+/** What `router.settleCost` found in this process's ledger. */
+export interface SettleCostAnswer {
+  /** The in-process ledger knew the charge. */
+  known: boolean
+  /** The budgets live in the shared ledger: its answer is the one to give. */
+  shared: boolean
 }
 
 /**
@@ -2549,6 +2685,12 @@ export interface TelemetrySchema {
   /** Every value of the provision outcome, in documentation order. */
   outcomes: Array<ProvisionOutcome>
 }
+
+/**
+ * Whether a thrown value with these facts (as [`operation_threw`] takes them) says the
+ * sandbox is gone (`core::router::operation::is_not_found`).
+ */
+export declare function thrownNotFound(facts: Array<unknown> | undefined | null, unreadable: number): boolean
 
 /**
  * The launch label that carries the provision span's W3C `traceparent` when

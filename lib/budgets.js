@@ -1,34 +1,18 @@
 'use strict';
 // Budgets' I/O outside a provision: `router.budgetStatus()`, `router.settleCost()`, and the
-// slot a destroyed or reclaimed sandbox gives back (with the capacity hold it kept), in
-// this process and in the shared ledger. A provision's budget step is capacity.js's (the
-// shared ledger's transaction) or native (the in-process ledger). Every rule (which rules
-// apply, what fits, what a refusal says, how a reservation settles) is
-// src/core/budget.rs's; the in-process ledger is settled natively, in the same call that
-// decided it.
+// slot a destroyed or reclaimed sandbox gives back in the shared ledger (the `Release` step).
+// Every rule (the arguments' checks, which ledger answers, what a release emits) is the
+// router's (src/core/router/); a provision's budget step is the driver's.
 
 const { binding } = require('./binding.js');
-const { SandboxRequestValidationError, callNative, fromNative } = require('./errors.js');
+const { callNative, fromNative } = require('./errors.js');
 const { routerNow } = require('./options.js');
-const { emit } = require('./events.js');
+const { emitRouter } = require('./events.js');
+const { drive, perform, K, jobRecord, took, end, clockNow, STEP } = require('./driver.js');
 
 /** `router.budgetStatus()`: every rule's keys, with what is used and reserved. */
 async function budgetStatus(ctx) {
-  if (ctx.budgets === null) return [];
-  const rows = ctx.budgets.shared
-    ? await sharedStatus(ctx)
-    : callNative(() => binding.routerBudgetStatus(ctx.native, routerNow(ctx)));
-  return rows.map((r) => ({
-    rule: r.rule,
-    key: { label: r.key.label, value: r.key.value },
-    limit: { cost: r.limit.cost ?? null, launches: r.limit.launches ?? null, concurrent: r.limit.concurrent ?? null },
-    used: { cost: r.used.cost, launches: r.used.launches, concurrent: r.used.concurrent },
-    reserved: { cost: r.reserved.cost, launches: r.reserved.launches, concurrent: r.reserved.concurrent },
-    resetsAt: r.resetsAt ?? null,
-  }));
-}
-
-async function sharedStatus(ctx) {
+  if (ctx.budgets === null || !ctx.budgets.shared) return callNative(() => binding.routerBudgetStatus(ctx.native, routerNow(ctx)));
   try {
     return await ctx.capacity.coordinator.budgetStatus(binding.routerBudgetRules(ctx.native, routerNow(ctx)));
   } catch (error) {
@@ -38,15 +22,11 @@ async function sharedStatus(ctx) {
 
 /**
  * `router.settleCost(id, actualCost)`: the charge of sandbox `id` takes its actual cost.
- * Resolves to whether a charge was found.
+ * Resolves to whether a charge was found (by the shared ledger, when the budgets live there).
  */
 async function settleCost(ctx, id, actualCost) {
-  if (typeof id !== 'string') throw new SandboxRequestValidationError('invalid sandbox id: must be a string', 'INVALID_SANDBOX_ID', { field: 'id' });
-  if (typeof actualCost !== 'number') {
-    throw new SandboxRequestValidationError('invalid settleCost: actualCost must be a finite number >= 0', 'INVALID_INPUT', { field: 'actualCost' });
-  }
-  const known = callNative(() => binding.routerSettleCost(ctx.native, id, actualCost));
-  if (ctx.budgets === null || !ctx.budgets.shared) return known;
+  const answer = callNative(() => binding.routerSettleCost(ctx.native, id, actualCost));
+  if (!answer.shared) return answer.known;
   try {
     return await ctx.capacity.coordinator.settleBudgetCost(id, actualCost);
   } catch (error) {
@@ -55,27 +35,49 @@ async function settleCost(ctx, id, actualCost) {
 }
 
 /**
- * Sandbox `id` (of pool `providerId`) is gone: its capacity hold and its budgets'
- * concurrent slot are given back, in this process and in the shared ledger. `reason`:
- * `DESTROYED` (router.destroy) or `RECLAIMED` (reconcile). Never throws: a shared ledger
- * that cannot be written now keeps the slot until its sandbox's charges expire.
+ * `Release`: the sandbox's slot given back in the shared ledger (the coordinator bounds its
+ * own calls). One that cannot be written now keeps the slot until its charges expire.
  */
-async function released(ctx, id, providerId, reason) {
-  let budget = false;
+async function release(run) {
+  let givenBack = false;
   try {
-    budget = binding.routerReleased(ctx.native, id).budget;
+    givenBack = (await run.ctx.capacity.coordinator.releaseSandbox(run.sandboxId)) === true;
   } catch {
-    budget = false;
+    givenBack = false;
   }
-  const coordinator = ctx.capacity === null ? null : ctx.capacity.coordinator;
-  if (coordinator !== null) {
-    try {
-      budget = (await coordinator.releaseSandbox(id)) || budget;
-    } catch {
-      // Best effort (see above).
-    }
+  binding.operationReleased(run.ctx.native, run.machine, givenBack, STEP, clockNow(run.ctx));
+  return took(run);
+}
+
+perform(K.Release, release);
+
+function reclaimEnded(run) {
+  end(run);
+  emitRouter(run.ctx);
+  run.resolve();
+}
+
+/**
+ * Sandbox `id` of pool `providerId`, reclaimed by `reconcile`, is gone: its capacity hold and
+ * budget slot are given back (in this process, then in the shared ledger), with
+ * `budget.released` (`RECLAIMED`) when a slot came back. Resolves when done; never rejects.
+ */
+function released(ctx, id, providerId) {
+  const run = jobRecord(ctx, false, reclaimEnded);
+  const promise = new Promise((resolve) => {
+    run.resolve = resolve;
+    run.reject = () => resolve();
+  });
+  try {
+    if (!binding.beginReclaim(ctx.native, id, providerId, STEP, clockNow(ctx))) return Promise.resolve();
+  } catch {
+    return Promise.resolve();
   }
-  if (budget && ctx.budgets !== null) emit(ctx.observer, 'budget.released', { sandboxId: id, providerId, reason });
+  run.machine = STEP[2];
+  run.sandboxId = id;
+  run.pools = [null];
+  drive(run, took(run));
+  return promise;
 }
 
 module.exports = { budgetStatus, settleCost, released };

@@ -83,6 +83,8 @@ function jobRecord(ctx, detached, done) {
     member: null,
     /** its telemetry (lib/telemetry.js), or null */
     tel: null,
+    /** an operation by id: its runtime method, arguments, answer (lib/operations.js) */
+    op: null,
   };
 }
 

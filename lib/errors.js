@@ -136,6 +136,8 @@ const NATIVE_CLASSES = Object.freeze({
   ProviderPackageMissingError,
   ProviderOperationUnsupportedError,
   ProvisioningAvailabilityError,
+  ProviderRuntimeError,
+  SandboxNotFoundError,
 });
 
 /** The native binding, required when first needed: lib/native.js loads it, and needs this file first. */

@@ -144,7 +144,7 @@ function healthNow(health) {
  * @property {{ providerOrder: string[], timeoutMs: number, reservationTtlMs: number, coordinator: any } | null} capacity
  * @property {number} capacityTimeoutMs
  * @property {Map<string, object>} handles handles from launch, by sbx id (process-local; at most
- *   operations.js HANDLE_LIMIT, oldest dropped first)
+ *   the router's HANDLE_LIMIT, src/core/router/operation.rs; oldest dropped first)
  * @property {string} fleet the fleet name stamped into every launch
  * @property {boolean} intents whether the store takes intent records (`intent` and `intents`)
  * @property {string} session this router's random session id (in intent records)

@@ -308,7 +308,7 @@ async function reconcile(ctx, options) {
       if (outcome === 'DEADLINE') report.timedOut = true;
       // What the reclaimed sandbox held (a capacity hold, a budget's concurrent slot) is
       // given back; a stale intent's launch held a slot as outcome unknown.
-      if (outcome === 'DESTROYED' || outcome === 'UNMAPPED' || outcome === 'INTENT_REMOVED') await released(ctx, w.sandboxId, def.id, 'RECLAIMED');
+      if (outcome === 'DESTROYED' || outcome === 'UNMAPPED' || outcome === 'INTENT_REMOVED') await released(ctx, w.sandboxId, def.id);
       const entry = { providerId: def.id, sandboxId: w.sandboxId, providerSandboxId: w.providerSandboxId, class: w.class, outcome };
       report.outcomes.push(entry);
       emit(ctx.observer, 'reconcile.reclaimed', { sandboxId: entry.sandboxId, providerId: entry.providerId, class: entry.class, outcome });

@@ -5,7 +5,8 @@
 //                  native state)
 //   provision.js   the JS half of an acquisition (the native machine decides every step)
 //   capacity.js    capacity reads
-//   operations.js  operations by id (runScript, uploadBundle, start, stop, getSandbox, destroy)
+//   operations.js  operations by id (runScript, uploadBundle, start, stop, getSandbox, destroy),
+//                  jobs of the router like provisions
 //   reconcile.js   stamped sandboxes vs the mapping store
 //
 // This file only routes calls to them, plus the two read-only decisions (`route`,
@@ -153,30 +154,22 @@ class SandboxRouter {
 
   /** Runs a command in the sandbox, on the provider that launched it. */
   runScript(id, options) {
-    try {
-      return operations.runScript(this.#ctx, id, options);
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    return operations.runScript(this.#ctx, id, options);
   }
 
   /** Uploads files into the sandbox. */
   uploadBundle(id, bundle) {
-    try {
-      return operations.uploadBundle(this.#ctx, id, bundle);
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    return operations.uploadBundle(this.#ctx, id, bundle);
   }
 
   /** Stops the sandbox (where the runtime supports it). */
   stop(id) {
-    return operations.call(this.#ctx, id, 'stop', []);
+    return operations.stop(this.#ctx, id);
   }
 
   /** Starts a stopped sandbox (where the runtime supports it). */
   start(id) {
-    return operations.call(this.#ctx, id, 'start', []);
+    return operations.start(this.#ctx, id);
   }
 
   /** The mapping record of a sandbox (a copy), or a `SandboxNotFoundError`. */

@@ -18,6 +18,7 @@
 //! - `router`: one router's native state (fleet, health, ledger, default store) and the
 //!   decisions that read it;
 //! - `acquisition`: the machines of the provisions in flight, by integer key;
+//! - `operation`: operations by id (and a reclaimed sandbox's release), as jobs of the router;
 //! - `warm`: warm pools: the inventory, the refill machines, the claims' answers;
 //! - `budget`: a router's budget rules and in-process ledger, their typed records;
 //! - `explain`: explanations written into typed arrays JavaScript lends;
@@ -45,6 +46,7 @@ pub mod factory;
 pub mod ids;
 pub mod manifest;
 pub mod mapping;
+pub mod operation;
 pub mod pg;
 pub mod reconcile;
 pub mod records;

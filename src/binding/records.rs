@@ -81,14 +81,15 @@ pub struct BudgetKeyRecord {
     pub value: String,
 }
 
-/// One rule's key, as `router.budgetStatus()` reports it.
-#[napi(object)]
+/// One rule's key, as `router.budgetStatus()` reports it (every field present: a limit
+/// that does not apply and a window that never resets are null).
+#[napi(object, use_nullable = true)]
 pub struct BudgetStatusRecord {
     /// The rule's id.
     pub rule: String,
     /// The key.
     pub key: BudgetKeyRecord,
-    /// The rule's limits (each absent when not limited).
+    /// The rule's limits (each null when not limited).
     pub limit: BudgetLimitsRecord,
     /// Settled in the window: cost, launches; and live sandboxes.
     pub used: BudgetAmountsRecord,
@@ -98,8 +99,8 @@ pub struct BudgetStatusRecord {
     pub resets_at: Option<String>,
 }
 
-/// A rule's limits.
-#[napi(object)]
+/// A rule's limits (null when not limited).
+#[napi(object, use_nullable = true)]
 pub struct BudgetLimitsRecord {
     /// `limit.cost`.
     pub cost: Option<f64>,

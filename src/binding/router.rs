@@ -21,8 +21,8 @@ use crate::core::ids::SandboxKey;
 use crate::core::router::pools::Question;
 use crate::core::router::{CapacitySettings, Now, Owner, Router, Settings};
 use crate::core::telemetry::circuit_gauge;
-use napi::bindgen_prelude::{Array, External, Uint32ArraySlice};
-use napi::Env;
+use napi::bindgen_prelude::{Array, External, Uint32ArraySlice, Unknown};
+use napi::{Env, ValueType};
 use napi_derive::napi;
 use std::cell::RefCell;
 
@@ -343,37 +343,33 @@ pub fn router_budget_status(
     })
 }
 
-/// `router.settleCost(id, actualCost)` in the in-process ledger. False when the ledger does
-/// not know the charge. Throws `INVALID_SANDBOX_ID` / `INVALID_INPUT`.
+/// What `router.settleCost` found in this process's ledger.
+#[napi(object)]
+pub struct SettleCostAnswer {
+    /// The in-process ledger knew the charge.
+    pub known: bool,
+    /// The budgets live in the shared ledger: its answer is the one to give.
+    pub shared: bool,
+}
+
+/// `router.settleCost(id, actualCost)` in the in-process ledger (`id` and `actualCost` as
+/// the caller gave them: any values, checked here). Throws `INVALID_SANDBOX_ID` /
+/// `INVALID_INPUT`.
 #[napi]
 pub fn router_settle_cost(
     env: Env,
     router: &External<RouterState>,
-    id: String,
-    actual_cost: f64,
-) -> napi::Result<bool> {
+    id: Unknown<'_>,
+    actual_cost: Unknown<'_>,
+) -> napi::Result<SettleCostAnswer> {
+    // SAFETY: each is cast only to the type it has.
+    let id: Option<String> = if id.get_type()? == ValueType::String { Some(unsafe { id.cast() }?) } else { None };
+    let cost: Option<f64> =
+        if actual_cost.get_type()? == ValueType::Number { Some(unsafe { actual_cost.cast() }?) } else { None };
     guard(&env, || {
-        let key = SandboxKey::parse_checked(&id)?;
-        router.router.borrow_mut().settle_cost(key, actual_cost)
+        let (known, shared) = router.router.borrow_mut().settle_cost_of(id.as_deref(), cost)?;
+        Ok(SettleCostAnswer { known, shared })
     })
-}
-
-/// What `released` gave back.
-#[napi(object)]
-pub struct Released {
-    /// A capacity hold (in-process ledger).
-    pub capacity: bool,
-    /// A budget's concurrent slot (in-process ledger).
-    pub budget: bool,
-}
-
-/// Sandbox `id` is gone (destroyed, or reclaimed by `reconcile`): its in-process capacity
-/// hold and its budgets' concurrent slot are given back. What was released.
-#[napi]
-pub fn router_released(router: &External<RouterState>, id: String) -> Released {
-    let Some(key) = SandboxKey::parse(&id) else { return Released { capacity: false, budget: false } };
-    let (capacity, budget) = router.router.borrow_mut().released(key);
-    Released { capacity, budget }
 }
 
 /// A circuit's state.

@@ -109,12 +109,17 @@ pub enum ErrorClass {
     /// `ProvisioningAvailabilityError`: the credential-readiness port threw, timed out or
     /// answered a non-boolean.
     ProvisioningAvailability,
+    /// `ProviderRuntimeError`: a runtime call of an operation by id failed
+    /// (`PROVIDER_RUNTIME_ERROR`) or did not settle in time (`OPERATION_TIMEOUT`).
+    ProviderRuntime,
+    /// `SandboxNotFoundError`: no mapping for this id, or its sandbox is gone.
+    SandboxNotFound,
 }
 
 impl ErrorClass {
     /// Every class, in declaration order: `lib/errors.js`'s table of classes by name is
     /// checked against this list (`errorClassNames`, `__test__/errors.test.cjs`).
-    pub const ALL: [ErrorClass; 14] = [
+    pub const ALL: [ErrorClass; 16] = [
         ErrorClass::RequestValidation,
         ErrorClass::RoutingNotApplicable,
         ErrorClass::NoEligibleProvider,
@@ -129,6 +134,8 @@ impl ErrorClass {
         ErrorClass::PackageMissing,
         ErrorClass::OperationUnsupported,
         ErrorClass::ProvisioningAvailability,
+        ErrorClass::ProviderRuntime,
+        ErrorClass::SandboxNotFound,
     ];
 
     /// The JS class name (`lib/errors.js` exports each under this name).
@@ -144,6 +151,8 @@ impl ErrorClass {
             ErrorClass::AcquisitionTimeout => "AcquisitionTimeoutError",
             ErrorClass::MappingPersistence => "MappingPersistenceError",
             ErrorClass::BudgetExhausted => "BudgetExhaustedError",
+            ErrorClass::ProviderRuntime => "ProviderRuntimeError",
+            ErrorClass::SandboxNotFound => "SandboxNotFoundError",
             ErrorClass::Internal => "SandboxRouterInternalError",
             ErrorClass::PackageMissing => "ProviderPackageMissingError",
             ErrorClass::OperationUnsupported => "ProviderOperationUnsupportedError",

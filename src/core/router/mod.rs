@@ -14,6 +14,7 @@
 //! (option `clock`), both epoch milliseconds.
 
 pub mod budgets;
+pub mod operation;
 pub mod options;
 pub mod pools;
 pub mod provision;
@@ -125,6 +126,16 @@ impl Capacity {
     }
 }
 
+/// `INVALID_INPUT` of `settleCost`'s `actualCost`.
+fn invalid_cost() -> Failure {
+    Fault::invalid(
+        ErrorClass::RequestValidation,
+        "INVALID_INPUT",
+        "invalid settleCost: actualCost must be a finite number >= 0",
+        "actualCost",
+    )
+}
+
 /// Process-unique ids of routers' health: registries cache their pool → slot maps by it.
 static NEXT_HEALTH_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -161,6 +172,8 @@ pub struct Router {
     registry: Rc<RefCell<Pools>>,
     /// The jobs in flight.
     pub(crate) jobs: Jobs,
+    /// The operations by id in flight (`operation.rs`).
+    pub(crate) operations: operation::Operations,
     /// Events decided outside a job (a destroy, a reconcile run, a refill pause), in order.
     events: Vec<Emitted>,
     /// The router's clock at the last call that read it (events decided without one).
@@ -202,6 +215,7 @@ impl Router {
             budgets: Budgets::new(settings.budgets, coordinated, sink, now),
             registry,
             jobs: Jobs::default(),
+            operations: operation::Operations::default(),
             events: Vec::new(),
             clock: now,
         })
@@ -263,18 +277,25 @@ impl Router {
     /// does not know the charge. `INVALID_INPUT` for a cost that is not finite and ≥ 0.
     pub fn settle_cost(&mut self, id: SandboxKey, actual_cost: f64) -> Result<bool, Failure> {
         if !actual_cost.is_finite() || actual_cost < 0.0 {
-            return Err(Fault::invalid(
-                ErrorClass::RequestValidation,
-                "INVALID_INPUT",
-                "invalid settleCost: actualCost must be a finite number >= 0",
-                "actualCost",
-            ));
+            return Err(invalid_cost());
         }
         Ok(self.budgets.as_mut().is_some_and(|b| {
             let known = b.ledger.settle_cost(id, actual_cost);
             b.flush();
             known
         }))
+    }
+
+    /// `router.settleCost(id, actualCost)` as the caller called it (`id`: None when not a
+    /// string; `actual_cost`: None when not a number): `INVALID_SANDBOX_ID` /
+    /// `INVALID_INPUT` in that order, then [`Router::settle_cost`]. (known, shared): whether
+    /// this process's ledger knew the charge, and whether the shared ledger's answer is the
+    /// one to give (budgets in a coordinator).
+    pub fn settle_cost_of(&mut self, id: Option<&str>, actual_cost: Option<f64>) -> Result<(bool, bool), Failure> {
+        let id = id.ok_or_else(operation::id_not_a_string)?;
+        let cost = actual_cost.ok_or_else(invalid_cost)?;
+        let known = self.settle_cost(SandboxKey::parse_checked(id)?, cost)?;
+        Ok((known, self.budgets.as_ref().is_some_and(|b| b.shared)))
     }
 
     /// The health of pool `id` at `now` (a fresh pool's when it has no outcome yet); None
@@ -312,8 +333,8 @@ impl Router {
         self.jobs.ids()
     }
 
-    /// Jobs in flight (the leak tests count them).
+    /// Jobs in flight, operations by id included (the leak tests count them).
     pub fn jobs_in_flight(&self) -> usize {
-        self.jobs.len()
+        self.jobs.len() + self.operations.len()
     }
 }

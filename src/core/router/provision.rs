@@ -69,6 +69,25 @@ pub enum StepKind {
     /// A refill's member: write it to the fleet's inventory (its record and the member in
     /// one transaction; [`Router::refill_member`]), then report [`Router::persisted`].
     WarmSettle = 13,
+    /// An operation by id: read the sandbox's record from the caller's store, then report
+    /// [`Router::operation_read`].
+    ReadRecord = 20,
+    /// An operation by id: find the record's pool in the caller's registry (and whether its
+    /// runtime has the method and `getById`, and this process the handle from launch), then
+    /// report [`Router::operation_found`].
+    FindPool = 21,
+    /// An operation by id: `getById(providerSandboxId, { owned: true })` on the pool, then
+    /// report [`Router::operation_settled`].
+    Resolve = 22,
+    /// An operation by id: the runtime's method on the handle (flag `ID_HANDLE`: the handle
+    /// is `{ id: providerSandboxId }`), then report [`Router::operation_settled`].
+    Call = 23,
+    /// `destroy`: remove the record from the caller's store, then report
+    /// [`Router::operation_unmapped`].
+    Unmap = 24,
+    /// A destroyed or reclaimed sandbox: give back its slot in the shared ledger
+    /// (`releaseSandbox`), then report [`Router::operation_released`].
+    Release = 25,
 }
 
 impl StepKind {
@@ -89,6 +108,12 @@ impl StepKind {
         (StepKind::Succeeded, "Succeeded"),
         (StepKind::Coordinate, "Coordinate"),
         (StepKind::WarmSettle, "WarmSettle"),
+        (StepKind::ReadRecord, "ReadRecord"),
+        (StepKind::FindPool, "FindPool"),
+        (StepKind::Resolve, "Resolve"),
+        (StepKind::Call, "Call"),
+        (StepKind::Unmap, "Unmap"),
+        (StepKind::Release, "Release"),
     ];
 }
 
@@ -1130,9 +1155,13 @@ impl Router {
         })
     }
 
-    /// Forgets job `key` (its key may be reused): the provision has settled. A half-open
+    /// Forgets job `key` (its key may be reused): the provision (or operation) has settled. A half-open
     /// trial token it still holds is freed. Ending an unknown key does nothing.
     pub fn end(&mut self, key: u32) {
+        if key & super::operation::OPERATION_KEY != 0 {
+            self.operations.remove(key);
+            return;
+        }
         let refill_failure = self.refill_failure(key);
         if let Some(mut job) = self.jobs.remove(key) {
             if let Some(h) = &mut self.health {
