@@ -286,10 +286,10 @@ export declare function acquisitionBudgetDemand(router: ExternalObject<RouterSta
 export declare function acquisitionCandidates(router: ExternalObject<RouterState>, key: number): Array<string>
 
 /**
- * The fleet's inventory answered the `Claim` step: `hit` or not (a miss writes the next
- * step: the cold launch of the same pool).
+ * The fleet's inventory answered the `Claim` step with `member` (null: none, or it failed);
+ * the next step into `step`.
  */
-export declare function acquisitionClaimAnswer(router: ExternalObject<RouterState>, key: number, hit: boolean, step: Uint32Array, clockNow?: number | undefined | null): void
+export declare function acquisitionClaimAnswer(router: ExternalObject<RouterState>, key: number, member: WarmMemberRecord | undefined | null, step: Uint32Array, clockNow?: number | undefined | null): void
 
 /** The `Claim` step's question for the fleet's inventory. */
 export declare function acquisitionClaimAsk(router: ExternalObject<RouterState>, key: number): ClaimAsk
@@ -300,8 +300,14 @@ export declare function acquisitionClaimAsk(router: ExternalObject<RouterState>,
  */
 export declare function acquisitionClaimed(router: ExternalObject<RouterState>, key: number, step: Uint32Array, clockNow?: number | undefined | null): void
 
-/** A claimed member proved gone: counted lost; the next step launches the same pool cold. */
-export declare function acquisitionClaimLost(router: ExternalObject<RouterState>, key: number, step: Uint32Array, clockNow?: number | undefined | null): void
+/**
+ * The `ClaimResolve` step ended with `outcome`; the next step into `step`. Returns the
+ * record to remove (without waiting) of a member found gone, or null.
+ */
+export declare function acquisitionClaimResolved(router: ExternalObject<RouterState>, key: number, outcome: ResolveOutcome, step: Uint32Array, clockNow?: number | undefined | null): string | null
+
+/** The `ClaimUncharge` step was performed; the next step (the cold launch) into `step`. */
+export declare function acquisitionClaimUncharged(router: ExternalObject<RouterState>, key: number, step: Uint32Array, clockNow?: number | undefined | null): void
 
 /**
  * The classifier's answer: `code` when it answered a string, `retryable` when a boolean
@@ -376,7 +382,7 @@ export declare function acquisitionLateWrite(router: ExternalObject<RouterState>
 /** The launch resolved to something that is not a handle; the next step. */
 export declare function acquisitionMalformed(router: ExternalObject<RouterState>, key: number, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
 
-/** The member the `Claimed` step took. `clockNow`: the router's clock (its age). */
+/** The member the claim took. `clockNow`: the router's clock (its age). */
 export declare function acquisitionMember(router: ExternalObject<RouterState>, key: number, clockNow?: number | undefined | null): ClaimedMember
 
 /** The caller's store stored the record (`ok`) or not (failed or timed out); the next step. */
@@ -426,12 +432,6 @@ export interface AdmitVerdict {
  * clock; `clockNow`: the router's (each omitted: the wall clock).
  */
 export declare function beginAcquisition(router: ExternalObject<RouterState>, request: ExternalObject<CompiledRequest>, detached: boolean, labelsJson: string | undefined | null, extras: RouteExtras | undefined | null, id: string | undefined | null, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): string
-
-/**
- * Begins a refill of pool `pool` (registry index): a job of that one candidate, one
- * attempt, no fallback; its first step is written into `step`. Returns the member's id.
- */
-export declare function beginRefill(router: ExternalObject<RouterState>, pool: number, step: Uint32Array, now?: number | undefined | null): string
 
 /** Amounts of one key. */
 export interface BudgetAmountsRecord {
@@ -638,9 +638,14 @@ export interface ClaimAsk {
   floor: number
   /** From `provisionDetached`. */
   detached: boolean
+  /**
+   * Under shared budgets: the provision whose reservation the claim turns into the
+   * member's charge.
+   */
+  charge: string | null
 }
 
-/** The member a provision took from this process's inventory (after a `Claimed` step). */
+/** The member a provision took (after a `Claimed` or `ClaimResolve` step). */
 export interface ClaimedMember {
   /** Its router id: the provision's result id. */
   sandboxId: string
@@ -926,6 +931,14 @@ export interface ExplainVocabulary {
   /** How many `floats` the header takes (the balanced weights). */
   headerFloats: number
 }
+
+/**
+ * The sandbox lifetime (`capabilities.timeout.maxSandboxLifetimeMs`) a factory pool of
+ * `provider` declares (`core::warm::factory_lifetime_ms`): the adapter's own, from
+ * `createTimeoutMs` (its adapter option) or the adapter's default; null when the caller
+ * declared one (`declared`, kept) or the adapter has none.
+ */
+export declare function factoryLifetimeMs(provider: string, createTimeoutMs: number | undefined | null, declared: boolean): number | null
 
 /** What a finder answers: the stamped sandboxes, or why the account could not be listed. */
 export interface FindResult {
@@ -1680,9 +1693,6 @@ export declare const enum ReconcileWorkClass {
   StaleIntent = 'stale-intent',
 }
 
-/** The deadline of one refill launch, ms (a request's default launch deadline). */
-export declare const REFILL_TIMEOUT_MS: number
-
 /** A refill's member (after its launch succeeded). */
 export interface RefillMember {
   /** The member's router id. */
@@ -1724,6 +1734,18 @@ export interface Released {
  * the rest).
  */
 export declare function requestTimeoutMs(request: ExternalObject<CompiledRequest>): number
+
+/** How a re-resolution (`getById(id, { owned: true })`) ended. */
+export declare const enum ResolveOutcome {
+  /** It answered a handle. */
+  Found = 0,
+  /** It answered null or undefined. */
+  Gone = 1,
+  /** It threw or timed out. */
+  Failed = 2,
+  /** The runtime has no `getById`. */
+  Unsupported = 3,
+}
 
 /** One measured dimension, as readers report it. */
 export interface ResourceRecord {
@@ -1958,6 +1980,10 @@ export interface StepFlags {
   ended: number
   /** `Unintent`: write the intent as failed. */
   failedIntent: number
+  /** Router events to hand on (`routerEvents`). */
+  routerEvents: number
+  /** Warm work may be due (`warmPoll`). */
+  warm: number
 }
 
 /**
@@ -2122,6 +2148,9 @@ export declare function validateManifest(manifestJson?: string | undefined | nul
  */
 export declare function validateMeasurement(measurementJson: string | undefined | null, read: ReadOutcome): MeasurementRecord
 
+/** A task the caller could not drive (its bug): forgotten, so the waiters still settle. */
+export declare function warmAbandon(router: ExternalObject<RouterState>, key: number): void
+
 /** Whether a claim on one pool would be warm, for `explain`. */
 export interface WarmClaimExplanation {
   /** The pool. */
@@ -2129,19 +2158,34 @@ export interface WarmClaimExplanation {
   /** Whether this request would take a member of it now. */
   claim: boolean
   /** Why not: `NOT_WARM`, `NOT_STARTED`, `CLOSED`, or a miss reason. */
-  reason?: string
+  reason: string | null
   /**
    * With the fleet's inventory and a compatible request: the floor to count members
-   * with (the JS side asks the database); otherwise null.
+   * with (ask the database, then call again with the counts); otherwise null.
    */
-  floor?: number
+  floor: number | null
 }
 
-/** Closes the router's warm pools (`close()`): no claim, no refill from now on. */
-export declare function warmClose(router: ExternalObject<RouterState>): void
+/**
+ * `close(options)`: `optionsJson` the options as JSON text (null: none given; text that
+ * is not JSON: unreadable), `storeInMemory` whether the mapping store is an
+ * `InMemoryMappingStore`. Throws the typed `INVALID_CONFIGURATION` error naming
+ * `keepWarm`. True: wait for `warmCloseAnswer`.
+ */
+export declare function warmClose(router: ExternalObject<RouterState>, optionsJson: string | undefined | null, storeInMemory: boolean): boolean
 
-/** Counts members of pool `providerId` found gone, or expired, in the fleet's inventory. */
-export declare function warmCount(router: ExternalObject<RouterState>, providerId: string, lost: number, expired: number): void
+/** `close()`'s report once every refill and task has settled; null: not yet. */
+export declare function warmCloseAnswer(router: ExternalObject<RouterState>): WarmCloseReport | null
+
+/** `close()`'s answer. */
+export interface WarmCloseReport {
+  /** Idle members destroyed (or found gone already). */
+  destroyed: number
+  /** Idle members whose destroy failed: they stay recorded, for `reconcile`. */
+  failed: number
+  /** Idle members left recorded for the next process (`keepWarm`). */
+  kept: number
+}
 
 /** A pool's warm counts in the fleet's inventory, as the database answered them. */
 export interface WarmCounts {
@@ -2153,26 +2197,75 @@ export interface WarmCounts {
   launching: number
 }
 
-/** Every idle member of this process's inventory, taken out (`close()`). */
-export declare function warmDrain(router: ExternalObject<RouterState>): Array<WarmMemberRecord>
+/** The `WarmDestroy` step of task `key`: whether the destroy succeeded. */
+export declare function warmDestroyed(router: ExternalObject<RouterState>, key: number, ok: boolean, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
 
 /**
  * Per pool of `pools` (registry indices): whether compiled request `request` would claim a
- * member now (`clockNow`: the router's clock). Nothing changes.
+ * member now (`clockNow`: the router's clock); null when the registry keeps no warm pool.
+ * `counts`: the fleet's claimable members per pool, for the pools that had a floor (null:
+ * not asked, or the database failed). Nothing changes.
  */
-export declare function warmExplain(router: ExternalObject<RouterState>, request: ExternalObject<CompiledRequest>, pools: Array<number>, clockNow?: number | undefined | null): Array<WarmClaimExplanation>
+export declare function warmExplain(router: ExternalObject<RouterState>, request: ExternalObject<CompiledRequest>, pools: Array<number>, clockNow?: number | undefined | null, counts?: Array<number | undefined | null> | undefined | null): Array<WarmClaimExplanation> | null
 
 /**
- * Takes member `sandboxId` out of this process's inventory (`lost`: found gone). Its
- * pool's id, or null when it is not idle here.
+ * The `WarmFleet` step of task `key` answered `reply` (null: it failed or timed out); the
+ * next step into `step`. Returns the members whose live handles to let go of.
  */
-export declare function warmForget(router: ExternalObject<RouterState>, sandboxId: string, lost: boolean): string | null
+export declare function warmFleetAnswered(router: ExternalObject<RouterState>, key: number, reply: WarmFleetReply | undefined | null, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): Array<string>
 
-/** The idle members of pool `providerId` in this process's inventory, oldest first. */
-export declare function warmIdle(router: ExternalObject<RouterState>, providerId: string): Array<WarmMemberRecord>
+/** The `WarmFleet` step's question for task `key`. */
+export declare function warmFleetAsk(router: ExternalObject<RouterState>, key: number): WarmFleetAsk
 
-/** A member whose record the JS side wrote joins this process's inventory. */
-export declare function warmMemberAdd(router: ExternalObject<RouterState>, member: WarmMemberRecord): void
+/** What a `WarmFleet` step asks of the fleet's inventory. */
+export interface WarmFleetAsk {
+  /** The call (`warmFleetOps()`). */
+  op: number
+  /** Its pool. */
+  providerId: string
+  /** Reserve: the pool's target. */
+  target: number
+  /** Reserve: the launches wanted. */
+  want: number
+  /** Reserve: how long a grant may stay unsettled, ms. */
+  holdMs: number
+  /** Expire: members launched before this instant have expired (router-clock ms). */
+  floor: number
+  /** Take: the member. */
+  sandboxId: string | null
+  /** Release: the grant. */
+  token: number | null
+}
+
+/** Every op of the `WarmFleet` step by name (`core::router::warm::FleetOp`). */
+export declare function warmFleetOps(): Record<string, number>
+
+/** What the fleet's inventory answered (the field of the op asked). */
+export interface WarmFleetReply {
+  /** Counts. */
+  counts?: Array<WarmCounts>
+  /** Reserve: the grants. */
+  tokens?: Array<number>
+  /** Expire, Take, Mine, TakeMine: the members. */
+  members?: Array<WarmMemberRecord>
+}
+
+/** The idle-members gauge (empty with the fleet's inventory, or before `warmUp()`). */
+export declare function warmIdleGauge(router: ExternalObject<RouterState>): Array<WarmIdlePoint>
+
+/** One point of the idle-members gauge. */
+export interface WarmIdlePoint {
+  /** The pool. */
+  providerId: string
+  /** Its idle members. */
+  idle: number
+}
+
+/**
+ * The `WarmList` step of task `key`: `finder` false when the pool has no native finder;
+ * `providerSandboxIds` what it listed (null: it could not list).
+ */
+export declare function warmListed(router: ExternalObject<RouterState>, key: number, finder: boolean, providerSandboxIds: Array<string> | undefined | null, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
 
 /** An idle member, as JavaScript sees it. */
 export interface WarmMemberRecord {
@@ -2186,89 +2279,158 @@ export interface WarmMemberRecord {
   launchedAt: number
 }
 
-/**
- * The refill pass's plan for every warm pool at `clockNow` (the router's clock; `healthNow`:
- * the health clock). `fleet`: the database's counts, with the fleet's inventory.
- */
-export declare function warmPlan(router: ExternalObject<RouterState>, clockNow?: number | undefined | null, healthNow?: number | undefined | null, fleet?: Array<WarmCounts> | undefined | null): Array<WarmPlan>
+/** A pool's misses, as `warmStatus()` counts them. */
+export interface WarmMisses {
+  /** No claimable member. */
+  empty: number
+  /** Requests that could not take a member. */
+  incompatible: number
+  /** No claimable member while refills were paused. */
+  paused: number
+}
 
-/** What one warm pool needs now. */
-export interface WarmPlan {
-  /** The pool's index in the registry. */
-  pool: number
-  /** Its id. */
+/**
+ * The next piece of warm work, begun, its first step written into `step`; null when none
+ * is due. `now`: the health clock; `clockNow`: the router's.
+ */
+export declare function warmPoll(router: ExternalObject<RouterState>, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): WarmPolled | null
+
+/** A piece of warm work `warmPoll` began (its first step is in the step buffer). */
+export interface WarmPolled {
+  /** A refill job (its record needs the stamp and the launch's parts). */
+  refill: boolean
+  /** The sandbox it is about: the refill's member to be, or the task's member. */
+  sandboxId: string | null
+  /** The provider's id of the task's member. */
+  providerSandboxId: string | null
+  /** A fleet refill's grant. */
+  token: number | null
+}
+
+/** One warm pool's standing in `warmUp()`'s report. */
+export interface WarmPoolReport {
+  /** The pool. */
   providerId: string
-  /** Its `size`. */
+  /** Its target. */
   target: number
-  /**
-   * Refill launches to start now (this process's inventory: counted in flight already;
-   * the fleet's: to ask the database for, then `warmStarted` with what it granted).
-   */
-  launches: number
-  /** Members that expired (this process's inventory; taken out of it): destroy them. */
-  expired: Array<WarmMemberRecord>
-  /** Members launched before this instant have expired (router-clock ms). */
-  expiryFloor: number
-  /** Refills resumed now (a launch on the pool succeeded since they paused). */
-  resumed: boolean
-  /** Its idle members are due a re-resolution. */
-  check: boolean
-  /**
-   * Why it cannot fill now (`PAUSED`, `CIRCUIT_OPEN`, `NOT_IN_PROVIDER_ORDER`); null
-   * when it is full or filling.
-   */
-  reason?: string
-  /** Whether it holds `size` idle members. */
-  ready: boolean
-  /** Its idle members (this process's, or the fleet's count given). */
+  /** Its idle members. */
   idle: number
-  /** Its `checkIntervalMs` (the background pass runs at the shortest). */
-  checkIntervalMs: number
+  /** Whether it holds its target. */
+  ready: boolean
+  /** Why not. */
+  reason: string | null
+  /** The code of its last refill failure. */
+  lastFailureCode: string | null
 }
 
 /** One pool's warm state, as `router.warmStatus()` returns it. */
 export interface WarmPoolStatus {
   /** The pool. */
   providerId: string
-  /** Its `size`. */
+  /** Idle members to keep now. */
   target: number
-  /** Idle members (this process's inventory). */
+  /** Why (`SIZE`, `MIN`, `DEMAND`, `MAX`). */
+  targetReason: string
+  /** `min`, for a demand-following pool. */
+  min: number | null
+  /** `max`, for a demand-following pool. */
+  max: number | null
+  /** Idle members (this process's, or the fleet's with `scope: 'fleet'`). */
   idle: number
-  /** Refill launches in flight from this process. */
+  /** Refill launches in flight (same scope). */
   launching: number
+  /** `process` or `fleet`. */
+  scope: string
   /** Members handed to provisions. */
   claims: number
-  /** Misses with no claimable member. */
-  missesEmpty: number
-  /** Misses of requests that could not take a member. */
-  missesIncompatible: number
-  /** Misses with no claimable member while refills were paused. */
-  missesPaused: number
+  /** Misses. */
+  misses: WarmMisses
   /** Members launched by refills. */
   launched: number
   /** Refills that failed. */
   refillFailures: number
   /** The code of the last refill failure. */
-  lastFailureCode?: string
-  /** Members destroyed for their age. */
+  lastFailureCode: string | null
+  /** Members retired for their age or beyond the target. */
   expired: number
   /** Members found gone and dropped. */
   lost: number
   /** Whether refills are paused. */
   paused: boolean
+  /** Claims per second (the demand estimate). */
+  demandPerSecond: number
+  /**
+   * The create latency the pace and target use, ms (refills' p90, else the declared
+   * `coldStartLatencyMs`).
+   */
+  createLatencyMs: number | null
+  /** Refill launches allowed in flight now. */
+  pace: number
 }
 
-/** A refill of pool `providerId` failed with `code`. True when this paused the pool. */
-export declare function warmRefillFailed(router: ExternalObject<RouterState>, providerId: string, code: string): boolean
+/** The `WarmRecords` step of task `key`: the store's records (null: it failed or timed out). */
+export declare function warmRecords(router: ExternalObject<RouterState>, key: number, records: Array<WarmStoreRecord> | undefined | null, step: Uint32Array): void
 
-/** Starts the router's warm pools (`warmUp()`, once): `shared`, the inventory is the fleet's. */
-export declare function warmStart(router: ExternalObject<RouterState>, shared: boolean): void
+/** The `WarmResolve` step of task `key` ended with `outcome`; the next step into `step`. */
+export declare function warmResolved(router: ExternalObject<RouterState>, key: number, outcome: ResolveOutcome, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
 
-/** `n` refill launches of pool `providerId` were granted by the fleet's database. */
-export declare function warmStarted(router: ExternalObject<RouterState>, providerId: string, n: number): void
+/** Starts the router's warm pools (`warmUp()`, once). */
+export declare function warmStart(router: ExternalObject<RouterState>, facts: WarmStartFacts): void
 
-/** Every warm pool of the router's registry, in registration order. */
-export declare function warmStatus(router: ExternalObject<RouterState>): Array<WarmPoolStatus>
+/** What JavaScript knows about the router's stores when its warm pools start. */
+export interface WarmStartFacts {
+  /** The mapping store is the capacity coordinator itself (`PostgresMappingStore`). */
+  storeIsCoordinator: boolean
+  /** The mapping store is an `InMemoryMappingStore` (or a subclass of it). */
+  storeInMemory: boolean
+  /** The mapping store has `list()`. */
+  storeLists: boolean
+}
+
+/** Every warm pool of the router's registry, in registration order; `counts`: the fleet's. */
+export declare function warmStatus(router: ExternalObject<RouterState>, counts?: Array<WarmCounts> | undefined | null, clockNow?: number | undefined | null): Array<WarmPoolStatus>
+
+/** Whether `warmStatus()` needs the fleet's counts. */
+export declare function warmStatusFleet(router: ExternalObject<RouterState>): boolean
+
+/**
+ * One mapping record, as adoption reads it from the caller's store (each field read once,
+ * inside a guard; anything not of its type is null).
+ */
+export interface WarmStoreRecord {
+  /** Its id. */
+  id: string
+  /** Its pool. */
+  providerId?: string
+  /** The provider's id of its sandbox. */
+  providerSandboxId?: string
+  /** Its warm label's value. */
+  warm?: string
+  /** Its fleet label's value. */
+  fleet?: string
+  /** `createdAt`, epoch ms (`Date.parse`). */
+  createdAtMs?: number
+}
+
+/** When to poll again, ms from now; null: nothing is scheduled. */
+export declare function warmTimeout(router: ExternalObject<RouterState>, now?: number | undefined | null, clockNow?: number | undefined | null): number | null
+
+/** The `WarmUnmap` step of task `key` was performed (best effort). */
+export declare function warmUnmapped(router: ExternalObject<RouterState>, key: number, step: Uint32Array): void
+
+/** `warmUp()` `id`'s report once it is settled; null: not yet. */
+export declare function warmUpAnswer(router: ExternalObject<RouterState>, id: number, now?: number | undefined | null, clockNow?: number | undefined | null): WarmUpReport | null
+
+/** A `warmUp()` begins waiting: its id. */
+export declare function warmUpBegin(router: ExternalObject<RouterState>, clockNow?: number | undefined | null): number
+
+/** `warmUp()`'s report. */
+export interface WarmUpReport {
+  /** Every warm pool holds its target. */
+  ready: boolean
+  /** Per pool. */
+  pools: Array<WarmPoolReport>
+}
 
 /** What a job decided to write to the shared ledger (flag `writes`): each absent when none. */
 export interface WritesRecord {

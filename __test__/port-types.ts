@@ -285,6 +285,7 @@ const everyType: Record<RoutingEventType, true> = {
   'warm.member.lost': true,
   'warm.refill.paused': true,
   'warm.refill.resumed': true,
+  'warm.target.changed': true,
   'budget.reserved': true,
   'budget.released': true,
   'budget.refused': true,
@@ -363,6 +364,10 @@ export function describeEvent(event: RoutingEvent): string {
       return `${event.providerId} expired at ${event.ageMs} ms destroyed=${event.destroyed satisfies boolean}`;
     case 'warm.refill.paused':
       return `${event.providerId} paused ${event.code}`;
+    case 'warm.target.changed': {
+      const reason: 'MIN' | 'DEMAND' | 'MAX' = event.reason;
+      return `${event.providerId} target ${event.previous} -> ${event.target} (${reason})`;
+    }
     case 'warm.member.launched':
     case 'warm.member.lost':
     case 'warm.refill.resumed':

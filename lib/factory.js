@@ -210,6 +210,22 @@ function withFinder(runtime, provider, entry) {
   });
 }
 
+/**
+ * A factory pool's capabilities: the caller's (or the defaults), with the adapter's own
+ * sandbox lifetime (`timeout.maxSandboxLifetimeMs`: E2B's create timeout, from the options
+ * the adapter is given) unless the caller declared one, so that warm members expire before
+ * the provider kills them (the rule: src/core/warm.rs `factory_lifetime_ms`).
+ */
+function capabilitiesFor(provider, entry, adapterOptions) {
+  if (provider === 'local') return entry.capabilities ?? require('../local/index.js').LOCAL_CAPABILITIES;
+  const caps = entry.capabilities ?? DEFAULT_CAPABILITIES;
+  const timeout = caps.timeout;
+  const declared = timeout !== undefined && (!isObject(timeout) || timeout.maxSandboxLifetimeMs !== undefined);
+  const createTimeoutMs = typeof adapterOptions.createTimeoutMs === 'number' ? adapterOptions.createTimeoutMs : undefined;
+  const ms = binding.factoryLifetimeMs(provider, createTimeoutMs, declared);
+  return ms === null ? caps : { ...caps, timeout: { ...timeout, maxSandboxLifetimeMs: ms } };
+}
+
 /** The router `createSandboxRouter` returns: a `SandboxRouter` over the configured pools. */
 class ConfiguredSandboxRouter extends SandboxRouter {
   #providerIds;
@@ -254,6 +270,7 @@ function createSandboxRouter(input) {
       throw configError(null, `providers.${provider}`, `is not a supported provider (${[...Object.keys(PROVIDERS), 'local'].join(', ')})`);
     }
     let runtime;
+    let adapterOptions = {};
     if (provider === 'local') {
       if (!isObject(entry)) throw configError(provider, '(entry)', 'must be an object');
       for (const key of Object.keys(entry)) {
@@ -263,13 +280,14 @@ function createSandboxRouter(input) {
       checkCommon(provider, entry);
       runtime = localRuntime(entry);
     } else {
-      runtime = lazyRuntime(provider, validateEntry(provider, entry), loader);
+      adapterOptions = validateEntry(provider, entry);
+      runtime = lazyRuntime(provider, adapterOptions, loader);
       withFinder(runtime, provider, entry);
     }
     definitions.push({
       id: entry.id ?? provider,
       runtime,
-      capabilities: entry.capabilities ?? (provider === 'local' ? require('../local/index.js').LOCAL_CAPABILITIES : DEFAULT_CAPABILITIES),
+      capabilities: capabilitiesFor(provider, entry, adapterOptions),
       signals: entry.signals ?? DEFAULT_SIGNALS,
       capacity: capacityFor(provider, entry, runtime),
       ...(entry.warm === undefined ? {} : { warm: entry.warm }),

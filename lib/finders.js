@@ -87,6 +87,11 @@ function add(l, i, providerSandboxId, sandboxId, verified, createdAtMs) {
 /** What a finder answers when the pool could not be listed. */
 const UNLISTED = (reason) => ({ reason, listing: listing(0) });
 
+/** The pool entry's native finder (the factory registered one), or null. */
+function nativeFinderOf(entry) {
+  return FINDERS.get(entry.runtime) ?? null;
+}
+
 /** The finder for a pool entry: native when the factory registered one, else the runtime's label search. */
 function finderFor(entry) {
   return FINDERS.get(entry.runtime) ?? runtimeFinder(entry.runtime);
@@ -143,4 +148,4 @@ function readHandle(h) {
   };
 }
 
-module.exports = { attachFinder, finderFor, UNLISTED, SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL };
+module.exports = { attachFinder, finderFor, nativeFinderOf, UNLISTED, SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL };
