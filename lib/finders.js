@@ -84,13 +84,17 @@ function add(l, i, providerSandboxId, sandboxId, verified, createdAtMs) {
   l.createdAtMs[i] = createdAtMs ?? NaN;
 }
 
-/** What a finder answers when the pool could not be listed. */
+/** What a finder answers when the pool could not be listed (`reason`: the core's). */
 const UNLISTED = (reason) => ({ reason, listing: listing(0) });
 
 /** The pool entry's native finder (the factory registered one), or null. */
 function nativeFinderOf(entry) {
   return FINDERS.get(entry.runtime) ?? null;
 }
+
+/** What a finder answers when `failure` (`binding.ListFailureName`) happened: the core names the reason. */
+const unlisted = (failure) => UNLISTED(binding.unlistedReason(failure));
+const { ListFailureName } = binding;
 
 /** The finder for a pool entry: native when the factory registered one, else the runtime's label search. */
 function finderFor(entry) {
@@ -107,15 +111,15 @@ function runtimeFinder(runtime) {
       } catch {
         has = false;
       }
-      if (!has) return UNLISTED('NOT_SUPPORTED');
+      if (!has) return unlisted(ListFailureName.NoLabelSearch);
       let answer;
       try {
         answer = await within(runtime.findAllByLabels({ [SANDBOX_FLEET_LABEL]: fleet }, { timeoutMs }), timeoutMs);
       } catch {
         // The adapter's error text is the provider's: only the fact is kept.
-        return UNLISTED('READ_FAILED');
+        return unlisted(ListFailureName.Threw);
       }
-      if (answer === TIMED_OUT) return UNLISTED('TIMEOUT');
+      if (answer === TIMED_OUT) return unlisted(ListFailureName.TimedOut);
       // Read once, inside a guard, leniently (a value JSON cannot carry is null: not an id,
       // not a label, an unknown time); the stamp rule is native (src/readers/stamp.rs).
       let text;
@@ -148,4 +152,4 @@ function readHandle(h) {
   };
 }
 
-module.exports = { attachFinder, finderFor, nativeFinderOf, UNLISTED, SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL };
+module.exports = { attachFinder, finderFor, nativeFinderOf, UNLISTED, unlisted, SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL };

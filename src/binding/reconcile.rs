@@ -16,9 +16,9 @@
 //! against ~4 ms for the JS it replaced, which was cut into 1,000-item chunks; the call
 //! stays shorter than the stalls the listing's and the store's own answers already make.
 
+use crate::binding::error::{guard, internal, Failure};
 use crate::binding::router::RouterState;
 use crate::core::ids::SandboxKey;
-use crate::binding::error::{guard, internal, Failure};
 use crate::core::reconcile::{
     classify, Classification, Facts, IntentFact, Listed, Listing, MappingFact, OrphanReason, PendingReason, Pool,
     PoolClasses, Run, Work, WorkKind,

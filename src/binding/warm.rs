@@ -415,9 +415,15 @@ pub struct RefillMember {
 
 /// Refill job `key`'s member. `clockNow`: the router's clock.
 #[napi]
-pub fn acquisition_refill_member(env: Env, router: &External<RouterState>, key: u32, clock_now: Option<f64>) -> napi::Result<RefillMember> {
+pub fn acquisition_refill_member(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    clock_now: Option<f64>,
+) -> napi::Result<RefillMember> {
     guard(&env, || {
-        let (id, provider_id, provider_sandbox_id, at) = router.router.borrow_mut().refill_member(key, now_of(None, clock_now))?;
+        let (id, provider_id, provider_sandbox_id, at) =
+            router.router.borrow_mut().refill_member(key, now_of(None, clock_now))?;
         Ok(RefillMember { sandbox_id: id.to_string(), provider_id, provider_sandbox_id, launched_at: at as f64 })
     })
 }
@@ -435,7 +441,12 @@ pub struct ClaimedMember {
 
 /// The member the claim took. `clockNow`: the router's clock (its age).
 #[napi]
-pub fn acquisition_member(env: Env, router: &External<RouterState>, key: u32, clock_now: Option<f64>) -> napi::Result<ClaimedMember> {
+pub fn acquisition_member(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    clock_now: Option<f64>,
+) -> napi::Result<ClaimedMember> {
     guard(&env, || {
         let (id, provider_sandbox_id, age) = router.router.borrow_mut().claimed_member(key, now_of(None, clock_now))?;
         Ok(ClaimedMember { sandbox_id: id.to_string(), provider_sandbox_id, age_ms: age as f64 })
@@ -513,7 +524,13 @@ pub fn acquisition_claim_uncharged(env: Env, router: &External<RouterState>, key
 /// A claim is confirmed: the job is about the member from now on; the next step (its record
 /// to a caller's store, or the success).
 #[napi]
-pub fn acquisition_claimed(env: Env, router: &External<RouterState>, key: u32, step: Uint32ArraySlice<'_>, clock_now: Option<f64>) -> napi::Result<()> {
+pub fn acquisition_claimed(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    step: Uint32ArraySlice<'_>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
     guard(&env, || {
         let next = router.router.borrow_mut().claimed(key, now_of(None, clock_now), now_millis())?;
         write_step(step, key, next)

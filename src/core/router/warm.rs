@@ -39,7 +39,7 @@
 //! [`ClaimUncharge`]: StepKind::ClaimUncharge
 
 use super::pools::Pools;
-use super::provision::{flags, write_record, Job, Next, Stage, StepKind, WarmRole};
+use super::provision::{flags, write_record, Job, NewRecord, Next, Stage, StepKind, WarmRole};
 use super::{Now, Router};
 use crate::core::acquisition::{settle_window_ms, Acquisition, CapacityPlan};
 use crate::core::capabilities::Lifetime;
@@ -1030,7 +1030,18 @@ impl Router {
         let w = warm.as_mut().ok_or_else(not_started)?;
         let recorded = !w.shared && store.is_some();
         if let Some(store) = store.as_ref().filter(|_| recorded) {
-            write_record(store, job.id, &provider_id, provider_sandbox_id, job.labels.clone(), fleet.clone(), false, wall);
+            write_record(
+                store,
+                NewRecord {
+                    id: job.id,
+                    provider_id: &provider_id,
+                    provider_sandbox_id,
+                    labels: job.labels.clone(),
+                    detached: false,
+                },
+                fleet.clone(),
+                wall,
+            );
         }
         if let Some(p) = w.get_mut(&provider_id) {
             p.refill_succeeded(None);
@@ -1434,7 +1445,18 @@ impl Router {
             job.machine.announce(Event::WarmClaimed { pool: PoolId::from(provider_id.as_str()), age_ms });
             match store.as_ref() {
                 Some(store) if !shared => {
-                    write_record(store, m.id, &provider_id, &m.provider_sandbox_id, job.labels.clone(), fleet.clone(), job.detached, wall);
+                    write_record(
+                        store,
+                        NewRecord {
+                            id: m.id,
+                            provider_id: &provider_id,
+                            provider_sandbox_id: &m.provider_sandbox_id,
+                            labels: job.labels.clone(),
+                            detached: job.detached,
+                        },
+                        fleet.clone(),
+                        wall,
+                    );
                 }
                 // A caller's store gets the record with the caller's labels next.
                 None if !shared => job.stage = Stage::Persist,
