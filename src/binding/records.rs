@@ -396,7 +396,6 @@ pub struct WarmMemberRecord {
     pub launched_at: f64,
 }
 
-
 /// A pool's warm counts in the fleet's inventory, as the database answered them.
 #[napi(object)]
 pub struct WarmCounts {

@@ -165,7 +165,12 @@ pub struct WarmUpReport {
 
 /// `warmUp()` `id`'s report once it is settled; null: not yet.
 #[napi]
-pub fn warm_up_answer(router: &External<RouterState>, id: u32, now: Option<f64>, clock_now: Option<f64>) -> Option<WarmUpReport> {
+pub fn warm_up_answer(
+    router: &External<RouterState>,
+    id: u32,
+    now: Option<f64>,
+    clock_now: Option<f64>,
+) -> Option<WarmUpReport> {
     let r = router.router.borrow_mut().warm_up_answer(id, now_of(now, clock_now))?;
     Some(WarmUpReport {
         ready: r.ready,
@@ -189,7 +194,12 @@ pub fn warm_up_answer(router: &External<RouterState>, id: u32, now: Option<f64>,
 /// `InMemoryMappingStore`. Throws the typed `INVALID_CONFIGURATION` error naming
 /// `keepWarm`. True: wait for `warmCloseAnswer`.
 #[napi]
-pub fn warm_close(env: Env, router: &External<RouterState>, options_json: Option<String>, store_in_memory: bool) -> napi::Result<bool> {
+pub fn warm_close(
+    env: Env,
+    router: &External<RouterState>,
+    options_json: Option<String>,
+    store_in_memory: bool,
+) -> napi::Result<bool> {
     guard(&env, || router.router.borrow_mut().warm_close(options_json.as_deref(), store_in_memory))
 }
 
@@ -207,7 +217,11 @@ pub struct WarmCloseReport {
 /// `close()`'s report once every refill and task has settled; null: not yet.
 #[napi]
 pub fn warm_close_answer(router: &External<RouterState>) -> Option<WarmCloseReport> {
-    router.router.borrow_mut().warm_close_answer().map(|r| WarmCloseReport { destroyed: r.destroyed, failed: r.failed, kept: r.kept })
+    router.router.borrow_mut().warm_close_answer().map(|r| WarmCloseReport {
+        destroyed: r.destroyed,
+        failed: r.failed,
+        kept: r.kept,
+    })
 }
 
 /// The `WarmResolve` step of task `key` ended with `outcome`; the next step into `step`.
@@ -246,7 +260,12 @@ pub fn warm_destroyed(
 
 /// The `WarmUnmap` step of task `key` was performed (best effort).
 #[napi]
-pub fn warm_unmapped(env: Env, router: &External<RouterState>, key: u32, step: Uint32ArraySlice<'_>) -> napi::Result<()> {
+pub fn warm_unmapped(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    step: Uint32ArraySlice<'_>,
+) -> napi::Result<()> {
     guard(&env, || {
         let next = router.router.borrow_mut().warm_unmapped(key)?;
         write_step(step, key, next)
@@ -343,7 +362,11 @@ pub fn warm_fleet_answered(
                     .counts
                     .unwrap_or_default()
                     .into_iter()
-                    .map(|c| FleetCounts { provider_id: c.provider_id, idle: c.idle.max(0.0) as u64, launching: c.launching.max(0.0) as u64 })
+                    .map(|c| FleetCounts {
+                        provider_id: c.provider_id,
+                        idle: c.idle.max(0.0) as u64,
+                        launching: c.launching.max(0.0) as u64,
+                    })
                     .collect(),
                 tokens: r.tokens.unwrap_or_default().into_iter().map(|t| t as i64).collect(),
                 members: r.members.unwrap_or_default().into_iter().map(member).collect::<Result<_, _>>()?,
@@ -506,7 +529,8 @@ pub fn acquisition_claim_resolved(
     clock_now: Option<f64>,
 ) -> napi::Result<Option<String>> {
     guard(&env, || {
-        let (next, forget) = router.router.borrow_mut().claim_resolved(key, outcome.into(), now_of(None, clock_now), now_millis())?;
+        let (next, forget) =
+            router.router.borrow_mut().claim_resolved(key, outcome.into(), now_of(None, clock_now), now_millis())?;
         write_step(step, key, next)?;
         Ok(forget.map(|f| f.to_string()))
     })
@@ -514,7 +538,13 @@ pub fn acquisition_claim_resolved(
 
 /// The `ClaimUncharge` step was performed; the next step (the cold launch) into `step`.
 #[napi]
-pub fn acquisition_claim_uncharged(env: Env, router: &External<RouterState>, key: u32, step: Uint32ArraySlice<'_>, clock_now: Option<f64>) -> napi::Result<()> {
+pub fn acquisition_claim_uncharged(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    step: Uint32ArraySlice<'_>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
     guard(&env, || {
         let next = router.router.borrow_mut().claim_uncharged(key, now_of(None, clock_now))?;
         write_step(step, key, next)
@@ -600,10 +630,18 @@ pub fn warm_status_fleet(router: &External<RouterState>) -> bool {
 
 /// Every warm pool of the router's registry, in registration order; `counts`: the fleet's.
 #[napi]
-pub fn warm_status(router: &External<RouterState>, counts: Option<Vec<WarmCounts>>, clock_now: Option<f64>) -> Vec<WarmPoolStatus> {
+pub fn warm_status(
+    router: &External<RouterState>,
+    counts: Option<Vec<WarmCounts>>,
+    clock_now: Option<f64>,
+) -> Vec<WarmPoolStatus> {
     let counts: Option<Vec<FleetCounts>> = counts.map(|c| {
         c.into_iter()
-            .map(|c| FleetCounts { provider_id: c.provider_id, idle: c.idle.max(0.0) as u64, launching: c.launching.max(0.0) as u64 })
+            .map(|c| FleetCounts {
+                provider_id: c.provider_id,
+                idle: c.idle.max(0.0) as u64,
+                launching: c.launching.max(0.0) as u64,
+            })
             .collect()
     });
     router
@@ -623,7 +661,11 @@ pub fn warm_status(router: &External<RouterState>, counts: Option<Vec<WarmCounts
                 launching: p.launching as f64,
                 scope: p.scope.to_string(),
                 claims: s.claims as f64,
-                misses: WarmMisses { empty: s.empty as f64, incompatible: s.incompatible as f64, paused: s.paused as f64 },
+                misses: WarmMisses {
+                    empty: s.empty as f64,
+                    incompatible: s.incompatible as f64,
+                    paused: s.paused as f64,
+                },
                 launched: s.launched as f64,
                 refill_failures: s.refill_failures as f64,
                 last_failure_code: s.last_failure,
@@ -650,7 +692,13 @@ pub struct WarmIdlePoint {
 /// The idle-members gauge (empty with the fleet's inventory, or before `warmUp()`).
 #[napi]
 pub fn warm_idle_gauge(router: &External<RouterState>) -> Vec<WarmIdlePoint> {
-    router.router.borrow().warm_idle_gauge().into_iter().map(|(provider_id, idle)| WarmIdlePoint { provider_id, idle }).collect()
+    router
+        .router
+        .borrow()
+        .warm_idle_gauge()
+        .into_iter()
+        .map(|(provider_id, idle)| WarmIdlePoint { provider_id, idle })
+        .collect()
 }
 
 /// Whether a claim on one pool would be warm, for `explain`.
@@ -682,7 +730,8 @@ pub fn warm_explain(
 ) -> napi::Result<Option<Vec<WarmClaimExplanation>>> {
     guard(&env, || {
         let pools: Vec<usize> = pools.into_iter().map(|p| p as usize).collect();
-        let answers = router.router.borrow().warm_explain(&request.req, &pools, counts.as_deref(), now_of(None, clock_now))?;
+        let answers =
+            router.router.borrow().warm_explain(&request.req, &pools, counts.as_deref(), now_of(None, clock_now))?;
         Ok(answers.map(|a| {
             a.into_iter()
                 .map(|a| WarmClaimExplanation {

@@ -171,7 +171,8 @@ impl WarmConfig {
         let max_idle_ms = o.integer_in("maxIdleMs", 1_000, 86_400_000)?.map_or(DEFAULT_MAX_IDLE_MS, |v| v as u64);
         let check_interval_ms =
             o.integer_in("checkIntervalMs", 100, 3_600_000)?.map_or(DEFAULT_CHECK_INTERVAL_MS, |v| v as u64);
-        let (mut refill_concurrency, mut pause_after_failures) = (sizing.ceiling().max(1), DEFAULT_PAUSE_AFTER_FAILURES);
+        let (mut refill_concurrency, mut pause_after_failures) =
+            (sizing.ceiling().max(1), DEFAULT_PAUSE_AFTER_FAILURES);
         if let Some(r) = o.object("refill", &REFILL_OPTIONS)? {
             refill_concurrency = r.integer_in("concurrency", 1, max_size)?.map_or(refill_concurrency, |v| v as u32);
             pause_after_failures =
@@ -916,7 +917,8 @@ impl WarmPool {
         let interval = self.config.check_interval_ms as i64;
         let check = self.last_check.filter(|_| !self.idle.is_empty()).map(|t| t.saturating_add(interval));
         let expiry = self.idle.first().map(|m| m.launched_at.saturating_add(self.expiry_age()));
-        let surplus = (self.idle.len() > self.target as usize).then(|| self.idle[0].launched_at.saturating_add(interval));
+        let surplus =
+            (self.idle.len() > self.target as usize).then(|| self.idle[0].launched_at.saturating_add(interval));
         [check, expiry, surplus].into_iter().flatten().min()
     }
 
@@ -1592,7 +1594,10 @@ mod tests {
 
     #[test]
     fn must_fire_a_fresh_capacity_read_caps_the_pace_must_not_a_stale_one() {
-        let mut p = WarmPool::new(WarmConfig::read(&json!({"size": 8, "checkIntervalMs": 1000}), "warm").unwrap(), Lifetime::Unbounded);
+        let mut p = WarmPool::new(
+            WarmConfig::read(&json!({"size": 8, "checkIntervalMs": 1000}), "warm").unwrap(),
+            Lifetime::Unbounded,
+        );
         p.capacity_read(1, 0);
         assert_eq!(p.plan_at(true, Some(500)), 1, "must-fire: one sandbox of room");
         assert_eq!(p.plan_at(true, Some(600)), 0);
@@ -1633,7 +1638,10 @@ mod tests {
     #[test]
     fn the_room_of_a_measurement_is_its_tightest_resource() {
         use crate::core::capacity::ResourceMeasurement;
-        let rs = [ResourceMeasurement::new("sandboxes", 7.0, 10.0, "sandboxes", 1.0), ResourceMeasurement::new("cpu", 0.0, 16.0, "vcpu", 4.0)];
+        let rs = [
+            ResourceMeasurement::new("sandboxes", 7.0, 10.0, "sandboxes", 1.0),
+            ResourceMeasurement::new("cpu", 0.0, 16.0, "vcpu", 4.0),
+        ];
         assert_eq!(room_of(&rs), Some(3));
         assert_eq!(room_of(&[]), None);
     }

@@ -9,6 +9,7 @@
 
 use super::budgets::refusal_fields;
 use super::pools::{Extras, Pools, Question};
+use super::warm::Claimer;
 use super::{Now, Router};
 use crate::core::acquisition::{
     settle_window_ms, Acquisition, BudgetNames, CapacityPlan, Outcome, SharedVerdict, Step,
@@ -24,7 +25,6 @@ use crate::core::request::Request;
 use crate::core::request::SANDBOX_ID_LABEL;
 use crate::core::shared_ledger::Dim;
 use crate::core::telemetry::ProvisionOutcome;
-use super::warm::Claimer;
 use crate::core::warm::{Member, MissReason};
 use rustc_hash::FxHashSet;
 use std::cell::RefCell;
@@ -668,7 +668,8 @@ impl Router {
         let registry = job.pools.clone();
         let registry = registry.borrow();
         let p = &registry.registry.pools()[pool];
-        let (Some(w), Some(config), Some(WarmRole::Claimer(c))) = (warm.as_mut(), p.warm, job.warm.as_deref_mut()) else {
+        let (Some(w), Some(config), Some(WarmRole::Claimer(c))) = (warm.as_mut(), p.warm, job.warm.as_deref_mut())
+        else {
             return Err(MissReason::Empty);
         };
         let shared = w.shared;
@@ -1204,7 +1205,8 @@ impl Router {
         let capacity = self.capacity.is_some();
         let job = self.jobs.get_mut(key).ok()?;
         let Some(WarmRole::Refill { token, .. }) = job.warm.as_deref() else { return None };
-        let (token, pool, stage, counted) = (*token, job.pool_id(job.pool), job.stage, job.provider_sandbox_id.is_some());
+        let (token, pool, stage, counted) =
+            (*token, job.pool_id(job.pool), job.stage, job.provider_sandbox_id.is_some());
         let failed = match stage {
             Stage::Succeeded => None,
             Stage::Failed => {

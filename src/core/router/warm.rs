@@ -337,16 +337,34 @@ enum VerifyWhy {
 
 #[derive(Debug, Clone)]
 enum Kind {
-    Retire { member: Member, why: RetireWhy },
-    Verify { member: Member, why: VerifyWhy },
+    Retire {
+        member: Member,
+        why: RetireWhy,
+    },
+    Verify {
+        member: Member,
+        why: VerifyWhy,
+    },
     /// A fleet member found gone, to take out of the database.
-    Lost { member: Member },
-    Forget { id: SandboxKey },
-    Check { mine: Option<Vec<Member>> },
+    Lost {
+        member: Member,
+    },
+    Forget {
+        id: SandboxKey,
+    },
+    Check {
+        mine: Option<Vec<Member>>,
+    },
     FleetPass,
-    FleetReserve { want: u32 },
-    FleetExpire { floor: i64 },
-    FleetRelease { token: i64 },
+    FleetReserve {
+        want: u32,
+    },
+    FleetExpire {
+        floor: i64,
+    },
+    FleetRelease {
+        token: i64,
+    },
     FleetTakeMine,
     Adopt,
 }
@@ -501,7 +519,11 @@ impl Router {
     /// The next piece of warm work at `now`, begun (its first step), or None when nothing
     /// is due. `ids` makes a refill's member id. Call until None, then ask
     /// [`Router::warm_timeout`] when to call again.
-    pub fn warm_poll(&mut self, now: Now, ids: &mut dyn FnMut() -> Result<SandboxKey, Failure>) -> Result<Option<Polled>, Failure> {
+    pub fn warm_poll(
+        &mut self,
+        now: Now,
+        ids: &mut dyn FnMut() -> Result<SandboxKey, Failure>,
+    ) -> Result<Option<Polled>, Failure> {
         let Some(w) = self.warm.as_mut() else { return Ok(None) };
         w.kick = false;
         self.clock = now.router;
@@ -709,7 +731,9 @@ impl Router {
     /// The `WarmDestroy` step of task `key`: whether the member's destroy succeeded.
     pub fn warm_destroyed(&mut self, key: u32, ok: bool, now: Now) -> Result<Next, Failure> {
         let task = self.warm_work.task(key, StepKind::WarmDestroy)?;
-        let Kind::Retire { member, why } = &task.kind else { return Err(Fault::internal("(a warm report out of turn)")) };
+        let Kind::Retire { member, why } = &task.kind else {
+            return Err(Fault::internal("(a warm report out of turn)"));
+        };
         self.warm_mut()?.let_go(member.id);
         self.retired(&task.pool, member, *why, ok, now);
         Ok(self.task_done(key, task.index))
@@ -837,7 +861,12 @@ impl Router {
     /// The `WarmFleet` step of task `key` answered (`reply`), or failed or timed out (None:
     /// nothing is concluded; the next pass asks again). Also the live handles to let go of:
     /// members of this process the fleet no longer holds idle (claimed by another process).
-    pub fn warm_fleet_answered(&mut self, key: u32, reply: Option<FleetReply>, now: Now) -> Result<(Next, Vec<SandboxKey>), Failure> {
+    pub fn warm_fleet_answered(
+        &mut self,
+        key: u32,
+        reply: Option<FleetReply>,
+        now: Now,
+    ) -> Result<(Next, Vec<SandboxKey>), Failure> {
         let task = self.warm_work.task(key, StepKind::WarmFleet)?;
         let index = task.index;
         let mut dropped = Vec::new();
@@ -877,7 +906,11 @@ impl Router {
                         p.lost_elsewhere();
                     }
                     self.warm_work.push(&task.pool, Kind::Forget { id: member.id });
-                    self.emit(now.router, Some(member.id), Event::WarmMemberLost { pool: PoolId::from(task.pool.as_str()) });
+                    self.emit(
+                        now.router,
+                        Some(member.id),
+                        Event::WarmMemberLost { pool: PoolId::from(task.pool.as_str()) },
+                    );
                 }
             }
             Kind::Check { .. } => {
@@ -919,7 +952,8 @@ impl Router {
         }
         for (d, &circuit) in decls.iter().zip(&circuits) {
             let p = w.pool(&d.id, d.config, d.lifetime);
-            let (idle, launching) = counts.iter().find(|c| c.provider_id == d.id).map_or((0, 0), |c| (c.idle, c.launching));
+            let (idle, launching) =
+                counts.iter().find(|c| c.provider_id == d.id).map_or((0, 0), |c| (c.idle, c.launching));
             p.fleet_counted(idle, launching, now.router);
             work.push(&d.id, Kind::FleetExpire { floor: p.expiry_floor(now.router) });
             if p.check_due(now.router) {
@@ -941,7 +975,11 @@ impl Router {
         let task = self.warm_work.task(key, StepKind::WarmRecords)?;
         let pools: FxHashSet<String> = warm_pools(&self.registry.borrow()).into_iter().map(|d| d.id).collect();
         for r in records.unwrap_or_default() {
-            let (Some(pool), Some(warm), Some(fleet), Some(psid)) = (&r.provider_id, &r.warm, &r.fleet, &r.provider_sandbox_id) else { continue };
+            let (Some(pool), Some(warm), Some(fleet), Some(psid)) =
+                (&r.provider_id, &r.warm, &r.fleet, &r.provider_sandbox_id)
+            else {
+                continue;
+            };
             let Some(id) = SandboxKey::parse(&r.id) else { continue };
             if pool != warm || !pools.contains(pool) || fleet.as_str() != &*self.fleet {
                 continue;
@@ -950,7 +988,10 @@ impl Router {
             self.warm_work.adopting += 1;
             self.warm_work.push(
                 pool,
-                Kind::Verify { member: Member { id, provider_sandbox_id: psid.clone(), launched_at }, why: VerifyWhy::Adopt },
+                Kind::Verify {
+                    member: Member { id, provider_sandbox_id: psid.clone(), launched_at },
+                    why: VerifyWhy::Adopt,
+                },
             );
         }
         self.warm_work.adopting = self.warm_work.adopting.saturating_sub(1);
@@ -960,7 +1001,13 @@ impl Router {
     /// Begins a refill of pool `pool` (registry index) as member `id` (`token`: the fleet's
     /// grant): a job of that one candidate, one attempt, no fallback, with the default
     /// launch deadline. Its key and first step.
-    fn begin_refill(&mut self, pool: usize, id: SandboxKey, token: Option<i64>, now: Now) -> Result<(u32, Next), Failure> {
+    fn begin_refill(
+        &mut self,
+        pool: usize,
+        id: SandboxKey,
+        token: Option<i64>,
+        now: Now,
+    ) -> Result<(u32, Next), Failure> {
         let registry = self.registry.clone();
         let mut inner = registry.borrow_mut();
         let Some(p) = inner.registry.pools().get(pool) else { return Err(Fault::internal("(an unknown warm pool)")) };
@@ -1017,7 +1064,13 @@ impl Router {
     /// its create latency), and with the default store (and this process's inventory) the
     /// member's record is written and the member is idle; otherwise its record is written
     /// next (the caller's store, or the fleet's inventory).
-    pub(crate) fn refill_succeeded(&mut self, key: u32, provider_sandbox_id: &str, now: Now, wall: i64) -> Result<(), Failure> {
+    pub(crate) fn refill_succeeded(
+        &mut self,
+        key: u32,
+        provider_sandbox_id: &str,
+        now: Now,
+        wall: i64,
+    ) -> Result<(), Failure> {
         self.launch_reported(key)?.provider_sandbox_id = Some(provider_sandbox_id.to_string());
         self.report(key, now, |m, l| m.succeeded(l))?;
         let Router { jobs, warm, store, fleet, .. } = self;
@@ -1178,7 +1231,12 @@ impl Router {
         let id = w.next_up;
         w.next_up = w.next_up.wrapping_add(1);
         let bound = settle_window_ms(DEFAULT_ACQUISITION_TIMEOUT_MS, self.callback_timeout_ms) as i64;
-        w.ups.push(UpWait { id, since: now.router, deadline: now.router.saturating_add(bound), expiring: FxHashSet::default() });
+        w.ups.push(UpWait {
+            id,
+            since: now.router,
+            deadline: now.router.saturating_add(bound),
+            expiring: FxHashSet::default(),
+        });
         w.fleet.due = true;
         id
     }
@@ -1302,7 +1360,9 @@ impl Router {
     pub fn warm_close_answer(&mut self) -> Option<CloseReport> {
         let jobs: u32 = match self.warm.as_ref() {
             None => return Some(CloseReport::default()),
-            Some(w) => warm_pools(&self.registry.borrow()).iter().filter_map(|d| w.get(&d.id)).map(WarmPool::jobs).sum(),
+            Some(w) => {
+                warm_pools(&self.registry.borrow()).iter().filter_map(|d| w.get(&d.id)).map(WarmPool::jobs).sum()
+            }
         };
         let work = &self.warm_work;
         match work.closing {
@@ -1378,7 +1438,13 @@ impl Router {
     /// said, its record to remove, returned), a shared budget's charge goes back to the
     /// provision when a fleet claim made it the member's ([`StepKind::ClaimUncharge`]), and
     /// the same pool is launched cold.
-    pub fn claim_resolved(&mut self, key: u32, r: Resolution, now: Now, wall: i64) -> Result<(Next, Option<SandboxKey>), Failure> {
+    pub fn claim_resolved(
+        &mut self,
+        key: u32,
+        r: Resolution,
+        now: Now,
+        wall: i64,
+    ) -> Result<(Next, Option<SandboxKey>), Failure> {
         let job = self.jobs.get_mut(key)?;
         if job.stage != Stage::ClaimResolve {
             return Err(Fault::internal("(a claim report out of turn)"));
@@ -1512,7 +1578,10 @@ impl Router {
     /// fleet's, whose count is the database's).
     pub fn warm_idle_gauge(&self) -> Vec<(String, u32)> {
         let Some(w) = self.warm.as_ref().filter(|w| !w.shared) else { return Vec::new() };
-        warm_pools(&self.registry.borrow()).into_iter().filter_map(|d| w.get(&d.id).map(|p| (d.id, p.idle().len() as u32))).collect()
+        warm_pools(&self.registry.borrow())
+            .into_iter()
+            .filter_map(|d| w.get(&d.id).map(|p| (d.id, p.idle().len() as u32)))
+            .collect()
     }
 
     /// Per pool of `pools` (registry indices): whether `req` would claim a member now; None
@@ -1664,7 +1733,11 @@ mod tests {
             let settings = Settings {
                 fleet: "f".into(),
                 health: o.health.as_ref().and_then(|h| config_of_option(h).unwrap()),
-                capacity: o.coordinated.then(|| CapacitySettings { provider_order: ids, reservation_ttl_ms: 1_000, coordinated: true }),
+                capacity: o.coordinated.then(|| CapacitySettings {
+                    provider_order: ids,
+                    reservation_ttl_ms: 1_000,
+                    coordinated: true,
+                }),
                 callback_timeout_ms: 5_000,
                 operation_timeout_ms: 7_000,
                 capacity_timeout_ms: 3_000,
@@ -1774,7 +1847,11 @@ mod tests {
 
     #[test]
     fn must_fire_the_timer_wakes_at_the_first_expiry_and_check_must_not_before() {
-        let mut t = T::new(&[pool("hot", json!({"size": 1, "maxIdleMs": 60_000, "checkIntervalMs": 100_000}))], Opts::default()).start(local());
+        let mut t = T::new(
+            &[pool("hot", json!({"size": 1, "maxIdleMs": 60_000, "checkIntervalMs": 100_000}))],
+            Opts::default(),
+        )
+        .start(local());
         assert!(t.settle().is_empty());
         assert_eq!(t.idle("hot"), 1);
         assert_eq!(t.r.warm_timeout(t.now()), Some(60_000), "the expiry comes before the check");
@@ -1805,7 +1882,10 @@ mod tests {
         let done = t.r.warm_destroyed(p.key, true, t.now()).unwrap();
         assert_eq!(done.kind, StepKind::Done);
         assert_ne!(done.flags & flags::ROUTER_EVENTS, 0, "the expiry's event is waiting");
-        assert!(matches!(&t.events()[..], [Event::WarmMemberExpired { destroyed: true, reason: "AGE", age_ms: 1_000, .. }]));
+        assert!(matches!(
+            &t.events()[..],
+            [Event::WarmMemberExpired { destroyed: true, reason: "AGE", age_ms: 1_000, .. }]
+        ));
         let forget = t.poll().unwrap();
         assert_eq!((forget.next.kind, forget.sandbox), (StepKind::WarmUnmap, Some(m.id)), "its record goes");
         assert_eq!(t.r.warm_unmapped(forget.key).unwrap().kind, StepKind::Done);
@@ -1826,10 +1906,19 @@ mod tests {
 
     #[test]
     fn must_fire_a_member_the_listing_lacks_is_lost_must_not_a_listed_or_younger_one() {
-        let mut t = T::new(&[pool("hot", json!({"size": 2, "checkIntervalMs": 1_000}))], Opts::default()).start(local());
+        let mut t =
+            T::new(&[pool("hot", json!({"size": 2, "checkIntervalMs": 1_000}))], Opts::default()).start(local());
         t.settle();
         let ids: Vec<(SandboxKey, String)> =
-            t.r.warm.as_ref().unwrap().get("hot").unwrap().idle().iter().map(|m| (m.id, m.provider_sandbox_id.clone())).collect();
+            t.r.warm
+                .as_ref()
+                .unwrap()
+                .get("hot")
+                .unwrap()
+                .idle()
+                .iter()
+                .map(|m| (m.id, m.provider_sandbox_id.clone()))
+                .collect();
         t.at = 999;
         assert!(t.poll().is_none(), "must-not-fire: the check is not due");
         t.at = 1_000;
@@ -1858,7 +1947,8 @@ mod tests {
 
     #[test]
     fn must_fire_without_a_native_finder_each_member_is_resolved() {
-        let mut t = T::new(&[pool("hot", json!({"size": 2, "checkIntervalMs": 1_000}))], Opts::default()).start(local());
+        let mut t =
+            T::new(&[pool("hot", json!({"size": 2, "checkIntervalMs": 1_000}))], Opts::default()).start(local());
         t.settle();
         t.at = 1_000;
         let check = t.poll().unwrap();
@@ -1885,7 +1975,11 @@ mod tests {
     fn must_fire_a_member_without_a_handle_is_re_resolved_and_dropped_when_gone() {
         let mut t = T::new(&[pool("hot", json!({"size": 1}))], Opts::default()).start(local());
         t.at = 10;
-        t.r.warm.as_mut().unwrap().get_mut("hot").unwrap().insert(Member { id: key(5), provider_sandbox_id: "p-5".into(), launched_at: 0 });
+        t.r.warm.as_mut().unwrap().get_mut("hot").unwrap().insert(Member {
+            id: key(5),
+            provider_sandbox_id: "p-5".into(),
+            launched_at: 0,
+        });
         let (k, next) = t.provision();
         assert_eq!((next.kind, next.bound_ms), (StepKind::ClaimResolve, 7_000), "must-fire");
         let (next, forget) = t.r.claim_resolved(k, Resolution::Gone, t.now(), 0).unwrap();
@@ -1895,7 +1989,11 @@ mod tests {
         let job: Vec<Event> = t.r.job_events(k, t.now()).unwrap().into_iter().map(|e| e.event).collect();
         assert!(job.iter().any(|e| matches!(e, Event::WarmMiss { reason: "EMPTY", .. })));
         // A member found alive is claimed.
-        t.r.warm.as_mut().unwrap().get_mut("hot").unwrap().insert(Member { id: key(6), provider_sandbox_id: "p-6".into(), launched_at: 0 });
+        t.r.warm.as_mut().unwrap().get_mut("hot").unwrap().insert(Member {
+            id: key(6),
+            provider_sandbox_id: "p-6".into(),
+            launched_at: 0,
+        });
         let (k, _) = t.provision();
         let (next, forget) = t.r.claim_resolved(k, Resolution::Found, t.now(), 0).unwrap();
         assert_eq!((next.kind, forget), (StepKind::Succeeded, None));
@@ -1920,12 +2018,16 @@ mod tests {
         let budgets = json!([{"id": "t", "key": {"label": "tenant"}, "limit": {"concurrent": 5}}]);
         for shared_budgets in [true, false] {
             let o = Opts { coordinated: true, budgets: shared_budgets.then(|| budgets.clone()), ..Opts::default() };
-            let mut t = T::new(&[pool("hot", json!({"size": 1}))], o)
-                .start(StartFacts { store_is_coordinator: true, store_in_memory: false, store_lists: true });
+            let mut t = T::new(&[pool("hot", json!({"size": 1}))], o).start(StartFacts {
+                store_is_coordinator: true,
+                store_in_memory: false,
+                store_lists: true,
+            });
             let (k, next) = if shared_budgets {
                 t.n += 1;
                 let id = key(t.n);
-                t.r.begin(&Rc::new(Request::default()), false, vec![("tenant".into(), "a".into())], None, id, t.now()).unwrap()
+                t.r.begin(&Rc::new(Request::default()), false, vec![("tenant".into(), "a".into())], None, id, t.now())
+                    .unwrap()
             } else {
                 t.provision()
             };
@@ -1951,21 +2053,26 @@ mod tests {
     #[test]
     fn must_fire_a_fleet_pass_reads_the_counts_then_reserves_must_not_beyond_the_target() {
         let o = Opts { coordinated: true, ..Opts::default() };
-        let mut t = T::new(&[pool("hot", json!({"size": 2}))], o)
-            .start(StartFacts { store_is_coordinator: true, store_in_memory: false, store_lists: true });
+        let mut t = T::new(&[pool("hot", json!({"size": 2}))], o).start(StartFacts {
+            store_is_coordinator: true,
+            store_in_memory: false,
+            store_lists: true,
+        });
         let pass = t.poll().unwrap();
         assert_eq!(pass.next.kind, StepKind::WarmFleet);
         assert_eq!(t.r.warm_fleet_ask(pass.key).unwrap().op, FleetOp::Counts);
         assert!(t.poll().is_none(), "one pass at a time");
         let counts = vec![FleetCounts { provider_id: "hot".into(), idle: 1, launching: 0 }];
-        let (done, _) = t.r.warm_fleet_answered(pass.key, Some(FleetReply { counts, ..Default::default() }), t.now()).unwrap();
+        let (done, _) =
+            t.r.warm_fleet_answered(pass.key, Some(FleetReply { counts, ..Default::default() }), t.now()).unwrap();
         assert_eq!(done.kind, StepKind::Done);
         let expire = t.poll().unwrap();
         assert_eq!(t.r.warm_fleet_ask(expire.key).unwrap().op, FleetOp::Expire);
         let reserve = t.poll().unwrap();
         let ask = t.r.warm_fleet_ask(reserve.key).unwrap();
         assert_eq!((ask.op, ask.want, ask.target), (FleetOp::Reserve, 1, 2), "one missing");
-        t.r.warm_fleet_answered(reserve.key, Some(FleetReply { tokens: vec![41], ..Default::default() }), t.now()).unwrap();
+        t.r.warm_fleet_answered(reserve.key, Some(FleetReply { tokens: vec![41], ..Default::default() }), t.now())
+            .unwrap();
         let refill = t.poll().unwrap();
         assert!(refill.refill);
         assert_eq!((refill.token, refill.next.kind), (Some(41), StepKind::Coordinate));
@@ -2013,7 +2120,8 @@ mod tests {
 
     #[test]
     fn must_fire_warm_up_settles_at_its_bound_must_not_before_it() {
-        let mut t = T::new(&[pool("hot", json!({"size": 1, "checkIntervalMs": 3_600_000}))], Opts::default()).start(local());
+        let mut t =
+            T::new(&[pool("hot", json!({"size": 1, "checkIntervalMs": 3_600_000}))], Opts::default()).start(local());
         let up = t.r.warm_up_begin(t.now());
         let _stuck = t.poll().unwrap();
         let bound = settle_window_ms(DEFAULT_ACQUISITION_TIMEOUT_MS, 5_000) as i64;
@@ -2027,7 +2135,8 @@ mod tests {
 
     #[test]
     fn must_fire_warm_up_reports_paused_after_failures_must_not_while_below_the_count() {
-        let mut t = T::new(&[pool("hot", json!({"size": 1, "refill": {"pauseAfterFailures": 2}}))], Opts::default()).start(local());
+        let mut t = T::new(&[pool("hot", json!({"size": 1, "refill": {"pauseAfterFailures": 2}}))], Opts::default())
+            .start(local());
         let up = t.r.warm_up_begin(t.now());
         for round in 0..2 {
             let p = t.poll().unwrap();
@@ -2165,7 +2274,11 @@ mod tests {
         let records = vec![record(1, "f", "hot"), record(2, "other", "hot"), record(3, "f", "cold")];
         t.r.warm_records(adopt.key, Some(records)).unwrap();
         let verify = t.poll().unwrap();
-        assert_eq!((verify.next.kind, verify.sandbox), (StepKind::WarmResolve, Some(key(1))), "must-not-fire: only this fleet's");
+        assert_eq!(
+            (verify.next.kind, verify.sandbox),
+            (StepKind::WarmResolve, Some(key(1))),
+            "must-not-fire: only this fleet's"
+        );
         assert!(t.poll().is_none(), "still adopting");
         t.r.warm_resolved(verify.key, Resolution::Found, t.now()).unwrap();
         assert_eq!(t.idle("hot"), 1);
@@ -2173,13 +2286,15 @@ mod tests {
         assert!(refill.refill, "then the pool is filled");
         assert!(t.poll().is_none(), "one member missing, one refill");
         // With an in-memory store there is nothing to adopt.
-        let mut t = T::new(&[pool("hot", json!({"size": 1}))], Opts { caller_store: true, ..Opts::default() }).start(local());
+        let mut t =
+            T::new(&[pool("hot", json!({"size": 1}))], Opts { caller_store: true, ..Opts::default() }).start(local());
         assert!(t.poll().unwrap().refill, "must-not-fire");
     }
 
     #[test]
     fn must_fire_a_surplus_member_is_retired_beyond_the_target_must_not_at_it() {
-        let mut t = T::new(&[pool("hot", json!({"min": 1, "max": 4, "checkIntervalMs": 1_000}))], Opts::default()).start(local());
+        let mut t = T::new(&[pool("hot", json!({"min": 1, "max": 4, "checkIntervalMs": 1_000}))], Opts::default())
+            .start(local());
         t.settle();
         for n in 0..3 {
             t.r.member_ready("hot", Member { id: key(20 + n), provider_sandbox_id: format!("s{n}"), launched_at: 0 });
