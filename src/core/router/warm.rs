@@ -898,20 +898,19 @@ impl Router {
                     self.warm_work.push(&task.pool, Kind::Retire { member: m, why: RetireWhy::Age });
                 }
             }
-            Kind::Lost { member } => {
-                if !reply.members.is_empty() {
-                    let w = self.warm_mut()?;
-                    w.let_go(member.id);
-                    if let Some(p) = w.get_mut(&task.pool) {
-                        p.lost_elsewhere();
-                    }
-                    self.warm_work.push(&task.pool, Kind::Forget { id: member.id });
-                    self.emit(
-                        now.router,
-                        Some(member.id),
-                        Event::WarmMemberLost { pool: PoolId::from(task.pool.as_str()) },
-                    );
+            // The member was still idle in the fleet's inventory (now taken out): lost.
+            Kind::Lost { member } if !reply.members.is_empty() => {
+                let w = self.warm_mut()?;
+                w.let_go(member.id);
+                if let Some(p) = w.get_mut(&task.pool) {
+                    p.lost_elsewhere();
                 }
+                self.warm_work.push(&task.pool, Kind::Forget { id: member.id });
+                self.emit(
+                    now.router,
+                    Some(member.id),
+                    Event::WarmMemberLost { pool: PoolId::from(task.pool.as_str()) },
+                );
             }
             Kind::Check { .. } => {
                 let mine: Vec<Member> = reply.members.into_iter().map(|(_, m)| m).collect();
@@ -1733,7 +1732,7 @@ mod tests {
             let settings = Settings {
                 fleet: "f".into(),
                 health: o.health.as_ref().and_then(|h| config_of_option(h).unwrap()),
-                capacity: o.coordinated.then(|| CapacitySettings {
+                capacity: o.coordinated.then_some(CapacitySettings {
                     provider_order: ids,
                     reservation_ttl_ms: 1_000,
                     coordinated: true,
