@@ -301,10 +301,10 @@ export declare function acquisitionBudgetDemand(router: ExternalObject<RouterSta
 export declare function acquisitionCandidates(router: ExternalObject<RouterState>, key: number): Array<string>
 
 /**
- * The fleet's inventory answered the `Claim` step: `hit` or not (a miss writes the next
- * step: the cold launch of the same pool).
+ * The fleet's inventory answered the `Claim` step with `member` (null: none, or it failed);
+ * the next step into `step`.
  */
-export declare function acquisitionClaimAnswer(router: ExternalObject<RouterState>, key: number, hit: boolean, step: Uint32Array, clockNow?: number | undefined | null): void
+export declare function acquisitionClaimAnswer(router: ExternalObject<RouterState>, key: number, member: WarmMemberRecord | undefined | null, step: Uint32Array, clockNow?: number | undefined | null): void
 
 /** The `Claim` step's question for the fleet's inventory. */
 export declare function acquisitionClaimAsk(router: ExternalObject<RouterState>, key: number): ClaimAsk
@@ -315,8 +315,14 @@ export declare function acquisitionClaimAsk(router: ExternalObject<RouterState>,
  */
 export declare function acquisitionClaimed(router: ExternalObject<RouterState>, key: number, step: Uint32Array, clockNow?: number | undefined | null): void
 
-/** A claimed member proved gone: counted lost; the next step launches the same pool cold. */
-export declare function acquisitionClaimLost(router: ExternalObject<RouterState>, key: number, step: Uint32Array, clockNow?: number | undefined | null): void
+/**
+ * The `ClaimResolve` step ended with `outcome`; the next step into `step`. Returns the
+ * record to remove (without waiting) of a member found gone, or null.
+ */
+export declare function acquisitionClaimResolved(router: ExternalObject<RouterState>, key: number, outcome: ResolveOutcome, step: Uint32Array, clockNow?: number | undefined | null): string | null
+
+/** The `ClaimUncharge` step was performed; the next step (the cold launch) into `step`. */
+export declare function acquisitionClaimUncharged(router: ExternalObject<RouterState>, key: number, step: Uint32Array, clockNow?: number | undefined | null): void
 
 /**
  * The classifier's answer: `code` when it answered a string, `retryable` when a boolean
@@ -377,10 +383,10 @@ export declare function acquisitionIntentSettled(router: ExternalObject<RouterSt
 export declare function acquisitionIntentWritten(router: ExternalObject<RouterState>, key: number, ok: boolean, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
 
 /**
- * A launch settled after its provision's deadline had ended it: the bound (ms) of the
- * destroy of what it returned (`hasHandle`: a handle with an id); 0: nothing to destroy.
+ * A launch settled after its provision's deadline had ended it: whether to destroy what it
+ * returned (`hasHandle`: a handle with an id).
  */
-export declare function acquisitionLate(router: ExternalObject<RouterState>, hasHandle: boolean): number
+export declare function acquisitionLate(router: ExternalObject<RouterState>, hasHandle: boolean): boolean
 
 /** The destroy of a late launch's sandbox `id` on pool `providerId` settled. */
 export declare function acquisitionLateCleanedUp(router: ExternalObject<RouterState>, id: string, providerId: string, succeeded: boolean, clockNow?: number | undefined | null): void
@@ -391,7 +397,7 @@ export declare function acquisitionLateWrite(router: ExternalObject<RouterState>
 /** The launch resolved to something that is not a handle; the next step. */
 export declare function acquisitionMalformed(router: ExternalObject<RouterState>, key: number, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
 
-/** The member the `Claimed` step took. `clockNow`: the router's clock (its age). */
+/** The member the claim took. `clockNow`: the router's clock (its age). */
 export declare function acquisitionMember(router: ExternalObject<RouterState>, key: number, clockNow?: number | undefined | null): ClaimedMember
 
 /** The caller's store stored the record (`ok`) or not (failed or timed out); the next step. */
@@ -441,26 +447,6 @@ export interface AdmitVerdict {
  * clock; `clockNow`: the router's (each omitted: the wall clock).
  */
 export declare function beginAcquisition(router: ExternalObject<RouterState>, request: ExternalObject<CompiledRequest>, detached: boolean, labelsJson: string | undefined | null, extras: RouteExtras | undefined | null, id: string | undefined | null, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): string
-
-/**
- * Begins operation `kind` on sandbox `id` (any value: a string is checked) with `args`
- * (JavaScript's copy of the caller's arguments; `readable`: false when reading them threw)
- * and writes its first step into `step`. Returns the sandbox id. Throws the typed
- * `INVALID_REQUEST` / `INVALID_SANDBOX_ID` error.
- */
-export declare function beginOperation(router: ExternalObject<RouterState>, kind: OperationKind, id: unknown, args: unknown, readable: boolean, step: Uint32Array, clockNow?: number | undefined | null): string
-
-/**
- * Begins giving back what sandbox `id` of pool `providerId` held (reconcile reclaimed it)
- * and writes its first step into `step`. False: `id` is not a sandbox id (nothing to give back).
- */
-export declare function beginReclaim(router: ExternalObject<RouterState>, id: string, providerId: string, step: Uint32Array, clockNow?: number | undefined | null): boolean
-
-/**
- * Begins a refill of pool `pool` (registry index): a job of that one candidate, one
- * attempt, no fallback; its first step is written into `step`. Returns the member's id.
- */
-export declare function beginRefill(router: ExternalObject<RouterState>, pool: number, step: Uint32Array, now?: number | undefined | null): string
 
 /** Amounts of one key. */
 export interface BudgetAmountsRecord {
@@ -516,14 +502,14 @@ export interface BudgetKeyRecord {
   value: string
 }
 
-/** A rule's limits (null when not limited). */
+/** A rule's limits. */
 export interface BudgetLimitsRecord {
   /** `limit.cost`. */
-  cost: number | null
+  cost?: number
   /** `limit.launches`. */
-  launches: number | null
+  launches?: number
   /** `limit.concurrent`. */
-  concurrent: number | null
+  concurrent?: number
 }
 
 /** One rule's refusal, as the shared ledger answers it. */
@@ -584,23 +570,20 @@ export interface BudgetSettlement {
   untilMs?: number
 }
 
-/**
- * One rule's key, as `router.budgetStatus()` reports it (every field present: a limit
- * that does not apply and a window that never resets are null).
- */
+/** One rule's key, as `router.budgetStatus()` reports it. */
 export interface BudgetStatusRecord {
   /** The rule's id. */
   rule: string
   /** The key. */
   key: BudgetKeyRecord
-  /** The rule's limits (each null when not limited). */
+  /** The rule's limits (each absent when not limited). */
   limit: BudgetLimitsRecord
   /** Settled in the window: cost, launches; and live sandboxes. */
   used: BudgetAmountsRecord
   /** Reserved by launches in flight. */
   reserved: BudgetAmountsRecord
   /** When the window frees what is used (ISO 8601); null for a rule without a window. */
-  resetsAt: string | null
+  resetsAt?: string
 }
 
 /** The shared ledger's answer to one reservation. */
@@ -706,9 +689,14 @@ export interface ClaimAsk {
   floor: number
   /** From `provisionDetached`. */
   detached: boolean
+  /**
+   * Under shared budgets: the provision whose reservation the claim turns into the
+   * member's charge.
+   */
+  charge: string | null
 }
 
-/** The member a provision took from this process's inventory (after a `Claimed` step). */
+/** The member a provision took (after a `Claimed` or `ClaimResolve` step). */
 export interface ClaimedMember {
   /** Its router id: the provision's result id. */
   sandboxId: string
@@ -1152,6 +1140,14 @@ export interface ExplainVocabulary {
 }
 
 /**
+ * The sandbox lifetime (`capabilities.timeout.maxSandboxLifetimeMs`) a factory pool of
+ * `provider` declares (`core::warm::factory_lifetime_ms`): the adapter's own, from
+ * `createTimeoutMs` (its adapter option) or the adapter's default; null when the caller
+ * declared one (`declared`, kept) or the adapter has none.
+ */
+export declare function factoryLifetimeMs(provider: string, createTimeoutMs: number | undefined | null, declared: boolean): number | null
+
+/**
  * Validates `createSandboxRouter`'s options, given as facts (`lib/factory.js` `factsOf`;
  * null: they could not be read), and plans each pool in `providers` order. Throws the
  * typed `INVALID_CONFIGURATION` error naming the field (and `providerId`), never a value.
@@ -1211,9 +1207,6 @@ export interface FoundSandbox {
   /** Creation time (epoch ms) when the list reports one. */
   createdAtMs?: number
 }
-
-/** Most handles from launch a router keeps for operations by id (`core::router::operation`). */
-export declare const HANDLE_LIMIT: number
 
 /** What the fallback finder answers: the handles of the fleet, or why there are none. */
 export interface HandlesResult {
@@ -1453,108 +1446,6 @@ export declare function nativeFinder(specJson: string): NativeFinder | null
  * (keys and indices) under `prefix`; `what` says what it is.
  */
 export declare function notJsonError(scope: string, segments: Array<string | number>, what: string, prefix: string): void
-
-/** What an operation resolves to. */
-export declare const enum OperationAnswer {
-  /** What the runtime's method resolved to (`runScript`, `uploadBundle`, `stop`, `start`). */
-  Runtime = 0,
-  /** The mapping record (`getSandbox`). */
-  Record = 1,
-  /** Nothing (`destroy`). */
-  Nothing = 2,
-}
-
-/**
- * The awaited call resolved to `value` (only its type is looked at: `null`, `undefined` or
- * another value, which JavaScript keeps).
- */
-export declare function operationAnswered(router: ExternalObject<RouterState>, key: number, value: unknown, step: Uint32Array, clockNow?: number | undefined | null): void
-
-/** How operation `key` ended (at its `Succeeded` or `Done` step); the job is ended with it. */
-export declare function operationEnd(router: ExternalObject<RouterState>, key: number): OperationEnding
-
-/** How an operation ended. */
-export interface OperationEnding {
-  /** Failed: the typed error (`lib/errors.js` `fromNative` builds its instance). */
-  error?: Error | undefined
-  /** Failed: the runtime threw the router's own package error: rethrow that error as it is. */
-  package: boolean
-  /** Succeeded: what it resolves to. */
-  answer: OperationAnswer
-  /** `getSandbox`: the record. */
-  record?: SandboxRecord
-}
-
-/** The operation step flags' values. */
-export declare function operationFlags(): OperationFlags
-
-/** The step flags of operations (`step[4]`), as `core::router::operation::flags` defines them. */
-export interface OperationFlags {
-  /** `Call`: the handle is `{ id: providerSandboxId }`. */
-  idHandle: number
-  /** Drop the handle kept from launch. */
-  forget: number
-}
-
-/**
- * What the registry has of the record's pool: whether it is `registered`, its runtime has
- * the operation's `method` and `getById`, and this process holds the handle (`cached`).
- */
-export declare function operationFound(router: ExternalObject<RouterState>, key: number, registered: boolean, method: boolean, getById: boolean, cached: boolean, step: Uint32Array, clockNow?: number | undefined | null): void
-
-/** An operation by id. */
-export declare const enum OperationKind {
-  /** `runScript(id, options)`. */
-  RunScript = 0,
-  /** `uploadBundle(id, bundle)`. */
-  UploadBundle = 1,
-  /** `stop(id)`. */
-  Stop = 2,
-  /** `start(id)`. */
-  Start = 3,
-  /** `getSandbox(id)`. */
-  GetSandbox = 4,
-  /** `destroy(id)`. */
-  Destroy = 5,
-}
-
-/**
- * The store's answer for the record (`read`: how the read ended; `json`: the answer's JSON
- * text when it answered, `null` for none, absent when it could not be serialized).
- */
-export declare function operationRead(router: ExternalObject<RouterState>, key: number, json: string | undefined | null, read: ReadOutcome, step: Uint32Array, clockNow?: number | undefined | null): void
-
-/**
- * The shared ledger's release answered (`givenBack`: it held a budget slot; false when it
- * failed).
- */
-export declare function operationReleased(router: ExternalObject<RouterState>, key: number, givenBack: boolean, step: Uint32Array, clockNow?: number | undefined | null): void
-
-/** What operation `key`'s steps concern (once its record is read). */
-export declare function operationTarget(router: ExternalObject<RouterState>, key: number): OperationTarget
-
-/** What an operation's steps concern. */
-export interface OperationTarget {
-  /** The pool (the record's). */
-  providerId: string
-  /** The provider's id of the sandbox. */
-  providerSandboxId: string
-  /** The runtime method the `Call` step calls. */
-  method?: string
-}
-
-/**
- * The awaited call threw: `ours` (the router's own package error), and, when the thrown
- * value is an object, its `[status, statusCode, response.status, code]` as read one by one
- * (`unreadable`: bit i set when reading fact i threw).
- */
-export declare function operationThrew(router: ExternalObject<RouterState>, key: number, ours: boolean, facts: Array<unknown> | undefined | null, unreadable: number, step: Uint32Array, clockNow?: number | undefined | null): void
-
-/** The awaited call did not settle within the step's bound. */
-export declare function operationTimedOut(router: ExternalObject<RouterState>, key: number, step: Uint32Array, clockNow?: number | undefined | null): void
-
-/** The store removed the record (`ok`) or not (it failed or timed out). */
-export declare function operationUnmapped(router: ExternalObject<RouterState>, key: number, ok: boolean, step: Uint32Array, clockNow?: number | undefined | null): void
 
 /**
  * The typed `PROVIDER_OPERATION_UNSUPPORTED` error: `provider`'s installed adapter has no
@@ -2139,9 +2030,6 @@ export declare const enum ReconcileWorkClass {
   StaleIntent = 'stale-intent',
 }
 
-/** The deadline of one refill launch, ms (a request's default launch deadline). */
-export declare const REFILL_TIMEOUT_MS: number
-
 /** A refill's member (after its launch succeeded). */
 export interface RefillMember {
   /** The member's router id. */
@@ -2170,11 +2058,31 @@ export declare function registrySize(registry: ExternalObject<Registry>): number
  */
 export declare function registrySurvivors(registry: ExternalObject<Registry>, request: ExternalObject<CompiledRequest>, detached: boolean, credentialsUnavailable?: Array<number> | undefined | null): Array<number>
 
+/** What `released` gave back. */
+export interface Released {
+  /** A capacity hold (in-process ledger). */
+  capacity: boolean
+  /** A budget's concurrent slot (in-process ledger). */
+  budget: boolean
+}
+
 /**
  * A compiled request's launch deadline, ms (JavaScript runs the timer; the router decides
  * the rest).
  */
 export declare function requestTimeoutMs(request: ExternalObject<CompiledRequest>): number
+
+/** How a re-resolution (`getById(id, { owned: true })`) ended. */
+export declare const enum ResolveOutcome {
+  /** It answered a handle. */
+  Found = 0,
+  /** It answered null or undefined. */
+  Gone = 1,
+  /** It threw or timed out. */
+  Failed = 2,
+  /** The runtime has no `getById`. */
+  Unsupported = 3,
+}
 
 /** Why the signal resolver gave no answer for a pool. */
 export declare const enum ResolverFailure {
@@ -2304,6 +2212,12 @@ export interface RouterOptionsRecord {
 export declare function routerOptionsRefused(what: string): void
 
 /**
+ * Sandbox `id` is gone (destroyed, or reclaimed by `reconcile`): its in-process capacity
+ * hold and its budgets' concurrent slot are given back. What was released.
+ */
+export declare function routerReleased(router: ExternalObject<RouterState>, id: string): Released
+
+/**
  * A fresh sandbox id (`sbx_` + 32 lowercase hex digits, 128 random bits), from the
  * router's id source.
  */
@@ -2343,11 +2257,10 @@ export interface RouterSettings {
 }
 
 /**
- * `router.settleCost(id, actualCost)` in the in-process ledger (`id` and `actualCost` as
- * the caller gave them: any values, checked here). Throws `INVALID_SANDBOX_ID` /
- * `INVALID_INPUT`.
+ * `router.settleCost(id, actualCost)` in the in-process ledger. False when the ledger does
+ * not know the charge. Throws `INVALID_SANDBOX_ID` / `INVALID_INPUT`.
  */
-export declare function routerSettleCost(router: ExternalObject<RouterState>, id: unknown, actualCost: unknown): SettleCostAnswer
+export declare function routerSettleCost(router: ExternalObject<RouterState>, id: string, actualCost: number): boolean
 
 /** Decides on `registry` from now on (a caller's own registry is read again on every call). */
 export declare function routerUseRegistry(router: ExternalObject<RouterState>, registry: ExternalObject<Registry>): void
@@ -2379,25 +2292,6 @@ export declare const SANDBOX_ID_LABEL: string
  */
 export declare const SANDBOX_WARM_LABEL_KEY: string
 
-/**
- * A sandbox's mapping record, as `router.getSandbox()` returns it (`id` and `createdAt`
- * absent when the store gave none).
- */
-export interface SandboxRecord {
-  /** `sbx_…`. */
-  id?: string
-  /** Its pool. */
-  providerId: string
-  /** The provider's id of the sandbox. */
-  providerSandboxId: string
-  /** Its labels (in key order). */
-  labels: Record<string, string>
-  /** ISO 8601. */
-  createdAt?: string
-  /** From `provisionDetached`. */
-  detached: boolean
-}
-
 /** Bound of the short bookkeeping scripts (start, status), ms. */
 export declare const SCRIPT_TIMEOUT_MS: number
 
@@ -2417,14 +2311,6 @@ export interface ScriptAnswerRecord {
   exitCode: number | null
   /** Its `timedOut` was truthy. */
   timedOut: boolean
-}
-
-/** What `router.settleCost` found in this process's ledger. */
-export interface SettleCostAnswer {
-  /** The in-process ledger knew the charge. */
-  known: boolean
-  /** The budgets live in the shared ledger: its answer is the one to give. */
-  shared: boolean
 }
 
 /**
@@ -2529,6 +2415,10 @@ export interface StepFlags {
   ended: number
   /** `Unintent`: write the intent as failed. */
   failedIntent: number
+  /** Router events to hand on (`routerEvents`). */
+  routerEvents: number
+  /** Warm work may be due (`warmPoll`). */
+  warm: number
 }
 
 /**
@@ -2687,12 +2577,6 @@ export interface TelemetrySchema {
 }
 
 /**
- * Whether a thrown value with these facts (as [`operation_threw`] takes them) says the
- * sandbox is gone (`core::router::operation::is_not_found`).
- */
-export declare function thrownNotFound(facts: Array<unknown> | undefined | null, unreadable: number): boolean
-
-/**
  * The launch label that carries the provision span's W3C `traceparent` when
  * `telemetry.propagateToLabels` is set (`core::telemetry::TRACEPARENT_LABEL`).
  */
@@ -2743,6 +2627,9 @@ export declare function validateManifest(manifestJson?: string | undefined | nul
  */
 export declare function validateMeasurement(measurementJson: string | undefined | null, read: ReadOutcome): MeasurementRecord
 
+/** A task the caller could not drive (its bug): forgotten, so the waiters still settle. */
+export declare function warmAbandon(router: ExternalObject<RouterState>, key: number): void
+
 /** Whether a claim on one pool would be warm, for `explain`. */
 export interface WarmClaimExplanation {
   /** The pool. */
@@ -2750,19 +2637,34 @@ export interface WarmClaimExplanation {
   /** Whether this request would take a member of it now. */
   claim: boolean
   /** Why not: `NOT_WARM`, `NOT_STARTED`, `CLOSED`, or a miss reason. */
-  reason?: string
+  reason: string | null
   /**
    * With the fleet's inventory and a compatible request: the floor to count members
-   * with (the JS side asks the database); otherwise null.
+   * with (ask the database, then call again with the counts); otherwise null.
    */
-  floor?: number
+  floor: number | null
 }
 
-/** Closes the router's warm pools (`close()`): no claim, no refill from now on. */
-export declare function warmClose(router: ExternalObject<RouterState>): void
+/**
+ * `close(options)`: `optionsJson` the options as JSON text (null: none given; text that
+ * is not JSON: unreadable), `storeInMemory` whether the mapping store is an
+ * `InMemoryMappingStore`. Throws the typed `INVALID_CONFIGURATION` error naming
+ * `keepWarm`. True: wait for `warmCloseAnswer`.
+ */
+export declare function warmClose(router: ExternalObject<RouterState>, optionsJson: string | undefined | null, storeInMemory: boolean): boolean
 
-/** Counts members of pool `providerId` found gone, or expired, in the fleet's inventory. */
-export declare function warmCount(router: ExternalObject<RouterState>, providerId: string, lost: number, expired: number): void
+/** `close()`'s report once every refill and task has settled; null: not yet. */
+export declare function warmCloseAnswer(router: ExternalObject<RouterState>): WarmCloseReport | null
+
+/** `close()`'s answer. */
+export interface WarmCloseReport {
+  /** Idle members destroyed (or found gone already). */
+  destroyed: number
+  /** Idle members whose destroy failed: they stay recorded, for `reconcile`. */
+  failed: number
+  /** Idle members left recorded for the next process (`keepWarm`). */
+  kept: number
+}
 
 /** A pool's warm counts in the fleet's inventory, as the database answered them. */
 export interface WarmCounts {
@@ -2774,26 +2676,75 @@ export interface WarmCounts {
   launching: number
 }
 
-/** Every idle member of this process's inventory, taken out (`close()`). */
-export declare function warmDrain(router: ExternalObject<RouterState>): Array<WarmMemberRecord>
+/** The `WarmDestroy` step of task `key`: whether the destroy succeeded. */
+export declare function warmDestroyed(router: ExternalObject<RouterState>, key: number, ok: boolean, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
 
 /**
  * Per pool of `pools` (registry indices): whether compiled request `request` would claim a
- * member now (`clockNow`: the router's clock). Nothing changes.
+ * member now (`clockNow`: the router's clock); null when the registry keeps no warm pool.
+ * `counts`: the fleet's claimable members per pool, for the pools that had a floor (null:
+ * not asked, or the database failed). Nothing changes.
  */
-export declare function warmExplain(router: ExternalObject<RouterState>, request: ExternalObject<CompiledRequest>, pools: Array<number>, clockNow?: number | undefined | null): Array<WarmClaimExplanation>
+export declare function warmExplain(router: ExternalObject<RouterState>, request: ExternalObject<CompiledRequest>, pools: Array<number>, clockNow?: number | undefined | null, counts?: Array<number | undefined | null> | undefined | null): Array<WarmClaimExplanation> | null
 
 /**
- * Takes member `sandboxId` out of this process's inventory (`lost`: found gone). Its
- * pool's id, or null when it is not idle here.
+ * The `WarmFleet` step of task `key` answered `reply` (null: it failed or timed out); the
+ * next step into `step`. Returns the members whose live handles to let go of.
  */
-export declare function warmForget(router: ExternalObject<RouterState>, sandboxId: string, lost: boolean): string | null
+export declare function warmFleetAnswered(router: ExternalObject<RouterState>, key: number, reply: WarmFleetReply | undefined | null, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): Array<string>
 
-/** The idle members of pool `providerId` in this process's inventory, oldest first. */
-export declare function warmIdle(router: ExternalObject<RouterState>, providerId: string): Array<WarmMemberRecord>
+/** The `WarmFleet` step's question for task `key`. */
+export declare function warmFleetAsk(router: ExternalObject<RouterState>, key: number): WarmFleetAsk
 
-/** A member whose record the JS side wrote joins this process's inventory. */
-export declare function warmMemberAdd(router: ExternalObject<RouterState>, member: WarmMemberRecord): void
+/** What a `WarmFleet` step asks of the fleet's inventory. */
+export interface WarmFleetAsk {
+  /** The call (`warmFleetOps()`). */
+  op: number
+  /** Its pool. */
+  providerId: string
+  /** Reserve: the pool's target. */
+  target: number
+  /** Reserve: the launches wanted. */
+  want: number
+  /** Reserve: how long a grant may stay unsettled, ms. */
+  holdMs: number
+  /** Expire: members launched before this instant have expired (router-clock ms). */
+  floor: number
+  /** Take: the member. */
+  sandboxId: string | null
+  /** Release: the grant. */
+  token: number | null
+}
+
+/** Every op of the `WarmFleet` step by name (`core::router::warm::FleetOp`). */
+export declare function warmFleetOps(): Record<string, number>
+
+/** What the fleet's inventory answered (the field of the op asked). */
+export interface WarmFleetReply {
+  /** Counts. */
+  counts?: Array<WarmCounts>
+  /** Reserve: the grants. */
+  tokens?: Array<number>
+  /** Expire, Take, Mine, TakeMine: the members. */
+  members?: Array<WarmMemberRecord>
+}
+
+/** The idle-members gauge (empty with the fleet's inventory, or before `warmUp()`). */
+export declare function warmIdleGauge(router: ExternalObject<RouterState>): Array<WarmIdlePoint>
+
+/** One point of the idle-members gauge. */
+export interface WarmIdlePoint {
+  /** The pool. */
+  providerId: string
+  /** Its idle members. */
+  idle: number
+}
+
+/**
+ * The `WarmList` step of task `key`: `finder` false when the pool has no native finder;
+ * `providerSandboxIds` what it listed (null: it could not list).
+ */
+export declare function warmListed(router: ExternalObject<RouterState>, key: number, finder: boolean, providerSandboxIds: Array<string> | undefined | null, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
 
 /** An idle member, as JavaScript sees it. */
 export interface WarmMemberRecord {
@@ -2807,89 +2758,158 @@ export interface WarmMemberRecord {
   launchedAt: number
 }
 
-/**
- * The refill pass's plan for every warm pool at `clockNow` (the router's clock; `healthNow`:
- * the health clock). `fleet`: the database's counts, with the fleet's inventory.
- */
-export declare function warmPlan(router: ExternalObject<RouterState>, clockNow?: number | undefined | null, healthNow?: number | undefined | null, fleet?: Array<WarmCounts> | undefined | null): Array<WarmPlan>
+/** A pool's misses, as `warmStatus()` counts them. */
+export interface WarmMisses {
+  /** No claimable member. */
+  empty: number
+  /** Requests that could not take a member. */
+  incompatible: number
+  /** No claimable member while refills were paused. */
+  paused: number
+}
 
-/** What one warm pool needs now. */
-export interface WarmPlan {
-  /** The pool's index in the registry. */
-  pool: number
-  /** Its id. */
+/**
+ * The next piece of warm work, begun, its first step written into `step`; null when none
+ * is due. `now`: the health clock; `clockNow`: the router's.
+ */
+export declare function warmPoll(router: ExternalObject<RouterState>, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): WarmPolled | null
+
+/** A piece of warm work `warmPoll` began (its first step is in the step buffer). */
+export interface WarmPolled {
+  /** A refill job (its record needs the stamp and the launch's parts). */
+  refill: boolean
+  /** The sandbox it is about: the refill's member to be, or the task's member. */
+  sandboxId: string | null
+  /** The provider's id of the task's member. */
+  providerSandboxId: string | null
+  /** A fleet refill's grant. */
+  token: number | null
+}
+
+/** One warm pool's standing in `warmUp()`'s report. */
+export interface WarmPoolReport {
+  /** The pool. */
   providerId: string
-  /** Its `size`. */
+  /** Its target. */
   target: number
-  /**
-   * Refill launches to start now (this process's inventory: counted in flight already;
-   * the fleet's: to ask the database for, then `warmStarted` with what it granted).
-   */
-  launches: number
-  /** Members that expired (this process's inventory; taken out of it): destroy them. */
-  expired: Array<WarmMemberRecord>
-  /** Members launched before this instant have expired (router-clock ms). */
-  expiryFloor: number
-  /** Refills resumed now (a launch on the pool succeeded since they paused). */
-  resumed: boolean
-  /** Its idle members are due a re-resolution. */
-  check: boolean
-  /**
-   * Why it cannot fill now (`PAUSED`, `CIRCUIT_OPEN`, `NOT_IN_PROVIDER_ORDER`); null
-   * when it is full or filling.
-   */
-  reason?: string
-  /** Whether it holds `size` idle members. */
-  ready: boolean
-  /** Its idle members (this process's, or the fleet's count given). */
+  /** Its idle members. */
   idle: number
-  /** Its `checkIntervalMs` (the background pass runs at the shortest). */
-  checkIntervalMs: number
+  /** Whether it holds its target. */
+  ready: boolean
+  /** Why not. */
+  reason: string | null
+  /** The code of its last refill failure. */
+  lastFailureCode: string | null
 }
 
 /** One pool's warm state, as `router.warmStatus()` returns it. */
 export interface WarmPoolStatus {
   /** The pool. */
   providerId: string
-  /** Its `size`. */
+  /** Idle members to keep now. */
   target: number
-  /** Idle members (this process's inventory). */
+  /** Why (`SIZE`, `MIN`, `DEMAND`, `MAX`). */
+  targetReason: string
+  /** `min`, for a demand-following pool. */
+  min: number | null
+  /** `max`, for a demand-following pool. */
+  max: number | null
+  /** Idle members (this process's, or the fleet's with `scope: 'fleet'`). */
   idle: number
-  /** Refill launches in flight from this process. */
+  /** Refill launches in flight (same scope). */
   launching: number
+  /** `process` or `fleet`. */
+  scope: string
   /** Members handed to provisions. */
   claims: number
-  /** Misses with no claimable member. */
-  missesEmpty: number
-  /** Misses of requests that could not take a member. */
-  missesIncompatible: number
-  /** Misses with no claimable member while refills were paused. */
-  missesPaused: number
+  /** Misses. */
+  misses: WarmMisses
   /** Members launched by refills. */
   launched: number
   /** Refills that failed. */
   refillFailures: number
   /** The code of the last refill failure. */
-  lastFailureCode?: string
-  /** Members destroyed for their age. */
+  lastFailureCode: string | null
+  /** Members retired for their age or beyond the target. */
   expired: number
   /** Members found gone and dropped. */
   lost: number
   /** Whether refills are paused. */
   paused: boolean
+  /** Claims per second (the demand estimate). */
+  demandPerSecond: number
+  /**
+   * The create latency the pace and target use, ms (refills' p90, else the declared
+   * `coldStartLatencyMs`).
+   */
+  createLatencyMs: number | null
+  /** Refill launches allowed in flight now. */
+  pace: number
 }
 
-/** A refill of pool `providerId` failed with `code`. True when this paused the pool. */
-export declare function warmRefillFailed(router: ExternalObject<RouterState>, providerId: string, code: string): boolean
+/** The `WarmRecords` step of task `key`: the store's records (null: it failed or timed out). */
+export declare function warmRecords(router: ExternalObject<RouterState>, key: number, records: Array<WarmStoreRecord> | undefined | null, step: Uint32Array): void
 
-/** Starts the router's warm pools (`warmUp()`, once): `shared`, the inventory is the fleet's. */
-export declare function warmStart(router: ExternalObject<RouterState>, shared: boolean): void
+/** The `WarmResolve` step of task `key` ended with `outcome`; the next step into `step`. */
+export declare function warmResolved(router: ExternalObject<RouterState>, key: number, outcome: ResolveOutcome, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
 
-/** `n` refill launches of pool `providerId` were granted by the fleet's database. */
-export declare function warmStarted(router: ExternalObject<RouterState>, providerId: string, n: number): void
+/** Starts the router's warm pools (`warmUp()`, once). */
+export declare function warmStart(router: ExternalObject<RouterState>, facts: WarmStartFacts): void
 
-/** Every warm pool of the router's registry, in registration order. */
-export declare function warmStatus(router: ExternalObject<RouterState>): Array<WarmPoolStatus>
+/** What JavaScript knows about the router's stores when its warm pools start. */
+export interface WarmStartFacts {
+  /** The mapping store is the capacity coordinator itself (`PostgresMappingStore`). */
+  storeIsCoordinator: boolean
+  /** The mapping store is an `InMemoryMappingStore` (or a subclass of it). */
+  storeInMemory: boolean
+  /** The mapping store has `list()`. */
+  storeLists: boolean
+}
+
+/** Every warm pool of the router's registry, in registration order; `counts`: the fleet's. */
+export declare function warmStatus(router: ExternalObject<RouterState>, counts?: Array<WarmCounts> | undefined | null, clockNow?: number | undefined | null): Array<WarmPoolStatus>
+
+/** Whether `warmStatus()` needs the fleet's counts. */
+export declare function warmStatusFleet(router: ExternalObject<RouterState>): boolean
+
+/**
+ * One mapping record, as adoption reads it from the caller's store (each field read once,
+ * inside a guard; anything not of its type is null).
+ */
+export interface WarmStoreRecord {
+  /** Its id. */
+  id: string
+  /** Its pool. */
+  providerId?: string
+  /** The provider's id of its sandbox. */
+  providerSandboxId?: string
+  /** Its warm label's value. */
+  warm?: string
+  /** Its fleet label's value. */
+  fleet?: string
+  /** `createdAt`, epoch ms (`Date.parse`). */
+  createdAtMs?: number
+}
+
+/** When to poll again, ms from now; null: nothing is scheduled. */
+export declare function warmTimeout(router: ExternalObject<RouterState>, now?: number | undefined | null, clockNow?: number | undefined | null): number | null
+
+/** The `WarmUnmap` step of task `key` was performed (best effort). */
+export declare function warmUnmapped(router: ExternalObject<RouterState>, key: number, step: Uint32Array): void
+
+/** `warmUp()` `id`'s report once it is settled; null: not yet. */
+export declare function warmUpAnswer(router: ExternalObject<RouterState>, id: number, now?: number | undefined | null, clockNow?: number | undefined | null): WarmUpReport | null
+
+/** A `warmUp()` begins waiting: its id. */
+export declare function warmUpBegin(router: ExternalObject<RouterState>, clockNow?: number | undefined | null): number
+
+/** `warmUp()`'s report. */
+export interface WarmUpReport {
+  /** Every warm pool holds its target. */
+  ready: boolean
+  /** Per pool. */
+  pools: Array<WarmPoolReport>
+}
 
 /** What a job decided to write to the shared ledger (flag `writes`): each absent when none. */
 export interface WritesRecord {

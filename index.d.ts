@@ -257,15 +257,36 @@ export interface ProviderDefinition {
  * A pool's warm pool (docs/warm-pools.md): idle sandboxes launched ahead of demand, claimed
  * by compatible provisions. Filling starts with `router.warmUp()`; nothing at construction.
  */
-export interface WarmOptions {
-  /** Idle members to keep (0..1000); with a PostgreSQL coordinator, the fleet's target. */
-  size: number;
+export type WarmOptions = (
+  | {
+      /** Idle members to keep (0..1000); with a PostgreSQL coordinator, the fleet's target. */
+      size: number;
+      min?: never;
+      max?: never;
+    }
+  | {
+      size?: never;
+      /** Demand-following: the fewest idle members to keep (0..max). */
+      min: number;
+      /** Demand-following: the most members, idle and launching (min..1000). */
+      max: number;
+    }
+) & WarmTuning;
+
+/** The rest of a `warm` option (docs/warm-pools.md, "The option"). */
+export interface WarmTuning {
   /** A member idle longer is destroyed and replaced, ms. Default 600,000. */
   maxIdleMs?: number;
-  /** Idle members are re-resolved (`getById(id, { owned: true })`) this often, ms. Default 30,000. */
+  /**
+   * Idle members are checked at the provider this often, ms: through the pool's native
+   * finder (one list call) where it has one, else `getById(id, { owned: true })`. Default 30,000.
+   */
   checkIntervalMs?: number;
   refill?: {
-    /** Refill launches at once, per process. Default 2. */
+    /**
+     * The most refill launches in flight at once, per process (1..1000). Default: `size`
+     * (or `max`). Below it the pace follows demand (claims per second × create latency).
+     */
     concurrency?: number;
     /** Consecutive refill failures that pause refills until a launch on the pool succeeds. Default 3. */
     pauseAfterFailures?: number;
@@ -281,7 +302,11 @@ export interface WarmPoolReport {
   target: number;
   idle: number;
   ready: boolean;
-  /** Why not ready: `PAUSED`, `CIRCUIT_OPEN`, `NOT_IN_PROVIDER_ORDER`, `REFILL_FAILED`, `FILLING`, `CLOSED`; null when ready. */
+  /**
+   * Why not ready: `PAUSED`, `CIRCUIT_OPEN`, `NOT_IN_PROVIDER_ORDER`, `AT_CAPACITY`,
+   * `EXPIRING` (members expire before the pool fills), `REFILL_FAILED`, `FILLING` (still
+   * filling when the wait's bound passed, or nothing in flight), `CLOSED`; null when ready.
+   */
   reason: string | null;
   lastFailureCode: string | null;
 }
@@ -293,10 +318,19 @@ export interface WarmUpReport {
   pools: WarmPoolReport[];
 }
 
+/** Why a warm pool's target is what it is. */
+export type WarmTargetReason = 'SIZE' | 'MIN' | 'DEMAND' | 'MAX';
+
 /** One warm pool's counters (`router.warmStatus()`); counters are this process's. */
 export interface WarmPoolStatus {
   providerId: ProviderId;
+  /** Idle members to keep now: `size`, or between `min` and `max` following demand. */
   target: number;
+  /** Why the target is what it is. */
+  targetReason: WarmTargetReason;
+  /** A demand-following pool's `min` and `max`; null for `size`. */
+  min: number | null;
+  max: number | null;
   /** Idle members: this process's, or the fleet's with `scope: 'fleet'`. */
   idle: number;
   /** Refill launches in flight (same scope). */
@@ -310,11 +344,21 @@ export interface WarmPoolStatus {
   expired: number;
   lost: number;
   paused: boolean;
+  /** Claims per second (and misses for want of a member): the demand estimate. */
+  demandPerSecond: number;
+  /** The create latency the pace and target use, ms (refills' p90, else `coldStartLatencyMs`); null when unknown. */
+  createLatencyMs: number | null;
+  /** Refill launches allowed in flight now. */
+  pace: number;
 }
 
 /** `router.close()`'s answer. */
 export interface WarmCloseResult {
+  /** Idle members destroyed (or found gone already). */
   destroyed: number;
+  /** Idle members whose destroy failed: their records stay, for `reconcile`. */
+  failed: number;
+  /** Idle members left recorded for the next process (`keepWarm`). */
   kept: number;
 }
 
@@ -907,12 +951,14 @@ export interface WarmMissEvent extends RoutingEventBase {
   reason: WarmMissReason;
 }
 
-/** Warm pools: an idle member aged out (maxIdleMs, or close to the pool's lifetime) and was destroyed. */
+/** Warm pools: an idle member was retired and destroyed: it aged out (`AGE`: maxIdleMs, or close to the pool's lifetime), or the pool's target fell below its idle members (`SURPLUS`). */
 export interface WarmMemberExpiredEvent extends RoutingEventBase {
   type: 'warm.member.expired';
   providerId: ProviderId;
   ageMs: number;
+  /** False: the destroy failed (or the provider could not be asked); its record stays for `reconcile`. */
   destroyed: boolean;
+  reason: 'AGE' | 'SURPLUS';
 }
 
 /** Warm pools: an idle member was found gone at the provider and dropped. */
@@ -930,12 +976,25 @@ export interface WarmRefillPausedEvent {
   code: string;
 }
 
-/** Warm pools: a launch on a paused pool succeeded; refills resume. */
+/** Warm pools: a launch on a paused pool succeeded (its circuit closed); refills resume at once. */
 export interface WarmRefillResumedEvent {
   type: 'warm.refill.resumed';
   /** ISO-8601 time of emission. */
   at: string;
   providerId: ProviderId;
+}
+
+/** Warm pools: a demand-following pool's target (`warm: { min, max }`) moved. */
+export interface WarmTargetChangedEvent {
+  type: 'warm.target.changed';
+  /** ISO-8601 time of emission. */
+  at: string;
+  providerId: ProviderId;
+  /** Idle members to keep from now on. */
+  target: number;
+  previous: number;
+  /** `DEMAND`: claims per second × create latency; `MIN` / `MAX`: held at a bound. */
+  reason: 'MIN' | 'DEMAND' | 'MAX';
 }
 
 /** Budgets: a provision reserved its candidate pool's cost, a launch and a concurrent slot against every applying rule. */
@@ -1005,6 +1064,7 @@ export type RoutingEvent =
   | WarmMemberLostEvent
   | WarmRefillPausedEvent
   | WarmRefillResumedEvent
+  | WarmTargetChangedEvent
   | BudgetReservedEvent
   | BudgetReleasedEvent
   | BudgetRefusedEvent;

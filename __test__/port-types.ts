@@ -285,6 +285,7 @@ const everyType: Record<RoutingEventType, true> = {
   'warm.member.lost': true,
   'warm.refill.paused': true,
   'warm.refill.resumed': true,
+  'warm.target.changed': true,
   'budget.reserved': true,
   'budget.released': true,
   'budget.refused': true,
@@ -307,6 +308,12 @@ export function describeEvent(event: RoutingEvent): string {
     // @ts-expect-error pool-level: no sandboxId
     void event.sandboxId;
     return `${event.providerId} refills ${event.type === 'warm.refill.paused' ? `paused ${event.code}` : 'resumed'}`;
+  }
+  if (event.type === 'warm.target.changed') {
+    // @ts-expect-error pool-level: no sandboxId
+    void event.sandboxId;
+    const reason: 'MIN' | 'DEMAND' | 'MAX' = event.reason;
+    return `${event.providerId} target ${event.previous} -> ${event.target} (${reason})`;
   }
   const sandboxId: string = event.sandboxId;
   switch (event.type) {

@@ -137,7 +137,7 @@ test('warm fleet: three processes share one inventory of size 4', async (t) => {
 
   await t.test('must-fire: close() destroys this process’s idle members / must-not-fire: close({ keepWarm: true }) leaves them for the fleet', async () => {
     const kept = await fleet[1].ask({ cmd: 'close', options: { keepWarm: true } });
-    assert.deepEqual(kept.value, { destroyed: 0, kept: 0 });
+    assert.deepEqual(kept.value, { destroyed: 0, failed: 0, kept: 0 });
     const before = await idleRows('warm1');
     const closed = await fleet[0].ask({ cmd: 'close' });
     assert.equal(closed.ok, true);

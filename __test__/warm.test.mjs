@@ -323,7 +323,7 @@ test('close(): idle members are destroyed (must-fire) / close({ keepWarm: true }
   const rt = fakeRuntime();
   const r = router({ runtime: rt, warm: { size: 2 } });
   await r.warmUp();
-  assert.deepEqual(await r.close(), { destroyed: 2, kept: 0 });
+  assert.deepEqual(await r.close(), { destroyed: 2, failed: 0, kept: 0 });
   assert.equal(destroys(rt), 2);
   assert.equal(rt.live.size, 0);
 
@@ -335,7 +335,7 @@ test('close(): idle members are destroyed (must-fire) / close({ keepWarm: true }
     const rt2 = fakeRuntime();
     const first = router({ runtime: rt2, warm: { size: 2 }, mappings: new SqliteMappingStore({ path }) });
     await first.warmUp();
-    assert.deepEqual(await first.close({ keepWarm: true }), { destroyed: 0, kept: 2 });
+    assert.deepEqual(await first.close({ keepWarm: true }), { destroyed: 0, failed: 0, kept: 2 });
     assert.equal(destroys(rt2), 0);
     const next = router({ runtime: rt2, warm: { size: 2 }, mappings: new SqliteMappingStore({ path }) });
     const report = await next.warmUp();
@@ -432,4 +432,144 @@ test('telemetry: a claim is launch_type warm and a hit (must-fire) / a cold laun
   assert.equal(leaks(points), false);
   await r.close();
   await meterProvider.shutdown();
+});
+
+// --- issue 35: liveness through the provider, lifetimes, close, warmUp's bound --------------
+
+/** A loopback copy of E2B's list API (what the native finder reads) over `live`: id → metadata. */
+async function e2bList(live) {
+  const http = await import('node:http');
+  const server = http.createServer((req, res) => {
+    const u = new URL(req.url, 'http://x');
+    const want = new URLSearchParams(u.searchParams.get('metadata') ?? '');
+    const items = [...live]
+      .filter(([, md]) => [...want].every(([k, v]) => md[k] === v))
+      .map(([id, metadata]) => ({ sandboxID: id, templateID: 'base', metadata, startedAt: new Date(0).toISOString(), state: 'running' }));
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify(items));
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return { base: `http://127.0.0.1:${server.address().port}`, close: () => new Promise((r) => (server.closeAllConnections?.(), server.close(r))) };
+}
+
+/** A fake `@agent-relay/sandbox` whose E2B adapter answers getById from its own cache, as the published one does. */
+function cachingE2b(live) {
+  class E2BSandboxRuntime {
+    constructor() {
+      this.id = 'e2b';
+      this.cache = new Map();
+      this.n = 0;
+    }
+    async launch(options) {
+      const id = `e2b-${++this.n}`;
+      live.set(id, { ...options.labels });
+      this.cache.set(id, { id });
+      return { id, state: 'STARTED' };
+    }
+    async getById(id) {
+      return this.cache.get(id) ?? null; // never asks the provider
+    }
+    async destroy(h) {
+      live.delete(h.id);
+      this.cache.delete(h.id);
+    }
+  }
+  const modules = { '@agent-relay/sandbox': { E2BSandboxRuntime }, e2b: {} };
+  return async (name) => modules[name];
+}
+
+const waitFor = async (check, ms = 5_000) => {
+  const until = Date.now() + ms;
+  while (!(await check()) && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+  return check();
+};
+
+test('liveness: a member the native finder no longer lists is dropped, never claimed (must-fire) / a listed one is kept and claimed, though getById answers from a cache (must-not-fire)', async () => {
+  const live = new Map();
+  const api = await e2bList(live);
+  const events = recorder();
+  const router = createSandboxRouter({
+    providers: { e2b: { apiKey: 'k', warm: { size: 2, checkIntervalMs: 200 }, capacity: { baseUrl: api.base, limits: { sandboxes: 100 } } } },
+    moduleLoader: cachingE2b(live),
+    observer: events.observer,
+  });
+  try {
+    assert.equal((await router.warmUp()).ready, true);
+    const [gone, kept] = [...live.keys()];
+    live.delete(gone); // killed behind the router's back
+    assert.equal(await waitFor(async () => (await router.warmStatus())[0].lost === 1), true, 'dropped within a check interval');
+    assert.ok(events.events.some((e) => e.type === 'warm.member.lost'));
+    const first = await router.provision({});
+    const got = (await router.getSandbox(first.id)).providerSandboxId;
+    assert.notEqual(got, gone, 'must-fire: the deleted member is never handed out');
+    assert.equal(got, kept, 'must-not-fire: the listed member is claimed');
+    await router.destroy(first.id);
+  } finally {
+    await router.close();
+    await api.close();
+  }
+});
+
+test('lifetime: a factory E2B pool declares the adapter’s 120 s lifetime (must-fire) / a declared lifetime is kept (must-not-fire)', () => {
+  const lifetime = (ms) => ({ requires: { timeout: { requiredSandboxLifetimeMs: ms } } });
+  const e2b = createSandboxRouter({ providers: { e2b: { apiKey: 'k', warm: { size: 1 } } } });
+  assert.deepEqual(e2b.route(lifetime(100_000)), ['e2b'], 'within 120 s');
+  assert.throws(() => e2b.route(lifetime(130_000)), (e) => e.code === 'NO_ELIGIBLE_PROVIDER', 'beyond the adapter’s own timeout');
+  const longer = createSandboxRouter({ providers: { e2b: { apiKey: 'k', createTimeoutMs: 300_000 } } });
+  assert.deepEqual(longer.route(lifetime(200_000)), ['e2b'], 'the entry’s createTimeoutMs');
+  const declared = createSandboxRouter({ providers: { e2b: { apiKey: 'k', capabilities: { supported: ['syncExec'], timeout: { maxSandboxLifetimeMs: 3_600_000 } } } } });
+  assert.deepEqual(declared.route(lifetime(1_800_000)), ['e2b'], 'the caller’s declaration is kept');
+});
+
+test('close(): a failed destroy is counted failed and its record kept (must-fire) / a successful one destroyed (must-not-fire)', async () => {
+  let refuse = null;
+  const rt = fakeRuntime({
+    destroy: async (h) => {
+      if (h.id === refuse) throw new Error(`provider down ${CANARY}`);
+      rt.live.delete(h.id);
+    },
+  });
+  const mappings = new InMemoryMappingStore();
+  const r = router({ runtime: rt, warm: { size: 2 }, mappings });
+  await r.warmUp();
+  refuse = [...rt.live.keys()][0];
+  const result = await r.close();
+  assert.deepEqual(result, { destroyed: 1, failed: 1, kept: 0 });
+  const records = await mappings.list();
+  assert.deepEqual(records.map((m) => m.providerSandboxId), [refuse], 'reconcile finds it');
+});
+
+test('warmUp(): members that expire before the pool fills settle it with EXPIRING (must-fire) / a pool that fills settles ready (must-not-fire)', async () => {
+  const c = clock();
+  let pending = [];
+  const rt = fakeRuntime({
+    launch: (options) =>
+      new Promise((resolve) => {
+        pending.push(() => {
+          const handle = { id: `x-${Math.random()}` };
+          rt.live.set(handle.id, { handle, labels: options.labels });
+          resolve(handle);
+        });
+      }),
+  });
+  const r = router({ runtime: rt, warm: { size: 6, maxIdleMs: 1_000, refill: { concurrency: 2 } }, clock: c.now });
+  const report = r.warmUp();
+  // Two at a time; each round of creates takes 800 ms on the router's clock: the first
+  // round's members expire (at 1.8 s) before the third lands (2.4 s).
+  for (let round = 0; round < 3; round++) {
+    await waitFor(() => pending.length > 0);
+    c.t += 800;
+    const now = pending;
+    pending = [];
+    for (const land of now) land();
+    await new Promise((res) => setTimeout(res, 20));
+  }
+  const settled = await report;
+  assert.equal(settled.ready, false);
+  assert.equal(settled.pools[0].reason, 'EXPIRING');
+  for (const land of pending) land();
+  await r.close();
+  const ok = router({ warm: { size: 2, maxIdleMs: 1_000 } });
+  assert.equal((await ok.warmUp()).ready, true);
+  await ok.close();
 });

@@ -1,6 +1,6 @@
 'use strict';
 // The driver: the one loop that performs what a router's job asks, for every job (a
-// provision, a warm refill). The router (src/core/router/) decides every step: which pool,
+// provision, a warm refill, a warm task). The router (src/core/router/) decides every step: which pool,
 // whether to read capacity, write an intent, launch, ask the classifier, write the record,
 // clean up, settle the intent; every bound on every await; every event and every error.
 // This file performs the step it is told (each performer awaits the caller's own promise,
@@ -22,9 +22,8 @@ const { guarded, handleId } = require('./guard.js');
 const { within, TIMED_OUT } = require('./within.js');
 const { serializeLenient } = require('./serialize.js');
 const { emitDecided } = require('./events.js');
-const { emit, emitRouter } = require('./events.js');
-const { hasMethods, healthNow } = require('./options.js');
-const { SANDBOX_ID_LABEL } = require('./finders.js');
+const { emitRouter } = require('./events.js');
+const { healthNow } = require('./options.js');
 
 const K = binding.stepKinds();
 const F = binding.stepFlags();
@@ -81,6 +80,8 @@ function jobRecord(ctx, detached, done) {
     /** the fleet's grant of a refill, and a claimed member */
     token: null,
     member: null,
+    /** a warm task's key (lib/warm.js; its `machine` stays -1) */
+    task: -1,
     /** its telemetry (lib/telemetry.js), or null */
     tel: null,
     /** an operation by id: its runtime method, arguments, answer (lib/operations.js) */
@@ -93,7 +94,8 @@ const clockNow = (ctx) => (ctx.clock === null ? undefined : ctx.clock());
 
 /**
  * The step the last native call wrote, for `run`: its writes performed and its events
- * handed on first. Call it right after that call.
+ * (the router's, then the job's) handed on first; warm work it made due is polled soon
+ * (lib/warm.js). Call it right after that call.
  */
 function took(run) {
   const flags = STEP[4];
@@ -102,8 +104,10 @@ function took(run) {
   run.def = run.pools[STEP[1]];
   run.bound = STEP[3];
   run.flags = flags;
+  if ((flags & F.routerEvents) !== 0) emitRouter(run.ctx);
   if ((flags & F.writes) !== 0) writes(run);
   if ((flags & F.events) !== 0) emitDecided(run);
+  if ((flags & F.warm) !== 0) run.ctx.warm?.kick();
   return kind;
 }
 
@@ -430,102 +434,6 @@ async function unintent(run) {
   return took(run);
 }
 
-/**
- * `handle`, or the member re-resolved as owned: null when it is gone (or cannot be read).
- * A runtime without `getById` cannot re-resolve: its handle is the provider id.
- */
-async function ownedHandle(ctx, def, providerSandboxId) {
-  const rt = def.runtime;
-  if (!hasMethods(rt, ['getById'])) return { id: providerSandboxId };
-  try {
-    const h = await within(rt.getById(providerSandboxId, { owned: true }), ctx.operationTimeoutMs);
-    return h === TIMED_OUT || h === undefined ? null : h;
-  } catch {
-    return null;
-  }
-}
-
-/** Removes a record, bounded, best effort. */
-function forgetRecord(ctx, id) {
-  try {
-    Promise.resolve(within(ctx.mappings.delete(id), ctx.callbackTimeoutMs)).catch(noop);
-  } catch {
-    // Best effort: reconcile removes a stale mapping later.
-  }
-}
-
-/** Under shared budgets, the provision whose reservation a fleet claim charges (else undefined). */
-function chargeOf(run) {
-  return run.ctx.budgets !== null && run.ctx.budgets.shared ? run.sandboxId : undefined;
-}
-
-/**
- * The fleet's answer to a `Claim` step: the member now mapped to this provision (under
- * shared budgets, its reservation now the member's charge, in the same transaction), or
- * null (none claimable, or the database failed: a miss, never an error; the next step is
- * read then).
- */
-async function askFleet(run) {
-  const ctx = run.ctx;
-  const ask = binding.acquisitionClaimAsk(ctx.native, run.machine);
-  let member = null;
-  try {
-    const claiming = ctx.warm.coordinator.warmClaim(ctx.fleet, ask.providerId, ask.floor, run.labels, ask.detached, chargeOf(run));
-    const r = await within(claiming, run.bound);
-    member = r === TIMED_OUT ? null : (r ?? null);
-  } catch {
-    member = null;
-  }
-  binding.acquisitionClaimAnswer(ctx.native, run.machine, member !== null, STEP, clockNow(ctx));
-  return member === null ? { member, kind: took(run) } : { member, kind: K.Claim };
-}
-
-/**
- * `Claim` / `Claimed`: a warm member for this provision (docs/warm-pools.md), from the
- * fleet's inventory (`Claim`: one transaction) or taken from this process's already
- * (`Claimed`); re-resolved when this process holds no live handle of it. A member that is
- * gone is dropped and the job goes on to the cold launch of the same pool, as on any miss.
- */
-async function claim(run) {
-  const kind = run.kind;
-  const ctx = run.ctx;
-  const warm = ctx.warm;
-  const def = run.def;
-  let member;
-  if (kind === K.Claimed) member = binding.acquisitionMember(ctx.native, run.machine, clockNow(ctx));
-  else {
-    const answer = await askFleet(run);
-    if (answer.member === null) {
-      warm.kick();
-      return answer.kind;
-    }
-    member = answer.member;
-  }
-  const id = member.sandboxId;
-  let handle = warm.handles.get(id) ?? null;
-  warm.handles.delete(id);
-  if (handle === null) handle = await ownedHandle(ctx, def, member.providerSandboxId);
-  warm.kick();
-  if (handle === null) {
-    // The cold launch that follows holds the reservation the claim had made the member's.
-    if (kind !== K.Claimed && chargeOf(run) !== undefined) {
-      await within(warm.coordinator.warmUncharge(id, run.sandboxId), ctx.callbackTimeoutMs).catch(noop);
-    }
-    forgetRecord(ctx, id);
-    emit(ctx.observer, 'warm.member.lost', { sandboxId: id, providerId: def.id });
-    binding.acquisitionClaimLost(ctx.native, run.machine, STEP, clockNow(ctx));
-    return took(run);
-  }
-  // The provision's result is the member: its id, the caller's labels stamped with it.
-  run.sandboxId = id;
-  run.labels[SANDBOX_ID_LABEL] = id;
-  run.providerSandboxId = member.providerSandboxId;
-  run.handle = handle;
-  run.member = member;
-  binding.acquisitionClaimed(ctx.native, run.machine, STEP, clockNow(ctx));
-  return took(run);
-}
-
 perform(K.Admit, admit);
 perform(K.Coordinate, coordinate);
 perform(K.Reserve, reserve);
@@ -535,7 +443,5 @@ perform(K.Persist, persist);
 perform(K.WarmSettle, warmSettle);
 perform(K.Cleanup, cleanup);
 perform(K.Unintent, unintent);
-perform(K.Claim, claim);
-perform(K.Claimed, claim);
 
-module.exports = { drive, perform, K, jobRecord, took, end, failure, crashed, clockNow, destroyedWithin, measure, ownedHandle, forgetRecord, STEP, STOP, DEADLINES };
+module.exports = { drive, perform, K, jobRecord, took, end, failure, crashed, clockNow, destroyedWithin, measure, STEP, STOP, DEADLINES };

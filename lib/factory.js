@@ -78,6 +78,22 @@ function capacityOf(plan, entry, runtime) {
   }
 }
 
+/**
+ * A factory pool's capabilities: the caller's (or the defaults), with the adapter's own
+ * sandbox lifetime (`timeout.maxSandboxLifetimeMs`: E2B's create timeout, from the options
+ * the adapter is given) unless the caller declared one, so that warm members expire before
+ * the provider kills them (the rule: src/core/warm.rs `factory_lifetime_ms`).
+ */
+function capabilitiesOf(plan, entry) {
+  if (plan.recipe === null) return entry.capabilities ?? localModule().LOCAL_CAPABILITIES;
+  const caps = entry.capabilities ?? DEFAULT_CAPABILITIES;
+  const timeout = caps.timeout;
+  const declared = timeout !== undefined && (timeout === null || typeof timeout !== 'object' || timeout.maxSandboxLifetimeMs !== undefined);
+  const createTimeoutMs = adapterOptions(plan, entry).createTimeoutMs;
+  const ms = binding.factoryLifetimeMs(plan.name, typeof createTimeoutMs === 'number' ? createTimeoutMs : undefined, declared);
+  return ms === null ? caps : { ...caps, timeout: { ...timeout, maxSandboxLifetimeMs: ms } };
+}
+
 /** A provider definition from the core's plan of one pool. */
 function definitionOf(plan, entry, loader) {
   const local = plan.recipe === null;
@@ -85,7 +101,7 @@ function definitionOf(plan, entry, loader) {
   return {
     id: plan.id,
     runtime,
-    capabilities: entry.capabilities ?? (local ? localModule().LOCAL_CAPABILITIES : DEFAULT_CAPABILITIES),
+    capabilities: capabilitiesOf(plan, entry),
     signals: entry.signals ?? DEFAULT_SIGNALS,
     capacity: capacityOf(plan, entry, runtime),
     ...(entry.warm === undefined ? {} : { warm: entry.warm }),

@@ -87,6 +87,11 @@ function add(l, i, providerSandboxId, sandboxId, verified, createdAtMs) {
 /** What a finder answers when the pool could not be listed (`reason`: the core's). */
 const UNLISTED = (reason) => ({ reason, listing: listing(0) });
 
+/** The pool entry's native finder (the factory registered one), or null. */
+function nativeFinderOf(entry) {
+  return FINDERS.get(entry.runtime) ?? null;
+}
+
 /** What a finder answers when `failure` (`binding.ListFailureName`) happened: the core names the reason. */
 const unlisted = (failure) => UNLISTED(binding.unlistedReason(failure));
 const { ListFailureName } = binding;
@@ -147,4 +152,4 @@ function readHandle(h) {
   };
 }
 
-module.exports = { attachFinder, finderFor, UNLISTED, unlisted, SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL };
+module.exports = { attachFinder, finderFor, nativeFinderOf, UNLISTED, unlisted, SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL };

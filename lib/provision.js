@@ -9,7 +9,7 @@ const { binding } = require('./binding.js');
 const { fromNative, isRouterError } = require('./errors.js');
 const { viewOf } = require('./registry.js');
 const { compile, checkLabels } = require('./compile.js');
-const { emit, emitRouter, debug, DEBUG } = require('./events.js');
+const { emitRouter, debug, DEBUG } = require('./events.js');
 const { keepHandle } = require('./operations.js');
 const { healthNow } = require('./options.js');
 const { needsExtras, extras: extrasOf } = require('./extras.js');
@@ -92,24 +92,20 @@ function settled(run, ok) {
   }
   if ((run.flags & ENDED) === 0) end(run);
   keepHandle(ctx.handles, run.sandboxId, run.handle);
-  const member = run.member;
-  if (member !== null) claimed(run, member);
+  if (run.member !== null) claimed(run);
   else if (run.tel !== null) ctx.telemetry.succeeded(run);
   run.resolve({ id: run.sandboxId, providerId: run.def.id, labels: run.labels });
 }
 
-/** A provision served by a warm member: its telemetry and event. */
-function claimed(run, member) {
+/** A provision served by a warm member: its telemetry (its event is the router's, `warm.claimed`). */
+function claimed(run) {
   const ctx = run.ctx;
-  if (ctx.telemetry !== null) {
-    ctx.telemetry.add('warmClaims', 1, { pool: run.def.id, result: 'hit' });
-    if (run.tel !== null) {
-      run.tel.launchType = WARM;
-      ctx.telemetry.succeeded(run);
-    }
+  if (ctx.telemetry === null) return;
+  ctx.telemetry.add('warmClaims', 1, { pool: run.def.id, result: 'hit' });
+  if (run.tel !== null) {
+    run.tel.launchType = WARM;
+    ctx.telemetry.succeeded(run);
   }
-  const ageMs = member.ageMs ?? Math.max(0, (ctx.clock === null ? Date.now() : ctx.clock()) - member.launchedAt);
-  emit(ctx.observer, 'warm.claimed', { sandboxId: run.sandboxId, providerId: run.def.id, ageMs });
 }
 
 module.exports = { provision, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL };

@@ -1,120 +1,211 @@
 'use strict';
-// Warm members' hygiene (docs/warm-pools.md#hygiene): destroying a member taken out of the
-// inventory (expired, or at close), the fleet's expiries, the re-resolution of idle members
-// every `checkIntervalMs` (a member that is gone is dropped, never handed out), and the
-// adoption of members a previous process left in a durable store (`close({ keepWarm })`).
-// The core decided which members (src/core/warm.rs); this file performs the calls.
+// The warm steps (docs/warm-pools.md): what the router asks for its warm pools' members and
+// for claims, each performed within the step's bound and reported with one synchronous
+// call (the driver's contract, lib/driver.js). Nothing here decides: which member, which
+// call, what a gone, failed or missing answer means and what follows are the router's
+// (src/core/router/warm.rs).
 
 const { binding } = require('./binding.js');
 const { within, TIMED_OUT } = require('./within.js');
 const { guarded } = require('./guard.js');
-const { routerNow } = require('./options.js');
-const { emit } = require('./events.js');
-const { ownedHandle, forgetRecord, destroyedWithin } = require('./driver.js');
-const { InMemoryMappingStore } = require('./mappings.js');
-const { SANDBOX_FLEET_LABEL } = require('./finders.js');
+const { hasMethods, healthNow } = require('./options.js');
+const { perform, K, took, clockNow, destroyedWithin, STEP } = require('./driver.js');
+const { nativeFinderOf, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
 
+const R = binding.ResolveOutcome;
+const OP = binding.warmFleetOps();
 const WARM_LABEL = binding.SANDBOX_WARM_LABEL_KEY;
+const noop = () => {};
 
-/** Destroys `handle` on `def` within the operation deadline; true when that succeeded. */
-const destroyed = (ctx, def, handle) => destroyedWithin(def, handle, ctx.operationTimeoutMs);
-
-/**
- * Destroys a member taken out of the inventory (expired, or at close) and removes its
- * record once the destroy succeeded. `expired`: say so (`warm.member.expired`).
- */
-async function retire(ctx, w, def, m, expired) {
-  let handle = w.handles.get(m.sandboxId) ?? null;
-  w.handles.delete(m.sandboxId);
-  if (handle === null) handle = await ownedHandle(ctx, def, m.providerSandboxId);
-  const gone = handle === null || (await destroyed(ctx, def, handle));
-  if (gone) forgetRecord(ctx, m.sandboxId);
-  if (expired) {
-    const ageMs = Math.max(0, (routerNow(ctx) ?? Date.now()) - m.launchedAt);
-    emit(ctx.observer, 'warm.member.expired', { sandboxId: m.sandboxId, providerId: def.id, ageMs, destroyed: gone });
-  }
-}
-
-/** The fleet's expired members of `def`'s pool, taken out of the database and destroyed. */
-async function expireShared(ctx, w, def, floor) {
-  let expired;
+/** `getById(id, { owned: true })` on `def` within `ms`: how it ended, and the handle found. */
+async function resolve(def, providerSandboxId, ms) {
+  if (!hasMethods(def.runtime, ['getById'])) return { outcome: R.Unsupported, handle: { id: providerSandboxId } };
   try {
-    expired = await w.coordinator.warmExpire(ctx.fleet, def.id, floor);
+    const h = await within(def.runtime.getById(providerSandboxId, { owned: true }), ms);
+    if (h === TIMED_OUT) return { outcome: R.Failed, handle: null };
+    return h === null || h === undefined ? { outcome: R.Gone, handle: null } : { outcome: R.Found, handle: h };
   } catch {
-    return;
+    return { outcome: R.Failed, handle: null };
   }
-  if (expired.length === 0) return;
-  binding.warmCount(ctx.native, def.id, 0, expired.length);
-  w.again = true;
-  await Promise.all(expired.map((m) => retire(ctx, w, def, m, true)));
 }
 
-/** Re-resolves the idle members of `def`'s pool this process launched; drops the gone. */
-async function check(ctx, w, def) {
-  let members;
+/** Removes record `id`, bounded, without waiting (best effort: reconcile removes a stale one). */
+function forgetRecord(ctx, id) {
   try {
-    members = w.shared ? await w.coordinator.warmMine(ctx.fleet, def.id) : binding.warmIdle(ctx.native, def.id);
+    Promise.resolve(within(ctx.mappings.delete(id), ctx.callbackTimeoutMs)).catch(noop);
   } catch {
-    return;
+    // Best effort.
   }
-  await Promise.all(
-    members.map(async (m) => {
-      const h = await ownedHandle(ctx, def, m.providerSandboxId);
-      if (h !== null) return;
-      let taken;
-      if (w.shared) {
-        taken = await w.coordinator.warmTake(m.sandboxId).catch(() => null);
-        if (taken !== null) binding.warmCount(ctx.native, def.id, 1, 0);
-      } else {
-        taken = binding.warmForget(ctx.native, m.sandboxId, true);
-      }
-      if (taken === null) return; // claimed meanwhile
-      w.again = true; // its replacement
-      w.handles.delete(m.sandboxId);
-      forgetRecord(ctx, m.sandboxId);
-      emit(ctx.observer, 'warm.member.lost', { sandboxId: m.sandboxId, providerId: def.id });
-    }),
-  );
 }
 
-/** Whether the router's store outlives the process (a caller's, not the in-memory one). */
-function durable(ctx) {
+/** The provision's result is the member `m` with `handle`: its id, the caller's labels stamped with it. */
+function take(run, m, handle) {
+  run.sandboxId = m.sandboxId;
+  run.labels[SANDBOX_ID_LABEL] = m.sandboxId;
+  run.providerSandboxId = m.providerSandboxId;
+  run.handle = handle;
+  run.member = m;
+}
+
+const now = (run) => healthNow(run.ctx.health);
+
+// --- claims (steps of a provision) --------------------------------------------------------
+
+/** `Claim`: the fleet's inventory asked for a member (one transaction); a failure is a miss. */
+perform(K.Claim, async (run) => {
+  const ctx = run.ctx;
+  const ask = binding.acquisitionClaimAsk(ctx.native, run.machine);
+  let member = null;
   try {
-    return !ctx.fastMappings && !guarded(() => ctx.mappings instanceof InMemoryMappingStore);
+    const r = await within(ctx.warm.coordinator.warmClaim(ctx.fleet, ask.providerId, ask.floor, run.labels, ask.detached, ask.charge ?? undefined), run.bound);
+    member = r === TIMED_OUT ? null : (r ?? null);
   } catch {
-    return false;
+    member = null;
   }
-}
+  binding.acquisitionClaimAnswer(ctx.native, run.machine, member, STEP, clockNow(ctx));
+  return took(run);
+});
 
-/**
- * Members a previous process left idle in a durable store (`close({ keepWarm: true })`):
- * records with the warm label of a pool that keeps a warm pool here, re-resolved as owned.
- */
-async function adopt(ctx, w, view) {
-  if (w.shared || !durable(ctx) || typeof ctx.mappings.list !== 'function') return;
-  let records;
+/** `Claimed`: the member taken, with the live handle this process holds. */
+perform(K.Claimed, async (run) => {
+  const ctx = run.ctx;
+  const m = binding.acquisitionMember(ctx.native, run.machine, clockNow(ctx));
+  const handle = ctx.warm.handles.get(m.sandboxId);
+  ctx.warm.handles.delete(m.sandboxId);
+  take(run, m, handle);
+  binding.acquisitionClaimed(ctx.native, run.machine, STEP, clockNow(ctx));
+  return took(run);
+});
+
+/** `ClaimResolve`: the member taken, re-resolved as owned (no live handle here). */
+perform(K.ClaimResolve, async (run) => {
+  const ctx = run.ctx;
+  const m = binding.acquisitionMember(ctx.native, run.machine, clockNow(ctx));
+  const r = await resolve(run.def, m.providerSandboxId, run.bound);
+  if (r.handle !== null) take(run, m, r.handle);
+  const forget = binding.acquisitionClaimResolved(ctx.native, run.machine, r.outcome, STEP, clockNow(ctx));
+  if (forget !== null) forgetRecord(ctx, forget);
+  return took(run);
+});
+
+/** `ClaimUncharge`: a gone member's shared budget charge given back to the provision. */
+perform(K.ClaimUncharge, async (run) => {
+  const ctx = run.ctx;
+  const m = binding.acquisitionMember(ctx.native, run.machine, clockNow(ctx));
   try {
-    records = await within(ctx.mappings.list(), ctx.callbackTimeoutMs);
+    await within(ctx.warm.coordinator.warmUncharge(m.sandboxId, run.sandboxId), run.bound);
   } catch {
-    return;
+    // Best effort: the settlement of the cold launch that follows is the provision's.
   }
-  if (!Array.isArray(records)) return;
-  const warmIds = new Set(binding.warmStatus(ctx.native).map((s) => s.providerId));
-  await Promise.all(
-    records.map(async (r) => {
-      const pool = r?.labels?.[WARM_LABEL];
-      if (pool !== r?.providerId || !warmIds.has(pool) || r.labels[SANDBOX_FLEET_LABEL] !== ctx.fleet) return;
-      const def = view.definitions.find((d) => d.id === pool);
-      const h = await ownedHandle(ctx, def, r.providerSandboxId);
-      if (h === null) {
-        forgetRecord(ctx, r.id);
-        return;
-      }
-      const launchedAt = Date.parse(r.createdAt);
-      binding.warmMemberAdd(ctx.native, { providerId: pool, sandboxId: r.id, providerSandboxId: r.providerSandboxId, launchedAt: Number.isFinite(launchedAt) ? launchedAt : 0 });
-      w.handles.set(r.id, h);
-    }),
-  );
+  binding.acquisitionClaimUncharged(ctx.native, run.machine, STEP, clockNow(ctx));
+  return took(run);
+});
+
+// --- warm tasks ----------------------------------------------------------------------------
+
+/** `WarmResolve`: the task's member re-resolved as owned (its handle kept when found). */
+perform(K.WarmResolve, async (run) => {
+  const ctx = run.ctx;
+  const r = await resolve(run.def, run.providerSandboxId, run.bound);
+  if (r.handle !== null) ctx.warm.handles.set(run.sandboxId, r.handle);
+  binding.warmResolved(ctx.native, run.task, r.outcome, STEP, now(run), clockNow(ctx));
+  return took(run);
+});
+
+/** `WarmDestroy`: the task's member destroyed with the live handle held. */
+perform(K.WarmDestroy, async (run) => {
+  const ctx = run.ctx;
+  const handle = ctx.warm.handles.get(run.sandboxId);
+  ctx.warm.handles.delete(run.sandboxId);
+  const ok = await destroyedWithin(run.def, handle, run.bound);
+  binding.warmDestroyed(ctx.native, run.task, ok, STEP, now(run), clockNow(ctx));
+  return took(run);
+});
+
+/** `WarmUnmap`: the task's member's record removed (best effort); its handle let go. */
+perform(K.WarmUnmap, async (run) => {
+  const ctx = run.ctx;
+  ctx.warm.handles.delete(run.sandboxId);
+  try {
+    await within(ctx.mappings.delete(run.sandboxId), run.bound);
+  } catch {
+    // Best effort: reconcile removes a stale mapping later.
+  }
+  binding.warmUnmapped(ctx.native, run.task, STEP);
+  return took(run);
+});
+
+/** `WarmList`: the pool's stamped sandboxes, by its native finder (one list call). */
+perform(K.WarmList, async (run) => {
+  const ctx = run.ctx;
+  const finder = nativeFinderOf(run.def);
+  let ids = null;
+  if (finder !== null) {
+    try {
+      const r = await finder.find(ctx.fleet, run.bound);
+      if (r.reason === null) ids = r.listing.providerSandboxIds;
+    } catch {
+      ids = null;
+    }
+  }
+  binding.warmListed(ctx.native, run.task, finder !== null, ids, STEP, now(run), clockNow(ctx));
+  return took(run);
+});
+
+/** The fleet inventory's calls, by op (`warmFleetOps()`): each answers the reply's field. */
+const FLEET = [];
+FLEET[OP.Counts] = (c, fleet) => c.warmCounts(fleet).then((counts) => ({ counts }));
+FLEET[OP.Reserve] = (c, fleet, a) => c.warmReserve(fleet, a.providerId, a.target, a.want, a.holdMs).then((tokens) => ({ tokens }));
+FLEET[OP.Expire] = (c, fleet, a) => c.warmExpire(fleet, a.providerId, a.floor).then((members) => ({ members }));
+FLEET[OP.Take] = (c, fleet, a) => c.warmTake(a.sandboxId).then((m) => ({ members: m === null ? [] : [m] }));
+FLEET[OP.Mine] = (c, fleet, a) => c.warmMine(fleet, a.providerId).then((members) => ({ members }));
+FLEET[OP.TakeMine] = (c, fleet) => c.warmTakeMine(fleet).then((members) => ({ members }));
+FLEET[OP.Release] = (c, fleet, a) => c.warmRelease(a.token).then(() => ({}));
+
+/** `WarmFleet`: one call to the fleet's inventory (the op the router asks). */
+perform(K.WarmFleet, async (run) => {
+  const ctx = run.ctx;
+  const w = ctx.warm;
+  const ask = binding.warmFleetAsk(ctx.native, run.task);
+  let reply = null;
+  try {
+    const r = await within(FLEET[ask.op](w.coordinator, ctx.fleet, ask), run.bound);
+    reply = r === TIMED_OUT ? null : r;
+  } catch {
+    reply = null;
+  }
+  const dropped = binding.warmFleetAnswered(ctx.native, run.task, reply, STEP, now(run), clockNow(ctx));
+  for (const id of dropped) w.handles.delete(id);
+  return took(run);
+});
+
+const str = (v) => (typeof v === 'string' ? v : null);
+
+/** One store record as adoption reads it (inside the caller's guard): plain typed fields. */
+function readRecord(r) {
+  if (r === null || typeof r !== 'object' || typeof r.id !== 'string') return null;
+  const labels = r.labels !== null && typeof r.labels === 'object' ? r.labels : {};
+  const created = typeof r.createdAt === 'string' ? Date.parse(r.createdAt) : NaN;
+  return {
+    id: r.id,
+    providerId: str(r.providerId),
+    providerSandboxId: str(r.providerSandboxId),
+    warm: str(labels[WARM_LABEL]),
+    fleet: str(labels[SANDBOX_FLEET_LABEL]),
+    createdAtMs: Number.isFinite(created) ? created : null,
+  };
 }
 
-module.exports = { retire, expireShared, check, durable, adopt };
+/** `WarmRecords`: the caller's store's records (`list()`), read once. */
+perform(K.WarmRecords, async (run) => {
+  const ctx = run.ctx;
+  let records = null;
+  try {
+    const list = await within(ctx.mappings.list(), run.bound);
+    if (list !== TIMED_OUT) records = guarded(() => (Array.isArray(list) ? Array.from(list, readRecord).filter((r) => r !== null) : null));
+  } catch {
+    records = null;
+  }
+  binding.warmRecords(ctx.native, run.task, records, STEP);
+  return took(run);
+});

@@ -46,12 +46,23 @@ pub struct StepFlags {
     pub ended: u32,
     /// `Unintent`: write the intent as failed.
     pub failed_intent: u32,
+    /// Router events to hand on (`routerEvents`).
+    pub router_events: u32,
+    /// Warm work may be due (`warmPoll`).
+    pub warm: u32,
 }
 
 /// The step flags' values.
 #[napi]
 pub fn step_flags() -> StepFlags {
-    StepFlags { events: flags::EVENTS, writes: flags::WRITES, ended: flags::ENDED, failed_intent: flags::FAILED_INTENT }
+    StepFlags {
+        events: flags::EVENTS,
+        writes: flags::WRITES,
+        ended: flags::ENDED,
+        failed_intent: flags::FAILED_INTENT,
+        router_events: flags::ROUTER_EVENTS,
+        warm: flags::WARM,
+    }
 }
 
 /// Writes a step into the buffer JavaScript lent: `[kind, pool, job key, bound ms, flags]`.

@@ -7,7 +7,6 @@ use crate::core::budget::{Dimension, Limits, Refusal, Settle, SharedKey, Usage};
 use crate::core::clock::iso8601_millis;
 use crate::core::ids::SandboxKey;
 use crate::core::router::provision::{BudgetAsk, Demand, IntentFact};
-use crate::core::warm::Member;
 use napi_derive::napi;
 use std::collections::HashMap;
 
@@ -396,18 +395,6 @@ pub struct WarmMemberRecord {
     pub provider_sandbox_id: String,
     /// When it became idle, router-clock epoch ms.
     pub launched_at: f64,
-}
-
-impl WarmMemberRecord {
-    /// A member of pool `provider_id`.
-    pub(crate) fn of(provider_id: &str, m: &Member) -> Self {
-        WarmMemberRecord {
-            provider_id: provider_id.to_string(),
-            sandbox_id: m.id.to_string(),
-            provider_sandbox_id: m.provider_sandbox_id.clone(),
-            launched_at: m.launched_at as f64,
-        }
-    }
 }
 
 /// A pool's warm counts in the fleet's inventory, as the database answered them.

@@ -1,6 +1,6 @@
-//! napi glue for warm pools (`core::router::warm`, rules in `core::warm`): the router's
-//! inventory and refill state, the refill jobs, and the claims' answers; nothing is decided
-//! here.
+//! napi glue for warm pools (`core::router::warm`, rules in `core::warm`): the poll, the
+//! timer, the warm steps' reports, the claims' answers, the waiters' reports and the
+//! status; nothing is decided here.
 
 use crate::binding::acquisition::write_step;
 use crate::binding::clock::now_millis;
@@ -11,9 +11,9 @@ use crate::binding::router::{now_of, RouterState};
 use crate::core::error::ErrorClass;
 use crate::core::ids::SandboxKey;
 use crate::core::json::FieldError;
-use crate::core::request::{DEFAULT_ACQUISITION_TIMEOUT_MS, SANDBOX_WARM_LABEL};
-use crate::core::router::warm::FleetCounts;
-use crate::core::warm::{Member, WarmConfig, WarmPool};
+use crate::core::request::SANDBOX_WARM_LABEL;
+use crate::core::router::warm::{FleetCounts, FleetOp, FleetReply, Resolution, StartFacts, StoreRecord};
+use crate::core::warm::{Member, WarmConfig};
 use napi::bindgen_prelude::{External, Uint32ArraySlice};
 use napi::Env;
 use napi_derive::napi;
@@ -23,119 +23,403 @@ use napi_derive::napi;
 #[napi]
 pub const SANDBOX_WARM_LABEL_KEY: &str = SANDBOX_WARM_LABEL;
 
-/// The deadline of one refill launch, ms (a request's default launch deadline).
-#[napi]
-pub const REFILL_TIMEOUT_MS: u32 = DEFAULT_ACQUISITION_TIMEOUT_MS as u32;
-
 fn key_of(id: &str) -> Result<SandboxKey, Failure> {
     Ok(SandboxKey::parse_checked(id)?)
 }
 
-/// Starts the router's warm pools (`warmUp()`, once): `shared`, the inventory is the fleet's.
-#[napi]
-pub fn warm_start(router: &External<RouterState>, shared: bool) {
-    router.router.borrow_mut().warm_start(shared);
+fn member(r: WarmMemberRecord) -> Result<(String, Member), Failure> {
+    let id = key_of(&r.sandbox_id)?;
+    Ok((r.provider_id, Member { id, provider_sandbox_id: r.provider_sandbox_id, launched_at: r.launched_at as i64 }))
 }
 
-/// Closes the router's warm pools (`close()`): no claim, no refill from now on.
-#[napi]
-pub fn warm_close(env: Env, router: &External<RouterState>) -> napi::Result<()> {
-    guard(&env, || router.router.borrow_mut().warm_close())
-}
-
-/// What one warm pool needs now.
+/// What JavaScript knows about the router's stores when its warm pools start.
 #[napi(object)]
-pub struct WarmPlan {
-    /// The pool's index in the registry.
-    pub pool: u32,
-    /// Its id.
-    pub provider_id: String,
-    /// Its `size`.
-    pub target: u32,
-    /// Refill launches to start now (this process's inventory: counted in flight already;
-    /// the fleet's: to ask the database for, then `warmStarted` with what it granted).
-    pub launches: u32,
-    /// Members that expired (this process's inventory; taken out of it): destroy them.
-    pub expired: Vec<WarmMemberRecord>,
-    /// Members launched before this instant have expired (router-clock ms).
-    pub expiry_floor: f64,
-    /// Refills resumed now (a launch on the pool succeeded since they paused).
-    pub resumed: bool,
-    /// Its idle members are due a re-resolution.
-    pub check: bool,
-    /// Why it cannot fill now (`PAUSED`, `CIRCUIT_OPEN`, `NOT_IN_PROVIDER_ORDER`); null
-    /// when it is full or filling.
-    pub reason: Option<String>,
-    /// Whether it holds `size` idle members.
-    pub ready: bool,
-    /// Its idle members (this process's, or the fleet's count given).
-    pub idle: f64,
-    /// Its `checkIntervalMs` (the background pass runs at the shortest).
-    pub check_interval_ms: f64,
+pub struct WarmStartFacts {
+    /// The mapping store is the capacity coordinator itself (`PostgresMappingStore`).
+    pub store_is_coordinator: bool,
+    /// The mapping store is an `InMemoryMappingStore` (or a subclass of it).
+    pub store_in_memory: bool,
+    /// The mapping store has `list()`.
+    pub store_lists: bool,
 }
 
-/// The refill pass's plan for every warm pool at `clockNow` (the router's clock; `healthNow`:
-/// the health clock). `fleet`: the database's counts, with the fleet's inventory.
+/// Starts the router's warm pools (`warmUp()`, once).
 #[napi]
-pub fn warm_plan(
+pub fn warm_start(router: &External<RouterState>, facts: WarmStartFacts) {
+    router.router.borrow_mut().warm_start(StartFacts {
+        store_is_coordinator: facts.store_is_coordinator,
+        store_in_memory: facts.store_in_memory,
+        store_lists: facts.store_lists,
+    });
+}
+
+/// How a re-resolution (`getById(id, { owned: true })`) ended.
+#[napi]
+pub enum ResolveOutcome {
+    /// It answered a handle.
+    Found = 0,
+    /// It answered null or undefined.
+    Gone = 1,
+    /// It threw or timed out.
+    Failed = 2,
+    /// The runtime has no `getById`.
+    Unsupported = 3,
+}
+
+impl From<ResolveOutcome> for Resolution {
+    fn from(o: ResolveOutcome) -> Self {
+        match o {
+            ResolveOutcome::Found => Resolution::Found,
+            ResolveOutcome::Gone => Resolution::Gone,
+            ResolveOutcome::Failed => Resolution::Failed,
+            ResolveOutcome::Unsupported => Resolution::Unsupported,
+        }
+    }
+}
+
+/// Every op of the `WarmFleet` step by name (`core::router::warm::FleetOp`).
+#[napi]
+pub fn warm_fleet_ops() -> std::collections::HashMap<String, u32> {
+    FleetOp::ALL.iter().map(|(op, name)| (name.to_string(), *op as u32)).collect()
+}
+
+/// A piece of warm work `warmPoll` began (its first step is in the step buffer).
+#[napi(object, use_nullable = true)]
+pub struct WarmPolled {
+    /// A refill job (its record needs the stamp and the launch's parts).
+    pub refill: bool,
+    /// The sandbox it is about: the refill's member to be, or the task's member.
+    pub sandbox_id: Option<String>,
+    /// The provider's id of the task's member.
+    pub provider_sandbox_id: Option<String>,
+    /// A fleet refill's grant.
+    pub token: Option<f64>,
+}
+
+/// The next piece of warm work, begun, its first step written into `step`; null when none
+/// is due. `now`: the health clock; `clockNow`: the router's.
+#[napi]
+pub fn warm_poll(
     env: Env,
     router: &External<RouterState>,
+    step: Uint32ArraySlice<'_>,
+    now: Option<f64>,
     clock_now: Option<f64>,
-    health_now: Option<f64>,
-    fleet: Option<Vec<WarmCounts>>,
-) -> napi::Result<Vec<WarmPlan>> {
+) -> napi::Result<Option<WarmPolled>> {
     guard(&env, || {
-        let fleet: Option<Vec<FleetCounts>> = fleet.map(|f| {
-            f.into_iter()
-                .map(|c| FleetCounts {
-                    provider_id: c.provider_id,
-                    idle: c.idle.max(0.0) as u64,
-                    launching: c.launching.max(0.0) as u64,
-                })
-                .collect()
-        });
-        let plans = router.router.borrow_mut().warm_plan(now_of(health_now, clock_now), fleet.as_deref())?;
-        Ok(plans
-            .into_iter()
-            .map(|p| WarmPlan {
-                pool: p.pool as u32,
-                expired: p.expired.iter().map(|m| WarmMemberRecord::of(&p.provider_id, m)).collect(),
-                provider_id: p.provider_id,
-                target: p.target,
-                launches: p.launches,
-                expiry_floor: p.expiry_floor as f64,
-                resumed: p.resumed,
-                check: p.check,
-                reason: p.reason.map(str::to_string),
-                ready: p.ready,
-                idle: p.idle as f64,
-                check_interval_ms: p.check_interval_ms as f64,
-            })
-            .collect())
+        let polled = router.router.borrow_mut().warm_poll(now_of(now, clock_now), &mut || router.next_id())?;
+        let Some(p) = polled else { return Ok(None) };
+        write_step(step, p.key, p.next)?;
+        Ok(Some(WarmPolled {
+            refill: p.refill,
+            sandbox_id: p.sandbox.map(|s| s.to_string()),
+            provider_sandbox_id: p.provider_sandbox_id,
+            token: p.token.map(|t| t as f64),
+        }))
     })
 }
 
-/// `n` refill launches of pool `providerId` were granted by the fleet's database.
+/// When to poll again, ms from now; null: nothing is scheduled.
 #[napi]
-pub fn warm_started(env: Env, router: &External<RouterState>, provider_id: String, n: u32) -> napi::Result<()> {
-    guard(&env, || router.router.borrow_mut().warm_started(&provider_id, n))
+pub fn warm_timeout(router: &External<RouterState>, now: Option<f64>, clock_now: Option<f64>) -> Option<f64> {
+    router.router.borrow().warm_timeout(now_of(now, clock_now)).map(|ms| ms as f64)
 }
 
-/// Begins a refill of pool `pool` (registry index): a job of that one candidate, one
-/// attempt, no fallback; its first step is written into `step`. Returns the member's id.
+/// A task the caller could not drive (its bug): forgotten, so the waiters still settle.
 #[napi]
-pub fn begin_refill(
+pub fn warm_abandon(router: &External<RouterState>, key: u32) {
+    router.router.borrow_mut().warm_abandon(key);
+}
+
+/// A `warmUp()` begins waiting: its id.
+#[napi]
+pub fn warm_up_begin(router: &External<RouterState>, clock_now: Option<f64>) -> u32 {
+    router.router.borrow_mut().warm_up_begin(now_of(None, clock_now))
+}
+
+/// One warm pool's standing in `warmUp()`'s report.
+#[napi(object, use_nullable = true)]
+pub struct WarmPoolReport {
+    /// The pool.
+    pub provider_id: String,
+    /// Its target.
+    pub target: u32,
+    /// Its idle members.
+    pub idle: f64,
+    /// Whether it holds its target.
+    pub ready: bool,
+    /// Why not.
+    pub reason: Option<String>,
+    /// The code of its last refill failure.
+    pub last_failure_code: Option<String>,
+}
+
+/// `warmUp()`'s report.
+#[napi(object)]
+pub struct WarmUpReport {
+    /// Every warm pool holds its target.
+    pub ready: bool,
+    /// Per pool.
+    pub pools: Vec<WarmPoolReport>,
+}
+
+/// `warmUp()` `id`'s report once it is settled; null: not yet.
+#[napi]
+pub fn warm_up_answer(
+    router: &External<RouterState>,
+    id: u32,
+    now: Option<f64>,
+    clock_now: Option<f64>,
+) -> Option<WarmUpReport> {
+    let r = router.router.borrow_mut().warm_up_answer(id, now_of(now, clock_now))?;
+    Some(WarmUpReport {
+        ready: r.ready,
+        pools: r
+            .pools
+            .into_iter()
+            .map(|p| WarmPoolReport {
+                provider_id: p.provider_id,
+                target: p.target,
+                idle: p.idle as f64,
+                ready: p.ready,
+                reason: p.reason.map(str::to_string),
+                last_failure_code: p.last_failure_code,
+            })
+            .collect(),
+    })
+}
+
+/// `close(options)`: `optionsJson` the options as JSON text (null: none given; text that
+/// is not JSON: unreadable), `storeInMemory` whether the mapping store is an
+/// `InMemoryMappingStore`. Throws the typed `INVALID_CONFIGURATION` error naming
+/// `keepWarm`. True: wait for `warmCloseAnswer`.
+#[napi]
+pub fn warm_close(
     env: Env,
     router: &External<RouterState>,
-    pool: u32,
+    options_json: Option<String>,
+    store_in_memory: bool,
+) -> napi::Result<bool> {
+    guard(&env, || router.router.borrow_mut().warm_close(options_json.as_deref(), store_in_memory))
+}
+
+/// `close()`'s answer.
+#[napi(object)]
+pub struct WarmCloseReport {
+    /// Idle members destroyed (or found gone already).
+    pub destroyed: u32,
+    /// Idle members whose destroy failed: they stay recorded, for `reconcile`.
+    pub failed: u32,
+    /// Idle members left recorded for the next process (`keepWarm`).
+    pub kept: u32,
+}
+
+/// `close()`'s report once every refill and task has settled; null: not yet.
+#[napi]
+pub fn warm_close_answer(router: &External<RouterState>) -> Option<WarmCloseReport> {
+    router.router.borrow_mut().warm_close_answer().map(|r| WarmCloseReport {
+        destroyed: r.destroyed,
+        failed: r.failed,
+        kept: r.kept,
+    })
+}
+
+/// The `WarmResolve` step of task `key` ended with `outcome`; the next step into `step`.
+#[napi]
+pub fn warm_resolved(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    outcome: ResolveOutcome,
     step: Uint32ArraySlice<'_>,
     now: Option<f64>,
-) -> napi::Result<String> {
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
     guard(&env, || {
-        let id = router.next_id()?;
-        let (key, next) = router.router.borrow_mut().begin_refill(pool as usize, id, now_of(now, None))?;
+        let next = router.router.borrow_mut().warm_resolved(key, outcome.into(), now_of(now, clock_now))?;
+        write_step(step, key, next)
+    })
+}
+
+/// The `WarmDestroy` step of task `key`: whether the destroy succeeded.
+#[napi]
+pub fn warm_destroyed(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    ok: bool,
+    step: Uint32ArraySlice<'_>,
+    now: Option<f64>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
+    guard(&env, || {
+        let next = router.router.borrow_mut().warm_destroyed(key, ok, now_of(now, clock_now))?;
+        write_step(step, key, next)
+    })
+}
+
+/// The `WarmUnmap` step of task `key` was performed (best effort).
+#[napi]
+pub fn warm_unmapped(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    step: Uint32ArraySlice<'_>,
+) -> napi::Result<()> {
+    guard(&env, || {
+        let next = router.router.borrow_mut().warm_unmapped(key)?;
+        write_step(step, key, next)
+    })
+}
+
+/// The `WarmList` step of task `key`: `finder` false when the pool has no native finder;
+/// `providerSandboxIds` what it listed (null: it could not list).
+#[napi]
+#[allow(clippy::too_many_arguments, reason = "a report: key, facts, the step buffer and the two clocks")]
+pub fn warm_listed(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    finder: bool,
+    provider_sandbox_ids: Option<Vec<String>>,
+    step: Uint32ArraySlice<'_>,
+    now: Option<f64>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
+    guard(&env, || {
+        let next = router.router.borrow_mut().warm_listed(key, finder, provider_sandbox_ids, now_of(now, clock_now))?;
+        write_step(step, key, next)
+    })
+}
+
+/// What a `WarmFleet` step asks of the fleet's inventory.
+#[napi(object, use_nullable = true)]
+pub struct WarmFleetAsk {
+    /// The call (`warmFleetOps()`).
+    pub op: u32,
+    /// Its pool.
+    pub provider_id: String,
+    /// Reserve: the pool's target.
+    pub target: u32,
+    /// Reserve: the launches wanted.
+    pub want: u32,
+    /// Reserve: how long a grant may stay unsettled, ms.
+    pub hold_ms: f64,
+    /// Expire: members launched before this instant have expired (router-clock ms).
+    pub floor: f64,
+    /// Take: the member.
+    pub sandbox_id: Option<String>,
+    /// Release: the grant.
+    pub token: Option<f64>,
+}
+
+/// The `WarmFleet` step's question for task `key`.
+#[napi]
+pub fn warm_fleet_ask(env: Env, router: &External<RouterState>, key: u32) -> napi::Result<WarmFleetAsk> {
+    guard(&env, || {
+        let a = router.router.borrow_mut().warm_fleet_ask(key)?;
+        Ok(WarmFleetAsk {
+            op: a.op as u32,
+            provider_id: a.provider_id,
+            target: a.target,
+            want: a.want,
+            hold_ms: a.hold_ms as f64,
+            floor: a.floor as f64,
+            sandbox_id: a.sandbox.map(|s| s.to_string()),
+            token: a.token.map(|t| t as f64),
+        })
+    })
+}
+
+/// What the fleet's inventory answered (the field of the op asked).
+#[napi(object)]
+pub struct WarmFleetReply {
+    /// Counts.
+    pub counts: Option<Vec<WarmCounts>>,
+    /// Reserve: the grants.
+    pub tokens: Option<Vec<f64>>,
+    /// Expire, Take, Mine, TakeMine: the members.
+    pub members: Option<Vec<WarmMemberRecord>>,
+}
+
+/// The `WarmFleet` step of task `key` answered `reply` (null: it failed or timed out); the
+/// next step into `step`. Returns the members whose live handles to let go of.
+#[napi]
+pub fn warm_fleet_answered(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    reply: Option<WarmFleetReply>,
+    step: Uint32ArraySlice<'_>,
+    now: Option<f64>,
+    clock_now: Option<f64>,
+) -> napi::Result<Vec<String>> {
+    guard(&env, || {
+        let reply = match reply {
+            None => None,
+            Some(r) => Some(FleetReply {
+                counts: r
+                    .counts
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|c| FleetCounts {
+                        provider_id: c.provider_id,
+                        idle: c.idle.max(0.0) as u64,
+                        launching: c.launching.max(0.0) as u64,
+                    })
+                    .collect(),
+                tokens: r.tokens.unwrap_or_default().into_iter().map(|t| t as i64).collect(),
+                members: r.members.unwrap_or_default().into_iter().map(member).collect::<Result<_, _>>()?,
+            }),
+        };
+        let (next, dropped) = router.router.borrow_mut().warm_fleet_answered(key, reply, now_of(now, clock_now))?;
         write_step(step, key, next)?;
-        Ok(id.to_string())
+        Ok(dropped.into_iter().map(|s| s.to_string()).collect())
+    })
+}
+
+/// One mapping record, as adoption reads it from the caller's store (each field read once,
+/// inside a guard; anything not of its type is null).
+#[napi(object)]
+pub struct WarmStoreRecord {
+    /// Its id.
+    pub id: String,
+    /// Its pool.
+    pub provider_id: Option<String>,
+    /// The provider's id of its sandbox.
+    pub provider_sandbox_id: Option<String>,
+    /// Its warm label's value.
+    pub warm: Option<String>,
+    /// Its fleet label's value.
+    pub fleet: Option<String>,
+    /// `createdAt`, epoch ms (`Date.parse`).
+    pub created_at_ms: Option<f64>,
+}
+
+/// The `WarmRecords` step of task `key`: the store's records (null: it failed or timed out).
+#[napi]
+pub fn warm_records(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    records: Option<Vec<WarmStoreRecord>>,
+    step: Uint32ArraySlice<'_>,
+) -> napi::Result<()> {
+    guard(&env, || {
+        let records = records.map(|rs| {
+            rs.into_iter()
+                .map(|r| StoreRecord {
+                    id: r.id,
+                    provider_id: r.provider_id,
+                    provider_sandbox_id: r.provider_sandbox_id,
+                    warm: r.warm,
+                    fleet: r.fleet,
+                    created_at_ms: r.created_at_ms,
+                })
+                .collect()
+        });
+        let next = router.router.borrow_mut().warm_records(key, records)?;
+        write_step(step, key, next)
     })
 }
 
@@ -167,65 +451,7 @@ pub fn acquisition_refill_member(
     })
 }
 
-/// A member whose record the JS side wrote joins this process's inventory.
-#[napi]
-pub fn warm_member_add(env: Env, router: &External<RouterState>, member: WarmMemberRecord) -> napi::Result<()> {
-    guard(&env, || {
-        let id = key_of(&member.sandbox_id)?;
-        let m = Member { id, provider_sandbox_id: member.provider_sandbox_id, launched_at: member.launched_at as i64 };
-        router.router.borrow_mut().warm_member_add(&member.provider_id, m)
-    })
-}
-
-/// A refill of pool `providerId` failed with `code`. True when this paused the pool.
-#[napi]
-pub fn warm_refill_failed(
-    env: Env,
-    router: &External<RouterState>,
-    provider_id: String,
-    code: String,
-) -> napi::Result<bool> {
-    guard(&env, || router.router.borrow_mut().refill_failed(&provider_id, &code))
-}
-
-/// Takes member `sandboxId` out of this process's inventory (`lost`: found gone). Its
-/// pool's id, or null when it is not idle here.
-#[napi]
-pub fn warm_forget(router: &External<RouterState>, sandbox_id: String, lost: bool) -> Option<String> {
-    let id = SandboxKey::parse(&sandbox_id)?;
-    router.router.borrow_mut().warm_forget(id, lost)
-}
-
-/// Counts members of pool `providerId` found gone, or expired, in the fleet's inventory.
-#[napi]
-pub fn warm_count(
-    env: Env,
-    router: &External<RouterState>,
-    provider_id: String,
-    lost: u32,
-    expired: u32,
-) -> napi::Result<()> {
-    guard(&env, || router.router.borrow_mut().warm_count(&provider_id, lost, expired))
-}
-
-/// The idle members of pool `providerId` in this process's inventory, oldest first.
-#[napi]
-pub fn warm_idle(env: Env, router: &External<RouterState>, provider_id: String) -> napi::Result<Vec<WarmMemberRecord>> {
-    guard(&env, || {
-        let members = router.router.borrow_mut().warm_idle(&provider_id)?;
-        Ok(members.iter().map(|m| WarmMemberRecord::of(&provider_id, m)).collect())
-    })
-}
-
-/// Every idle member of this process's inventory, taken out (`close()`).
-#[napi]
-pub fn warm_drain(env: Env, router: &External<RouterState>) -> napi::Result<Vec<WarmMemberRecord>> {
-    guard(&env, || {
-        Ok(router.router.borrow_mut().warm_drain()?.iter().map(|(p, m)| WarmMemberRecord::of(p, m)).collect())
-    })
-}
-
-/// The member a provision took from this process's inventory (after a `Claimed` step).
+/// The member a provision took (after a `Claimed` or `ClaimResolve` step).
 #[napi(object)]
 pub struct ClaimedMember {
     /// Its router id: the provision's result id.
@@ -236,7 +462,7 @@ pub struct ClaimedMember {
     pub age_ms: f64,
 }
 
-/// The member the `Claimed` step took. `clockNow`: the router's clock (its age).
+/// The member the claim took. `clockNow`: the router's clock (its age).
 #[napi]
 pub fn acquisition_member(
     env: Env,
@@ -251,7 +477,7 @@ pub fn acquisition_member(
 }
 
 /// What to ask the fleet's inventory for (after a `Claim` step).
-#[napi(object)]
+#[napi(object, use_nullable = true)]
 pub struct ClaimAsk {
     /// The pool.
     pub provider_id: String,
@@ -259,37 +485,60 @@ pub struct ClaimAsk {
     pub floor: f64,
     /// From `provisionDetached`.
     pub detached: bool,
+    /// Under shared budgets: the provision whose reservation the claim turns into the
+    /// member's charge.
+    pub charge: Option<String>,
 }
 
 /// The `Claim` step's question for the fleet's inventory.
 #[napi]
 pub fn acquisition_claim_ask(env: Env, router: &External<RouterState>, key: u32) -> napi::Result<ClaimAsk> {
     guard(&env, || {
-        let (provider_id, floor, detached) = router.router.borrow_mut().claim_ask(key)?;
-        Ok(ClaimAsk { provider_id, floor: floor as f64, detached })
+        let (provider_id, floor, detached, charge) = router.router.borrow_mut().claim_ask(key)?;
+        Ok(ClaimAsk { provider_id, floor: floor as f64, detached, charge: charge.map(|c| c.to_string()) })
     })
 }
 
-/// The fleet's inventory answered the `Claim` step: `hit` or not (a miss writes the next
-/// step: the cold launch of the same pool).
+/// The fleet's inventory answered the `Claim` step with `member` (null: none, or it failed);
+/// the next step into `step`.
 #[napi]
 pub fn acquisition_claim_answer(
     env: Env,
     router: &External<RouterState>,
     key: u32,
-    hit: bool,
+    member: Option<WarmMemberRecord>,
     step: Uint32ArraySlice<'_>,
     clock_now: Option<f64>,
 ) -> napi::Result<()> {
-    guard(&env, || match router.router.borrow_mut().claim_answer(key, hit, now_of(None, clock_now))? {
-        Some(next) => write_step(step, key, next),
-        None => Ok(()),
+    guard(&env, || {
+        let m = member.map(self::member).transpose()?.map(|(_, m)| m);
+        let next = router.router.borrow_mut().claim_answer(key, m, now_of(None, clock_now))?;
+        write_step(step, key, next)
     })
 }
 
-/// A claimed member proved gone: counted lost; the next step launches the same pool cold.
+/// The `ClaimResolve` step ended with `outcome`; the next step into `step`. Returns the
+/// record to remove (without waiting) of a member found gone, or null.
 #[napi]
-pub fn acquisition_claim_lost(
+pub fn acquisition_claim_resolved(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    outcome: ResolveOutcome,
+    step: Uint32ArraySlice<'_>,
+    clock_now: Option<f64>,
+) -> napi::Result<Option<String>> {
+    guard(&env, || {
+        let (next, forget) =
+            router.router.borrow_mut().claim_resolved(key, outcome.into(), now_of(None, clock_now), now_millis())?;
+        write_step(step, key, next)?;
+        Ok(forget.map(|f| f.to_string()))
+    })
+}
+
+/// The `ClaimUncharge` step was performed; the next step (the cold launch) into `step`.
+#[napi]
+pub fn acquisition_claim_uncharged(
     env: Env,
     router: &External<RouterState>,
     key: u32,
@@ -297,7 +546,7 @@ pub fn acquisition_claim_lost(
     clock_now: Option<f64>,
 ) -> napi::Result<()> {
     guard(&env, || {
-        let next = router.router.borrow_mut().claim_lost(key, now_of(None, clock_now))?;
+        let next = router.router.borrow_mut().claim_uncharged(key, now_of(None, clock_now))?;
         write_step(step, key, next)
     })
 }
@@ -318,67 +567,142 @@ pub fn acquisition_claimed(
     })
 }
 
-/// One pool's warm state, as `router.warmStatus()` returns it.
+/// A pool's misses, as `warmStatus()` counts them.
 #[napi(object)]
+pub struct WarmMisses {
+    /// No claimable member.
+    pub empty: f64,
+    /// Requests that could not take a member.
+    pub incompatible: f64,
+    /// No claimable member while refills were paused.
+    pub paused: f64,
+}
+
+/// One pool's warm state, as `router.warmStatus()` returns it.
+#[napi(object, use_nullable = true)]
 pub struct WarmPoolStatus {
     /// The pool.
     pub provider_id: String,
-    /// Its `size`.
+    /// Idle members to keep now.
     pub target: u32,
-    /// Idle members (this process's inventory).
-    pub idle: u32,
-    /// Refill launches in flight from this process.
-    pub launching: u32,
+    /// Why (`SIZE`, `MIN`, `DEMAND`, `MAX`).
+    pub target_reason: String,
+    /// `min`, for a demand-following pool.
+    pub min: Option<u32>,
+    /// `max`, for a demand-following pool.
+    pub max: Option<u32>,
+    /// Idle members (this process's, or the fleet's with `scope: 'fleet'`).
+    pub idle: f64,
+    /// Refill launches in flight (same scope).
+    pub launching: f64,
+    /// `process` or `fleet`.
+    pub scope: String,
     /// Members handed to provisions.
     pub claims: f64,
-    /// Misses with no claimable member.
-    pub misses_empty: f64,
-    /// Misses of requests that could not take a member.
-    pub misses_incompatible: f64,
-    /// Misses with no claimable member while refills were paused.
-    pub misses_paused: f64,
+    /// Misses.
+    pub misses: WarmMisses,
     /// Members launched by refills.
     pub launched: f64,
     /// Refills that failed.
     pub refill_failures: f64,
     /// The code of the last refill failure.
     pub last_failure_code: Option<String>,
-    /// Members destroyed for their age.
+    /// Members retired for their age or beyond the target.
     pub expired: f64,
     /// Members found gone and dropped.
     pub lost: f64,
     /// Whether refills are paused.
     pub paused: bool,
+    /// Claims per second (the demand estimate).
+    pub demand_per_second: f64,
+    /// The create latency the pace and target use, ms (refills' p90, else the declared
+    /// `coldStartLatencyMs`).
+    pub create_latency_ms: Option<f64>,
+    /// Refill launches allowed in flight now.
+    pub pace: u32,
 }
 
-fn status(id: String, p: &WarmPool) -> WarmPoolStatus {
-    let s = p.stats();
-    WarmPoolStatus {
-        provider_id: id,
-        target: p.config().size,
-        idle: p.idle().len() as u32,
-        launching: p.launching(),
-        claims: s.claims as f64,
-        misses_empty: s.empty as f64,
-        misses_incompatible: s.incompatible as f64,
-        misses_paused: s.paused as f64,
-        launched: s.launched as f64,
-        refill_failures: s.refill_failures as f64,
-        last_failure_code: s.last_failure.clone(),
-        expired: s.expired as f64,
-        lost: s.lost as f64,
-        paused: p.is_paused(),
-    }
-}
-
-/// Every warm pool of the router's registry, in registration order.
+/// Whether `warmStatus()` needs the fleet's counts.
 #[napi]
-pub fn warm_status(router: &External<RouterState>) -> Vec<WarmPoolStatus> {
-    router.router.borrow().warm_status().into_iter().map(|(id, p)| status(id, &p)).collect()
+pub fn warm_status_fleet(router: &External<RouterState>) -> bool {
+    router.router.borrow().warm_status_fleet()
+}
+
+/// Every warm pool of the router's registry, in registration order; `counts`: the fleet's.
+#[napi]
+pub fn warm_status(
+    router: &External<RouterState>,
+    counts: Option<Vec<WarmCounts>>,
+    clock_now: Option<f64>,
+) -> Vec<WarmPoolStatus> {
+    let counts: Option<Vec<FleetCounts>> = counts.map(|c| {
+        c.into_iter()
+            .map(|c| FleetCounts {
+                provider_id: c.provider_id,
+                idle: c.idle.max(0.0) as u64,
+                launching: c.launching.max(0.0) as u64,
+            })
+            .collect()
+    });
+    router
+        .router
+        .borrow()
+        .warm_status(counts.as_deref(), now_of(None, clock_now))
+        .into_iter()
+        .map(|p| {
+            let s = p.stats;
+            WarmPoolStatus {
+                provider_id: p.provider_id,
+                target: p.target,
+                target_reason: p.target_reason.to_string(),
+                min: p.min,
+                max: p.max,
+                idle: p.idle as f64,
+                launching: p.launching as f64,
+                scope: p.scope.to_string(),
+                claims: s.claims as f64,
+                misses: WarmMisses {
+                    empty: s.empty as f64,
+                    incompatible: s.incompatible as f64,
+                    paused: s.paused as f64,
+                },
+                launched: s.launched as f64,
+                refill_failures: s.refill_failures as f64,
+                last_failure_code: s.last_failure,
+                expired: s.expired as f64,
+                lost: s.lost as f64,
+                paused: p.paused,
+                demand_per_second: p.demand_per_second,
+                create_latency_ms: p.create_latency_ms,
+                pace: p.pace,
+            }
+        })
+        .collect()
+}
+
+/// One point of the idle-members gauge.
+#[napi(object)]
+pub struct WarmIdlePoint {
+    /// The pool.
+    pub provider_id: String,
+    /// Its idle members.
+    pub idle: u32,
+}
+
+/// The idle-members gauge (empty with the fleet's inventory, or before `warmUp()`).
+#[napi]
+pub fn warm_idle_gauge(router: &External<RouterState>) -> Vec<WarmIdlePoint> {
+    router
+        .router
+        .borrow()
+        .warm_idle_gauge()
+        .into_iter()
+        .map(|(provider_id, idle)| WarmIdlePoint { provider_id, idle })
+        .collect()
 }
 
 /// Whether a claim on one pool would be warm, for `explain`.
-#[napi(object)]
+#[napi(object, use_nullable = true)]
 pub struct WarmClaimExplanation {
     /// The pool.
     pub provider_id: String,
@@ -387,12 +711,14 @@ pub struct WarmClaimExplanation {
     /// Why not: `NOT_WARM`, `NOT_STARTED`, `CLOSED`, or a miss reason.
     pub reason: Option<String>,
     /// With the fleet's inventory and a compatible request: the floor to count members
-    /// with (the JS side asks the database); otherwise null.
+    /// with (ask the database, then call again with the counts); otherwise null.
     pub floor: Option<f64>,
 }
 
 /// Per pool of `pools` (registry indices): whether compiled request `request` would claim a
-/// member now (`clockNow`: the router's clock). Nothing changes.
+/// member now (`clockNow`: the router's clock); null when the registry keeps no warm pool.
+/// `counts`: the fleet's claimable members per pool, for the pools that had a floor (null:
+/// not asked, or the database failed). Nothing changes.
 #[napi]
 pub fn warm_explain(
     env: Env,
@@ -400,20 +726,32 @@ pub fn warm_explain(
     request: &External<CompiledRequest>,
     pools: Vec<u32>,
     clock_now: Option<f64>,
-) -> napi::Result<Vec<WarmClaimExplanation>> {
+    counts: Option<Vec<Option<f64>>>,
+) -> napi::Result<Option<Vec<WarmClaimExplanation>>> {
     guard(&env, || {
         let pools: Vec<usize> = pools.into_iter().map(|p| p as usize).collect();
-        let answers = router.router.borrow().warm_explain(&request.req, &pools, now_of(None, clock_now))?;
-        Ok(answers
-            .into_iter()
-            .map(|a| WarmClaimExplanation {
-                provider_id: a.provider_id,
-                claim: a.claim,
-                reason: a.reason.map(str::to_string),
-                floor: a.floor.map(|f| f as f64),
-            })
-            .collect())
+        let answers =
+            router.router.borrow().warm_explain(&request.req, &pools, counts.as_deref(), now_of(None, clock_now))?;
+        Ok(answers.map(|a| {
+            a.into_iter()
+                .map(|a| WarmClaimExplanation {
+                    provider_id: a.provider_id,
+                    claim: a.claim,
+                    reason: a.reason.map(str::to_string),
+                    floor: a.floor.map(|f| f as f64),
+                })
+                .collect()
+        }))
     })
+}
+
+/// The sandbox lifetime (`capabilities.timeout.maxSandboxLifetimeMs`) a factory pool of
+/// `provider` declares (`core::warm::factory_lifetime_ms`): the adapter's own, from
+/// `createTimeoutMs` (its adapter option) or the adapter's default; null when the caller
+/// declared one (`declared`, kept) or the adapter has none.
+#[napi]
+pub fn factory_lifetime_ms(provider: String, create_timeout_ms: Option<f64>, declared: bool) -> Option<f64> {
+    crate::core::warm::factory_lifetime_ms(&provider, create_timeout_ms, declared)
 }
 
 /// Validates a factory provider's `warm` option (JSON text) by the one rule

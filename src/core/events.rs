@@ -406,11 +406,13 @@ events! {
         pool: PoolId = "providerId" as "ProviderId",
         reason: &'static str = "reason" as "WarmMissReason",
     },
-    /// Warm pools: an idle member aged out (maxIdleMs, or close to the pool's lifetime) and was destroyed.
+    /// Warm pools: an idle member was retired and destroyed: it aged out (`AGE`: maxIdleMs, or close to the pool's lifetime), or the pool's target fell below its idle members (`SURPLUS`).
     WarmMemberExpired = "warm.member.expired" as "WarmMemberExpiredEvent", Sandbox {
         pool: PoolId = "providerId" as "ProviderId",
         age_ms: u64 = "ageMs" as "number",
+        /// False: the destroy failed (or the provider could not be asked); its record stays for `reconcile`.
         destroyed: bool = "destroyed" as "boolean",
+        reason: &'static str = "reason" as "'AGE' | 'SURPLUS'",
     },
     /// Warm pools: an idle member was found gone at the provider and dropped.
     WarmMemberLost = "warm.member.lost" as "WarmMemberLostEvent", Sandbox {
@@ -421,9 +423,18 @@ events! {
         pool: PoolId = "providerId" as "ProviderId",
         code: String = "code" as "string",
     },
-    /// Warm pools: a launch on a paused pool succeeded; refills resume.
+    /// Warm pools: a launch on a paused pool succeeded (its circuit closed); refills resume at once.
     WarmRefillResumed = "warm.refill.resumed" as "WarmRefillResumedEvent", Router {
         pool: PoolId = "providerId" as "ProviderId",
+    },
+    /// Warm pools: a demand-following pool's target (`warm: { min, max }`) moved.
+    WarmTargetChanged = "warm.target.changed" as "WarmTargetChangedEvent", Router {
+        pool: PoolId = "providerId" as "ProviderId",
+        /// Idle members to keep from now on.
+        target: u32 = "target" as "number",
+        previous: u32 = "previous" as "number",
+        /// `DEMAND`: claims per second × create latency; `MIN` / `MAX`: held at a bound.
+        reason: &'static str = "reason" as "'MIN' | 'DEMAND' | 'MAX'",
     },
     /// Budgets: a provision reserved its candidate pool's cost, a launch and a concurrent slot against every applying rule.
     BudgetReserved = "budget.reserved" as "BudgetReservedEvent", Sandbox {
@@ -533,7 +544,7 @@ pub(crate) mod tests {
         assert_eq!(sorted.len(), names.len(), "no type is declared twice");
         let schema: Vec<&str> = schema().iter().map(|t| t.name).collect();
         assert_eq!(schema, names);
-        assert_eq!(names.len(), 31);
+        assert_eq!(names.len(), 32);
     }
 
     #[test]

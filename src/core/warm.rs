@@ -22,21 +22,32 @@
 //!   a quarter of that lifetime (and at least one check interval) left, so a caller never
 //!   gets a sandbox about to be killed. An expired member is not claimable the instant it
 //!   expires (the claim's floor excludes it), even before the hygiene pass destroys it.
-//! - **When to refill and how many** ([`WarmPool::plan`], [`reserve_count`]): up to the
-//!   target (`size` idle members, counting launches in flight), at most
-//!   `refill.concurrency` launches at once from one process; across a fleet the target is
-//!   fleet-wide and the database grants the launches under one lock.
+//!   A member beyond the pool's current target ([`WarmPool::take_surplus`]) expires once it
+//!   has been idle one check interval: that is how a demand-following pool shrinks.
+//! - **How many members to keep** ([`WarmPool::retarget`]): `size`, or with `{ min, max }`
+//!   a target that follows demand (Little's law): claims per second × create latency p90 ×
+//!   [`SAFETY`], plus a burst allowance of two standard deviations of Poisson arrivals
+//!   (`2·√(λ·T)`), between `min` and `max`. It rises at once and falls at most once per
+//!   [`DEMAND_FAST_MS`].
+//! - **How fast to refill** ([`WarmPool::plan`], [`reserve_count`]): up to the target
+//!   (counting launches in flight), with at most the *pace* in flight: the launches that
+//!   keep up with demand (claim rate × create latency × [`SAFETY`]), at least
+//!   [`PACE_FLOOR`] or half the target, capped by `refill.concurrency` (default: the
+//!   target's ceiling) and by the room the pool's last capacity read showed. Across a fleet
+//!   the target is fleet-wide and the database grants the launches under one lock.
+//!   Demand is what reached the claim step (claims and misses for want of a member): a
+//!   request a budget refused never does, so budgets cap the pace and the target too.
 //! - **When refilling stops** ([`WarmPool::refill_failed`], [`WarmPool::resume`]): after
 //!   `refill.pauseAfterFailures` consecutive refill failures the pool is paused, and an
-//!   open circuit stops refills while it is open. A paused pool resumes when a launch on it
-//!   succeeds again (a provision's cold launch, or a half-open trial that closes its
+//!   open circuit stops refills while it is open. A paused pool resumes the moment a launch
+//!   on it succeeds again (a provision's cold launch, or a half-open trial that closes its
 //!   circuit): the evidence that the pool is healthy again. Refills never probe a failing
 //!   pool on their own, so a dead provider costs `pauseAfterFailures` launches, not a
 //!   launch every interval forever.
 //!
-//! The caller (the glue, and `lib/warm*.js` for the I/O) launches, re-resolves and destroys
-//! members; this module only decides. Times are the router's clock (`clock` option), epoch
-//! ms, passed in.
+//! The router (`core::router::warm`) turns these rules into work for the caller (destroy
+//! this member, list that pool, launch a refill, wake me at t); this module only decides.
+//! Times are the router's clock (`clock` option), epoch ms, passed in.
 
 use crate::core::capabilities::Lifetime;
 use crate::core::ids::SandboxKey;
@@ -49,29 +60,78 @@ use serde_json::Value;
 pub const DEFAULT_MAX_IDLE_MS: u64 = 600_000;
 /// Default `checkIntervalMs`: thirty seconds.
 pub const DEFAULT_CHECK_INTERVAL_MS: u64 = 30_000;
-/// Default `refill.concurrency`.
-pub const DEFAULT_REFILL_CONCURRENCY: u32 = 2;
 /// Default `refill.pauseAfterFailures`.
 pub const DEFAULT_PAUSE_AFTER_FAILURES: u32 = 3;
-/// Largest `size`.
+/// Largest `size`, `min`, `max` and `refill.concurrency`.
 pub const MAX_SIZE: u32 = 1_000;
+/// The safety factor of the pace and of a demand-following target: Little's law gives the
+/// members in flight (claim rate × create time); half as many again covers a create that
+/// takes longer than its p90 and a demand estimate that lags a rise.
+pub const SAFETY: f64 = 1.5;
+/// The fewest refill launches a pool may have in flight while below its target (or half
+/// the target, when larger): an empty pool fills in about two create times.
+pub const PACE_FLOOR: u32 = 2;
+/// Time constant of the fast demand estimate, ms: how quickly a rise is seen.
+pub const DEMAND_FAST_MS: f64 = 5_000.0;
+/// Time constant of the slow demand estimate, ms: how slowly a fall is believed.
+pub const DEMAND_SLOW_MS: f64 = 30_000.0;
+/// A demand below this many claims per second counts as none.
+pub const MIN_DEMAND_PER_S: f64 = 0.01;
+/// Create latencies kept per pool; the p90 is read from them.
+const LATENCY_SAMPLES: usize = 32;
+/// The sandbox lifetime of `@agent-relay/sandbox`'s `E2BSandboxRuntime`: it creates every
+/// sandbox with `timeoutMs: createTimeoutMs`, default 120 s (`DEFAULT_CREATE_TIMEOUT_MS` in
+/// its `src/e2b/runtime.ts`, which the package does not export: this is the one copy).
+pub const E2B_CREATE_TIMEOUT_MS: f64 = 120_000.0;
 
 /// The keys of a pool's `warm` option.
-pub const WARM_OPTIONS: [&str; 4] = ["size", "maxIdleMs", "checkIntervalMs", "refill"];
+pub const WARM_OPTIONS: [&str; 6] = ["size", "min", "max", "maxIdleMs", "checkIntervalMs", "refill"];
 /// The keys of `warm.refill`.
 pub const REFILL_OPTIONS: [&str; 2] = ["concurrency", "pauseAfterFailures"];
+
+/// How many idle members a pool keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sizing {
+    /// `size`: a fixed target.
+    Fixed(u32),
+    /// `{ min, max }`: a target that follows demand between the two.
+    Demand {
+        /// The fewest idle members (the target never falls below it).
+        min: u32,
+        /// The most members, idle and launching (never launched beyond).
+        max: u32,
+    },
+}
+
+impl Sizing {
+    /// The largest target it allows (`size`, or `max`).
+    pub fn ceiling(self) -> u32 {
+        match self {
+            Sizing::Fixed(n) => n,
+            Sizing::Demand { max, .. } => max,
+        }
+    }
+
+    /// The smallest target it allows (`size`, or `min`).
+    pub fn bottom(self) -> u32 {
+        match self {
+            Sizing::Fixed(n) => n,
+            Sizing::Demand { min, .. } => min,
+        }
+    }
+}
 
 /// A pool's `warm` option, validated, with its defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WarmConfig {
-    /// Idle members to keep (0 to [`MAX_SIZE`]; required).
-    pub size: u32,
+    /// `size` (0 to [`MAX_SIZE`]), or `min` and `max`: one of the two is required.
+    pub sizing: Sizing,
     /// A member idle this long is destroyed and replaced, ms (1,000 to 86,400,000).
     pub max_idle_ms: u64,
-    /// How often idle members are re-resolved and expired ones replaced, ms (100 to
-    /// 3,600,000).
+    /// How often idle members are checked at the provider, ms (100 to 3,600,000).
     pub check_interval_ms: u64,
-    /// Refill launches in flight at once, per process (1 to 64).
+    /// The most refill launches in flight at once, per process (1 to [`MAX_SIZE`]; default:
+    /// `size`, or `max`).
     pub refill_concurrency: u32,
     /// Consecutive refill failures that pause the pool (1 to 1,000).
     pub pause_after_failures: u32,
@@ -82,23 +142,43 @@ impl WarmConfig {
     /// wrong types and out-of-range values are errors naming the field.
     pub fn read(value: &Value, path: &str) -> Result<WarmConfig, FieldError> {
         let o = object(value, path, &WARM_OPTIONS)?;
-        let size = o.integer_in("size", 0, i64::from(MAX_SIZE))?.ok_or_else(|| {
-            FieldError::new(
-                o.field("size"),
-                format!("is required: the number of idle members to keep (0 to {MAX_SIZE})"),
-            )
-        })? as u32;
+        let max_size = i64::from(MAX_SIZE);
+        let size = o.integer_in("size", 0, max_size)?;
+        let min = o.integer_in("min", 0, max_size)?;
+        let max = o.integer_in("max", 0, max_size)?;
+        let err = |key: &str, what: &str| Err(FieldError::new(o.field(key), what));
+        let sizing = match (size, min, max) {
+            (Some(_), Some(_), _) => return err("min", "cannot be combined with size: give size, or min and max"),
+            (Some(_), None, Some(_)) => return err("max", "cannot be combined with size: give size, or min and max"),
+            (Some(n), None, None) => Sizing::Fixed(n as u32),
+            (None, Some(a), Some(b)) if a > b => return err("min", "must be at most max"),
+            (None, Some(a), Some(b)) => Sizing::Demand { min: a as u32, max: b as u32 },
+            (None, Some(_), None) => {
+                return err("max", &format!("is required with min: the most members to keep (0 to {MAX_SIZE})"))
+            }
+            (None, None, Some(_)) => {
+                return err("min", &format!("is required with max: the fewest idle members to keep (0 to {MAX_SIZE})"))
+            }
+            (None, None, None) => {
+                return err(
+                    "size",
+                    &format!(
+                        "is required: the number of idle members to keep (0 to {MAX_SIZE}), or min and max to follow demand"
+                    ),
+                )
+            }
+        };
         let max_idle_ms = o.integer_in("maxIdleMs", 1_000, 86_400_000)?.map_or(DEFAULT_MAX_IDLE_MS, |v| v as u64);
         let check_interval_ms =
             o.integer_in("checkIntervalMs", 100, 3_600_000)?.map_or(DEFAULT_CHECK_INTERVAL_MS, |v| v as u64);
         let (mut refill_concurrency, mut pause_after_failures) =
-            (DEFAULT_REFILL_CONCURRENCY, DEFAULT_PAUSE_AFTER_FAILURES);
+            (sizing.ceiling().max(1), DEFAULT_PAUSE_AFTER_FAILURES);
         if let Some(r) = o.object("refill", &REFILL_OPTIONS)? {
-            refill_concurrency = r.integer_in("concurrency", 1, 64)?.map_or(refill_concurrency, |v| v as u32);
+            refill_concurrency = r.integer_in("concurrency", 1, max_size)?.map_or(refill_concurrency, |v| v as u32);
             pause_after_failures =
                 r.integer_in("pauseAfterFailures", 1, 1_000)?.map_or(pause_after_failures, |v| v as u32);
         }
-        Ok(WarmConfig { size, max_idle_ms, check_interval_ms, refill_concurrency, pause_after_failures })
+        Ok(WarmConfig { sizing, max_idle_ms, check_interval_ms, refill_concurrency, pause_after_failures })
     }
 
     /// Checks the option against the pool's declared lifetime: a pool whose sandboxes live
@@ -126,6 +206,20 @@ impl WarmConfig {
             }
             Lifetime::Unbounded | Lifetime::Unknown => Some(self.max_idle_ms),
         }
+    }
+}
+
+/// The sandbox lifetime a factory pool of `provider` declares (`maxSandboxLifetimeMs`),
+/// when its caller declares none: the adapter's own, from the entry's adapter options
+/// (`createTimeoutMs` for E2B) or the adapter's default. `None`: the caller declared one
+/// (`declared`, kept as it is), or the adapter kills no sandbox on a timer of its own.
+pub fn factory_lifetime_ms(provider: &str, create_timeout_ms: Option<f64>, declared: bool) -> Option<f64> {
+    if declared {
+        return None;
+    }
+    match provider {
+        "e2b" => Some(create_timeout_ms.filter(|t| t.is_finite() && *t > 0.0).unwrap_or(E2B_CREATE_TIMEOUT_MS)),
+        _ => None,
     }
 }
 
@@ -188,7 +282,7 @@ pub struct Member {
 /// How a warm pool stands, for `warmUp()`'s report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Standing {
-    /// `size` members are idle.
+    /// Its target's members are idle.
     Ready,
     /// Refills are running or about to run.
     Filling,
@@ -199,6 +293,8 @@ pub enum Standing {
     /// Under capacity routing the pool is not in `providerOrder`: never a candidate, so
     /// never refilled.
     NotRoutable,
+    /// The pool's last capacity read left no room for another member.
+    AtCapacity,
 }
 
 impl Standing {
@@ -209,6 +305,32 @@ impl Standing {
             Standing::Paused => Some("PAUSED"),
             Standing::CircuitOpen => Some("CIRCUIT_OPEN"),
             Standing::NotRoutable => Some("NOT_IN_PROVIDER_ORDER"),
+            Standing::AtCapacity => Some("AT_CAPACITY"),
+        }
+    }
+}
+
+/// Why a pool's target is what it is (`warmStatus().targetReason`, `warm.target.changed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetReason {
+    /// `size`: fixed.
+    Size,
+    /// Demand × latency is at or below `min`.
+    Min,
+    /// Following demand between `min` and `max`.
+    Demand,
+    /// Demand × latency reaches `max`.
+    Max,
+}
+
+impl TargetReason {
+    /// The documented code.
+    pub fn code(self) -> &'static str {
+        match self {
+            TargetReason::Size => "SIZE",
+            TargetReason::Min => "MIN",
+            TargetReason::Demand => "DEMAND",
+            TargetReason::Max => "MAX",
         }
     }
 }
@@ -228,12 +350,82 @@ pub struct WarmStats {
     pub launched: u64,
     /// Refills that failed.
     pub refill_failures: u64,
-    /// Members destroyed for their age.
+    /// Members destroyed for their age, or beyond the target.
     pub expired: u64,
-    /// Members found gone when re-resolved, dropped.
+    /// Members found gone at the provider, dropped.
     pub lost: u64,
     /// The code of the last refill failure.
     pub last_failure: Option<String>,
+}
+
+/// Claims per second, as two exponentially decayed rates (time constants
+/// [`DEMAND_FAST_MS`] and [`DEMAND_SLOW_MS`]); the estimate is the larger: a rise is seen
+/// within seconds, a fall believed only over half a minute. Two numbers per pool, whatever
+/// the traffic.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DemandRate {
+    fast: f64,
+    slow: f64,
+    at: Option<i64>,
+}
+
+impl DemandRate {
+    fn decayed(&self, now: i64) -> (f64, f64) {
+        let dt = self.at.map_or(0.0, |t| now.saturating_sub(t).max(0) as f64);
+        (self.fast * (-dt / DEMAND_FAST_MS).exp(), self.slow * (-dt / DEMAND_SLOW_MS).exp())
+    }
+
+    /// One unit of demand (a claim, or a miss for want of a member) at `now`.
+    pub fn observe(&mut self, now: i64) {
+        let (fast, slow) = self.decayed(now);
+        self.fast = fast + 1_000.0 / DEMAND_FAST_MS;
+        self.slow = slow + 1_000.0 / DEMAND_SLOW_MS;
+        self.at = Some(self.at.map_or(now, |t| t.max(now)));
+    }
+
+    /// Claims per second at `now` (0 below [`MIN_DEMAND_PER_S`]).
+    pub fn per_second(&self, now: i64) -> f64 {
+        let (fast, slow) = self.decayed(now);
+        let r = fast.max(slow);
+        if r < MIN_DEMAND_PER_S {
+            0.0
+        } else {
+            r
+        }
+    }
+}
+
+/// The last [`LATENCY_SAMPLES`] create latencies of a pool's refills, ms.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CreateLatency {
+    samples: Vec<f64>,
+    next: usize,
+}
+
+impl CreateLatency {
+    /// Records one refill's launch-to-member time.
+    pub fn record(&mut self, ms: f64) {
+        if !ms.is_finite() || ms < 0.0 {
+            return;
+        }
+        if self.samples.len() < LATENCY_SAMPLES {
+            self.samples.push(ms);
+        } else {
+            self.samples[self.next] = ms;
+        }
+        self.next = (self.next + 1) % LATENCY_SAMPLES;
+    }
+
+    /// The 90th percentile of the kept samples (nearest rank); None before the first.
+    pub fn p90(&self) -> Option<f64> {
+        if self.samples.is_empty() {
+            return None;
+        }
+        let mut s = self.samples.clone();
+        s.sort_by(f64::total_cmp);
+        let rank = ((s.len() as f64) * 0.9).ceil() as usize;
+        Some(s[rank.clamp(1, s.len()) - 1])
+    }
 }
 
 /// One pool's warm inventory and refill state, in this process.
@@ -241,15 +433,30 @@ pub struct WarmStats {
 pub struct WarmPool {
     config: WarmConfig,
     lifetime: Lifetime,
+    /// The pool's declared `coldStartLatencyMs`: the create latency before any is seen.
+    prior_ms: Option<f64>,
     /// Idle members, oldest first.
     idle: Vec<Member>,
     launching: u32,
+    /// Refill jobs of this pool in flight (until each has ended, record written or not).
+    jobs: u32,
     failures: u32,
     /// Paused: the number of launch successes seen when it paused.
     paused: Option<u64>,
     successes: u64,
     last_check: Option<i64>,
     stats: WarmStats,
+    demand: DemandRate,
+    latency: CreateLatency,
+    target: u32,
+    target_reason: TargetReason,
+    target_at: i64,
+    /// The launches the demand needs in flight (Little's law), as last computed.
+    needed: u32,
+    /// Room for members the pool's last capacity read showed, and when.
+    room: Option<(u32, i64)>,
+    /// The fleet's counts of this pool (idle, launching), as the last pass read them, and when.
+    fleet: Option<(u64, u64, i64)>,
 }
 
 /// The fleet-wide rule for refills: how many of `want` launches to grant when `idle`
@@ -264,23 +471,53 @@ pub fn reserve_count(size: u32, idle: u64, launching: u64, want: u32) -> u32 {
 impl WarmPool {
     /// An empty pool under `config`, whose sandboxes live at most `lifetime`.
     pub fn new(config: WarmConfig, lifetime: Lifetime) -> Self {
+        let (target, target_reason) = match config.sizing {
+            Sizing::Fixed(n) => (n, TargetReason::Size),
+            Sizing::Demand { min, .. } => (min, TargetReason::Min),
+        };
         WarmPool {
             config,
             lifetime,
+            prior_ms: None,
             idle: Vec::new(),
             launching: 0,
+            jobs: 0,
             failures: 0,
             paused: None,
             successes: 0,
             last_check: None,
             stats: WarmStats::default(),
+            demand: DemandRate::default(),
+            latency: CreateLatency::default(),
+            target,
+            target_reason,
+            target_at: i64::MIN,
+            needed: 0,
+            room: None,
+            fleet: None,
         }
     }
 
     /// Takes a (possibly changed) declaration: a caller's registry may change between calls.
     pub fn configure(&mut self, config: WarmConfig, lifetime: Lifetime) {
+        if config.sizing != self.config.sizing {
+            let (target, reason) = match config.sizing {
+                Sizing::Fixed(n) => (n, TargetReason::Size),
+                Sizing::Demand { min, .. } if self.target <= min => (min, TargetReason::Min),
+                Sizing::Demand { max, .. } if self.target >= max => (max, TargetReason::Max),
+                Sizing::Demand { .. } => (self.target, TargetReason::Demand),
+            };
+            self.target = target;
+            self.target_reason = reason;
+        }
         self.config = config;
         self.lifetime = lifetime;
+    }
+
+    /// The create latency assumed before a refill of this pool was timed (its declared
+    /// `coldStartLatencyMs`).
+    pub fn set_prior(&mut self, ms: Option<f64>) {
+        self.prior_ms = ms.filter(|m| m.is_finite() && *m >= 0.0);
     }
 
     /// The option it runs under.
@@ -368,6 +605,12 @@ impl WarmPool {
         }
     }
 
+    /// One unit of demand at `now`: a claim, or a miss for want of a member (an
+    /// incompatible request is no demand for members).
+    pub fn demand_seen(&mut self, now: i64) {
+        self.demand.observe(now);
+    }
+
     /// The miss reason of an empty fleet inventory (paused or not).
     pub fn empty(&self) -> MissReason {
         if self.paused.is_some() {
@@ -380,6 +623,9 @@ impl WarmPool {
     /// Removes and returns the members that have expired at `now` (counted).
     pub fn take_expired(&mut self, now: i64) -> Vec<Member> {
         let floor = self.expiry_floor(now);
+        if self.idle.first().is_none_or(|m| m.launched_at >= floor) {
+            return Vec::new();
+        }
         let (expired, kept): (Vec<Member>, Vec<Member>) =
             std::mem::take(&mut self.idle).into_iter().partition(|m| m.launched_at < floor);
         self.idle = kept;
@@ -387,29 +633,140 @@ impl WarmPool {
         expired
     }
 
+    /// Removes and returns the members beyond the current target that have been idle at
+    /// least one check interval at `now`, oldest first (counted as expired): a pool whose
+    /// target fell shrinks to it, never below it.
+    pub fn take_surplus(&mut self, now: i64) -> Vec<Member> {
+        let surplus = self.idle.len().saturating_sub(self.target as usize);
+        let settled = now.saturating_sub(self.config.check_interval_ms as i64);
+        let n = self.idle.iter().take(surplus).take_while(|m| m.launched_at <= settled).count();
+        self.stats.expired += n as u64;
+        self.idle.drain(..n).collect()
+    }
+
     /// Counts members expired elsewhere (taken from the fleet's inventory).
     pub fn expired_elsewhere(&mut self, n: u64) {
         self.stats.expired += n;
     }
 
+    /// The target at `now`, recomputed from demand (a `{ min, max }` pool): it rises at once
+    /// and falls at most once per [`DEMAND_FAST_MS`]. Also recomputes the pace. Some((the
+    /// previous target, the new one)) when it moved.
+    pub fn retarget(&mut self, now: i64) -> Option<(u32, u32)> {
+        let rate = self.demand.per_second(now);
+        let latency_s = self.latency.p90().or(self.prior_ms).map(|ms| ms / 1_000.0);
+        // Little's law: the members a demand of `rate` keeps in flight.
+        let in_flight = latency_s.map_or(0.0, |t| rate * t);
+        self.needed = (in_flight * SAFETY).ceil().min(f64::from(MAX_SIZE)) as u32;
+        let Sizing::Demand { min, max } = self.config.sizing else {
+            self.target = self.config.sizing.ceiling();
+            self.target_reason = TargetReason::Size;
+            return None;
+        };
+        let want = (in_flight * SAFETY + 2.0 * in_flight.sqrt()).ceil().min(f64::from(MAX_SIZE)) as u32;
+        let (next, reason) = if want <= min {
+            (min, TargetReason::Min)
+        } else if want >= max {
+            (max, TargetReason::Max)
+        } else {
+            (want, TargetReason::Demand)
+        };
+        let previous = self.target;
+        let falls_too_soon = next < previous && (now.saturating_sub(self.target_at) as f64) < DEMAND_FAST_MS;
+        if next == previous || falls_too_soon {
+            if next == previous {
+                self.target_reason = reason;
+            }
+            return None;
+        }
+        self.target = next;
+        self.target_reason = reason;
+        self.target_at = now;
+        Some((previous, next))
+    }
+
+    /// The current target: idle members to keep.
+    pub fn target(&self) -> u32 {
+        self.target
+    }
+
+    /// Why the target is what it is.
+    pub fn target_reason(&self) -> TargetReason {
+        self.target_reason
+    }
+
+    /// Claims per second at `now` (the demand estimate).
+    pub fn demand_per_second(&self, now: i64) -> f64 {
+        self.demand.per_second(now)
+    }
+
+    /// The create latency the pace and target use, ms (the refills' p90, else the pool's
+    /// declared `coldStartLatencyMs`); None when neither is known.
+    pub fn create_latency_ms(&self) -> Option<f64> {
+        self.latency.p90().or(self.prior_ms)
+    }
+
+    /// The pool's last capacity read at `now` left room for `room` more sandboxes.
+    pub fn capacity_read(&mut self, room: u32, now: i64) {
+        self.room = Some((room, now));
+    }
+
+    /// The room the last capacity read showed, while it is fresh (one check interval).
+    fn room_at(&self, now: i64) -> Option<u32> {
+        self.room.filter(|(_, at)| now.saturating_sub(*at) < self.config.check_interval_ms as i64).map(|(r, _)| r)
+    }
+
+    /// The rate limit's cap on refill launches in flight (the fleet rate-limit issue plugs
+    /// in here); None: no limit.
+    fn rate_limit_cap(&self) -> Option<u32> {
+        None
+    }
+
+    /// The most refill launches to have in flight (the pace): what the observed demand
+    /// needs (Little's law × [`SAFETY`], recomputed by [`WarmPool::retarget`]), at least
+    /// [`PACE_FLOOR`] or half the target, at most `refill.concurrency`, the rate limit and
+    /// (with `now`) the room the pool's last capacity read showed, while it is fresh.
+    pub fn pace(&self, now: Option<i64>) -> u32 {
+        let floor = PACE_FLOOR.max(self.target.div_ceil(2));
+        let mut cap = self.config.refill_concurrency;
+        if let Some(room) = now.and_then(|n| self.room_at(n)) {
+            cap = cap.min(room);
+        }
+        if let Some(limit) = self.rate_limit_cap() {
+            cap = cap.min(limit);
+        }
+        self.needed.max(floor).min(cap)
+    }
+
+    /// The launches the observed demand needs in flight (before the floor and the caps).
+    pub fn needed(&self) -> u32 {
+        self.needed
+    }
+
     /// Refill launches this process may start now: none while paused or while the pool's
-    /// circuit is not closed, else up to `refill.concurrency` in flight.
+    /// circuit is not closed, else up to the pace in flight.
     pub fn wanted(&self, circuit_closed: bool) -> u32 {
+        self.wanted_at(circuit_closed, None)
+    }
+
+    /// [`WarmPool::wanted`], capped by the room a capacity read fresh at `now` showed.
+    pub fn wanted_at(&self, circuit_closed: bool, now: Option<i64>) -> u32 {
         if self.paused.is_some() || !circuit_closed {
             return 0;
         }
-        self.config.refill_concurrency.saturating_sub(self.launching)
+        self.pace(now).saturating_sub(self.launching)
     }
 
     /// Refill launches to start now from this process's own inventory (counted as in
     /// flight): the wanted ones, up to the target.
     pub fn plan(&mut self, circuit_closed: bool) -> u32 {
-        let n = reserve_count(
-            self.config.size,
-            self.idle.len() as u64,
-            u64::from(self.launching),
-            self.wanted(circuit_closed),
-        );
+        self.plan_at(circuit_closed, None)
+    }
+
+    /// [`WarmPool::plan`], capped by the room a capacity read fresh at `now` showed.
+    pub fn plan_at(&mut self, circuit_closed: bool, now: Option<i64>) -> u32 {
+        let want = self.wanted_at(circuit_closed, now);
+        let n = reserve_count(self.target, self.idle.len() as u64, u64::from(self.launching), want);
         self.launching += n;
         n
     }
@@ -419,8 +776,28 @@ impl WarmPool {
         self.launching = self.launching.saturating_add(n);
     }
 
-    /// A refill launch succeeded; `member` joins the idle members (None: it lives in the
-    /// fleet's database).
+    /// A refill counted in flight will not be made after all.
+    pub fn refill_cancelled(&mut self) {
+        self.launching = self.launching.saturating_sub(1);
+    }
+
+    /// A refill job of this pool began.
+    pub fn job_began(&mut self) {
+        self.jobs += 1;
+    }
+
+    /// A refill job of this pool ended.
+    pub fn job_ended(&mut self) {
+        self.jobs = self.jobs.saturating_sub(1);
+    }
+
+    /// Refill jobs of this pool in flight.
+    pub fn jobs(&self) -> u32 {
+        self.jobs
+    }
+
+    /// A refill launch succeeded; `member` joins the idle members (None: it
+    /// lives in the fleet's database, or its record is written next).
     pub fn refill_succeeded(&mut self, member: Option<Member>) {
         self.launching = self.launching.saturating_sub(1);
         self.failures = 0;
@@ -429,6 +806,11 @@ impl WarmPool {
         if let Some(m) = member {
             self.insert(m);
         }
+    }
+
+    /// A refill's launch-to-member time, for the pace and the target.
+    pub fn create_observed(&mut self, took_ms: f64) {
+        self.latency.record(took_ms);
     }
 
     /// A refill failed with `code` (the launch, its admission, or its record). True when
@@ -486,7 +868,7 @@ impl WarmPool {
         Some(self.idle.remove(i))
     }
 
-    /// A member found gone when re-resolved: dropped (counted) if it is still idle here.
+    /// A member found gone at the provider: dropped (counted) if it is still idle here.
     pub fn lost(&mut self, id: SandboxKey) -> Option<Member> {
         let m = self.remove(id)?;
         self.stats.lost += 1;
@@ -503,13 +885,18 @@ impl WarmPool {
         &self.idle
     }
 
+    /// Takes every idle member out (`close()`).
+    pub fn drain(&mut self) -> Vec<Member> {
+        std::mem::take(&mut self.idle)
+    }
+
     /// Refill launches in flight from this process.
     pub fn launching(&self) -> u32 {
         self.launching
     }
 
-    /// Whether its idle members are due a re-resolution at `now` (every
-    /// `checkIntervalMs`; the first call starts the interval).
+    /// Whether its idle members are due a check at `now` (every `checkIntervalMs`; the
+    /// first call starts the interval).
     pub fn check_due(&mut self, now: i64) -> bool {
         match self.last_check {
             None => {
@@ -524,9 +911,39 @@ impl WarmPool {
         }
     }
 
+    /// When work of this process's inventory falls due next (a check, an expiry, a surplus
+    /// member's), router-clock ms; None when nothing is scheduled.
+    pub fn next_due(&self) -> Option<i64> {
+        let interval = self.config.check_interval_ms as i64;
+        let check = self.last_check.filter(|_| !self.idle.is_empty()).map(|t| t.saturating_add(interval));
+        let expiry = self.idle.first().map(|m| m.launched_at.saturating_add(self.expiry_age()));
+        let surplus =
+            (self.idle.len() > self.target as usize).then(|| self.idle[0].launched_at.saturating_add(interval));
+        [check, expiry, surplus].into_iter().flatten().min()
+    }
+
+    /// When a demand-following target should be looked at again (its demand decays), or
+    /// None (a fixed target, or one at `min`).
+    pub fn next_retarget(&self, now: i64) -> Option<i64> {
+        match self.config.sizing {
+            Sizing::Demand { min, .. } if self.target > min => Some(now.saturating_add(DEMAND_FAST_MS as i64)),
+            _ => None,
+        }
+    }
+
+    /// The fleet's counts of this pool, read by a pass at `at`.
+    pub fn fleet_counted(&mut self, idle: u64, launching: u64, at: i64) {
+        self.fleet = Some((idle, launching, at));
+    }
+
+    /// The fleet's idle members as last counted, if counted at or after `since`.
+    pub fn fleet_idle_since(&self, since: i64) -> Option<u64> {
+        self.fleet.filter(|(_, _, at)| *at >= since).map(|(idle, _, _)| idle)
+    }
+
     /// How it stands with `idle` members (this process's, or the fleet's).
     pub fn standing(&self, idle: u64, circuit_closed: bool, routable: bool) -> Standing {
-        if idle >= u64::from(self.config.size) {
+        if idle >= u64::from(self.target) {
             Standing::Ready
         } else if !routable {
             Standing::NotRoutable
@@ -536,6 +953,14 @@ impl WarmPool {
             Standing::CircuitOpen
         } else {
             Standing::Filling
+        }
+    }
+
+    /// [`WarmPool::standing`] at `now`, also saying when the last capacity read left no room.
+    pub fn standing_at(&self, idle: u64, circuit_closed: bool, routable: bool, now: i64) -> Standing {
+        match self.standing(idle, circuit_closed, routable) {
+            Standing::Filling if self.room_at(now) == Some(0) && self.launching == 0 => Standing::AtCapacity,
+            s => s,
         }
     }
 
@@ -552,6 +977,16 @@ pub fn routable(provider_order: Option<&[String]>, pool_id: &str) -> bool {
     provider_order.is_none_or(|o| o.iter().any(|p| p == pool_id))
 }
 
+/// The room a capacity measurement leaves for more sandboxes: the fewest whole `required`
+/// steps any resource's headroom holds.
+pub fn room_of(resources: &[crate::core::capacity::ResourceMeasurement]) -> Option<u32> {
+    resources
+        .iter()
+        .filter(|r| r.required > 0.0)
+        .map(|r| (r.headroom / r.required).floor().clamp(0.0, f64::from(MAX_SIZE)) as u32)
+        .min()
+}
+
 /// The warm pools of one router, by pool id, once `warmUp()` started them.
 #[derive(Debug, Clone, Default)]
 pub struct Warm {
@@ -561,12 +996,19 @@ pub struct Warm {
     pub shared: bool,
     /// `close()` ran: nothing is claimed or refilled any more.
     pub closed: bool,
+    /// `close({ keepWarm: true })`: idle members stay recorded for the next process.
+    pub keep_warm: bool,
+    /// Members whose live handle this process holds (it launched or re-resolved them), with
+    /// their pools.
+    held: FxHashMap<SandboxKey, String>,
+    /// Warm work may be due (a claim, a miss, a launch success): the caller polls soon.
+    pub kick: bool,
 }
 
 impl Warm {
     /// No pools yet.
     pub fn new(shared: bool) -> Self {
-        Warm { pools: FxHashMap::default(), shared, closed: false }
+        Warm { shared, ..Warm::default() }
     }
 
     /// The pool `id` under its current declaration (created on first sight).
@@ -586,11 +1028,42 @@ impl Warm {
         self.pools.get_mut(id)
     }
 
-    /// A launch on pool `id` succeeded (a paused pool may resume).
-    pub fn launch_succeeded(&mut self, id: &str) {
-        if let Some(p) = self.pools.get_mut(id) {
-            p.launch_succeeded();
+    /// A launch on pool `id` succeeded: a paused pool resumes now. True when it resumed.
+    pub fn launch_succeeded(&mut self, id: &str) -> bool {
+        match self.pools.get_mut(id) {
+            Some(p) => {
+                p.launch_succeeded();
+                let resumed = p.resume();
+                self.kick |= resumed;
+                resumed
+            }
+            None => false,
         }
+    }
+
+    /// This process holds member `id`'s live handle (of pool `pool`).
+    pub fn hold(&mut self, id: SandboxKey, pool: &str) {
+        self.held.insert(id, pool.to_string());
+    }
+
+    /// This process no longer holds member `id`'s handle; whether it did.
+    pub fn let_go(&mut self, id: SandboxKey) -> bool {
+        self.held.remove(&id).is_some()
+    }
+
+    /// Whether this process holds member `id`'s live handle.
+    pub fn holds(&self, id: SandboxKey) -> bool {
+        self.held.contains_key(&id)
+    }
+
+    /// The members of pool `pool` whose handles this process holds.
+    pub fn held_in(&self, pool: &str) -> Vec<SandboxKey> {
+        self.held.iter().filter(|(_, p)| p.as_str() == pool).map(|(id, _)| *id).collect()
+    }
+
+    /// The ids of the pools seen.
+    pub fn pool_ids(&self) -> Vec<String> {
+        self.pools.keys().cloned().collect()
     }
 
     /// Removes member `id` from whichever pool holds it idle: its pool's id and the member.
@@ -600,13 +1073,12 @@ impl Warm {
 
     /// Removes every idle member (`close()`), by pool id.
     pub fn drain(&mut self) -> Vec<(String, Member)> {
-        let mut ids: Vec<&String> = self.pools.keys().collect();
+        let mut ids: Vec<String> = self.pools.keys().cloned().collect();
         ids.sort();
-        let ids: Vec<String> = ids.into_iter().cloned().collect();
         let mut out = Vec::new();
         for id in ids {
             if let Some(p) = self.pools.get_mut(&id) {
-                out.extend(std::mem::take(&mut p.idle).into_iter().map(|m| (id.clone(), m)));
+                out.extend(p.drain().into_iter().map(|m| (id.clone(), m)));
             }
         }
         out
@@ -643,18 +1115,19 @@ mod tests {
         assert_eq!(
             config(),
             WarmConfig {
-                size: 2,
+                sizing: Sizing::Fixed(2),
                 max_idle_ms: DEFAULT_MAX_IDLE_MS,
                 check_interval_ms: DEFAULT_CHECK_INTERVAL_MS,
-                refill_concurrency: DEFAULT_REFILL_CONCURRENCY,
+                // The default concurrency is the size.
+                refill_concurrency: 2,
                 pause_after_failures: DEFAULT_PAUSE_AFTER_FAILURES,
             }
         );
         let full = json!({"size": 0, "maxIdleMs": 1000, "checkIntervalMs": 100, "refill": {"concurrency": 64, "pauseAfterFailures": 1}});
         let c = WarmConfig::read(&full, "warm").unwrap();
         assert_eq!(
-            (c.size, c.max_idle_ms, c.check_interval_ms, c.refill_concurrency, c.pause_after_failures),
-            (0, 1000, 100, 64, 1)
+            (c.sizing, c.max_idle_ms, c.check_interval_ms, c.refill_concurrency, c.pause_after_failures),
+            (Sizing::Fixed(0), 1000, 100, 64, 1)
         );
     }
 
@@ -805,7 +1278,7 @@ mod tests {
 
     #[test]
     fn refills_fill_up_to_the_target_at_most_concurrency_at_a_time() {
-        let c = WarmConfig { size: 5, refill_concurrency: 2, ..config() };
+        let c = WarmConfig { sizing: Sizing::Fixed(5), refill_concurrency: 2, ..config() };
         let mut p = WarmPool::new(c, Lifetime::Unbounded);
         assert_eq!(p.plan(true), 2);
         assert_eq!(p.plan(true), 0, "two in flight already");
@@ -920,5 +1393,256 @@ mod tests {
         w.pool("b", config(), Lifetime::Unbounded).insert(member(3, 0));
         let drained: Vec<(String, SandboxKey)> = w.drain().into_iter().map(|(p, m)| (p, m.id)).collect();
         assert_eq!(drained, vec![("a".to_string(), key(1)), ("b".to_string(), key(3))]);
+    }
+
+    // --- issue 35: demand, pace, target, surplus, lifetimes -----------------------------
+
+    fn demand(min: u32, max: u32) -> WarmConfig {
+        WarmConfig::read(&json!({"min": min, "max": max}), "warm").unwrap()
+    }
+
+    /// `n` claims spread evenly over `[from, to)` ms.
+    fn claims(p: &mut WarmPool, n: u32, from: i64, to: i64) {
+        for i in 0..n {
+            p.demand_seen(from + (to - from) * i64::from(i) / i64::from(n));
+        }
+    }
+
+    #[test]
+    fn must_fire_min_and_max_are_read_as_a_demand_following_size_must_not_with_size() {
+        let c = demand(2, 30);
+        assert_eq!(c.sizing, Sizing::Demand { min: 2, max: 30 });
+        assert_eq!(c.refill_concurrency, 30, "the default concurrency is the ceiling");
+        for (v, field) in [
+            (json!({"size": 2, "min": 1, "max": 3}), "warm.min"),
+            (json!({"size": 2, "max": 3}), "warm.max"),
+            (json!({"min": 1}), "warm.max"),
+            (json!({"max": 1}), "warm.min"),
+            (json!({"min": 4, "max": 3}), "warm.min"),
+            (json!({"min": 0, "max": 1001}), "warm.max"),
+            (json!({"size": 2, "refill": {"concurrency": 1001}}), "warm.refill.concurrency"),
+        ] {
+            assert_eq!(WarmConfig::read(&v, "warm").unwrap_err().field, field, "{v}");
+        }
+        assert_eq!(WarmConfig::read(&json!({"size": 0}), "warm").unwrap().refill_concurrency, 1);
+        assert_eq!(WarmConfig::read(&json!({"size": 500}), "warm").unwrap().refill_concurrency, 500);
+    }
+
+    #[test]
+    fn demand_rises_within_seconds_and_falls_over_half_a_minute() {
+        let mut d = DemandRate::default();
+        assert_eq!(d.per_second(0), 0.0);
+        // 10 claims per second for 10 s: the fast estimate is close to 10 by then.
+        for i in 0..100 {
+            d.observe(i * 100);
+        }
+        let at_peak = d.per_second(10_000);
+        assert!((8.0..=10.5).contains(&at_peak), "{at_peak}");
+        // No claim for 30 s: the slow estimate still remembers a third of it...
+        let later = d.per_second(40_000);
+        assert!(later > 1.0 && later < at_peak / 2.0, "{later}");
+        // ...and after ten minutes there is none.
+        assert_eq!(d.per_second(640_000), 0.0);
+        // A clock that goes back never adds time.
+        let before = d.per_second(10_000);
+        d.observe(5_000);
+        assert!(d.per_second(10_000) >= before);
+    }
+
+    #[test]
+    fn the_create_latency_is_the_p90_of_the_last_samples() {
+        let mut l = CreateLatency::default();
+        assert_eq!(l.p90(), None);
+        for ms in 1..=10 {
+            l.record(f64::from(ms) * 100.0);
+        }
+        assert_eq!(l.p90(), Some(900.0));
+        l.record(f64::NAN);
+        l.record(-1.0);
+        assert_eq!(l.p90(), Some(900.0), "nonsense is not a sample");
+        for _ in 0..LATENCY_SAMPLES {
+            l.record(50.0);
+        }
+        assert_eq!(l.p90(), Some(50.0), "only the last samples count");
+    }
+
+    #[test]
+    fn must_fire_the_pace_rises_with_demand_must_not_while_demand_is_steady() {
+        // size 10, creates of 500 ms: the floor is half the target (5).
+        let mut p = WarmPool::new(WarmConfig::read(&json!({"size": 10}), "warm").unwrap(), Lifetime::Unbounded);
+        p.create_observed(500.0);
+        p.retarget(0);
+        assert_eq!(p.pace(None), 5, "no demand: the floor");
+        // Steady 5 claims per second: λ·T·1.5 = 3.75 → 4, under the floor: the pace holds.
+        claims(&mut p, 100, 0, 20_000);
+        p.retarget(20_000);
+        assert_eq!(p.needed(), 4);
+        assert_eq!(p.pace(None), 5, "must-not-fire: a steady demand the floor covers");
+        claims(&mut p, 100, 20_000, 40_000);
+        p.retarget(40_000);
+        assert_eq!(p.pace(None), 5);
+        // 20 per second: λ·T·1.5 = 15 → capped by refill.concurrency (the size).
+        claims(&mut p, 200, 40_000, 50_000);
+        p.retarget(50_000);
+        assert!(p.needed() >= 12, "{}", p.needed());
+        assert_eq!(p.pace(None), 10, "must-fire: the pace rose, to the cap");
+        // A smaller concurrency caps it lower.
+        p.configure(WarmConfig { refill_concurrency: 3, ..*p.config() }, Lifetime::Unbounded);
+        assert_eq!(p.pace(None), 3);
+    }
+
+    #[test]
+    fn with_only_size_a_demand_the_pool_can_serve_keeps_a_member_idle() {
+        // Size 10, 5 claims/s, 500 ms creates: λ·T = 2.5 < 10. Simulate in 10 ms ticks:
+        // claims arrive every 200 ms, refills land 500 ms after they start.
+        let mut p = WarmPool::new(WarmConfig::read(&json!({"size": 10}), "warm").unwrap(), Lifetime::Unbounded);
+        let mut inflight: Vec<i64> = Vec::new();
+        let mut n = 0u8;
+        let mut lowest = usize::MAX;
+        for tick in 0..6_000i64 {
+            let now = tick * 10;
+            inflight.retain(|&done| {
+                if done <= now {
+                    n = n.wrapping_add(1);
+                    p.refill_succeeded(Some(member(n, now)));
+                    p.create_observed(500.0);
+                    false
+                } else {
+                    true
+                }
+            });
+            if tick >= 300 && tick % 20 == 0 {
+                p.demand_seen(now);
+                if p.claim(now, &req()).is_ok() {
+                    lowest = lowest.min(p.idle().len());
+                }
+            }
+            p.retarget(now);
+            for _ in 0..p.plan(true) {
+                inflight.push(now + 500);
+            }
+        }
+        assert_eq!(p.stats().empty, 0, "never dry");
+        assert!(lowest >= 1, "at least one member idle after every claim: {lowest}");
+    }
+
+    #[test]
+    fn must_fire_a_demand_following_target_rises_at_once_must_not_fall_within_the_fast_window() {
+        let mut p = WarmPool::new(demand(2, 30), Lifetime::Unbounded);
+        assert_eq!((p.target(), p.target_reason()), (2, TargetReason::Min), "no demand: min");
+        p.create_observed(500.0);
+        assert_eq!(p.retarget(0), None, "must-not-fire: still at min");
+        // 10 per second: λ·T = 5 → 5·1.5 + 2·√5 = 11.97 → 12.
+        claims(&mut p, 100, 0, 10_000);
+        let moved = p.retarget(10_000);
+        assert!(matches!(moved, Some((2, t)) if (10..=12).contains(&t)), "{moved:?}");
+        assert_eq!(p.target_reason(), TargetReason::Demand);
+        let high = p.target();
+        // Demand stops: within the fast window the target does not fall...
+        assert_eq!(p.retarget(12_000), None, "must-not-fire: a fall within 5 s");
+        assert_eq!(p.target(), high);
+        // ...after it, it does, and never below min.
+        let fell = p.retarget(16_000);
+        assert!(matches!(fell, Some((h, t)) if h == high && t < high), "{fell:?}");
+        p.retarget(1_000_000);
+        assert_eq!(p.retarget(1_000_000 + 10_000), None);
+        assert_eq!((p.target(), p.target_reason()), (2, TargetReason::Min), "must-fire: back to min, never below");
+    }
+
+    #[test]
+    fn must_fire_a_demand_following_target_stops_at_max_must_not_beyond() {
+        let mut p = WarmPool::new(demand(1, 6), Lifetime::Unbounded);
+        p.create_observed(2_000.0);
+        claims(&mut p, 500, 0, 10_000);
+        assert_eq!(p.retarget(10_000), Some((1, 6)));
+        assert_eq!(p.target_reason(), TargetReason::Max);
+        // Never a launch beyond max: 6 idle and launching at most.
+        let mut launched = 0;
+        for _ in 0..5 {
+            launched += p.plan(true);
+        }
+        assert_eq!(launched, 6);
+        assert_eq!(p.plan(true), 0, "must-not-fire: beyond max");
+        // Without any latency known, a demand-following pool holds min.
+        let mut q = WarmPool::new(demand(3, 9), Lifetime::Unbounded);
+        claims(&mut q, 100, 0, 10_000);
+        assert_eq!(q.retarget(10_000), None);
+        assert_eq!(q.target(), 3);
+        // The declared coldStartLatencyMs stands in until a refill was timed.
+        q.set_prior(Some(1_000.0));
+        assert!(q.retarget(10_000).is_some());
+    }
+
+    #[test]
+    fn must_fire_a_member_beyond_the_target_expires_after_a_check_interval_must_not_before() {
+        let c = WarmConfig { check_interval_ms: 1_000, ..demand(1, 5) };
+        let mut p = WarmPool::new(c, Lifetime::Unbounded);
+        for n in 1..=4 {
+            p.insert(member(n, i64::from(n) * 100));
+        }
+        // Target 1 (min): 3 surplus members; at 900 ms none has been idle a full interval.
+        assert!(p.take_surplus(900).is_empty(), "must-not-fire: not idle long enough");
+        let gone = p.take_surplus(1_250);
+        assert_eq!(gone.iter().map(|m| m.id).collect::<Vec<_>>(), vec![key(1), key(2)], "oldest first");
+        let gone = p.take_surplus(5_000);
+        assert_eq!(gone.len(), 1);
+        assert_eq!(p.idle().len(), 1, "never below the target");
+        assert!(p.take_surplus(10_000).is_empty());
+        assert_eq!(p.stats().expired, 3);
+        assert_eq!(p.next_due(), Some(400 + DEFAULT_MAX_IDLE_MS as i64));
+    }
+
+    #[test]
+    fn must_fire_a_fresh_capacity_read_caps_the_pace_must_not_a_stale_one() {
+        let mut p = WarmPool::new(
+            WarmConfig::read(&json!({"size": 8, "checkIntervalMs": 1000}), "warm").unwrap(),
+            Lifetime::Unbounded,
+        );
+        p.capacity_read(1, 0);
+        assert_eq!(p.plan_at(true, Some(500)), 1, "must-fire: one sandbox of room");
+        assert_eq!(p.plan_at(true, Some(600)), 0);
+        assert_eq!(p.standing_at(0, true, true, 600), Standing::Filling, "one launching");
+        p.refill_failed("X");
+        assert_eq!(p.standing_at(0, true, true, 600), Standing::Filling);
+        p.capacity_read(0, 700);
+        assert_eq!(p.standing_at(0, true, true, 800), Standing::AtCapacity);
+        assert_eq!(p.plan_at(true, Some(1_800)), 4, "must-not-fire: the read is stale, the floor applies");
+    }
+
+    #[test]
+    fn must_fire_a_factory_pool_declares_the_adapters_lifetime_must_not_over_a_declared_one() {
+        assert_eq!(factory_lifetime_ms("e2b", None, false), Some(E2B_CREATE_TIMEOUT_MS));
+        assert_eq!(factory_lifetime_ms("e2b", Some(300_000.0), false), Some(300_000.0), "the entry's createTimeoutMs");
+        assert_eq!(factory_lifetime_ms("e2b", Some(0.0), false), Some(E2B_CREATE_TIMEOUT_MS));
+        assert_eq!(factory_lifetime_ms("e2b", None, true), None, "the caller's declaration is kept");
+        assert_eq!(factory_lifetime_ms("daytona", None, false), None, "no timer of its own");
+        // A 120 s lifetime leaves 90 s of idle time by default: members expire first.
+        let c = WarmConfig::read(&json!({"size": 1}), "warm").unwrap();
+        assert_eq!(c.expiry_age_ms(Lifetime::Capped(E2B_CREATE_TIMEOUT_MS)), Some(90_000));
+    }
+
+    #[test]
+    fn must_fire_a_launch_success_resumes_a_paused_pool_at_once_must_not_an_unpaused_one() {
+        let mut w = Warm::new(false);
+        w.pool("a", WarmConfig { pause_after_failures: 1, ..config() }, Lifetime::Unbounded);
+        assert!(!w.launch_succeeded("a"), "must-not-fire: not paused");
+        assert!(!w.kick);
+        let p2 = w.get_mut("a").unwrap();
+        p2.plan(true);
+        assert!(p2.refill_failed("X"));
+        assert!(w.launch_succeeded("a"), "must-fire: resumed by the success itself");
+        assert!(w.kick, "warm work is due");
+        assert!(!w.get("a").unwrap().is_paused());
+    }
+
+    #[test]
+    fn the_room_of_a_measurement_is_its_tightest_resource() {
+        use crate::core::capacity::ResourceMeasurement;
+        let rs = [
+            ResourceMeasurement::new("sandboxes", 7.0, 10.0, "sandboxes", 1.0),
+            ResourceMeasurement::new("cpu", 0.0, 16.0, "vcpu", 4.0),
+        ];
+        assert_eq!(room_of(&rs), Some(3));
+        assert_eq!(room_of(&[]), None);
     }
 }

@@ -166,6 +166,8 @@ pub struct Router {
     pub owner: Owner,
     /// Warm pools, once `warmUp()` started them.
     pub warm: Option<Warm>,
+    /// The warm pools' work: queued, in flight, and who waits for it.
+    pub(crate) warm_work: warm::WarmWork,
     /// Budgets, when the router has rules.
     pub budgets: Option<Budgets>,
     /// The registry the next decision uses.
@@ -212,6 +214,7 @@ impl Router {
             observe: settings.observe,
             owner: settings.owner,
             warm: None,
+            warm_work: warm::WarmWork::default(),
             budgets: Budgets::new(settings.budgets, coordinated, sink, now),
             registry,
             jobs: Jobs::default(),

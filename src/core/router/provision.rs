@@ -9,6 +9,7 @@
 
 use super::budgets::refusal_fields;
 use super::pools::{Extras, Pools, Question};
+use super::warm::Claimer;
 use super::{Now, Router};
 use crate::core::acquisition::{
     settle_window_ms, Acquisition, BudgetNames, CapacityPlan, Outcome, SharedVerdict, Step,
@@ -88,6 +89,29 @@ pub enum StepKind {
     /// A destroyed or reclaimed sandbox: give back its slot in the shared ledger
     /// (`releaseSandbox`), then report [`Router::operation_released`].
     Release = 25,
+    /// A claimed member this process holds no live handle of: re-resolve it as owned
+    /// (`getById(id, { owned: true })`), then report [`Router::claim_resolved`].
+    ClaimResolve = 40,
+    /// A fleet claim's member proved gone under shared budgets: give its charge back to the
+    /// provision (`warmUncharge`), then report [`Router::claim_uncharged`].
+    ClaimUncharge = 41,
+    /// Warm task: re-resolve its member as owned, then report [`Router::warm_resolved`].
+    WarmResolve = 42,
+    /// Warm task: destroy its member (the live handle held), then report
+    /// [`Router::warm_destroyed`].
+    WarmDestroy = 43,
+    /// Warm task: remove its member's record from the caller's store, then report
+    /// [`Router::warm_unmapped`].
+    WarmUnmap = 44,
+    /// Warm task: list the pool's stamped sandboxes with its native finder (one call), then
+    /// report [`Router::warm_listed`].
+    WarmList = 45,
+    /// Warm task: one call to the fleet's inventory ([`Router::warm_fleet_ask`] says
+    /// which), then report [`Router::warm_fleet_answered`].
+    WarmFleet = 46,
+    /// Warm task: read the caller's store's records (`list()`), then report
+    /// [`Router::warm_records`].
+    WarmRecords = 47,
 }
 
 impl StepKind {
@@ -114,6 +138,14 @@ impl StepKind {
         (StepKind::Call, "Call"),
         (StepKind::Unmap, "Unmap"),
         (StepKind::Release, "Release"),
+        (StepKind::ClaimResolve, "ClaimResolve"),
+        (StepKind::ClaimUncharge, "ClaimUncharge"),
+        (StepKind::WarmResolve, "WarmResolve"),
+        (StepKind::WarmDestroy, "WarmDestroy"),
+        (StepKind::WarmUnmap, "WarmUnmap"),
+        (StepKind::WarmList, "WarmList"),
+        (StepKind::WarmFleet, "WarmFleet"),
+        (StepKind::WarmRecords, "WarmRecords"),
     ];
 }
 
@@ -128,6 +160,10 @@ pub mod flags {
     pub const ENDED: u32 = 4;
     /// `Unintent`: write the intent as `failed` (else remove it).
     pub const FAILED_INTENT: u32 = 8;
+    /// The router decided events outside a job: hand them on (`routerEvents`).
+    pub const ROUTER_EVENTS: u32 = 16;
+    /// Warm work may be due: poll the warm pools soon (`warmPoll`).
+    pub const WARM: u32 = 32;
 }
 
 /// A step as the caller performs it: what, on which pool, within how long, and the flags.
@@ -158,6 +194,10 @@ pub(crate) enum Stage {
     Persist,
     /// A refill's member is being written to the fleet's inventory.
     WarmSettle,
+    /// A claimed member is being re-resolved as owned.
+    ClaimResolve,
+    /// A gone member's shared budget charge is being given back.
+    ClaimUncharge,
     /// The sandbox is being destroyed (its record could not be stored).
     Cleanup,
     /// The intent is being settled after a failure (`failed`: written as failed).
@@ -170,11 +210,11 @@ pub(crate) enum Stage {
 
 /// What a job carries for warm pools, beside its machine.
 pub(crate) enum WarmRole {
-    /// A provision that may claim: its request (the claim's rule reads it), and the member
-    /// it took or the floor it asks the fleet's inventory with.
-    Claimer { request: Rc<Request>, member: Option<Member>, floor: Option<i64> },
-    /// A refill (of the job's one pool).
-    Refill,
+    /// A provision that may claim.
+    Claimer(Claimer),
+    /// A refill (of the job's one pool): the fleet's grant, and when it began (its create
+    /// latency is measured from there).
+    Refill { token: Option<i64>, begun_at: i64 },
 }
 
 /// One job in flight.
@@ -509,7 +549,7 @@ impl Router {
         // A claim is charged like a launch: the charge follows the member's id.
         let warm = claims.map(|c| {
             machine.offer_claims(c);
-            Box::new(WarmRole::Claimer { request: Rc::clone(req), member: None, floor: None })
+            Box::new(WarmRole::Claimer(Claimer { request: Rc::clone(req), member: None, floor: None, fleet: false }))
         });
         let key = self.jobs.insert(Job {
             id,
@@ -557,8 +597,8 @@ impl Router {
     pub fn step(&mut self, key: u32, now: Now) -> Result<Next, Failure> {
         self.clock = now.router;
         let next = self.next_of(key, now)?;
+        let mut flags = next.flags | self.pending_flags();
         let job = self.jobs.get_mut(key)?;
-        let mut flags = next.flags;
         if job.machine.has_events() {
             flags |= flags::EVENTS;
         }
@@ -583,6 +623,8 @@ impl Router {
                 Stage::Classify => return Ok(at(StepKind::Classify, callback)),
                 Stage::Persist => return Ok(at(StepKind::Persist, callback)),
                 Stage::WarmSettle => return Ok(at(StepKind::WarmSettle, callback)),
+                Stage::ClaimResolve => return Ok(at(StepKind::ClaimResolve, self.operation_timeout_ms)),
+                Stage::ClaimUncharge => return Ok(at(StepKind::ClaimUncharge, callback)),
                 Stage::Cleanup => return Ok(at(StepKind::Cleanup, self.operation_timeout_ms)),
                 Stage::Unintent { failed } => {
                     let flags = if failed { flags::FAILED_INTENT } else { 0 };
@@ -619,6 +661,7 @@ impl Router {
                 Step::Claim(pool) => {
                     job.pool = pool;
                     match self.claim_step(key, pool, now.router) {
+                        Ok(StepKind::ClaimResolve) => return Ok(at(StepKind::ClaimResolve, self.operation_timeout_ms)),
                         Ok(kind) => return Ok(Next { kind, pool, bound_ms: callback, flags: 0 }),
                         Err(reason) => self.jobs.get_mut(key)?.machine.claim_missed(reason),
                     }
@@ -650,29 +693,38 @@ impl Router {
         let registry = job.pools.clone();
         let registry = registry.borrow();
         let p = &registry.registry.pools()[pool];
-        let (Some(w), Some(config), Some(WarmRole::Claimer { request, member, floor })) =
-            (warm.as_mut(), p.warm, job.warm.as_deref_mut())
+        let (Some(w), Some(config), Some(WarmRole::Claimer(c))) = (warm.as_mut(), p.warm, job.warm.as_deref_mut())
         else {
             return Err(MissReason::Empty);
         };
         let shared = w.shared;
         let wp = w.pool(&p.id, config, p.capabilities.max_lifetime);
         if shared {
-            match wp.floor(now, request) {
+            return match wp.floor(now, &c.request) {
                 Ok(f) => {
-                    *floor = Some(f);
+                    c.floor = Some(f);
                     Ok(StepKind::Claim)
                 }
                 Err(r) => {
                     wp.missed(r);
                     Err(r)
                 }
-            }
+            };
+        }
+        let claimed = wp.claim(now, &c.request);
+        if !matches!(claimed, Err(r) if r.incompatible()) {
+            // A claim, or a miss for want of a member: demand, and its refill may be due.
+            wp.demand_seen(now);
+            w.kick = true;
+        }
+        let m = claimed?;
+        let held = w.let_go(m.id);
+        c.member = Some(m);
+        if held {
+            Ok(StepKind::Claimed)
         } else {
-            wp.claim(now, request).map(|m| {
-                *member = Some(m);
-                StepKind::Claimed
-            })
+            job.stage = Stage::ClaimResolve;
+            Ok(StepKind::ClaimResolve)
         }
     }
 
@@ -714,6 +766,12 @@ impl Router {
         }
         if let Some(b) = budgets {
             b.apply(&mut job.machine);
+        }
+        if self.warm.is_some() {
+            // The room this read shows caps a warm pool's refill pace.
+            let job = self.jobs.get_mut(key)?;
+            let pool = job.pool_id(job.pool);
+            self.warm_capacity_read(&pool, m, now.router);
         }
         self.step(key, now)
     }
@@ -850,19 +908,21 @@ impl Router {
     /// the record is written here too (and, with nothing more to read, the job is ended:
     /// [`flags::ENDED`]); with a caller's store, the next step writes it.
     pub fn succeeded(&mut self, key: u32, provider_sandbox_id: &str, now: Now, wall: i64) -> Result<Next, Failure> {
-        if let Some(WarmRole::Refill) = self.jobs.get_mut(key)?.warm.as_deref() {
+        if let Some(WarmRole::Refill { .. }) = self.jobs.get_mut(key)?.warm.as_deref() {
             self.refill_succeeded(key, provider_sandbox_id, now, wall)?;
             return self.step(key, now);
         }
         self.launch_reported(key)?.provider_sandbox_id = Some(provider_sandbox_id.to_string());
         self.report(key, now, |m, l| m.succeeded(l))?;
         let coordinated = self.capacity.as_ref().is_some_and(|c| c.coordinated);
-        let Router { jobs, warm, store, fleet, .. } = self;
+        if self.warm.is_some() {
+            let job = self.jobs.get_mut(key)?;
+            let provider_id = job.pool_id(job.pool);
+            self.warm_launch_succeeded(&provider_id, now.router);
+        }
+        let Router { jobs, store, fleet, .. } = self;
         let job = jobs.get_mut(key)?;
         let provider_id = job.pool_id(job.pool);
-        if let Some(w) = warm.as_mut() {
-            w.launch_succeeded(&provider_id);
-        }
         let Some(store) = store else {
             job.stage = Stage::Persist;
             return self.step(key, now);
@@ -886,7 +946,7 @@ impl Router {
         }
         let pool = job.pool;
         self.end(key);
-        Ok(Next { kind: StepKind::Succeeded, pool, bound_ms: 0, flags: flags::ENDED })
+        Ok(Next { kind: StepKind::Succeeded, pool, bound_ms: 0, flags: flags::ENDED | self.pending_flags() })
     }
 
     /// The launch threw. `package`: the code of the router's own package error it threw
@@ -957,13 +1017,13 @@ impl Router {
     /// The caller's store answered the record's write: stored (`ok`), or it failed or timed
     /// out (the sandbox is destroyed next: nobody would hold its id).
     pub fn persisted(&mut self, key: u32, ok: bool, now: Now) -> Result<Next, Failure> {
-        let Router { jobs, warm, .. } = self;
-        let job = jobs.get_mut(key)?;
+        let job = self.jobs.get_mut(key)?;
         if !matches!(job.stage, Stage::Persist | Stage::WarmSettle) {
             return Err(Fault::internal("(a record report out of turn)"));
         }
-        let pool = PoolId::from(job.pool_id(job.pool).as_str());
-        let refill = matches!(job.warm.as_deref(), Some(WarmRole::Refill));
+        let pool_id = job.pool_id(job.pool);
+        let pool = PoolId::from(pool_id.as_str());
+        let refill = matches!(job.warm.as_deref(), Some(WarmRole::Refill { .. }));
         if ok && refill {
             // The member is recorded: it is idle now (this process's inventory keeps it; the
             // fleet's transaction put it in the database).
@@ -972,11 +1032,9 @@ impl Router {
                 provider_sandbox_id: job.provider_sandbox_id.clone().unwrap_or_default(),
                 launched_at: now.router,
             };
-            if let Some(p) = warm.as_mut().filter(|w| !w.shared).and_then(|w| w.get_mut(&pool)) {
-                p.insert(member);
-            }
             job.machine.announce(Event::WarmMemberLaunched { pool });
             job.stage = Stage::Succeeded;
+            self.member_ready(&pool_id, member);
         } else if ok {
             job.machine.announce(Event::MappingPersisted { pool });
             job.stage = Stage::Succeeded;
@@ -1162,46 +1220,37 @@ impl Router {
             self.operations.remove(key);
             return;
         }
-        let refill_failure = self.refill_failure(key);
+        let refill = self.refill_outcome(key);
         if let Some(mut job) = self.jobs.remove(key) {
             if let Some(h) = &mut self.health {
                 job.machine.abandon(h);
             }
-            if let Some((code, counted)) = refill_failure {
-                self.refill_ended_failed(&job, &code, counted);
+            if let Some((pool, failed, token)) = refill {
+                self.refill_ended(&pool, failed, token);
             }
         }
     }
 
-    /// A refill job that failed: its code, and whether its success was counted already (its
-    /// launch succeeded and then its record could not be written).
-    fn refill_failure(&mut self, key: u32) -> Option<(String, bool)> {
+    /// A refill job about to end: its pool, its failure unless it succeeded (its code, and
+    /// whether its launch's success was counted already: its record could not be written),
+    /// and its fleet grant.
+    #[allow(clippy::type_complexity, reason = "a private triple read once by end()")]
+    fn refill_outcome(&mut self, key: u32) -> Option<(String, Option<(String, bool)>, Option<i64>)> {
         let capacity = self.capacity.is_some();
         let job = self.jobs.get_mut(key).ok()?;
-        if !matches!(job.warm.as_deref(), Some(WarmRole::Refill)) || job.stage != Stage::Failed {
-            return None;
-        }
-        let counted = job.fault.is_some() && job.provider_sandbox_id.is_some();
-        let code = self.failure_of(key, capacity).ok().flatten().map(|f| f.error.code)?;
-        Some((code, counted))
-    }
-
-    /// A refill of `job`'s pool failed with `code`: counted (its pool may pause, which is said).
-    fn refill_ended_failed(&mut self, job: &Job, code: &str, counted: bool) {
-        let pool = job.pool_id(job.pool);
-        let paused = match self.warm.as_mut().and_then(|w| w.get_mut(&pool)) {
-            Some(p) => {
-                if counted {
-                    p.started(1);
-                }
-                p.refill_failed(code)
+        let Some(WarmRole::Refill { token, .. }) = job.warm.as_deref() else { return None };
+        let (token, pool, stage, counted) =
+            (*token, job.pool_id(job.pool), job.stage, job.provider_sandbox_id.is_some());
+        let failed = match stage {
+            Stage::Succeeded => None,
+            Stage::Failed => {
+                let code = self.failure_of(key, capacity).ok().flatten().map(|f| f.error.code);
+                Some((code.unwrap_or_else(|| "INTERNAL_ERROR".to_string()), counted))
             }
-            None => false,
+            // Ended before it settled (the caller's bug): a failure, so its count is right.
+            _ => Some(("INTERNAL_ERROR".to_string(), counted)),
         };
-        if paused {
-            let now = self.clock;
-            self.emit(now, None, Event::WarmRefillPaused { pool: PoolId::from(pool.as_str()), code: code.to_string() });
-        }
+        Some((pool, failed, token))
     }
 }
 
