@@ -103,6 +103,7 @@ function took(run) {
   run.flags = flags;
   if ((flags & F.writes) !== 0) writes(run);
   if ((flags & F.events) !== 0) emitDecided(run);
+  if ((flags & F.routerEvents) !== 0) emitRouter(run.ctx);
   return kind;
 }
 

@@ -5,18 +5,17 @@
 // or Agent37 gets a NATIVE finder: the provider's own list API over the capacity readers'
 // HTTP (src/readers/: one file per provider, the stamp rule in stamp.rs), with the same
 // credentials the factory already holds, kept in this closure and nowhere else. Why not
-// the adapter's findAllByLabels? On E2B the
-// published adapter's label search finds nothing against the real SDK (see
-// ../shared/reference/sandbox-runtime-port.md, point 5); the list APIs return each
-// sandbox's labels, so the stamp is checked item by item.
+// the adapter's findAllByLabels? On E2B the published adapter's label search finds nothing
+// against the real SDK (../shared/reference/sandbox-runtime-port.md, point 5); the list APIs
+// return each sandbox's labels, so the stamp is checked item by item.
 //
 // Every other pool falls back to its runtime's `findAllByLabels({ agent-relay-sbx-fleet })`.
 // The port's handles carry no labels, so a handle is trusted as stamped only when it
 // carries `labels` itself (the local runtime's do) with the whole stamp; a handle without
 // labels can be matched to a mapping by its provider id, but never reclaimed.
 //
-// A finder answers a Listing: one column per field, the form reconcile's native call
-// takes (src/binding/reconcile.rs), so 10,000 items cross the seam as a few arrays.
+// A finder answers columns (`answered`), the form reconcile's listing report takes
+// (src/binding/reconcile.rs), so 10,000 items cross the seam as a few arrays.
 
 const { binding } = require('./binding.js');
 const { guarded, copyOptions } = require('./guard.js');
@@ -52,49 +51,42 @@ function attachFinder(runtime, kind, options) {
 }
 
 function nativeFinder(native, apiKey) {
-  return {
-    kind: 'native',
-    /** @returns {Promise<{ reason: string | null, listing: Listing }>} */
-    async find(fleet, timeoutMs) {
-      const r = await native.find(apiKey, fleet, timeoutMs);
-      const l = listing(r.items.length);
-      r.items.forEach((f, i) => add(l, i, f.providerSandboxId, f.sandboxId, true, f.createdAtMs));
-      return { reason: r.reason ?? null, listing: l };
-    },
-  };
+  return { find: async (fleet, timeoutMs) => answered(await native.find(apiKey, fleet, timeoutMs), () => true) };
 }
 
 /**
- * @typedef {object} Listing one pool's stamped items, one column per field (row i: item i)
- * @property {string[]} providerSandboxIds
- * @property {Array<string | null>} sandboxIds the stamps' sbx ids (null: the handle carried no labels)
- * @property {Uint8Array} verified 1 when the whole stamp was seen on the item
- * @property {Float64Array} createdAtMs NaN when unknown
+ * A finder's answer: the reason code the core gave when the pool could not be listed (null:
+ * listed), and the Listing, one pool's stamped items, one column per field (row i: item i):
+ * `providerSandboxIds`, `sandboxIds` (null: the handle carried no labels), `verified` (1 when
+ * the whole stamp was seen on the item), `createdAtMs` (NaN when unknown).
+ * @returns {{ reason: string | null, listing: { providerSandboxIds: string[], sandboxIds: Array<string | null>, verified: Uint8Array, createdAtMs: Float64Array } }}
  */
-
-/** An empty listing of `n` rows (filled by `add`). */
-function listing(n) {
-  return { providerSandboxIds: new Array(n), sandboxIds: new Array(n), verified: new Uint8Array(n), createdAtMs: new Float64Array(n) };
+function answered(r, verified) {
+  const n = r.items.length;
+  const l = { providerSandboxIds: new Array(n), sandboxIds: new Array(n), verified: new Uint8Array(n), createdAtMs: new Float64Array(n) };
+  r.items.forEach((f, i) => {
+    l.providerSandboxIds[i] = f.providerSandboxId;
+    l.sandboxIds[i] = f.sandboxId ?? null;
+    l.verified[i] = verified(f) ? 1 : 0;
+    l.createdAtMs[i] = f.createdAtMs ?? NaN;
+  });
+  return { reason: r.reason ?? null, listing: l };
 }
 
-function add(l, i, providerSandboxId, sandboxId, verified, createdAtMs) {
-  l.providerSandboxIds[i] = providerSandboxId;
-  l.sandboxIds[i] = sandboxId;
-  l.verified[i] = verified ? 1 : 0;
-  l.createdAtMs[i] = createdAtMs ?? NaN;
-}
-
-/** What a finder answers when the pool could not be listed. */
-const UNLISTED = (reason) => ({ reason, listing: listing(0) });
+/** What the fallback finder answers when the label search failed so (the core names the reason). */
+const unlisted = (failure) => answered({ items: [], reason: binding.reconcileUnlisted(failure) });
+const FAILED = binding.ReconcileListFailure;
 
 /** The finder for a pool entry: native when the factory registered one, else the runtime's label search. */
 function finderFor(entry) {
   return FINDERS.get(entry.runtime) ?? runtimeFinder(entry.runtime);
 }
 
+/** Whether the pool entry lists through a native finder. */
+const hasNativeFinder = (entry) => FINDERS.has(entry.runtime);
+
 function runtimeFinder(runtime) {
   return {
-    kind: 'runtime',
     async find(fleet, timeoutMs) {
       let has;
       try {
@@ -102,15 +94,15 @@ function runtimeFinder(runtime) {
       } catch {
         has = false;
       }
-      if (!has) return UNLISTED('NOT_SUPPORTED');
+      if (!has) return unlisted(FAILED.NoLabelSearch);
       let answer;
       try {
         answer = await within(runtime.findAllByLabels({ [SANDBOX_FLEET_LABEL]: fleet }, { timeoutMs }), timeoutMs);
       } catch {
         // The adapter's error text is the provider's: only the fact is kept.
-        return UNLISTED('READ_FAILED');
+        return unlisted(FAILED.Threw);
       }
-      if (answer === TIMED_OUT) return UNLISTED('TIMEOUT');
+      if (answer === TIMED_OUT) return unlisted(FAILED.TimedOut);
       // Read once, inside a guard, leniently (a value JSON cannot carry is null: not an id,
       // not a label, an unknown time); the stamp rule is native (src/readers/stamp.rs).
       let text;
@@ -119,10 +111,7 @@ function runtimeFinder(runtime) {
       } catch {
         text = null;
       }
-      const r = binding.judgeHandles(text, fleet);
-      const l = listing(r.items.length);
-      r.items.forEach((h, i) => add(l, i, h.providerSandboxId, h.sandboxId ?? null, h.verified, h.createdAtMs));
-      return { reason: r.reason ?? null, listing: l };
+      return answered(binding.judgeHandles(text, fleet), (h) => h.verified);
     },
   };
 }
@@ -143,4 +132,4 @@ function readHandle(h) {
   };
 }
 
-module.exports = { attachFinder, finderFor, UNLISTED, SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL };
+module.exports = { attachFinder, finderFor, hasNativeFinder, SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL };

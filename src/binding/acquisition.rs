@@ -45,12 +45,26 @@ pub struct StepFlags {
     pub ended: u32,
     /// `Unintent`: write the intent as failed.
     pub failed_intent: u32,
+    /// Start more lanes of a reconcile run (`reconcileForks`).
+    pub fork: u32,
+    /// `ReconcileRead`: read the store's intents.
+    pub intents: u32,
+    /// Events decided outside a job to hand on (`routerEvents`).
+    pub router_events: u32,
 }
 
 /// The step flags' values.
 #[napi]
 pub fn step_flags() -> StepFlags {
-    StepFlags { events: flags::EVENTS, writes: flags::WRITES, ended: flags::ENDED, failed_intent: flags::FAILED_INTENT }
+    StepFlags {
+        events: flags::EVENTS,
+        writes: flags::WRITES,
+        ended: flags::ENDED,
+        failed_intent: flags::FAILED_INTENT,
+        fork: flags::FORK,
+        intents: flags::INTENTS,
+        router_events: flags::ROUTER_EVENTS,
+    }
 }
 
 /// Writes a step into the buffer JavaScript lent: `[kind, pool, job key, bound ms, flags]`.

@@ -16,6 +16,7 @@
 pub mod budgets;
 pub mod pools;
 pub mod provision;
+pub mod reconcile;
 pub mod warm;
 
 use crate::core::capacity::Ledger;
@@ -159,6 +160,8 @@ pub struct Router {
     registry: Rc<RefCell<Pools>>,
     /// The jobs in flight.
     pub(crate) jobs: Jobs,
+    /// The reconcile runs in flight (`reconcile.rs`).
+    pub(crate) reconciles: reconcile::Runs,
     /// Events decided outside a job (a destroy, a reconcile run, a refill pause), in order.
     events: Vec<Emitted>,
     /// The router's clock at the last call that read it (events decided without one).
@@ -207,6 +210,7 @@ impl Router {
             budgets: Budgets::new(settings.budgets, coordinated, sink, now),
             registry,
             jobs: Jobs::default(),
+            reconciles: reconcile::Runs::default(),
             events: Vec::new(),
             clock: now,
         })
@@ -296,6 +300,11 @@ impl Router {
         }
     }
 
+    /// Whether events decided outside a job wait to be taken.
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// The events decided outside a job since the last call.
     pub fn take_events(&mut self) -> Vec<Emitted> {
         std::mem::take(&mut self.events)
@@ -311,8 +320,8 @@ impl Router {
         self.jobs.ids()
     }
 
-    /// Jobs in flight (the leak tests count them).
+    /// Jobs in flight, reconcile runs included (the leak tests count them).
     pub fn jobs_in_flight(&self) -> usize {
-        self.jobs.len()
+        self.jobs.len() + self.reconciles.len()
     }
 }
