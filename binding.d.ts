@@ -20,14 +20,16 @@ export declare class IdleObserver {
    * `INVALID_INPUT` error naming the manifest's field, `idle` or `state`.
    */
   constructor(manifestJson?: string | undefined | null, stateJson?: string | undefined | null)
-  /** The token that names this observer's files in the sandbox. */
-  get token(): string
-  /** The sources to probe, in declaration order. */
-  get evidence(): Array<EvidenceSource>
-  /** The manifest's process names, in input order (their logs are measured). */
-  get processNames(): Array<string>
-  /** The verdict on the probe, made at `now` (ms), and the state for the next check. */
-  conclude(probe: IdleProbeRecord, now: number): IdleCheckRecord
+  /**
+   * The probe script: this observer's token names its files in the sandbox; it probes
+   * the declared sources, and measures the logs of the manifest's processes.
+   */
+  script(): string
+  /**
+   * The verdict on the probe's answer (null: the call rejected), made at `now` (ms), and
+   * the state for the next check.
+   */
+  conclude(answer: ScriptAnswerRecord | undefined | null, now: number): IdleCheckRecord
 }
 
 /**
@@ -89,15 +91,28 @@ export declare class NativeManifest {
   /** The startup plan. */
   startupPlan(): StartupPlanRecord
   /**
+   * The failure a start that ended for any other cause than a judged one is reported
+   * as: the runtime failed (`RUNTIME_ERROR`), at the first process of the plan.
+   */
+  runtimeFailure(): RunningFailureRecord
+  /**
    * The bound of the next poll script of process `name`, `elapsedMs` after its first
    * start: what is left of its readiness window (at least 1000 ms) plus 1000 ms.
    */
   pollTimeoutMs(name: string, elapsedMs: number): number
   /**
-   * Judges one readiness poll of process `name`, `elapsedMs` after its first start, with
-   * `restarts` restarts used: ready, restart, wait `waitMs`, or fail.
+   * The start script of process `name` (on a restart, `previousPgid`: the group of its
+   * previous run, killed first).
    */
-  judgePoll(name: string, restarts: number, elapsedMs: number, report: PollReportRecord): PollVerdictRecord
+  startScript(name: string, previousPgid?: number | undefined | null): string
+  /** One readiness poll script of process `name`, supervised by `pid`. */
+  pollScript(name: string, pid: number): string
+  /**
+   * Judges one readiness poll of process `name` from its script's answer (null: the call
+   * rejected), `elapsedMs` after its first start, with `restarts` restarts used: ready,
+   * restart, wait `waitMs`, or fail.
+   */
+  judgePoll(name: string, restarts: number, elapsedMs: number, answer?: ScriptAnswerRecord | undefined | null): PollVerdictRecord
 }
 
 /** The default in-memory mapping store (sync core; the JS class adds the async contract). */
@@ -589,10 +604,22 @@ export declare function capacityReaderKinds(): Array<string>
 export interface CapacityRecord {
   /** The explicit provider order that replaces strategy ranking. */
   providerOrder: Array<string>
+  /** One read's deadline, ms. */
+  timeoutMs: number
   /** Life of a post-launch assumption no read has reflected yet, ms. */
   reservationTtlMs: number
   /** Whether the holds live in a shared coordinator (`PostgresMappingStore`). */
   coordinated: boolean
+}
+
+/** How a pool's capacity is read. */
+export declare const enum CapacitySourceName {
+  /** The entry's own `capacity.getCapacity`. */
+  Custom = 'Custom',
+  /** A builtin reader (`createCapacityReader`) with the plan's `reader` options. */
+  Builtin = 'Builtin',
+  /** The local runtime's count of its live sandboxes (`localMeasurement`). */
+  Local = 'Local',
 }
 
 /**
@@ -600,6 +627,24 @@ export interface CapacityRecord {
  * checks them itself); throws the typed `INVALID_REQUEST` error naming the field.
  */
 export declare function checkLabels(labelsJson: string): void
+
+/** Throws the typed `INVALID_INPUT` error naming `router` unless it has `runScript`. */
+export declare function checkManifestRouter(hasRunScript: boolean): void
+
+/** Checks an intent record for a durable store's `intent`; throws like `checkMappingRecord`. */
+export declare function checkMappingIntent(factsJson?: string | undefined | null): void
+
+/**
+ * Checks a record for a durable store's `put` (an object of string labels, an `sbx_` id, a
+ * provider sandbox id); throws like `checkMappingRecord`.
+ */
+export declare function checkMappingPut(factsJson?: string | undefined | null): void
+
+/**
+ * Checks a record for the in-memory store's `put`, given as facts (`lib/facts.js`; null:
+ * it could not be read): throws the typed `INVALID_INPUT` error naming the field.
+ */
+export declare function checkMappingRecord(factsJson?: string | undefined | null): void
 
 /**
  * Validates a provider id (`[a-z0-9][a-z0-9._-]*`, at most 64 characters); throws the
@@ -612,6 +657,12 @@ export declare function checkProviderId(id: string): void
  * `INVALID_SANDBOX_ID` error.
  */
 export declare function checkSandboxId(id: string): void
+
+/**
+ * Throws the typed `INVALID_INPUT` error naming `started` unless its facts (`lib/facts.js`;
+ * null: it could not be read) are what `startManifest` resolved with.
+ */
+export declare function checkStarted(factsJson?: string | undefined | null): void
 
 /**
  * Validates a factory provider's `warm` option (JSON text) by the one rule
@@ -650,11 +701,50 @@ export interface ClaimedMember {
   ageMs: number
 }
 
+/** An SDK client the adapter is handed instead of the raw credential (Daytona's). */
+export interface ClientRecord {
+  /** The SDK's class. */
+  export: string
+  /** The adapter options it is built from (taken out of the adapter's). */
+  keys: Array<string>
+  /** The adapter option that holds it. */
+  option: string
+}
+
+/** A clock's reading: itself when finite; else throws the typed error naming `field`. */
+export declare function clockReading(reading: number, field: string): number
+
 /**
  * Parses and validates a request's JSON text (its labels apart); throws the typed
  * `INVALID_REQUEST` / `ROUTING_NOT_APPLICABLE` error naming the field.
  */
 export declare function compileRequest(requestJson: string): ExternalObject<CompiledRequest>
+
+/** A connection, as the native store takes it. */
+export interface ConnectionRecord {
+  /** A connection URL. */
+  url?: string
+  /** Host, IP address or unix socket directory. */
+  host?: string
+  /** Port. */
+  port?: number
+  /** User. */
+  user?: string
+  /** Password. */
+  password?: string
+  /** Database. */
+  database?: string
+  /** TLS. */
+  ssl?: SslRecord
+}
+
+/** An option of a builtin reader (and finder), and the entry's field that holds it. */
+export interface CopiedRecord {
+  /** The reader's option (`apiKey`, `baseUrl`, …). */
+  option: string
+  /** The path of the entry's field (`["capacity", "baseUrl"]`). */
+  from: Array<string>
+}
 
 /** A fresh explainer. */
 export declare function createExplainer(): ExternalObject<Explainer>
@@ -835,6 +925,44 @@ export declare function debugPanic(): void
 export declare const DEFAULT_FLEET: string
 
 /**
+ * `DEFAULT_CAPABILITIES`: synchronous execution and file transfer only; no resources,
+ * region, image, isolation or durability, so requests needing them are refused until
+ * the caller declares the pool's real envelope.
+ */
+export declare function defaultCapabilities(): DefaultCapabilitiesRecord
+
+/** The capabilities a factory pool declares when its entry declares none. */
+export interface DefaultCapabilitiesRecord {
+  /** `syncExec` and `fileTransfer`, nothing else. */
+  supported: Array<string>
+}
+
+/** An adapter option an entry does not set, and its value. */
+export interface DefaultRecord {
+  /** The option. */
+  key: string
+  /** Its value. */
+  value: string
+}
+
+/** `DEFAULT_SIGNALS`: equal placeholders, not measurements. */
+export declare function defaultSignals(): DefaultSignalsRecord
+
+/** The routing signals a factory pool declares when its entry declares none. */
+export interface DefaultSignalsRecord {
+  /** 1, the same for every pool. */
+  estimatedCost: number
+  /** 60000: pessimistic, so an unmeasured pool never meets a latency budget by accident. */
+  coldStartLatencyMs: number
+  /** 60000, likewise. */
+  readyLatencyMs: number
+  /** 0.5. */
+  completionWithinBudgetRate: number
+  /** true. */
+  available: boolean
+}
+
+/**
  * One dimension of a measurement with this request's need: what a shared coordinator
  * decides on.
  */
@@ -859,6 +987,55 @@ export interface DemandRecord {
   holdMs: number
   /** The provision's sandbox id: a successful launch's hold is kept under it. */
   sandboxId: string
+}
+
+/**
+ * The names of the JS classes a native error may name (`errorClass`): the core's
+ * `ErrorClass` list, in declaration order. `lib/errors.js` maps each to its class.
+ */
+export declare function errorClassNames(): Array<string>
+
+/**
+ * An error's code and message, for a class whose constructor callers use too
+ * (`ProviderRuntimeError`, `ManifestStartError`).
+ */
+export interface ErrorTextRecord {
+  /** The stable code. */
+  code: string
+  /** Names and numbers only. */
+  message: string
+}
+
+/** One field of an event type (`core::events::FieldSchema`). */
+export interface EventFieldSchema {
+  /** Its JavaScript name. */
+  name: string
+  /** Its TypeScript type. */
+  ts: string
+  /** Left out when it has no value (`?`). */
+  optional: boolean
+  /** Its documentation. */
+  doc: string
+}
+
+/**
+ * Every event type the router emits, with its fields: what `scripts/event-types.mjs`
+ * writes the event section of `index.d.ts` from.
+ */
+export declare function eventSchema(): Array<EventTypeSchema>
+
+/** One event type (`core::events::TypeSchema`). */
+export interface EventTypeSchema {
+  /** `type`. */
+  name: string
+  /** Its TypeScript interface. */
+  interface: string
+  /** Its documentation. */
+  doc: string
+  /** Whether it carries `sandboxId`. */
+  sandbox: boolean
+  /** Its own fields, in order. */
+  fields: Array<EventFieldSchema>
 }
 
 /** One source in a check's report. */
@@ -906,6 +1083,34 @@ export declare const enum EvidenceStatusName {
  */
 export declare function explainDecision(explainer: ExternalObject<Explainer>, registry: ExternalObject<Registry>, request: ExternalObject<CompiledRequest>, detached: boolean, extras: RouteExtras | undefined | null, ints: Uint32Array, floats: Float64Array, router?: ExternalObject<RouterState> | undefined | null, now?: number | undefined | null, labelsJson?: string | undefined | null, budgetNow?: number | undefined | null): string[] | undefined
 
+/** The positions of the header's fields in `ints` (see `header`). */
+export interface ExplainHeader {
+  /** 1 when the decision fitted the buffers. */
+  fits: number
+  /** The `ints` the decision needs, header included. */
+  intsNeeded: number
+  /** The `floats` it needs, header included. */
+  floatsNeeded: number
+  /** Eligible pools. */
+  eligible: number
+  /** Rejected pools. */
+  rejected: number
+  /** The request's strategy (an index into `strategies`). */
+  strategy: number
+  /** Its latency objective (an index into `objectives`). */
+  objective: number
+  /** `maxAcquisitionAttempts`. */
+  maxAttempts: number
+  /** `acquisitionFallback` allowed. */
+  fallbackAllowed: number
+  /** The text table's generation (JS writes its own; the call writes the current one). */
+  generation: number
+  /** The first text JS lacks (JS writes its table's length; the call writes where it sent from). */
+  texts: number
+  /** The summary's text index. */
+  summary: number
+}
+
 /** The names behind the indices in the explanation buffers. */
 export declare function explainVocabulary(): ExplainVocabulary
 
@@ -925,7 +1130,16 @@ export interface ExplainVocabulary {
   headerInts: number
   /** How many `floats` the header takes (the balanced weights). */
   headerFloats: number
+  /** Where each header field is in `ints`. */
+  header: ExplainHeader
 }
+
+/**
+ * Validates `createSandboxRouter`'s options, given as facts (`lib/factory.js` `factsOf`;
+ * null: they could not be read), and plans each pool in `providers` order. Throws the
+ * typed `INVALID_CONFIGURATION` error naming the field (and `providerId`), never a value.
+ */
+export declare function factoryPlan(factsJson?: string | undefined | null): Array<PoolPlanRecord>
 
 /** What a finder answers: the stamped sandboxes, or why the account could not be listed. */
 export interface FindResult {
@@ -950,18 +1164,6 @@ export declare const enum FlushOutcomeName {
   TimedOut = 'timed-out',
   /** The process had already exited. */
   Skipped = 'skipped',
-}
-
-/** What the flush script reported. */
-export interface FlushReportRecord {
-  /** The `runScript` call rejected. */
-  rejected: boolean
-  /** The script hit its bound. */
-  timedOut: boolean
-  /** The script said `skipped`. */
-  skipped: boolean
-  /** The flush command's exit status. */
-  exitCode: number | null
 }
 
 /**
@@ -1023,30 +1225,6 @@ export interface IdleCheckRecord {
   state: IdleStateRecord
 }
 
-/** What one idle probe reported, parsed from its tagged lines. */
-export interface IdleProbeRecord {
-  /** The `runScript` call resolved with an answer. */
-  answered: boolean
-  /** The script's exit status. */
-  exitCode: number | null
-  /** The script hit its bound. */
-  timedOut: boolean
-  /** `@@end` was seen. */
-  ended: boolean
-  /** The single `@@self` pid. */
-  selfPid: number | null
-  /** The well-formed `@@pidfile` lines. */
-  pidFiles: Array<PidFileRecord>
-  /** The `@@proc` lines; null when any was malformed. */
-  procs: Array<ProcRecord> | null
-  /** The single `@@files` line said `first`. */
-  filesFirst: boolean
-  /** The single `@@files` line's count. */
-  filesChanged: number | null
-  /** The `@@out` lines with a size, in output order. */
-  outputSizes: Array<OutputSizeRecord>
-}
-
 /**
  * The options of `checkIdle` (JSON text; `{}` when absent): `timeoutMs`, default 30000,
  * 1..=3600000. Throws the typed `INVALID_INPUT` error naming the option.
@@ -1098,14 +1276,29 @@ export interface IntentRecord {
   ownerSession: string
 }
 
+/**
+ * The internal error (`INTERNAL_ERROR`): what a value that is not a native error, or a
+ * panic, becomes. Carries no text but its own.
+ */
+export declare function internalError(): Error
+
+/**
+ * The typed `INVALID_INPUT` error for `field`, whose value JSON cannot carry
+ * (`expectation`: what lib/serialize.js found there).
+ */
+export declare function invalidInput(field: string, expectation: string): Error
+
 /** Whether `id` is a provider id (the rule of [`check_provider_id`], as a yes or no). */
 export declare function isProviderId(id: string): boolean
 
 /** Whether `id` is a sandbox id (the rule of [`check_sandbox_id`], as a yes or no). */
 export declare function isSandboxId(id: string): boolean
 
-/** Judges a flush (null: none was declared). */
-export declare function judgeFlush(report?: FlushReportRecord | undefined | null): FlushOutcomeName
+/**
+ * Judges a flush from its script's answer (null: the call rejected); `declared`: false
+ * when the process declares no flush command (none ran).
+ */
+export declare function judgeFlush(declared: boolean, answer?: ScriptAnswerRecord | undefined | null): FlushOutcomeName
 
 /**
  * Judges a runtime's `findAllByLabels` answer for `fleet` by the stamp rule
@@ -1115,27 +1308,59 @@ export declare function judgeFlush(report?: FlushReportRecord | undefined | null
 export declare function judgeHandles(handlesJson: string | undefined | null, fleet: string): HandlesResult
 
 /**
- * Judges a start: null when the process started in a process group of its own (the one
- * its start script leads), else why not (`START_FAILED`, or `RUNTIME_ERROR` when the call
- * rejected).
+ * Judges a start from its script's answer (null: the call rejected): the process started
+ * in a process group of its own (the one its start script leads), else why not
+ * (`START_FAILED`, or `RUNTIME_ERROR` when the call rejected).
  */
-export declare function judgeStart(report: StartReportRecord): StartFailureRecord | null
+export declare function judgeStart(answer?: ScriptAnswerRecord | undefined | null): StartJudgedRecord
 
 /**
- * Judges the final check of a start: every process (in startup order) must still run.
- * `rejected`: the check's `runScript` call rejected (the first process fails with
- * `RUNTIME_ERROR`). Null when the manifest is useful.
+ * Judges the final check of a start from its script's answer (null: the call rejected,
+ * and the first process fails with `RUNTIME_ERROR`): every process of `names` (in startup
+ * order) must still run. Null when the manifest is useful.
  */
-export declare function judgeStillRunning(rejected: boolean, statuses: Array<NamedStatusRecord>): RunningFailureRecord | null
+export declare function judgeStillRunning(answer: ScriptAnswerRecord | undefined | null, names: Array<string>): RunningFailureRecord | null
 
-/** Judges a stop. */
-export declare function judgeStop(report: StopReportRecord): StopOutcomeName
+/** Judges a stop from its script's answer (null: the call rejected). */
+export declare function judgeStop(answer?: ScriptAnswerRecord | undefined | null): StopOutcomeName
+
+/**
+ * What the credential-first surface keeps of an SDK error, from its facts read once
+ * (JSON text `{ statuses: [status, statusCode, response.status], className }`; null: it
+ * could not be read, or is not an object): the first status that is an integer 100–599,
+ * and the class name when it is an identifier. Nothing else, never its text.
+ */
+export declare function keptErrorFacts(factsJson?: string | undefined | null): KeptFactsRecord
+
+/** What a `ProviderRuntimeError` keeps of an SDK error. */
+export interface KeptFactsRecord {
+  /** Its numeric HTTP status, when it has one (100 to 599). */
+  status?: number
+  /** Its class name, when it is an identifier of at most 64 characters. */
+  errorClass?: string
+}
 
 /** The `SIGKILL` that ends every teardown step. */
 export declare const enum KillSignal {
   /** `SIGKILL`. */
   Kill = 'SIGKILL',
 }
+
+/** What happened when a pool's runtime was asked to list its stamped sandboxes. */
+export declare const enum ListFailureName {
+  /** The runtime has no `findAllByLabels`. */
+  NoLabelSearch = 'NoLabelSearch',
+  /** Its `findAllByLabels` threw or rejected. */
+  Threw = 'Threw',
+  /** It did not answer within the deadline. */
+  TimedOut = 'TimedOut',
+}
+
+/**
+ * The local pool's capacity: `used` live sandboxes (null: not counted) against `limit`
+ * (null: `{ status: 'unknown', reason: 'LIMIT_NOT_CONFIGURED' }`), `required` per launch.
+ */
+export declare function localMeasurement(limit: number | undefined | null, required: number, used?: number | undefined | null): MeasurementRecord
 
 /** A validated manifest, normalized: processes in input order, defaults filled in. */
 export interface ManifestRecord {
@@ -1156,6 +1381,15 @@ export declare const enum ManifestSignal {
   /** `SIGQUIT`. */
   Quit = 'SIGQUIT',
 }
+
+/**
+ * The code and message of a `ManifestStartError` of `process`, failed for `reason` (one
+ * of `MANIFEST_START_REASONS`).
+ */
+export declare function manifestStartError(process: string, reason: string): ErrorTextRecord
+
+/** Every reason a start fails for, in their documented order (`MANIFEST_START_REASONS`). */
+export declare function manifestStartReasons(): Array<string>
 
 /** A mapping record, as the default store's `list`/`get` answer it. */
 export interface MappingRecord {
@@ -1186,14 +1420,6 @@ export interface MeasurementRecord {
   resources?: Array<ResourceRecord>
 }
 
-/** One process of the final check, and its status line (null when unreadable). */
-export interface NamedStatusRecord {
-  /** The process. */
-  name: string
-  /** Its status line, parsed. */
-  status: StatusReportRecord | null
-}
-
 /**
  * The native finder for a factory pool, from the JSON text of `{ provider, options:
  * { apiKey, baseUrl?, organizationId?, maxPages?, pageSize? } }`; `null` when there is none
@@ -1201,6 +1427,30 @@ export interface NamedStatusRecord {
  * search serves).
  */
 export declare function nativeFinder(specJson: string): NativeFinder | null
+
+/**
+ * Throws the typed error of a value JSON cannot carry in `scope`'s options, at `segments`
+ * (keys and indices) under `prefix`; `what` says what it is.
+ */
+export declare function notJsonError(scope: string, segments: Array<string | number>, what: string, prefix: string): void
+
+/**
+ * The typed `PROVIDER_OPERATION_UNSUPPORTED` error: `provider`'s installed adapter has no
+ * `method`.
+ */
+export declare function operationUnsupported(providerName: string, method: string): PackageErrorRecord
+
+/** What kind of value one option is, and which of the methods that matter it has. */
+export interface OptionGiven {
+  /** The option (as given). */
+  key: string
+  /** `typeof` it, or `null` / `array`. */
+  kind: string
+  /** Which of `routerOptionMethods()` it has. */
+  methods: Array<string>
+  /** `capacity`: whether its coordinator is a `PostgresMappingStore` (absent: none given). */
+  postgres?: boolean
+}
 
 /** A log size, by process name. */
 export interface OutputSizeRecord {
@@ -1211,11 +1461,44 @@ export interface OutputSizeRecord {
 }
 
 /**
+ * A package error, as `lib/errors.js` `fromNative` reads it (a `ProviderPackageMissingError`
+ * or a `ProviderOperationUnsupportedError`).
+ */
+export interface PackageErrorRecord {
+  /** The JS class to raise. */
+  errorClass: string
+  /**
+   * `PROVIDER_PACKAGE_MISSING`, `PROVIDER_PACKAGE_LOAD_FAILED` or
+   * `PROVIDER_OPERATION_UNSUPPORTED`.
+   */
+  code: string
+  /** The package, the range, what to run; never the loader's text. */
+  message: string
+  /** The package it is about. */
+  packageName: string
+  /** The module a broken install could not find, when known. */
+  missingModule?: string
+}
+
+/**
+ * The typed error for optional package `packageName` lacking the export the router needs:
+ * `provider`'s adapter (`@agent-relay/sandbox`), its SDK client, or the OpenTelemetry API.
+ */
+export declare function packageExportMissing(packageName: string, providerName?: string | undefined | null): PackageErrorRecord
+
+/**
+ * The typed error for optional package `packageName`, whose load threw: `notFound` when
+ * the thrown error's `code` was Node's module-not-found, `text` its message when it had
+ * one (read for a module name only, never repeated).
+ */
+export declare function packageLoadError(packageName: string, notFound: boolean, text?: string | undefined | null): PackageErrorRecord
+
+/**
  * Strictly parses Daytona limits `{ cpu?, memory?, disk? }` (vCPU; GiB for memory/disk),
  * given as JSON text: finite numbers > 0, no unknown keys, at least one. Throws the typed
  * `INVALID_INPUT` error naming the field.
  */
-export declare function parseDaytonaCapacityLimits(limitsJson: string): DaytonaLimitsRecord
+export declare function parseDaytonaCapacityLimits(limitsJson?: string | undefined | null): DaytonaLimitsRecord
 
 /**
  * Connection options as an object (or use `url`). A `host` that starts with `/` is a
@@ -1252,14 +1535,6 @@ export interface PgSslOptions {
   ca?: string
 }
 
-/** A manifest pid file the probe read. */
-export interface PidFileRecord {
-  /** The process name in its file name. */
-  name: string
-  /** The group it records. */
-  pgid: number
-}
-
 /**
  * The startup plan of a manifest: topological levels, ordered by name within a wave.
  * Throws like `validateManifest`.
@@ -1271,18 +1546,6 @@ export declare function planStartup(manifestJson?: string | undefined | null): S
  * flush (if declared), signal, wait `graceMs`, kill. Throws like `validateManifest`.
  */
 export declare function planTeardown(manifestJson?: string | undefined | null): TeardownPlanRecord
-
-/** What one readiness poll reported. */
-export interface PollReportRecord {
-  /** The `runScript` call rejected. */
-  rejected: boolean
-  /** The process's status line, when readable. */
-  status: StatusReportRecord | null
-  /** The probe's exit status, when it printed one. */
-  probeExit: number | null
-  /** The port probe found no TCP client. */
-  probeUnavailable: boolean
-}
 
 /** What to do after a poll. */
 export type PollVerdictRecord =
@@ -1324,17 +1587,54 @@ export interface PoolHealthRecord {
   cooldownMs: number
 }
 
+/** What one pool is built from (`core::factory::Pool`). */
+export interface PoolPlanRecord {
+  /** The entry's name in `providers`. */
+  name: string
+  /** The pool's id: the entry's `id`, else its name. */
+  id: string
+  /** How its lazy runtime is built; null: the local runtime. */
+  recipe: RecipeRecord | null
+  /** The entry's fields its adapter is given, over the defaults. */
+  adapterKeys: Array<string>
+  /** How its capacity is read. */
+  capacity: CapacitySourceName
+  /** The builtin reader's (and the finder's) options, by the entry's fields. */
+  reader: Array<CopiedRecord>
+  /** Whether reconcile lists the pool with a native finder. */
+  finder: boolean
+  /** The local pool's `capacity.limits.sandboxes`, when it is a number. */
+  localLimit: number | null
+  /** The local pool's `capacity.demand.sandboxes`, else 1. */
+  localRequired: number
+}
+
 /** The signal resolver's answer for one pool. */
 export interface PoolSignals {
   /** Pool index. */
   pool: number
   /** The answer, serialized once by `lib/serialize.js` (null: it was null or undefined). */
   signalsJson?: string
-  /**
-   * Why there is no answer (`resolver timed out`, `resolver threw`, …): the pool is
-   * excluded with `SIGNALS_UNRESOLVED`.
-   */
-  unresolved?: string
+  /** Why there is no answer: the pool is excluded with `SIGNALS_UNRESOLVED`. */
+  failed?: ResolverFailure
+}
+
+/**
+ * Reads `PostgresMappingStore`'s options from their facts (null: they could not be read);
+ * throws the typed `INVALID_CONFIGURATION` error naming the option, never its value.
+ */
+export declare function postgresOptions(factsJson?: string | undefined | null): PostgresOptionsRecord
+
+/** `PostgresMappingStore`'s options, normalized with their defaults. */
+export interface PostgresOptionsRecord {
+  /** What to connect to (handed to the native store, then dropped). */
+  connection: ConnectionRecord
+  /** Bound of one database call, ms (default 5000, at most 600000). */
+  timeoutMs: number
+  /** Connections at most (default 10, at most 1000). */
+  poolSize: number
+  /** Lease of this process's in-flight holds, ms (default 30000, at most 3600000). */
+  leaseMs: number
 }
 
 /** A process with every default filled in. */
@@ -1355,16 +1655,6 @@ export interface ProcessRecord {
   teardown: ProcessTeardownRecord
 }
 
-/** A process state a status line names. */
-export declare const enum ProcessStateName {
-  /** Alive, not a zombie. */
-  Running = 'running',
-  /** Its exit file exists. */
-  Exited = 'exited',
-  /** Neither. */
-  Gone = 'gone',
-}
-
 /** How a process is stopped. */
 export interface ProcessTeardownRecord {
   /** Runs to completion before the signal, when declared. */
@@ -1375,17 +1665,11 @@ export interface ProcessTeardownRecord {
   graceMs: number
 }
 
-/** A process the probe saw in `/proc`. */
-export interface ProcRecord {
-  /** Its pid. */
-  pid: number
-  /** Its state letter. */
-  state: string
-  /** Its process group. */
-  pgid: number
-  /** Its controlling terminal (0: none). */
-  tty: number
-}
+/**
+ * The code and message of a `ProviderRuntimeError` of pool `providerId` during
+ * `operation`; with `timeoutMs`, one that did not settle within it (outcome unknown).
+ */
+export declare function providerRuntimeError(providerId: string, operation: string, timeoutMs?: number | undefined | null): ErrorTextRecord
 
 /**
  * The outcome of a provision that failed with the router's error `code` outside its
@@ -1413,6 +1697,32 @@ export declare const enum ProvisionOutcome {
   Refused = 'refused',
 }
 
+/**
+ * The typed `INVALID_CONFIGURATION` error for a capacity reader option JSON cannot carry
+ * (`field`: the option's path; `expectation`: what lib/serialize.js found there).
+ */
+export declare function readerOptionRefused(field: string, expectation: string): Error
+
+/** A pool's credential readiness answer. */
+export declare const enum Readiness {
+  /** `false`. */
+  Unavailable = 0,
+  /** `true`. */
+  Available = 1,
+  /** It threw, rejected or timed out. */
+  Failed = 2,
+  /** It answered a non-boolean. */
+  NotBoolean = 3,
+}
+
+/**
+ * The pools (by index) whose credential readiness answered false, from every pool's
+ * answer (in registration order); throws the typed `PROVISIONING_AVAILABILITY_FAILED`
+ * error of the first that failed. `sandboxId`: a provision's (the error names it, and its
+ * `provision.exhausted` event is decided).
+ */
+export declare function readinessOf(router: ExternalObject<RouterState>, answers: Array<Readiness>, sandboxId?: string | undefined | null, clockNow?: number | undefined | null): Array<number>
+
 /** A readiness probe: exactly one of `command`, `port`, `logLine`. */
 export interface ReadinessRecord {
   /** Exits 0 once ready. */
@@ -1437,51 +1747,80 @@ export declare const enum ReadOutcome {
   TimedOut = 2,
 }
 
-/** Abandons `lane`'s run (a bug while driving it). */
-export declare function reconcileAbort(router: ExternalObject<RouterState>, lane: number): void
+/**
+ * Reads the router's options (`given`: every option's kind and methods; `healthClock`: the
+ * kind of `health.clock` when `health` is an object; `dataJson`: the data options); throws the typed `INVALID_CONFIGURATION` error naming the field.
+ */
+export declare function readRouterOptions(given: Array<OptionGiven>, healthClock: string | undefined | null, dataJson: string): RouterOptionsRecord
+
+/** How a lazy runtime of a builtin provider is built on its first operation. */
+export interface RecipeRecord {
+  /** The provider (`e2b`, …). */
+  provider: string
+  /** `@agent-relay/sandbox`, which holds the adapters. */
+  sandboxPackage: string
+  /** The adapter class it exports for this provider. */
+  adapter: string
+  /** The vendor SDK loaded before the adapter is made, if any. */
+  sdk: string | null
+  /** The SDK client the adapter is given, if any. */
+  client: ClientRecord | null
+  /**
+   * The methods the runtime delegates (`launch`, `launchDetached` when it has one, the
+   * port's).
+   */
+  methods: Array<string>
+  /** The adapter options an entry does not set. */
+  defaults: Array<DefaultRecord>
+}
+
+/** A run's classification. */
+export interface ReconcileClassification {
+  /** Per pool, in the input's order. */
+  pools: Array<ReconcilePoolClasses>
+  /**
+   * Intents whose launch is over and left nothing listed: the index, in the input's
+   * `intents`, of the first record of each id.
+   */
+  staleIntents: Uint32Array
+  /** What `reclaim: true` acts on (empty unless the input's `reclaim`). */
+  work: ReconcileWork
+}
 
 /**
- * Begins `router.reconcile(options)` (`optionsJson`: the options read once, leniently;
- * absent: they could not be read): writes its first lane's step (the lane's key is
- * `step[2]`). Throws `INVALID_REQUEST` or `MAPPING_READ_FAILED`.
+ * Classifies one reconcile run (the rules: `src/core/reconcile.rs`): per pool its
+ * orphans, stale mappings, mapped ids and pending items with their reason codes, the
+ * stale intents, and the reclaim work list. Whether an id is in flight is answered here,
+ * from the router's jobs and `others` (the sandbox ids other routers of this process are
+ * making). Throws only on an internal bug.
  */
-export declare function reconcileBegin(router: ExternalObject<RouterState>, optionsJson: string | undefined | null, facts: ReconcileBegin, step: Uint32Array): void
+export declare function reconcileClassify(router: ExternalObject<RouterState>, others: Array<string>, input: ReconcileInput): ReconcileClassification
 
-/** What JavaScript knows when a run begins. */
-export interface ReconcileBegin {
-  /** The mapping store has `list()`. */
-  hasList: boolean
-  /** The fleet's warm inventory is the mapping store (`capacity.coordinator` is it). */
-  fleetInventory: boolean
-  /** Per registry pool: 1 when it lists through a native finder. */
-  nativeFinders: Uint8Array
+/** One reconcile run, as `lib/reconcile.js` read it. */
+export interface ReconcileInput {
+  /** The router's fleet. */
+  fleet: string
+  /** This router's session id. */
+  session: string
+  /** This host's name. */
+  host: string
+  /** Now, epoch ms. */
+  now: number
+  /** The run's `graceMs`. */
+  graceMs: number
+  /** Whether the run reclaims (the work list is answered only then). */
+  reclaim: boolean
+  /** The pools, each once, in report order. */
+  pools: Array<ReconcilePoolInput>
+  /** The store's mapping records. */
+  mappings: ReconcileMappings
+  /** The store's intent records (empty without intent support). */
+  intents: Array<ReconcileIntent>
+  /** Process ids on this host, among the intents' writers, that are gone. */
+  gonePids: Array<number>
+  /** The pools that keep a warm pool in this router (their idle members are mapped). */
+  warmPools?: Array<string>
 }
-
-/** A pool's counts per class. */
-export interface ReconcileCounts {
-  /** Orphans. */
-  orphan: number
-  /** Stale mappings. */
-  staleMapping: number
-  /** Mapped ids. */
-  mapped: number
-  /** Pending items. */
-  pending: number
-}
-
-/** Ends `lane` (`Done`): the run's typed error when it failed in this lane, else null. */
-export declare function reconcileEnd(router: ExternalObject<RouterState>, lane: number): ErrorValue | null
-
-/** Which finder listed a pool. */
-export declare const enum ReconcileFinder {
-  /** The provider's list API, natively. */
-  Native = 'native',
-  /** The runtime's `findAllByLabels`. */
-  Runtime = 'runtime',
-}
-
-/** How many lanes to start beside `lane` now (its step had the `fork` flag). */
-export declare function reconcileForks(router: ExternalObject<RouterState>, lane: number): number
 
 /**
  * An intent record as the store returned it, read once: each field absent when it is
@@ -1489,7 +1828,7 @@ export declare function reconcileForks(router: ExternalObject<RouterState>, lane
  */
 export interface ReconcileIntent {
   /** The `sbx_…` id. */
-  id?: string
+  id: string
   /** The pool of its current attempt. */
   providerId?: string
   /** `launching` | `failed`. */
@@ -1504,29 +1843,10 @@ export interface ReconcileIntent {
   ownerSession?: string
 }
 
-/** `ReconcileRead` of the intents (absent: the read failed). */
-export declare function reconcileIntents(router: ExternalObject<RouterState>, lane: number, records: Array<ReconcileIntent> | undefined | null, step: Uint32Array): void
-
-/** Starts a lane of `lane`'s run: writes its first step (its key is `step[2]`). */
-export declare function reconcileLane(router: ExternalObject<RouterState>, lane: number, step: Uint32Array): void
-
 /**
- * `ReconcileList`: what the finder answered (`listing` with `reason` null: listed; `reason`:
- * the finder's code for why it could not list), or that it threw (`threw`).
+ * What a pool's finder listed, one column per field and one row per item (columns cross
+ * the seam several times faster than one object per item).
  */
-export declare function reconcileListed(router: ExternalObject<RouterState>, lane: number, threw: boolean, listed: ReconcileListing | undefined | null, reason: string | undefined | null, step: Uint32Array): void
-
-/** How a runtime's label search failed (`lib/finders.js`). */
-export declare const enum ReconcileListFailure {
-  /** The runtime has no `findAllByLabels`. */
-  NoLabelSearch = 0,
-  /** It threw or rejected. */
-  Threw = 1,
-  /** It did not answer within the bound. */
-  TimedOut = 2,
-}
-
-/** What a pool's finder listed, one column per field and one row per item. */
 export interface ReconcileListing {
   /** The provider's own sandbox ids. */
   providerSandboxIds: Array<string>
@@ -1541,179 +1861,159 @@ export interface ReconcileListing {
   createdAtMs: Float64Array
 }
 
-/** `ReconcileRead` of the mappings: the records as columns (absent: the read failed). */
-export declare function reconcileMappings(router: ExternalObject<RouterState>, lane: number, records: ReconcileMappings | undefined | null, step: Uint32Array): void
-
-/** The store's mapping records, read once, one column per field (null: not a string). */
+/** The store's mapping records, read once, one column per field. */
 export interface ReconcileMappings {
   /** The `sbx_…` ids. */
-  ids: Array<string | undefined | null>
+  ids: Array<string>
   /** Their pools. */
-  providerIds: Array<string | undefined | null>
+  providerIds: Array<string>
   /** The provider's sandbox ids. */
-  providerSandboxIds: Array<string | undefined | null>
-  /** Their fleet labels. */
+  providerSandboxIds: Array<string>
+  /** Their fleet labels; null when that is not a string. */
   fleets: Array<string | undefined | null>
-  /** Their `createdAt`, epoch ms; NaN when unreadable. */
+  /** Their `createdAt`, epoch ms; NaN when unreadable (counted as young). */
   createdAtMs: Float64Array
-  /** Their warm labels (an idle warm member's record). */
-  warm: Array<string | undefined | null>
+  /** Their warm labels (an idle warm member's record); null when that is not a string. */
+  warm?: Array<string | undefined | null>
 }
 
-/** One action's outcome. */
-export interface ReconcileOutcomeRecord {
-  /** Its pool. */
-  providerId: string
-  /** What it acted on. */
-  sandboxId: string
-  /** The provider's sandbox id (null: an intent). */
-  providerSandboxId: string | null
-  /** Its class. */
-  class: ReconcileWorkClass
-  /** Its outcome code. */
-  outcome: string
+/** Why a stamped sandbox without a (matching) mapping is an orphan. */
+export declare const enum ReconcileOrphanReason {
+  /** Its intent says the launch failed with its outcome unknown. */
+  LaunchFailed = 'LAUNCH_FAILED',
+  /** Its `launching` intent names a process on this host that is gone. */
+  WriterGone = 'WRITER_GONE',
+  /** Its `launching` intent outlived the launch's settle window. */
+  IntentExpired = 'INTENT_EXPIRED',
+  /** Its intent was written by this router, whose provision of it is over. */
+  IntentAbandoned = 'INTENT_ABANDONED',
+  /** Its id is mapped to another sandbox. */
+  DuplicateOfMapped = 'DUPLICATE_OF_MAPPED',
+  /** No intent, and its provider-reported age is at least `graceMs`. */
+  GraceElapsed = 'GRACE_ELAPSED',
+  /** An idle warm member of a pool that keeps no warm pool here any more. */
+  WarmPoolGone = 'WARM_POOL_GONE',
 }
 
-/** The pids `lane`'s `ReconcileSignal` step signals. */
-export declare function reconcilePids(router: ExternalObject<RouterState>, lane: number): Array<number>
-
-/** One pool of the report. */
-export interface ReconcilePoolRecord {
-  /** The pool's id. */
-  providerId: string
-  /** Listed or not. */
-  status: ReconcilePoolStatus
-  /** Which finder listed it. */
-  finder: ReconcileFinder
-  /** Why it could not be listed (absent when listed). */
-  reason?: string
-  /** Counts per class. */
-  counts: ReconcileCounts
-  /** Orphans. */
-  orphan: ReconcileRows
-  /** Stale mappings. */
-  staleMapping: ReconcileRows
-  /** Mapped ids. */
-  mapped: Array<string>
-  /** Pending items. */
-  pending: ReconcileRows
+/** Orphans, in listing order: each row an item of the pool's listing. */
+export interface ReconcileOrphans {
+  /** The item's index in the pool's listing (the input's columns). */
+  items: Uint32Array
+  /** Why each is an orphan. */
+  reasons: Array<ReconcileOrphanReason>
 }
 
-/** Whether a pool was listed. */
-export declare const enum ReconcilePoolStatus {
-  /** Listed completely. */
-  Listed = 'listed',
-  /** Could not be listed (`reason` says why). */
-  Unknown = 'unknown',
-}
-
-/** `ReconcileRecheck`: whether a provision of this process is making the action's id now. */
-export declare function reconcileRechecked(router: ExternalObject<RouterState>, lane: number, inFlight: boolean, step: Uint32Array): void
-
-/** `ReconcileRelease`: whether the shared ledger gave a budget slot back. */
-export declare function reconcileReleased(router: ExternalObject<RouterState>, lane: number, released: boolean, step: Uint32Array): void
-
-/** The report of the run `lane` finished (`Succeeded`); the run is forgotten. */
-export declare function reconcileReport(router: ExternalObject<RouterState>, lane: number): ReconcileReportRecord
-
-/** A run's report, typed (the documented `ReconcileReport` but for `pools`, a list here). */
-export interface ReconcileReportRecord {
-  /** `reclaim`. */
-  reclaim: boolean
-  /** The router's fleet. */
-  fleet: string
-  /** `graceMs`. */
-  graceMs: number
-  /** ISO 8601. */
-  startedAt: string
-  /** ms. */
-  durationMs: number
-  /** The deadline came before everything was done. */
-  timedOut: boolean
-  /** Per pool, in run order. */
-  pools: Array<ReconcilePoolRecord>
-  /** Intents whose launch is over and left nothing listed. */
-  staleIntents: Array<string>
-  /** Each action's outcome. */
-  outcomes: Array<ReconcileOutcomeRecord>
-  /** Totals over the pools. */
-  totals: ReconcileTotals
-}
-
-/** Items of one class in a pool, one column per field. */
-export interface ReconcileRows {
+/**
+ * Pending items, one column per field (row `i` is one item; a rare class, so it carries
+ * its ids).
+ */
+export interface ReconcilePendingItems {
   /** The `sbx_…` ids; null for a handle without a verified stamp. */
   sandboxIds: Array<string | undefined | null>
   /** The provider's sandbox ids. */
   providerSandboxIds: Array<string>
-  /** Each one's reason code. */
-  reasons: Array<string>
+  /** Why each is pending. */
+  reasons: Array<ReconcilePendingReason>
+}
+
+/** Why an item is pending (never touched). */
+export declare const enum ReconcilePendingReason {
+  /** A provision in this process is still making it. */
+  InFlight = 'IN_FLIGHT',
+  /** A live writer's intent names it. */
+  InFlightElsewhere = 'IN_FLIGHT_ELSEWHERE',
+  /** No intent, and younger than `graceMs`. */
+  WithinGrace = 'WITHIN_GRACE',
+  /** No intent, and the provider reported no creation time. */
+  AgeUnknown = 'AGE_UNKNOWN',
+  /** A mapping the listing does not show, younger than `graceMs`. */
+  NotListedYet = 'NOT_LISTED_YET',
+  /** A listed handle without the whole stamp, matched to no mapping. */
+  StampUnverified = 'STAMP_UNVERIFIED',
 }
 
 /**
- * How the call of `lane`'s step settled; with `Threw`, what the rejection carried (its
- * HTTP status when a number, its code when a string).
+ * One pool's classes (all empty for a pool that could not be listed). Rows refer to the
+ * input by index: the caller holds every id already.
  */
-export declare function reconcileSettled(router: ExternalObject<RouterState>, lane: number, how: ReconcileSettled, status: number | undefined | null, code: string | undefined | null, step: Uint32Array): void
-
-/** How the awaited call of a reconcile step settled. */
-export declare const enum ReconcileSettled {
-  /** It resolved to a value (not null or undefined). */
-  Value = 0,
-  /** It resolved to null or undefined. */
-  Nothing = 1,
-  /** It threw or rejected. */
-  Threw = 2,
-  /** It did not settle within the step's bound. */
-  TimedOut = 3,
-  /** The object has no such method. */
-  NoMethod = 4,
-}
-
-/**
- * `ReconcileSignal`: per pid (in `reconcilePids` order), whether `process.kill(pid, 0)`
- * threw (1) and the thrown code; and the ids the other routers of this process are making.
- */
-export declare function reconcileSignalled(router: ExternalObject<RouterState>, lane: number, threw: Uint8Array, codes: Array<string | undefined | null>, others: Array<string>, step: Uint32Array): void
-
-/** The ids `lane`'s action is about. */
-export declare function reconcileTarget(router: ExternalObject<RouterState>, lane: number): ReconcileTarget
-
-/** The ids a reconcile action is about. */
-export interface ReconcileTarget {
-  /** The `sbx_…` id. */
-  sandboxId: string
-  /** The provider's sandbox id (null: an intent). */
-  providerSandboxId: string | null
-}
-
-/** Totals over the pools. */
-export interface ReconcileTotals {
+export interface ReconcilePoolClasses {
   /** Orphans. */
-  orphan: number
+  orphan: ReconcileOrphans
   /** Stale mappings. */
-  staleMapping: number
-  /** Mapped ids. */
-  mapped: number
-  /** Pending items. */
-  pending: number
-  /** Pools that could not be listed. */
-  unknownPools: number
+  staleMapping: ReconcileStaleMappings
+  /**
+   * The ids both sides agree on, in listing order: the index, in the input's `mappings`,
+   * of the mapping each listed item matched (its id is the mapped id).
+   */
+  mapped: Uint32Array
+  /** Pending items: listed ones in listing order, then young unlisted mappings. */
+  pending: ReconcilePendingItems
+}
+
+/** One pool of the run, in report order. */
+export interface ReconcilePoolInput {
+  /** The pool's id. */
+  providerId: string
+  /**
+   * What its finder listed; absent when the pool could not be listed (nothing of it is
+   * classified).
+   */
+  listed?: ReconcileListing
+}
+
+/** Stale mappings, in store order: each row a mapping of the input. */
+export interface ReconcileStaleMappings {
+  /** The mapping's index in the input's `mappings` columns. */
+  mappings: Uint32Array
+  /** Why each is stale (`NOT_LISTED`). */
+  reasons: Array<ReconcileStaleReason>
+}
+
+/** Why a mapping is stale: the listing does not show it. */
+export declare const enum ReconcileStaleReason {
+  /** Older than `graceMs` and not listed. */
+  NotListed = 'NOT_LISTED',
 }
 
 /**
- * The reason code a runtime's label search that failed so gives its pool (what the
- * fallback finder answers).
+ * The reclaim work list, one column per field (row `i` is one action), in order: per
+ * pool, its orphans, its stale mappings, its stale intents. Besides the in-flight re-read
+ * every action makes, each row says which re-check it needs.
  */
-export declare function reconcileUnlisted(failure: ReconcileListFailure): string
+export interface ReconcileWork {
+  /** What to do. */
+  classes: Array<ReconcileWorkClass>
+  /** The pool: its index in the input's `pools`. */
+  pools: Uint32Array
+  /**
+   * What it acts on: an orphan's index in its pool's listing, a stale mapping's in
+   * `mappings`, a stale intent's in `intents`.
+   */
+  indices: Uint32Array
+  /**
+   * Whether a mapping of the id written since the store was read saves it
+   * (`NOW_MAPPED`): false for a stale mapping and a `DUPLICATE_OF_MAPPED` orphan.
+   */
+  savedByMapping: Array<boolean>
+  /**
+   * Whether an orphan's intent record is removed once it is destroyed (never for a
+   * `DUPLICATE_OF_MAPPED` orphan, whose id's record is a live mapping).
+   */
+  removesIntent: Array<boolean>
+  /**
+   * Whether an orphan is an idle warm member (`WARM_POOL_GONE`): taken out of the
+   * inventory, if still idle, before it is destroyed and its record removed.
+   */
+  warmMember: Array<boolean>
+}
 
-/** The class of one reclaim action. */
+/** The class of one reclaim action (`report.outcomes[].class`). */
 export declare const enum ReconcileWorkClass {
-  /** An orphan. */
+  /** Destroy an orphan. */
   Orphan = 'orphan',
-  /** A stale mapping. */
+  /** Remove a stale mapping. */
   StaleMapping = 'stale-mapping',
-  /** A stale intent. */
+  /** Remove a stale intent. */
   StaleIntent = 'stale-intent',
 }
 
@@ -1761,6 +2061,16 @@ export interface Released {
  * the rest).
  */
 export declare function requestTimeoutMs(request: ExternalObject<CompiledRequest>): number
+
+/** Why the signal resolver gave no answer for a pool. */
+export declare const enum ResolverFailure {
+  /** It did not answer within `callbackTimeoutMs`. */
+  TimedOut = 0,
+  /** It threw or rejected. */
+  Threw = 1,
+  /** Its answer could not be read. */
+  Unreadable = 2,
+}
 
 /** One measured dimension, as readers report it. */
 export interface ResourceRecord {
@@ -1837,6 +2147,48 @@ export declare function routerInFlightIds(router: ExternalObject<RouterState>): 
 /** Jobs in flight (the leak tests count them). */
 export declare function routerJobsInFlight(router: ExternalObject<RouterState>): number
 
+/** The methods whose presence the router's options are judged by. */
+export declare function routerOptionMethods(): Array<string>
+
+/**
+ * The router's options, validated, every omitted field at its default
+ * (`core::router::options::RouterOptions`).
+ */
+export interface RouterOptionsRecord {
+  /** The fleet stamped into every launch. */
+  fleet: string
+  /** `callbackTimeoutMs`. */
+  callbackTimeoutMs: number
+  /** `operationTimeoutMs`. */
+  operationTimeoutMs: number
+  /** Capacity routing. */
+  capacity?: CapacityRecord
+  /** One capacity read's deadline, ms. */
+  capacityTimeoutMs: number
+  /** The observer's method to call; absent: the observer is a function. */
+  observerMethod?: string
+  /** Whether the router has an observer. */
+  observer: boolean
+  /** Whether the caller's store takes launch intents. */
+  intents: boolean
+  /** Whether the router has a failure classifier. */
+  classifier: boolean
+  /** Whether the router has a signal resolver. */
+  resolver: boolean
+  /** Whether the router asks credential readiness. */
+  provisioning: boolean
+  /** Whether the router has its own clock. */
+  clock: boolean
+  /** Whether `health` has its own clock. */
+  healthClock: boolean
+}
+
+/**
+ * Throws the typed error of options that could not be read (`what`: their kind, or
+ * `unreadable`, or the option that could not be read).
+ */
+export declare function routerOptionsRefused(what: string): void
+
 /**
  * Sandbox `id` is gone (destroyed, or reclaimed by `reconcile`): its in-process capacity
  * hold and its budgets' concurrent slot are given back. What was released.
@@ -1899,6 +2251,13 @@ export interface RunningFailureRecord {
   failure: StartFailureRecord
 }
 
+/**
+ * Validates `createProviderRuntime`'s arguments, given as the facts of
+ * `{ provider, options, internals }` (null: they could not be read), and plans the
+ * runtime. Throws like `factoryPlan`.
+ */
+export declare function runtimePlan(factsJson?: string | undefined | null): PoolPlanRecord
+
 /** The launch label that carries the router's fleet (`core::request::SANDBOX_FLEET_LABEL`). */
 export declare const SANDBOX_FLEET_LABEL: string
 
@@ -1915,10 +2274,58 @@ export declare const SANDBOX_WARM_LABEL_KEY: string
 export declare const SCRIPT_TIMEOUT_MS: number
 
 /**
+ * What a script's `runScript` resolved with, as `lib/manifest.js` read it once (each field
+ * null where the value was not of the port's type). A call that rejected has no answer
+ * (null).
+ */
+export interface ScriptAnswerRecord {
+  /** The result was a value (not null or undefined). */
+  answered: boolean
+  /** Its `stdout`, when a string. */
+  stdout: string | null
+  /** Its `output`, when a string (the adapters' name for it). */
+  output: string | null
+  /** Its `exitCode`, when a number. */
+  exitCode: number | null
+  /** Its `timedOut` was truthy. */
+  timedOut: boolean
+}
+
+/**
  * Every record of the store file at `path`, read on tokio's blocking pool through a
  * read-only connection (the file must already be open through a `NativeSqliteStore`).
  */
 export declare function sqliteList(path: string): Promise<Array<MappingRecord>>
+
+/**
+ * Reads `SqliteMappingStore`'s options from their facts (null: they could not be read);
+ * throws the typed `INVALID_CONFIGURATION` error naming the option.
+ */
+export declare function sqliteOptions(factsJson?: string | undefined | null): SqliteOptionsRecord
+
+/** `SqliteMappingStore`'s options, normalized. */
+export interface SqliteOptionsRecord {
+  /** The file's path, as given. */
+  path: string
+  /** `durability: 'full'` (default `normal`). */
+  full: boolean
+}
+
+/** `connection.ssl`, as the native store takes it. */
+export interface SslRecord {
+  /** The TLS mode (absent: the URL's `sslmode`, else `verify-full`). */
+  mode?: string
+  /** Extra trusted CA certificates, PEM text. */
+  ca?: string
+}
+
+/** A started process, by name and pid. */
+export interface StartedEntryRecord {
+  /** The process. */
+  name: string
+  /** Its pid. */
+  pid: number
+}
 
 /** Why a start failed (the public `MANIFEST_START_REASONS`). */
 export declare const enum StartFailureReasonName {
@@ -1944,18 +2351,14 @@ export interface StartFailureRecord {
   timeoutMs?: number
 }
 
-/** What the start script reported. */
-export interface StartReportRecord {
-  /** The `runScript` call rejected. */
-  rejected: boolean
-  /** The script's exit status. */
-  exitCode: number | null
-  /** The process's pid. */
-  pid: number | null
-  /** The start script's own pid. */
-  shell: number | null
-  /** The process's group. */
-  pgid: number | null
+/** How a start went: the process's pid and group, or why it failed. */
+export interface StartJudgedRecord {
+  /** Why the start failed; absent when the process started. */
+  failure?: StartFailureRecord
+  /** The process's pid, when it started. */
+  pid?: number
+  /** Its process group (the one its start script leads), when it started. */
+  pgid?: number
 }
 
 /** The startup plan (fields in the documented key order). */
@@ -1974,13 +2377,8 @@ export interface StartupWaveRecord {
   wave: number
 }
 
-/** One process's status line, parsed. */
-export interface StatusReportRecord {
-  /** The state it names. */
-  state: ProcessStateName
-  /** With `exited`: the status the exit file held, if readable. */
-  exitCode: number | null
-}
+/** The final check of a start: the status line of every started process, in order. */
+export declare function statusScript(entries: Array<StartedEntryRecord>): string
 
 /** The step flags' values. */
 export declare function stepFlags(): StepFlags
@@ -1995,12 +2393,6 @@ export interface StepFlags {
   ended: number
   /** `Unintent`: write the intent as failed. */
   failedIntent: number
-  /** Start more lanes of a reconcile run (`reconcileForks`). */
-  fork: number
-  /** `ReconcileRead`: read the store's intents. */
-  intents: number
-  /** Events decided outside a job to hand on (`routerEvents`). */
-  routerEvents: number
 }
 
 /**
@@ -2032,26 +2424,17 @@ export declare const enum StopOutcomeName {
  */
 export declare function stopPlan(processesJson: string, manifestJson?: string | undefined | null): Array<Array<StopStepRecord>>
 
-/** What the stop script reported: the word it printed (`@@stop <word>`), if any. */
-export interface StopReportRecord {
-  /** The `runScript` call rejected. */
-  rejected: boolean
-  /** The word. */
-  word: string | null
-}
-
-/** How to stop one started process. */
+/**
+ * How to stop one started process: its flush script (when it declares a flush command),
+ * then its stop script (signal, wait `graceMs`, `SIGKILL`).
+ */
 export interface StopStepRecord {
   /** The process. */
   name: string
-  /** Its process group. */
-  pgid: number
-  /** The flush command to run first, when declared. */
-  flushCommand?: string
-  /** The polite signal. */
-  signal: ManifestSignal
-  /** How long the group may take to exit after the signal, ms. */
-  graceMs: number
+  /** The flush script, bounded by `flushTimeoutMs`, when a flush command is declared. */
+  flushScript?: string
+  /** The stop script. */
+  script: string
   /** The bound of the stop script, ms. */
   timeoutMs: number
 }
@@ -2074,7 +2457,10 @@ export interface StreakRecord {
  * JSON text. Throws the typed `INVALID_INPUT` error for invalid items, limits or options.
  * Not used for admission (`provisioningCheck: "not_covered"`).
  */
-export declare function summarizeDaytonaCapacity(itemsJson: string, limitsJson: string, optionsJson?: string | undefined | null): DaytonaSummaryRecord
+export declare function summarizeDaytonaCapacity(itemsJson?: string | undefined | null, limitsJson?: string | undefined | null, optionsJson?: string | undefined | null): DaytonaSummaryRecord
+
+/** The providers `createSandboxRouter` takes, `local` last (`SUPPORTED_PROVIDERS`). */
+export declare function supportedProviders(): Array<string>
 
 /**
  * Whether a teardown with these step outcomes is complete: every group exited, was killed
@@ -2117,6 +2503,38 @@ export interface TeardownWaveRecord {
   wave: number
 }
 
+/** The optional package telemetry needs (`@opentelemetry/api`). */
+export declare const TELEMETRY_PACKAGE: string
+
+/**
+ * The typed `INVALID_CONFIGURATION` error for a meter that would not create instrument
+ * `name`.
+ */
+export declare function telemetryInstrumentRefused(name: string): Error
+
+/**
+ * Reads the router's `telemetry` option from its facts (null: it could not be read): null
+ * when telemetry is off; throws the typed `INVALID_CONFIGURATION` error naming the field.
+ */
+export declare function telemetryOption(factsJson?: string | undefined | null): TelemetryOptionRecord | null
+
+/** The `telemetry` option, on. */
+export interface TelemetryOptionRecord {
+  /** The caller named a `meterProvider` (else: the global one). */
+  meterProvider: boolean
+  /** The caller named a `tracerProvider` (else: the global one). */
+  tracerProvider: boolean
+  /** The provision span's trace context goes into the launch's labels. */
+  propagateToLabels: boolean
+}
+
+/**
+ * The typed `INVALID_CONFIGURATION` error for the caller's telemetry provider asked with
+ * `method` (`getMeter`, `getTracer`): it has no such method (`asked`: false), or the method
+ * threw or answered no object.
+ */
+export declare function telemetryProviderRefused(method: string, asked: boolean): Error
+
 /** The telemetry schema (see [`TelemetrySchema`]). */
 export declare function telemetrySchema(): TelemetrySchema
 
@@ -2149,6 +2567,24 @@ export declare const enum UnknownReasonName {
   /** The probe failed. */
   ProbeFailed = 'PROBE_FAILED',
 }
+
+/**
+ * The reason a pool could not be listed (`NOT_SUPPORTED`, `READ_FAILED`, `TIMEOUT`), as the
+ * core names what happened.
+ */
+export declare function unlistedReason(failure: ListFailureName): string
+
+/**
+ * Throws the typed error of a caller's value under `field` of `scope` that could not be
+ * read at all (a cycle, a throwing getter or toJSON).
+ */
+export declare function unreadableError(scope: string, field: string): void
+
+/**
+ * The typed `INVALID_INPUT` error for `field`, whose value could not be read (a property
+ * access threw).
+ */
+export declare function unreadableInput(field: string): Error
 
 /**
  * Validates a process manifest (JSON text; null: the value has no JSON form) and returns

@@ -601,276 +601,6 @@ export interface RoutingEventBase {
   sandboxId: string;
 }
 
-/** The request passed validation; a provision (or `provisionDetached`) starts. */
-export interface ProvisionValidatedEvent extends RoutingEventBase {
-  type: 'provision.validated';
-  /** True for `provisionDetached`. */
-  detached: boolean;
-}
-
-/** One per pool the filters rejected. */
-export interface ProviderRejectedEvent extends RoutingEventBase {
-  type: 'provider.rejected';
-  providerId: ProviderId;
-  reasons: RejectionReason[];
-}
-
-/** The attempt order is known. */
-export interface ProvisionRankedEvent extends RoutingEventBase {
-  type: 'provision.ranked';
-  /** One line, as in `RoutingExplanation.summary`. */
-  summary: string;
-  /** The attempt order, best first. */
-  providerIds: ProviderId[];
-}
-
-/** Capacity routing skipped a pool without consuming an attempt. */
-export interface CapacitySkippedEvent extends RoutingEventBase {
-  type: 'capacity.skipped';
-  providerId: ProviderId;
-  status: 'UNKNOWN' | 'EXHAUSTED';
-  /** `UNKNOWN`: a `CapacityUnknownReason`, `NO_CAPACITY_READER`, or `COORDINATOR_UNAVAILABLE` (a `capacity.coordinator` that could not be asked); `EXHAUSTED`: the full dimension (`cpu`, `sandboxes`, …). */
-  reason: string;
-}
-
-/** Capacity routing admitted a pool for the next launch. */
-export interface CapacityAdmittedEvent extends RoutingEventBase {
-  type: 'capacity.admitted';
-  providerId: ProviderId;
-}
-
-/** A launch begins. */
-export interface AttemptStartedEvent extends RoutingEventBase {
-  type: 'attempt.started';
-  providerId: ProviderId;
-  /** 1-based. */
-  attempt: number;
-}
-
-/** A launch failed. */
-export interface AttemptFailedEvent extends RoutingEventBase {
-  type: 'attempt.failed';
-  providerId: ProviderId;
-  /** 1-based. */
-  attempt: number;
-  /** Your classifier's code, or one of the router's (`PROVIDER_LAUNCH_OUTCOME_UNKNOWN`, `ACQUISITION_TIMEOUT`, …). */
-  code: string;
-  retryable: boolean;
-}
-
-/** A launch succeeded. */
-export interface AttemptSucceededEvent extends RoutingEventBase {
-  type: 'attempt.succeeded';
-  providerId: ProviderId;
-  /** 1-based. */
-  attempt: number;
-}
-
-/** A proven pre-allocation failure moves on to the next pool. */
-export interface FallbackAdvancedEvent extends RoutingEventBase {
-  type: 'fallback.advanced';
-  fromProviderId: ProviderId;
-  toProviderId: ProviderId;
-  /** The number of the attempt about to start. */
-  attempt: number;
-}
-
-/** The mapping record was stored. */
-export interface MappingPersistedEvent extends RoutingEventBase {
-  type: 'mapping.persisted';
-  providerId: ProviderId;
-}
-
-/** The mapping record could not be stored; a cleanup destroy follows (`cleanup.completed`). */
-export interface MappingFailedEvent extends RoutingEventBase {
-  type: 'mapping.failed';
-  providerId: ProviderId;
-}
-
-/** The router destroyed a sandbox nobody holds: after a mapping failure, or a launch that succeeded after its deadline. */
-export interface CleanupCompletedEvent extends RoutingEventBase {
-  type: 'cleanup.completed';
-  providerId: ProviderId;
-  reason: 'mapping-failed' | 'late-launch';
-  /** False: the sandbox may still exist; find it by `SANDBOX_ID_LABEL`. */
-  succeeded: boolean;
-}
-
-/** The provision failed; `code` is the code of the error it rejects with. */
-export interface ProvisionExhaustedEvent extends RoutingEventBase {
-  type: 'provision.exhausted';
-  code: string;
-  /** With `NO_ELIGIBLE_PROVIDER` only: the explanation's summary. */
-  summary?: string;
-}
-
-/** `destroy(id)` completed and the mapping is gone. */
-export interface SandboxDestroyedEvent extends RoutingEventBase {
-  type: 'sandbox.destroyed';
-  providerId: ProviderId;
-}
-
-/** `reconcile()`: one pool was listed (counts per class) or could not be (`reason`). Pool-level: no `sandboxId`. */
-export interface ReconcileListedEvent {
-  type: 'reconcile.listed';
-  /** ISO-8601. */
-  at: string;
-  providerId: ProviderId;
-  status: 'known' | 'unknown';
-  reason?: ReconcileUnknownReason;
-  orphan?: number;
-  staleMapping?: number;
-  mapped?: number;
-  pending?: number;
-}
-
-/** `reconcile({ reclaim: true })` acted on one sandbox, mapping or intent. */
-export interface ReconcileReclaimedEvent extends RoutingEventBase {
-  type: 'reconcile.reclaimed';
-  providerId: ProviderId;
-  class: ReconcileOutcome['class'];
-  outcome: ReconcileOutcomeCode;
-}
-
-/** `reconcile()` finished. Totals over the pools; no `sandboxId`. */
-export interface ReconcileCompletedEvent {
-  type: 'reconcile.completed';
-  /** ISO-8601. */
-  at: string;
-  reclaim: boolean;
-  timedOut: boolean;
-  durationMs: number;
-  orphan: number;
-  staleMapping: number;
-  mapped: number;
-  pending: number;
-  unknownPools: number;
-}
-
-/** Live health: a pool's circuit opened; it is excluded (`CIRCUIT_OPEN`) until `retryAt`. */
-export interface HealthCircuitOpenedEvent extends RoutingEventBase {
-  type: 'health.circuit.opened';
-  providerId: ProviderId;
-  reason: HealthCause;
-  /** The consecutive failures that opened it (1 for a failed trial). */
-  consecutiveFailures: number;
-  cooldownMs: number;
-  /** ISO-8601: from then, one trial provision may use it. */
-  retryAt: string;
-}
-
-/** Live health: the cooldown is over and this provision is the single trial on the pool. */
-export interface HealthCircuitHalfOpenEvent extends RoutingEventBase {
-  type: 'health.circuit.half-open';
-  providerId: ProviderId;
-}
-
-/** Live health: a success closed the pool's circuit. */
-export interface HealthCircuitClosedEvent extends RoutingEventBase {
-  type: 'health.circuit.closed';
-  providerId: ProviderId;
-}
-
-/**
- * Live health: a candidate of this provision was passed over at launch time (its circuit
- * opened, or another provision took its half-open trial, after the route was decided).
- */
-export interface HealthSkippedEvent extends RoutingEventBase {
-  type: 'health.skipped';
-  providerId: ProviderId;
-  reason: 'CIRCUIT_OPEN';
-}
-
-/** Warm pools: a refill made an idle member. */
-export interface WarmMemberLaunchedEvent extends RoutingEventBase {
-  type: 'warm.member.launched';
-  providerId: ProviderId;
-}
-
-/** Warm pools: a provision took an idle member (`sandboxId`: the member, now the result). */
-export interface WarmClaimedEvent extends RoutingEventBase {
-  type: 'warm.claimed';
-  providerId: ProviderId;
-  /** How long it was idle, ms (router clock). */
-  ageMs: number;
-}
-
-/** Warm pools: a provision could not claim a member of this pool and launches cold. */
-export interface WarmMissEvent extends RoutingEventBase {
-  type: 'warm.miss';
-  providerId: ProviderId;
-  reason: WarmMissReason;
-}
-
-/** Warm pools: an idle member aged out (maxIdleMs, or close to the pool's lifetime) and was destroyed. */
-export interface WarmMemberExpiredEvent extends RoutingEventBase {
-  type: 'warm.member.expired';
-  providerId: ProviderId;
-  ageMs: number;
-  destroyed: boolean;
-}
-
-/** Warm pools: an idle member was found gone at the provider and dropped. */
-export interface WarmMemberLostEvent extends RoutingEventBase {
-  type: 'warm.member.lost';
-  providerId: ProviderId;
-}
-
-/** Warm pools: refills paused after `pauseAfterFailures` failures in a row (no `sandboxId`). */
-export interface WarmRefillPausedEvent extends RoutingEventBase {
-  type: 'warm.refill.paused';
-  providerId: ProviderId;
-  code: string;
-}
-
-/** Warm pools: a launch on a paused pool succeeded; refills resume (no `sandboxId`). */
-export interface WarmRefillResumedEvent extends RoutingEventBase {
-  type: 'warm.refill.resumed';
-  providerId: ProviderId;
-}
-
-/** Budgets: a provision reserved its candidate pool's cost, a launch and a concurrent slot against every applying rule. */
-export interface BudgetReservedEvent extends RoutingEventBase {
-  type: 'budget.reserved';
-  providerId: ProviderId;
-  /** The pool's `estimatedCost`, reserved. */
-  cost: number;
-  /** Ids of the rules it was reserved against. */
-  rules: string[];
-}
-
-/**
- * Budgets: a reservation or a concurrent slot was given back: a failure proven
- * pre-allocation (`PRE_ALLOCATION_FAILURE`), a pool skipped after its reservation
- * (`NOT_LAUNCHED`: capacity, health), `router.destroy` (`DESTROYED`), or `reconcile`'s reclaim
- * (`RECLAIMED`). `cost` and `rules` are set for a reservation.
- */
-export interface BudgetReleasedEvent extends RoutingEventBase {
-  type: 'budget.released';
-  providerId: ProviderId;
-  reason: 'PRE_ALLOCATION_FAILURE' | 'NOT_LAUNCHED' | 'DESTROYED' | 'RECLAIMED';
-  cost?: number;
-  rules?: string[];
-}
-
-/** Budgets: a rule refused a candidate pool (the pool is skipped without consuming an attempt). */
-export interface BudgetRefusedEvent extends RoutingEventBase {
-  type: 'budget.refused';
-  providerId: ProviderId;
-  /** `BUDGET_EXCEEDED`, or `BUDGET_STORE_UNAVAILABLE` (the shared ledger could not be asked). */
-  reason: string;
-  rule: string;
-  key: BudgetKey;
-  dimension: BudgetDimension;
-  limit: number;
-  used: number;
-  reserved: number;
-  /** When the window frees what is used (ISO 8601); null for `concurrent`. */
-  resetsAt: string | null;
-  /** True only when releasing the in-flight reservations could make room. */
-  retryable: boolean;
-}
-
 /** A budget rule's label and the request's value of it. */
 export interface BudgetKey {
   label: string;
@@ -974,6 +704,277 @@ export interface HealthOptions {
   observedSignals?: boolean;
 }
 
+
+// <events: generated by scripts/event-types.mjs from src/core/events.rs; do not edit>
+
+/** The request passed validation; a provision (or `provisionDetached`) starts. */
+export interface ProvisionValidatedEvent extends RoutingEventBase {
+  type: 'provision.validated';
+  /** True for `provisionDetached`. */
+  detached: boolean;
+}
+
+/** One per pool the filters rejected. */
+export interface ProviderRejectedEvent extends RoutingEventBase {
+  type: 'provider.rejected';
+  providerId: ProviderId;
+  reasons: RejectionReason[];
+}
+
+/** The attempt order is known. */
+export interface ProvisionRankedEvent extends RoutingEventBase {
+  type: 'provision.ranked';
+  /** One line, as in `RoutingExplanation.summary`. */
+  summary: string;
+  /** The attempt order, best first. */
+  providerIds: ProviderId[];
+}
+
+/** Capacity routing skipped a pool without consuming an attempt. */
+export interface CapacitySkippedEvent extends RoutingEventBase {
+  type: 'capacity.skipped';
+  providerId: ProviderId;
+  status: 'UNKNOWN' | 'EXHAUSTED';
+  /** `UNKNOWN`: a `CapacityUnknownReason`, `NO_CAPACITY_READER`, or `COORDINATOR_UNAVAILABLE` (a `capacity.coordinator` that could not be asked); `EXHAUSTED`: the full dimension (`cpu`, `sandboxes`, …). */
+  reason: string;
+  /** `reason` as a bounded code (`EXHAUSTED_<DIMENSION>` for a full dimension): what telemetry counts. */
+  skipReason: string;
+}
+
+/** Capacity routing admitted a pool for the next launch. */
+export interface CapacityAdmittedEvent extends RoutingEventBase {
+  type: 'capacity.admitted';
+  providerId: ProviderId;
+}
+
+/** A launch begins. */
+export interface AttemptStartedEvent extends RoutingEventBase {
+  type: 'attempt.started';
+  providerId: ProviderId;
+  /** 1-based. */
+  attempt: number;
+}
+
+/** A launch failed. */
+export interface AttemptFailedEvent extends RoutingEventBase {
+  type: 'attempt.failed';
+  providerId: ProviderId;
+  /** 1-based. */
+  attempt: number;
+  /** Your classifier's code, or one of the router's (`PROVIDER_LAUNCH_OUTCOME_UNKNOWN`, `ACQUISITION_TIMEOUT`, …). */
+  code: string;
+  retryable: boolean;
+}
+
+/** A launch succeeded. */
+export interface AttemptSucceededEvent extends RoutingEventBase {
+  type: 'attempt.succeeded';
+  providerId: ProviderId;
+  /** 1-based. */
+  attempt: number;
+}
+
+/** A proven pre-allocation failure moves on to the next pool. */
+export interface FallbackAdvancedEvent extends RoutingEventBase {
+  type: 'fallback.advanced';
+  fromProviderId: ProviderId;
+  toProviderId: ProviderId;
+  /** The number of the attempt about to start. */
+  attempt: number;
+}
+
+/** The mapping record was stored. */
+export interface MappingPersistedEvent extends RoutingEventBase {
+  type: 'mapping.persisted';
+  providerId: ProviderId;
+}
+
+/** The mapping record could not be stored; a cleanup destroy follows (`cleanup.completed`). */
+export interface MappingFailedEvent extends RoutingEventBase {
+  type: 'mapping.failed';
+  providerId: ProviderId;
+}
+
+/** The router destroyed a sandbox nobody holds: after a mapping failure, or a launch that succeeded after its deadline. */
+export interface CleanupCompletedEvent extends RoutingEventBase {
+  type: 'cleanup.completed';
+  providerId: ProviderId;
+  reason: 'mapping-failed' | 'late-launch';
+  /** False: the sandbox may still exist; find it by `SANDBOX_ID_LABEL`. */
+  succeeded: boolean;
+}
+
+/** The provision failed; `code` is the code of the error it rejects with. */
+export interface ProvisionExhaustedEvent extends RoutingEventBase {
+  type: 'provision.exhausted';
+  code: string;
+  /** With `NO_ELIGIBLE_PROVIDER` only: the explanation's summary. */
+  summary?: string;
+}
+
+/** `destroy(id)` completed and the mapping is gone. */
+export interface SandboxDestroyedEvent extends RoutingEventBase {
+  type: 'sandbox.destroyed';
+  providerId: ProviderId;
+}
+
+/** `reconcile()`: one pool was listed (counts per class) or could not be (`reason`). Pool-level: no `sandboxId`. */
+export interface ReconcileListedEvent {
+  type: 'reconcile.listed';
+  /** ISO-8601 time of emission. */
+  at: string;
+  providerId: ProviderId;
+  status: 'known' | 'unknown';
+  reason?: ReconcileUnknownReason;
+  orphan?: number;
+  staleMapping?: number;
+  mapped?: number;
+  pending?: number;
+}
+
+/** `reconcile({ reclaim: true })` acted on one sandbox, mapping or intent. */
+export interface ReconcileReclaimedEvent extends RoutingEventBase {
+  type: 'reconcile.reclaimed';
+  providerId: ProviderId;
+  class: ReconcileOutcome['class'];
+  outcome: ReconcileOutcomeCode;
+}
+
+/** `reconcile()` finished. Totals over the pools; no `sandboxId`. */
+export interface ReconcileCompletedEvent {
+  type: 'reconcile.completed';
+  /** ISO-8601 time of emission. */
+  at: string;
+  reclaim: boolean;
+  timedOut: boolean;
+  durationMs: number;
+  orphan: number;
+  staleMapping: number;
+  mapped: number;
+  pending: number;
+  unknownPools: number;
+}
+
+/** Live health: a pool's circuit opened; it is excluded (`CIRCUIT_OPEN`) until `retryAt`. */
+export interface HealthCircuitOpenedEvent extends RoutingEventBase {
+  type: 'health.circuit.opened';
+  providerId: ProviderId;
+  reason: HealthCause;
+  /** The consecutive failures that opened it (1 for a failed trial). */
+  consecutiveFailures: number;
+  cooldownMs: number;
+  /** ISO-8601: from then, one trial provision may use it. */
+  retryAt: string;
+}
+
+/** Live health: the cooldown is over and this provision is the single trial on the pool. */
+export interface HealthCircuitHalfOpenEvent extends RoutingEventBase {
+  type: 'health.circuit.half-open';
+  providerId: ProviderId;
+}
+
+/** Live health: a success closed the pool's circuit. */
+export interface HealthCircuitClosedEvent extends RoutingEventBase {
+  type: 'health.circuit.closed';
+  providerId: ProviderId;
+}
+
+/** Live health: a candidate of this provision was passed over at launch time (its circuit opened, or another provision took its half-open trial, after the route was decided). */
+export interface HealthSkippedEvent extends RoutingEventBase {
+  type: 'health.skipped';
+  providerId: ProviderId;
+  reason: 'CIRCUIT_OPEN';
+}
+
+/** Warm pools: a refill made an idle member. */
+export interface WarmMemberLaunchedEvent extends RoutingEventBase {
+  type: 'warm.member.launched';
+  providerId: ProviderId;
+}
+
+/** Warm pools: a provision took an idle member (`sandboxId`: the member, now the result). */
+export interface WarmClaimedEvent extends RoutingEventBase {
+  type: 'warm.claimed';
+  providerId: ProviderId;
+  /** How long it was idle, ms (router clock). */
+  ageMs: number;
+}
+
+/** Warm pools: a provision could not claim a member of this pool and launches cold. */
+export interface WarmMissEvent extends RoutingEventBase {
+  type: 'warm.miss';
+  providerId: ProviderId;
+  reason: WarmMissReason;
+}
+
+/** Warm pools: an idle member aged out (maxIdleMs, or close to the pool's lifetime) and was destroyed. */
+export interface WarmMemberExpiredEvent extends RoutingEventBase {
+  type: 'warm.member.expired';
+  providerId: ProviderId;
+  ageMs: number;
+  destroyed: boolean;
+}
+
+/** Warm pools: an idle member was found gone at the provider and dropped. */
+export interface WarmMemberLostEvent extends RoutingEventBase {
+  type: 'warm.member.lost';
+  providerId: ProviderId;
+}
+
+/** Warm pools: refills paused after `pauseAfterFailures` failures in a row. */
+export interface WarmRefillPausedEvent {
+  type: 'warm.refill.paused';
+  /** ISO-8601 time of emission. */
+  at: string;
+  providerId: ProviderId;
+  code: string;
+}
+
+/** Warm pools: a launch on a paused pool succeeded; refills resume. */
+export interface WarmRefillResumedEvent {
+  type: 'warm.refill.resumed';
+  /** ISO-8601 time of emission. */
+  at: string;
+  providerId: ProviderId;
+}
+
+/** Budgets: a provision reserved its candidate pool's cost, a launch and a concurrent slot against every applying rule. */
+export interface BudgetReservedEvent extends RoutingEventBase {
+  type: 'budget.reserved';
+  providerId: ProviderId;
+  /** The pool's `estimatedCost`, reserved. */
+  cost: number;
+  /** Ids of the rules it was reserved against. */
+  rules: string[];
+}
+
+/** Budgets: a reservation or a concurrent slot was given back: a failure proven pre-allocation (`PRE_ALLOCATION_FAILURE`), a pool skipped after its reservation (`NOT_LAUNCHED`: capacity, health), `router.destroy` (`DESTROYED`), or `reconcile`'s reclaim (`RECLAIMED`). `cost` and `rules` are set for a reservation. */
+export interface BudgetReleasedEvent extends RoutingEventBase {
+  type: 'budget.released';
+  providerId: ProviderId;
+  reason: 'PRE_ALLOCATION_FAILURE' | 'NOT_LAUNCHED' | 'DESTROYED' | 'RECLAIMED';
+  cost?: number;
+  rules?: string[];
+}
+
+/** Budgets: a rule refused a candidate pool (the pool is skipped without consuming an attempt). */
+export interface BudgetRefusedEvent extends RoutingEventBase {
+  type: 'budget.refused';
+  providerId: ProviderId;
+  /** `BUDGET_EXCEEDED`, or `BUDGET_STORE_UNAVAILABLE` (the shared ledger could not be asked). */
+  reason: string;
+  rule: string;
+  key: BudgetKey;
+  dimension: BudgetDimension;
+  limit: number;
+  used: number;
+  reserved: number;
+  /** When the window frees what is used (ISO 8601); null for `concurrent`. */
+  resetsAt: string | null;
+  /** True only when releasing the in-flight reservations could make room. */
+  retryable: boolean;
+}
+
 /** A structured event, discriminated on `type`: `switch (event.type)` narrows it. */
 export type RoutingEvent =
   | ProvisionValidatedEvent
@@ -1007,6 +1008,7 @@ export type RoutingEvent =
   | BudgetReservedEvent
   | BudgetReleasedEvent
   | BudgetRefusedEvent;
+// </events>
 
 /** Event types the router emits. */
 export type RoutingEventType = RoutingEvent['type'];

@@ -16,7 +16,7 @@ const CHILD = fileURLToPath(new URL('./fixtures/burst-child.cjs', import.meta.ur
  * read `ctx` or `run.ctx`). Others may lose their code between bursts for reasons of their
  * own (the requests' shapes: the serializer; code that inlined them): not what the anchor is for.
  */
-const OURS = new Set(['took', 'next', 'launch', 'succeeded', 'recorded', 'needsExtras', 'healthNow']);
+const OURS = new Set(['took', 'drive', 'launched', 'launchOn', 'viewOf', 'needsExtras', 'healthNow', 'clockNow']);
 
 /** The provision-path functions V8 dropped for "weak objects" after the first burst. */
 function droppedAfterWarmup(mode) {

@@ -11,7 +11,7 @@
 // half checks the key when the reader is made and does not keep it.)
 
 const { binding } = require('./binding.js');
-const { SandboxRequestValidationError, SandboxRouterConfigurationError, callNative, fromNative } = require('./errors.js');
+const { callNative, fromNative } = require('./errors.js');
 const { copyOptions } = require('./guard.js');
 const { serialize, NotJson } = require('./serialize.js');
 
@@ -76,20 +76,19 @@ function makeReader(native, apiKey) {
   return /** @type {any} */ (Object.freeze(reader));
 }
 
-/** A reader option JSON cannot carry, as the native half's refusal of an option reads. */
+/** A reader option JSON cannot carry, refused as the native half refuses an option. */
 function optionError(field, refusal) {
-  return new SandboxRouterConfigurationError(`invalid capacity reader option ${field}: ${refusal.expectation}`, 'INVALID_CONFIGURATION', { field });
+  return fromNative(binding.readerOptionRefused(field, refusal.expectation));
 }
 
 const isPlainObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
 
-function toJson(value, field) {
+/** `value` as JSON text, or null when it has none (the native half refuses that by name). */
+function jsonOf(value) {
   try {
-    const text = JSON.stringify(value);
-    if (text === undefined) throw new TypeError('not serializable');
-    return text;
+    return JSON.stringify(value) ?? null;
   } catch {
-    throw new SandboxRequestValidationError(`invalid input: ${field} is not JSON-serializable`, 'INVALID_INPUT', { field });
+    return null;
   }
 }
 
@@ -100,7 +99,7 @@ function toJson(value, field) {
  * `SandboxRequestValidationError` (`INVALID_INPUT`) naming the field.
  */
 function parseDaytonaCapacityLimits(limits) {
-  const text = toJson(limits, 'limits');
+  const text = jsonOf(limits);
   return callNative(() => binding.parseDaytonaCapacityLimits(text));
 }
 
@@ -112,14 +111,8 @@ function parseDaytonaCapacityLimits(limits) {
  * inventory are coerced leniently (counted in `dataQuality`); admission never uses this.
  */
 function summarizeDaytonaCapacity(items, limits, options) {
-  const itemsText = toJson(items, 'items');
-  const limitsText = limits === undefined || limits === null ? 'null' : toJson(limits, 'limits');
-  let optionsText;
-  if (options !== undefined && options !== null) {
-    const o = isPlainObject(options) && options.now instanceof Date ? { ...options, now: options.now.getTime() } : options;
-    optionsText = toJson(o, 'options');
-  }
-  return callNative(() => binding.summarizeDaytonaCapacity(itemsText, limitsText, optionsText));
+  const o = isPlainObject(options) && options.now instanceof Date ? { ...options, now: options.now.getTime() } : options;
+  return callNative(() => binding.summarizeDaytonaCapacity(jsonOf(items), jsonOf(limits ?? null), jsonOf(o ?? null)));
 }
 
 module.exports = {

@@ -12,7 +12,7 @@
 // Only short texts are kept (MAX_CACHED_CHARS): a huge request is validated and dropped.
 
 const { binding } = require('./binding.js');
-const { SandboxRequestValidationError, callNative } = require('./errors.js');
+const { callNative } = require('./errors.js');
 const { serializeRequest, NotJson } = require('./serialize.js');
 const { guarded } = require('./guard.js');
 
@@ -73,17 +73,8 @@ function checkLabels(call) {
  */
 function compile(request) {
   const text = serializeRequest(request);
-  if (text === null) {
-    throw new SandboxRequestValidationError(
-      'invalid request: (root) must be readable plain data (no cycles, throwing getters or toJSON)',
-      'INVALID_REQUEST',
-      { field: '(root)' },
-    );
-  }
-  if (text instanceof NotJson) {
-    const field = text.field();
-    throw new SandboxRequestValidationError(`invalid request: ${field} ${text.expectation}`, 'INVALID_REQUEST', { field });
-  }
+  if (text === null) callNative(() => binding.unreadableError('request', '(root)'));
+  if (text instanceof NotJson) callNative(() => binding.notJsonError('request', text.segments, text.what, ''));
   const { json, labels, copy } = text;
   let compiled = byContent.get(json);
   if (compiled === undefined) {

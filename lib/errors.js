@@ -47,7 +47,8 @@ class SandboxRouterConfigurationError extends SandboxRouterError {}
 /**
  * A provider runtime call failed (`PROVIDER_RUNTIME_ERROR`), or did not settle within the
  * router's operation deadline (`OPERATION_TIMEOUT`, with `timeoutMs`: outcome unknown).
- * Holds only `providerId` and `operation`.
+ * Holds only `providerId` and `operation`. Its code and message are the core's
+ * (`providerRuntimeError`), for the router's errors and a caller's alike.
  */
 class ProviderRuntimeError extends SandboxRouterError {
   /**
@@ -58,15 +59,9 @@ class ProviderRuntimeError extends SandboxRouterError {
    *   surface keeps of an SDK error: its numeric HTTP status and its class name, never text
    */
   constructor(providerId, operation, timeoutMs, facts) {
-    if (timeoutMs === undefined) {
-      super(`provider ${providerId} failed during ${operation}`, 'PROVIDER_RUNTIME_ERROR', { providerId, operation, ...facts });
-    } else {
-      super(`provider ${providerId} did not settle ${operation} within ${timeoutMs} ms; outcome unknown`, 'OPERATION_TIMEOUT', {
-        providerId,
-        operation,
-        timeoutMs,
-      });
-    }
+    const deadline = timeoutMs === undefined ? undefined : Number(timeoutMs);
+    const { code, message } = native().providerRuntimeError(`${providerId}`, `${operation}`, deadline);
+    super(message, code, timeoutMs === undefined ? { providerId, operation, ...facts } : { providerId, operation, timeoutMs });
   }
 }
 /** Acquisition failed terminally or exhausted its attempts; `attempts` lists sanitized codes. */
@@ -94,6 +89,25 @@ class AcquisitionTimeoutError extends SandboxRouterError {}
  * `missingModule` when a module it needs is absent).
  */
 class ProviderPackageMissingError extends SandboxRouterError {}
+/** `PROVIDER_OPERATION_UNSUPPORTED`: the installed adapter does not implement a port method. */
+class ProviderOperationUnsupportedError extends ProviderPackageMissingError {}
+/**
+ * A manifest could not be made useful (`MANIFEST_START_FAILED`). `process` names the
+ * failing process, `reason` is one of `MANIFEST_START_REASONS`; what was started has been
+ * torn down (`teardown` is the report). Never carries command output. Its message is the
+ * core's (`manifestStartError`).
+ */
+class ManifestStartError extends SandboxRouterError {
+  /**
+   * @param {string} processName
+   * @param {string} reason one of MANIFEST_START_REASONS
+   * @param {Record<string, unknown>} [details]
+   */
+  constructor(processName, reason, details = {}) {
+    const { code, message } = native().manifestStartError(`${processName}`, `${reason}`);
+    super(message, code, { process: processName, reason, ...details });
+  }
+}
 /** A bug in the router itself (e.g. a caught native panic). */
 class SandboxRouterInternalError extends SandboxRouterError {}
 /**
@@ -102,8 +116,12 @@ class SandboxRouterInternalError extends SandboxRouterError {}
  */
 class NativeBinaryNotFoundError extends SandboxRouterError {}
 
-/** The classes the native core may name (`errorClass` of a native error), by name. */
-const NATIVE_CLASSES = {
+/**
+ * The classes the native core may name (`errorClass` of a native error), by name: the
+ * core's `ErrorClass` list (`binding.errorClassNames()`; __test__/errors.test.cjs checks
+ * that the two hold the same names).
+ */
+const NATIVE_CLASSES = Object.freeze({
   SandboxRequestValidationError,
   RoutingNotApplicableError,
   NoEligibleProviderError,
@@ -113,9 +131,17 @@ const NATIVE_CLASSES = {
   ProviderCapacityExhaustedError,
   AcquisitionTimeoutError,
   MappingPersistenceError,
-  SandboxRouterInternalError,
   BudgetExhaustedError,
-};
+  SandboxRouterInternalError,
+  ProviderPackageMissingError,
+  ProviderOperationUnsupportedError,
+  ProvisioningAvailabilityError,
+});
+
+/** The native binding, required when first needed: lib/native.js loads it, and needs this file first. */
+function native() {
+  return require('./binding.js').binding;
+}
 
 /** Whether `value` is an error this package made. Never throws, reads no property of `value`. */
 function isRouterError(value) {
@@ -131,14 +157,26 @@ function isRouterError(value) {
  */
 function fromNative(error) {
   if (error === null || typeof error !== 'object' || typeof error.errorClass !== 'string' || typeof error.code !== 'string') {
-    return new SandboxRouterInternalError('internal error in the native routing core', 'INTERNAL_ERROR');
+    return internalError();
   }
   const Cls = Object.hasOwn(NATIVE_CLASSES, error.errorClass) ? NATIVE_CLASSES[error.errorClass] : SandboxRouterInternalError;
   const details = {};
   for (const key of Object.keys(error)) {
     if (key !== 'errorClass' && key !== 'code' && key !== 'message') details[key] = error[key];
   }
-  return new Cls(String(error.message), error.code, details);
+  // The base constructor with the named class as `new.target`: every class is built the
+  // same way, whatever its own constructor takes.
+  return Reflect.construct(SandboxRouterError, [String(error.message), error.code, details], Cls);
+}
+
+/** The core's internal error: a bug in the router, without any text but its own. */
+function internalError() {
+  return fromNative(native().internalError());
+}
+
+/** The code of an error the router settles a call with: ours, else (a bug) the internal error's. */
+function codeOf(error) {
+  return isRouterError(error) && typeof error.code === 'string' ? error.code : internalError().code;
 }
 
 /** Calls `fn`, rethrowing native failures as typed errors (and our own errors as they are). */
@@ -166,9 +204,13 @@ module.exports = {
   SandboxNotFoundError,
   AcquisitionTimeoutError,
   ProviderPackageMissingError,
+  ProviderOperationUnsupportedError,
+  ManifestStartError,
   SandboxRouterInternalError,
   NativeBinaryNotFoundError,
+  NATIVE_CLASSES,
   fromNative,
   callNative,
+  codeOf,
   isRouterError,
 };

@@ -30,18 +30,21 @@ const OBJECTIVES = /** @type {import('../index').LatencyObjective[]} */ (VOCABUL
 // The header at the start of the buffers (src/binding/explain.rs `header`), then the decision.
 const HI = VOCABULARY.headerInts;
 const HF = VOCABULARY.headerFloats;
-const FITS = 0;
-const INTS_NEEDED = 1;
-const FLOATS_NEEDED = 2;
-const ELIGIBLE = 3;
-const REJECTED = 4;
-const STRATEGY = 5;
-const OBJECTIVE = 6;
-const MAX_ATTEMPTS = 7;
-const FALLBACK_ALLOWED = 8;
-const GENERATION = 9;
-const TEXTS = 10;
-const SUMMARY = 11;
+// Where the header's fields are (src/binding/explain.rs `header`, the one copy).
+const {
+  fits: FITS,
+  intsNeeded: INTS_NEEDED,
+  floatsNeeded: FLOATS_NEEDED,
+  eligible: ELIGIBLE,
+  rejected: REJECTED,
+  strategy: STRATEGY,
+  objective: OBJECTIVE,
+  maxAttempts: MAX_ATTEMPTS,
+  fallbackAllowed: FALLBACK_ALLOWED,
+  generation: GENERATION,
+  texts: TEXTS,
+  summary: SUMMARY,
+} = VOCABULARY.header;
 const ELIGIBLE_INTS = 4;
 const ELIGIBLE_FLOATS = 11;
 const NONE = 0xffffffff;
@@ -173,13 +176,4 @@ function explainView(view, compiled, detached, extras, router = null, now = unde
   };
 }
 
-/**
- * What the `provision.ranked` and `provider.rejected` events need: the summary and every
- * rejected pool with its reasons (`[{ providerId, reasons: [{ code, detail }] }]`).
- */
-function decisionForEvents(view, compiled, detached, extras, router = null, now = undefined) {
-  decide(view, compiled, detached, extras, router, now, undefined, undefined);
-  return { summary: texts[ints[SUMMARY]], rejected: rejectedOf(view.definitions) };
-}
-
-module.exports = { explainView, decisionForEvents };
+module.exports = { explainView };

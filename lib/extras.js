@@ -1,16 +1,20 @@
 'use strict';
-// Per-request routing inputs that come from the caller's callbacks, asked before a
-// provision's machine starts (and by `explain`): credential readiness
-// (`provisioning.hasAvailableCredentials`) and the signal resolver
-// (`resolveRoutingSignals`). Each answer is bounded (callbackTimeoutMs) and read once; the
-// native core decides what it means (an unavailable pool is rejected, an unresolved one
-// is rejected with SIGNALS_UNRESOLVED, a resolved one ranks by the answer).
+// Per-request routing inputs from the caller's callbacks, asked before a provision's job
+// begins (and by `explain`): credential readiness (`provisioning.hasAvailableCredentials`)
+// and the signal resolver (`resolveRoutingSignals`). This file performs the calls, each
+// bounded by callbackTimeoutMs and read once, and reports what each answered; the core
+// decides what it means (a failed readiness is PROVISIONING_AVAILABILITY_FAILED, an
+// unavailable pool is rejected, an unresolved one is rejected with SIGNALS_UNRESOLVED, a
+// resolved one ranks by the answer).
 
 const { binding } = require('./binding.js');
-const { ProvisioningAvailabilityError, isRouterError, callNative } = require('./errors.js');
+const { callNative, fromNative } = require('./errors.js');
 const { serializeLenient } = require('./serialize.js');
 const { within, TIMED_OUT } = require('./within.js');
-const { emit } = require('./events.js');
+const { emitRouter } = require('./events.js');
+
+const READINESS = binding.Readiness;
+const FAILED = binding.ResolverFailure;
 
 /** Whether the router asks any callback before a provision starts. */
 function needsExtras(ctx) {
@@ -18,61 +22,47 @@ function needsExtras(ctx) {
 }
 
 /**
- * The extras of a provision (sandbox `id`): a readiness failure is reported as the
- * provision's end, named by its id.
- */
-async function extrasFor(ctx, view, compiled, detached, request, id) {
-  try {
-    return await extras(ctx, view, compiled, detached, request);
-  } catch (error) {
-    if (isRouterError(error) && error instanceof ProvisioningAvailabilityError) {
-      Object.assign(error, { sandboxId: id });
-      emit(ctx.observer, 'provision.exhausted', { sandboxId: id, code: error.code });
-    }
-    throw error;
-  }
-}
-
-/**
  * The per-request routing inputs (`RouteExtras` of src/binding/registry.rs), or null when
- * the router has no callback to ask.
+ * the router has no callback to ask. `id`: a provision's sandbox id (a readiness failure is
+ * its end, named by it).
  */
-async function extras(ctx, view, compiled, detached, request) {
+async function extras(ctx, view, compiled, detached, request, id) {
   if (!needsExtras(ctx)) return null;
   const out = {};
-  if (ctx.provisioning !== null) out.credentialsUnavailable = await readiness(ctx, view);
+  if (ctx.provisioning !== null) out.credentialsUnavailable = await readiness(ctx, view, id);
   if (ctx.resolver !== null) out.signals = await resolveSignals(ctx, view, compiled, detached, out.credentialsUnavailable, request);
   return out;
 }
 
-/** Indices of the pools whose credential readiness answered false. */
-async function readiness(ctx, view) {
+/** Every pool's readiness, asked concurrently; the core names the unavailable pools. */
+async function readiness(ctx, view, id) {
   const port = ctx.provisioning;
   const answers = await Promise.all(
-    view.definitions.map(async (def, i) => {
+    view.definitions.map(async (def) => {
       let answer;
       try {
         answer = await within(port.hasAvailableCredentials(def.id), ctx.callbackTimeoutMs);
       } catch {
         answer = TIMED_OUT;
       }
-      if (typeof answer !== 'boolean') {
-        const what = answer === TIMED_OUT ? 'failed or timed out' : 'answered a non-boolean';
-        throw new ProvisioningAvailabilityError(`credential readiness for ${def.id} ${what}`, 'PROVISIONING_AVAILABILITY_FAILED', {
-          providerId: def.id,
-        });
-      }
-      return answer ? -1 : i;
+      if (answer === TIMED_OUT) return READINESS.Failed;
+      if (typeof answer !== 'boolean') return READINESS.NotBoolean;
+      return answer ? READINESS.Available : READINESS.Unavailable;
     }),
   );
-  return answers.filter((i) => i >= 0);
+  try {
+    return binding.readinessOf(ctx.native, answers, id, ctx.clock === null ? undefined : ctx.clock());
+  } catch (error) {
+    emitRouter(ctx);
+    throw fromNative(error);
+  }
 }
 
 /**
  * The resolver's answer for each pool that survives the hard requirements and readiness
- * (`PoolSignals`): serialized on its own, inside a guard, so an unreadable answer (a cycle,
- * a throwing getter or toJSON) excludes only its pool; leniently, so a value JSON cannot
- * carry is null, which the signals rule refuses (INVALID_SIGNALS for that pool).
+ * (`PoolSignals`): serialized on its own, inside a guard, so an unreadable answer excludes
+ * only its pool; leniently, so a value JSON cannot carry is null, which the signals rule
+ * refuses (INVALID_SIGNALS for that pool).
  */
 async function resolveSignals(ctx, view, compiled, detached, credentialsUnavailable, request) {
   const survivors = callNative(() => binding.registrySurvivors(view.native, compiled.native, detached, credentialsUnavailable));
@@ -81,17 +71,16 @@ async function resolveSignals(ctx, view, compiled, detached, credentialsUnavaila
       const def = view.definitions[pool];
       try {
         // The resolver is handed the caller's own request and definition, as they were.
-        const answer = ctx.resolver(def.definition, request);
-        const s = await within(answer, ctx.callbackTimeoutMs);
-        if (s === TIMED_OUT) return { pool, unresolved: 'resolver timed out' };
+        const s = await within(ctx.resolver(def.definition, request), ctx.callbackTimeoutMs);
+        if (s === TIMED_OUT) return { pool, failed: FAILED.TimedOut };
         if (s === undefined || s === null) return { pool };
         const text = serializeLenient(s);
-        return text === null ? { pool, unresolved: 'resolver answered an unreadable value' } : { pool, signalsJson: text };
+        return text === null ? { pool, failed: FAILED.Unreadable } : { pool, signalsJson: text };
       } catch {
-        return { pool, unresolved: 'resolver threw' };
+        return { pool, failed: FAILED.Threw };
       }
     }),
   );
 }
 
-module.exports = { needsExtras, extras, extrasFor };
+module.exports = { needsExtras, extras };

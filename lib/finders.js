@@ -73,9 +73,9 @@ function answered(r, verified) {
   return { reason: r.reason ?? null, listing: l };
 }
 
-/** What the fallback finder answers when the label search failed so (the core names the reason). */
-const unlisted = (failure) => answered({ items: [], reason: binding.reconcileUnlisted(failure) });
-const FAILED = binding.ReconcileListFailure;
+/** What a finder answers when `failure` (`binding.ListFailureName`) happened: the core names the reason. */
+const unlisted = (failure) => answered({ items: [], reason: binding.unlistedReason(failure) });
+const { ListFailureName } = binding;
 
 /** The finder for a pool entry: native when the factory registered one, else the runtime's label search. */
 function finderFor(entry) {
@@ -94,15 +94,15 @@ function runtimeFinder(runtime) {
       } catch {
         has = false;
       }
-      if (!has) return unlisted(FAILED.NoLabelSearch);
+      if (!has) return unlisted(ListFailureName.NoLabelSearch);
       let answer;
       try {
         answer = await within(runtime.findAllByLabels({ [SANDBOX_FLEET_LABEL]: fleet }, { timeoutMs }), timeoutMs);
       } catch {
         // The adapter's error text is the provider's: only the fact is kept.
-        return unlisted(FAILED.Threw);
+        return unlisted(ListFailureName.Threw);
       }
-      if (answer === TIMED_OUT) return unlisted(FAILED.TimedOut);
+      if (answer === TIMED_OUT) return unlisted(ListFailureName.TimedOut);
       // Read once, inside a guard, leniently (a value JSON cannot carry is null: not an id,
       // not a label, an unknown time); the stamp rule is native (src/readers/stamp.rs).
       let text;
@@ -132,4 +132,4 @@ function readHandle(h) {
   };
 }
 
-module.exports = { attachFinder, finderFor, hasNativeFinder, SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL };
+module.exports = { attachFinder, finderFor, hasNativeFinder, unlisted, SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL };

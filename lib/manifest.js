@@ -3,22 +3,21 @@
 //
 // Why only `router.runScript`? A manifest must work on every provider without a change to
 // the runtime port: no agent inside the sandbox, no provider-specific process API. So every
-// action is one POSIX `sh` script sent through `runScript` (lib/manifest-scripts.js writes
-// them and parses their tagged output into plain reports).
+// action is one POSIX `sh` script sent through `runScript` (the core writes each one and
+// reads its tagged output: src/core/manifest/scripts.rs).
 //
 // Who decides what? The native core (src/core/manifest.rs and src/core/manifest/) validates
 // the manifest, orders the work, and judges every report: whether a process started in a
 // group of its own, is ready, may restart, has run out of time; whether a teardown step
 // completed; what each idle source says and whether the sandbox is idle. This module
 // performs the work: it reads the caller's values once, runs the scripts, awaits, sleeps,
-// feeds the reports back, and builds the documented result objects and errors.
+// hands back what each script answered, and builds the documented result objects and errors.
 
 const { binding } = require('./binding.js');
-const { SandboxRouterError, SandboxRequestValidationError, SandboxNotFoundError, callNative, isRouterError } = require('./errors.js');
+const { ManifestStartError, SandboxRequestValidationError, SandboxNotFoundError, callNative, fromNative, isRouterError } = require('./errors.js');
 const { guarded, copyOptions } = require('./guard.js');
+const { readFacts } = require('./facts.js');
 const { serialize, NotJson } = require('./serialize.js');
-/** The scripts, their parsers, and the reports of scripts that never answered. */
-const scripts = require('./manifest-scripts.js');
 
 /**
  * A caller's argument, read once inside a guard (lib/guard.js): a throwing getter or Proxy
@@ -28,46 +27,12 @@ function readArg(value, field, depth = 6) {
   try {
     return copyOptions(value, depth);
   } catch {
-    throw optionError(field, 'could not be read (a property access threw)');
+    throw fromNative(binding.unreadableInput(field));
   }
 }
 
-/** Why a start failed: each constant has one meaning. */
-const MANIFEST_START_REASONS = Object.freeze({
-  /** The readiness probe did not pass within `readiness.timeoutMs`. */
-  READINESS_TIMEOUT: 'READINESS_TIMEOUT',
-  /** The process exited (or vanished) before the manifest became useful, restarts used up. */
-  PROCESS_EXITED: 'PROCESS_EXITED',
-  /** A port probe found no TCP client in the sandbox (bash, nc, node or python3). */
-  PROBE_UNAVAILABLE: 'PROBE_UNAVAILABLE',
-  /** The process could not be started, or did not get a process group of its own. */
-  START_FAILED: 'START_FAILED',
-  /** The runtime port failed (a `runScript` call rejected). */
-  RUNTIME_ERROR: 'RUNTIME_ERROR',
-});
-
-const REASON_TEXT = {
-  READINESS_TIMEOUT: 'did not pass its readiness probe in time',
-  PROCESS_EXITED: 'exited before the manifest became useful',
-  PROBE_UNAVAILABLE: 'has a port probe but the sandbox has no TCP client (bash, nc, node or python3)',
-  START_FAILED: 'could not be started in a process group of its own',
-  RUNTIME_ERROR: 'could not be managed: the runtime failed',
-};
-
-/**
- * A manifest could not be made useful. `process` names the failing process, `reason` is
- * one of `MANIFEST_START_REASONS`; what was started has been torn down (`teardown` is the
- * report). Never carries command output.
- */
-class ManifestStartError extends SandboxRouterError {
-  constructor(processName, reason, details = {}) {
-    super(`manifest start failed: process ${processName} ${REASON_TEXT[reason] || 'failed'} (${reason})`, 'MANIFEST_START_FAILED', {
-      process: processName,
-      reason,
-      ...details,
-    });
-  }
-}
+/** Why a start failed, each constant with one meaning (the core's `StartFailureReason`). */
+const MANIFEST_START_REASONS = Object.freeze(Object.fromEntries(binding.manifestStartReasons().map((r) => [r, r])));
 
 // ---------------------------------------------------------------------------------------
 // What crosses to the core
@@ -75,7 +40,10 @@ class ManifestStartError extends SandboxRouterError {
 /** `value` as JSON text for the core (null: unreadable); a value JSON cannot carry is INVALID_INPUT at its field. */
 function textOf(value, prefix, root = prefix) {
   const text = serialize(value);
-  if (text instanceof NotJson) throw optionError(text.segments.length === 0 ? root : text.field(prefix), text.expectation);
+  if (text instanceof NotJson) {
+    const field = text.segments.length === 0 ? root : text.field(prefix);
+    throw fromNative(binding.invalidInput(field, text.expectation));
+  }
   return text;
 }
 
@@ -83,10 +51,6 @@ function textOf(value, prefix, root = prefix) {
 function manifestText(manifest) {
   if (manifest === undefined) return null;
   return manifest === null ? 'null' : textOf(manifest, '', 'manifest');
-}
-
-function optionError(field, expectation) {
-  return new SandboxRequestValidationError(`invalid input: ${field} ${expectation}`, 'INVALID_INPUT', { field });
 }
 
 /**
@@ -97,7 +61,7 @@ function optionError(field, expectation) {
 function optionsText(input) {
   const options = readArg(input, 'options', 2);
   if (options === undefined || options === null) return '{}';
-  if (typeof options !== 'object') throw optionError('options', 'must be an object');
+  if (typeof options !== 'object') return textOf(options, 'options') ?? '';
   // An array crosses as the object of its indices (as the core reads one: `options.0`).
   const entries = Object.entries(options).map(([k, v]) => [k, v === undefined ? null : v]);
   return textOf(Object.fromEntries(entries), 'options') ?? '';
@@ -173,27 +137,46 @@ function checkRouter(router) {
   } catch {
     ok = false;
   }
-  if (!ok) {
-    throw optionError('router', 'must be a SandboxRouter (an object with runScript)');
-  }
+  callNative(() => binding.checkManifestRouter(ok));
 }
 
 function isCallerError(error) {
   return isRouterError(error) && (error instanceof SandboxNotFoundError || error instanceof SandboxRequestValidationError);
 }
 
+/** What a script's `runScript` resolved with, read once inside a guard (`ScriptAnswerRecord`). */
+function answerOf(result) {
+  const text = (v) => (typeof v === 'string' ? v : null);
+  return guarded(() => ({
+    answered: Boolean(result),
+    stdout: text(result?.stdout),
+    output: text(result?.output),
+    exitCode: typeof result?.exitCode === 'number' ? result.exitCode : null,
+    timedOut: Boolean(result?.timedOut),
+  }));
+}
+
+/**
+ * Runs one of the core's scripts through the router: its answer, or null when the call
+ * rejected (or answered what cannot be read). With `callerErrors`, a caller's error (an
+ * unknown or malformed sandbox id) is rethrown instead.
+ */
+async function run(router, sandboxId, command, timeoutMs, callerErrors = false) {
+  try {
+    return answerOf(await router.runScript(sandboxId, { command, timeoutMs }));
+  } catch (error) {
+    if (callerErrors && isCallerError(error)) throw error;
+    return null;
+  }
+}
+
 /** Starts `p` in the background; resolves `{ pid, pgid, startedAt }`. */
 async function startOne(ctx, p, previousPgid) {
-  let report;
-  try {
-    const res = await ctx.router.runScript(ctx.sandboxId, { command: scripts.startScript(p, previousPgid), timeoutMs: binding.SCRIPT_TIMEOUT_MS });
-    report = scripts.readStart(res);
-  } catch {
-    report = scripts.REJECTED_START;
-  }
-  const failure = callNative(() => binding.judgeStart(report));
-  if (failure) throw new Failure(p.name, failure);
-  return { pid: report.pid, pgid: report.pgid, startedAt: Date.now() };
+  const command = callNative(() => ctx.native.startScript(p.name, previousPgid));
+  const answer = await run(ctx.router, ctx.sandboxId, command, binding.SCRIPT_TIMEOUT_MS);
+  const started = callNative(() => binding.judgeStart(answer));
+  if (started.failure) throw new Failure(p.name, started.failure);
+  return { pid: started.pid, pgid: started.pgid, startedAt: Date.now() };
 }
 
 /** Polls `entry` until the core says it is ready (resolves its readyAfterMs) or failed (throws). */
@@ -202,17 +185,11 @@ async function awaitReady(ctx, entry) {
   for (;;) {
     if (ctx.failed) throw ABORTED;
     const timeoutMs = callNative(() => ctx.native.pollTimeoutMs(p.name, Date.now() - entry.startedAt));
-    let res;
-    let rejected = false;
-    try {
-      res = await ctx.router.runScript(ctx.sandboxId, { command: scripts.pollScript(p, entry.pid), timeoutMs });
-    } catch {
-      rejected = true;
-    }
-    if (!rejected && ctx.failed) throw ABORTED;
+    const command = callNative(() => ctx.native.pollScript(p.name, entry.pid));
+    const answer = await run(ctx.router, ctx.sandboxId, command, timeoutMs);
+    if (answer !== null && ctx.failed) throw ABORTED;
     const elapsedMs = Date.now() - entry.startedAt;
-    const report = rejected ? scripts.REJECTED_POLL : scripts.readPoll(res, p.name);
-    const verdict = callNative(() => ctx.native.judgePoll(p.name, entry.restarts, elapsedMs, report));
+    const verdict = callNative(() => ctx.native.judgePoll(p.name, entry.restarts, elapsedMs, answer));
     if (verdict.action === 'ready') return elapsedMs;
     if (verdict.action === 'fail') throw new Failure(p.name, verdict.failure);
     if (verdict.action === 'restart') {
@@ -229,19 +206,9 @@ async function awaitReady(ctx, entry) {
 
 /** Final check: every started process still runs; returns the first failure, or null. */
 async function stillRunning(ctx, order) {
-  const entries = order.map((n) => ctx.started.get(n));
-  let rejected = false;
-  let statuses = order.map((name) => ({ name, status: null }));
-  try {
-    const res = await ctx.router.runScript(ctx.sandboxId, {
-      command: scripts.statusScript(entries.map((e) => ({ name: e.p.name, pid: e.pid }))),
-      timeoutMs: binding.SCRIPT_TIMEOUT_MS,
-    });
-    statuses = scripts.readStatuses(res, order);
-  } catch {
-    rejected = true;
-  }
-  const gone = callNative(() => binding.judgeStillRunning(rejected, statuses));
+  const command = callNative(() => binding.statusScript(order.map((name) => ({ name, pid: ctx.started.get(name).pid }))));
+  const answer = await run(ctx.router, ctx.sandboxId, command, binding.SCRIPT_TIMEOUT_MS);
+  const gone = callNative(() => binding.judgeStillRunning(answer, order));
   return gone ? new Failure(gone.process, gone.failure) : null;
 }
 
@@ -290,8 +257,13 @@ async function startManifest(router, sandboxId, manifest, options) {
     const gone = await stillRunning(ctx, plan.order);
     if (gone) throw gone;
   } catch (error) {
-    // Anything but a judged failure is ours or the runtime's: the runtime failed.
-    failure = isFailure(error) ? error : new Failure(plan.order[0], { reason: MANIFEST_START_REASONS.RUNTIME_ERROR });
+    if (isFailure(error)) {
+      failure = error;
+    } else {
+      // Anything but a judged failure is ours or the runtime's: the core's verdict on that.
+      const unjudged = callNative(() => native.runtimeFailure());
+      failure = new Failure(unjudged.process, unjudged.failure);
+    }
   }
 
   if (failure) {
@@ -321,39 +293,22 @@ async function startManifest(router, sandboxId, manifest, options) {
 // Teardown
 
 /** The core's stop plan for a `started` value (read once): waves of `{ name, pgid, flushCommand?, signal, graceMs, timeoutMs }`. */
-function stopPlanOf(started) {
-  if (!started || typeof started !== 'object' || !Array.isArray(started.processes) || !started.manifest) {
-    throw optionError('started', 'must be the value startManifest resolved with ({ manifest, processes })');
-  }
+function stopPlanOf(input) {
+  const { copy: started, facts } = readFacts(input, 6);
+  if (facts === null) throw fromNative(binding.unreadableInput('started'));
+  callNative(() => binding.checkStarted(facts));
   // Only what a teardown reads crosses: the rest of an entry may hold anything.
   const processes = started.processes.map((p) => (p !== null && typeof p === 'object' ? { name: p.name, pid: p.pid, pgid: p.pgid } : p));
   const processesText = textOf(processes, 'started.processes') ?? '';
   return callNative(() => binding.stopPlan(processesText, manifestText(started.manifest)));
 }
 
+/** Stops one step of the core's plan: its flush script (when it has one), then its stop script. */
 async function stopOne(router, sandboxId, step, flushTimeoutMs) {
-  let flush = null;
-  if (step.flushCommand !== undefined) {
-    try {
-      const res = await router.runScript(sandboxId, { command: scripts.flushScript(step.name, step.pgid, step.flushCommand), timeoutMs: flushTimeoutMs });
-      flush = scripts.readFlush(res);
-    } catch (error) {
-      if (isCallerError(error)) throw error;
-      flush = scripts.REJECTED_FLUSH;
-    }
-  }
-  let stop;
-  try {
-    const res = await router.runScript(sandboxId, {
-      command: `${scripts.stopScript(step.pgid, step.signal, step.graceMs)}\nrm -f ${scripts.STATE_DIR}/${step.name}.pid`,
-      timeoutMs: step.timeoutMs,
-    });
-    stop = scripts.readStop(res);
-  } catch (error) {
-    if (isCallerError(error)) throw error;
-    stop = scripts.REJECTED_STOP;
-  }
-  return { name: step.name, flush: binding.judgeFlush(flush), outcome: binding.judgeStop(stop) };
+  const declared = step.flushScript !== undefined;
+  const flushed = declared ? await run(router, sandboxId, step.flushScript, flushTimeoutMs, true) : null;
+  const stopped = await run(router, sandboxId, step.script, step.timeoutMs, true);
+  return { name: step.name, flush: binding.judgeFlush(declared, flushed), outcome: binding.judgeStop(stopped) };
 }
 
 /**
@@ -370,9 +325,8 @@ async function stopOne(router, sandboxId, step, flushTimeoutMs) {
  */
 async function teardownManifest(router, sandboxId, input, options) {
   checkRouter(router);
-  const started = readArg(input, 'started');
   const flushTimeoutMs = flushTimeoutOf(options);
-  const plan = stopPlanOf(started);
+  const plan = stopPlanOf(input);
   const steps = [];
   for (const wave of plan) {
     steps.push(...(await Promise.all(wave.map((s) => stopOne(router, sandboxId, s, flushTimeoutMs)))));
@@ -414,15 +368,8 @@ async function checkIdle(router, sandboxId, manifest, input, options) {
   const timeoutMs = callNative(() => binding.idleProbeTimeoutMs(optionsText(options)));
   const observer = callNative(() => new binding.IdleObserver(manifestText(manifest), stateText(state)));
 
-  let probe;
-  try {
-    const res = await router.runScript(sandboxId, { command: scripts.idleScript(observer.token, observer.processNames, observer.evidence), timeoutMs });
-    probe = scripts.readIdleProbe(res);
-  } catch (error) {
-    if (isCallerError(error)) throw error;
-    probe = scripts.UNANSWERED_IDLE_PROBE;
-  }
-  const check = callNative(() => observer.conclude(probe, Date.now()));
+  const answer = await run(router, sandboxId, callNative(() => observer.script()), timeoutMs, true);
+  const check = callNative(() => observer.conclude(answer, Date.now()));
   return { idle: check.idle, quietMs: check.quietMs, quietForMs: check.quietForMs, evidence: check.evidence, state: stateObject(check.state) };
 }
 
@@ -435,5 +382,4 @@ module.exports = {
   checkIdle,
   ManifestStartError,
   MANIFEST_START_REASONS,
-  STATE_DIR: scripts.STATE_DIR,
 };

@@ -7,9 +7,8 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { binding } = require('./binding.js');
-const { callNative, SandboxRequestValidationError, SandboxRouterConfigurationError } = require('./errors.js');
-const { copyOptions } = require('./guard.js');
-const { serialize, NotJson } = require('./serialize.js');
+const { callNative, fromNative } = require('./errors.js');
+const { readFacts } = require('./facts.js');
 
 const SYNC = Symbol('sandbox-router.mapping-sync');
 const NATIVE_STORE = Symbol('sandbox-router.native-mapping-store');
@@ -27,14 +26,16 @@ function toRecord(r) {
     : null;
 }
 
-function checkRecord(record) {
-  const bad = (field) => {
-    throw new SandboxRequestValidationError(`invalid mapping record: ${field} must be a string`, 'INVALID_INPUT', { field });
-  };
-  if (record === null || typeof record !== 'object') bad('record');
-  for (const f of ['id', 'providerId', 'providerSandboxId', 'createdAt']) if (typeof record[f] !== 'string') bad(f);
+/**
+ * A caller's record (or intent) read once, inside a guard, and checked by the core's rule
+ * (`check`: src/core/records.rs, through the binding): our copy, or the typed INVALID_INPUT
+ * error naming the field.
+ */
+function readChecked(value, check) {
+  const { copy, facts } = readFacts(value, 2);
+  callNative(() => check(facts));
+  return copy;
 }
-
 /** In-memory `sbx_…` ↔ provider mapping. A test/local reference, not durable storage. */
 class InMemoryMappingStore {
   #native = new binding.NativeMappingStore();
@@ -65,13 +66,9 @@ class InMemoryMappingStore {
 
   /** @internal synchronous put used by the router. */
   [SYNC](record) {
-    checkRecord(record);
-    const labels = serialize(record.labels);
-    if (labels === null) throw invalidInput('labels', 'could not be read (a cycle, a throwing getter or toJSON)');
-    if (labels instanceof NotJson) throw invalidInput(labels.field('labels'), labels.expectation);
-    callNative(() =>
-      this.#native.put(record.id, record.providerId, record.providerSandboxId, labels, record.createdAt, record.detached === true),
-    );
+    const r = readChecked(record, binding.checkMappingRecord);
+    const labels = JSON.stringify(r.labels ?? {});
+    callNative(() => this.#native.put(r.id, r.providerId, r.providerSandboxId, labels, r.createdAt, r.detached === true));
   }
 
   /**
@@ -88,37 +85,24 @@ class InMemoryMappingStore {
   }
 }
 
-function invalidInput(field, what) {
-  return new SandboxRequestValidationError(`invalid mapping record: ${field} ${what}`, 'INVALID_INPUT', { field });
-}
-
-/** A record read once into the batch's `put` op, validated as the native side will. */
+/** A record read once into the batch's `put` op, checked by the core's rule. */
 function readPut(record) {
-  checkRecord(record);
-  const labels = {};
-  const raw = record.labels ?? {};
-  if (raw === null || typeof raw !== 'object') throw invalidInput('labels', 'must be an object of strings');
-  for (const k of Object.keys(raw)) {
-    if (typeof raw[k] !== 'string') throw invalidInput('labels', 'must be an object of strings');
-    labels[k] = raw[k];
-  }
-  if (!binding.isSandboxId(record.id)) throw invalidInput('id', 'must be an sbx_ id');
-  if (record.providerSandboxId === '') throw invalidInput('providerSandboxId', 'must not be empty');
+  const r = readChecked(record, binding.checkMappingPut);
   return {
     op: 'put',
-    id: record.id,
-    providerId: record.providerId,
-    providerSandboxId: record.providerSandboxId,
-    labels,
-    createdAt: record.createdAt,
-    detached: record.detached === true,
+    id: r.id,
+    providerId: r.providerId,
+    providerSandboxId: r.providerSandboxId,
+    labels: { ...r.labels },
+    createdAt: r.createdAt,
+    detached: r.detached === true,
   };
 }
 
-/** An intent read once into the batch's `intent` op. */
-function readIntent(i) {
-  if (i === null || typeof i !== 'object') throw invalidInput('intent', 'must be an object');
-  const op = {
+/** An intent read once into the batch's `intent` op, checked by the core's rule. */
+function readIntent(intent) {
+  const i = readChecked(intent, binding.checkMappingIntent);
+  return {
     op: 'intent',
     id: i.id,
     providerId: i.providerId,
@@ -129,16 +113,6 @@ function readIntent(i) {
     ownerPid: i.ownerPid,
     ownerSession: i.ownerSession,
   };
-  if (typeof op.id !== 'string' || !binding.isSandboxId(op.id)) throw invalidInput('id', 'must be an sbx_ id');
-  if (typeof op.providerId !== 'string' || !binding.isProviderId(op.providerId)) throw invalidInput('providerId', 'must be a provider id');
-  if (op.state !== 'launching' && op.state !== 'failed') throw invalidInput('state', 'must be launching or failed');
-  for (const f of ['startedAt', 'expiresAt', 'ownerPid']) if (!Number.isFinite(op[f])) throw invalidInput(f, 'must be a finite number');
-  for (const f of ['ownerHost', 'ownerSession']) if (typeof op[f] !== 'string') throw invalidInput(f, 'must be a string');
-  return op;
-}
-
-function storeConfigError(field, what) {
-  return new SandboxRouterConfigurationError(`invalid SqliteMappingStore options: ${field} ${what}`, 'INVALID_CONFIGURATION', { field });
 }
 
 /**
@@ -168,20 +142,9 @@ class SqliteMappingStore {
    *   path (relative paths resolve against the working directory now), or options.
    */
   constructor(options) {
-    let o;
-    try {
-      o = copyOptions(typeof options === 'string' ? { path: options } : options, 1);
-    } catch {
-      throw storeConfigError('options', 'could not be read');
-    }
-    if (o === null || typeof o !== 'object') throw storeConfigError('options', 'must be a path or { path, durability? }');
-    for (const key of Object.keys(o)) if (key !== 'path' && key !== 'durability') throw storeConfigError(key, 'is not a known option');
-    if (typeof o.path !== 'string' || o.path === '' || o.path.includes('\0')) throw storeConfigError('path', 'must be a non-empty path');
-    if (o.durability !== undefined && o.durability !== 'normal' && o.durability !== 'full') {
-      throw storeConfigError('durability', "must be 'normal' or 'full'");
-    }
+    const o = callNative(() => binding.sqliteOptions(readFacts(options, 1).facts));
     this.#path = path.resolve(o.path);
-    this.#native = new binding.NativeSqliteStore(this.#path, o.durability === 'full');
+    this.#native = new binding.NativeSqliteStore(this.#path, o.full);
   }
 
   /** The file's absolute path. */
@@ -257,7 +220,7 @@ class SqliteMappingStore {
     try {
       rows = await binding.sqliteList(this.#path);
     } catch (error) {
-      throw require('./errors.js').fromNative(error);
+      throw fromNative(error);
     }
     return rows.map(toRecord);
   }

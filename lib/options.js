@@ -4,48 +4,19 @@
 
 const os = require('node:os');
 const { binding } = require('./binding.js');
-const { SandboxRouterConfigurationError, callNative } = require('./errors.js');
+const { callNative } = require('./errors.js');
 const { InMemoryMappingStore, SqliteMappingStore, NATIVE_STORE } = require('./mappings.js');
-const { guarded, copyOptions, shown } = require('./guard.js');
+const { guarded, copyOptions } = require('./guard.js');
 const { serialize, NotJson } = require('./serialize.js');
 const { telemetryOf } = require('./telemetry.js');
 const { firstNative } = require('./registry.js');
+const { coordinatorOf } = require('./postgres.js');
 
-/** A router's budgets (null without): whether they live in the shared ledger. */
-const budgetsOf = (shared) => (shared === null || shared === undefined ? null : { shared });
+/** The methods whose presence the core decides options by (src/core/router/options.rs). */
+const METHODS = binding.routerOptionMethods();
 
-/** Default bound on caller callbacks (readiness, resolver, classifier, mapping store). */
-const DEFAULT_CALLBACK_TIMEOUT_MS = 10_000;
-/** Default deadline of one capacity read. */
-const DEFAULT_CAPACITY_TIMEOUT_MS = 5_000;
-/** Default life of a post-launch capacity assumption that no read has reflected yet. */
-const DEFAULT_RESERVATION_TTL_MS = 60_000;
-/** Default bound on one runtime call made for an operation by id (or a cleanup). */
-const DEFAULT_OPERATION_TIMEOUT_MS = 600_000;
-
-const ROUTER_OPTIONS = [
-  'registry',
-  'mappings',
-  'observer',
-  'classifyProviderFailure',
-  'resolveRoutingSignals',
-  'provisioning',
-  'capacity',
-  'callbackTimeoutMs',
-  'operationTimeoutMs',
-  'fleet',
-  'health',
-  'clock',
-  'budgets',
-  'telemetry',
-];
-
-/** Default fleet name: the value of the fleet label stamped into every launch (src/core/request.rs). */
+/** Default fleet name: the value of the fleet label stamped into every launch. */
 const { DEFAULT_FLEET } = binding;
-
-function configError(field, expectation) {
-  return new SandboxRouterConfigurationError(`invalid router options: ${field} ${expectation}`, 'INVALID_CONFIGURATION', { field });
-}
 
 function isFn(x) {
   return typeof x === 'function';
@@ -61,91 +32,81 @@ function hasMethods(value, names) {
   }
 }
 
-function observerOf(observer) {
-  if (observer === undefined || observer === null) return null;
-  if (isFn(observer)) return observer;
-  let method = null;
-  if (typeof observer === 'object') {
+/**
+ * What kind of value `v` is, as the core reads options: `typeof`, or `null` / `array`
+ * (`unreadable`: a revoked Proxy, which even Array.isArray cannot read).
+ */
+function kindOf(v) {
+  if (v === null) return 'null';
+  try {
+    return Array.isArray(v) ? 'array' : typeof v;
+  } catch {
+    return 'unreadable';
+  }
+}
+
+/** Which of the methods that matter `v` has (a getter that throws counts as none). */
+function methodsOf(v) {
+  if (v === null || (typeof v !== 'object' && typeof v !== 'function')) return [];
+  return METHODS.filter((m) => {
     try {
-      method = guarded(() => ['emit', 'onEvent', 'event'].find((m) => isFn(observer[m])) ?? null);
+      return guarded(() => isFn(v[m]));
     } catch {
-      method = null;
+      return false;
     }
-  }
-  if (method === null) throw configError('observer', 'must be a function or an object with emit(event)');
-  return (e) => observer[method](e);
-}
-
-function intOption(value, def, field, max) {
-  const v = value === undefined ? def : value;
-  if (!Number.isInteger(v) || v < 1 || v > max) throw configError(field, `must be an integer from 1 to ${max}`);
-  return v;
-}
-
-function capacityPolicyOf(policy) {
-  if (policy === undefined) return null;
-  if (policy === null || typeof policy !== 'object') throw configError('capacity', 'must be an object');
-  const { providerOrder, timeoutMs, reservationTtlMs, coordinator } = policy;
-  if (!Array.isArray(providerOrder) || providerOrder.length === 0) {
-    throw configError('capacity.providerOrder', 'must be a non-empty array of provider ids');
-  }
-  const seen = new Set();
-  providerOrder.forEach((id, i) => {
-    if (typeof id !== 'string' || !binding.isProviderId(id)) throw configError(`capacity.providerOrder[${i}]`, 'must be a valid provider id');
-    if (seen.has(id)) throw configError(`capacity.providerOrder[${i}]`, 'must be a distinct provider id');
-    seen.add(id);
   });
-  let shared = null;
-  if (coordinator !== undefined) {
-    shared = require('./postgres.js').coordinatorOf(coordinator);
-    if (shared === null) throw configError('capacity.coordinator', 'must be a PostgresMappingStore');
+}
+
+/** The facts of every option given: its kind and methods (and the coordinator's class). */
+function givenOf(options) {
+  const out = Object.keys(options).map((key) => ({ key, kind: kindOf(options[key]), methods: methodsOf(options[key]) }));
+  const capacity = options.capacity;
+  if (capacity !== null && typeof capacity === 'object' && capacity.coordinator !== undefined) {
+    out.find((g) => g.key === 'capacity').postgres = coordinatorOf(capacity.coordinator) !== null;
   }
-  const reservationTtl = intOption(reservationTtlMs, DEFAULT_RESERVATION_TTL_MS, 'capacity.reservationTtlMs', 86_400_000);
-  return {
-    providerOrder: [...providerOrder],
-    timeoutMs: intOption(timeoutMs, DEFAULT_CAPACITY_TIMEOUT_MS, 'capacity.timeoutMs', 600_000),
-    reservationTtlMs: reservationTtl,
-    coordinator: shared,
-  };
+  return out;
 }
 
 /**
- * The `health` option, read for the native side: its JSON text (the caller's `clock`
- * taken out), validated natively against the ranges and defaults of src/core/health.rs
- * (the only copy), and the clock health reads: its own `clock`, else the router's
- * (`routerClock`, null for the wall clock). `enabled`: tracking is on.
- * @returns {{ json: string, clock: (() => number) | null, enabled: boolean }}
+ * The options JSON can carry, as text for the core (which validates every one): a value it
+ * cannot carry is refused at its field, natively (`field`: the option it is under).
  */
-function healthOf(option, routerClock) {
-  if (option === undefined || option === true || option === false) return { json: String(option ?? true), clock: routerClock, enabled: option !== false };
-  if (option === null || typeof option !== 'object' || Array.isArray(option)) return { json: 'null', clock: routerClock, enabled: true };
-  const { clock, ...rest } = option;
-  if (clock !== undefined && !isFn(clock)) throw configError('health.clock', 'must be a function returning milliseconds since the epoch');
-  const json = serialize(rest);
-  if (json instanceof NotJson) throw configError(json.field('health'), json.expectation);
-  return { json: json ?? '0', clock: clock === undefined ? routerClock : clockOf(clock, 'health.clock'), enabled: true };
-}
-
-/**
- * The `budgets` option as JSON text for the native side, which validates every rule
- * (src/core/budget.rs `rules_of_option`, the only copy of the rules); undefined without it.
- */
-function budgetsJsonOf(budgets) {
-  if (budgets === undefined) return undefined;
-  const json = budgets === null ? 'null' : serialize(budgets);
-  if (json instanceof NotJson) throw configError(json.field('budgets'), json.expectation);
-  if (json === null) throw configError('budgets', 'could not be read (a property access threw)');
+function textOf(value, field) {
+  const json = serialize(value);
+  if (json instanceof NotJson) callNative(() => binding.notJsonError('router', json.segments, json.what, field));
   return json;
 }
 
+/** The `health` option as text for the core: `true` / `false`, or the object without its `clock`. */
+function healthTextOf(h) {
+  if (h === undefined || h === true || h === false) return String(h ?? true);
+  if (h === null || typeof h !== 'object' || Array.isArray(h)) return 'null';
+  const { clock, ...rest } = h;
+  return textOf(rest, 'health') ?? '0';
+}
+
+/** The data options: `capacity` without its coordinator, the timeouts, `fleet`. */
+function dataOf(options) {
+  const { capacity, callbackTimeoutMs, operationTimeoutMs, fleet } = options;
+  let c = capacity;
+  if (capacity !== null && typeof capacity === 'object' && !Array.isArray(capacity)) ({ coordinator: c, ...c } = capacity);
+  return textOf({ capacity: c, callbackTimeoutMs, operationTimeoutMs, fleet }, '') ?? 'null';
+}
+
 /**
- * The router's `clock` option: the caller's clock, read inside a guard, or null for the
- * wall clock (read natively: no call into JavaScript).
+ * A caller's clock (option `field`), read inside a guard: a throw or a non-finite answer is
+ * the typed error the core names it by.
  */
-function routerClockOf(clock) {
-  if (clock === undefined) return null;
-  if (!isFn(clock)) throw configError('clock', 'must be a function returning milliseconds since the epoch');
-  return clockOf(clock, 'clock');
+function clockOf(clock, field) {
+  return () => {
+    let t;
+    try {
+      t = clock();
+    } catch {
+      t = NaN;
+    }
+    return typeof t === 'number' && Number.isFinite(t) ? t : callNative(() => binding.clockReading(NaN, field));
+  };
 }
 
 /**
@@ -164,27 +125,6 @@ function routerNow(ctx) {
  */
 function healthNow(health) {
   return health === null || health.clock === null ? undefined : health.clock();
-}
-
-/**
- * The caller's clock (option `field`), read inside a guard: a throw or a non-finite answer
- * is a typed error naming the option.
- */
-function clockOf(clock, field) {
-  return () => {
-    let t;
-    try {
-      t = clock();
-    } catch {
-      t = NaN;
-    }
-    if (typeof t !== 'number' || !Number.isFinite(t)) {
-      throw new SandboxRouterConfigurationError(`invalid router options: ${field} must return a finite number of milliseconds`, 'INVALID_CONFIGURATION', {
-        field,
-      });
-    }
-    return t;
-  };
 }
 
 /**
@@ -265,85 +205,67 @@ function othersInFlight(self) {
 }
 
 /**
- * Reads and validates router options into a context. Throws INVALID_CONFIGURATION.
+ * Reads router options into a context; the core validates every one (the typed
+ * INVALID_CONFIGURATION error names the field). Throws.
  * @returns {RouterContext}
  */
 function contextOf(input) {
-  if (input === null || typeof input !== 'object') throw configError('options', 'must be an object');
-  let options;
-  try {
-    options = copyOptions(input, 3);
-  } catch {
-    throw configError('options', 'could not be read (a property access threw)');
+  let options = null;
+  let root = kindOf(input);
+  if (root === 'object') {
+    try {
+      options = copyOptions(input, 3);
+    } catch {
+      root = 'unreadable';
+    }
   }
-  for (const key of Object.keys(options)) {
-    if (!ROUTER_OPTIONS.includes(key)) throw configError(shown(key), 'is not a known option');
-  }
-  const { registry, mappings, observer, classifyProviderFailure, resolveRoutingSignals, provisioning } = options;
-  if (!hasMethods(registry, ['list'])) throw configError('registry', 'must be a ProviderRegistry (an object with list())');
-  if (mappings !== undefined && !hasMethods(mappings, ['put', 'get', 'delete'])) {
-    throw configError('mappings', 'must be a mapping store (put, get and delete methods)');
-  }
-  if (classifyProviderFailure !== undefined && !isFn(classifyProviderFailure)) throw configError('classifyProviderFailure', 'must be a function');
-  if (resolveRoutingSignals !== undefined && !isFn(resolveRoutingSignals)) throw configError('resolveRoutingSignals', 'must be a function');
-  if (provisioning !== undefined && !hasMethods(provisioning, ['hasAvailableCredentials'])) {
-    throw configError('provisioning', 'must have hasAvailableCredentials(providerId)');
-  }
+  if (options === null) callNative(() => binding.routerOptionsRefused(root));
+  const h = options.health;
+  const healthClock = h !== null && typeof h === 'object' && !Array.isArray(h) ? kindOf(h.clock) : undefined;
+  const o = callNative(() => binding.readRouterOptions(givenOf(options), healthClock, dataOf(options)));
+  const { registry, mappings, observer, health: healthOption } = options;
   const store = mappings ?? new InMemoryMappingStore();
   let fastMappings;
+  let sqlite;
   try {
     // Only the exact default class takes the synchronous path: a subclass may override put.
     fastMappings = guarded(() => Object.getPrototypeOf(store) === InMemoryMappingStore.prototype);
-  } catch {
-    throw configError('mappings', 'could not be read');
-  }
-  const capacity = capacityPolicyOf(options.capacity);
-  const observerFn = observerOf(observer);
-  const callbackTimeoutMs = intOption(options.callbackTimeoutMs, DEFAULT_CALLBACK_TIMEOUT_MS, 'callbackTimeoutMs', 3_600_000);
-  const fleet = options.fleet === undefined ? DEFAULT_FLEET : options.fleet;
-  if (typeof fleet !== 'string') throw configError('fleet', 'must be 1-63 characters of [a-z0-9][a-z0-9._-]* (a label-safe name)');
-  const clock = routerClockOf(options.clock);
-  const health = healthOf(options.health, clock);
-  const budgetsJson = budgetsJsonOf(options.budgets);
-  let sqlite;
-  try {
     // Budgets without a coordinator keep their charges in the router's SQLite file.
-    sqlite = budgetsJson !== undefined && guarded(() => store instanceof SqliteMappingStore) ? store[NATIVE_STORE]() : undefined;
+    sqlite = options.budgets !== undefined && guarded(() => store instanceof SqliteMappingStore) ? store[NATIVE_STORE]() : undefined;
   } catch {
-    sqlite = undefined;
+    callNative(() => binding.routerOptionsRefused('mappings'));
   }
+  const clock = o.clock ? clockOf(options.clock, 'clock') : null;
+  const healthJson = healthTextOf(healthOption);
+  const budgetsJson = options.budgets === undefined ? undefined : (textOf(options.budgets, 'budgets') ?? callNative(() => binding.routerOptionsRefused('budgets')));
   const telemetry = telemetryOf(options.telemetry, clock);
   const firstRegistry = firstNative(registry);
   const session = require('node:crypto').randomBytes(8).toString('hex');
-  const operationTimeoutMs = intOption(options.operationTimeoutMs, DEFAULT_OPERATION_TIMEOUT_MS, 'operationTimeoutMs', 86_400_000);
-  const intents = !fastMappings && hasMethods(store, ['intent', 'intents']);
-  const native = callNative(
-    () =>
-      binding.createRouter(
-        {
-          fleet,
-          healthJson: health.json,
-          capacity:
-            capacity === null
-              ? undefined
-              : { providerOrder: capacity.providerOrder, reservationTtlMs: capacity.reservationTtlMs, coordinated: capacity.coordinator !== null },
-          callbackTimeoutMs,
-          operationTimeoutMs,
-          capacityTimeoutMs: capacity?.timeoutMs ?? DEFAULT_CAPACITY_TIMEOUT_MS,
-          intents,
-          classifier: classifyProviderFailure !== undefined,
-          observe: observerFn !== null || telemetry !== null,
-          ownerHost: os.hostname(),
-          ownerPid: process.pid,
-          session,
-          budgetsJson,
-        },
-        firstRegistry,
-        fastMappings ? store[NATIVE_STORE]() : undefined,
-        sqlite,
-      ),
+  const observerFn = !o.observer ? null : o.observerMethod === undefined || o.observerMethod === null ? observer : (e) => observer[o.observerMethod](e);
+  const native = callNative(() =>
+    binding.createRouter(
+      {
+        fleet: o.fleet,
+        healthJson,
+        capacity: o.capacity ?? undefined,
+        callbackTimeoutMs: o.callbackTimeoutMs,
+        operationTimeoutMs: o.operationTimeoutMs,
+        capacityTimeoutMs: o.capacityTimeoutMs,
+        intents: o.intents && !fastMappings,
+        classifier: o.classifier,
+        observe: observerFn !== null || telemetry !== null,
+        ownerHost: os.hostname(),
+        ownerPid: process.pid,
+        session,
+        budgetsJson,
+      },
+      firstRegistry,
+      fastMappings ? store[NATIVE_STORE]() : undefined,
+      sqlite,
+    ),
   );
   track(native);
+  const healthOn = healthOption !== false;
   const ctx = {
     registry,
     native,
@@ -352,18 +274,18 @@ function contextOf(input) {
     mappings: store,
     fastMappings,
     observer: observerFn,
-    classifier: classifyProviderFailure ?? null,
-    resolver: resolveRoutingSignals ?? null,
-    provisioning: provisioning ?? null,
-    callbackTimeoutMs,
-    operationTimeoutMs,
-    capacity,
-    capacityTimeoutMs: capacity?.timeoutMs ?? DEFAULT_CAPACITY_TIMEOUT_MS,
+    classifier: o.classifier ? options.classifyProviderFailure : null,
+    resolver: o.resolver ? options.resolveRoutingSignals : null,
+    provisioning: o.provisioning ? options.provisioning : null,
+    callbackTimeoutMs: o.callbackTimeoutMs,
+    operationTimeoutMs: o.operationTimeoutMs,
+    capacity: o.capacity === null || o.capacity === undefined ? null : { ...o.capacity, coordinator: o.capacity.coordinated ? coordinatorOf(options.capacity.coordinator) : null },
+    capacityTimeoutMs: o.capacityTimeoutMs,
     handles: new Map(),
-    fleet,
-    intents,
+    fleet: o.fleet,
+    intents: o.intents && !fastMappings,
     session,
-    health: health.enabled ? { clock: health.clock } : null,
+    health: healthOn ? { clock: o.healthClock ? clockOf(healthOption.clock, 'health.clock') : clock } : null,
     clock,
     warm: null,
     budgets: budgetsOf(binding.routerBudgetsShared(native)),
@@ -373,6 +295,9 @@ function contextOf(input) {
   if (telemetry !== null) telemetry.observeCircuits(ctx, healthNow);
   return ctx;
 }
+
+/** A router's budgets (null without): whether they live in the shared ledger. */
+const budgetsOf = (shared) => (shared === null || shared === undefined ? null : { shared });
 
 // The shape anchor (docs/performance.md): one idle router context, held by this module's
 // exports for the life of the process. V8's optimized provision path embeds the shape of

@@ -9,13 +9,12 @@
 // lib/telemetry.js records into the instruments by `key`; nothing here runs per provision.
 
 const { binding } = require('./binding.js');
-const { SandboxRouterConfigurationError, ProviderPackageMissingError, isRouterError } = require('./errors.js');
+const { fromNative } = require('./errors.js');
 const { guarded } = require('./guard.js');
 const { packageError } = require('./provider-adapters.js');
 
-/** The optional peer dependency telemetry needs, and the versions it takes (the 2.x SDKs' own peer range). */
-const API_PACKAGE = '@opentelemetry/api';
-const API_RANGE = '>=1.9.0 <2';
+/** The optional peer dependency telemetry needs (its versions: src/core/packages.rs). */
+const API_PACKAGE = binding.TELEMETRY_PACKAGE;
 /** The instrumentation scope: the meter's and tracer's name and version. */
 const SCOPE = '@agent-relay/sandbox-router';
 const VERSION = JSON.parse(require('node:fs').readFileSync(require('node:path').join(__dirname, '..', 'package.json'), 'utf8')).version;
@@ -133,11 +132,6 @@ const INSTRUMENTS = Object.freeze([
   },
 ]);
 
-/** The typed INVALID_CONFIGURATION error for `field` (never a caller's text in the message). */
-function configError(field, expectation) {
-  return new SandboxRouterConfigurationError(`invalid router options: ${field} ${expectation}`, 'INVALID_CONFIGURATION', { field });
-}
-
 /** `@opentelemetry/api`, required once, the first time a router asks for telemetry. */
 let API = null;
 function api() {
@@ -146,7 +140,7 @@ function api() {
   try {
     mod = require(API_PACKAGE);
   } catch (error) {
-    throw packageError(error, API_PACKAGE, API_RANGE, 'telemetry');
+    throw packageError(error, API_PACKAGE);
   }
   let ok = false;
   try {
@@ -154,31 +148,32 @@ function api() {
   } catch {
     ok = false;
   }
-  if (!ok) {
-    throw new ProviderPackageMissingError(`${API_PACKAGE} does not export the 1.x API; install ${API_PACKAGE}@"${API_RANGE}"`, 'PROVIDER_PACKAGE_MISSING', {
-      packageName: API_PACKAGE,
-    });
-  }
+  if (!ok) throw fromNative(binding.packageExportMissing(API_PACKAGE));
   API = mod;
   return API;
 }
 
-/** Calls `method` (getMeter, getTracer) on the caller's provider, inside a guard; its throw is a configuration error. */
-function fromProvider(provider, method, field) {
+/**
+ * Calls `method` (getMeter, getTracer) on the caller's provider, inside a guard; a provider
+ * without it, or whose call throws or answers no object, is the core's typed configuration
+ * error.
+ */
+function fromProvider(provider, method) {
   let fn;
   try {
     fn = guarded(() => provider[method]);
   } catch {
     fn = undefined;
   }
-  if (typeof fn !== 'function') throw configError(field, `must have ${method}(name, version)`);
+  if (typeof fn !== 'function') throw fromNative(binding.telemetryProviderRefused(method, false));
+  let got;
   try {
-    const got = guarded(() => fn.call(provider, SCOPE, VERSION));
-    if (got === null || typeof got !== 'object') throw new Error('not an object');
-    return got;
+    got = guarded(() => fn.call(provider, SCOPE, VERSION));
   } catch {
-    throw configError(field, `${method}() threw or answered no object`);
+    got = undefined;
   }
+  if (got === null || typeof got !== 'object') throw fromNative(binding.telemetryProviderRefused(method, true));
+  return got;
 }
 
 /**
@@ -200,7 +195,7 @@ function instrumentsOn(meter) {
     try {
       out[i.key] = CREATE[i.kind](meter, i, options);
     } catch {
-      throw configError('telemetry.meterProvider', `could not create ${i.name}`);
+      throw fromNative(binding.telemetryInstrumentRefused(i.name));
     }
   }
   return out;
@@ -222,9 +217,4 @@ function traceparentOf(otel, span) {
   return `00-${c.traceId}-${c.spanId}-${(c.traceFlags & 0xff).toString(16).padStart(2, '0')}`;
 }
 
-/** The code of an error the router settles a call with (ours; anything else is a bug). */
-function codeOf(error) {
-  return isRouterError(error) && typeof error.code === 'string' ? error.code : 'INTERNAL_ERROR';
-}
-
-module.exports = { INSTRUMENTS, SCHEMA, API_PACKAGE, api, configError, fromProvider, instrumentsOn, quietly, traceparentOf, codeOf };
+module.exports = { INSTRUMENTS, SCHEMA, API_PACKAGE, api, fromProvider, instrumentsOn, quietly, traceparentOf };

@@ -2,8 +2,9 @@
 // PostgresMappingStore: the mapping seam (put/get/delete/list, intents) in PostgreSQL, and
 // the shared capacity ledger that lets many router processes admit against one truth
 // (`capacity: { coordinator: store }`). The native half (src/binding/pg.rs → src/stores/pg.rs)
-// owns the connection pool, the schema and every SQL statement; this class validates, reads
-// each caller value once, and gives failures their classes.
+// owns the connection pool, the schema and every SQL statement, and the core the options'
+// rule (src/core/store_options.rs); this class reads each caller value once, and gives
+// failures their classes.
 //
 // TLS (`connection.ssl`, or the URL's `sslmode`): rustls in the native half; see docs/fleets.md
 // ("TLS") for what each mode verifies.
@@ -14,92 +15,12 @@
 
 const util = require('node:util');
 const { binding } = require('./binding.js');
-const { fromNative, SandboxRouterConfigurationError } = require('./errors.js');
-const { copyOptions } = require('./guard.js');
+const { callNative, fromNative } = require('./errors.js');
+const { readFacts } = require('./facts.js');
 const { readPut, readIntent, toRecord } = require('./mappings.js');
 
 /** Marks the stores the router may use as a capacity coordinator. */
 const COORDINATOR = Symbol('sandbox-router.coordinator');
-
-/** Default bound of one database call. */
-const DEFAULT_TIMEOUT_MS = 5_000;
-/** Default size of the connection pool. */
-const DEFAULT_POOL_SIZE = 10;
-/** Default lease of a process's in-flight holds. */
-const DEFAULT_LEASE_MS = 30_000;
-
-function configError(field, what) {
-  return new SandboxRouterConfigurationError(`invalid PostgresMappingStore options: ${field} ${what}`, 'INVALID_CONFIGURATION', { field });
-}
-
-function intOption(v, def, field, max) {
-  if (v === undefined) return def;
-  if (!Number.isInteger(v) || v < 1 || v > max) throw configError(field, `must be an integer from 1 to ${max}`);
-  return v;
-}
-
-const CONNECTION_KEYS = ['url', 'host', 'port', 'user', 'password', 'database', 'ssl'];
-const SSL_MODES = ['disable', 'prefer', 'require', 'verify-ca', 'verify-full'];
-
-/**
- * `ssl` as the native side takes it: `true` → `{}` (the URL's sslmode, else verify-full),
- * `false` → `{ mode: 'disable' }`, an object → a fresh `{ mode?, ca? }`. The CA text is
- * handed to native and not kept here.
- */
-function sslOf(v) {
-  if (v === true) return {};
-  if (v === false) return { mode: 'disable' };
-  if (v === null || typeof v !== 'object') throw configError('connection.ssl', 'must be a boolean or { mode?, ca? }');
-  let o;
-  try {
-    o = copyOptions(v, 1);
-  } catch {
-    throw configError('connection.ssl', 'could not be read');
-  }
-  const out = {};
-  for (const key of Object.keys(o)) {
-    const x = o[key];
-    if (x === undefined) continue;
-    if (key === 'mode') {
-      if (!SSL_MODES.includes(x)) throw configError('connection.ssl.mode', `must be one of ${SSL_MODES.join(', ')}`);
-      out.mode = x;
-    } else if (key === 'ca') {
-      if (typeof x !== 'string' || x.length === 0) throw configError('connection.ssl.ca', 'must be PEM text (a non-empty string)');
-      out.ca = x;
-    } else {
-      throw configError(`connection.ssl.${key}`, 'is not a known option');
-    }
-  }
-  return out;
-}
-
-/** The connection options, read once into a fresh object (handed to native, then dropped). */
-function connectionOf(c) {
-  if (typeof c === 'string') return { url: c };
-  if (c === null || typeof c !== 'object') throw configError('connection', 'must be a URL or an object');
-  let o;
-  try {
-    o = copyOptions(c, 1);
-  } catch {
-    throw configError('connection', 'could not be read');
-  }
-  const out = {};
-  for (const key of Object.keys(o)) {
-    if (!CONNECTION_KEYS.includes(key)) throw configError(`connection.${key}`, 'is not a known option');
-    const v = o[key];
-    if (v === undefined) continue;
-    if (key === 'port') {
-      if (!Number.isInteger(v) || v < 1 || v > 65535) throw configError('connection.port', 'must be a port number');
-    } else if (key === 'ssl') {
-      out.ssl = sslOf(v);
-      continue;
-    } else if (typeof v !== 'string') {
-      throw configError(`connection.${key}`, 'must be a string');
-    }
-    out[key] = v;
-  }
-  return out;
-}
 
 /**
  * Mappings, intents and (optionally) the shared capacity ledger in PostgreSQL. The schema is
@@ -116,29 +37,11 @@ class PostgresMappingStore {
    *   a connection URL, or options.
    */
   constructor(options) {
-    let o;
-    if (typeof options === 'string') {
-      o = { connection: options };
-    } else {
-      if (options === null || typeof options !== 'object') throw configError('options', 'must be a URL or { connection, ... }');
-      try {
-        o = copyOptions(options, 1);
-      } catch {
-        throw configError('options', 'could not be read');
-      }
-      for (const key of Object.keys(o)) {
-        if (!['connection', 'timeoutMs', 'poolSize', 'leaseMs'].includes(key)) throw configError(key, 'is not a known option');
-      }
-    }
-    const connection = connectionOf(o.connection);
-    this.#timeoutMs = intOption(o.timeoutMs, DEFAULT_TIMEOUT_MS, 'timeoutMs', 600_000);
-    const poolSize = intOption(o.poolSize, DEFAULT_POOL_SIZE, 'poolSize', 1_000);
-    this.#leaseMs = intOption(o.leaseMs, DEFAULT_LEASE_MS, 'leaseMs', 3_600_000);
-    try {
-      this.#native = new binding.NativePgStore(connection, this.#timeoutMs, poolSize, this.#leaseMs);
-    } catch (error) {
-      throw fromNative(error);
-    }
+    // The connection comes back normalized, goes to the native store, and is not kept here.
+    const o = callNative(() => binding.postgresOptions(readFacts(options, 3).facts));
+    this.#timeoutMs = o.timeoutMs;
+    this.#leaseMs = o.leaseMs;
+    this.#native = callNative(() => new binding.NativePgStore(o.connection, o.timeoutMs, o.poolSize, o.leaseMs));
   }
 
   /** Bound of one database call, in ms. */

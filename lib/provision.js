@@ -12,7 +12,7 @@ const { compile, checkLabels } = require('./compile.js');
 const { emit, emitRouter, debug, DEBUG } = require('./events.js');
 const { keepHandle } = require('./operations.js');
 const { healthNow } = require('./options.js');
-const { needsExtras, extrasFor } = require('./extras.js');
+const { needsExtras, extras: extrasOf } = require('./extras.js');
 const { SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
 const { drive, jobRecord, took, end, failure, clockNow, STEP } = require('./driver.js');
 
@@ -48,7 +48,7 @@ async function begin(run, request) {
       // The callbacks name the provision: its id is made first, after the request's checks.
       id = binding.routerSandboxId(ctx.native);
       checkLabels(call);
-      extras = await extrasFor(ctx, view, call.compiled, run.detached, request, id);
+      extras = await extrasOf(ctx, view, call.compiled, run.detached, request, id);
     }
     try {
       run.sandboxId = binding.beginAcquisition(ctx.native, call.compiled.native, run.detached, call.labelsJson, extras ?? undefined, id, STEP, healthNow(ctx.health), clockNow(ctx));
@@ -70,7 +70,9 @@ async function begin(run, request) {
     // What the job no longer needs is let go: with 10,000 provisions in flight, every
     // object each one's awaiting frame still holds is copied by every young-generation GC.
     request = call = extras = null;
-    await drive(run, kind);
+    // Not awaited: the driver never rejects (it ends the job itself), and this frame is
+    // let go while the job is in flight.
+    drive(run, kind);
   } catch (error) {
     run.machine = -1;
     const e = isRouterError(error) ? error : fromNative(error);

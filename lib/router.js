@@ -12,7 +12,7 @@
 // `explain`). docs/architecture.md draws the flow across the native seam.
 
 const { binding } = require('./binding.js');
-const { SandboxRequestValidationError, callNative } = require('./errors.js');
+const { callNative } = require('./errors.js');
 const { viewOf } = require('./registry.js');
 const { compileShared, checkLabels } = require('./compile.js');
 const { guarded } = require('./guard.js');
@@ -35,7 +35,7 @@ function detachedOf(options) {
   try {
     return guarded(() => options.detached === true);
   } catch {
-    throw new SandboxRequestValidationError('invalid options: could not be read', 'INVALID_REQUEST', { field: 'options' });
+    return callNative(() => binding.routerOptionsRefused('call'));
   }
 }
 

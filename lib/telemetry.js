@@ -24,9 +24,10 @@
 //   that way; docs/telemetry.md "Adding a metric").
 
 const { binding } = require('./binding.js');
-const { shown } = require('./guard.js');
+const { callNative, codeOf } = require('./errors.js');
+const { readFacts } = require('./facts.js');
 const { viewOf } = require('./registry.js');
-const { INSTRUMENTS, SCHEMA, API_PACKAGE, api, configError, fromProvider, instrumentsOn, quietly, traceparentOf, codeOf } = require('./otel.js');
+const { INSTRUMENTS, SCHEMA, API_PACKAGE, api, fromProvider, instrumentsOn, quietly, traceparentOf } = require('./otel.js');
 
 const SUCCESS = binding.ProvisionOutcome.Success;
 const TERMINAL = binding.ProvisionOutcome.Terminal;
@@ -42,21 +43,15 @@ const COLD = 'cold';
  * monotonic clock measures durations).
  */
 function telemetryOf(option, clock) {
-  if (option === undefined || option === false) return null;
-  let o;
-  if (option === true) o = {};
-  else if (option !== null && typeof option === 'object' && !Array.isArray(option)) o = option;
-  else throw configError('telemetry', 'must be true, false or { meterProvider?, tracerProvider?, propagateToLabels? }');
-  for (const key of Object.keys(o)) {
-    if (!['meterProvider', 'tracerProvider', 'propagateToLabels'].includes(key)) throw configError(`telemetry.${shown(key)}`, 'is not a known option');
-  }
-  if (o.propagateToLabels !== undefined && typeof o.propagateToLabels !== 'boolean') throw configError('telemetry.propagateToLabels', 'must be a boolean');
+  const { copy, facts } = readFacts(option, 1);
+  const o = callNative(() => binding.telemetryOption(facts));
+  if (o === null) return null;
   const otel = api();
-  const meterProvider = o.meterProvider === undefined ? otel.metrics.getMeterProvider() : o.meterProvider;
-  const tracerProvider = o.tracerProvider === undefined ? otel.trace.getTracerProvider() : o.tracerProvider;
-  const meter = fromProvider(meterProvider, 'getMeter', 'telemetry.meterProvider');
-  const tracer = fromProvider(tracerProvider, 'getTracer', 'telemetry.tracerProvider');
-  return new Telemetry(otel, meter, tracer, o.propagateToLabels === true, clock);
+  const meterProvider = o.meterProvider ? copy.meterProvider : otel.metrics.getMeterProvider();
+  const tracerProvider = o.tracerProvider ? copy.tracerProvider : otel.trace.getTracerProvider();
+  const meter = fromProvider(meterProvider, 'getMeter');
+  const tracer = fromProvider(tracerProvider, 'getTracer');
+  return new Telemetry(otel, meter, tracer, o.propagateToLabels, clock);
 }
 
 
@@ -246,7 +241,7 @@ class Telemetry {
   }
 
   /**
-   * A provision's capacity read: `measure(ctx, def)` inside a `sandbox_router.capacity_read`
+   * A provision's capacity read: `measure(run)` inside a `sandbox_router.capacity_read`
    * span (ended by the machine's verdict on it, see `decided`), its duration recorded.
    */
   read(run, measure) {
@@ -254,7 +249,7 @@ class Telemetry {
     const pool = run.def.id;
     if (t.context !== null) [t.read, t.readContext] = this.#child('sandbox_router.capacity_read', t.context, { pool });
     const start = this.now();
-    return this.#within(t.readContext, () => measure(run.ctx, run.def)).then((text) => {
+    return this.#within(t.readContext, () => measure(run)).then((text) => {
       this.record('capacityReadDuration', this.since(start), { pool });
       return text;
     });

@@ -23,6 +23,11 @@ export const SHT_SYMTAB = 2;
 export const SHT_STRTAB = 3;
 export const SHT_NOBITS = 8;
 export const SHT_DYNSYM = 11;
+export const SHT_DYNAMIC = 6;
+export const EM_X86_64 = 62;
+export const EM_AARCH64 = 183;
+export const MACHINE_NAMES = { [EM_X86_64]: 'x86_64', [EM_AARCH64]: 'aarch64' };
+const DT_NEEDED = 1;
 export const SHT_GNU_VERNEED = 0x6ffffffe;
 export const SHT_GNU_VERSYM = 0x6fffffff;
 const SHN_XINDEX = 0xffff;
@@ -30,7 +35,8 @@ const VER_FLG_WEAK = 0x2;
 
 /**
  * Parses the ELF header and section table of `bytes` (a Uint8Array or Buffer).
- * Returns `{ littleEndian, sections: [{ index, name, type, offset, size, link, info, entsize }], view }`.
+ * Returns `{ littleEndian, machine, sections: [{ index, name, type, offset, size, link, info, entsize }], view }`
+ * (`machine` is e_machine: EM_X86_64, EM_AARCH64, …).
  */
 export function readElf(bytes) {
   if (!(bytes instanceof Uint8Array)) throw new TypeError('readElf: bytes must be a Uint8Array or Buffer');
@@ -48,11 +54,12 @@ export function readElf(bytes) {
     if (v > BigInt(Number.MAX_SAFE_INTEGER)) throw new ElfFormatError(`a 64-bit field at ${o} is out of range`);
     return Number(v);
   };
+  const machine = u16(0x12);
   const shoff = u64(0x28);
   const shentsize = u16(0x3a);
   let shnum = u16(0x3c);
   let shstrndx = u16(0x3e);
-  if (shoff === 0) return { littleEndian: le, sections: [], view };
+  if (shoff === 0) return { littleEndian: le, machine, sections: [], view };
   if (shentsize < 64) throw new ElfFormatError(`section header size ${shentsize} is smaller than Elf64_Shdr`);
   const header = (i) => {
     const at = shoff + i * shentsize;
@@ -81,7 +88,7 @@ export function readElf(bytes) {
   }
   const names = shstrndx < raw.length ? raw[shstrndx] : null;
   const sections = raw.map(({ nameOffset, ...s }) => ({ ...s, name: names ? cString(bytes, names, nameOffset) : '' }));
-  return { littleEndian: le, sections, view };
+  return { littleEndian: le, machine, sections, view };
 }
 
 /** The NUL-terminated string at `offset` in string table section `table`. */
@@ -160,4 +167,27 @@ export function versionNeeds(bytes, elf = readElf(bytes)) {
 /** Whether the file has a static symbol table (SHT_SYMTAB, `.symtab`): `strip` removes it. */
 export function hasSymtab(bytes, elf = readElf(bytes)) {
   return elf.sections.some((s) => s.type === SHT_SYMTAB);
+}
+
+/**
+ * The shared libraries the file names in its dynamic section (DT_NEEDED), in order:
+ * `['libc.so.6', 'libm.so.6', …]`. A musl build names `libc.so` (musl's one library) and no
+ * glibc file.
+ */
+export function neededLibraries(bytes, elf = readElf(bytes)) {
+  const { view, littleEndian: le } = elf;
+  const names = [];
+  for (const section of elf.sections.filter((s) => s.type === SHT_DYNAMIC)) {
+    const strings = linked(elf, section, '.dynamic');
+    for (let at = section.offset; at + 16 <= section.offset + section.size; at += 16) {
+      const tag = view.getBigInt64(at, le);
+      if (tag === 0n) break; // DT_NULL
+      if (tag === BigInt(DT_NEEDED)) {
+        const value = view.getBigUint64(at + 8, le);
+        if (value > 0xffffffffn) throw new ElfFormatError(`a DT_NEEDED entry at ${at} has an out-of-range name offset`);
+        names.push(cString(bytes, strings, Number(value)));
+      }
+    }
+  }
+  return names;
 }

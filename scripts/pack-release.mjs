@@ -12,9 +12,11 @@
 // working tree. The main tarball ships no `.node`: the binary always comes from a platform
 // package (or a local build, in development).
 //
-// Usage: node scripts/pack-release.mjs --out <dir> [--platform <triple>]... [--all]
+// Usage: node scripts/pack-release.mjs --out <dir> [--platform <triple>]... [--all [--except <triple>]...]
 //   --platform: pack these platform packages (their .node must be in npm/<triple>/);
 //   --all: pack all seven and fail if a binary is missing (the release workflow);
+//   --except: with --all, leave these out (on Linux, after `npm run build:platforms`:
+//     `--all --except win32-x64-msvc`, whose binary only a Windows machine links);
 //   neither: pack every platform package whose binary is present.
 // Writes <dir>/platforms/*.tgz, <dir>/main/*.tgz and prints a JSON summary on stdout.
 
@@ -22,6 +24,7 @@ import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { checkFile } from './check-binary.mjs';
 
 export const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 // Windows: npm is npm.cmd, which Node 20.12+ spawns only through a shell.
@@ -74,19 +77,32 @@ function npmPack(dir, destination) {
   return { tarball: join(destination, report.filename), files: report.files.map((f) => f.path), size: report.size };
 }
 
+/**
+ * The release gate on each binary about to be packed: scripts/check-binary.mjs for the
+ * platform (machine, glibc floor or no glibc, Mach-O imports and minimum macOS, PE imports,
+ * stripped). Throws naming every binary that fails.
+ */
+export function checkPlatformBinaries(platforms) {
+  const failed = platforms.map((p) => checkFile(p.binary, undefined, p.triple)).filter((r) => !r.ok);
+  if (failed.length > 0) raise(`refusing to pack binaries that fail the release check:\n${failed.map((r) => r.line).join('\n')}`);
+}
+
 /** Stages the main package in `<out>/stage` and packs everything; returns the summary. */
-export function packRelease({ out, platforms: wanted = null, all = false }) {
+export function packRelease({ out, platforms: wanted = null, all = false, except = [] }) {
   out = resolve(out);
   const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
   const platforms = platformPackages();
+  for (const t of except) if (!platforms.some((p) => p.triple === t)) raise(`no platform package npm/${t}`);
+  if (except.length > 0 && !all) raise('--except goes with --all');
   const chosen = all
-    ? platforms
+    ? platforms.filter((p) => !except.includes(p.triple))
     : wanted
       ? wanted.map((t) => platforms.find((p) => p.triple === t) ?? raise(`no platform package npm/${t}`))
       : platforms.filter((p) => existsSync(p.binary));
   for (const p of chosen) {
-    if (!existsSync(p.binary)) raise(`${p.binary} is missing: build it (npm run build:dist for linux-x64-gnu) or download the workflow artifact`);
+    if (!existsSync(p.binary)) raise(`${p.binary} is missing: build it (npm run build:platforms -- --target ${p.triple}) or download the workflow artifact`);
   }
+  checkPlatformBinaries(chosen);
 
   rmSync(out, { recursive: true, force: true });
   const summary = { main: null, platforms: [] };
@@ -120,10 +136,10 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const value = (flag) => argv.flatMap((a, i) => (a === flag ? [argv[i + 1]] : []));
   const [out] = value('--out');
   if (!out) {
-    console.error('usage: node scripts/pack-release.mjs --out <dir> [--platform <triple>]... [--all]');
+    console.error('usage: node scripts/pack-release.mjs --out <dir> [--platform <triple>]... [--all [--except <triple>]...]');
     process.exit(2);
   }
   const platforms = value('--platform');
-  const summary = packRelease({ out, platforms: platforms.length > 0 ? platforms : null, all: argv.includes('--all') });
+  const summary = packRelease({ out, platforms: platforms.length > 0 ? platforms : null, all: argv.includes('--all'), except: value('--except') });
   console.log(JSON.stringify(summary, null, 2));
 }

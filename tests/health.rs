@@ -5,11 +5,11 @@
 use agent_relay_sandbox_router::core::acquisition::{Acquisition, Outcome, Step};
 use agent_relay_sandbox_router::core::events::{Event, PoolId};
 use agent_relay_sandbox_router::core::health::{Block, CircuitState, Health, HealthConfig, Transition};
-use std::rc::Rc;
 use agent_relay_sandbox_router::core::pool::Pool;
 use agent_relay_sandbox_router::core::registry::{route_order, Registry, RouteOptions};
 use agent_relay_sandbox_router::core::request::parse_request;
 use serde_json::json;
+use std::rc::Rc;
 
 const TIMEOUT_MS: i64 = 1_000;
 const COOLDOWN_MS: u64 = 5_000;
@@ -94,7 +94,9 @@ impl Run {
         }
         for e in m.take_events() {
             let cooldown = if let Event::CircuitOpened { cooldown_ms, .. } = &e { *cooldown_ms } else { 0 };
-            if let Event::CircuitOpened { pool, .. } | Event::CircuitHalfOpen { pool } | Event::CircuitClosed { pool } = &e {
+            if let Event::CircuitOpened { pool, .. } | Event::CircuitHalfOpen { pool } | Event::CircuitClosed { pool } =
+                &e
+            {
                 self.transitions.push((pool.parse().unwrap(), e.type_name(), cooldown));
             }
         }
@@ -147,10 +149,7 @@ fn chaos_the_best_pool_hangs_mid_run_is_routed_around_probed_and_returned_to() {
     run.now = retry_at;
     let trial = run.provision(Behaviour::Hangs, cheapest()).unwrap();
     assert_eq!((trial.launched.as_slice(), trial.served), (&[0][..], None), "the trial probes a");
-    assert!(matches!(
-        run.transitions[1..],
-        [(0, "health.circuit.half-open", _), (0, "health.circuit.opened", 10_000)]
-    ));
+    assert!(matches!(run.transitions[1..], [(0, "health.circuit.half-open", _), (0, "health.circuit.opened", 10_000)]));
     assert_eq!(run.provision(Behaviour::Hangs, cheapest()).unwrap().served, Some(1), "open again: routed around");
     // Recovered: after the longer cooldown the trial succeeds, the circuit closes, and the
     // router returns to a.

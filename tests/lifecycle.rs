@@ -89,7 +89,7 @@ fn provision(
         &RouteOptions { limit: Some(req.max_attempts as usize), ..Default::default() },
         &mut Vec::new(),
     );
-    let id = ids.next_id().unwrap();
+    let id = ids.next_key().unwrap().to_string();
     let mut labels: Vec<(String, String)> = req.labels.iter().cloned().collect();
     labels.push((SANDBOX_ID_LABEL.to_string(), id.clone()));
     run(reg, rt, store, &req, order, id, &labels, classify, None)
@@ -274,7 +274,7 @@ fn provision_with_capacity(
 ) -> Outcomes {
     let req = parse_request(&json!({})).unwrap();
     let order: Vec<usize> = (0..reg.pools().len()).collect();
-    let id = SandboxIdSource::default().next_id().unwrap();
+    let id = SandboxIdSource::default().next_key().unwrap().to_string();
     let labels = vec![(SANDBOX_ID_LABEL.to_string(), id.clone())];
     let mut store = MappingStore::default();
     run(reg, rt, &mut store, &req, order, id, &labels, classify, Some((ledger, read)))

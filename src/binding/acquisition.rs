@@ -9,7 +9,8 @@
 use crate::binding::clock::now_millis;
 use crate::binding::error::{guard, internal, ErrorValue, Failure};
 use crate::binding::records::{
-    AdmitVerdict, BudgetDemand, BudgetSettlement, BudgetVerdict, DemandRecord, HoldSettlement, IntentRecord, MappingRecord,
+    AdmitVerdict, BudgetDemand, BudgetSettlement, BudgetVerdict, DemandRecord, HoldSettlement, IntentRecord,
+    MappingRecord,
 };
 use crate::binding::registry::RouteExtras;
 use crate::binding::request::{labels_from, CompiledRequest};
@@ -130,8 +131,14 @@ pub fn begin_acquisition(
             }
         };
         let extras = extras.as_ref().map(Extras::from);
-        let (job, next) =
-            router.router.borrow_mut().begin(&request.req, detached, labels, extras.as_ref(), key, now_of(now, clock_now))?;
+        let (job, next) = router.router.borrow_mut().begin(
+            &request.req,
+            detached,
+            labels,
+            extras.as_ref(),
+            key,
+            now_of(now, clock_now),
+        )?;
         write_step(step, job, next)?;
         Ok(key.to_string())
     })
@@ -139,7 +146,13 @@ pub fn begin_acquisition(
 
 /// Job `key`'s current step, written into `step`. `clockNow`: the router's clock (ms).
 #[napi]
-pub fn acquisition_step(env: Env, router: &External<RouterState>, key: u32, step: Uint32ArraySlice<'_>, clock_now: Option<f64>) -> napi::Result<()> {
+pub fn acquisition_step(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    step: Uint32ArraySlice<'_>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
     stepping(&env, router, key, step, |r| r.step(key, now_of(None, clock_now)))
 }
 
@@ -156,7 +169,9 @@ pub enum ReadOutcome {
 
 pub(crate) fn measurement_of(json: Option<&str>, read: ReadOutcome) -> Measurement {
     match read {
-        ReadOutcome::Answered => validate(&json.and_then(|t| serde_json::from_str::<Value>(t).ok()).unwrap_or(Value::Null)),
+        ReadOutcome::Answered => {
+            validate(&json.and_then(|t| serde_json::from_str::<Value>(t).ok()).unwrap_or(Value::Null))
+        }
         ReadOutcome::Threw => Measurement::Unknown(UnknownReason::ReadFailed),
         ReadOutcome::TimedOut => Measurement::Unknown(UnknownReason::Timeout),
     }
@@ -230,7 +245,12 @@ pub fn acquisition_admit_decided(
 
 /// Under a shared budget ledger, what to ask it for the current candidate.
 #[napi]
-pub fn acquisition_budget_demand(env: Env, router: &External<RouterState>, key: u32, clock_now: Option<f64>) -> napi::Result<Option<BudgetDemand>> {
+pub fn acquisition_budget_demand(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    clock_now: Option<f64>,
+) -> napi::Result<Option<BudgetDemand>> {
     guard(&env, || Ok(router.router.borrow_mut().budget_demand(key, now_of(None, clock_now))?.map(BudgetDemand::from)))
 }
 
@@ -276,21 +296,45 @@ pub fn acquisition_writes(env: Env, router: &External<RouterState>, key: u32) ->
 
 /// The launch intent was written (`ok`) or not; the next step.
 #[napi]
-pub fn acquisition_intent_written(env: Env, router: &External<RouterState>, key: u32, ok: bool, step: Uint32ArraySlice<'_>, now: Option<f64>, clock_now: Option<f64>) -> napi::Result<()> {
+pub fn acquisition_intent_written(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    ok: bool,
+    step: Uint32ArraySlice<'_>,
+    now: Option<f64>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
     stepping(&env, router, key, step, |r| r.intent_written(key, ok, now_of(now, clock_now)))
 }
 
 /// The launch returned a handle with the provider's sandbox id; the next step (with the
 /// default store the record is written here, and the step may say the job is ended).
 #[napi]
-pub fn acquisition_succeeded(env: Env, router: &External<RouterState>, key: u32, provider_sandbox_id: String, step: Uint32ArraySlice<'_>, now: Option<f64>, clock_now: Option<f64>) -> napi::Result<()> {
+pub fn acquisition_succeeded(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    provider_sandbox_id: String,
+    step: Uint32ArraySlice<'_>,
+    now: Option<f64>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
     stepping(&env, router, key, step, |r| r.succeeded(key, &provider_sandbox_id, now_of(now, clock_now), now_millis()))
 }
 
 /// The launch threw: `packageCode`, the code of the router's own package error it threw
 /// (else null); the next step.
 #[napi]
-pub fn acquisition_threw(env: Env, router: &External<RouterState>, key: u32, package_code: Option<String>, step: Uint32ArraySlice<'_>, now: Option<f64>, clock_now: Option<f64>) -> napi::Result<()> {
+pub fn acquisition_threw(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    package_code: Option<String>,
+    step: Uint32ArraySlice<'_>,
+    now: Option<f64>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
     stepping(&env, router, key, step, |r| r.threw(key, package_code.as_deref(), now_of(now, clock_now)))
 }
 
@@ -313,31 +357,68 @@ pub fn acquisition_classified(
 
 /// The launch resolved to something that is not a handle; the next step.
 #[napi]
-pub fn acquisition_malformed(env: Env, router: &External<RouterState>, key: u32, step: Uint32ArraySlice<'_>, now: Option<f64>, clock_now: Option<f64>) -> napi::Result<()> {
+pub fn acquisition_malformed(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    step: Uint32ArraySlice<'_>,
+    now: Option<f64>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
     stepping(&env, router, key, step, |r| r.malformed(key, now_of(now, clock_now)))
 }
 
 /// The launch did not settle within its deadline; the next step.
 #[napi]
-pub fn acquisition_timed_out(env: Env, router: &External<RouterState>, key: u32, step: Uint32ArraySlice<'_>, now: Option<f64>, clock_now: Option<f64>) -> napi::Result<()> {
+pub fn acquisition_timed_out(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    step: Uint32ArraySlice<'_>,
+    now: Option<f64>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
     stepping(&env, router, key, step, |r| r.timed_out(key, now_of(now, clock_now)))
 }
 
 /// The caller's store stored the record (`ok`) or not (failed or timed out); the next step.
 #[napi]
-pub fn acquisition_persisted(env: Env, router: &External<RouterState>, key: u32, ok: bool, step: Uint32ArraySlice<'_>, now: Option<f64>, clock_now: Option<f64>) -> napi::Result<()> {
+pub fn acquisition_persisted(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    ok: bool,
+    step: Uint32ArraySlice<'_>,
+    now: Option<f64>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
     stepping(&env, router, key, step, |r| r.persisted(key, ok, now_of(now, clock_now)))
 }
 
 /// The clean-up destroy settled (`succeeded`: the sandbox is gone); the next step.
 #[napi]
-pub fn acquisition_cleaned_up(env: Env, router: &External<RouterState>, key: u32, succeeded: bool, step: Uint32ArraySlice<'_>, now: Option<f64>, clock_now: Option<f64>) -> napi::Result<()> {
+pub fn acquisition_cleaned_up(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    succeeded: bool,
+    step: Uint32ArraySlice<'_>,
+    now: Option<f64>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
     stepping(&env, router, key, step, |r| r.cleaned_up(key, succeeded, now_of(now, clock_now)))
 }
 
 /// The intent was settled after a failure (or that failed: best effort); the next step.
 #[napi]
-pub fn acquisition_intent_settled(env: Env, router: &External<RouterState>, key: u32, step: Uint32ArraySlice<'_>, now: Option<f64>, clock_now: Option<f64>) -> napi::Result<()> {
+pub fn acquisition_intent_settled(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    step: Uint32ArraySlice<'_>,
+    now: Option<f64>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
     stepping(&env, router, key, step, |r| r.intent_settled(key, now_of(now, clock_now)))
 }
 
@@ -366,7 +447,13 @@ pub fn acquisition_late(router: &External<RouterState>, has_handle: bool) -> boo
 
 /// The destroy of a late launch's sandbox `id` on pool `providerId` settled.
 #[napi]
-pub fn acquisition_late_cleaned_up(router: &External<RouterState>, id: String, provider_id: String, succeeded: bool, clock_now: Option<f64>) {
+pub fn acquisition_late_cleaned_up(
+    router: &External<RouterState>,
+    id: String,
+    provider_id: String,
+    succeeded: bool,
+    clock_now: Option<f64>,
+) {
     if let Some(key) = SandboxKey::parse(&id) {
         router.router.borrow_mut().late_cleaned_up(key, &provider_id, succeeded, now_of(None, clock_now).router);
     }
@@ -387,7 +474,12 @@ pub fn acquisition_candidates(env: Env, router: &External<RouterState>, key: u32
 /// Events job `key` decided since the last call, in their documented shapes (empty unless
 /// the router has an observer or telemetry). `clockNow`: the router's clock (their `at`).
 #[napi]
-pub fn acquisition_events<'env>(env: &'env Env, router: &External<RouterState>, key: u32, clock_now: Option<f64>) -> napi::Result<Array<'env>> {
+pub fn acquisition_events<'env>(
+    env: &'env Env,
+    router: &External<RouterState>,
+    key: u32,
+    clock_now: Option<f64>,
+) -> napi::Result<Array<'env>> {
     let events = guard(env, || router.router.borrow_mut().job_events(key, now_of(None, clock_now)))?;
     events_array(env, &events)
 }
@@ -409,7 +501,11 @@ pub struct AcquisitionFailure {
 
 /// How the job failed, once over (null while it runs or after a success).
 #[napi]
-pub fn acquisition_failure(env: Env, router: &External<RouterState>, key: u32) -> napi::Result<Option<AcquisitionFailure>> {
+pub fn acquisition_failure(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+) -> napi::Result<Option<AcquisitionFailure>> {
     guard(&env, || {
         Ok(router.router.borrow_mut().failure(key)?.map(|e| AcquisitionFailure {
             error: ErrorValue(e.error),

@@ -91,7 +91,10 @@ impl From<Measurement> for MeasurementRecord {
 /// it answered), validated strictly: anything malformed is `{ status: 'unknown', reason:
 /// 'MALFORMED' }`, a reader that threw `READ_FAILED`, one that timed out `TIMEOUT`.
 #[napi]
-pub fn validate_measurement(measurement_json: Option<String>, read: crate::binding::acquisition::ReadOutcome) -> MeasurementRecord {
+pub fn validate_measurement(
+    measurement_json: Option<String>,
+    read: crate::binding::acquisition::ReadOutcome,
+) -> MeasurementRecord {
     crate::binding::acquisition::measurement_of(measurement_json.as_deref(), read).into()
 }
 
@@ -359,10 +362,7 @@ mod tests {
     fn must_fire_a_refused_option_is_a_typed_configuration_error_without_the_key() {
         let spec = json!({"provider": "e2b", "options": {"apiKey": "sk_canary\n"}});
         let e = option_error(ReaderOptions::read(Some(&spec)).unwrap_err());
-        assert_eq!(
-            (e.code.as_str(), e.class.name()),
-            ("INVALID_CONFIGURATION", "SandboxRouterConfigurationError")
-        );
+        assert_eq!((e.code.as_str(), e.class.name()), ("INVALID_CONFIGURATION", "SandboxRouterConfigurationError"));
         assert_eq!(e.field.as_deref(), Some("apiKey"));
         assert_eq!(e.message, "invalid capacity reader option apiKey: must not contain control characters");
     }

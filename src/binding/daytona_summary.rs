@@ -29,15 +29,18 @@ fn invalid(e: FieldError) -> Failure {
     )
 }
 
-fn parse_json(text: &str, field: &str) -> Result<Value, Failure> {
-    serde_json::from_str(text).map_err(|_| {
+/// `text` read as JSON; None: the caller's value had no JSON form.
+fn parse_json(text: Option<&str>, field: &str) -> Result<Value, Failure> {
+    let refused = |what: &str| {
         NativeError::invalid(
             ErrorClass::RequestValidation,
             "INVALID_INPUT",
-            format!("invalid input: {field} is not JSON"),
+            format!("invalid input: {field} is not {what}"),
             field,
         )
-    })
+    };
+    let text = text.ok_or_else(|| refused("JSON-serializable"))?;
+    serde_json::from_str(text).map_err(|_| refused("JSON"))
 }
 
 /// Strictly parsed Daytona limits: vCPU, MiB (null when not given), and what was given.
@@ -70,11 +73,11 @@ impl From<DaytonaCapacityLimits> for DaytonaLimitsRecord {
 /// given as JSON text: finite numbers > 0, no unknown keys, at least one. Throws the typed
 /// `INVALID_INPUT` error naming the field.
 #[napi]
-pub fn parse_daytona_capacity_limits(env: Env, limits_json: String) -> napi::Result<DaytonaLimitsRecord> {
-    guard(&env, || limits_of(&limits_json))
+pub fn parse_daytona_capacity_limits(env: Env, limits_json: Option<String>) -> napi::Result<DaytonaLimitsRecord> {
+    guard(&env, || limits_of(limits_json.as_deref()))
 }
 
-fn limits_of(limits_json: &str) -> Result<DaytonaLimitsRecord, Failure> {
+fn limits_of(limits_json: Option<&str>) -> Result<DaytonaLimitsRecord, Failure> {
     let v = parse_json(limits_json, "limits")?;
     Ok(parse_limits(&v).map_err(invalid)?.into())
 }
@@ -339,16 +342,16 @@ impl From<Summary> for DaytonaSummaryRecord {
 #[napi]
 pub fn summarize_daytona_capacity(
     env: Env,
-    items_json: String,
-    limits_json: String,
+    items_json: Option<String>,
+    limits_json: Option<String>,
     options_json: Option<String>,
 ) -> napi::Result<DaytonaSummaryRecord> {
-    guard(&env, || summary_of(&items_json, &limits_json, options_json.as_deref()))
+    guard(&env, || summary_of(items_json.as_deref(), limits_json.as_deref(), options_json.as_deref()))
 }
 
 fn summary_of(
-    items_json: &str,
-    limits_json: &str,
+    items_json: Option<&str>,
+    limits_json: Option<&str>,
     options_json: Option<&str>,
 ) -> Result<DaytonaSummaryRecord, Failure> {
     let items_value = parse_json(items_json, "items")?;
@@ -358,7 +361,7 @@ fn summary_of(
         Value::Null => None,
         ref v => Some(parse_limits(v).map_err(invalid)?),
     };
-    let options_value = options_json.map(|t| parse_json(t, "options")).transpose()?;
+    let options_value = Some(parse_json(options_json, "options")?).filter(|v| !v.is_null());
     let options = parse_summary_options(options_value.as_ref(), now_millis() as f64).map_err(invalid)?;
     Ok(summarize(items, limits.as_ref(), &options).into())
 }
@@ -369,19 +372,22 @@ mod tests {
 
     #[test]
     fn must_fire_invalid_limits_name_their_field_in_a_typed_error() {
-        let err = limits_of(r#"{"cpu": "10"}"#).err().unwrap();
+        let err = limits_of(Some(r#"{"cpu": "10"}"#)).err().unwrap();
         assert_eq!((err.code.as_str(), err.field.as_deref()), ("INVALID_INPUT", Some("limits.cpu")));
-        let err = summary_of("[]", "null", Some("{not json")).err().unwrap();
+        let err = summary_of(Some("[]"), Some("null"), Some("{not json")).err().unwrap();
         assert_eq!(err.field.as_deref(), Some("options"));
+        let err = summary_of(None, Some("null"), Some("null")).err().unwrap();
+        assert_eq!(err.message, "invalid input: items is not JSON-serializable");
+        assert_eq!(limits_of(None).err().unwrap().field.as_deref(), Some("limits"));
     }
 
     #[test]
     fn must_not_fire_a_valid_summary_answers_its_constants_and_clock() {
-        let s = summary_of("[]", "null", Some(r#"{"now": 0}"#)).unwrap();
+        let s = summary_of(Some("[]"), Some("null"), Some(r#"{"now": 0}"#)).unwrap();
         assert_eq!(s.generated_at, "1970-01-01T00:00:00.000Z");
         assert_eq!((s.provider.as_str(), s.provisioning_check.as_str()), ("daytona", "not_covered"));
         assert_eq!((s.level, s.utilization.cpu.limit_source.as_str()), (None, "not_configured"));
-        let l = limits_of(r#"{"disk": 0.5}"#).unwrap();
+        let l = limits_of(Some(r#"{"disk": 0.5}"#)).unwrap();
         assert_eq!((l.cpu, l.disk_mib, l.memory_mib, l.provided), (None, Some(512.0), None, vec!["disk".to_string()]));
     }
 }

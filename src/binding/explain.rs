@@ -13,12 +13,12 @@ use crate::binding::error::{guard, internal};
 use crate::binding::registry::{Registry, RouteExtras};
 use crate::binding::request::CompiledRequest;
 use crate::binding::router::{now_of, RouterState};
-use crate::core::router::pools::{Extras, HealthView, Pools, Question};
 use crate::core::explain::{interned_summary, weights, write_compact};
 use crate::core::reasons::Reason;
 use crate::core::registry::InternedDecision;
 use crate::core::request::{Objective, Request, Strategy};
 use crate::core::requirements::Interner;
+use crate::core::router::pools::{Extras, HealthView, Pools, Question};
 use napi::bindgen_prelude::{Array, External, Float64ArraySlice, Uint32ArraySlice};
 use napi::Env;
 use napi::Result;
@@ -72,6 +72,37 @@ pub struct ExplainVocabulary {
     pub header_ints: u32,
     /// How many `floats` the header takes (the balanced weights).
     pub header_floats: u32,
+    /// Where each header field is in `ints`.
+    pub header: ExplainHeader,
+}
+
+/// The positions of the header's fields in `ints` (see `header`).
+#[napi(object)]
+pub struct ExplainHeader {
+    /// 1 when the decision fitted the buffers.
+    pub fits: u32,
+    /// The `ints` the decision needs, header included.
+    pub ints_needed: u32,
+    /// The `floats` it needs, header included.
+    pub floats_needed: u32,
+    /// Eligible pools.
+    pub eligible: u32,
+    /// Rejected pools.
+    pub rejected: u32,
+    /// The request's strategy (an index into `strategies`).
+    pub strategy: u32,
+    /// Its latency objective (an index into `objectives`).
+    pub objective: u32,
+    /// `maxAcquisitionAttempts`.
+    pub max_attempts: u32,
+    /// `acquisitionFallback` allowed.
+    pub fallback_allowed: u32,
+    /// The text table's generation (JS writes its own; the call writes the current one).
+    pub generation: u32,
+    /// The first text JS lacks (JS writes its table's length; the call writes where it sent from).
+    pub texts: u32,
+    /// The summary's text index.
+    pub summary: u32,
 }
 
 const STRATEGIES: [Strategy; 4] = [Strategy::Cost, Strategy::Latency, Strategy::Reliability, Strategy::Balanced];
@@ -86,6 +117,20 @@ pub fn explain_vocabulary() -> ExplainVocabulary {
         objectives: OBJECTIVES.iter().map(|o| o.name().to_string()).collect(),
         header_ints: HEADER_INTS as u32,
         header_floats: HEADER_FLOATS as u32,
+        header: ExplainHeader {
+            fits: header::FITS as u32,
+            ints_needed: header::INTS_NEEDED as u32,
+            floats_needed: header::FLOATS_NEEDED as u32,
+            eligible: header::ELIGIBLE as u32,
+            rejected: header::REJECTED as u32,
+            strategy: header::STRATEGY as u32,
+            objective: header::OBJECTIVE as u32,
+            max_attempts: header::MAX_ATTEMPTS as u32,
+            fallback_allowed: header::FALLBACK_ALLOWED as u32,
+            generation: header::GENERATION as u32,
+            texts: header::TEXTS as u32,
+            summary: header::SUMMARY as u32,
+        },
     }
 }
 

@@ -3,9 +3,9 @@
 //! the operating system's CSPRNG (I/O, so not the core's).
 
 use crate::binding::error::guard;
-use crate::core::ids::{validate_provider_id, validate_sandbox_id, ID_BYTES, SANDBOX_ID_PREFIX};
-use crate::core::CoreError;
 use crate::binding::router::RouterState;
+use crate::core::ids::{validate_provider_id, validate_sandbox_id, SandboxKey, ID_BYTES};
+use crate::core::CoreError;
 use napi::bindgen_prelude::External;
 use napi::Env;
 use napi_derive::napi;
@@ -29,23 +29,18 @@ impl Default for SandboxIdSource {
 }
 
 impl SandboxIdSource {
-    /// Returns a fresh `sbx_` + 32 lowercase hex id.
-    pub fn next_id(&mut self) -> Result<String, CoreError> {
+    /// Returns the key of a fresh `sbx_` id (128 random bits).
+    pub fn next_key(&mut self) -> Result<SandboxKey, CoreError> {
         if self.pos + ID_BYTES > self.buf.len() {
             getrandom::fill(&mut self.buf).map_err(|_| CoreError::RandomUnavailable)?;
             self.pos = 0;
         }
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut out = String::with_capacity(SANDBOX_ID_PREFIX.len() + 2 * ID_BYTES);
-        out.push_str(SANDBOX_ID_PREFIX);
-        for b in &self.buf[self.pos..self.pos + ID_BYTES] {
-            out.push(HEX[(b >> 4) as usize] as char);
-            out.push(HEX[(b & 0xf) as usize] as char);
-        }
+        let mut bytes = [0u8; ID_BYTES];
+        bytes.copy_from_slice(&self.buf[self.pos..self.pos + ID_BYTES]);
         // Overwrite the used bytes so they cannot be read back from the buffer.
         self.buf[self.pos..self.pos + ID_BYTES].fill(0);
         self.pos += ID_BYTES;
-        Ok(out)
+        Ok(SandboxKey::from_bytes(bytes))
     }
 }
 
@@ -97,7 +92,7 @@ pub const DEFAULT_FLEET: &str = crate::core::request::DEFAULT_FLEET;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::ids::{is_sandbox_id, SandboxKey};
+    use crate::core::ids::is_sandbox_id;
     use std::collections::HashSet;
 
     #[test]
@@ -105,7 +100,7 @@ mod tests {
         let mut src = SandboxIdSource::default();
         let mut seen = HashSet::new();
         for _ in 0..2000 {
-            let id = src.next_id().unwrap();
+            let id = src.next_key().unwrap().to_string();
             assert!(is_sandbox_id(&id), "{id}");
             assert_eq!(SandboxKey::parse(&id).unwrap().to_string(), id);
             assert!(seen.insert(id));

@@ -13,8 +13,9 @@
 //! policy back. [`IdleObserver`] holds one `checkIdle`'s policy and previous state between
 //! the probe it asks for (its token names the probe's files) and the verdict.
 //!
-//! The reports are `use_nullable`: every field is present, `null` when the script did not
-//! say (the parsers in `lib/manifest-scripts.js` write each one out).
+//! The scripts a manifest runs are the core's too (`core::manifest::scripts`): JavaScript
+//! sends each one through `runScript` and hands back what it resolved with, read once
+//! ([`ScriptAnswerRecord`]), and the core reads the script's tagged lines.
 //!
 //! Key order: the documented plan and manifest objects have always had their keys in sorted
 //! order (they were JSON objects the core serialized with sorted keys). napi sets optional
@@ -22,15 +23,15 @@
 //! sit in the middle (a process, a readiness probe, a manifest); the records that can be
 //! passed through as they are declare their fields in that order.
 
+use crate::binding::checks::ErrorTextRecord;
 use crate::binding::error::{guard, internal, Failure};
+use crate::core::facts::Fact;
 use crate::core::manifest::execution::{
-    self, FlushOutcome, FlushReport, PollReport, PollVerdict, ProbeReport, ProcessStatus, StartFailure,
-    StartFailureReason, StartReport, StopOutcome, StopStep, DEFAULT_FLUSH_TIMEOUT_MS, DEFAULT_IDLE_PROBE_TIMEOUT_MS,
+    self, FlushOutcome, PollVerdict, StartFailure, StartFailureReason, StopOutcome, StopStep, DEFAULT_FLUSH_TIMEOUT_MS,
+    DEFAULT_IDLE_PROBE_TIMEOUT_MS,
 };
-use crate::core::manifest::idle::{
-    self, EvidenceStatus, FilesSeen, IdleCheck, IdleProbe, IdleState, PidFileSeen, ProcSeen, UnknownReason,
-    STATE_VERSION,
-};
+use crate::core::manifest::idle::{self, EvidenceStatus, IdleCheck, IdleState, UnknownReason, STATE_VERSION};
+use crate::core::manifest::scripts::{self, Answer};
 use crate::core::manifest::{
     parse_manifest_text, plan_startup as core_plan_startup, plan_teardown as core_plan_teardown, Evidence, Idle,
     Manifest, Phase, Probe, Process, Restart, Signal, StartupPlan, TeardownPlan,
@@ -423,6 +424,40 @@ pub enum StartFailureReasonName {
     RuntimeError,
 }
 
+/// Every reason a start fails for, in their documented order (`MANIFEST_START_REASONS`).
+#[napi]
+pub fn manifest_start_reasons(env: Env) -> napi::Result<Vec<&'static str>> {
+    guard(&env, || Ok(StartFailureReason::ALL.iter().map(|r| r.code()).collect()))
+}
+
+/// The code and message of a `ManifestStartError` of `process`, failed for `reason` (one
+/// of `MANIFEST_START_REASONS`).
+#[napi]
+pub fn manifest_start_error(env: Env, process: String, reason: String) -> napi::Result<ErrorTextRecord> {
+    guard(&env, || {
+        Ok(ErrorTextRecord {
+            code: execution::START_FAILED_CODE,
+            message: execution::start_error_message(&process, &reason),
+        })
+    })
+}
+
+/// Throws the typed `INVALID_INPUT` error naming `router` unless it has `runScript`.
+#[napi]
+pub fn check_manifest_router(env: Env, has_run_script: bool) -> napi::Result<()> {
+    guard(&env, || Ok(execution::check_router(has_run_script)?))
+}
+
+/// Throws the typed `INVALID_INPUT` error naming `started` unless its facts (`lib/facts.js`;
+/// null: it could not be read) are what `startManifest` resolved with.
+#[napi]
+pub fn check_started(env: Env, facts_json: Option<String>) -> napi::Result<()> {
+    guard(&env, || {
+        let facts = facts_json.as_deref().and_then(Fact::parse);
+        Ok(execution::check_started(facts.as_ref())?)
+    })
+}
+
 /// A failure of one process, with the detail its reason carries.
 #[napi(object, object_from_js = false)]
 pub struct StartFailureRecord {
@@ -452,84 +487,56 @@ impl From<StartFailure> for StartFailureRecord {
     }
 }
 
-/// A pid, group or status as the JS parser read it, if it fits.
-fn id(x: Option<i64>) -> Option<u32> {
-    x.and_then(|v| u32::try_from(v).ok())
-}
-
-/// What the start script reported.
+/// What a script's `runScript` resolved with, as `lib/manifest.js` read it once (each field
+/// null where the value was not of the port's type). A call that rejected has no answer
+/// (null).
 #[napi(object, object_to_js = false, use_nullable = true)]
-pub struct StartReportRecord {
-    /// The `runScript` call rejected.
-    pub rejected: bool,
-    /// The script's exit status.
-    pub exit_code: Option<i64>,
-    /// The process's pid.
-    pub pid: Option<i64>,
-    /// The start script's own pid.
-    pub shell: Option<i64>,
-    /// The process's group.
-    pub pgid: Option<i64>,
+pub struct ScriptAnswerRecord {
+    /// The result was a value (not null or undefined).
+    pub answered: bool,
+    /// Its `stdout`, when a string.
+    pub stdout: Option<String>,
+    /// Its `output`, when a string (the adapters' name for it).
+    pub output: Option<String>,
+    /// Its `exitCode`, when a number.
+    pub exit_code: Option<f64>,
+    /// Its `timedOut` was truthy.
+    pub timed_out: bool,
 }
 
-/// Judges a start: null when the process started in a process group of its own (the one
-/// its start script leads), else why not (`START_FAILED`, or `RUNTIME_ERROR` when the call
-/// rejected).
-#[napi]
-pub fn judge_start(env: Env, report: StartReportRecord) -> napi::Result<Option<StartFailureRecord>> {
-    guard(&env, || {
-        let r = StartReport {
-            rejected: report.rejected,
-            exit_code: report.exit_code,
-            pid: id(report.pid),
-            shell: id(report.shell),
-            pgid: id(report.pgid),
-        };
-        Ok(execution::judge_start(&r).err().map(StartFailureRecord::from))
+fn answer_of(r: Option<ScriptAnswerRecord>) -> Option<Answer> {
+    r.map(|r| Answer {
+        answered: r.answered,
+        stdout: r.stdout,
+        output: r.output,
+        exit_code: r.exit_code,
+        timed_out: r.timed_out,
     })
 }
 
-/// A process state a status line names.
-#[napi(string_enum = "lowercase")]
-pub enum ProcessStateName {
-    /// Alive, not a zombie.
-    Running,
-    /// Its exit file exists.
-    Exited,
-    /// Neither.
-    Gone,
+/// How a start went: the process's pid and group, or why it failed.
+#[napi(object, object_from_js = false)]
+pub struct StartJudgedRecord {
+    /// Why the start failed; absent when the process started.
+    pub failure: Option<StartFailureRecord>,
+    /// The process's pid, when it started.
+    pub pid: Option<u32>,
+    /// Its process group (the one its start script leads), when it started.
+    pub pgid: Option<u32>,
 }
 
-/// One process's status line, parsed.
-#[napi(object, object_to_js = false, use_nullable = true)]
-pub struct StatusReportRecord {
-    /// The state it names.
-    pub state: ProcessStateName,
-    /// With `exited`: the status the exit file held, if readable.
-    pub exit_code: Option<i64>,
-}
-
-impl From<&StatusReportRecord> for ProcessStatus {
-    fn from(s: &StatusReportRecord) -> Self {
-        match s.state {
-            ProcessStateName::Running => ProcessStatus::Running,
-            ProcessStateName::Exited => ProcessStatus::Exited(s.exit_code),
-            ProcessStateName::Gone => ProcessStatus::Gone,
-        }
-    }
-}
-
-/// What one readiness poll reported.
-#[napi(object, object_to_js = false, use_nullable = true)]
-pub struct PollReportRecord {
-    /// The `runScript` call rejected.
-    pub rejected: bool,
-    /// The process's status line, when readable.
-    pub status: Option<StatusReportRecord>,
-    /// The probe's exit status, when it printed one.
-    pub probe_exit: Option<i64>,
-    /// The port probe found no TCP client.
-    pub probe_unavailable: bool,
+/// Judges a start from its script's answer (null: the call rejected): the process started
+/// in a process group of its own (the one its start script leads), else why not
+/// (`START_FAILED`, or `RUNTIME_ERROR` when the call rejected).
+#[napi]
+pub fn judge_start(env: Env, answer: Option<ScriptAnswerRecord>) -> napi::Result<StartJudgedRecord> {
+    guard(&env, || {
+        let r = scripts::start_report(answer_of(answer).as_ref());
+        Ok(match execution::judge_start(&r) {
+            Ok((pid, pgid)) => StartJudgedRecord { failure: None, pid: Some(pid), pgid: Some(pgid) },
+            Err(f) => StartJudgedRecord { failure: Some(f.into()), pid: None, pgid: None },
+        })
+    })
 }
 
 /// What to do after a poll.
@@ -551,15 +558,6 @@ pub enum PollVerdictRecord {
     },
 }
 
-/// One process of the final check, and its status line (null when unreadable).
-#[napi(object, object_to_js = false, use_nullable = true)]
-pub struct NamedStatusRecord {
-    /// The process.
-    pub name: String,
-    /// Its status line, parsed.
-    pub status: Option<StatusReportRecord>,
-}
-
 /// The first process the final check found not running.
 #[napi(object, object_from_js = false)]
 pub struct RunningFailureRecord {
@@ -569,19 +567,42 @@ pub struct RunningFailureRecord {
     pub failure: StartFailureRecord,
 }
 
-/// Judges the final check of a start: every process (in startup order) must still run.
-/// `rejected`: the check's `runScript` call rejected (the first process fails with
-/// `RUNTIME_ERROR`). Null when the manifest is useful.
+/// A started process, by name and pid.
+#[napi(object, object_to_js = false)]
+pub struct StartedEntryRecord {
+    /// The process.
+    pub name: String,
+    /// Its pid.
+    pub pid: u32,
+}
+
+/// The final check of a start: the status line of every started process, in order.
+#[napi]
+pub fn status_script(env: Env, entries: Vec<StartedEntryRecord>) -> napi::Result<String> {
+    guard(&env, || {
+        let entries: Vec<(&str, u32)> = entries.iter().map(|e| (e.name.as_str(), e.pid)).collect();
+        Ok(scripts::status_script(&entries))
+    })
+}
+
+/// Judges the final check of a start from its script's answer (null: the call rejected,
+/// and the first process fails with `RUNTIME_ERROR`): every process of `names` (in startup
+/// order) must still run. Null when the manifest is useful.
 #[napi]
 pub fn judge_still_running(
     env: Env,
-    rejected: bool,
-    statuses: Vec<NamedStatusRecord>,
+    answer: Option<ScriptAnswerRecord>,
+    names: Vec<String>,
 ) -> napi::Result<Option<RunningFailureRecord>> {
     guard(&env, || {
-        let parsed: Vec<Option<ProcessStatus>> = statuses.iter().map(|s| s.status.as_ref().map(Into::into)).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let statuses = scripts::statuses(answer_of(answer).as_ref(), &refs);
+        let (rejected, parsed) = match statuses {
+            Some(s) => (false, s),
+            None => (true, Vec::new()),
+        };
         Ok(execution::judge_still_running(rejected, &parsed).and_then(|(i, failure)| {
-            Some(RunningFailureRecord { process: statuses.get(i)?.name.clone(), failure: failure.into() })
+            Some(RunningFailureRecord { process: names.get(i)?.clone(), failure: failure.into() })
         }))
     })
 }
@@ -614,6 +635,17 @@ impl NativeManifest {
         guard(&env, || Ok(StartupPlanRecord::from(&core_plan_startup(&self.manifest))))
     }
 
+    /// The failure a start that ended for any other cause than a judged one is reported
+    /// as: the runtime failed (`RUNTIME_ERROR`), at the first process of the plan.
+    #[napi]
+    pub fn runtime_failure(&self, env: Env) -> napi::Result<RunningFailureRecord> {
+        guard(&env, || {
+            let plan = core_plan_startup(&self.manifest);
+            let process = plan.order().first().map(|p| p.to_string()).unwrap_or_default();
+            Ok(RunningFailureRecord { process, failure: StartFailure::RuntimeError.into() })
+        })
+    }
+
     fn process(&self, name: &str) -> Result<&Process, Failure> {
         self.manifest.process(name).ok_or_else(|| internal("(a poll of a process the manifest does not have)"))
     }
@@ -625,8 +657,22 @@ impl NativeManifest {
         guard(&env, || Ok(ms(execution::poll_timeout_ms(self.process(&name)?, elapsed(elapsed_ms)))))
     }
 
-    /// Judges one readiness poll of process `name`, `elapsedMs` after its first start, with
-    /// `restarts` restarts used: ready, restart, wait `waitMs`, or fail.
+    /// The start script of process `name` (on a restart, `previousPgid`: the group of its
+    /// previous run, killed first).
+    #[napi]
+    pub fn start_script(&self, env: Env, name: String, previous_pgid: Option<u32>) -> napi::Result<String> {
+        guard(&env, || Ok(scripts::start_script(self.process(&name)?, previous_pgid)))
+    }
+
+    /// One readiness poll script of process `name`, supervised by `pid`.
+    #[napi]
+    pub fn poll_script(&self, env: Env, name: String, pid: u32) -> napi::Result<String> {
+        guard(&env, || Ok(scripts::poll_script(self.process(&name)?, pid)))
+    }
+
+    /// Judges one readiness poll of process `name` from its script's answer (null: the call
+    /// rejected), `elapsedMs` after its first start, with `restarts` restarts used: ready,
+    /// restart, wait `waitMs`, or fail.
     #[napi]
     pub fn judge_poll(
         &self,
@@ -634,14 +680,10 @@ impl NativeManifest {
         name: String,
         restarts: u32,
         elapsed_ms: i64,
-        report: PollReportRecord,
+        answer: Option<ScriptAnswerRecord>,
     ) -> napi::Result<PollVerdictRecord> {
         guard(&env, || {
-            let probe = match (report.probe_unavailable, report.probe_exit) {
-                (true, _) => Some(ProbeReport::Unavailable),
-                (false, code) => code.map(ProbeReport::Exit),
-            };
-            let r = PollReport { rejected: report.rejected, status: report.status.as_ref().map(Into::into), probe };
+            let r = scripts::poll_report(answer_of(answer).as_ref(), &name);
             Ok(match execution::judge_poll(self.process(&name)?, restarts, elapsed(elapsed_ms), &r) {
                 PollVerdict::Ready => PollVerdictRecord::Ready,
                 PollVerdict::Restart => PollVerdictRecord::Restart,
@@ -660,19 +702,16 @@ fn elapsed(ms: i64) -> u64 {
 // ---------------------------------------------------------------------------------------
 // Teardown
 
-/// How to stop one started process.
+/// How to stop one started process: its flush script (when it declares a flush command),
+/// then its stop script (signal, wait `graceMs`, `SIGKILL`).
 #[napi(object, object_from_js = false)]
 pub struct StopStepRecord {
     /// The process.
     pub name: String,
-    /// Its process group.
-    pub pgid: u32,
-    /// The flush command to run first, when declared.
-    pub flush_command: Option<String>,
-    /// The polite signal.
-    pub signal: ManifestSignal,
-    /// How long the group may take to exit after the signal, ms.
-    pub grace_ms: u32,
+    /// The flush script, bounded by `flushTimeoutMs`, when a flush command is declared.
+    pub flush_script: Option<String>,
+    /// The stop script.
+    pub script: String,
     /// The bound of the stop script, ms.
     pub timeout_ms: u32,
 }
@@ -680,12 +719,10 @@ pub struct StopStepRecord {
 impl From<StopStep> for StopStepRecord {
     fn from(s: StopStep) -> Self {
         StopStepRecord {
-            name: s.name,
-            pgid: s.pgid,
-            flush_command: s.flush_command,
-            signal: s.signal.into(),
-            grace_ms: ms(s.grace_ms),
+            flush_script: s.flush_command.as_deref().map(|c| scripts::flush_script(&s.name, s.pgid, c)),
+            script: scripts::stop_script(&s.name, s.pgid, s.signal, s.grace_ms),
             timeout_ms: ms(s.timeout_ms),
+            name: s.name,
         }
     }
 }
@@ -727,35 +764,20 @@ pub enum FlushOutcomeName {
     Skipped,
 }
 
-/// What the flush script reported.
-#[napi(object, object_to_js = false, use_nullable = true)]
-pub struct FlushReportRecord {
-    /// The `runScript` call rejected.
-    pub rejected: bool,
-    /// The script hit its bound.
-    pub timed_out: bool,
-    /// The script said `skipped`.
-    pub skipped: bool,
-    /// The flush command's exit status.
-    pub exit_code: Option<i64>,
-}
-
-/// Judges a flush (null: none was declared).
+/// Judges a flush from its script's answer (null: the call rejected); `declared`: false
+/// when the process declares no flush command (none ran).
 #[napi]
-pub fn judge_flush(report: Option<FlushReportRecord>) -> FlushOutcomeName {
-    let r = report.map(|r| FlushReport {
-        rejected: r.rejected,
-        timed_out: r.timed_out,
-        skipped: r.skipped,
-        exit_code: r.exit_code,
-    });
-    match execution::judge_flush(r.as_ref()) {
-        FlushOutcome::None => FlushOutcomeName::None,
-        FlushOutcome::Ok => FlushOutcomeName::Ok,
-        FlushOutcome::Failed => FlushOutcomeName::Failed,
-        FlushOutcome::TimedOut => FlushOutcomeName::TimedOut,
-        FlushOutcome::Skipped => FlushOutcomeName::Skipped,
-    }
+pub fn judge_flush(env: Env, declared: bool, answer: Option<ScriptAnswerRecord>) -> napi::Result<FlushOutcomeName> {
+    guard(&env, || {
+        let r = declared.then(|| scripts::flush_report(answer_of(answer).as_ref()));
+        Ok(match execution::judge_flush(r.as_ref()) {
+            FlushOutcome::None => FlushOutcomeName::None,
+            FlushOutcome::Ok => FlushOutcomeName::Ok,
+            FlushOutcome::Failed => FlushOutcomeName::Failed,
+            FlushOutcome::TimedOut => FlushOutcomeName::TimedOut,
+            FlushOutcome::Skipped => FlushOutcomeName::Skipped,
+        })
+    })
 }
 
 /// How a stop went.
@@ -797,19 +819,14 @@ impl From<&StopOutcomeName> for StopOutcome {
     }
 }
 
-/// What the stop script reported: the word it printed (`@@stop <word>`), if any.
-#[napi(object, object_to_js = false, use_nullable = true)]
-pub struct StopReportRecord {
-    /// The `runScript` call rejected.
-    pub rejected: bool,
-    /// The word.
-    pub word: Option<String>,
-}
-
-/// Judges a stop.
+/// Judges a stop from its script's answer (null: the call rejected).
 #[napi]
-pub fn judge_stop(report: StopReportRecord) -> StopOutcomeName {
-    execution::judge_stop(report.rejected, report.word.as_deref()).into()
+pub fn judge_stop(env: Env, answer: Option<ScriptAnswerRecord>) -> napi::Result<StopOutcomeName> {
+    guard(&env, || {
+        let answer = answer_of(answer);
+        let word = answer.as_ref().and_then(scripts::stop_word);
+        Ok(execution::judge_stop(answer.is_none(), word.as_deref()).into())
+    })
 }
 
 /// Whether a teardown with these step outcomes is complete: every group exited, was killed
@@ -822,28 +839,6 @@ pub fn teardown_complete(outcomes: Vec<StopOutcomeName>) -> bool {
 // ---------------------------------------------------------------------------------------
 // Evidence-gated idle
 
-/// A process the probe saw in `/proc`.
-#[napi(object, object_to_js = false, use_nullable = true)]
-pub struct ProcRecord {
-    /// Its pid.
-    pub pid: i64,
-    /// Its state letter.
-    pub state: String,
-    /// Its process group.
-    pub pgid: i64,
-    /// Its controlling terminal (0: none).
-    pub tty: i64,
-}
-
-/// A manifest pid file the probe read.
-#[napi(object, object_to_js = false, use_nullable = true)]
-pub struct PidFileRecord {
-    /// The process name in its file name.
-    pub name: String,
-    /// The group it records.
-    pub pgid: i64,
-}
-
 /// A log size, by process name.
 #[napi(object)]
 pub struct OutputSizeRecord {
@@ -851,57 +846,6 @@ pub struct OutputSizeRecord {
     pub name: String,
     /// Its log's size, bytes.
     pub size: i64,
-}
-
-/// What one idle probe reported, parsed from its tagged lines.
-#[napi(object, object_to_js = false, use_nullable = true)]
-pub struct IdleProbeRecord {
-    /// The `runScript` call resolved with an answer.
-    pub answered: bool,
-    /// The script's exit status.
-    pub exit_code: Option<i64>,
-    /// The script hit its bound.
-    pub timed_out: bool,
-    /// `@@end` was seen.
-    pub ended: bool,
-    /// The single `@@self` pid.
-    pub self_pid: Option<i64>,
-    /// The well-formed `@@pidfile` lines.
-    pub pid_files: Vec<PidFileRecord>,
-    /// The `@@proc` lines; null when any was malformed.
-    pub procs: Option<Vec<ProcRecord>>,
-    /// The single `@@files` line said `first`.
-    pub files_first: bool,
-    /// The single `@@files` line's count.
-    pub files_changed: Option<i64>,
-    /// The `@@out` lines with a size, in output order.
-    pub output_sizes: Vec<OutputSizeRecord>,
-}
-
-impl From<IdleProbeRecord> for IdleProbe {
-    fn from(r: IdleProbeRecord) -> Self {
-        let files = match (r.files_first, r.files_changed.and_then(|n| u64::try_from(n).ok())) {
-            (true, _) => Some(FilesSeen::First),
-            (false, n) => n.map(FilesSeen::Changed),
-        };
-        IdleProbe {
-            answered: r.answered,
-            exit_code: r.exit_code,
-            timed_out: r.timed_out,
-            ended: r.ended,
-            self_pid: r.self_pid,
-            pid_files: r.pid_files.into_iter().map(|f| PidFileSeen { name: f.name, pgid: f.pgid }).collect(),
-            procs: r.procs.map(|ps| {
-                ps.into_iter().map(|p| ProcSeen { pid: p.pid, state: p.state, pgid: p.pgid, tty: p.tty }).collect()
-            }),
-            files,
-            output_sizes: r
-                .output_sizes
-                .into_iter()
-                .filter_map(|o| Some((o.name, u64::try_from(o.size).ok()?)))
-                .collect(),
-        }
-    }
 }
 
 /// What one source says.
@@ -1070,27 +1014,23 @@ impl IdleObserver {
         })
     }
 
-    /// The token that names this observer's files in the sandbox.
-    #[napi(getter)]
-    pub fn token(&self) -> String {
-        self.state.token.clone()
-    }
-
-    /// The sources to probe, in declaration order.
-    #[napi(getter)]
-    pub fn evidence(&self) -> Vec<EvidenceSource> {
-        self.idle.evidence.iter().map(|e| (*e).into()).collect()
-    }
-
-    /// The manifest's process names, in input order (their logs are measured).
-    #[napi(getter)]
-    pub fn process_names(&self) -> Vec<String> {
-        self.manifest.processes.iter().map(|p| p.name.clone()).collect()
-    }
-
-    /// The verdict on the probe, made at `now` (ms), and the state for the next check.
+    /// The probe script: this observer's token names its files in the sandbox; it probes
+    /// the declared sources, and measures the logs of the manifest's processes.
     #[napi]
-    pub fn conclude(&self, env: Env, probe: IdleProbeRecord, now: i64) -> napi::Result<IdleCheckRecord> {
-        guard(&env, || Ok(idle::conclude(&self.manifest, &self.idle, &self.state, &probe.into(), now).into()))
+    pub fn script(&self, env: Env) -> napi::Result<String> {
+        guard(&env, || {
+            let names: Vec<&str> = self.manifest.processes.iter().map(|p| p.name.as_str()).collect();
+            Ok(scripts::idle_script(&self.state.token, &names, &self.idle.evidence))
+        })
+    }
+
+    /// The verdict on the probe's answer (null: the call rejected), made at `now` (ms), and
+    /// the state for the next check.
+    #[napi]
+    pub fn conclude(&self, env: Env, answer: Option<ScriptAnswerRecord>, now: i64) -> napi::Result<IdleCheckRecord> {
+        guard(&env, || {
+            let probe = scripts::idle_probe(answer_of(answer).as_ref());
+            Ok(idle::conclude(&self.manifest, &self.idle, &self.state, &probe, now).into())
+        })
     }
 }

@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! error ← ids, request, mapping, registry, capacity, daytona_summary, manifest, sqlite
+//! error ← checks ← factory, manifest;  capacity ← factory
 //! registry ← router ← acquisition ← warm, explain      sqlite ← pg → acquisition, warm
 //! sqlite ← budget ← router, error (records), pg
 //! clock ← mapping, router, acquisition, daytona_summary
@@ -23,6 +24,9 @@
 //! - `mapping`, `sqlite`, `pg`: the mapping stores' native halves;
 //! - `capacity`: the builtin capacity readers and finders (HTTP on tokio); `daytona_summary`:
 //!   the Daytona display helpers' typed answers; `manifest`: process manifests;
+//! - `factory`: the factory's plan, the builtin providers' catalogue, package errors;
+//!   `checks`: the checks of caller records and options read as facts, the error class
+//!   names;
 //! - `clock`: the wall-clock readings the core is given;
 //! - `telemetry`: the names and boundaries the OpenTelemetry instruments are built with.
 //!
@@ -32,10 +36,12 @@
 
 pub mod acquisition;
 pub mod capacity;
+pub mod checks;
 pub mod clock;
 pub mod daytona_summary;
 pub mod error;
 pub mod explain;
+pub mod factory;
 pub mod ids;
 pub mod manifest;
 pub mod mapping;

@@ -22,14 +22,14 @@
 //! error or value that crosses back carries any of it (the database's own messages, which
 //! may name users or hosts, are dropped in `stores::pg`).
 
-use crate::binding::records::{
-    shared_status, AdmitVerdict, BudgetDemand, BudgetDemandKey, BudgetRefusalRecord, BudgetRuleRecord, BudgetStatusRecord,
-    BudgetVerdict, DemandDim,
-};
 use crate::binding::error::{guard, typed_future, Failure, NativeError};
+use crate::binding::records::{
+    shared_status, AdmitVerdict, BudgetDemand, BudgetDemandKey, BudgetRefusalRecord, BudgetRuleRecord,
+    BudgetStatusRecord, BudgetVerdict, DemandDim,
+};
 use crate::binding::records::{IntentRecord, MappingRecord};
-use crate::binding::sqlite::{checked_op, to_record, BatchOp};
 use crate::binding::records::{WarmCounts, WarmMemberRecord};
+use crate::binding::sqlite::{checked_op, to_record, BatchOp};
 use crate::core::error::ErrorClass;
 use crate::core::shared_ledger::Dim;
 use crate::stores::pg::{PgFailure, PgSettings, PgStore, Verdict, WarmRow};

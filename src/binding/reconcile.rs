@@ -16,7 +16,7 @@ use crate::core::capacity::UnknownReason;
 use crate::core::reconcile::{IntentFact, Listed, MappingFact};
 use crate::core::router::provision::Next;
 use crate::core::router::reconcile::{
-    Begin, Class, ListFact, ListFailure, PoolReport, Report, Rows, Settled, Signal, Thrown,
+    Begin, Class, ListFact, PoolReport, Report, Rows, Settled, Signal, Thrown,
 };
 use crate::core::router::Router;
 use napi::bindgen_prelude::{External, Float64Array, Uint32ArraySlice, Uint8Array};
@@ -98,17 +98,6 @@ pub enum ReconcileSettled {
     TimedOut = 3,
     /// The object has no such method.
     NoMethod = 4,
-}
-
-/// How a runtime's label search failed (`lib/finders.js`).
-#[napi]
-pub enum ReconcileListFailure {
-    /// The runtime has no `findAllByLabels`.
-    NoLabelSearch = 0,
-    /// It threw or rejected.
-    Threw = 1,
-    /// It did not answer within the bound.
-    TimedOut = 2,
 }
 
 /// The ids a reconcile action is about.
@@ -450,19 +439,6 @@ pub fn reconcile_lane(env: Env, router: &External<RouterState>, lane: u32, step:
         let (key, next) = router.router.borrow_mut().reconcile_lane(lane, now_millis())?;
         write_step(step, key, next)
     })
-}
-
-/// The reason code a runtime's label search that failed so gives its pool (what the
-/// fallback finder answers).
-#[napi]
-pub fn reconcile_unlisted(failure: ReconcileListFailure) -> &'static str {
-    match failure {
-        ReconcileListFailure::NoLabelSearch => ListFailure::NoLabelSearch,
-        ReconcileListFailure::Threw => ListFailure::Threw,
-        ReconcileListFailure::TimedOut => ListFailure::TimedOut,
-    }
-    .reason()
-    .code()
 }
 
 /// `ReconcileList`: what the finder answered (`listing` with `reason` null: listed; `reason`:

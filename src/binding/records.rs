@@ -122,7 +122,14 @@ pub struct BudgetAmountsRecord {
 
 impl BudgetStatusRecord {
     /// One row from a rule's id, label and limits, a key's value and usage.
-    pub(crate) fn of(rule: &str, label: &str, limits: &Limits, value: String, u: &Usage, resets_at: Option<i64>) -> Self {
+    pub(crate) fn of(
+        rule: &str,
+        label: &str,
+        limits: &Limits,
+        value: String,
+        u: &Usage,
+        resets_at: Option<i64>,
+    ) -> Self {
         BudgetStatusRecord {
             rule: rule.to_string(),
             key: BudgetKeyRecord { label: label.to_string(), value },
@@ -131,7 +138,11 @@ impl BudgetStatusRecord {
                 launches: limits.launches.map(|n| n as f64),
                 concurrent: limits.concurrent.map(|n| n as f64),
             },
-            used: BudgetAmountsRecord { cost: u.used_cost, launches: u.used_launches as f64, concurrent: u.live as f64 },
+            used: BudgetAmountsRecord {
+                cost: u.used_cost,
+                launches: u.used_launches as f64,
+                concurrent: u.live as f64,
+            },
             reserved: BudgetAmountsRecord {
                 cost: u.reserved_cost,
                 launches: u.reserved_launches as f64,

@@ -6,7 +6,9 @@
 
 use crate::binding::error::guard;
 use crate::binding::request::CompiledRequest;
-use crate::core::router::pools::{definition_value, Extras, Pools, Question, SignalAnswer};
+use crate::core::router::pools::{
+    definition_value, Extras, Pools, Question, ResolverFailure as CoreFailure, SignalAnswer,
+};
 use napi::bindgen_prelude::External;
 use napi::Env;
 use napi_derive::napi;
@@ -62,18 +64,92 @@ pub struct PoolSignals {
     pub pool: u32,
     /// The answer, serialized once by `lib/serialize.js` (null: it was null or undefined).
     pub signals_json: Option<String>,
-    /// Why there is no answer (`resolver timed out`, `resolver threw`, …): the pool is
-    /// excluded with `SIGNALS_UNRESOLVED`.
-    pub unresolved: Option<String>,
+    /// Why there is no answer: the pool is excluded with `SIGNALS_UNRESOLVED`.
+    pub failed: Option<ResolverFailure>,
+}
+
+/// Why the signal resolver gave no answer for a pool.
+#[napi]
+#[derive(Clone, Copy)]
+pub enum ResolverFailure {
+    /// It did not answer within `callbackTimeoutMs`.
+    TimedOut,
+    /// It threw or rejected.
+    Threw,
+    /// Its answer could not be read.
+    Unreadable,
+}
+
+/// A pool's credential readiness answer.
+#[napi]
+pub enum Readiness {
+    /// `false`.
+    Unavailable,
+    /// `true`.
+    Available,
+    /// It threw, rejected or timed out.
+    Failed,
+    /// It answered a non-boolean.
+    NotBoolean,
+}
+
+/// The pools (by index) whose credential readiness answered false, from every pool's
+/// answer (in registration order); throws the typed `PROVISIONING_AVAILABILITY_FAILED`
+/// error of the first that failed. `sandboxId`: a provision's (the error names it, and its
+/// `provision.exhausted` event is decided).
+#[napi]
+pub fn readiness_of(
+    env: Env,
+    router: &External<crate::binding::router::RouterState>,
+    answers: Vec<Readiness>,
+    sandbox_id: Option<String>,
+    clock_now: Option<f64>,
+) -> napi::Result<Vec<u32>> {
+    use crate::core::router::pools::{readiness, Readiness as R};
+    guard(&env, || {
+        let answers: Vec<R> = answers
+            .into_iter()
+            .map(|a| match a {
+                Readiness::Unavailable => R::Unavailable,
+                Readiness::Available => R::Available,
+                Readiness::Failed => R::Failed,
+                Readiness::NotBoolean => R::NotBoolean,
+            })
+            .collect();
+        let mut r = router.router.borrow_mut();
+        let registry = r.registry().clone();
+        let answer = readiness(&registry.borrow(), &answers);
+        match answer {
+            Ok(v) => Ok(v.into_iter().map(|i| i as u32).collect()),
+            Err(mut e) => {
+                if let Some(id) = sandbox_id.as_deref().and_then(crate::core::ids::SandboxKey::parse) {
+                    e.sandbox_id = Some(id.to_string());
+                    r.refused_early(id, &e, crate::binding::router::now_of(None, clock_now).router);
+                }
+                Err(e)
+            }
+        }
+    })
 }
 
 impl From<&RouteExtras> for Extras {
     fn from(e: &RouteExtras) -> Self {
         Extras {
-            credentials_unavailable: e.credentials_unavailable.as_ref().map(|v| v.iter().map(|&i| i as usize).collect()),
+            credentials_unavailable: e
+                .credentials_unavailable
+                .as_ref()
+                .map(|v| v.iter().map(|&i| i as usize).collect()),
             signals: e.signals.as_ref().map(|s| {
                 s.iter()
-                    .map(|a| SignalAnswer { pool: a.pool as usize, json: a.signals_json.clone(), unresolved: a.unresolved.clone() })
+                    .map(|a| SignalAnswer {
+                        pool: a.pool as usize,
+                        json: a.signals_json.clone(),
+                        failed: a.failed.map(|f| match f {
+                            ResolverFailure::TimedOut => CoreFailure::TimedOut,
+                            ResolverFailure::Threw => CoreFailure::Threw,
+                            ResolverFailure::Unreadable => CoreFailure::Unreadable,
+                        }),
+                    })
                     .collect()
             }),
         }
@@ -95,6 +171,13 @@ pub fn registry_survivors(
         signals: None,
     };
     let pools = registry.pools.borrow();
-    let q = Question { req: &request.req, detached, extras: Some(&extras), provider_order: None, health: None, over_budget: &[] };
+    let q = Question {
+        req: &request.req,
+        detached,
+        extras: Some(&extras),
+        provider_order: None,
+        health: None,
+        over_budget: &[],
+    };
     pools.survivors(&q).into_iter().map(|i| i as u32).collect()
 }

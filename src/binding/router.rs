@@ -37,8 +37,7 @@ pub struct RouterState {
 impl RouterState {
     /// A fresh sandbox id.
     pub(crate) fn next_id(&self) -> Result<SandboxKey, Failure> {
-        let id = self.ids.borrow_mut().next_id()?;
-        SandboxKey::parse(&id).ok_or_else(|| crate::binding::error::internal("(a fresh id did not parse)"))
+        Ok(self.ids.borrow_mut().next_key()?)
     }
 }
 
@@ -74,11 +73,147 @@ pub struct RouterSettings {
     pub budgets_json: Option<String>,
 }
 
+/// What kind of value one option is, and which of the methods that matter it has.
+#[napi(object)]
+pub struct OptionGiven {
+    /// The option (as given).
+    pub key: String,
+    /// `typeof` it, or `null` / `array`.
+    pub kind: String,
+    /// Which of `routerOptionMethods()` it has.
+    pub methods: Vec<String>,
+    /// `capacity`: whether its coordinator is a `PostgresMappingStore` (absent: none given).
+    pub postgres: Option<bool>,
+}
+
+/// The router's options, validated, every omitted field at its default
+/// (`core::router::options::RouterOptions`).
+#[napi(object)]
+pub struct RouterOptionsRecord {
+    /// The fleet stamped into every launch.
+    pub fleet: String,
+    /// `callbackTimeoutMs`.
+    pub callback_timeout_ms: f64,
+    /// `operationTimeoutMs`.
+    pub operation_timeout_ms: f64,
+    /// Capacity routing.
+    pub capacity: Option<CapacityRecord>,
+    /// One capacity read's deadline, ms.
+    pub capacity_timeout_ms: f64,
+    /// The observer's method to call; absent: the observer is a function.
+    pub observer_method: Option<String>,
+    /// Whether the router has an observer.
+    pub observer: bool,
+    /// Whether the caller's store takes launch intents.
+    pub intents: bool,
+    /// Whether the router has a failure classifier.
+    pub classifier: bool,
+    /// Whether the router has a signal resolver.
+    pub resolver: bool,
+    /// Whether the router asks credential readiness.
+    pub provisioning: bool,
+    /// Whether the router has its own clock.
+    pub clock: bool,
+    /// Whether `health` has its own clock.
+    pub health_clock: bool,
+}
+
+/// The methods whose presence the router's options are judged by.
+#[napi]
+pub fn router_option_methods() -> Vec<&'static str> {
+    crate::core::router::options::METHODS.to_vec()
+}
+
+/// Reads the router's options (`given`: every option's kind and methods; `healthClock`: the
+/// kind of `health.clock` when `health` is an object; `dataJson`: the data options); throws the typed `INVALID_CONFIGURATION` error naming the field.
+#[napi]
+pub fn read_router_options(
+    env: Env,
+    given: Vec<OptionGiven>,
+    health_clock: Option<String>,
+    data_json: String,
+) -> napi::Result<RouterOptionsRecord> {
+    use crate::core::router::options::{read, Given};
+    guard(&env, || {
+        let given: Vec<Given> = given
+            .into_iter()
+            .map(|g| Given { key: g.key, kind: g.kind, methods: g.methods, postgres: g.postgres })
+            .collect();
+        let data = serde_json::from_str(&data_json).unwrap_or(serde_json::Value::Null);
+        let o = read(&given, health_clock.as_deref(), &data)?;
+        Ok(RouterOptionsRecord {
+            fleet: o.fleet,
+            callback_timeout_ms: o.callback_timeout_ms as f64,
+            operation_timeout_ms: o.operation_timeout_ms as f64,
+            capacity: o.capacity.map(|c| CapacityRecord {
+                provider_order: c.provider_order,
+                timeout_ms: c.timeout_ms as f64,
+                reservation_ttl_ms: c.reservation_ttl_ms as f64,
+                coordinated: c.coordinated,
+            }),
+            capacity_timeout_ms: o.capacity_timeout_ms as f64,
+            observer_method: o.observer_method.map(str::to_string),
+            observer: o.observer,
+            intents: o.intents,
+            classifier: o.classifier,
+            resolver: o.resolver,
+            provisioning: o.provisioning,
+            clock: o.clock,
+            health_clock: o.health_clock,
+        })
+    })
+}
+
+/// Throws the typed error of options that could not be read (`what`: their kind, or
+/// `unreadable`, or the option that could not be read).
+#[napi]
+pub fn router_options_refused(env: Env, what: String) -> napi::Result<()> {
+    guard(&env, || Err(crate::core::router::options::refused(&what)))
+}
+
+/// Throws the typed error of a value JSON cannot carry in `scope`'s options, at `segments`
+/// (keys and indices) under `prefix`; `what` says what it is.
+#[napi]
+pub fn not_json_error(
+    env: Env,
+    scope: String,
+    segments: Vec<napi::bindgen_prelude::Either<String, f64>>,
+    what: String,
+    prefix: String,
+) -> napi::Result<()> {
+    use crate::core::router::options::{not_json, Segment};
+    guard(&env, || {
+        let segments: Vec<Segment> = segments
+            .into_iter()
+            .map(|s| match s {
+                napi::bindgen_prelude::Either::A(k) => Segment::Key(k),
+                napi::bindgen_prelude::Either::B(i) => Segment::Index(i.max(0.0) as u64),
+            })
+            .collect();
+        Err(not_json(&scope, &prefix, &segments, &what))
+    })
+}
+
+/// Throws the typed error of a caller's value under `field` of `scope` that could not be
+/// read at all (a cycle, a throwing getter or toJSON).
+#[napi]
+pub fn unreadable_error(env: Env, scope: String, field: String) -> napi::Result<()> {
+    guard(&env, || Err(crate::core::router::options::unreadable(&scope, &field)))
+}
+
+/// A clock's reading: itself when finite; else throws the typed error naming `field`.
+#[napi]
+pub fn clock_reading(env: Env, reading: f64, field: String) -> napi::Result<f64> {
+    guard(&env, || Ok(crate::core::router::options::clock_reading(reading, &field)? as f64))
+}
+
 /// A router's capacity policy.
 #[napi(object)]
 pub struct CapacityRecord {
     /// The explicit provider order that replaces strategy ranking.
     pub provider_order: Vec<String>,
+    /// One read's deadline, ms.
+    pub timeout_ms: f64,
     /// Life of a post-launch assumption no read has reflected yet, ms.
     pub reservation_ttl_ms: f64,
     /// Whether the holds live in a shared coordinator (`PostgresMappingStore`).
@@ -91,9 +226,8 @@ fn settings_of(s: RouterSettings) -> Result<Settings, Failure> {
     let budgets = match s.budgets_json.as_deref() {
         None => Vec::new(),
         Some(text) => {
-            let v = serde_json::from_str(text).map_err(|_| {
-                NativeError::config("router", "budgets", "must be an array of rules")
-            })?;
+            let v = serde_json::from_str(text)
+                .map_err(|_| NativeError::config("router", "budgets", "must be an array of rules"))?;
             crate::core::budget::rules_of_option(&v)?
         }
     };
@@ -140,10 +274,7 @@ pub fn create_router(
         let settings = settings_of(settings)?;
         let sink = sqlite.map(|s| Box::new(s.charge_sink()) as Box<dyn crate::core::router::budgets::ChargeSink>);
         let router = Router::new(settings, registry.pools.clone(), store.map(|s| s.store.clone()), sink, now_millis())?;
-        Ok(External::new(RouterState {
-            router: RefCell::new(router),
-            ids: RefCell::new(SandboxIdSource::default()),
-        }))
+        Ok(External::new(RouterState { router: RefCell::new(router), ids: RefCell::new(SandboxIdSource::default()) }))
     })
 }
 
@@ -191,7 +322,11 @@ pub fn router_budget_rules(router: &External<RouterState>, clock: Option<f64>) -
 /// `router.budgetStatus()` of the in-process ledger at `clock` (the router's clock, ms):
 /// every rule's keys, in rule order.
 #[napi]
-pub fn router_budget_status(env: Env, router: &External<RouterState>, clock: Option<f64>) -> napi::Result<Vec<BudgetStatusRecord>> {
+pub fn router_budget_status(
+    env: Env,
+    router: &External<RouterState>,
+    clock: Option<f64>,
+) -> napi::Result<Vec<BudgetStatusRecord>> {
     guard(&env, || {
         let now = now_of(None, clock).router;
         let mut r = router.router.borrow_mut();
@@ -211,7 +346,12 @@ pub fn router_budget_status(env: Env, router: &External<RouterState>, clock: Opt
 /// `router.settleCost(id, actualCost)` in the in-process ledger. False when the ledger does
 /// not know the charge. Throws `INVALID_SANDBOX_ID` / `INVALID_INPUT`.
 #[napi]
-pub fn router_settle_cost(env: Env, router: &External<RouterState>, id: String, actual_cost: f64) -> napi::Result<bool> {
+pub fn router_settle_cost(
+    env: Env,
+    router: &External<RouterState>,
+    id: String,
+    actual_cost: f64,
+) -> napi::Result<bool> {
     guard(&env, || {
         let key = SandboxKey::parse_checked(&id)?;
         router.router.borrow_mut().settle_cost(key, actual_cost)
@@ -345,7 +485,14 @@ pub fn route_order(
         let provider_order = r.provider_order().map(<[String]>::to_vec);
         let req = &request.req;
         let order = r.view(&mut pools, now, |pools, health| {
-            let q = Question { req, detached, extras: None, provider_order: provider_order.as_deref(), health, over_budget: &[] };
+            let q = Question {
+                req,
+                detached,
+                extras: None,
+                provider_order: provider_order.as_deref(),
+                health,
+                over_budget: &[],
+            };
             pools.candidates(&q, Some(req.max_attempts as usize))
         })?;
         // SAFETY: JavaScript cannot run during this synchronous call, and nothing keeps the slice beyond it.

@@ -15,7 +15,8 @@
 use crate::binding::error::{guard, own_task, typed_future, Failure, NativeError};
 use crate::binding::records::{IntentRecord, MappingRecord};
 use crate::core::error::ErrorClass;
-use crate::core::ids::{validate_provider_id, SandboxKey};
+use crate::core::json::FieldError;
+use crate::core::records;
 use crate::stores::record::{Intent, Op, Row};
 use crate::stores::sqlite::{list_file, Durability, SqliteStore, StoreError, StoreFile};
 use napi::bindgen_prelude::PromiseRaw;
@@ -31,13 +32,8 @@ pub(crate) fn store_err(e: StoreError) -> Failure {
     NativeError::new(ErrorClass::MappingPersistence, e.code(), e.to_string())
 }
 
-fn invalid(field: &str, what: &str) -> Failure {
-    NativeError::invalid(
-        ErrorClass::RequestValidation,
-        "INVALID_INPUT",
-        format!("invalid mapping record: {field} {what}"),
-        field,
-    )
+fn invalid(e: FieldError) -> Failure {
+    NativeError::invalid(ErrorClass::RequestValidation, "INVALID_INPUT", records::message(&e), e.field)
 }
 
 pub(crate) fn to_record(r: Row) -> Result<MappingRecord> {
@@ -90,13 +86,11 @@ pub(crate) enum BatchOp {
 }
 
 fn checked_intent(i: IntentRecord) -> Result<Intent> {
-    SandboxKey::parse_checked(&i.id).map_err(|_| invalid("id", "must be an sbx_ id"))?;
-    validate_provider_id(&i.provider_id).map_err(|_| invalid("providerId", "must be a provider id"))?;
-    if i.state != "launching" && i.state != "failed" {
-        return Err(invalid("state", "must be launching or failed"));
-    }
+    records::sandbox_id(&i.id).map_err(invalid)?;
+    records::provider_id(&i.provider_id).map_err(invalid)?;
+    records::intent_state(&i.state).map_err(invalid)?;
     if !i.started_at.is_finite() || !i.expires_at.is_finite() || !i.owner_pid.is_finite() {
-        return Err(invalid("intent", "times and pid must be finite numbers"));
+        return Err(invalid(FieldError::new("intent", "times and pid must be finite numbers")));
     }
     Ok(Intent {
         id: i.id,
@@ -113,12 +107,10 @@ fn checked_intent(i: IntentRecord) -> Result<Intent> {
 pub(crate) fn checked_op(op: BatchOp) -> Result<Op> {
     Ok(match op {
         BatchOp::Put { id, provider_id, provider_sandbox_id, labels, created_at, detached } => {
-            SandboxKey::parse_checked(&id).map_err(|_| invalid("id", "must be an sbx_ id"))?;
-            if provider_sandbox_id.is_empty() {
-                return Err(invalid("providerSandboxId", "must not be empty"));
-            }
+            records::sandbox_id(&id).map_err(invalid)?;
+            records::provider_sandbox_id(&provider_sandbox_id).map_err(invalid)?;
             if !labels.values().all(Value::is_string) {
-                return Err(invalid("labels", "must be an object of strings"));
+                return Err(invalid(FieldError::new("labels", "must be an object of strings")));
             }
             let labels_json = Value::Object(labels).to_string();
             Op::Put(Row { id, provider_id, provider_sandbox_id, labels_json, created_at, detached })
@@ -198,8 +190,8 @@ impl NativeSqliteStore {
     #[napi]
     pub fn apply(&self, env: Env, ops_json: String) -> napi::Result<Vec<bool>> {
         guard(&env, || {
-            let ops: Vec<BatchOp> =
-                serde_json::from_str(&ops_json).map_err(|_| invalid("batch", "is not a list of writes"))?;
+            let ops: Vec<BatchOp> = serde_json::from_str(&ops_json)
+                .map_err(|_| invalid(FieldError::new("batch", "is not a list of writes")))?;
             let ops = ops.into_iter().map(checked_op).collect::<Result<Vec<_>>>()?;
             self.with(|s| s.apply(&ops))
         })

@@ -132,3 +132,56 @@ pub fn events_array<'env>(env: &'env Env, events: &[Emitted]) -> napi::Result<Ar
     }
     Ok(out)
 }
+
+/// One field of an event type (`core::events::FieldSchema`).
+#[napi_derive::napi(object)]
+pub struct EventFieldSchema {
+    /// Its JavaScript name.
+    pub name: String,
+    /// Its TypeScript type.
+    pub ts: String,
+    /// Left out when it has no value (`?`).
+    pub optional: bool,
+    /// Its documentation.
+    pub doc: String,
+}
+
+/// One event type (`core::events::TypeSchema`).
+#[napi_derive::napi(object)]
+pub struct EventTypeSchema {
+    /// `type`.
+    pub name: String,
+    /// Its TypeScript interface.
+    pub interface: String,
+    /// Its documentation.
+    pub doc: String,
+    /// Whether it carries `sandboxId`.
+    pub sandbox: bool,
+    /// Its own fields, in order.
+    pub fields: Vec<EventFieldSchema>,
+}
+
+/// Every event type the router emits, with its fields: what `scripts/event-types.mjs`
+/// writes the event section of `index.d.ts` from.
+#[napi_derive::napi]
+pub fn event_schema() -> Vec<EventTypeSchema> {
+    crate::core::events::schema()
+        .into_iter()
+        .map(|t| EventTypeSchema {
+            name: t.name.to_string(),
+            interface: t.interface.to_string(),
+            doc: t.doc.trim().to_string(),
+            sandbox: t.scope == crate::core::events::Scope::Sandbox,
+            fields: t
+                .fields
+                .into_iter()
+                .map(|f| EventFieldSchema {
+                    name: f.name.to_string(),
+                    ts: f.ts.to_string(),
+                    optional: f.optional,
+                    doc: f.doc.trim().to_string(),
+                })
+                .collect(),
+        })
+        .collect()
+}

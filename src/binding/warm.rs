@@ -124,7 +124,13 @@ pub fn warm_started(env: Env, router: &External<RouterState>, provider_id: Strin
 /// Begins a refill of pool `pool` (registry index): a job of that one candidate, one
 /// attempt, no fallback; its first step is written into `step`. Returns the member's id.
 #[napi]
-pub fn begin_refill(env: Env, router: &External<RouterState>, pool: u32, step: Uint32ArraySlice<'_>, now: Option<f64>) -> napi::Result<String> {
+pub fn begin_refill(
+    env: Env,
+    router: &External<RouterState>,
+    pool: u32,
+    step: Uint32ArraySlice<'_>,
+    now: Option<f64>,
+) -> napi::Result<String> {
     guard(&env, || {
         let id = router.next_id()?;
         let (key, next) = router.router.borrow_mut().begin_refill(pool as usize, id, now_of(now, None))?;
@@ -148,9 +154,15 @@ pub struct RefillMember {
 
 /// Refill job `key`'s member. `clockNow`: the router's clock.
 #[napi]
-pub fn acquisition_refill_member(env: Env, router: &External<RouterState>, key: u32, clock_now: Option<f64>) -> napi::Result<RefillMember> {
+pub fn acquisition_refill_member(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    clock_now: Option<f64>,
+) -> napi::Result<RefillMember> {
     guard(&env, || {
-        let (id, provider_id, provider_sandbox_id, at) = router.router.borrow_mut().refill_member(key, now_of(None, clock_now))?;
+        let (id, provider_id, provider_sandbox_id, at) =
+            router.router.borrow_mut().refill_member(key, now_of(None, clock_now))?;
         Ok(RefillMember { sandbox_id: id.to_string(), provider_id, provider_sandbox_id, launched_at: at as f64 })
     })
 }
@@ -167,7 +179,12 @@ pub fn warm_member_add(env: Env, router: &External<RouterState>, member: WarmMem
 
 /// A refill of pool `providerId` failed with `code`. True when this paused the pool.
 #[napi]
-pub fn warm_refill_failed(env: Env, router: &External<RouterState>, provider_id: String, code: String) -> napi::Result<bool> {
+pub fn warm_refill_failed(
+    env: Env,
+    router: &External<RouterState>,
+    provider_id: String,
+    code: String,
+) -> napi::Result<bool> {
     guard(&env, || router.router.borrow_mut().refill_failed(&provider_id, &code))
 }
 
@@ -181,7 +198,13 @@ pub fn warm_forget(router: &External<RouterState>, sandbox_id: String, lost: boo
 
 /// Counts members of pool `providerId` found gone, or expired, in the fleet's inventory.
 #[napi]
-pub fn warm_count(env: Env, router: &External<RouterState>, provider_id: String, lost: u32, expired: u32) -> napi::Result<()> {
+pub fn warm_count(
+    env: Env,
+    router: &External<RouterState>,
+    provider_id: String,
+    lost: u32,
+    expired: u32,
+) -> napi::Result<()> {
     guard(&env, || router.router.borrow_mut().warm_count(&provider_id, lost, expired))
 }
 
@@ -197,7 +220,9 @@ pub fn warm_idle(env: Env, router: &External<RouterState>, provider_id: String) 
 /// Every idle member of this process's inventory, taken out (`close()`).
 #[napi]
 pub fn warm_drain(env: Env, router: &External<RouterState>) -> napi::Result<Vec<WarmMemberRecord>> {
-    guard(&env, || Ok(router.router.borrow_mut().warm_drain()?.iter().map(|(p, m)| WarmMemberRecord::of(p, m)).collect()))
+    guard(&env, || {
+        Ok(router.router.borrow_mut().warm_drain()?.iter().map(|(p, m)| WarmMemberRecord::of(p, m)).collect())
+    })
 }
 
 /// The member a provision took from this process's inventory (after a `Claimed` step).
@@ -213,7 +238,12 @@ pub struct ClaimedMember {
 
 /// The member the `Claimed` step took. `clockNow`: the router's clock (its age).
 #[napi]
-pub fn acquisition_member(env: Env, router: &External<RouterState>, key: u32, clock_now: Option<f64>) -> napi::Result<ClaimedMember> {
+pub fn acquisition_member(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    clock_now: Option<f64>,
+) -> napi::Result<ClaimedMember> {
     guard(&env, || {
         let (id, provider_sandbox_id, age) = router.router.borrow_mut().claimed_member(key, now_of(None, clock_now))?;
         Ok(ClaimedMember { sandbox_id: id.to_string(), provider_sandbox_id, age_ms: age as f64 })
@@ -243,7 +273,14 @@ pub fn acquisition_claim_ask(env: Env, router: &External<RouterState>, key: u32)
 /// The fleet's inventory answered the `Claim` step: `hit` or not (a miss writes the next
 /// step: the cold launch of the same pool).
 #[napi]
-pub fn acquisition_claim_answer(env: Env, router: &External<RouterState>, key: u32, hit: bool, step: Uint32ArraySlice<'_>, clock_now: Option<f64>) -> napi::Result<()> {
+pub fn acquisition_claim_answer(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    hit: bool,
+    step: Uint32ArraySlice<'_>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
     guard(&env, || match router.router.borrow_mut().claim_answer(key, hit, now_of(None, clock_now))? {
         Some(next) => write_step(step, key, next),
         None => Ok(()),
@@ -252,7 +289,13 @@ pub fn acquisition_claim_answer(env: Env, router: &External<RouterState>, key: u
 
 /// A claimed member proved gone: counted lost; the next step launches the same pool cold.
 #[napi]
-pub fn acquisition_claim_lost(env: Env, router: &External<RouterState>, key: u32, step: Uint32ArraySlice<'_>, clock_now: Option<f64>) -> napi::Result<()> {
+pub fn acquisition_claim_lost(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    step: Uint32ArraySlice<'_>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
     guard(&env, || {
         let next = router.router.borrow_mut().claim_lost(key, now_of(None, clock_now))?;
         write_step(step, key, next)
@@ -262,7 +305,13 @@ pub fn acquisition_claim_lost(env: Env, router: &External<RouterState>, key: u32
 /// A claim is confirmed: the job is about the member from now on; the next step (its record
 /// to a caller's store, or the success).
 #[napi]
-pub fn acquisition_claimed(env: Env, router: &External<RouterState>, key: u32, step: Uint32ArraySlice<'_>, clock_now: Option<f64>) -> napi::Result<()> {
+pub fn acquisition_claimed(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    step: Uint32ArraySlice<'_>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
     guard(&env, || {
         let next = router.router.borrow_mut().claimed(key, now_of(None, clock_now), now_millis())?;
         write_step(step, key, next)

@@ -31,13 +31,13 @@
 use crate::core::budget::{self, Refusal, Settle};
 use crate::core::capabilities::Resources;
 use crate::core::capacity::{request_need, Admission, Ledger, Measurement};
+use crate::core::events::{Event, KeyFact, Nullable, PoolId, Time};
 #[cfg(test)]
 use crate::core::fallback::OUTCOME_UNKNOWN;
 use crate::core::fallback::{after_failure, sanitize, Next, OUTCOME_UNKNOWN as UNKNOWN_CODE};
 use crate::core::health::{Health, LaunchOutcome, Transition};
 use crate::core::ids::SandboxKey;
 use crate::core::shared_ledger::Dim;
-use crate::core::events::{Event, KeyFact, Nullable, PoolId, Time};
 use crate::core::warm::MissReason;
 use std::rc::Rc;
 
@@ -667,7 +667,12 @@ impl Acquisition {
     fn skip(&mut self, pool: usize, status: SkipStatus, reason: String) {
         if self.observing() {
             let skip_reason = crate::core::telemetry::skip_reason(status, &reason);
-            self.push(Event::CapacitySkipped { pool: self.id(pool), status: status.name(), reason: reason.clone(), skip_reason });
+            self.push(Event::CapacitySkipped {
+                pool: self.id(pool),
+                status: status.name(),
+                reason: reason.clone(),
+                skip_reason,
+            });
         }
         self.give_back_budget(pool);
         self.skipped.push(Skip { pool, status, reason });
@@ -718,8 +723,17 @@ impl Acquisition {
                         let pool = self.candidates[self.pos];
                         let cost = b.plan.costs.get(pool).copied().unwrap_or(0.0);
                         let rules = Some(n.applying.clone());
-                        let pool = self.names.as_ref().and_then(|ids| ids.get(pool).cloned()).unwrap_or_else(|| PoolId::from(""));
-                        self.events.push(Event::BudgetReleased { pool, reason: "PRE_ALLOCATION_FAILURE", cost: Some(cost), rules });
+                        let pool = self
+                            .names
+                            .as_ref()
+                            .and_then(|ids| ids.get(pool).cloned())
+                            .unwrap_or_else(|| PoolId::from(""));
+                        self.events.push(Event::BudgetReleased {
+                            pool,
+                            reason: "PRE_ALLOCATION_FAILURE",
+                            cost: Some(cost),
+                            rules,
+                        });
                     }
                     Settle::Nothing
                 });
@@ -865,7 +879,12 @@ impl Acquisition {
 
     fn record_failure(&mut self, pool: usize, code: &str, retryable: bool) {
         if self.observing() {
-            self.push(Event::AttemptFailed { pool: self.id(pool), attempt: self.made, code: code.to_string(), retryable });
+            self.push(Event::AttemptFailed {
+                pool: self.id(pool),
+                attempt: self.made,
+                code: code.to_string(),
+                retryable,
+            });
         }
         self.attempts.push(Attempt { pool, code: code.to_string(), retryable });
     }
@@ -953,7 +972,8 @@ impl Acquisition {
             if let Some(n) = &b.names {
                 let cost = b.plan.costs.get(pool).copied().unwrap_or(0.0);
                 let rules = Some(n.applying.clone());
-                let pool = self.names.as_ref().and_then(|ids| ids.get(pool).cloned()).unwrap_or_else(|| PoolId::from(""));
+                let pool =
+                    self.names.as_ref().and_then(|ids| ids.get(pool).cloned()).unwrap_or_else(|| PoolId::from(""));
                 self.events.push(Event::BudgetReleased { pool, reason: "NOT_LAUNCHED", cost: Some(cost), rules });
             }
         }
@@ -992,7 +1012,8 @@ impl Acquisition {
                 if let Some(n) = &b.names {
                     let cost = b.plan.costs.get(pool).copied().unwrap_or(0.0);
                     let rules = n.applying.clone();
-                    let pool = self.names.as_ref().and_then(|ids| ids.get(pool).cloned()).unwrap_or_else(|| PoolId::from(""));
+                    let pool =
+                        self.names.as_ref().and_then(|ids| ids.get(pool).cloned()).unwrap_or_else(|| PoolId::from(""));
                     self.events.push(Event::BudgetReserved { pool, cost, rules });
                 }
             }
@@ -1103,7 +1124,10 @@ mod tests {
         a.failed(None, Some("PRE_ALLOC"), Some(true));
         assert_eq!(a.next(None), Step::Launch(1));
         let events = a.take_events();
-        assert!(events.contains(&Event::FallbackAdvanced { from: "p0".into(), to: "p1".into(), attempt: 2 }), "{events:?}");
+        assert!(
+            events.contains(&Event::FallbackAdvanced { from: "p0".into(), to: "p1".into(), attempt: 2 }),
+            "{events:?}"
+        );
     }
 
     #[test]

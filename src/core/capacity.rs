@@ -79,6 +79,29 @@ impl UnknownReason {
     }
 }
 
+/// What happened when a pool's runtime was asked to list its stamped sandboxes
+/// (reconcile's fallback finder, its label search).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListFailure {
+    /// The runtime has no label search.
+    NoLabelSearch,
+    /// The search threw or rejected (its text is the provider's: only the fact is kept).
+    Threw,
+    /// It did not answer within its deadline.
+    TimedOut,
+}
+
+impl ListFailure {
+    /// Why nothing of the pool could be said.
+    pub fn reason(self) -> UnknownReason {
+        match self {
+            ListFailure::NoLabelSearch => UnknownReason::NotSupported,
+            ListFailure::Threw => UnknownReason::ReadFailed,
+            ListFailure::TimedOut => UnknownReason::Timeout,
+        }
+    }
+}
+
 /// One measured quota dimension.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResourceMeasurement {
@@ -249,7 +272,13 @@ impl Ledger {
     /// A ledger whose assumptions expire `ttl_ms` after their launch settled (the router's
     /// clock: every instant below is its reading, epoch ms).
     pub fn new(ttl_ms: u64) -> Self {
-        Ledger { holds: HashMap::new(), order: Vec::new(), next_token: 1, seq: 0, ttl_ms: ttl_ms.min(i64::MAX as u64) as i64 }
+        Ledger {
+            holds: HashMap::new(),
+            order: Vec::new(),
+            next_token: 1,
+            seq: 0,
+            ttl_ms: ttl_ms.min(i64::MAX as u64) as i64,
+        }
     }
 
     /// Marks the start of a read; pass the returned sequence to [`Ledger::admit`].
@@ -305,7 +334,14 @@ impl Ledger {
 
     /// Checks `measurement` (already validated) for pool `pool`, given the request's
     /// resources, at `now`. On room, holds `max(required, request need)` per dimension.
-    pub fn admit(&mut self, pool: usize, read_seq: u64, measurement: &Measurement, req: &Resources, now: i64) -> Admission {
+    pub fn admit(
+        &mut self,
+        pool: usize,
+        read_seq: u64,
+        measurement: &Measurement,
+        req: &Resources,
+        now: i64,
+    ) -> Admission {
         let m = match measurement {
             Measurement::Unknown(r) => return Admission::Unknown(*r),
             Measurement::Known(m) => m,
@@ -384,6 +420,13 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unlisted_pool_is_named_by_what_happened() {
+        assert_eq!(ListFailure::NoLabelSearch.reason().code(), "NOT_SUPPORTED");
+        assert_eq!(ListFailure::Threw.reason().code(), "READ_FAILED");
+        assert_eq!(ListFailure::TimedOut.reason().code(), "TIMEOUT");
+    }
 
     fn slots(used: f64, limit: f64) -> Measurement {
         Measurement::Known(vec![ResourceMeasurement::new("sandboxes", used, limit, "sandboxes", 1.0)])

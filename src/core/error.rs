@@ -100,9 +100,37 @@ pub enum ErrorClass {
     BudgetExhausted,
     /// `SandboxRouterInternalError`: a bug in the router.
     Internal,
+    /// `ProviderPackageMissingError`: a builtin provider's (or telemetry's) optional package
+    /// is not installed, fails to load, or lacks the export the router needs.
+    PackageMissing,
+    /// `ProviderOperationUnsupportedError` (a `ProviderPackageMissingError`): the installed
+    /// adapter does not implement a port method.
+    OperationUnsupported,
+    /// `ProvisioningAvailabilityError`: the credential-readiness port threw, timed out or
+    /// answered a non-boolean.
+    ProvisioningAvailability,
 }
 
 impl ErrorClass {
+    /// Every class, in declaration order: `lib/errors.js`'s table of classes by name is
+    /// checked against this list (`errorClassNames`, `__test__/errors.test.cjs`).
+    pub const ALL: [ErrorClass; 14] = [
+        ErrorClass::RequestValidation,
+        ErrorClass::RoutingNotApplicable,
+        ErrorClass::NoEligibleProvider,
+        ErrorClass::ProviderRegistry,
+        ErrorClass::Configuration,
+        ErrorClass::ProviderProvisioning,
+        ErrorClass::CapacityExhausted,
+        ErrorClass::AcquisitionTimeout,
+        ErrorClass::MappingPersistence,
+        ErrorClass::BudgetExhausted,
+        ErrorClass::Internal,
+        ErrorClass::PackageMissing,
+        ErrorClass::OperationUnsupported,
+        ErrorClass::ProvisioningAvailability,
+    ];
+
     /// The JS class name (`lib/errors.js` exports each under this name).
     pub fn name(self) -> &'static str {
         match self {
@@ -117,6 +145,9 @@ impl ErrorClass {
             ErrorClass::MappingPersistence => "MappingPersistenceError",
             ErrorClass::BudgetExhausted => "BudgetExhaustedError",
             ErrorClass::Internal => "SandboxRouterInternalError",
+            ErrorClass::PackageMissing => "ProviderPackageMissingError",
+            ErrorClass::OperationUnsupported => "ProviderOperationUnsupportedError",
+            ErrorClass::ProvisioningAvailability => "ProvisioningAvailabilityError",
         }
     }
 }
@@ -429,19 +460,16 @@ impl From<CoreError> for Failure {
     }
 }
 
-impl ErrorClass {
-    /// Every class, in the order `lib/errors.js` lists them (a test holds the two equal).
-    pub const ALL: [ErrorClass; 11] = [
-        ErrorClass::RequestValidation,
-        ErrorClass::RoutingNotApplicable,
-        ErrorClass::NoEligibleProvider,
-        ErrorClass::ProviderRegistry,
-        ErrorClass::Configuration,
-        ErrorClass::ProviderProvisioning,
-        ErrorClass::CapacityExhausted,
-        ErrorClass::AcquisitionTimeout,
-        ErrorClass::MappingPersistence,
-        ErrorClass::Internal,
-        ErrorClass::BudgetExhausted,
-    ];
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_class_must_be_listed_once_under_a_distinct_name() {
+        let mut names: Vec<&str> = ErrorClass::ALL.iter().map(|c| c.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ErrorClass::ALL.len());
+        assert!(names.iter().all(|n| n.ends_with("Error")), "{names:?}");
+    }
 }

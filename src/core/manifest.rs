@@ -27,6 +27,7 @@
 
 pub mod execution;
 pub mod idle;
+pub mod scripts;
 
 use crate::core::json::{object, one_of, FieldError, Obj};
 use crate::core::CoreError;

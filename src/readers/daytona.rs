@@ -38,8 +38,8 @@ use super::stamp::{collect, fleet_filter_json, parse_rfc3339_ms, Found};
 use crate::core::capacity::{Measurement, ResourceMeasurement, UnknownReason};
 use serde::Deserialize;
 
-/// Default base URL.
-pub const DEFAULT_BASE_URL: &str = "https://app.daytona.io/api";
+/// Default base URL: the one the Daytona adapter is given too.
+pub const DEFAULT_BASE_URL: &str = crate::core::providers::DAYTONA_API_URL;
 const MIB_PER_GIB: f64 = 1024.0;
 
 /// A measured Daytona dimension.

@@ -9,6 +9,7 @@
 //! elapsed time), with its must-fire / must-not-fire tests beside it.
 
 use super::{Manifest, Process, Restart, Signal};
+use crate::core::facts::{Fact, Other};
 use crate::core::json::join;
 use crate::core::CoreError;
 use serde_json::Value;
@@ -53,6 +54,33 @@ pub enum StartFailureReason {
 }
 
 impl StartFailureReason {
+    /// Every reason, in their documented order (`MANIFEST_START_REASONS`).
+    pub const ALL: [StartFailureReason; 5] = [
+        StartFailureReason::ReadinessTimeout,
+        StartFailureReason::ProcessExited,
+        StartFailureReason::ProbeUnavailable,
+        StartFailureReason::StartFailed,
+        StartFailureReason::RuntimeError,
+    ];
+
+    /// The reason of a code, if it is one.
+    pub fn parse(code: &str) -> Option<StartFailureReason> {
+        StartFailureReason::ALL.into_iter().find(|r| r.code() == code)
+    }
+
+    /// What happened to the process, as `MANIFEST_START_FAILED`'s message says it.
+    pub fn text(self) -> &'static str {
+        match self {
+            StartFailureReason::ReadinessTimeout => "did not pass its readiness probe in time",
+            StartFailureReason::ProcessExited => "exited before the manifest became useful",
+            StartFailureReason::ProbeUnavailable => {
+                "has a port probe but the sandbox has no TCP client (bash, nc, node or python3)"
+            }
+            StartFailureReason::StartFailed => "could not be started in a process group of its own",
+            StartFailureReason::RuntimeError => "could not be managed: the runtime failed",
+        }
+    }
+
     /// The reason's code, e.g. `READINESS_TIMEOUT`.
     pub fn code(self) -> &'static str {
         match self {
@@ -62,6 +90,54 @@ impl StartFailureReason {
             StartFailureReason::StartFailed => "START_FAILED",
             StartFailureReason::RuntimeError => "RUNTIME_ERROR",
         }
+    }
+}
+
+/// The code of a `ManifestStartError`.
+pub const START_FAILED_CODE: &str = "MANIFEST_START_FAILED";
+
+/// `MANIFEST_START_FAILED`'s message: the process and what happened to it (a `reason` that
+/// is no reason's code: that it failed).
+pub fn start_error_message(process: &str, reason: &str) -> String {
+    let text = StartFailureReason::parse(reason).map_or("failed", StartFailureReason::text);
+    format!("manifest start failed: process {process} {text} ({reason})")
+}
+
+/// The `router` a manifest runs through must have `runScript` (`has_run_script`).
+pub fn check_router(has_run_script: bool) -> Result<(), CoreError> {
+    if has_run_script {
+        Ok(())
+    } else {
+        Err(CoreError::InvalidInput {
+            field: "router".into(),
+            expectation: "must be a SandboxRouter (an object with runScript)".into(),
+        })
+    }
+}
+
+/// The `started` value a teardown is given back (None: it could not be read) must be what
+/// `startManifest` resolved with: an object with a `processes` array and a `manifest`.
+pub fn check_started(started: Option<&Fact>) -> Result<(), CoreError> {
+    let shaped = started.is_some_and(|s| {
+        s.is_object() && matches!(s.get("processes"), Some(Fact::List(_))) && s.get("manifest").is_some_and(truthy)
+    });
+    if shaped {
+        Ok(())
+    } else {
+        Err(CoreError::InvalidInput {
+            field: "started".into(),
+            expectation: "must be the value startManifest resolved with ({ manifest, processes })".into(),
+        })
+    }
+}
+
+/// Whether JavaScript reads the value as true.
+fn truthy(v: &Fact) -> bool {
+    match v {
+        Fact::Null | Fact::Bool(false) | Fact::Other(Other::Undefined | Other::NaN) => false,
+        Fact::Number(n) => *n != 0.0,
+        Fact::Text(s) => !s.is_empty(),
+        _ => true,
     }
 }
 
@@ -497,6 +573,37 @@ mod tests {
     use super::*;
     use crate::core::manifest::parse_manifest;
     use serde_json::json;
+
+    #[test]
+    fn must_fire_a_router_without_run_script_and_must_not_fire_with_one() {
+        assert_eq!(check_router(false).unwrap_err().field(), Some("router"));
+        assert_eq!(check_router(true), Ok(()));
+    }
+
+    #[test]
+    fn must_fire_a_started_value_of_another_shape_and_must_not_fire_for_a_start_result() {
+        let started = |text: &str| check_started(Some(&Fact::parse(text).unwrap()));
+        assert_eq!(started(r#"{"o":[["manifest",{"o":[]}],["processes",[]]]}"#), Ok(()));
+        for bad in [
+            r#"{"o":[["processes",[]]]}"#,
+            r#"{"o":[["manifest",0],["processes",[]]]}"#,
+            r#"{"o":[["manifest",{"o":[]}],["processes",{"o":[]}]]}"#,
+            "null",
+        ] {
+            assert_eq!(started(bad).unwrap_err().field(), Some("started"), "{bad}");
+        }
+        assert!(check_started(None).is_err());
+    }
+
+    #[test]
+    fn start_errors_say_what_happened_and_must_not_fire_a_text_for_an_unknown_reason() {
+        assert_eq!(
+            start_error_message("web", "READINESS_TIMEOUT"),
+            "manifest start failed: process web did not pass its readiness probe in time (READINESS_TIMEOUT)"
+        );
+        assert_eq!(start_error_message("web", "OTHER"), "manifest start failed: process web failed (OTHER)");
+        assert!(StartFailureReason::ALL.iter().all(|r| StartFailureReason::parse(r.code()) == Some(*r)));
+    }
 
     fn process(extra: Value) -> Process {
         let mut p = json!({"name": "p", "command": "x"});

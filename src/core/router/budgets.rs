@@ -135,7 +135,9 @@ impl Budgets {
     pub fn applying_names(&self, plan: &Plan) -> Vec<PoolId> {
         match &plan.applying {
             Applying::Shared(keys) => keys.iter().map(|k| self.rule_names[k.rule].clone()).collect(),
-            Applying::Local(buckets) => buckets.iter().map(|&b| self.rule_names[self.ledger.rule_of(b)].clone()).collect(),
+            Applying::Local(buckets) => {
+                buckets.iter().map(|&b| self.rule_names[self.ledger.rule_of(b)].clone()).collect()
+            }
         }
     }
 

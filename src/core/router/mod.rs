@@ -14,6 +14,7 @@
 //! (option `clock`), both epoch milliseconds.
 
 pub mod budgets;
+pub mod options;
 pub mod pools;
 pub mod provision;
 pub mod reconcile;
@@ -25,7 +26,6 @@ use crate::core::events::Emitted;
 use crate::core::health::{CircuitState, Health, HealthConfig, Snapshot};
 use crate::core::ids::SandboxKey;
 use crate::core::mapping::MappingStore;
-use crate::core::request::validate_fleet;
 use crate::core::warm::Warm;
 use budgets::Budgets;
 use pools::{HealthView, Pools};
@@ -169,9 +169,9 @@ pub struct Router {
 }
 
 impl Router {
-    /// A router over `registry` from its settings; `store`: the default in-memory store
-    /// (the success call writes it); `sink`: where in-process budget charges are kept.
-    /// Throws `INVALID_CONFIGURATION` for a bad fleet name.
+    /// A router over `registry` from its settings (validated: `options::read`); `store`: the
+    /// default in-memory store (the success call writes it); `sink`: where in-process budget
+    /// charges are kept.
     pub fn new(
         settings: Settings,
         registry: Rc<RefCell<Pools>>,
@@ -179,13 +179,6 @@ impl Router {
         sink: Option<Box<dyn budgets::ChargeSink>>,
         now: i64,
     ) -> Result<Router, Failure> {
-        if !validate_fleet(&settings.fleet) {
-            return Err(Fault::config(
-                "router",
-                "fleet",
-                "must be 1-63 characters of [a-z0-9][a-z0-9._-]* (a label-safe name)",
-            ));
-        }
         let coordinated = settings.capacity.as_ref().is_some_and(|c| c.coordinated);
         Ok(Router {
             fleet: Arc::from(settings.fleet.as_str()),
@@ -229,7 +222,12 @@ impl Router {
 
     /// Runs `f` with the registry and this router's health view at `now` (None when the
     /// router tracks no health).
-    pub fn view<T>(&mut self, pools: &mut Pools, now: i64, f: impl FnOnce(&mut Pools, Option<&HealthView<'_>>) -> T) -> T {
+    pub fn view<T>(
+        &mut self,
+        pools: &mut Pools,
+        now: i64,
+        f: impl FnOnce(&mut Pools, Option<&HealthView<'_>>) -> T,
+    ) -> T {
         match &mut self.health {
             None => f(pools, None),
             Some(h) => {
@@ -254,8 +252,7 @@ impl Router {
     /// capacity hold and its budgets' concurrent slot are given back. (capacity, budget):
     /// what was released.
     pub fn released(&mut self, id: SandboxKey) -> (bool, bool) {
-        let capacity =
-            self.capacity.as_mut().filter(|c| !c.coordinated).is_some_and(|c| c.ledger.release_sandbox(id));
+        let capacity = self.capacity.as_mut().filter(|c| !c.coordinated).is_some_and(|c| c.ledger.release_sandbox(id));
         let budget = self.budgets.as_mut().filter(|b| !b.shared).is_some_and(|b| {
             let released = b.ledger.release(id);
             b.flush();
@@ -290,7 +287,9 @@ impl Router {
 
     /// Whether pool `id`'s circuit is closed at `now` (always, without health tracking).
     pub fn circuit_closed(&self, id: &str, now: i64) -> bool {
-        self.health.as_ref().is_none_or(|h| h.find(id).is_none_or(|slot| matches!(h.state(slot, now), CircuitState::Closed)))
+        self.health
+            .as_ref()
+            .is_none_or(|h| h.find(id).is_none_or(|slot| matches!(h.state(slot, now), CircuitState::Closed)))
     }
 
     /// Emits `event` about `sandbox` (or the router) at `now`, when anyone listens.

@@ -56,9 +56,70 @@ pub struct SignalAnswer {
     pub pool: usize,
     /// The answer's JSON text (None: null or undefined).
     pub json: Option<String>,
-    /// Why there is no answer (`resolver timed out`, …): the pool is excluded with
-    /// `SIGNALS_UNRESOLVED`.
-    pub unresolved: Option<String>,
+    /// Why there is no answer: the pool is excluded with `SIGNALS_UNRESOLVED`.
+    pub failed: Option<ResolverFailure>,
+}
+
+/// Why the signal resolver gave no answer for a pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResolverFailure {
+    /// It did not answer within `callbackTimeoutMs`.
+    TimedOut,
+    /// It threw or rejected.
+    Threw,
+    /// Its answer could not be read (a cycle, a throwing getter or toJSON).
+    Unreadable,
+}
+
+impl ResolverFailure {
+    /// The detail `SIGNALS_UNRESOLVED` carries.
+    pub fn detail(self) -> &'static str {
+        match self {
+            ResolverFailure::TimedOut => "resolver timed out",
+            ResolverFailure::Threw => "resolver threw",
+            ResolverFailure::Unreadable => "resolver answered an unreadable value",
+        }
+    }
+}
+
+/// A pool's credential readiness answer (`provisioning.hasAvailableCredentials`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readiness {
+    /// `false`: the pool is rejected (`CREDENTIALS_UNAVAILABLE`).
+    Unavailable,
+    /// `true`.
+    Available,
+    /// It threw, rejected or timed out.
+    Failed,
+    /// It answered something that is not a boolean.
+    NotBoolean,
+}
+
+/// The pools (by index) whose readiness answered false, or the typed
+/// `PROVISIONING_AVAILABILITY_FAILED` error of the first pool (in `answers`' order, one per
+/// pool) whose readiness failed or answered a non-boolean.
+pub fn readiness(pools: &Pools, answers: &[Readiness]) -> Result<Vec<usize>, Failure> {
+    let mut unavailable = Vec::new();
+    for (i, a) in answers.iter().enumerate() {
+        let what = match a {
+            Readiness::Available => continue,
+            Readiness::Unavailable => {
+                unavailable.push(i);
+                continue;
+            }
+            Readiness::Failed => "failed or timed out",
+            Readiness::NotBoolean => "answered a non-boolean",
+        };
+        let id = pools.registry.pools().get(i).map_or("(unknown)", |p| p.id.as_str());
+        let mut e = Fault::new(
+            ErrorClass::ProvisioningAvailability,
+            "PROVISIONING_AVAILABILITY_FAILED",
+            format!("credential readiness for {id} {what}"),
+        );
+        e.provider_id = Some(id.to_string());
+        return Err(e);
+    }
+    Ok(unavailable)
 }
 
 /// What routing needs of a router's health for one decision.
@@ -108,8 +169,7 @@ impl Question<'_> {
     pub fn with_options<T>(&self, limit: Option<usize>, detail: bool, f: impl FnOnce(&RouteOptions<'_>) -> T) -> T {
         let circuit = self.health.map(HealthView::circuit).unwrap_or_default();
         let observed = self.health.and_then(HealthView::observed);
-        let unavailable: Vec<usize> =
-            self.extras.and_then(|e| e.credentials_unavailable.clone()).unwrap_or_default();
+        let unavailable: Vec<usize> = self.extras.and_then(|e| e.credentials_unavailable.clone()).unwrap_or_default();
         let overrides = self.extras.and_then(|e| e.signals.as_deref()).map(signal_overrides);
         f(&RouteOptions {
             detached: self.detached,
@@ -131,12 +191,12 @@ fn signal_overrides(answers: &[SignalAnswer]) -> HashMap<usize, SignalState> {
     answers
         .iter()
         .map(|a| {
-            let state = match (&a.unresolved, &a.json) {
-                (Some(what), _) => unresolved(what),
+            let state = match (&a.failed, &a.json) {
+                (Some(why), _) => unresolved(why.detail()),
                 (None, None) => signal_state(&Value::Null),
                 (None, Some(text)) => match serde_json::from_str::<Value>(text) {
                     Ok(v) => signal_state(&v),
-                    Err(_) => unresolved("resolver answered an unreadable value"),
+                    Err(_) => unresolved(ResolverFailure::Unreadable.detail()),
                 },
             };
             (a.pool, state)
@@ -147,7 +207,12 @@ fn signal_overrides(answers: &[SignalAnswer]) -> HashMap<usize, SignalState> {
 impl Pools {
     /// Adds a pool from its definition's JSON value; returns its index. A duplicate id or a
     /// malformed definition is the typed registry error.
-    pub fn add(&mut self, definition: &Value, has_launch_detached: bool, has_capacity_reader: bool) -> Result<usize, Failure> {
+    pub fn add(
+        &mut self,
+        definition: &Value,
+        has_launch_detached: bool,
+        has_capacity_reader: bool,
+    ) -> Result<usize, Failure> {
         let pool = Pool::from_json(definition, has_launch_detached)?;
         let index = self.registry.add(pool).map_err(Failure::from)?;
         self.readers.push(has_capacity_reader);
@@ -245,7 +310,11 @@ impl Pools {
             .iter()
             .map(|r| PoolRejection {
                 provider_id: pools[r.index].id.clone(),
-                reasons: r.reasons.iter().map(|x| ReasonFact { code: x.reason.code(), detail: x.detail.clone() }).collect(),
+                reasons: r
+                    .reasons
+                    .iter()
+                    .map(|x| ReasonFact { code: x.reason.code(), detail: x.detail.clone() })
+                    .collect(),
             })
             .collect()
     }
@@ -264,6 +333,10 @@ impl Pools {
 /// A definition's text as JSON, or the typed registry error.
 pub fn definition_value(text: &str) -> Result<Value, Failure> {
     serde_json::from_str(text).map_err(|_| {
-        Fault::new(ErrorClass::ProviderRegistry, "INVALID_PROVIDER_DEFINITION", "provider definition is not serializable")
+        Fault::new(
+            ErrorClass::ProviderRegistry,
+            "INVALID_PROVIDER_DEFINITION",
+            "provider definition is not serializable",
+        )
     })
 }

@@ -17,11 +17,11 @@ use crate::core::budget::{self, Refusal, Settle, SharedKey};
 use crate::core::capacity::Measurement;
 use crate::core::error::{AttemptFact, ErrorClass, Failure, Fault, PoolRejection, Rejected, SkipFact};
 use crate::core::events::{Emitted, Event, PoolId, ReasonFact};
-use crate::core::request::SANDBOX_ID_LABEL;
 use crate::core::failure::{failure_of, Rejections};
 use crate::core::ids::SandboxKey;
 use crate::core::mapping::{CreatedAt, Mapping};
 use crate::core::request::Request;
+use crate::core::request::SANDBOX_ID_LABEL;
 use crate::core::shared_ledger::Dim;
 use crate::core::telemetry::ProvisionOutcome;
 use crate::core::warm::{Member, MissReason};
@@ -255,10 +255,7 @@ impl Jobs {
     }
 
     pub(crate) fn get_mut(&mut self, key: u32) -> Result<&mut Job, Failure> {
-        self.items
-            .get_mut(key as usize)
-            .and_then(Option::as_mut)
-            .ok_or_else(|| Fault::internal("(an unknown job key)"))
+        self.items.get_mut(key as usize).and_then(Option::as_mut).ok_or_else(|| Fault::internal("(an unknown job key)"))
     }
 
     fn remove(&mut self, key: u32) -> Option<Job> {
@@ -366,28 +363,33 @@ pub struct IntentFact {
     pub owner_session: String,
 }
 
-/// Writes a mapping of the default store.
+/// What a job's record of the default store says about its sandbox.
+pub(crate) struct NewRecord<'a> {
+    pub(crate) id: SandboxKey,
+    pub(crate) provider_id: &'a str,
+    pub(crate) provider_sandbox_id: &'a str,
+    pub(crate) labels: Arc<Vec<(String, String)>>,
+    pub(crate) detached: bool,
+}
+
+/// Writes a mapping of the default store, stamped with the router's fleet, made at `wall`.
 pub(crate) fn write_record(
     store: &RefCell<crate::core::mapping::MappingStore>,
-    id: SandboxKey,
-    provider_id: &str,
-    provider_sandbox_id: &str,
-    labels: Arc<Vec<(String, String)>>,
+    r: NewRecord<'_>,
     fleet: Arc<str>,
-    detached: bool,
     wall: i64,
 ) {
     let mut store = store.borrow_mut();
-    let provider_id = store.intern(provider_id);
+    let provider_id = store.intern(r.provider_id);
     store.put(Mapping {
-        id,
+        id: r.id,
         provider_id,
-        provider_sandbox_id: provider_sandbox_id.into(),
-        labels,
+        provider_sandbox_id: r.provider_sandbox_id.into(),
+        labels: r.labels,
         stamped: true,
         fleet: Some(fleet),
         created_at: CreatedAt::Millis(wall),
-        detached,
+        detached: r.detached,
     });
 }
 
@@ -418,6 +420,12 @@ impl Router {
         Ok((key, next))
     }
 
+    /// Provision `id` failed before its job began, with `e` (credential readiness): the event
+    /// that says so.
+    pub fn refused_early(&mut self, id: SandboxKey, e: &Failure, now: i64) {
+        self.emit(now, Some(id), Event::ProvisionExhausted { code: e.code.clone(), summary: None });
+    }
+
     /// The events of a provision refused before its job began: with `NO_ELIGIBLE_PROVIDER`,
     /// the validation, every rejection and the exhaustion (router events).
     fn refused(&mut self, id: SandboxKey, e: &Failure, detached: bool, now: i64) {
@@ -427,7 +435,11 @@ impl Router {
         self.emit(now, Some(id), Event::ProvisionValidated { detached });
         if let Some(Rejected::Pools(rejections)) = &e.rejections {
             for r in rejections.clone() {
-                self.emit(now, Some(id), Event::ProviderRejected { pool: PoolId::from(r.provider_id.as_str()), reasons: r.reasons });
+                self.emit(
+                    now,
+                    Some(id),
+                    Event::ProviderRejected { pool: PoolId::from(r.provider_id.as_str()), reasons: r.reasons },
+                );
             }
         }
         self.emit(now, Some(id), Event::ProvisionExhausted { code: e.code.clone(), summary: e.summary.clone() });
@@ -540,7 +552,10 @@ impl Router {
             let order: Vec<PoolId> = job.machine.candidates().iter().map(|&i| names[i].clone()).collect();
             job.machine.announce(Event::ProvisionValidated { detached });
             for r in rejected {
-                job.machine.announce(Event::ProviderRejected { pool: PoolId::from(r.provider_id.as_str()), reasons: r.reasons });
+                job.machine.announce(Event::ProviderRejected {
+                    pool: PoolId::from(r.provider_id.as_str()),
+                    reasons: r.reasons,
+                });
             }
             job.machine.announce(Event::ProvisionRanked { summary, order });
             let _ = at;
@@ -781,10 +796,16 @@ impl Router {
 
     /// Under a shared budget ledger, its answer for the current candidate: reserved, the
     /// refusals, or None (it could not be asked: the rules' `onStoreDown` decide).
-    pub fn budget_decided(&mut self, key: u32, verdict: Option<Result<(), Vec<Refusal>>>, now: Now) -> Result<Next, Failure> {
+    pub fn budget_decided(
+        &mut self,
+        key: u32,
+        verdict: Option<Result<(), Vec<Refusal>>>,
+        now: Now,
+    ) -> Result<Next, Failure> {
         let Router { jobs, budgets, health, .. } = self;
         let job = jobs.get_mut(key)?;
-        let (Some(b), Some(keys)) = (budgets.as_ref(), job.machine.budget_plan().map(|p| p.shared_keys().to_vec())) else {
+        let (Some(b), Some(keys)) = (budgets.as_ref(), job.machine.budget_plan().map(|p| p.shared_keys().to_vec()))
+        else {
             return self.step(key, now);
         };
         let verdict = match verdict {
@@ -867,7 +888,18 @@ impl Router {
             job.stage = Stage::Persist;
             return self.step(key, now);
         };
-        write_record(store, job.id, &provider_id, provider_sandbox_id, job.labels.clone(), fleet.clone(), job.detached, wall);
+        write_record(
+            store,
+            NewRecord {
+                id: job.id,
+                provider_id: &provider_id,
+                provider_sandbox_id,
+                labels: job.labels.clone(),
+                detached: job.detached,
+            },
+            fleet.clone(),
+            wall,
+        );
         job.machine.announce(Event::MappingPersisted { pool: PoolId::from(provider_id.as_str()) });
         job.stage = Stage::Succeeded;
         if job.machine.observing() || coordinated {
@@ -894,7 +926,13 @@ impl Router {
 
     /// The classifier answered (`code` / `retryable` when they had the right types; None:
     /// it threw, timed out or answered something else). The machine sanitizes and decides.
-    pub fn classified(&mut self, key: u32, code: Option<&str>, retryable: Option<bool>, now: Now) -> Result<Next, Failure> {
+    pub fn classified(
+        &mut self,
+        key: u32,
+        code: Option<&str>,
+        retryable: Option<bool>,
+        now: Now,
+    ) -> Result<Next, Failure> {
         let job = self.jobs.get_mut(key)?;
         if job.stage != Stage::Classify {
             return Err(Fault::internal("(a classification out of turn)"));
@@ -1021,7 +1059,11 @@ impl Router {
 
     /// The destroy of a late launch's sandbox settled: the event that says so.
     pub fn late_cleaned_up(&mut self, id: SandboxKey, provider_id: &str, succeeded: bool, now: i64) {
-        self.emit(now, Some(id), Event::CleanupCompleted { pool: PoolId::from(provider_id), reason: "late-launch", succeeded });
+        self.emit(
+            now,
+            Some(id),
+            Event::CleanupCompleted { pool: PoolId::from(provider_id), reason: "late-launch", succeeded },
+        );
     }
 
     /// A record write the caller's store finished after it had timed out: it is removed (the
@@ -1065,7 +1107,11 @@ impl Router {
             job.machine
                 .skipped()
                 .iter()
-                .map(|s| SkipFact { provider_id: id(s.pool).to_string(), status: s.status.name(), reason: s.reason.clone() })
+                .map(|s| SkipFact {
+                    provider_id: id(s.pool).to_string(),
+                    status: s.status.name(),
+                    reason: s.reason.clone(),
+                })
                 .collect()
         };
         let mut error = Fault::new(f.class, &f.code, f.message);
@@ -1087,7 +1133,11 @@ impl Router {
             job.machine
                 .attempts()
                 .iter()
-                .map(|a| AttemptFact { provider_id: id(a.pool).to_string(), code: a.code.clone(), retryable: a.retryable })
+                .map(|a| AttemptFact {
+                    provider_id: id(a.pool).to_string(),
+                    code: a.code.clone(),
+                    retryable: a.retryable,
+                })
                 .collect()
         });
         error.capacity_rejections = f.capacity_rejections.then(skips);
@@ -1186,7 +1236,8 @@ fn budget_fields(error: &mut Fault, b: &super::budgets::Budgets, machine: &Acqui
                 .map(|k| k.value.clone());
             if let Some(r) = b.rules().get(*rule) {
                 error.rule = Some(r.id.clone());
-                error.key = value.map(|value| crate::core::events::KeyFact { label: r.label.clone(), value: value.to_string() });
+                error.key = value
+                    .map(|value| crate::core::events::KeyFact { label: r.label.clone(), value: value.to_string() });
                 error.retryable = Some(true);
             }
         }
@@ -1196,5 +1247,9 @@ fn budget_fields(error: &mut Fault, b: &super::budgets::Budgets, machine: &Acqui
 
 /// A fault for an unknown pool index (the caller named a pool the registry lacks).
 pub(crate) fn unknown_pool() -> Failure {
-    Fault::new(ErrorClass::Internal, "INTERNAL_ERROR", "internal error (an unknown pool index) (a bug: please report it)")
+    Fault::new(
+        ErrorClass::Internal,
+        "INTERNAL_ERROR",
+        "internal error (an unknown pool index) (a bug: please report it)",
+    )
 }

@@ -270,32 +270,10 @@ pub enum ListFact {
     /// The finder listed it completely.
     Listed(Vec<Listed>),
     /// The finder answered why it could not (the reason a native finder or the stamp rule
-    /// gave, or [`ListFailure::reason`]).
+    /// gave, or [`crate::core::capacity::ListFailure::reason`]).
     Unlisted(UnknownReason),
     /// The finder itself threw.
     Threw,
-}
-
-/// How a runtime's label search failed, as `lib/finders.js` saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ListFailure {
-    /// The runtime has no `findAllByLabels`.
-    NoLabelSearch,
-    /// It threw or rejected (its text is the provider's: only the fact is kept).
-    Threw,
-    /// It did not answer within the bound.
-    TimedOut,
-}
-
-impl ListFailure {
-    /// The pool's unknown reason.
-    pub fn reason(self) -> UnknownReason {
-        match self {
-            ListFailure::NoLabelSearch => UnknownReason::NotSupported,
-            ListFailure::Threw => UnknownReason::ReadFailed,
-            ListFailure::TimedOut => UnknownReason::Timeout,
-        }
-    }
 }
 
 /// What `process.kill(pid, 0)` did for one pid.
@@ -2041,13 +2019,6 @@ mod tests {
         assert!(Thrown { status: Some(500.0), code: Some("ENOENT".into()) }.says_gone());
         assert!(!Thrown { status: Some(500.0), code: Some("EACCES".into()) }.says_gone());
         assert!(!Thrown::default().says_gone());
-    }
-
-    #[test]
-    fn list_failures_must_name_their_documented_reasons() {
-        assert_eq!(ListFailure::NoLabelSearch.reason().code(), "NOT_SUPPORTED");
-        assert_eq!(ListFailure::Threw.reason().code(), "READ_FAILED");
-        assert_eq!(ListFailure::TimedOut.reason().code(), "TIMEOUT");
     }
 
     // --- release, events and the report --------------------------------------------------

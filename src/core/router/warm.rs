@@ -8,7 +8,7 @@
 //! flight by `reconcile`, exactly as a provision's launch.
 
 use super::pools::Pools;
-use super::provision::{write_record, Job, Next, Stage, WarmRole};
+use super::provision::{write_record, Job, NewRecord, Next, Stage, WarmRole};
 use super::{Now, Router};
 use crate::core::acquisition::{Acquisition, CapacityPlan};
 use crate::core::capabilities::Lifetime;
@@ -222,17 +222,35 @@ impl Router {
     /// and with the default store (and this process's inventory) the member's record is
     /// written and the member is idle; otherwise its record is written next (the caller's
     /// store, or the fleet's inventory).
-    pub(crate) fn refill_succeeded(&mut self, key: u32, provider_sandbox_id: &str, now: Now, wall: i64) -> Result<(), Failure> {
+    pub(crate) fn refill_succeeded(
+        &mut self,
+        key: u32,
+        provider_sandbox_id: &str,
+        now: Now,
+        wall: i64,
+    ) -> Result<(), Failure> {
         self.launch_reported(key)?.provider_sandbox_id = Some(provider_sandbox_id.to_string());
         self.report(key, now, |m, l| m.succeeded(l))?;
         let Router { jobs, warm, store, fleet, .. } = self;
         let job = jobs.get_mut(key)?;
         let provider_id = job.pool_id(job.pool);
-        let member = Member { id: job.id, provider_sandbox_id: provider_sandbox_id.to_string(), launched_at: now.router };
+        let member =
+            Member { id: job.id, provider_sandbox_id: provider_sandbox_id.to_string(), launched_at: now.router };
         let w = warm.as_mut().ok_or_else(|| Fault::internal("(warm pools are not started)"))?;
         let recorded = !w.shared && store.is_some();
         if let Some(store) = store.as_ref().filter(|_| recorded) {
-            write_record(store, job.id, &provider_id, provider_sandbox_id, job.labels.clone(), fleet.clone(), false, wall);
+            write_record(
+                store,
+                NewRecord {
+                    id: job.id,
+                    provider_id: &provider_id,
+                    provider_sandbox_id,
+                    labels: job.labels.clone(),
+                    detached: false,
+                },
+                fleet.clone(),
+                wall,
+            );
         }
         if let Some(p) = w.get_mut(&provider_id) {
             p.refill_succeeded(recorded.then_some(member));
@@ -393,7 +411,18 @@ impl Router {
             job.provider_sandbox_id = Some(m.provider_sandbox_id.clone());
             match store.as_ref() {
                 Some(store) if !shared => {
-                    write_record(store, m.id, &provider_id, &m.provider_sandbox_id, job.labels.clone(), fleet.clone(), job.detached, wall);
+                    write_record(
+                        store,
+                        NewRecord {
+                            id: m.id,
+                            provider_id: &provider_id,
+                            provider_sandbox_id: &m.provider_sandbox_id,
+                            labels: job.labels.clone(),
+                            detached: job.detached,
+                        },
+                        fleet.clone(),
+                        wall,
+                    );
                 }
                 // A caller's store gets the record with the caller's labels next.
                 None if !shared => job.stage = Stage::Persist,

@@ -1,0 +1,47 @@
+'use strict';
+// A caller's value read once, inside a guard, as facts for a rule of the core
+// (src/core/facts.rs): JSON data as itself, and for anything JSON cannot carry, what it is.
+// The rules (options, records) are the core's; JavaScript only says what it read.
+
+const { copyOptions, guarded } = require('./guard.js');
+
+/**
+ * `value` as facts: JSON data as itself, a plain object as `{ o: [[key, fact], …] }`,
+ * anything else as `{ t: what it is }`. Only arrays and plain objects are walked: a class
+ * instance is not read. Run inside a guard.
+ */
+function factsOf(value, holders = []) {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return value;
+    case 'number':
+      return Number.isFinite(value) ? value : { t: String(value) };
+    case 'object':
+      break;
+    default:
+      return { t: typeof value };
+  }
+  if (value === null) return null;
+  if (holders.includes(value)) return { t: 'cycle' };
+  const inner = [...holders, value];
+  if (Array.isArray(value)) return Array.from(value, (v) => factsOf(v, inner));
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return { t: 'instance' };
+  return { o: Object.keys(value).map((key) => [key, factsOf(value[key], inner)]) };
+}
+
+/**
+ * A caller's value read once, inside a guard: our copy (lib/guard.js `copyOptions`, to
+ * `depth`) and its facts' JSON text; both undefined / null when a read threw.
+ */
+function readFacts(value, depth) {
+  try {
+    const copy = copyOptions(value, depth);
+    return { copy, facts: JSON.stringify(guarded(() => factsOf(copy))) };
+  } catch {
+    return { copy: undefined, facts: null };
+  }
+}
+
+module.exports = { readFacts };
