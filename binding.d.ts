@@ -1774,53 +1774,51 @@ export interface RecipeRecord {
   defaults: Array<DefaultRecord>
 }
 
-/** A run's classification. */
-export interface ReconcileClassification {
-  /** Per pool, in the input's order. */
-  pools: Array<ReconcilePoolClasses>
-  /**
-   * Intents whose launch is over and left nothing listed: the index, in the input's
-   * `intents`, of the first record of each id.
-   */
-  staleIntents: Uint32Array
-  /** What `reclaim: true` acts on (empty unless the input's `reclaim`). */
-  work: ReconcileWork
-}
+/** Abandons `lane`'s run (a bug while driving it). */
+export declare function reconcileAbort(router: ExternalObject<RouterState>, lane: number): void
 
 /**
- * Classifies one reconcile run (the rules: `src/core/reconcile.rs`): per pool its
- * orphans, stale mappings, mapped ids and pending items with their reason codes, the
- * stale intents, and the reclaim work list. Whether an id is in flight is answered here,
- * from the router's jobs and `others` (the sandbox ids other routers of this process are
- * making). Throws only on an internal bug.
+ * Begins `router.reconcile(options)` (`optionsJson`: the options read once, leniently;
+ * absent: they could not be read): writes its first lane's step (the lane's key is
+ * `step[2]`). Throws `INVALID_REQUEST` or `MAPPING_READ_FAILED`.
  */
-export declare function reconcileClassify(router: ExternalObject<RouterState>, others: Array<string>, input: ReconcileInput): ReconcileClassification
+export declare function reconcileBegin(router: ExternalObject<RouterState>, optionsJson: string | undefined | null, facts: ReconcileBegin, step: Uint32Array): void
 
-/** One reconcile run, as `lib/reconcile.js` read it. */
-export interface ReconcileInput {
-  /** The router's fleet. */
-  fleet: string
-  /** This router's session id. */
-  session: string
-  /** This host's name. */
-  host: string
-  /** Now, epoch ms. */
-  now: number
-  /** The run's `graceMs`. */
-  graceMs: number
-  /** Whether the run reclaims (the work list is answered only then). */
-  reclaim: boolean
-  /** The pools, each once, in report order. */
-  pools: Array<ReconcilePoolInput>
-  /** The store's mapping records. */
-  mappings: ReconcileMappings
-  /** The store's intent records (empty without intent support). */
-  intents: Array<ReconcileIntent>
-  /** Process ids on this host, among the intents' writers, that are gone. */
-  gonePids: Array<number>
-  /** The pools that keep a warm pool in this router (their idle members are mapped). */
-  warmPools?: Array<string>
+/** What JavaScript knows when a run begins. */
+export interface ReconcileBegin {
+  /** The mapping store has `list()`. */
+  hasList: boolean
+  /** The fleet's warm inventory is the mapping store (`capacity.coordinator` is it). */
+  fleetInventory: boolean
+  /** Per registry pool: 1 when it lists through a native finder. */
+  nativeFinders: Uint8Array
 }
+
+/** A pool's counts per class. */
+export interface ReconcileCounts {
+  /** Orphans. */
+  orphan: number
+  /** Stale mappings. */
+  staleMapping: number
+  /** Mapped ids. */
+  mapped: number
+  /** Pending items. */
+  pending: number
+}
+
+/** Ends `lane` (`Done`): the run's typed error when it failed in this lane, else null. */
+export declare function reconcileEnd(router: ExternalObject<RouterState>, lane: number): ErrorValue | null
+
+/** Which finder listed a pool. */
+export declare const enum ReconcileFinder {
+  /** The provider's list API, natively. */
+  Native = 'native',
+  /** The runtime's `findAllByLabels`. */
+  Runtime = 'runtime',
+}
+
+/** How many lanes to start beside `lane` now (its step had the `fork` flag). */
+export declare function reconcileForks(router: ExternalObject<RouterState>, lane: number): number
 
 /**
  * An intent record as the store returned it, read once: each field absent when it is
@@ -1828,7 +1826,7 @@ export interface ReconcileInput {
  */
 export interface ReconcileIntent {
   /** The `sbx_…` id. */
-  id: string
+  id?: string
   /** The pool of its current attempt. */
   providerId?: string
   /** `launching` | `failed`. */
@@ -1843,10 +1841,19 @@ export interface ReconcileIntent {
   ownerSession?: string
 }
 
+/** `ReconcileRead` of the intents (absent: the read failed). */
+export declare function reconcileIntents(router: ExternalObject<RouterState>, lane: number, records: Array<ReconcileIntent> | undefined | null, step: Uint32Array): void
+
+/** Starts a lane of `lane`'s run: writes its first step (its key is `step[2]`). */
+export declare function reconcileLane(router: ExternalObject<RouterState>, lane: number, step: Uint32Array): void
+
 /**
- * What a pool's finder listed, one column per field and one row per item (columns cross
- * the seam several times faster than one object per item).
+ * `ReconcileList`: what the finder answered (`listing` with `reason` null: listed; `reason`:
+ * the finder's code for why it could not list), or that it threw (`threw`).
  */
+export declare function reconcileListed(router: ExternalObject<RouterState>, lane: number, threw: boolean, listed: ReconcileListing | undefined | null, reason: string | undefined | null, step: Uint32Array): void
+
+/** What a pool's finder listed, one column per field and one row per item. */
 export interface ReconcileListing {
   /** The provider's own sandbox ids. */
   providerSandboxIds: Array<string>
@@ -1861,159 +1868,173 @@ export interface ReconcileListing {
   createdAtMs: Float64Array
 }
 
-/** The store's mapping records, read once, one column per field. */
+/** `ReconcileRead` of the mappings: the records as columns (absent: the read failed). */
+export declare function reconcileMappings(router: ExternalObject<RouterState>, lane: number, records: ReconcileMappings | undefined | null, step: Uint32Array): void
+
+/** The store's mapping records, read once, one column per field (null: not a string). */
 export interface ReconcileMappings {
   /** The `sbx_…` ids. */
-  ids: Array<string>
+  ids: Array<string | undefined | null>
   /** Their pools. */
-  providerIds: Array<string>
+  providerIds: Array<string | undefined | null>
   /** The provider's sandbox ids. */
-  providerSandboxIds: Array<string>
-  /** Their fleet labels; null when that is not a string. */
+  providerSandboxIds: Array<string | undefined | null>
+  /** Their fleet labels. */
   fleets: Array<string | undefined | null>
-  /** Their `createdAt`, epoch ms; NaN when unreadable (counted as young). */
+  /** Their `createdAt`, epoch ms; NaN when unreadable. */
   createdAtMs: Float64Array
-  /** Their warm labels (an idle warm member's record); null when that is not a string. */
-  warm?: Array<string | undefined | null>
+  /** Their warm labels (an idle warm member's record). */
+  warm: Array<string | undefined | null>
 }
 
-/** Why a stamped sandbox without a (matching) mapping is an orphan. */
-export declare const enum ReconcileOrphanReason {
-  /** Its intent says the launch failed with its outcome unknown. */
-  LaunchFailed = 'LAUNCH_FAILED',
-  /** Its `launching` intent names a process on this host that is gone. */
-  WriterGone = 'WRITER_GONE',
-  /** Its `launching` intent outlived the launch's settle window. */
-  IntentExpired = 'INTENT_EXPIRED',
-  /** Its intent was written by this router, whose provision of it is over. */
-  IntentAbandoned = 'INTENT_ABANDONED',
-  /** Its id is mapped to another sandbox. */
-  DuplicateOfMapped = 'DUPLICATE_OF_MAPPED',
-  /** No intent, and its provider-reported age is at least `graceMs`. */
-  GraceElapsed = 'GRACE_ELAPSED',
-  /** An idle warm member of a pool that keeps no warm pool here any more. */
-  WarmPoolGone = 'WARM_POOL_GONE',
+/** One action's outcome. */
+export interface ReconcileOutcomeRecord {
+  /** Its pool. */
+  providerId: string
+  /** What it acted on. */
+  sandboxId: string
+  /** The provider's sandbox id (null: an intent). */
+  providerSandboxId: string | null
+  /** Its class. */
+  class: ReconcileWorkClass
+  /** Its outcome code. */
+  outcome: string
 }
 
-/** Orphans, in listing order: each row an item of the pool's listing. */
-export interface ReconcileOrphans {
-  /** The item's index in the pool's listing (the input's columns). */
-  items: Uint32Array
-  /** Why each is an orphan. */
-  reasons: Array<ReconcileOrphanReason>
+/** The pids `lane`'s `ReconcileSignal` step signals. */
+export declare function reconcilePids(router: ExternalObject<RouterState>, lane: number): Array<number>
+
+/** One pool of the report. */
+export interface ReconcilePoolRecord {
+  /** The pool's id. */
+  providerId: string
+  /** Listed or not. */
+  status: ReconcilePoolStatus
+  /** Which finder listed it. */
+  finder: ReconcileFinder
+  /** Why it could not be listed (absent when listed). */
+  reason?: string
+  /** Counts per class. */
+  counts: ReconcileCounts
+  /** Orphans. */
+  orphan: ReconcileRows
+  /** Stale mappings. */
+  staleMapping: ReconcileRows
+  /** Mapped ids. */
+  mapped: Array<string>
+  /** Pending items. */
+  pending: ReconcileRows
 }
 
-/**
- * Pending items, one column per field (row `i` is one item; a rare class, so it carries
- * its ids).
- */
-export interface ReconcilePendingItems {
+/** Whether a pool was listed. */
+export declare const enum ReconcilePoolStatus {
+  /** Listed completely. */
+  Listed = 'listed',
+  /** Could not be listed (`reason` says why). */
+  Unknown = 'unknown',
+}
+
+/** `ReconcileRecheck`: whether a provision of this process is making the action's id now. */
+export declare function reconcileRechecked(router: ExternalObject<RouterState>, lane: number, inFlight: boolean, step: Uint32Array): void
+
+/** `ReconcileRelease`: whether the shared ledger gave a budget slot back. */
+export declare function reconcileReleased(router: ExternalObject<RouterState>, lane: number, released: boolean, step: Uint32Array): void
+
+/** The report of the run `lane` finished (`Succeeded`); the run is forgotten. */
+export declare function reconcileReport(router: ExternalObject<RouterState>, lane: number): ReconcileReportRecord
+
+/** A run's report, typed (the documented `ReconcileReport` but for `pools`, a list here). */
+export interface ReconcileReportRecord {
+  /** `reclaim`. */
+  reclaim: boolean
+  /** The router's fleet. */
+  fleet: string
+  /** `graceMs`. */
+  graceMs: number
+  /** ISO 8601. */
+  startedAt: string
+  /** ms. */
+  durationMs: number
+  /** The deadline came before everything was done. */
+  timedOut: boolean
+  /** Per pool, in run order. */
+  pools: Array<ReconcilePoolRecord>
+  /** Intents whose launch is over and left nothing listed. */
+  staleIntents: Array<string>
+  /** Each action's outcome. */
+  outcomes: Array<ReconcileOutcomeRecord>
+  /** Totals over the pools. */
+  totals: ReconcileTotals
+}
+
+/** Items of one class in a pool, one column per field. */
+export interface ReconcileRows {
   /** The `sbx_…` ids; null for a handle without a verified stamp. */
   sandboxIds: Array<string | undefined | null>
   /** The provider's sandbox ids. */
   providerSandboxIds: Array<string>
-  /** Why each is pending. */
-  reasons: Array<ReconcilePendingReason>
-}
-
-/** Why an item is pending (never touched). */
-export declare const enum ReconcilePendingReason {
-  /** A provision in this process is still making it. */
-  InFlight = 'IN_FLIGHT',
-  /** A live writer's intent names it. */
-  InFlightElsewhere = 'IN_FLIGHT_ELSEWHERE',
-  /** No intent, and younger than `graceMs`. */
-  WithinGrace = 'WITHIN_GRACE',
-  /** No intent, and the provider reported no creation time. */
-  AgeUnknown = 'AGE_UNKNOWN',
-  /** A mapping the listing does not show, younger than `graceMs`. */
-  NotListedYet = 'NOT_LISTED_YET',
-  /** A listed handle without the whole stamp, matched to no mapping. */
-  StampUnverified = 'STAMP_UNVERIFIED',
+  /** Each one's reason code. */
+  reasons: Array<string>
 }
 
 /**
- * One pool's classes (all empty for a pool that could not be listed). Rows refer to the
- * input by index: the caller holds every id already.
+ * How the call of `lane`'s step settled; with `Threw`, what the rejection carried (its
+ * HTTP status when a number, its code when a string).
  */
-export interface ReconcilePoolClasses {
+export declare function reconcileSettled(router: ExternalObject<RouterState>, lane: number, how: ReconcileSettled, status: number | undefined | null, code: string | undefined | null, step: Uint32Array): void
+
+/** How the awaited call of a reconcile step settled. */
+export declare const enum ReconcileSettled {
+  /** It resolved to a value (not null or undefined). */
+  Value = 0,
+  /** It resolved to null or undefined. */
+  Nothing = 1,
+  /** It threw or rejected. */
+  Threw = 2,
+  /** It did not settle within the step's bound. */
+  TimedOut = 3,
+  /** The object has no such method. */
+  NoMethod = 4,
+}
+
+/**
+ * `ReconcileSignal`: per pid (in `reconcilePids` order), whether `process.kill(pid, 0)`
+ * threw (1) and the thrown code; and the ids the other routers of this process are making.
+ */
+export declare function reconcileSignalled(router: ExternalObject<RouterState>, lane: number, threw: Uint8Array, codes: Array<string | undefined | null>, others: Array<string>, step: Uint32Array): void
+
+/** The ids `lane`'s action is about. */
+export declare function reconcileTarget(router: ExternalObject<RouterState>, lane: number): ReconcileTarget
+
+/** The ids a reconcile action is about. */
+export interface ReconcileTarget {
+  /** The `sbx_…` id. */
+  sandboxId: string
+  /** The provider's sandbox id (null: an intent). */
+  providerSandboxId: string | null
+}
+
+/** Totals over the pools. */
+export interface ReconcileTotals {
   /** Orphans. */
-  orphan: ReconcileOrphans
+  orphan: number
   /** Stale mappings. */
-  staleMapping: ReconcileStaleMappings
-  /**
-   * The ids both sides agree on, in listing order: the index, in the input's `mappings`,
-   * of the mapping each listed item matched (its id is the mapped id).
-   */
-  mapped: Uint32Array
-  /** Pending items: listed ones in listing order, then young unlisted mappings. */
-  pending: ReconcilePendingItems
+  staleMapping: number
+  /** Mapped ids. */
+  mapped: number
+  /** Pending items. */
+  pending: number
+  /** Pools that could not be listed. */
+  unknownPools: number
 }
 
-/** One pool of the run, in report order. */
-export interface ReconcilePoolInput {
-  /** The pool's id. */
-  providerId: string
-  /**
-   * What its finder listed; absent when the pool could not be listed (nothing of it is
-   * classified).
-   */
-  listed?: ReconcileListing
-}
-
-/** Stale mappings, in store order: each row a mapping of the input. */
-export interface ReconcileStaleMappings {
-  /** The mapping's index in the input's `mappings` columns. */
-  mappings: Uint32Array
-  /** Why each is stale (`NOT_LISTED`). */
-  reasons: Array<ReconcileStaleReason>
-}
-
-/** Why a mapping is stale: the listing does not show it. */
-export declare const enum ReconcileStaleReason {
-  /** Older than `graceMs` and not listed. */
-  NotListed = 'NOT_LISTED',
-}
-
-/**
- * The reclaim work list, one column per field (row `i` is one action), in order: per
- * pool, its orphans, its stale mappings, its stale intents. Besides the in-flight re-read
- * every action makes, each row says which re-check it needs.
- */
-export interface ReconcileWork {
-  /** What to do. */
-  classes: Array<ReconcileWorkClass>
-  /** The pool: its index in the input's `pools`. */
-  pools: Uint32Array
-  /**
-   * What it acts on: an orphan's index in its pool's listing, a stale mapping's in
-   * `mappings`, a stale intent's in `intents`.
-   */
-  indices: Uint32Array
-  /**
-   * Whether a mapping of the id written since the store was read saves it
-   * (`NOW_MAPPED`): false for a stale mapping and a `DUPLICATE_OF_MAPPED` orphan.
-   */
-  savedByMapping: Array<boolean>
-  /**
-   * Whether an orphan's intent record is removed once it is destroyed (never for a
-   * `DUPLICATE_OF_MAPPED` orphan, whose id's record is a live mapping).
-   */
-  removesIntent: Array<boolean>
-  /**
-   * Whether an orphan is an idle warm member (`WARM_POOL_GONE`): taken out of the
-   * inventory, if still idle, before it is destroyed and its record removed.
-   */
-  warmMember: Array<boolean>
-}
-
-/** The class of one reclaim action (`report.outcomes[].class`). */
+/** The class of one reclaim action. */
 export declare const enum ReconcileWorkClass {
-  /** Destroy an orphan. */
+  /** An orphan. */
   Orphan = 'orphan',
-  /** Remove a stale mapping. */
+  /** A stale mapping. */
   StaleMapping = 'stale-mapping',
-  /** Remove a stale intent. */
+  /** A stale intent. */
   StaleIntent = 'stale-intent',
 }
 
@@ -2393,6 +2414,12 @@ export interface StepFlags {
   ended: number
   /** `Unintent`: write the intent as failed. */
   failedIntent: number
+  /** Start more lanes of a reconcile run (`reconcileForks`). */
+  fork: number
+  /** `ReconcileRead`: read the store's intents. */
+  intents: number
+  /** Events decided outside a job to hand on (`routerEvents`). */
+  routerEvents: number
 }
 
 /**
