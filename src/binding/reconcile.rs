@@ -15,9 +15,7 @@ use crate::binding::router::RouterState;
 use crate::core::capacity::UnknownReason;
 use crate::core::reconcile::{IntentFact, Listed, MappingFact};
 use crate::core::router::provision::Next;
-use crate::core::router::reconcile::{
-    Begin, Class, ListFact, PoolReport, Report, Rows, Settled, Signal, Thrown,
-};
+use crate::core::router::reconcile::{Begin, Class, ListFact, PoolReport, Report, Rows, Settled, Signal, Thrown};
 use crate::core::router::Router;
 use napi::bindgen_prelude::{External, Float64Array, Uint32ArraySlice, Uint8Array};
 use napi::Env;
@@ -434,7 +432,12 @@ pub fn reconcile_forks(env: Env, router: &External<RouterState>, lane: u32) -> n
 
 /// Starts a lane of `lane`'s run: writes its first step (its key is `step[2]`).
 #[napi]
-pub fn reconcile_lane(env: Env, router: &External<RouterState>, lane: u32, step: Uint32ArraySlice<'_>) -> napi::Result<()> {
+pub fn reconcile_lane(
+    env: Env,
+    router: &External<RouterState>,
+    lane: u32,
+    step: Uint32ArraySlice<'_>,
+) -> napi::Result<()> {
     guard(&env, || {
         let (key, next) = router.router.borrow_mut().reconcile_lane(lane, now_millis())?;
         write_step(step, key, next)
@@ -456,9 +459,9 @@ pub fn reconcile_listed(
     stepping(&env, router, lane, step, |r, wall| {
         let fact = match (threw, reason, listed) {
             (true, _, _) => ListFact::Threw,
-            (false, Some(code), _) => {
-                ListFact::Unlisted(UnknownReason::from_code(&code).ok_or_else(|| internal("(an unknown finder reason)"))?)
-            }
+            (false, Some(code), _) => ListFact::Unlisted(
+                UnknownReason::from_code(&code).ok_or_else(|| internal("(an unknown finder reason)"))?,
+            ),
             (false, None, Some(l)) => ListFact::Listed(listing(l)?),
             (false, None, None) => return Err(internal("(a finder answer without a listing)")),
         };
@@ -517,8 +520,7 @@ pub fn reconcile_signalled(
         if codes.len() != threw.len() {
             return Err(internal("(reconcile signal columns of unequal length)"));
         }
-        let signals: Vec<Signal> =
-            threw.iter().zip(codes).map(|(&t, code)| Signal { threw: t == 1, code }).collect();
+        let signals: Vec<Signal> = threw.iter().zip(codes).map(|(&t, code)| Signal { threw: t == 1, code }).collect();
         r.reconcile_signalled(lane, &signals, &others, wall)
     })
 }

@@ -210,7 +210,11 @@ impl Options {
             let ids = items
                 .iter()
                 .enumerate()
-                .map(|(i, p)| p.as_str().map(str::to_string).ok_or_else(|| invalid(&format!("providers[{i}]"), "must be a provider id")))
+                .map(|(i, p)| {
+                    p.as_str()
+                        .map(str::to_string)
+                        .ok_or_else(|| invalid(&format!("providers[{i}]"), "must be a provider id"))
+                })
                 .collect::<Result<Vec<_>, _>>()?;
             o.providers = Some(ids);
         }
@@ -501,7 +505,8 @@ impl Action {
         let kind = self.work.kind;
         let orphan = matches!(kind, WorkKind::Orphan | WorkKind::WarmMember);
         // Whether a record written since the store was read saves it, asked of the store.
-        let saved = |next: Then| if self.work.saved_by_mapping { Then::Ask(Stage::Record, l.within(l.callback)) } else { next };
+        let saved =
+            |next: Then| if self.work.saved_by_mapping { Then::Ask(Stage::Record, l.within(l.callback)) } else { next };
         Some(match (self.stage, fact) {
             (Stage::Recheck, Fact::InFlight(true)) => Then::Done(Outcome::InFlight),
             (Stage::Recheck, Fact::InFlight(false)) => match kind {
@@ -851,7 +856,11 @@ impl Router {
         }
         let pools: Vec<RunPool> = wanted
             .iter()
-            .map(|&index| RunPool { index, native: facts.native_finders.get(index).copied().unwrap_or(false), listing: None })
+            .map(|&index| RunPool {
+                index,
+                native: facts.native_finders.get(index).copied().unwrap_or(false),
+                listing: None,
+            })
             .collect();
         let run = Run {
             started: wall,
@@ -934,7 +943,12 @@ impl Router {
 
     /// The store's mappings as `lane` read them (None: it threw, timed out, or answered
     /// something that is not a list). Rows without the three ids are not mappings.
-    pub fn reconcile_mappings(&mut self, lane: u32, rows: Option<Vec<Option<MappingFact>>>, wall: i64) -> Result<Next, Failure> {
+    pub fn reconcile_mappings(
+        &mut self,
+        lane: u32,
+        rows: Option<Vec<Option<MappingFact>>>,
+        wall: i64,
+    ) -> Result<Next, Failure> {
         let (task, run) = self.lane_run(lane)?;
         if task != Task::Mappings {
             return Err(Fault::internal("(a store read out of turn)"));
@@ -952,7 +966,12 @@ impl Router {
 
     /// The store's intents as `lane` read them (None: it failed as a mappings read can).
     /// Rows without an id are not intents.
-    pub fn reconcile_intents(&mut self, lane: u32, rows: Option<Vec<Option<IntentFact>>>, wall: i64) -> Result<Next, Failure> {
+    pub fn reconcile_intents(
+        &mut self,
+        lane: u32,
+        rows: Option<Vec<Option<IntentFact>>>,
+        wall: i64,
+    ) -> Result<Next, Failure> {
         let host = self.owner.host.clone();
         let (task, run) = self.lane_run(lane)?;
         if task != Task::Intents {
@@ -993,7 +1012,13 @@ impl Router {
 
     /// What signalling each pid did (in [`Router::reconcile_pids`] order), and the sandbox
     /// ids the other routers of this process are making: the run is classified now.
-    pub fn reconcile_signalled(&mut self, lane: u32, signals: &[Signal], others: &[String], wall: i64) -> Result<Next, Failure> {
+    pub fn reconcile_signalled(
+        &mut self,
+        lane: u32,
+        signals: &[Signal],
+        others: &[String],
+        wall: i64,
+    ) -> Result<Next, Failure> {
         let fleet = self.fleet.clone();
         let (session, host) = (self.owner.session.clone(), self.owner.host.clone());
         let Router { reconciles, jobs, .. } = self;
@@ -1019,7 +1044,13 @@ impl Router {
         let in_flight = |id: &str| others.contains(id) || SandboxKey::parse(id).is_some_and(|k| jobs.has(k));
         let c = rules::classify(
             &rules::Run {
-                facts: Facts { fleet: &fleet, session: &session, host: &host, now_ms: wall as f64, grace_ms: run.options.grace_ms as f64 },
+                facts: Facts {
+                    fleet: &fleet,
+                    session: &session,
+                    host: &host,
+                    now_ms: wall as f64,
+                    grace_ms: run.options.grace_ms as f64,
+                },
                 pools: &pools,
                 mappings: &run.mappings,
                 intents: &run.intent_facts,
@@ -1036,13 +1067,8 @@ impl Router {
         run.stale_intents = c.stale_intents;
         run.phase = Phase::Reclaim;
         run.forks = lanes_for(run.actions.len().min(run.options.concurrency as usize));
-        let listed: Vec<Event> = run
-            .pools
-            .iter()
-            .zip(&run.classes)
-            .zip(&run.ids)
-            .map(|((p, c), id)| listed_event(id, p, c))
-            .collect();
+        let listed: Vec<Event> =
+            run.pools.iter().zip(&run.classes).zip(&run.ids).map(|((p, c), id)| listed_event(id, p, c)).collect();
         for e in listed {
             self.emit(wall, None, e);
         }
@@ -1066,7 +1092,13 @@ impl Router {
 
     /// How the call of `lane`'s step settled (a warm take, a store read or delete, a lookup,
     /// a destroy); `thrown`: what a rejection carried.
-    pub fn reconcile_settled(&mut self, lane: u32, settled: Settled, thrown: Option<&Thrown>, wall: i64) -> Result<Next, Failure> {
+    pub fn reconcile_settled(
+        &mut self,
+        lane: u32,
+        settled: Settled,
+        thrown: Option<&Thrown>,
+        wall: i64,
+    ) -> Result<Next, Failure> {
         self.acted(lane, Fact::Settled(settled, thrown.is_some_and(Thrown::says_gone)), wall)
     }
 
@@ -1097,7 +1129,8 @@ impl Router {
             intents: run.intents,
             fleet_inventory: run.fleet_inventory,
         };
-        let then = run.actions[a].after(fact, &limits).ok_or_else(|| Fault::internal("(a reclaim report out of turn)"))?;
+        let then =
+            run.actions[a].after(fact, &limits).ok_or_else(|| Fault::internal("(a reclaim report out of turn)"))?;
         self.then(lane, a, then, wall)
     }
 
@@ -1183,7 +1216,13 @@ impl Router {
         let (callback, operation) = (self.callback_timeout_ms, self.operation_timeout_ms);
         loop {
             let (task, run) = self.lane_run(lane)?;
-            let limits = Limits { left: run.left(wall), callback, operation, intents: run.intents, fleet_inventory: run.fleet_inventory };
+            let limits = Limits {
+                left: run.left(wall),
+                callback,
+                operation,
+                intents: run.intents,
+                fleet_inventory: run.fleet_inventory,
+            };
             let read = limits.within(callback);
             match task {
                 Task::Mappings => return Ok(at(StepKind::ReconcileRead, 0, read)),
@@ -1221,7 +1260,9 @@ impl Router {
                 // Another lane is reading the store or signalling.
                 Phase::Store => return Ok(self.idle(lane)),
                 // The next action (at most `concurrency` at once), unless the deadline came first.
-                Phase::Reclaim if run.next_action < run.actions.len() && run.acting < run.options.concurrency as usize => {
+                Phase::Reclaim
+                    if run.next_action < run.actions.len() && run.acting < run.options.concurrency as usize =>
+                {
                     let a = run.next_action;
                     run.next_action += 1;
                     run.acting += 1;
@@ -1302,7 +1343,6 @@ impl Router {
     }
 }
 
-
 /// The action of work item `w`, with the ids it acts on.
 fn action(run: &Run, pools: &[rules::Pool], w: Work) -> Action {
     let (sandbox_id, provider_sandbox_id) = match w.kind {
@@ -1319,7 +1359,15 @@ fn action(run: &Run, pools: &[rules::Pool], w: Work) -> Action {
         }
         WorkKind::StaleIntent => (run.intent_facts[w.index].id.clone(), None),
     };
-    Action { work: w, pool: w.pool, sandbox_id, provider_sandbox_id, stage: Stage::Recheck, outcome: None, budget: false }
+    Action {
+        work: w,
+        pool: w.pool,
+        sandbox_id,
+        provider_sandbox_id,
+        stage: Stage::Recheck,
+        outcome: None,
+        budget: false,
+    }
 }
 
 /// `reconcile.listed` of one pool: its counts, or why it could not be listed.
@@ -1387,7 +1435,15 @@ fn report_of(run: &mut Run, fleet: String, wall: i64) -> Report {
         totals.mapped += mapped.len() as u32;
         totals.pending += pending.len();
         totals.unknown_pools += u32::from(reason.is_some());
-        pools.push(PoolReport { provider_id: id.clone(), native: pool.native, reason, orphan, stale_mapping, mapped, pending });
+        pools.push(PoolReport {
+            provider_id: id.clone(),
+            native: pool.native,
+            reason,
+            orphan,
+            stale_mapping,
+            mapped,
+            pending,
+        });
     }
     Report {
         reclaim: run.options.reclaim,
@@ -1440,8 +1496,10 @@ mod tests {
                 p.add(&json!({ "id": id, "capabilities": {}, "signals": {} }), false, false).expect("a pool");
             }
             let budgets = if self.budgets {
-                crate::core::budget::rules_of_option(&json!([{ "id": "n", "key": { "label": "team" }, "limit": { "concurrent": 5 } }]))
-                    .expect("rules")
+                crate::core::budget::rules_of_option(
+                    &json!([{ "id": "n", "key": { "label": "team" }, "limit": { "concurrent": 5 } }]),
+                )
+                .expect("rules")
             } else {
                 Vec::new()
             };
@@ -1471,7 +1529,12 @@ mod tests {
     }
 
     fn stamped(n: u32, created: f64) -> Listed {
-        Listed { provider_sandbox_id: format!("p-{n}"), sandbox_id: Some(sbx(n)), verified: true, created_at_ms: Some(created) }
+        Listed {
+            provider_sandbox_id: format!("p-{n}"),
+            sandbox_id: Some(sbx(n)),
+            verified: true,
+            created_at_ms: Some(created),
+        }
     }
 
     fn mapping(n: u32, pool: &str, psid: &str, created: f64) -> Option<MappingFact> {
@@ -1500,7 +1563,13 @@ mod tests {
 
     /// Lists one-pool run `lane` with `items` at `wall`, reads `mappings` (and, with
     /// intents, `intents`), signals, and answers the first step after the classification.
-    fn classify_one(r: &mut Router, lane: u32, items: Vec<Listed>, mappings: Vec<Option<MappingFact>>, wall: i64) -> Next {
+    fn classify_one(
+        r: &mut Router,
+        lane: u32,
+        items: Vec<Listed>,
+        mappings: Vec<Option<MappingFact>>,
+        wall: i64,
+    ) -> Next {
         let n = r.reconcile_listed(lane, ListFact::Listed(items), wall).unwrap();
         assert_eq!(n.kind, StepKind::ReconcileRead);
         let n = r.reconcile_mappings(lane, Some(mappings), wall).unwrap();
@@ -1516,15 +1585,26 @@ mod tests {
             assert_eq!(Options::parse(Some(text)).unwrap(), Options::default());
         }
         let d = Options::default();
-        assert_eq!((d.reclaim, d.grace_ms, d.concurrency, d.timeout_ms, d.providers), (false, 900_000, 8, 120_000, None));
+        assert_eq!(
+            (d.reclaim, d.grace_ms, d.concurrency, d.timeout_ms, d.providers),
+            (false, 900_000, 8, 120_000, None)
+        );
     }
 
     #[test]
     fn defaults_must_not_fire_for_given_options() {
-        let o = Options::parse(Some(r#"{"reclaim":true,"graceMs":0,"concurrency":3,"timeoutMs":5,"providers":["b","a"]}"#)).unwrap();
+        let o =
+            Options::parse(Some(r#"{"reclaim":true,"graceMs":0,"concurrency":3,"timeoutMs":5,"providers":["b","a"]}"#))
+                .unwrap();
         assert_eq!(
             o,
-            Options { providers: Some(vec!["b".into(), "a".into()]), reclaim: true, grace_ms: 0, concurrency: 3, timeout_ms: 5 }
+            Options {
+                providers: Some(vec!["b".into(), "a".into()]),
+                reclaim: true,
+                grace_ms: 0,
+                concurrency: 3,
+                timeout_ms: 5
+            }
         );
     }
 
@@ -1581,7 +1661,10 @@ mod tests {
     fn options_must_be_an_object_and_readable() {
         for text in ["5", "\"x\"", "null", "true"] {
             let e = Options::parse(Some(text)).unwrap_err();
-            assert_eq!((e.field.as_deref(), e.message.as_str()), (Some("options"), "invalid reconcile options: options must be an object"));
+            assert_eq!(
+                (e.field.as_deref(), e.message.as_str()),
+                (Some("options"), "invalid reconcile options: options must be an object")
+            );
         }
         let e = Options::parse(None).unwrap_err();
         assert_eq!(e.message, "invalid reconcile options: options could not be read (a property access threw)");
@@ -1614,13 +1697,18 @@ mod tests {
     fn fork_must_fire_to_list_every_pool_at_once_in_order() {
         let mut r = setup(&["a", "b", "c"]).router();
         let (l0, n0) = r.reconcile_begin(Some("{}"), begin_facts(), T0).unwrap();
-        assert_eq!((n0.kind, n0.flags & flags::FORK), (StepKind::Done, flags::FORK), "the forking lane leaves the work");
+        assert_eq!(
+            (n0.kind, n0.flags & flags::FORK),
+            (StepKind::Done, flags::FORK),
+            "the forking lane leaves the work"
+        );
         assert_eq!(r.reconcile_forks(l0).unwrap(), 3);
         assert_eq!(r.reconcile_forks(l0).unwrap(), 0, "taken once");
-        assert!(r.reconcile_end(l0).is_none(), "an idle lane carries nothing");
+        // The lanes start before the forking lane ends (lib/reconcile.js `next`), in order.
         let (l1, n1) = r.reconcile_lane(l0, T0 + 5).unwrap();
-        let (l2, n2) = r.reconcile_lane(l1, T0 + 5).unwrap();
-        let (l3, n3) = r.reconcile_lane(l1, T0 + 5).unwrap();
+        let (l2, n2) = r.reconcile_lane(l0, T0 + 5).unwrap();
+        let (l3, n3) = r.reconcile_lane(l0, T0 + 5).unwrap();
+        assert!(r.reconcile_end(l0).is_none(), "an idle lane carries nothing");
         assert_eq!([n1.kind, n2.kind, n3.kind], [StepKind::ReconcileList; 3]);
         assert_eq!((n1.pool, n2.pool, n3.pool), (0, 1, 2));
         assert_eq!(n1.bound_ms, DEFAULT_TIMEOUT_MS - 5, "what is left of the deadline");
@@ -1751,7 +1839,11 @@ mod tests {
         r.reconcile_listed(l, ListFact::Listed(vec![stamped(1, T0 as f64)]), T0).unwrap();
         r.reconcile_mappings(l, Some(vec![]), T0).unwrap();
         let n = r
-            .reconcile_intents(l, Some(vec![intent_of(1, HOST, 7), intent_of(2, "elsewhere", 8), intent_of(3, HOST, 7), None]), T0)
+            .reconcile_intents(
+                l,
+                Some(vec![intent_of(1, HOST, 7), intent_of(2, "elsewhere", 8), intent_of(3, HOST, 7), None]),
+                T0,
+            )
             .unwrap();
         assert_eq!(n.kind, StepKind::ReconcileSignal);
         assert_eq!(r.reconcile_pids(l).unwrap(), [7], "this host's writers, each once");
@@ -1844,8 +1936,12 @@ mod tests {
     fn action_deadline_must_fire_for_every_action_not_started_by_then() {
         let mut r = setup(&["a"]).router();
         let (l0, _) = reclaim_run(&mut r, r#"{"reclaim":true,"concurrency":1,"timeoutMs":100}"#, 3);
-        // Action 1 is in its re-check when the deadline passes; it then meets its lookup bound.
+        // Action 1 is in its re-check when the deadline passes: the store's record of it is
+        // still asked (1 ms, as every store call after the deadline), then it meets its
+        // lookup bound.
         let n = r.reconcile_rechecked(l0, false, T0 + 100).unwrap();
+        assert_eq!((n.kind, n.bound_ms), (StepKind::ReconcileRecord, 1));
+        let n = r.reconcile_settled(l0, Settled::Nothing, None, T0 + 100).unwrap();
         assert_eq!(n.kind, StepKind::Succeeded, "the lookup has no time left, nor do actions 2 and 3");
         let report = r.reconcile_report(l0).unwrap();
         assert_eq!(report.outcomes.iter().map(|o| o.outcome).collect::<Vec<_>>(), [Outcome::Deadline; 3]);
@@ -1857,6 +1953,8 @@ mod tests {
         let mut r = setup(&["a"]).router();
         let (l0, _) = reclaim_run(&mut r, r#"{"reclaim":true,"concurrency":1,"timeoutMs":100}"#, 1);
         let n = r.reconcile_rechecked(l0, false, T0 + 99).unwrap();
+        assert_eq!((n.kind, n.bound_ms), (StepKind::ReconcileRecord, 1), "the callback bound within what is left");
+        let n = r.reconcile_settled(l0, Settled::Nothing, None, T0 + 99).unwrap();
         assert_eq!((n.kind, n.bound_ms), (StepKind::ReconcileLookup, 1), "the operation bound within what is left");
         let n = r.reconcile_settled(l0, Settled::Value, None, T0 + 99).unwrap();
         assert_eq!((n.kind, n.bound_ms), (StepKind::ReconcileDestroy, 1));
@@ -1875,7 +1973,15 @@ mod tests {
 
     fn act(kind: WorkKind, saved_by_mapping: bool, removes_intent: bool) -> Action {
         let work = Work { kind, pool: 0, index: 0, saved_by_mapping, removes_intent };
-        Action { work, pool: 0, sandbox_id: sbx(1), provider_sandbox_id: None, stage: Stage::Recheck, outcome: None, budget: false }
+        Action {
+            work,
+            pool: 0,
+            sandbox_id: sbx(1),
+            provider_sandbox_id: None,
+            stage: Stage::Recheck,
+            outcome: None,
+            budget: false,
+        }
     }
 
     /// Feeds `facts` to a fresh action of `kind` from its re-check; the stages it asked for and
@@ -1911,11 +2017,19 @@ mod tests {
 
     #[test]
     fn orphan_must_fire_destroyed_through_record_lookup_destroy_and_its_intent() {
-        let (stages, o) = drive(act(WorkKind::Orphan, true, true), &limits(), &[NO, s(Settled::Nothing), s(Settled::Value), s(Settled::Nothing), s(Settled::Threw)]);
+        let (stages, o) = drive(
+            act(WorkKind::Orphan, true, true),
+            &limits(),
+            &[NO, s(Settled::Nothing), s(Settled::Value), s(Settled::Nothing), s(Settled::Threw)],
+        );
         assert_eq!(stages, [Stage::Recheck, Stage::Record, Stage::Lookup, Stage::Destroy, Stage::ForgetIntent]);
         assert_eq!(o, Some(Outcome::Destroyed), "its intent's removal is best effort");
         let no_intents = Limits { intents: false, ..limits() };
-        let (stages, o) = drive(act(WorkKind::Orphan, true, true), &no_intents, &[NO, s(Settled::Nothing), s(Settled::NoMethod), s(Settled::Value)]);
+        let (stages, o) = drive(
+            act(WorkKind::Orphan, true, true),
+            &no_intents,
+            &[NO, s(Settled::Nothing), s(Settled::NoMethod), s(Settled::Value)],
+        );
         assert_eq!(stages.last(), Some(&Stage::Destroy));
         assert_eq!(o, Some(Outcome::Destroyed), "a runtime without getById: destroyed by its provider id");
     }
@@ -1923,8 +2037,15 @@ mod tests {
     #[test]
     fn now_mapped_must_fire_for_a_record_found_or_unknown_and_must_not_for_none() {
         for how in [Settled::Value, Settled::Threw, Settled::TimedOut] {
-            assert_eq!(drive(act(WorkKind::Orphan, true, true), &limits(), &[NO, s(how)]).1, Some(Outcome::NowMapped), "{how:?}");
-            assert_eq!(drive(act(WorkKind::StaleIntent, true, false), &limits(), &[NO, s(how)]).1, Some(Outcome::NowMapped));
+            assert_eq!(
+                drive(act(WorkKind::Orphan, true, true), &limits(), &[NO, s(how)]).1,
+                Some(Outcome::NowMapped),
+                "{how:?}"
+            );
+            assert_eq!(
+                drive(act(WorkKind::StaleIntent, true, false), &limits(), &[NO, s(how)]).1,
+                Some(Outcome::NowMapped)
+            );
         }
         let (stages, _) = drive(act(WorkKind::Orphan, true, true), &limits(), &[NO, s(Settled::Nothing)]);
         assert_eq!(stages.last(), Some(&Stage::Lookup));
@@ -1940,8 +2061,14 @@ mod tests {
         assert_eq!(drive(orphan(), &limits(), &[NO, GONE]).1, Some(Outcome::AlreadyGone));
         assert_eq!(drive(orphan(), &limits(), &[NO, s(Settled::Threw)]).1, Some(Outcome::DestroyFailed));
         assert_eq!(drive(orphan(), &limits(), &[NO, s(Settled::TimedOut)]).1, Some(Outcome::TimedOut));
-        assert_eq!(drive(orphan(), &limits(), &[NO, s(Settled::Value), s(Settled::Threw)]).1, Some(Outcome::DestroyFailed));
-        assert_eq!(drive(orphan(), &limits(), &[NO, s(Settled::Value), s(Settled::TimedOut)]).1, Some(Outcome::TimedOut));
+        assert_eq!(
+            drive(orphan(), &limits(), &[NO, s(Settled::Value), s(Settled::Threw)]).1,
+            Some(Outcome::DestroyFailed)
+        );
+        assert_eq!(
+            drive(orphan(), &limits(), &[NO, s(Settled::Value), s(Settled::TimedOut)]).1,
+            Some(Outcome::TimedOut)
+        );
         let none_left = Limits { left: 0, ..limits() };
         assert_eq!(orphan().start(&none_left), Then::Done(Outcome::Deadline));
         assert_eq!(orphan().start(&limits()), Then::Ask(Stage::Recheck, 0));
@@ -1950,9 +2077,17 @@ mod tests {
     #[test]
     fn warm_member_must_fire_a_fleet_take_first_and_its_record_after() {
         let member = || act(WorkKind::WarmMember, false, false);
-        assert_eq!(drive(member(), &limits(), &[NO, s(Settled::Nothing)]).1, Some(Outcome::NowMapped), "claimed meanwhile");
+        assert_eq!(
+            drive(member(), &limits(), &[NO, s(Settled::Nothing)]).1,
+            Some(Outcome::NowMapped),
+            "claimed meanwhile"
+        );
         assert_eq!(drive(member(), &limits(), &[NO, s(Settled::Threw)]).1, Some(Outcome::NowMapped));
-        let (stages, o) = drive(member(), &limits(), &[NO, s(Settled::Value), s(Settled::Value), s(Settled::Value), s(Settled::Threw)]);
+        let (stages, o) = drive(
+            member(),
+            &limits(),
+            &[NO, s(Settled::Value), s(Settled::Value), s(Settled::Value), s(Settled::Threw)],
+        );
         assert_eq!(stages, [Stage::Recheck, Stage::WarmTake, Stage::Lookup, Stage::Destroy, Stage::ForgetRecord]);
         assert_eq!(o, Some(Outcome::Destroyed));
     }
@@ -1971,8 +2106,14 @@ mod tests {
             let (stages, o) = drive(stale(), &limits(), &[NO, gone, s(Settled::Value)]);
             assert_eq!((stages.last(), o), (Some(&Stage::Unmap), Some(Outcome::Unmapped)), "{gone:?}");
         }
-        assert_eq!(drive(stale(), &limits(), &[NO, s(Settled::Nothing), s(Settled::Threw)]).1, Some(Outcome::UnmapFailed));
-        assert_eq!(drive(stale(), &limits(), &[NO, s(Settled::Nothing), s(Settled::TimedOut)]).1, Some(Outcome::TimedOut));
+        assert_eq!(
+            drive(stale(), &limits(), &[NO, s(Settled::Nothing), s(Settled::Threw)]).1,
+            Some(Outcome::UnmapFailed)
+        );
+        assert_eq!(
+            drive(stale(), &limits(), &[NO, s(Settled::Nothing), s(Settled::TimedOut)]).1,
+            Some(Outcome::TimedOut)
+        );
     }
 
     #[test]
@@ -1989,8 +2130,14 @@ mod tests {
         let intent = || act(WorkKind::StaleIntent, true, false);
         let (stages, o) = drive(intent(), &limits(), &[NO, s(Settled::Nothing), s(Settled::Value)]);
         assert_eq!((stages, o), (vec![Stage::Recheck, Stage::Record, Stage::DropIntent], Some(Outcome::IntentRemoved)));
-        assert_eq!(drive(intent(), &limits(), &[NO, s(Settled::Nothing), s(Settled::Threw)]).1, Some(Outcome::UnmapFailed));
-        assert_eq!(drive(intent(), &limits(), &[NO, s(Settled::Nothing), s(Settled::TimedOut)]).1, Some(Outcome::TimedOut));
+        assert_eq!(
+            drive(intent(), &limits(), &[NO, s(Settled::Nothing), s(Settled::Threw)]).1,
+            Some(Outcome::UnmapFailed)
+        );
+        assert_eq!(
+            drive(intent(), &limits(), &[NO, s(Settled::Nothing), s(Settled::TimedOut)]).1,
+            Some(Outcome::TimedOut)
+        );
     }
 
     #[test]
