@@ -608,6 +608,8 @@ enum Phase {
     Store,
     /// Classified: its actions run (none in a dry run).
     Reclaim,
+    /// Its report is made (a lane started after that has nothing to do).
+    Over,
 }
 
 /// One run.
@@ -635,6 +637,10 @@ struct Run {
     next_action: usize,
     acting: usize,
     forks: u32,
+    /// Lanes handed out by [`Router::reconcile_forks`] and not started yet: the run is not
+    /// over before they are (the caller starts each one on the run's lane, which must still
+    /// exist then).
+    starting: u32,
     outcomes: Vec<OutcomeRow>,
     timed_out: bool,
     failure: Option<Failure>,
@@ -883,6 +889,7 @@ impl Router {
             next_action: 0,
             acting: 0,
             forks: 0,
+            starting: 0,
             outcomes: Vec::new(),
             timed_out: false,
             failure: None,
@@ -904,12 +911,16 @@ impl Router {
     pub fn reconcile_forks(&mut self, lane: u32) -> Result<u32, Failure> {
         let run = self.reconciles.lanes.get(lane).ok_or_else(unknown_lane)?.run;
         let r = self.reconciles.runs.get_mut(run).ok_or_else(unknown_lane)?;
-        Ok(std::mem::take(&mut r.forks))
+        let n = std::mem::take(&mut r.forks);
+        r.starting += n;
+        Ok(n)
     }
 
     /// Starts a lane of `lane`'s run at `wall`: its key and first step.
     pub fn reconcile_lane(&mut self, lane: u32, wall: i64) -> Result<(u32, Next), Failure> {
         let run = self.reconciles.lanes.get(lane).ok_or_else(unknown_lane)?.run;
+        let r = self.reconciles.runs.get_mut(run).ok_or_else(unknown_lane)?;
+        r.starting = r.starting.saturating_sub(1);
         let key = self.reconciles.lanes.insert(Lane { run, task: Task::Idle });
         Ok((key, self.reconcile_next(key, wall)?))
     }
@@ -1273,8 +1284,11 @@ impl Router {
                         Then::Done(outcome) => self.action_over(lane, a, outcome, wall),
                     }
                 }
-                Phase::Reclaim if run.acting > 0 => return Ok(self.idle(lane)),
+                // Every action is over; the last lane to start ends the run (one the deadline let
+                // take every action at once must not end it while its fellows are to start).
+                Phase::Reclaim if run.acting > 0 || run.starting > 0 => return Ok(self.idle(lane)),
                 Phase::Reclaim => self.finish(lane, wall)?,
+                Phase::Over => return Ok(self.idle(lane)),
             }
         }
     }
@@ -1292,6 +1306,7 @@ impl Router {
         let (_, run) = self.lane_run(lane)?;
         let report = report_of(run, fleet, wall);
         run.report = Some(report.clone());
+        run.phase = Phase::Over;
         let t = report.totals;
         let event = Event::ReconcileCompleted {
             reclaim: report.reclaim,
@@ -1946,6 +1961,51 @@ mod tests {
         let report = r.reconcile_report(l0).unwrap();
         assert_eq!(report.outcomes.iter().map(|o| o.outcome).collect::<Vec<_>>(), [Outcome::Deadline; 3]);
         assert!(report.timed_out);
+    }
+
+    #[test]
+    fn run_end_must_not_fire_before_every_forked_lane_has_started() {
+        // The deadline is over when the actions' lanes start: the first lane takes every
+        // action (DEADLINE) at once; the run must still be there for the other two.
+        let mut r = setup(&["a"]).router();
+        let (l0, n) = reclaim_run(&mut r, r#"{"reclaim":true,"concurrency":3,"timeoutMs":100}"#, 3);
+        assert_eq!((n.kind, n.flags & flags::FORK), (StepKind::Done, flags::FORK));
+        assert_eq!(r.reconcile_forks(l0).unwrap(), 3);
+        r.take_events();
+        let (l1, n1) = r.reconcile_lane(l0, T0 + 100).unwrap();
+        assert_eq!(n1.kind, StepKind::Done, "two lanes are still to start");
+        assert!(r.reconcile_end(l1).is_none());
+        let (l2, n2) = r.reconcile_lane(l0, T0 + 100).unwrap();
+        assert_eq!(n2.kind, StepKind::Done);
+        assert!(r.reconcile_end(l2).is_none());
+        assert_eq!(types(&mut r), ["reconcile.reclaimed"; 3], "not completed yet");
+        // The last lane to start ends the run, once.
+        let (l3, n3) = r.reconcile_lane(l0, T0 + 100).unwrap();
+        assert_eq!(n3.kind, StepKind::Succeeded);
+        assert_eq!(types(&mut r), ["reconcile.completed"]);
+        assert!(r.reconcile_end(l0).is_none());
+        let report = r.reconcile_report(l3).unwrap();
+        assert_eq!(report.outcomes.iter().map(|o| o.outcome).collect::<Vec<_>>(), [Outcome::Deadline; 3]);
+        assert_eq!(r.reconciles.len(), 0);
+    }
+
+    #[test]
+    fn run_end_must_fire_in_the_lane_of_the_last_action_once_every_lane_has_started() {
+        let mut r = setup(&["a"]).router();
+        let (l0, _) = reclaim_run(&mut r, r#"{"reclaim":true,"concurrency":2}"#, 2);
+        assert_eq!(r.reconcile_forks(l0).unwrap(), 2);
+        let (l1, n1) = r.reconcile_lane(l0, T0).unwrap();
+        let (l2, n2) = r.reconcile_lane(l0, T0).unwrap();
+        assert!(r.reconcile_end(l0).is_none());
+        assert_eq!([n1.kind, n2.kind], [StepKind::ReconcileRecheck; 2]);
+        assert_eq!(r.reconcile_rechecked(l1, true, T0).unwrap().kind, StepKind::Done, "action 2 is still running");
+        assert!(r.reconcile_end(l1).is_none());
+        assert_eq!(r.reconcile_rechecked(l2, true, T0).unwrap().kind, StepKind::Succeeded);
+        let report = r.reconcile_report(l2).unwrap();
+        assert_eq!(report.outcomes.iter().map(|o| o.outcome).collect::<Vec<_>>(), [Outcome::InFlight; 2]);
+        // A lane of a run that is over cannot be started (its run is gone, nothing is left behind).
+        assert!(r.reconcile_lane(l2, T0).is_err());
+        assert_eq!(r.reconciles.lanes.len(), 0);
     }
 
     #[test]
