@@ -1568,7 +1568,7 @@ mod tests {
     }
 
     fn err(r: Result<(u32, Next), Failure>) -> (String, Option<String>, String) {
-        let e = r.err().expect("a failure");
+        let e = r.expect_err("a failure");
         (e.code.clone(), e.field.clone(), e.message.clone())
     }
 
