@@ -383,10 +383,10 @@ export declare function acquisitionIntentSettled(router: ExternalObject<RouterSt
 export declare function acquisitionIntentWritten(router: ExternalObject<RouterState>, key: number, ok: boolean, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
 
 /**
- * A launch settled after its provision's deadline had ended it: whether to destroy what it
- * returned (`hasHandle`: a handle with an id).
+ * A launch settled after its provision's deadline had ended it: the bound (ms) of the
+ * destroy of what it returned (`hasHandle`: a handle with an id); 0: nothing to destroy.
  */
-export declare function acquisitionLate(router: ExternalObject<RouterState>, hasHandle: boolean): boolean
+export declare function acquisitionLate(router: ExternalObject<RouterState>, hasHandle: boolean): number
 
 /** The destroy of a late launch's sandbox `id` on pool `providerId` settled. */
 export declare function acquisitionLateCleanedUp(router: ExternalObject<RouterState>, id: string, providerId: string, succeeded: boolean, clockNow?: number | undefined | null): void
@@ -448,6 +448,20 @@ export interface AdmitVerdict {
  */
 export declare function beginAcquisition(router: ExternalObject<RouterState>, request: ExternalObject<CompiledRequest>, detached: boolean, labelsJson: string | undefined | null, extras: RouteExtras | undefined | null, id: string | undefined | null, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): string
 
+/**
+ * Begins operation `kind` on sandbox `id` (any value: a string is checked) with `args`
+ * (JavaScript's copy of the caller's arguments; `readable`: false when reading them threw)
+ * and writes its first step into `step`. Returns the sandbox id. Throws the typed
+ * `INVALID_REQUEST` / `INVALID_SANDBOX_ID` error.
+ */
+export declare function beginOperation(router: ExternalObject<RouterState>, kind: OperationKind, id: unknown, args: unknown, readable: boolean, step: Uint32Array, clockNow?: number | undefined | null): string
+
+/**
+ * Begins giving back what sandbox `id` of pool `providerId` held (reconcile reclaimed it)
+ * and writes its first step into `step`. False: `id` is not a sandbox id (nothing to give back).
+ */
+export declare function beginReclaim(router: ExternalObject<RouterState>, id: string, providerId: string, step: Uint32Array, clockNow?: number | undefined | null): boolean
+
 /** Amounts of one key. */
 export interface BudgetAmountsRecord {
   /** Cost (in the window). */
@@ -502,14 +516,14 @@ export interface BudgetKeyRecord {
   value: string
 }
 
-/** A rule's limits. */
+/** A rule's limits (null when not limited). */
 export interface BudgetLimitsRecord {
   /** `limit.cost`. */
-  cost?: number
+  cost: number | null
   /** `limit.launches`. */
-  launches?: number
+  launches: number | null
   /** `limit.concurrent`. */
-  concurrent?: number
+  concurrent: number | null
 }
 
 /** One rule's refusal, as the shared ledger answers it. */
@@ -570,20 +584,23 @@ export interface BudgetSettlement {
   untilMs?: number
 }
 
-/** One rule's key, as `router.budgetStatus()` reports it. */
+/**
+ * One rule's key, as `router.budgetStatus()` reports it (every field present: a limit
+ * that does not apply and a window that never resets are null).
+ */
 export interface BudgetStatusRecord {
   /** The rule's id. */
   rule: string
   /** The key. */
   key: BudgetKeyRecord
-  /** The rule's limits (each absent when not limited). */
+  /** The rule's limits (each null when not limited). */
   limit: BudgetLimitsRecord
   /** Settled in the window: cost, launches; and live sandboxes. */
   used: BudgetAmountsRecord
   /** Reserved by launches in flight. */
   reserved: BudgetAmountsRecord
   /** When the window frees what is used (ISO 8601); null for a rule without a window. */
-  resetsAt?: string
+  resetsAt: string | null
 }
 
 /** The shared ledger's answer to one reservation. */
@@ -1208,6 +1225,9 @@ export interface FoundSandbox {
   createdAtMs?: number
 }
 
+/** Most handles from launch a router keeps for operations by id (`core::router::operation`). */
+export declare const HANDLE_LIMIT: number
+
 /** What the fallback finder answers: the handles of the fleet, or why there are none. */
 export interface HandlesResult {
   /** Null when the answer was a list of handles; otherwise `MALFORMED`. */
@@ -1446,6 +1466,108 @@ export declare function nativeFinder(specJson: string): NativeFinder | null
  * (keys and indices) under `prefix`; `what` says what it is.
  */
 export declare function notJsonError(scope: string, segments: Array<string | number>, what: string, prefix: string): void
+
+/** What an operation resolves to. */
+export declare const enum OperationAnswer {
+  /** What the runtime's method resolved to (`runScript`, `uploadBundle`, `stop`, `start`). */
+  Runtime = 0,
+  /** The mapping record (`getSandbox`). */
+  Record = 1,
+  /** Nothing (`destroy`). */
+  Nothing = 2,
+}
+
+/**
+ * The awaited call resolved to `value` (only its type is looked at: `null`, `undefined` or
+ * another value, which JavaScript keeps).
+ */
+export declare function operationAnswered(router: ExternalObject<RouterState>, key: number, value: unknown, step: Uint32Array, clockNow?: number | undefined | null): void
+
+/** How operation `key` ended (at its `Succeeded` or `Done` step); the job is ended with it. */
+export declare function operationEnd(router: ExternalObject<RouterState>, key: number): OperationEnding
+
+/** How an operation ended. */
+export interface OperationEnding {
+  /** Failed: the typed error (`lib/errors.js` `fromNative` builds its instance). */
+  error?: Error | undefined
+  /** Failed: the runtime threw the router's own package error: rethrow that error as it is. */
+  package: boolean
+  /** Succeeded: what it resolves to. */
+  answer: OperationAnswer
+  /** `getSandbox`: the record. */
+  record?: SandboxRecord
+}
+
+/** The operation step flags' values. */
+export declare function operationFlags(): OperationFlags
+
+/** The step flags of operations (`step[4]`), as `core::router::operation::flags` defines them. */
+export interface OperationFlags {
+  /** `Call`: the handle is `{ id: providerSandboxId }`. */
+  idHandle: number
+  /** Drop the handle kept from launch. */
+  forget: number
+}
+
+/**
+ * What the registry has of the record's pool: whether it is `registered`, its runtime has
+ * the operation's `method` and `getById`, and this process holds the handle (`cached`).
+ */
+export declare function operationFound(router: ExternalObject<RouterState>, key: number, registered: boolean, method: boolean, getById: boolean, cached: boolean, step: Uint32Array, clockNow?: number | undefined | null): void
+
+/** An operation by id. */
+export declare const enum OperationKind {
+  /** `runScript(id, options)`. */
+  RunScript = 0,
+  /** `uploadBundle(id, bundle)`. */
+  UploadBundle = 1,
+  /** `stop(id)`. */
+  Stop = 2,
+  /** `start(id)`. */
+  Start = 3,
+  /** `getSandbox(id)`. */
+  GetSandbox = 4,
+  /** `destroy(id)`. */
+  Destroy = 5,
+}
+
+/**
+ * The store's answer for the record (`read`: how the read ended; `json`: the answer's JSON
+ * text when it answered, `null` for none, absent when it could not be serialized).
+ */
+export declare function operationRead(router: ExternalObject<RouterState>, key: number, json: string | undefined | null, read: ReadOutcome, step: Uint32Array, clockNow?: number | undefined | null): void
+
+/**
+ * The shared ledger's release answered (`givenBack`: it held a budget slot; false when it
+ * failed).
+ */
+export declare function operationReleased(router: ExternalObject<RouterState>, key: number, givenBack: boolean, step: Uint32Array, clockNow?: number | undefined | null): void
+
+/** What operation `key`'s steps concern (once its record is read). */
+export declare function operationTarget(router: ExternalObject<RouterState>, key: number): OperationTarget
+
+/** What an operation's steps concern. */
+export interface OperationTarget {
+  /** The pool (the record's). */
+  providerId: string
+  /** The provider's id of the sandbox. */
+  providerSandboxId: string
+  /** The runtime method the `Call` step calls. */
+  method?: string
+}
+
+/**
+ * The awaited call threw: `ours` (the router's own package error), and, when the thrown
+ * value is an object, its `[status, statusCode, response.status, code]` as read one by one
+ * (`unreadable`: bit i set when reading fact i threw).
+ */
+export declare function operationThrew(router: ExternalObject<RouterState>, key: number, ours: boolean, facts: Array<unknown> | undefined | null, unreadable: number, step: Uint32Array, clockNow?: number | undefined | null): void
+
+/** The awaited call did not settle within the step's bound. */
+export declare function operationTimedOut(router: ExternalObject<RouterState>, key: number, step: Uint32Array, clockNow?: number | undefined | null): void
+
+/** The store removed the record (`ok`) or not (it failed or timed out). */
+export declare function operationUnmapped(router: ExternalObject<RouterState>, key: number, ok: boolean, step: Uint32Array, clockNow?: number | undefined | null): void
 
 /**
  * The typed `PROVIDER_OPERATION_UNSUPPORTED` error: `provider`'s installed adapter has no
@@ -1787,53 +1909,51 @@ export interface RecipeRecord {
   defaults: Array<DefaultRecord>
 }
 
-/** A run's classification. */
-export interface ReconcileClassification {
-  /** Per pool, in the input's order. */
-  pools: Array<ReconcilePoolClasses>
-  /**
-   * Intents whose launch is over and left nothing listed: the index, in the input's
-   * `intents`, of the first record of each id.
-   */
-  staleIntents: Uint32Array
-  /** What `reclaim: true` acts on (empty unless the input's `reclaim`). */
-  work: ReconcileWork
-}
+/** Abandons `lane`'s run (a bug while driving it). */
+export declare function reconcileAbort(router: ExternalObject<RouterState>, lane: number): void
 
 /**
- * Classifies one reconcile run (the rules: `src/core/reconcile.rs`): per pool its
- * orphans, stale mappings, mapped ids and pending items with their reason codes, the
- * stale intents, and the reclaim work list. Whether an id is in flight is answered here,
- * from the router's jobs and `others` (the sandbox ids other routers of this process are
- * making). Throws only on an internal bug.
+ * Begins `router.reconcile(options)` (`optionsJson`: the options read once, leniently;
+ * absent: they could not be read): writes its first lane's step (the lane's key is
+ * `step[2]`). Throws `INVALID_REQUEST` or `MAPPING_READ_FAILED`.
  */
-export declare function reconcileClassify(router: ExternalObject<RouterState>, others: Array<string>, input: ReconcileInput): ReconcileClassification
+export declare function reconcileBegin(router: ExternalObject<RouterState>, optionsJson: string | undefined | null, facts: ReconcileBegin, step: Uint32Array): void
 
-/** One reconcile run, as `lib/reconcile.js` read it. */
-export interface ReconcileInput {
-  /** The router's fleet. */
-  fleet: string
-  /** This router's session id. */
-  session: string
-  /** This host's name. */
-  host: string
-  /** Now, epoch ms. */
-  now: number
-  /** The run's `graceMs`. */
-  graceMs: number
-  /** Whether the run reclaims (the work list is answered only then). */
-  reclaim: boolean
-  /** The pools, each once, in report order. */
-  pools: Array<ReconcilePoolInput>
-  /** The store's mapping records. */
-  mappings: ReconcileMappings
-  /** The store's intent records (empty without intent support). */
-  intents: Array<ReconcileIntent>
-  /** Process ids on this host, among the intents' writers, that are gone. */
-  gonePids: Array<number>
-  /** The pools that keep a warm pool in this router (their idle members are mapped). */
-  warmPools?: Array<string>
+/** What JavaScript knows when a run begins. */
+export interface ReconcileBegin {
+  /** The mapping store has `list()`. */
+  hasList: boolean
+  /** The fleet's warm inventory is the mapping store (`capacity.coordinator` is it). */
+  fleetInventory: boolean
+  /** Per registry pool: 1 when it lists through a native finder. */
+  nativeFinders: Uint8Array
 }
+
+/** A pool's counts per class. */
+export interface ReconcileCounts {
+  /** Orphans. */
+  orphan: number
+  /** Stale mappings. */
+  staleMapping: number
+  /** Mapped ids. */
+  mapped: number
+  /** Pending items. */
+  pending: number
+}
+
+/** Ends `lane` (`Done`): the run's typed error when it failed in this lane, else null. */
+export declare function reconcileEnd(router: ExternalObject<RouterState>, lane: number): ErrorValue | null
+
+/** Which finder listed a pool. */
+export declare const enum ReconcileFinder {
+  /** The provider's list API, natively. */
+  Native = 'native',
+  /** The runtime's `findAllByLabels`. */
+  Runtime = 'runtime',
+}
+
+/** How many lanes to start beside `lane` now (its step had the `fork` flag). */
+export declare function reconcileForks(router: ExternalObject<RouterState>, lane: number): number
 
 /**
  * An intent record as the store returned it, read once: each field absent when it is
@@ -1841,7 +1961,7 @@ export interface ReconcileInput {
  */
 export interface ReconcileIntent {
   /** The `sbx_…` id. */
-  id: string
+  id?: string
   /** The pool of its current attempt. */
   providerId?: string
   /** `launching` | `failed`. */
@@ -1856,10 +1976,19 @@ export interface ReconcileIntent {
   ownerSession?: string
 }
 
+/** `ReconcileRead` of the intents (absent: the read failed). */
+export declare function reconcileIntents(router: ExternalObject<RouterState>, lane: number, records: Array<ReconcileIntent> | undefined | null, step: Uint32Array): void
+
+/** Starts a lane of `lane`'s run: writes its first step (its key is `step[2]`). */
+export declare function reconcileLane(router: ExternalObject<RouterState>, lane: number, step: Uint32Array): void
+
 /**
- * What a pool's finder listed, one column per field and one row per item (columns cross
- * the seam several times faster than one object per item).
+ * `ReconcileList`: what the finder answered (`listing` with `reason` null: listed; `reason`:
+ * the finder's code for why it could not list), or that it threw (`threw`).
  */
+export declare function reconcileListed(router: ExternalObject<RouterState>, lane: number, threw: boolean, listed: ReconcileListing | undefined | null, reason: string | undefined | null, step: Uint32Array): void
+
+/** What a pool's finder listed, one column per field and one row per item. */
 export interface ReconcileListing {
   /** The provider's own sandbox ids. */
   providerSandboxIds: Array<string>
@@ -1874,159 +2003,173 @@ export interface ReconcileListing {
   createdAtMs: Float64Array
 }
 
-/** The store's mapping records, read once, one column per field. */
+/** `ReconcileRead` of the mappings: the records as columns (absent: the read failed). */
+export declare function reconcileMappings(router: ExternalObject<RouterState>, lane: number, records: ReconcileMappings | undefined | null, step: Uint32Array): void
+
+/** The store's mapping records, read once, one column per field (null: not a string). */
 export interface ReconcileMappings {
   /** The `sbx_…` ids. */
-  ids: Array<string>
+  ids: Array<string | undefined | null>
   /** Their pools. */
-  providerIds: Array<string>
+  providerIds: Array<string | undefined | null>
   /** The provider's sandbox ids. */
-  providerSandboxIds: Array<string>
-  /** Their fleet labels; null when that is not a string. */
+  providerSandboxIds: Array<string | undefined | null>
+  /** Their fleet labels. */
   fleets: Array<string | undefined | null>
-  /** Their `createdAt`, epoch ms; NaN when unreadable (counted as young). */
+  /** Their `createdAt`, epoch ms; NaN when unreadable. */
   createdAtMs: Float64Array
-  /** Their warm labels (an idle warm member's record); null when that is not a string. */
-  warm?: Array<string | undefined | null>
+  /** Their warm labels (an idle warm member's record). */
+  warm: Array<string | undefined | null>
 }
 
-/** Why a stamped sandbox without a (matching) mapping is an orphan. */
-export declare const enum ReconcileOrphanReason {
-  /** Its intent says the launch failed with its outcome unknown. */
-  LaunchFailed = 'LAUNCH_FAILED',
-  /** Its `launching` intent names a process on this host that is gone. */
-  WriterGone = 'WRITER_GONE',
-  /** Its `launching` intent outlived the launch's settle window. */
-  IntentExpired = 'INTENT_EXPIRED',
-  /** Its intent was written by this router, whose provision of it is over. */
-  IntentAbandoned = 'INTENT_ABANDONED',
-  /** Its id is mapped to another sandbox. */
-  DuplicateOfMapped = 'DUPLICATE_OF_MAPPED',
-  /** No intent, and its provider-reported age is at least `graceMs`. */
-  GraceElapsed = 'GRACE_ELAPSED',
-  /** An idle warm member of a pool that keeps no warm pool here any more. */
-  WarmPoolGone = 'WARM_POOL_GONE',
+/** One action's outcome. */
+export interface ReconcileOutcomeRecord {
+  /** Its pool. */
+  providerId: string
+  /** What it acted on. */
+  sandboxId: string
+  /** The provider's sandbox id (null: an intent). */
+  providerSandboxId: string | null
+  /** Its class. */
+  class: ReconcileWorkClass
+  /** Its outcome code. */
+  outcome: string
 }
 
-/** Orphans, in listing order: each row an item of the pool's listing. */
-export interface ReconcileOrphans {
-  /** The item's index in the pool's listing (the input's columns). */
-  items: Uint32Array
-  /** Why each is an orphan. */
-  reasons: Array<ReconcileOrphanReason>
+/** The pids `lane`'s `ReconcileSignal` step signals. */
+export declare function reconcilePids(router: ExternalObject<RouterState>, lane: number): Array<number>
+
+/** One pool of the report. */
+export interface ReconcilePoolRecord {
+  /** The pool's id. */
+  providerId: string
+  /** Listed or not. */
+  status: ReconcilePoolStatus
+  /** Which finder listed it. */
+  finder: ReconcileFinder
+  /** Why it could not be listed (absent when listed). */
+  reason?: string
+  /** Counts per class. */
+  counts: ReconcileCounts
+  /** Orphans. */
+  orphan: ReconcileRows
+  /** Stale mappings. */
+  staleMapping: ReconcileRows
+  /** Mapped ids. */
+  mapped: Array<string>
+  /** Pending items. */
+  pending: ReconcileRows
 }
 
-/**
- * Pending items, one column per field (row `i` is one item; a rare class, so it carries
- * its ids).
- */
-export interface ReconcilePendingItems {
+/** Whether a pool was listed. */
+export declare const enum ReconcilePoolStatus {
+  /** Listed completely. */
+  Listed = 'listed',
+  /** Could not be listed (`reason` says why). */
+  Unknown = 'unknown',
+}
+
+/** `ReconcileRecheck`: whether a provision of this process is making the action's id now. */
+export declare function reconcileRechecked(router: ExternalObject<RouterState>, lane: number, inFlight: boolean, step: Uint32Array): void
+
+/** `ReconcileRelease`: whether the shared ledger gave a budget slot back. */
+export declare function reconcileReleased(router: ExternalObject<RouterState>, lane: number, released: boolean, step: Uint32Array): void
+
+/** The report of the run `lane` finished (`Succeeded`); the run is forgotten. */
+export declare function reconcileReport(router: ExternalObject<RouterState>, lane: number): ReconcileReportRecord
+
+/** A run's report, typed (the documented `ReconcileReport` but for `pools`, a list here). */
+export interface ReconcileReportRecord {
+  /** `reclaim`. */
+  reclaim: boolean
+  /** The router's fleet. */
+  fleet: string
+  /** `graceMs`. */
+  graceMs: number
+  /** ISO 8601. */
+  startedAt: string
+  /** ms. */
+  durationMs: number
+  /** The deadline came before everything was done. */
+  timedOut: boolean
+  /** Per pool, in run order. */
+  pools: Array<ReconcilePoolRecord>
+  /** Intents whose launch is over and left nothing listed. */
+  staleIntents: Array<string>
+  /** Each action's outcome. */
+  outcomes: Array<ReconcileOutcomeRecord>
+  /** Totals over the pools. */
+  totals: ReconcileTotals
+}
+
+/** Items of one class in a pool, one column per field. */
+export interface ReconcileRows {
   /** The `sbx_…` ids; null for a handle without a verified stamp. */
   sandboxIds: Array<string | undefined | null>
   /** The provider's sandbox ids. */
   providerSandboxIds: Array<string>
-  /** Why each is pending. */
-  reasons: Array<ReconcilePendingReason>
-}
-
-/** Why an item is pending (never touched). */
-export declare const enum ReconcilePendingReason {
-  /** A provision in this process is still making it. */
-  InFlight = 'IN_FLIGHT',
-  /** A live writer's intent names it. */
-  InFlightElsewhere = 'IN_FLIGHT_ELSEWHERE',
-  /** No intent, and younger than `graceMs`. */
-  WithinGrace = 'WITHIN_GRACE',
-  /** No intent, and the provider reported no creation time. */
-  AgeUnknown = 'AGE_UNKNOWN',
-  /** A mapping the listing does not show, younger than `graceMs`. */
-  NotListedYet = 'NOT_LISTED_YET',
-  /** A listed handle without the whole stamp, matched to no mapping. */
-  StampUnverified = 'STAMP_UNVERIFIED',
+  /** Each one's reason code. */
+  reasons: Array<string>
 }
 
 /**
- * One pool's classes (all empty for a pool that could not be listed). Rows refer to the
- * input by index: the caller holds every id already.
+ * How the call of `lane`'s step settled; with `Threw`, what the rejection carried (its
+ * HTTP status when a number, its code when a string).
  */
-export interface ReconcilePoolClasses {
+export declare function reconcileSettled(router: ExternalObject<RouterState>, lane: number, how: ReconcileSettled, status: number | undefined | null, code: string | undefined | null, step: Uint32Array): void
+
+/** How the awaited call of a reconcile step settled. */
+export declare const enum ReconcileSettled {
+  /** It resolved to a value (not null or undefined). */
+  Value = 0,
+  /** It resolved to null or undefined. */
+  Nothing = 1,
+  /** It threw or rejected. */
+  Threw = 2,
+  /** It did not settle within the step's bound. */
+  TimedOut = 3,
+  /** The object has no such method. */
+  NoMethod = 4,
+}
+
+/**
+ * `ReconcileSignal`: per pid (in `reconcilePids` order), whether `process.kill(pid, 0)`
+ * threw (1) and the thrown code; and the ids the other routers of this process are making.
+ */
+export declare function reconcileSignalled(router: ExternalObject<RouterState>, lane: number, threw: Uint8Array, codes: Array<string | undefined | null>, others: Array<string>, step: Uint32Array): void
+
+/** The ids `lane`'s action is about. */
+export declare function reconcileTarget(router: ExternalObject<RouterState>, lane: number): ReconcileTarget
+
+/** The ids a reconcile action is about. */
+export interface ReconcileTarget {
+  /** The `sbx_…` id. */
+  sandboxId: string
+  /** The provider's sandbox id (null: an intent). */
+  providerSandboxId: string | null
+}
+
+/** Totals over the pools. */
+export interface ReconcileTotals {
   /** Orphans. */
-  orphan: ReconcileOrphans
+  orphan: number
   /** Stale mappings. */
-  staleMapping: ReconcileStaleMappings
-  /**
-   * The ids both sides agree on, in listing order: the index, in the input's `mappings`,
-   * of the mapping each listed item matched (its id is the mapped id).
-   */
-  mapped: Uint32Array
-  /** Pending items: listed ones in listing order, then young unlisted mappings. */
-  pending: ReconcilePendingItems
+  staleMapping: number
+  /** Mapped ids. */
+  mapped: number
+  /** Pending items. */
+  pending: number
+  /** Pools that could not be listed. */
+  unknownPools: number
 }
 
-/** One pool of the run, in report order. */
-export interface ReconcilePoolInput {
-  /** The pool's id. */
-  providerId: string
-  /**
-   * What its finder listed; absent when the pool could not be listed (nothing of it is
-   * classified).
-   */
-  listed?: ReconcileListing
-}
-
-/** Stale mappings, in store order: each row a mapping of the input. */
-export interface ReconcileStaleMappings {
-  /** The mapping's index in the input's `mappings` columns. */
-  mappings: Uint32Array
-  /** Why each is stale (`NOT_LISTED`). */
-  reasons: Array<ReconcileStaleReason>
-}
-
-/** Why a mapping is stale: the listing does not show it. */
-export declare const enum ReconcileStaleReason {
-  /** Older than `graceMs` and not listed. */
-  NotListed = 'NOT_LISTED',
-}
-
-/**
- * The reclaim work list, one column per field (row `i` is one action), in order: per
- * pool, its orphans, its stale mappings, its stale intents. Besides the in-flight re-read
- * every action makes, each row says which re-check it needs.
- */
-export interface ReconcileWork {
-  /** What to do. */
-  classes: Array<ReconcileWorkClass>
-  /** The pool: its index in the input's `pools`. */
-  pools: Uint32Array
-  /**
-   * What it acts on: an orphan's index in its pool's listing, a stale mapping's in
-   * `mappings`, a stale intent's in `intents`.
-   */
-  indices: Uint32Array
-  /**
-   * Whether a mapping of the id written since the store was read saves it
-   * (`NOW_MAPPED`): false for a stale mapping and a `DUPLICATE_OF_MAPPED` orphan.
-   */
-  savedByMapping: Array<boolean>
-  /**
-   * Whether an orphan's intent record is removed once it is destroyed (never for a
-   * `DUPLICATE_OF_MAPPED` orphan, whose id's record is a live mapping).
-   */
-  removesIntent: Array<boolean>
-  /**
-   * Whether an orphan is an idle warm member (`WARM_POOL_GONE`): taken out of the
-   * inventory, if still idle, before it is destroyed and its record removed.
-   */
-  warmMember: Array<boolean>
-}
-
-/** The class of one reclaim action (`report.outcomes[].class`). */
+/** The class of one reclaim action. */
 export declare const enum ReconcileWorkClass {
-  /** Destroy an orphan. */
+  /** An orphan. */
   Orphan = 'orphan',
-  /** Remove a stale mapping. */
+  /** A stale mapping. */
   StaleMapping = 'stale-mapping',
-  /** Remove a stale intent. */
+  /** A stale intent. */
   StaleIntent = 'stale-intent',
 }
 
@@ -2057,14 +2200,6 @@ export declare function registrySize(registry: ExternalObject<Registry>): number
  * resolver is asked about.
  */
 export declare function registrySurvivors(registry: ExternalObject<Registry>, request: ExternalObject<CompiledRequest>, detached: boolean, credentialsUnavailable?: Array<number> | undefined | null): Array<number>
-
-/** What `released` gave back. */
-export interface Released {
-  /** A capacity hold (in-process ledger). */
-  capacity: boolean
-  /** A budget's concurrent slot (in-process ledger). */
-  budget: boolean
-}
 
 /**
  * A compiled request's launch deadline, ms (JavaScript runs the timer; the router decides
@@ -2212,12 +2347,6 @@ export interface RouterOptionsRecord {
 export declare function routerOptionsRefused(what: string): void
 
 /**
- * Sandbox `id` is gone (destroyed, or reclaimed by `reconcile`): its in-process capacity
- * hold and its budgets' concurrent slot are given back. What was released.
- */
-export declare function routerReleased(router: ExternalObject<RouterState>, id: string): Released
-
-/**
  * A fresh sandbox id (`sbx_` + 32 lowercase hex digits, 128 random bits), from the
  * router's id source.
  */
@@ -2257,10 +2386,11 @@ export interface RouterSettings {
 }
 
 /**
- * `router.settleCost(id, actualCost)` in the in-process ledger. False when the ledger does
- * not know the charge. Throws `INVALID_SANDBOX_ID` / `INVALID_INPUT`.
+ * `router.settleCost(id, actualCost)` in the in-process ledger (`id` and `actualCost` as
+ * the caller gave them: any values, checked here). Throws `INVALID_SANDBOX_ID` /
+ * `INVALID_INPUT`.
  */
-export declare function routerSettleCost(router: ExternalObject<RouterState>, id: string, actualCost: number): boolean
+export declare function routerSettleCost(router: ExternalObject<RouterState>, id: unknown, actualCost: unknown): SettleCostAnswer
 
 /** Decides on `registry` from now on (a caller's own registry is read again on every call). */
 export declare function routerUseRegistry(router: ExternalObject<RouterState>, registry: ExternalObject<Registry>): void
@@ -2292,6 +2422,25 @@ export declare const SANDBOX_ID_LABEL: string
  */
 export declare const SANDBOX_WARM_LABEL_KEY: string
 
+/**
+ * A sandbox's mapping record, as `router.getSandbox()` returns it (`id` and `createdAt`
+ * absent when the store gave none).
+ */
+export interface SandboxRecord {
+  /** `sbx_…`. */
+  id?: string
+  /** Its pool. */
+  providerId: string
+  /** The provider's id of the sandbox. */
+  providerSandboxId: string
+  /** Its labels (in key order). */
+  labels: Record<string, string>
+  /** ISO 8601. */
+  createdAt?: string
+  /** From `provisionDetached`. */
+  detached: boolean
+}
+
 /** Bound of the short bookkeeping scripts (start, status), ms. */
 export declare const SCRIPT_TIMEOUT_MS: number
 
@@ -2311,6 +2460,14 @@ export interface ScriptAnswerRecord {
   exitCode: number | null
   /** Its `timedOut` was truthy. */
   timedOut: boolean
+}
+
+/** What `router.settleCost` found in this process's ledger. */
+export interface SettleCostAnswer {
+  /** The in-process ledger knew the charge. */
+  known: boolean
+  /** The budgets live in the shared ledger: its answer is the one to give. */
+  shared: boolean
 }
 
 /**
@@ -2419,6 +2576,10 @@ export interface StepFlags {
   routerEvents: number
   /** Warm work may be due (`warmPoll`). */
   warm: number
+  /** Start more lanes of a reconcile run (`reconcileForks`). */
+  fork: number
+  /** `ReconcileRead`: read the store's intents. */
+  intents: number
 }
 
 /**
@@ -2575,6 +2736,12 @@ export interface TelemetrySchema {
   /** Every value of the provision outcome, in documentation order. */
   outcomes: Array<ProvisionOutcome>
 }
+
+/**
+ * Whether a thrown value with these facts (as [`operation_threw`] takes them) says the
+ * sandbox is gone (`core::router::operation::is_not_found`).
+ */
+export declare function thrownNotFound(facts: Array<unknown> | undefined | null, unreadable: number): boolean
 
 /**
  * The launch label that carries the provision span's W3C `traceparent` when

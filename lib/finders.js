@@ -5,18 +5,17 @@
 // or Agent37 gets a NATIVE finder: the provider's own list API over the capacity readers'
 // HTTP (src/readers/: one file per provider, the stamp rule in stamp.rs), with the same
 // credentials the factory already holds, kept in this closure and nowhere else. Why not
-// the adapter's findAllByLabels? On E2B the
-// published adapter's label search finds nothing against the real SDK (see
-// ../shared/reference/sandbox-runtime-port.md, point 5); the list APIs return each
-// sandbox's labels, so the stamp is checked item by item.
+// the adapter's findAllByLabels? On E2B the published adapter's label search finds nothing
+// against the real SDK (../shared/reference/sandbox-runtime-port.md, point 5); the list APIs
+// return each sandbox's labels, so the stamp is checked item by item.
 //
 // Every other pool falls back to its runtime's `findAllByLabels({ agent-relay-sbx-fleet })`.
 // The port's handles carry no labels, so a handle is trusted as stamped only when it
 // carries `labels` itself (the local runtime's do) with the whole stamp; a handle without
 // labels can be matched to a mapping by its provider id, but never reclaimed.
 //
-// A finder answers a Listing: one column per field, the form reconcile's native call
-// takes (src/binding/reconcile.rs), so 10,000 items cross the seam as a few arrays.
+// A finder answers columns (`answered`), the form reconcile's listing report takes
+// (src/binding/reconcile.rs), so 10,000 items cross the seam as a few arrays.
 
 const { binding } = require('./binding.js');
 const { guarded, copyOptions } = require('./guard.js');
@@ -52,40 +51,27 @@ function attachFinder(runtime, kind, options) {
 }
 
 function nativeFinder(native, apiKey) {
-  return {
-    kind: 'native',
-    /** @returns {Promise<{ reason: string | null, listing: Listing }>} */
-    async find(fleet, timeoutMs) {
-      const r = await native.find(apiKey, fleet, timeoutMs);
-      const l = listing(r.items.length);
-      r.items.forEach((f, i) => add(l, i, f.providerSandboxId, f.sandboxId, true, f.createdAtMs));
-      return { reason: r.reason ?? null, listing: l };
-    },
-  };
+  return { find: async (fleet, timeoutMs) => answered(await native.find(apiKey, fleet, timeoutMs), () => true) };
 }
 
 /**
- * @typedef {object} Listing one pool's stamped items, one column per field (row i: item i)
- * @property {string[]} providerSandboxIds
- * @property {Array<string | null>} sandboxIds the stamps' sbx ids (null: the handle carried no labels)
- * @property {Uint8Array} verified 1 when the whole stamp was seen on the item
- * @property {Float64Array} createdAtMs NaN when unknown
+ * A finder's answer: the reason code the core gave when the pool could not be listed (null:
+ * listed), and the Listing, one pool's stamped items, one column per field (row i: item i):
+ * `providerSandboxIds`, `sandboxIds` (null: the handle carried no labels), `verified` (1 when
+ * the whole stamp was seen on the item), `createdAtMs` (NaN when unknown).
+ * @returns {{ reason: string | null, listing: { providerSandboxIds: string[], sandboxIds: Array<string | null>, verified: Uint8Array, createdAtMs: Float64Array } }}
  */
-
-/** An empty listing of `n` rows (filled by `add`). */
-function listing(n) {
-  return { providerSandboxIds: new Array(n), sandboxIds: new Array(n), verified: new Uint8Array(n), createdAtMs: new Float64Array(n) };
+function answered(r, verified) {
+  const n = r.items.length;
+  const l = { providerSandboxIds: new Array(n), sandboxIds: new Array(n), verified: new Uint8Array(n), createdAtMs: new Float64Array(n) };
+  r.items.forEach((f, i) => {
+    l.providerSandboxIds[i] = f.providerSandboxId;
+    l.sandboxIds[i] = f.sandboxId ?? null;
+    l.verified[i] = verified(f) ? 1 : 0;
+    l.createdAtMs[i] = f.createdAtMs ?? NaN;
+  });
+  return { reason: r.reason ?? null, listing: l };
 }
-
-function add(l, i, providerSandboxId, sandboxId, verified, createdAtMs) {
-  l.providerSandboxIds[i] = providerSandboxId;
-  l.sandboxIds[i] = sandboxId;
-  l.verified[i] = verified ? 1 : 0;
-  l.createdAtMs[i] = createdAtMs ?? NaN;
-}
-
-/** What a finder answers when the pool could not be listed (`reason`: the core's). */
-const UNLISTED = (reason) => ({ reason, listing: listing(0) });
 
 /** The pool entry's native finder (the factory registered one), or null. */
 function nativeFinderOf(entry) {
@@ -93,7 +79,7 @@ function nativeFinderOf(entry) {
 }
 
 /** What a finder answers when `failure` (`binding.ListFailureName`) happened: the core names the reason. */
-const unlisted = (failure) => UNLISTED(binding.unlistedReason(failure));
+const unlisted = (failure) => answered({ items: [], reason: binding.unlistedReason(failure) });
 const { ListFailureName } = binding;
 
 /** The finder for a pool entry: native when the factory registered one, else the runtime's label search. */
@@ -101,9 +87,11 @@ function finderFor(entry) {
   return FINDERS.get(entry.runtime) ?? runtimeFinder(entry.runtime);
 }
 
+/** Whether the pool entry lists through a native finder. */
+const hasNativeFinder = (entry) => FINDERS.has(entry.runtime);
+
 function runtimeFinder(runtime) {
   return {
-    kind: 'runtime',
     async find(fleet, timeoutMs) {
       let has;
       try {
@@ -128,10 +116,7 @@ function runtimeFinder(runtime) {
       } catch {
         text = null;
       }
-      const r = binding.judgeHandles(text, fleet);
-      const l = listing(r.items.length);
-      r.items.forEach((h, i) => add(l, i, h.providerSandboxId, h.sandboxId ?? null, h.verified, h.createdAtMs));
-      return { reason: r.reason ?? null, listing: l };
+      return answered(binding.judgeHandles(text, fleet), (h) => h.verified);
     },
   };
 }
@@ -152,4 +137,4 @@ function readHandle(h) {
   };
 }
 
-module.exports = { attachFinder, finderFor, nativeFinderOf, UNLISTED, unlisted, SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL };
+module.exports = { attachFinder, finderFor, nativeFinderOf, hasNativeFinder, unlisted, SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL };

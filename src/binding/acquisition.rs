@@ -50,6 +50,10 @@ pub struct StepFlags {
     pub router_events: u32,
     /// Warm work may be due (`warmPoll`).
     pub warm: u32,
+    /// Start more lanes of a reconcile run (`reconcileForks`).
+    pub fork: u32,
+    /// `ReconcileRead`: read the store's intents.
+    pub intents: u32,
 }
 
 /// The step flags' values.
@@ -62,6 +66,8 @@ pub fn step_flags() -> StepFlags {
         failed_intent: flags::FAILED_INTENT,
         router_events: flags::ROUTER_EVENTS,
         warm: flags::WARM,
+        fork: flags::FORK,
+        intents: flags::INTENTS,
     }
 }
 

@@ -1,34 +1,38 @@
-//! napi glue for reconcile's classification (`core::reconcile`): one batched call that
-//! takes a run's facts as typed values and answers the report's classes and the reclaim
-//! work list, typed. Nothing is decided here.
+//! napi glue for reconcile runs (`core::router::reconcile`): each step's report converted
+//! into the core's facts, the next step written into the lent step buffer (`[kind, pool,
+//! lane, bound ms, flags]`: the lane is the run's job key), the report converted out.
+//! Nothing is decided here.
 //!
-//! Why one call for the whole run? The JS side (`lib/reconcile.js`) lists the pools and
-//! reads the store (I/O, awaited there); the classification is then a pure function of
-//! what it read, and the in-flight question is answered here, over the machines' index
-//! borrowed once, instead of one native call per id.
-//!
-//! Why columns in and indexes out? Crossing costs more than deciding: most of the call is
-//! reading the ids' strings (the classification itself is a few percent of it). One object
-//! per item cost several times more to cross than a few arrays of strings and typed
-//! arrays, and answering ids JavaScript already holds would cross them all a second time,
-//! so the answer names items by their index in the input. Measured with 10,000 listed items and
-//! 5,000 mappings on the 2-core development machine (shared, loaded): ~9 ms of CPU per call,
-//! against ~4 ms for the JS it replaced, which was cut into 1,000-item chunks; the call
-//! stays shorter than the stalls the listing's and the store's own answers already make.
+//! Why columns in? A listing or a store of 10,000 items crosses as a few arrays of strings
+//! and typed arrays several times faster than as one object per item. The report's rows go
+//! out as columns for the same reason (`lib/reconcile.js` zips them into the documented
+//! objects).
 
-use crate::binding::error::{guard, internal, Failure};
+use crate::binding::acquisition::write_step;
+use crate::binding::clock::now_millis;
+use crate::binding::error::{guard, internal, ErrorValue, Failure};
 use crate::binding::router::RouterState;
-use crate::core::ids::SandboxKey;
-use crate::core::reconcile::{
-    classify, Classification, Facts, IntentFact, Listed, Listing, MappingFact, OrphanReason, PendingReason, Pool,
-    PoolClasses, Run, Work, WorkKind,
-};
-use napi::bindgen_prelude::{External, Float64Array, Uint32Array, Uint8Array};
+use crate::core::capacity::UnknownReason;
+use crate::core::reconcile::{IntentFact, Listed, MappingFact};
+use crate::core::router::provision::Next;
+use crate::core::router::reconcile::{Begin, Class, ListFact, PoolReport, Report, Rows, Settled, Signal, Thrown};
+use crate::core::router::Router;
+use napi::bindgen_prelude::{External, Float64Array, Uint32ArraySlice, Uint8Array};
 use napi::Env;
 use napi_derive::napi;
 
-/// What a pool's finder listed, one column per field and one row per item (columns cross
-/// the seam several times faster than one object per item).
+/// What JavaScript knows when a run begins.
+#[napi(object)]
+pub struct ReconcileBegin {
+    /// The mapping store has `list()`.
+    pub has_list: bool,
+    /// The fleet's warm inventory is the mapping store (`capacity.coordinator` is it).
+    pub fleet_inventory: bool,
+    /// Per registry pool: 1 when it lists through a native finder.
+    pub native_finders: Uint8Array,
+}
+
+/// What a pool's finder listed, one column per field and one row per item.
 #[napi(object)]
 pub struct ReconcileListing {
     /// The provider's own sandbox ids.
@@ -42,31 +46,21 @@ pub struct ReconcileListing {
     pub created_at_ms: Float64Array,
 }
 
-/// One pool of the run, in report order.
-#[napi(object)]
-pub struct ReconcilePoolInput {
-    /// The pool's id.
-    pub provider_id: String,
-    /// What its finder listed; absent when the pool could not be listed (nothing of it is
-    /// classified).
-    pub listed: Option<ReconcileListing>,
-}
-
-/// The store's mapping records, read once, one column per field.
+/// The store's mapping records, read once, one column per field (null: not a string).
 #[napi(object)]
 pub struct ReconcileMappings {
     /// The `sbx_…` ids.
-    pub ids: Vec<String>,
+    pub ids: Vec<Option<String>>,
     /// Their pools.
-    pub provider_ids: Vec<String>,
+    pub provider_ids: Vec<Option<String>>,
     /// The provider's sandbox ids.
-    pub provider_sandbox_ids: Vec<String>,
-    /// Their fleet labels; null when that is not a string.
+    pub provider_sandbox_ids: Vec<Option<String>>,
+    /// Their fleet labels.
     pub fleets: Vec<Option<String>>,
-    /// Their `createdAt`, epoch ms; NaN when unreadable (counted as young).
+    /// Their `createdAt`, epoch ms; NaN when unreadable.
     pub created_at_ms: Float64Array,
-    /// Their warm labels (an idle warm member's record); null when that is not a string.
-    pub warm: Option<Vec<Option<String>>>,
+    /// Their warm labels (an idle warm member's record).
+    pub warm: Vec<Option<String>>,
 }
 
 /// An intent record as the store returned it, read once: each field absent when it is
@@ -74,7 +68,7 @@ pub struct ReconcileMappings {
 #[napi(object)]
 pub struct ReconcileIntent {
     /// The `sbx_…` id.
-    pub id: String,
+    pub id: Option<String>,
     /// The pool of its current attempt.
     pub provider_id: Option<String>,
     /// `launching` | `failed`.
@@ -89,271 +83,234 @@ pub struct ReconcileIntent {
     pub owner_session: Option<String>,
 }
 
-/// One reconcile run, as `lib/reconcile.js` read it.
+/// How the awaited call of a reconcile step settled.
+#[napi]
+pub enum ReconcileSettled {
+    /// It resolved to a value (not null or undefined).
+    Value = 0,
+    /// It resolved to null or undefined.
+    Nothing = 1,
+    /// It threw or rejected.
+    Threw = 2,
+    /// It did not settle within the step's bound.
+    TimedOut = 3,
+    /// The object has no such method.
+    NoMethod = 4,
+}
+
+/// The ids a reconcile action is about.
+#[napi(object, use_nullable = true)]
+pub struct ReconcileTarget {
+    /// The `sbx_…` id.
+    pub sandbox_id: String,
+    /// The provider's sandbox id (null: an intent).
+    pub provider_sandbox_id: Option<String>,
+}
+
+/// Items of one class in a pool, one column per field.
 #[napi(object)]
-pub struct ReconcileInput {
-    /// The router's fleet.
-    pub fleet: String,
-    /// This router's session id.
-    pub session: String,
-    /// This host's name.
-    pub host: String,
-    /// Now, epoch ms.
-    pub now: f64,
-    /// The run's `graceMs`.
-    pub grace_ms: f64,
-    /// Whether the run reclaims (the work list is answered only then).
-    pub reclaim: bool,
-    /// The pools, each once, in report order.
-    pub pools: Vec<ReconcilePoolInput>,
-    /// The store's mapping records.
-    pub mappings: ReconcileMappings,
-    /// The store's intent records (empty without intent support).
-    pub intents: Vec<ReconcileIntent>,
-    /// Process ids on this host, among the intents' writers, that are gone.
-    pub gone_pids: Vec<f64>,
-    /// The pools that keep a warm pool in this router (their idle members are mapped).
-    pub warm_pools: Option<Vec<String>>,
-}
-
-/// Why a stamped sandbox without a (matching) mapping is an orphan.
-#[napi(string_enum)]
-pub enum ReconcileOrphanReason {
-    /// Its intent says the launch failed with its outcome unknown.
-    #[napi(value = "LAUNCH_FAILED")]
-    LaunchFailed,
-    /// Its `launching` intent names a process on this host that is gone.
-    #[napi(value = "WRITER_GONE")]
-    WriterGone,
-    /// Its `launching` intent outlived the launch's settle window.
-    #[napi(value = "INTENT_EXPIRED")]
-    IntentExpired,
-    /// Its intent was written by this router, whose provision of it is over.
-    #[napi(value = "INTENT_ABANDONED")]
-    IntentAbandoned,
-    /// Its id is mapped to another sandbox.
-    #[napi(value = "DUPLICATE_OF_MAPPED")]
-    DuplicateOfMapped,
-    /// No intent, and its provider-reported age is at least `graceMs`.
-    #[napi(value = "GRACE_ELAPSED")]
-    GraceElapsed,
-    /// An idle warm member of a pool that keeps no warm pool here any more.
-    #[napi(value = "WARM_POOL_GONE")]
-    WarmPoolGone,
-}
-
-/// Why an item is pending (never touched).
-#[napi(string_enum)]
-pub enum ReconcilePendingReason {
-    /// A provision in this process is still making it.
-    #[napi(value = "IN_FLIGHT")]
-    InFlight,
-    /// A live writer's intent names it.
-    #[napi(value = "IN_FLIGHT_ELSEWHERE")]
-    InFlightElsewhere,
-    /// No intent, and younger than `graceMs`.
-    #[napi(value = "WITHIN_GRACE")]
-    WithinGrace,
-    /// No intent, and the provider reported no creation time.
-    #[napi(value = "AGE_UNKNOWN")]
-    AgeUnknown,
-    /// A mapping the listing does not show, younger than `graceMs`.
-    #[napi(value = "NOT_LISTED_YET")]
-    NotListedYet,
-    /// A listed handle without the whole stamp, matched to no mapping.
-    #[napi(value = "STAMP_UNVERIFIED")]
-    StampUnverified,
-}
-
-/// Why a mapping is stale: the listing does not show it.
-#[napi(string_enum)]
-pub enum ReconcileStaleReason {
-    /// Older than `graceMs` and not listed.
-    #[napi(value = "NOT_LISTED")]
-    NotListed,
-}
-
-/// The class of one reclaim action (`report.outcomes[].class`).
-#[napi(string_enum)]
-pub enum ReconcileWorkClass {
-    /// Destroy an orphan.
-    #[napi(value = "orphan")]
-    Orphan,
-    /// Remove a stale mapping.
-    #[napi(value = "stale-mapping")]
-    StaleMapping,
-    /// Remove a stale intent.
-    #[napi(value = "stale-intent")]
-    StaleIntent,
-}
-
-/// Orphans, in listing order: each row an item of the pool's listing.
-#[napi(object)]
-pub struct ReconcileOrphans {
-    /// The item's index in the pool's listing (the input's columns).
-    pub items: Uint32Array,
-    /// Why each is an orphan.
-    pub reasons: Vec<ReconcileOrphanReason>,
-}
-
-/// Stale mappings, in store order: each row a mapping of the input.
-#[napi(object)]
-pub struct ReconcileStaleMappings {
-    /// The mapping's index in the input's `mappings` columns.
-    pub mappings: Uint32Array,
-    /// Why each is stale (`NOT_LISTED`).
-    pub reasons: Vec<ReconcileStaleReason>,
-}
-
-/// Pending items, one column per field (row `i` is one item; a rare class, so it carries
-/// its ids).
-#[napi(object)]
-pub struct ReconcilePendingItems {
+pub struct ReconcileRows {
     /// The `sbx_…` ids; null for a handle without a verified stamp.
     pub sandbox_ids: Vec<Option<String>>,
     /// The provider's sandbox ids.
     pub provider_sandbox_ids: Vec<String>,
-    /// Why each is pending.
-    pub reasons: Vec<ReconcilePendingReason>,
+    /// Each one's reason code.
+    pub reasons: Vec<String>,
 }
 
-/// One pool's classes (all empty for a pool that could not be listed). Rows refer to the
-/// input by index: the caller holds every id already.
+/// A pool's counts per class.
 #[napi(object)]
-pub struct ReconcilePoolClasses {
+pub struct ReconcileCounts {
     /// Orphans.
-    pub orphan: ReconcileOrphans,
+    pub orphan: u32,
     /// Stale mappings.
-    pub stale_mapping: ReconcileStaleMappings,
-    /// The ids both sides agree on, in listing order: the index, in the input's `mappings`,
-    /// of the mapping each listed item matched (its id is the mapped id).
-    pub mapped: Uint32Array,
-    /// Pending items: listed ones in listing order, then young unlisted mappings.
-    pub pending: ReconcilePendingItems,
+    pub stale_mapping: u32,
+    /// Mapped ids.
+    pub mapped: u32,
+    /// Pending items.
+    pub pending: u32,
 }
 
-/// The reclaim work list, one column per field (row `i` is one action), in order: per
-/// pool, its orphans, its stale mappings, its stale intents. Besides the in-flight re-read
-/// every action makes, each row says which re-check it needs.
+/// Which finder listed a pool.
+#[napi(string_enum = "lowercase")]
+pub enum ReconcileFinder {
+    /// The provider's list API, natively.
+    Native,
+    /// The runtime's `findAllByLabels`.
+    Runtime,
+}
+
+/// Whether a pool was listed.
+#[napi(string_enum = "lowercase")]
+pub enum ReconcilePoolStatus {
+    /// Listed completely.
+    Listed,
+    /// Could not be listed (`reason` says why).
+    Unknown,
+}
+
+/// One pool of the report.
 #[napi(object)]
-pub struct ReconcileWork {
-    /// What to do.
-    pub classes: Vec<ReconcileWorkClass>,
-    /// The pool: its index in the input's `pools`.
-    pub pools: Uint32Array,
-    /// What it acts on: an orphan's index in its pool's listing, a stale mapping's in
-    /// `mappings`, a stale intent's in `intents`.
-    pub indices: Uint32Array,
-    /// Whether a mapping of the id written since the store was read saves it
-    /// (`NOW_MAPPED`): false for a stale mapping and a `DUPLICATE_OF_MAPPED` orphan.
-    pub saved_by_mapping: Vec<bool>,
-    /// Whether an orphan's intent record is removed once it is destroyed (never for a
-    /// `DUPLICATE_OF_MAPPED` orphan, whose id's record is a live mapping).
-    pub removes_intent: Vec<bool>,
-    /// Whether an orphan is an idle warm member (`WARM_POOL_GONE`): taken out of the
-    /// inventory, if still idle, before it is destroyed and its record removed.
-    pub warm_member: Vec<bool>,
+pub struct ReconcilePoolRecord {
+    /// The pool's id.
+    pub provider_id: String,
+    /// Listed or not.
+    pub status: ReconcilePoolStatus,
+    /// Which finder listed it.
+    pub finder: ReconcileFinder,
+    /// Why it could not be listed (absent when listed).
+    pub reason: Option<String>,
+    /// Counts per class.
+    pub counts: ReconcileCounts,
+    /// Orphans.
+    pub orphan: ReconcileRows,
+    /// Stale mappings.
+    pub stale_mapping: ReconcileRows,
+    /// Mapped ids.
+    pub mapped: Vec<String>,
+    /// Pending items.
+    pub pending: ReconcileRows,
 }
 
-/// A run's classification.
+/// The class of one reclaim action.
+#[napi(string_enum)]
+pub enum ReconcileWorkClass {
+    /// An orphan.
+    #[napi(value = "orphan")]
+    Orphan,
+    /// A stale mapping.
+    #[napi(value = "stale-mapping")]
+    StaleMapping,
+    /// A stale intent.
+    #[napi(value = "stale-intent")]
+    StaleIntent,
+}
+
+/// One action's outcome.
+#[napi(object, use_nullable = true)]
+pub struct ReconcileOutcomeRecord {
+    /// Its pool.
+    pub provider_id: String,
+    /// What it acted on.
+    pub sandbox_id: String,
+    /// The provider's sandbox id (null: an intent).
+    pub provider_sandbox_id: Option<String>,
+    /// Its class.
+    pub class: ReconcileWorkClass,
+    /// Its outcome code.
+    pub outcome: String,
+}
+
+/// Totals over the pools.
 #[napi(object)]
-pub struct ReconcileClassification {
-    /// Per pool, in the input's order.
-    pub pools: Vec<ReconcilePoolClasses>,
-    /// Intents whose launch is over and left nothing listed: the index, in the input's
-    /// `intents`, of the first record of each id.
-    pub stale_intents: Uint32Array,
-    /// What `reclaim: true` acts on (empty unless the input's `reclaim`).
-    pub work: ReconcileWork,
+pub struct ReconcileTotals {
+    /// Orphans.
+    pub orphan: u32,
+    /// Stale mappings.
+    pub stale_mapping: u32,
+    /// Mapped ids.
+    pub mapped: u32,
+    /// Pending items.
+    pub pending: u32,
+    /// Pools that could not be listed.
+    pub unknown_pools: u32,
 }
 
-/// A JS number as a process id: a positive integer, else none.
-fn pid(n: f64) -> Option<u64> {
-    (n.fract() == 0.0 && (1.0..=9_007_199_254_740_991.0).contains(&n)).then_some(n as u64)
+/// A run's report, typed (the documented `ReconcileReport` but for `pools`, a list here).
+#[napi(object)]
+pub struct ReconcileReportRecord {
+    /// `reclaim`.
+    pub reclaim: bool,
+    /// The router's fleet.
+    pub fleet: String,
+    /// `graceMs`.
+    pub grace_ms: f64,
+    /// ISO 8601.
+    pub started_at: String,
+    /// ms.
+    pub duration_ms: f64,
+    /// The deadline came before everything was done.
+    pub timed_out: bool,
+    /// Per pool, in run order.
+    pub pools: Vec<ReconcilePoolRecord>,
+    /// Intents whose launch is over and left nothing listed.
+    pub stale_intents: Vec<String>,
+    /// Each action's outcome.
+    pub outcomes: Vec<ReconcileOutcomeRecord>,
+    /// Totals over the pools.
+    pub totals: ReconcileTotals,
+}
+
+fn rows(r: Rows) -> ReconcileRows {
+    ReconcileRows {
+        sandbox_ids: r.sandbox_ids,
+        provider_sandbox_ids: r.provider_sandbox_ids,
+        reasons: r.reasons.into_iter().map(str::to_string).collect(),
+    }
+}
+
+fn pool_record(p: PoolReport) -> ReconcilePoolRecord {
+    let len = |r: &Rows| r.reasons.len() as u32;
+    ReconcilePoolRecord {
+        counts: ReconcileCounts {
+            orphan: len(&p.orphan),
+            stale_mapping: len(&p.stale_mapping),
+            mapped: p.mapped.len() as u32,
+            pending: len(&p.pending),
+        },
+        provider_id: p.provider_id,
+        status: if p.reason.is_some() { ReconcilePoolStatus::Unknown } else { ReconcilePoolStatus::Listed },
+        finder: if p.native { ReconcileFinder::Native } else { ReconcileFinder::Runtime },
+        reason: p.reason.map(|r| r.code().to_string()),
+        orphan: rows(p.orphan),
+        stale_mapping: rows(p.stale_mapping),
+        mapped: p.mapped,
+        pending: rows(p.pending),
+    }
+}
+
+fn report_record(r: Report) -> ReconcileReportRecord {
+    ReconcileReportRecord {
+        reclaim: r.reclaim,
+        fleet: r.fleet,
+        grace_ms: r.grace_ms as f64,
+        started_at: crate::core::clock::iso8601_millis(r.started_at),
+        duration_ms: r.duration_ms as f64,
+        timed_out: r.timed_out,
+        pools: r.pools.into_iter().map(pool_record).collect(),
+        stale_intents: r.stale_intents,
+        outcomes: r
+            .outcomes
+            .into_iter()
+            .map(|o| ReconcileOutcomeRecord {
+                provider_id: o.provider_id,
+                sandbox_id: o.sandbox_id,
+                provider_sandbox_id: o.provider_sandbox_id,
+                class: match o.class {
+                    Class::Orphan => ReconcileWorkClass::Orphan,
+                    Class::StaleMapping => ReconcileWorkClass::StaleMapping,
+                    Class::StaleIntent => ReconcileWorkClass::StaleIntent,
+                },
+                outcome: o.outcome.code().to_string(),
+            })
+            .collect(),
+        totals: ReconcileTotals {
+            orphan: r.totals.orphan,
+            stale_mapping: r.totals.stale_mapping,
+            mapped: r.totals.mapped,
+            pending: r.totals.pending,
+            unknown_pools: r.totals.unknown_pools,
+        },
+    }
 }
 
 fn finite(n: f64) -> Option<f64> {
     n.is_finite().then_some(n)
 }
 
-fn intent(i: ReconcileIntent) -> IntentFact {
-    IntentFact {
-        id: i.id,
-        provider_id: i.provider_id,
-        state: i.state,
-        // NaN compares false with now, as a missing expiry does.
-        expires_at_ms: i.expires_at.filter(|e| !e.is_nan()),
-        owner_host: i.owner_host,
-        owner_pid: i.owner_pid.and_then(pid),
-        owner_session: i.owner_session,
-    }
-}
-
-fn orphan_reason(r: OrphanReason) -> ReconcileOrphanReason {
-    match r {
-        OrphanReason::LaunchFailed => ReconcileOrphanReason::LaunchFailed,
-        OrphanReason::WriterGone => ReconcileOrphanReason::WriterGone,
-        OrphanReason::IntentExpired => ReconcileOrphanReason::IntentExpired,
-        OrphanReason::IntentAbandoned => ReconcileOrphanReason::IntentAbandoned,
-        OrphanReason::DuplicateOfMapped => ReconcileOrphanReason::DuplicateOfMapped,
-        OrphanReason::GraceElapsed => ReconcileOrphanReason::GraceElapsed,
-        OrphanReason::WarmPoolGone => ReconcileOrphanReason::WarmPoolGone,
-    }
-}
-
-fn pending_reason(r: PendingReason) -> ReconcilePendingReason {
-    match r {
-        PendingReason::InFlight => ReconcilePendingReason::InFlight,
-        PendingReason::InFlightElsewhere => ReconcilePendingReason::InFlightElsewhere,
-        PendingReason::WithinGrace => ReconcilePendingReason::WithinGrace,
-        PendingReason::AgeUnknown => ReconcilePendingReason::AgeUnknown,
-        PendingReason::NotListedYet => ReconcilePendingReason::NotListedYet,
-        PendingReason::StampUnverified => ReconcilePendingReason::StampUnverified,
-    }
-}
-
-fn indices(xs: impl Iterator<Item = usize>) -> Uint32Array {
-    Uint32Array::new(xs.map(|x| x as u32).collect())
-}
-
-fn pool_classes(p: PoolClasses) -> ReconcilePoolClasses {
-    let orphan = ReconcileOrphans {
-        items: indices(p.orphan.iter().map(|o| o.0)),
-        reasons: p.orphan.iter().map(|o| orphan_reason(o.1)).collect(),
-    };
-    let stale_mapping = ReconcileStaleMappings {
-        mappings: indices(p.stale_mapping.iter().copied()),
-        reasons: p.stale_mapping.iter().map(|_| ReconcileStaleReason::NotListed).collect(),
-    };
-    let mut pending = ReconcilePendingItems {
-        sandbox_ids: Vec::with_capacity(p.pending.len()),
-        provider_sandbox_ids: Vec::with_capacity(p.pending.len()),
-        reasons: Vec::with_capacity(p.pending.len()),
-    };
-    for x in p.pending {
-        pending.sandbox_ids.push(x.sandbox_id);
-        pending.provider_sandbox_ids.push(x.provider_sandbox_id);
-        pending.reasons.push(pending_reason(x.reason));
-    }
-    ReconcilePoolClasses { orphan, stale_mapping, mapped: indices(p.mapped.into_iter()), pending }
-}
-
-fn work(items: &[Work]) -> ReconcileWork {
-    ReconcileWork {
-        classes: items
-            .iter()
-            .map(|w| match w.kind {
-                WorkKind::Orphan | WorkKind::WarmMember => ReconcileWorkClass::Orphan,
-                WorkKind::StaleMapping => ReconcileWorkClass::StaleMapping,
-                WorkKind::StaleIntent => ReconcileWorkClass::StaleIntent,
-            })
-            .collect(),
-        pools: indices(items.iter().map(|w| w.pool)),
-        indices: indices(items.iter().map(|w| w.index)),
-        saved_by_mapping: items.iter().map(|w| w.saved_by_mapping).collect(),
-        removes_intent: items.iter().map(|w| w.removes_intent).collect(),
-        warm_member: items.iter().map(|w| w.kind == WorkKind::WarmMember).collect(),
-    }
+/// A JS number as a process id: a positive integer, else none.
+fn pid(n: f64) -> Option<u64> {
+    (n.fract() == 0.0 && (1.0..=9_007_199_254_740_991.0).contains(&n)).then_some(n as u64)
 }
 
 /// Rows from a listing's columns (columns of unequal length are an internal bug).
@@ -376,91 +333,263 @@ fn listing(l: ReconcileListing) -> Result<Vec<Listed>, Failure> {
         .collect())
 }
 
-/// Rows from the mapping columns.
-fn mappings(m: ReconcileMappings) -> Result<Vec<MappingFact>, Failure> {
+/// Mapping facts from the columns: None for a row without its three ids.
+fn mappings(m: ReconcileMappings) -> Result<Vec<Option<MappingFact>>, Failure> {
     let n = m.ids.len();
     if m.provider_ids.len() != n
         || m.provider_sandbox_ids.len() != n
         || m.fleets.len() != n
         || m.created_at_ms.len() != n
-        || m.warm.as_ref().is_some_and(|w| w.len() != n)
+        || m.warm.len() != n
     {
         return Err(internal("(reconcile mapping columns of unequal length)"));
     }
-    let mut warm = m.warm.map(Vec::into_iter);
     Ok(m.ids
         .into_iter()
         .zip(m.provider_ids)
         .zip(m.provider_sandbox_ids)
         .zip(m.fleets)
         .zip(m.created_at_ms.iter().copied())
-        .map(|((((id, provider_id), provider_sandbox_id), fleet), created)| MappingFact {
-            id,
-            provider_id,
-            provider_sandbox_id,
-            fleet,
-            created_at_ms: finite(created),
-            warm: warm.as_mut().and_then(Iterator::next).flatten(),
+        .zip(m.warm)
+        .map(|(((((id, provider_id), provider_sandbox_id), fleet), created), warm)| {
+            Some(MappingFact {
+                id: id?,
+                provider_id: provider_id?,
+                provider_sandbox_id: provider_sandbox_id?,
+                fleet,
+                created_at_ms: finite(created),
+                warm,
+            })
         })
         .collect())
 }
 
-/// Classifies one reconcile run (the rules: `src/core/reconcile.rs`): per pool its
-/// orphans, stale mappings, mapped ids and pending items with their reason codes, the
-/// stale intents, and the reclaim work list. Whether an id is in flight is answered here,
-/// from the router's jobs and `others` (the sandbox ids other routers of this process are
-/// making). Throws only on an internal bug.
+/// An intent fact: None without an id.
+fn intent(i: ReconcileIntent) -> Option<IntentFact> {
+    Some(IntentFact {
+        id: i.id?,
+        provider_id: i.provider_id,
+        state: i.state,
+        // NaN compares false with now, as a missing expiry does.
+        expires_at_ms: i.expires_at.filter(|e| !e.is_nan()),
+        owner_host: i.owner_host,
+        owner_pid: i.owner_pid.and_then(pid),
+        owner_session: i.owner_session,
+    })
+}
+
+fn settled(s: ReconcileSettled) -> Settled {
+    match s {
+        ReconcileSettled::Value => Settled::Value,
+        ReconcileSettled::Nothing => Settled::Nothing,
+        ReconcileSettled::Threw => Settled::Threw,
+        ReconcileSettled::TimedOut => Settled::TimedOut,
+        ReconcileSettled::NoMethod => Settled::NoMethod,
+    }
+}
+
+/// Runs `f` on the router at the wall clock and writes the step it answers for `lane`.
+fn stepping(
+    env: &Env,
+    router: &External<RouterState>,
+    lane: u32,
+    step: Uint32ArraySlice<'_>,
+    f: impl FnOnce(&mut Router, i64) -> Result<Next, Failure>,
+) -> napi::Result<()> {
+    guard(env, || {
+        let next = f(&mut router.router.borrow_mut(), now_millis())?;
+        write_step(step, lane, next)
+    })
+}
+
+/// Begins `router.reconcile(options)` (`optionsJson`: the options read once, leniently;
+/// absent: they could not be read): writes its first lane's step (the lane's key is
+/// `step[2]`). Throws `INVALID_REQUEST` or `MAPPING_READ_FAILED`.
 #[napi]
-pub fn reconcile_classify(
+pub fn reconcile_begin(
     env: Env,
     router: &External<RouterState>,
-    others: Vec<String>,
-    input: ReconcileInput,
-) -> napi::Result<ReconcileClassification> {
-    guard(&env, || -> Result<ReconcileClassification, Failure> {
-        let ReconcileInput {
-            fleet,
-            session,
-            host,
-            now,
-            grace_ms,
-            reclaim,
-            pools,
-            mappings: m,
-            intents,
-            gone_pids,
-            warm_pools,
-        } = input;
-        let warm_pools = warm_pools.unwrap_or_default();
-        let pools = pools
-            .into_iter()
-            .map(|p| {
-                let listing = match p.listed {
-                    Some(l) => Listing::Listed(listing(l)?),
-                    None => Listing::Unknown,
-                };
-                Ok(Pool { provider_id: p.provider_id, listing })
-            })
-            .collect::<Result<Vec<Pool>, Failure>>()?;
-        let mappings = mappings(m)?;
-        let intents: Vec<IntentFact> = intents.into_iter().map(intent).collect();
-        let gone_pids: Vec<u64> = gone_pids.into_iter().filter_map(pid).collect();
-        let run = Run {
-            facts: Facts { fleet: &fleet, session: &session, host: &host, now_ms: now, grace_ms },
-            pools: &pools,
-            mappings: &mappings,
-            intents: &intents,
-            gone_pids: &gone_pids,
-            warm_pools: &warm_pools,
+    options_json: Option<String>,
+    facts: ReconcileBegin,
+    step: Uint32ArraySlice<'_>,
+) -> napi::Result<()> {
+    guard(&env, || {
+        let begin = Begin {
+            has_list: facts.has_list,
+            fleet_inventory: facts.fleet_inventory,
+            native_finders: facts.native_finders.iter().map(|&b| b == 1).collect(),
         };
-        let r = router.router.borrow();
-        let others: std::collections::HashSet<&str> = others.iter().map(String::as_str).collect();
-        let in_flight = |id: &str| others.contains(id) || SandboxKey::parse(id).is_some_and(|k| r.in_flight(k));
-        let c: Classification = classify(&run, &in_flight);
-        Ok(ReconcileClassification {
-            pools: c.pools.into_iter().map(pool_classes).collect(),
-            stale_intents: indices(c.stale_intents.into_iter()),
-            work: work(if reclaim { &c.work } else { &[] }),
-        })
+        let (lane, next) = router.router.borrow_mut().reconcile_begin(options_json.as_deref(), begin, now_millis())?;
+        write_step(step, lane, next)
     })
+}
+
+/// How many lanes to start beside `lane` now (its step had the `fork` flag).
+#[napi]
+pub fn reconcile_forks(env: Env, router: &External<RouterState>, lane: u32) -> napi::Result<u32> {
+    guard(&env, || router.router.borrow_mut().reconcile_forks(lane))
+}
+
+/// Starts a lane of `lane`'s run: writes its first step (its key is `step[2]`).
+#[napi]
+pub fn reconcile_lane(
+    env: Env,
+    router: &External<RouterState>,
+    lane: u32,
+    step: Uint32ArraySlice<'_>,
+) -> napi::Result<()> {
+    guard(&env, || {
+        let (key, next) = router.router.borrow_mut().reconcile_lane(lane, now_millis())?;
+        write_step(step, key, next)
+    })
+}
+
+/// `ReconcileList`: what the finder answered (`listing` with `reason` null: listed; `reason`:
+/// the finder's code for why it could not list), or that it threw (`threw`).
+#[napi]
+pub fn reconcile_listed(
+    env: Env,
+    router: &External<RouterState>,
+    lane: u32,
+    threw: bool,
+    listed: Option<ReconcileListing>,
+    reason: Option<String>,
+    step: Uint32ArraySlice<'_>,
+) -> napi::Result<()> {
+    stepping(&env, router, lane, step, |r, wall| {
+        let fact = match (threw, reason, listed) {
+            (true, _, _) => ListFact::Threw,
+            (false, Some(code), _) => ListFact::Unlisted(
+                UnknownReason::from_code(&code).ok_or_else(|| internal("(an unknown finder reason)"))?,
+            ),
+            (false, None, Some(l)) => ListFact::Listed(listing(l)?),
+            (false, None, None) => return Err(internal("(a finder answer without a listing)")),
+        };
+        r.reconcile_listed(lane, fact, wall)
+    })
+}
+
+/// `ReconcileRead` of the mappings: the records as columns (absent: the read failed).
+#[napi]
+pub fn reconcile_mappings(
+    env: Env,
+    router: &External<RouterState>,
+    lane: u32,
+    records: Option<ReconcileMappings>,
+    step: Uint32ArraySlice<'_>,
+) -> napi::Result<()> {
+    stepping(&env, router, lane, step, |r, wall| {
+        let rows = records.map(mappings).transpose()?;
+        r.reconcile_mappings(lane, rows, wall)
+    })
+}
+
+/// `ReconcileRead` of the intents (absent: the read failed).
+#[napi]
+pub fn reconcile_intents(
+    env: Env,
+    router: &External<RouterState>,
+    lane: u32,
+    records: Option<Vec<ReconcileIntent>>,
+    step: Uint32ArraySlice<'_>,
+) -> napi::Result<()> {
+    stepping(&env, router, lane, step, |r, wall| {
+        r.reconcile_intents(lane, records.map(|v| v.into_iter().map(intent).collect()), wall)
+    })
+}
+
+/// The pids `lane`'s `ReconcileSignal` step signals.
+#[napi]
+pub fn reconcile_pids(env: Env, router: &External<RouterState>, lane: u32) -> napi::Result<Vec<f64>> {
+    guard(&env, || Ok(router.router.borrow_mut().reconcile_pids(lane)?.into_iter().map(|p| p as f64).collect()))
+}
+
+/// `ReconcileSignal`: per pid (in `reconcilePids` order), whether `process.kill(pid, 0)`
+/// threw (1) and the thrown code; and the ids the other routers of this process are making.
+#[napi]
+pub fn reconcile_signalled(
+    env: Env,
+    router: &External<RouterState>,
+    lane: u32,
+    threw: Uint8Array,
+    codes: Vec<Option<String>>,
+    others: Vec<String>,
+    step: Uint32ArraySlice<'_>,
+) -> napi::Result<()> {
+    stepping(&env, router, lane, step, |r, wall| {
+        if codes.len() != threw.len() {
+            return Err(internal("(reconcile signal columns of unequal length)"));
+        }
+        let signals: Vec<Signal> = threw.iter().zip(codes).map(|(&t, code)| Signal { threw: t == 1, code }).collect();
+        r.reconcile_signalled(lane, &signals, &others, wall)
+    })
+}
+
+/// The ids `lane`'s action is about.
+#[napi]
+pub fn reconcile_target(env: Env, router: &External<RouterState>, lane: u32) -> napi::Result<ReconcileTarget> {
+    guard(&env, || {
+        let (sandbox_id, provider_sandbox_id) = router.router.borrow_mut().reconcile_target(lane)?;
+        Ok(ReconcileTarget { sandbox_id, provider_sandbox_id })
+    })
+}
+
+/// `ReconcileRecheck`: whether a provision of this process is making the action's id now.
+#[napi]
+pub fn reconcile_rechecked(
+    env: Env,
+    router: &External<RouterState>,
+    lane: u32,
+    in_flight: bool,
+    step: Uint32ArraySlice<'_>,
+) -> napi::Result<()> {
+    stepping(&env, router, lane, step, |r, wall| r.reconcile_rechecked(lane, in_flight, wall))
+}
+
+/// How the call of `lane`'s step settled; with `Threw`, what the rejection carried (its
+/// HTTP status when a number, its code when a string).
+#[napi]
+#[allow(clippy::too_many_arguments, reason = "a napi entry point: flat typed arguments")]
+pub fn reconcile_settled(
+    env: Env,
+    router: &External<RouterState>,
+    lane: u32,
+    how: ReconcileSettled,
+    status: Option<f64>,
+    code: Option<String>,
+    step: Uint32ArraySlice<'_>,
+) -> napi::Result<()> {
+    let how = settled(how);
+    let thrown = (how == Settled::Threw).then_some(Thrown { status, code });
+    stepping(&env, router, lane, step, |r, wall| r.reconcile_settled(lane, how, thrown.as_ref(), wall))
+}
+
+/// `ReconcileRelease`: whether the shared ledger gave a budget slot back.
+#[napi]
+pub fn reconcile_released(
+    env: Env,
+    router: &External<RouterState>,
+    lane: u32,
+    released: bool,
+    step: Uint32ArraySlice<'_>,
+) -> napi::Result<()> {
+    stepping(&env, router, lane, step, |r, wall| r.reconcile_released(lane, released, wall))
+}
+
+/// The report of the run `lane` finished (`Succeeded`); the run is forgotten.
+#[napi]
+pub fn reconcile_report(env: Env, router: &External<RouterState>, lane: u32) -> napi::Result<ReconcileReportRecord> {
+    guard(&env, || Ok(report_record(router.router.borrow_mut().reconcile_report(lane)?)))
+}
+
+/// Ends `lane` (`Done`): the run's typed error when it failed in this lane, else null.
+#[napi]
+pub fn reconcile_end(router: &External<RouterState>, lane: u32) -> Option<ErrorValue> {
+    crate::binding::error::contained(None, || router.router.borrow_mut().reconcile_end(lane).map(ErrorValue))
+}
+
+/// Abandons `lane`'s run (a bug while driving it).
+#[napi]
+pub fn reconcile_abort(router: &External<RouterState>, lane: u32) {
+    crate::binding::error::contained((), || router.router.borrow_mut().reconcile_abort(lane));
 }

@@ -18,6 +18,7 @@ pub mod operation;
 pub mod options;
 pub mod pools;
 pub mod provision;
+pub mod reconcile;
 #[cfg(test)]
 mod tests;
 pub mod warm;
@@ -176,6 +177,8 @@ pub struct Router {
     pub(crate) jobs: Jobs,
     /// The operations by id in flight (`operation.rs`).
     pub(crate) operations: operation::Operations,
+    /// The reconcile runs in flight (`reconcile.rs`).
+    pub(crate) reconciles: reconcile::Runs,
     /// Events decided outside a job (a destroy, a reconcile run, a refill pause), in order.
     events: Vec<Emitted>,
     /// The router's clock at the last call that read it (events decided without one).
@@ -219,6 +222,7 @@ impl Router {
             registry,
             jobs: Jobs::default(),
             operations: operation::Operations::default(),
+            reconciles: reconcile::Runs::default(),
             events: Vec::new(),
             clock: now,
         })
@@ -321,6 +325,11 @@ impl Router {
         }
     }
 
+    /// Whether events decided outside a job wait to be taken.
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// The events decided outside a job since the last call.
     pub fn take_events(&mut self) -> Vec<Emitted> {
         std::mem::take(&mut self.events)
@@ -336,8 +345,8 @@ impl Router {
         self.jobs.ids()
     }
 
-    /// Jobs in flight, operations by id included (the leak tests count them).
+    /// Jobs in flight, operations by id and reconcile runs included (the leak tests count them).
     pub fn jobs_in_flight(&self) -> usize {
-        self.jobs.len() + self.operations.len()
+        self.jobs.len() + self.operations.len() + self.reconciles.len()
     }
 }

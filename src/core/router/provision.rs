@@ -112,6 +112,36 @@ pub enum StepKind {
     /// Warm task: read the caller's store's records (`list()`), then report
     /// [`Router::warm_records`].
     WarmRecords = 47,
+    /// Reconcile (`reconcile.rs`): list the pool with its finder within the bound, then report
+    /// [`Router::reconcile_listed`].
+    ReconcileList = 30,
+    /// Reconcile: read the store's `list()` (flag [`flags::INTENTS`]: its `intents()`) within
+    /// the bound, then report [`Router::reconcile_mappings`] / [`Router::reconcile_intents`].
+    ReconcileRead = 31,
+    /// Reconcile: signal the pids [`Router::reconcile_pids`] names with `process.kill(pid, 0)`,
+    /// then report [`Router::reconcile_signalled`].
+    ReconcileSignal = 32,
+    /// Reconcile: an action begins ([`Router::reconcile_target`] names it): report whether a
+    /// provision of this process is making its id now ([`Router::reconcile_rechecked`]).
+    ReconcileRecheck = 33,
+    /// Reconcile: take the idle member out of the fleet's inventory (`warmTake`), then report
+    /// [`Router::reconcile_settled`].
+    ReconcileWarmTake = 34,
+    /// Reconcile: read the store's record of the id (`get`) within the bound, then report
+    /// [`Router::reconcile_settled`].
+    ReconcileRecord = 35,
+    /// Reconcile: re-resolve the sandbox as owned (`getById(id, { owned: true })`) within the
+    /// bound, then report [`Router::reconcile_settled`].
+    ReconcileLookup = 36,
+    /// Reconcile: destroy the sandbox that lookup answered within the bound, then report
+    /// [`Router::reconcile_settled`].
+    ReconcileDestroy = 37,
+    /// Reconcile: delete the store's record of the id within the bound, then report
+    /// [`Router::reconcile_settled`].
+    ReconcileDelete = 38,
+    /// Reconcile: give the sandbox's slot back in the shared ledger (`releaseSandbox`), then
+    /// report [`Router::reconcile_released`].
+    ReconcileRelease = 39,
 }
 
 impl StepKind {
@@ -146,6 +176,16 @@ impl StepKind {
         (StepKind::WarmList, "WarmList"),
         (StepKind::WarmFleet, "WarmFleet"),
         (StepKind::WarmRecords, "WarmRecords"),
+        (StepKind::ReconcileList, "ReconcileList"),
+        (StepKind::ReconcileRead, "ReconcileRead"),
+        (StepKind::ReconcileSignal, "ReconcileSignal"),
+        (StepKind::ReconcileRecheck, "ReconcileRecheck"),
+        (StepKind::ReconcileWarmTake, "ReconcileWarmTake"),
+        (StepKind::ReconcileRecord, "ReconcileRecord"),
+        (StepKind::ReconcileLookup, "ReconcileLookup"),
+        (StepKind::ReconcileDestroy, "ReconcileDestroy"),
+        (StepKind::ReconcileDelete, "ReconcileDelete"),
+        (StepKind::ReconcileRelease, "ReconcileRelease"),
     ];
 }
 
@@ -164,6 +204,10 @@ pub mod flags {
     pub const ROUTER_EVENTS: u32 = 16;
     /// Warm work may be due: poll the warm pools soon (`warmPoll`).
     pub const WARM: u32 = 32;
+    /// Start more lanes of this reconcile run first (`reconcileForks` says how many).
+    pub const FORK: u32 = 64;
+    /// `ReconcileRead`: read the store's intents (else its mappings).
+    pub const INTENTS: u32 = 128;
 }
 
 /// A step as the caller performs it: what, on which pool, within how long, and the flags.
