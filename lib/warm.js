@@ -189,6 +189,9 @@ function close(ctx, options) {
  * warm now and why not (only for a registry that keeps a warm pool).
  */
 async function explainWarm(ctx, view, compiled, explanation) {
+  // The router answers null for a registry that keeps no warm pool: asked first with no
+  // pool, so a registry of 10,000 pools without one pays no index of them.
+  if (callNative(() => binding.warmExplain(ctx.native, compiled.native, [], clockNow(ctx))) === null) return explanation;
   const index = new Map(view.definitions.map((d, i) => [d.id, i]));
   const pools = explanation.eligible.map((e) => index.get(e.providerId));
   let answers = callNative(() => binding.warmExplain(ctx.native, compiled.native, pools, clockNow(ctx)));
