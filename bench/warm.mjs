@@ -54,8 +54,8 @@ async function provider() {
       } else json(404, {});
     });
   });
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  const base = `http://127.0.0.1:${server.address().port}`;
+  await new Promise((r) => server.listen(0, '127.0.0.1', () => r(null)));
+  const base = `http://127.0.0.1:${/** @type {import('node:net').AddressInfo} */ (server.address()).port}`;
   return { base, live, close: () => new Promise((r) => (server.closeAllConnections?.(), server.close(r))) };
 }
 
@@ -271,7 +271,7 @@ export async function runWarmBench(native) {
   console.log('\n(ii) a demand step 1 → 10 → 1 requests/s (30 s each, then 1/s until idle ≤ min + 2), warm: { min: 2, max: 30 }\n');
   const step = await stepScenario(native);
   console.log('| phase | hit rate (requests) | claim p50 / p99 | provision → first output, warm p50 / cold p50 |\n| --- | --- | --- | --- |');
-  for (const [label, r] of [['1/s', step.low], ['10/s (the step)', step.high], ['1/s after', step.after]]) {
+  for (const [label, r] of /** @type {Array<[string, typeof step.low]>} */ ([['1/s', step.low], ['10/s (the step)', step.high], ['1/s after', step.after]])) {
     console.log(`| ${label} | ${pc(r.hitRate)} (${r.n}) | ${fmt(r.claimP50)} / ${fmt(r.claimP99)} | ${fmt(r.firstWarmP50)} / ${fmt(r.firstColdP50)} |`);
   }
   console.log(

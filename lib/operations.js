@@ -18,10 +18,7 @@ const { drive, perform, K, jobRecord, took, clockNow, STEP } = require('./driver
 // The `Release` step's performer (a destroyed sandbox's slot in the shared ledger).
 require('./budgets.js');
 
-const OP = binding.OperationKind;
 const F = binding.operationFlags();
-const READ = binding.ReadOutcome;
-const ANSWER = binding.OperationAnswer;
 /** The router's bound on the handles kept from launch (src/core/router/operation.rs). */
 const { HANDLE_LIMIT } = binding;
 /** An operation's pools before its record named one. */
@@ -77,7 +74,7 @@ function settled(run) {
   run.machine = -1;
   if (ending.error !== undefined) return run.reject(ending.package ? run.packageError : fromNative(ending.error));
   emitRouter(ctx);
-  return run.resolve(ending.answer === ANSWER.Runtime ? run.op.value : ending.record);
+  return run.resolve(ending.answer === binding.OperationAnswer.Runtime ? run.op.value : ending.record);
 }
 
 /** Begins operation `kind` on `id` with the arguments `read` reads, and drives it; its promise. */
@@ -120,14 +117,14 @@ function operation(ctx, name, kind, id, read) {
 async function readRecord(run) {
   const ctx = run.ctx;
   let json;
-  let read = READ.Answered;
+  let read = binding.ReadOutcome.Answered;
   try {
     const raw = await within(ctx.mappings.get(run.sandboxId), run.bound);
-    if (raw === TIMED_OUT) read = READ.TimedOut;
+    if (raw === TIMED_OUT) read = binding.ReadOutcome.TimedOut;
     // Read once, by the serialization (a value it cannot carry is null; one it cannot write, absent).
     else json = raw === null || raw === undefined ? 'null' : (serializeLenient(raw) ?? undefined);
   } catch {
-    read = READ.Threw;
+    read = binding.ReadOutcome.Threw;
   }
   binding.operationRead(ctx.native, run.machine, json, read, STEP, clockNow(ctx));
   return took(run);
@@ -227,12 +224,12 @@ perform(K.Call, call);
 perform(K.Unmap, unmap);
 
 module.exports = {
-  runScript: (ctx, id, options) => operation(ctx, 'runScript', OP.RunScript, id, () => scriptOf(options)),
-  uploadBundle: (ctx, id, bundle) => operation(ctx, 'uploadBundle', OP.UploadBundle, id, () => bundleOf(bundle)),
-  stop: (ctx, id) => operation(ctx, 'stop', OP.Stop, id, none),
-  start: (ctx, id) => operation(ctx, 'start', OP.Start, id, none),
-  getSandbox: (ctx, id) => operation(ctx, 'getSandbox', OP.GetSandbox, id, none),
-  destroy: (ctx, id) => operation(ctx, 'destroy', OP.Destroy, id, none),
+  runScript: (ctx, id, options) => operation(ctx, 'runScript', binding.OperationKind.RunScript, id, () => scriptOf(options)),
+  uploadBundle: (ctx, id, bundle) => operation(ctx, 'uploadBundle', binding.OperationKind.UploadBundle, id, () => bundleOf(bundle)),
+  stop: (ctx, id) => operation(ctx, 'stop', binding.OperationKind.Stop, id, none),
+  start: (ctx, id) => operation(ctx, 'start', binding.OperationKind.Start, id, none),
+  getSandbox: (ctx, id) => operation(ctx, 'getSandbox', binding.OperationKind.GetSandbox, id, none),
+  destroy: (ctx, id) => operation(ctx, 'destroy', binding.OperationKind.Destroy, id, none),
   isNotFound,
   keepHandle,
   HANDLE_LIMIT,

@@ -27,7 +27,6 @@ const { drive, perform, jobRecord, took, K, STEP } = require('./driver.js');
 const { coordinatorOf } = require('./postgres.js');
 
 const F = binding.stepFlags();
-const S = binding.ReconcileSettled;
 /** The label of an idle warm member's record (src/core/request.rs SANDBOX_WARM_LABEL). */
 const WARM_LABEL = binding.SANDBOX_WARM_LABEL_KEY;
 
@@ -116,12 +115,12 @@ function failed(run, error) {
 async function settled(run, call, ms) {
   try {
     const v = ms === 0 ? await call() : await within(call(), ms);
-    if (v === TIMED_OUT) return S.TimedOut;
+    if (v === TIMED_OUT) return binding.ReconcileSettled.TimedOut;
     run.handle = v;
-    return v === null || v === undefined ? S.Nothing : S.Value;
+    return v === null || v === undefined ? binding.ReconcileSettled.Nothing : binding.ReconcileSettled.Value;
   } catch (error) {
     run.error = error;
-    return S.Threw;
+    return binding.ReconcileSettled.Threw;
   }
 }
 
@@ -131,7 +130,7 @@ function report(run, how) {
   let code;
   const e = run.error;
   run.error = null;
-  if (how === S.Threw && e !== null && typeof e === 'object') {
+  if (how === binding.ReconcileSettled.Threw && e !== null && typeof e === 'object') {
     try {
       const s = guarded(() => e.status ?? e.statusCode ?? e.response?.status);
       const c = guarded(() => e.code);
@@ -245,7 +244,7 @@ async function lookup(run) {
   const rt = run.def.runtime;
   if (!hasMethods(rt, ['getById'])) {
     run.handle = { id: run.providerSandboxId };
-    return report(run, S.NoMethod);
+    return report(run, binding.ReconcileSettled.NoMethod);
   }
   // Owned: an attached handle's destroy only forgets the sandbox on some adapters.
   return report(run, await settled(run, () => rt.getById(run.providerSandboxId, { owned: true }), run.bound));
@@ -254,14 +253,14 @@ async function lookup(run) {
 /** `ReconcileDestroy`: the handle the lookup answered, destroyed. */
 async function destroy(run) {
   const how = await settled(run, () => run.def.runtime.destroy(run.handle), run.bound);
-  if (how === S.Value || how === S.Nothing) run.ctx.handles.delete(run.sandboxId);
+  if (how === binding.ReconcileSettled.Value || how === binding.ReconcileSettled.Nothing) run.ctx.handles.delete(run.sandboxId);
   return report(run, how);
 }
 
 /** `ReconcileDelete`: the store's record (or intent) of the id, deleted. */
 async function remove(run) {
   const how = await settled(run, () => run.ctx.mappings.delete(run.sandboxId), run.bound);
-  if (how === S.Value || how === S.Nothing) run.ctx.handles.delete(run.sandboxId);
+  if (how === binding.ReconcileSettled.Value || how === binding.ReconcileSettled.Nothing) run.ctx.handles.delete(run.sandboxId);
   return report(run, how);
 }
 

@@ -12,20 +12,19 @@ const { hasMethods, healthNow } = require('./options.js');
 const { perform, K, took, clockNow, destroyedWithin, STEP } = require('./driver.js');
 const { nativeFinderOf, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
 
-const R = binding.ResolveOutcome;
 const OP = binding.warmFleetOps();
 const WARM_LABEL = binding.SANDBOX_WARM_LABEL_KEY;
 const noop = () => {};
 
 /** `getById(id, { owned: true })` on `def` within `ms`: how it ended, and the handle found. */
 async function resolve(def, providerSandboxId, ms) {
-  if (!hasMethods(def.runtime, ['getById'])) return { outcome: R.Unsupported, handle: { id: providerSandboxId } };
+  if (!hasMethods(def.runtime, ['getById'])) return { outcome: binding.ResolveOutcome.Unsupported, handle: { id: providerSandboxId } };
   try {
     const h = await within(def.runtime.getById(providerSandboxId, { owned: true }), ms);
-    if (h === TIMED_OUT) return { outcome: R.Failed, handle: null };
-    return h === null || h === undefined ? { outcome: R.Gone, handle: null } : { outcome: R.Found, handle: h };
+    if (h === TIMED_OUT) return { outcome: binding.ResolveOutcome.Failed, handle: null };
+    return h === null || h === undefined ? { outcome: binding.ResolveOutcome.Gone, handle: null } : { outcome: binding.ResolveOutcome.Found, handle: h };
   } catch {
-    return { outcome: R.Failed, handle: null };
+    return { outcome: binding.ResolveOutcome.Failed, handle: null };
   }
 }
 
