@@ -17,7 +17,7 @@
 //! attached handle would make `destroy` forget the sandbox instead of deleting it, and would
 //! downgrade the adapter's record for every other caller of the same adapter instance.
 
-use super::provision::{Next, StepKind};
+use super::step::{Next, StepKind};
 use super::{Now, Router};
 use crate::core::error::{ErrorClass, Failure, Fault};
 use crate::core::events::{Event, PoolId};
@@ -40,7 +40,7 @@ pub const RUN_SCRIPT_GRACE_MS: u64 = 60_000;
 /// for every job.
 pub const OPERATION_KEY: u32 = 1 << 31;
 
-/// The step flags of operations (`step[4]`), above the provision flags (`provision::flags`).
+/// The step flags of operations (`step[4]`), above the provision flags (`step::flags`).
 pub mod flags {
     /// `Call`: the handle is `{ id: providerSandboxId }` (a runtime without `getById`).
     pub const ID_HANDLE: u32 = 1 << 8;
@@ -968,10 +968,10 @@ mod tests {
             assert!((20..30).contains(&(kind as u32)), "{kind:?}");
             assert!(StepKind::ALL.iter().any(|(k, _)| *k == kind), "{kind:?} is in ALL");
         }
-        let provision = super::super::provision::flags::EVENTS
-            | super::super::provision::flags::WRITES
-            | super::super::provision::flags::ENDED
-            | super::super::provision::flags::FAILED_INTENT;
+        let provision = super::super::step::flags::EVENTS
+            | super::super::step::flags::WRITES
+            | super::super::step::flags::ENDED
+            | super::super::step::flags::FAILED_INTENT;
         assert_eq!(provision & (flags::ID_HANDLE | flags::FORGET), 0);
     }
 

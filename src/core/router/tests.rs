@@ -3,7 +3,7 @@
 //! it begins a job, performs nothing, and reports what the step did at clock readings it
 //! picks, then reads the next step.
 
-use super::provision::{flags, StepKind};
+use super::step::{flags, StepKind};
 use super::{CapacitySettings, Now, Owner, Router, Settings};
 use crate::core::capacity::{Measurement, ResourceMeasurement, UnknownReason};
 use crate::core::events::Event;
@@ -71,7 +71,7 @@ fn at(ms: i64) -> Now {
 }
 
 /// Begins a provision of `req`; its key and first step.
-fn begin(r: &mut Router, req: &Rc<Request>, n: u8) -> (u32, super::provision::Next) {
+fn begin(r: &mut Router, req: &Rc<Request>, n: u8) -> (u32, super::step::Next) {
     r.begin(req, false, Vec::new(), None, id(n), at(0)).unwrap()
 }
 
