@@ -1942,7 +1942,7 @@ export interface ReconcileCounts {
 }
 
 /** Ends `lane` (`Done`): the run's typed error when it failed in this lane, else null. */
-export declare function reconcileEnd(router: ExternalObject<RouterState>, lane: number): object | null
+export declare function reconcileEnd(router: ExternalObject<RouterState>, lane: number): Error | null
 
 /** Which finder listed a pool. */
 export declare const enum ReconcileFinder {

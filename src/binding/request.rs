@@ -8,9 +8,9 @@
 //! never change a routing decision), so requests built from one template share one
 //! compiled form.
 
-use crate::binding::error::{guard, Failure, NativeError};
-use crate::core::error::ErrorClass;
+use crate::binding::error::{guard, Failure};
 use crate::core::request::{parse_labels, parse_labels_text, parse_request, Request};
+use crate::core::CoreError;
 use napi::bindgen_prelude::External;
 use napi::Env;
 use napi_derive::napi;
@@ -20,12 +20,8 @@ use std::rc::Rc;
 /// `text` parsed as JSON, or `INVALID_REQUEST` naming `what`.
 pub(crate) fn parse_json(text: &str, what: &str) -> Result<Value, Failure> {
     serde_json::from_str(text).map_err(|_| {
-        NativeError::invalid(
-            ErrorClass::RequestValidation,
-            "INVALID_REQUEST",
-            format!("invalid request: {what} is not serializable JSON"),
-            what,
-        )
+        CoreError::InvalidRequest { field: what.to_string(), expectation: "is not serializable JSON".to_string() }
+            .into()
     })
 }
 
@@ -58,14 +54,8 @@ pub(crate) fn labels_from(text: &str) -> Result<Vec<(String, String)>, Failure> 
     if let Some(labels) = parse_labels_text(text) {
         return Ok(labels);
     }
-    parse_labels(&parse_json(text, "launch.labels")?).map_err(|e| {
-        NativeError::invalid(
-            ErrorClass::RequestValidation,
-            "INVALID_REQUEST",
-            format!("invalid request: {} {}", e.field, e.expectation),
-            e.field,
-        )
-    })
+    parse_labels(&parse_json(text, "launch.labels")?)
+        .map_err(|e| CoreError::InvalidRequest { field: e.field, expectation: e.expectation }.into())
 }
 
 /// Validates a request's labels sent apart (`route` and `explain`; a provision's begin
