@@ -181,17 +181,22 @@ pub fn not_json_error(
     what: String,
     prefix: String,
 ) -> napi::Result<()> {
-    use crate::core::router::options::{not_json, Segment};
-    guard(&env, || {
-        let segments: Vec<Segment> = segments
-            .into_iter()
-            .map(|s| match s {
-                napi::bindgen_prelude::Either::A(k) => Segment::Key(k),
-                napi::bindgen_prelude::Either::B(i) => Segment::Index(i.max(0.0) as u64),
-            })
-            .collect();
-        Err(not_json(&scope, &prefix, &segments, &what))
-    })
+    guard(&env, || Err(crate::core::router::options::not_json(&scope, &prefix, &segments_of(segments), &what)))
+}
+
+/// A field path's steps as JavaScript hands them (keys, and array indices as numbers).
+pub(crate) fn segments_of(
+    segments: Vec<napi::bindgen_prelude::Either<String, f64>>,
+) -> Vec<crate::core::router::options::Segment> {
+    use crate::core::router::options::Segment;
+    use napi::bindgen_prelude::Either;
+    segments
+        .into_iter()
+        .map(|s| match s {
+            Either::A(k) => Segment::Key(k),
+            Either::B(i) => Segment::Index(i.max(0.0) as u64),
+        })
+        .collect()
 }
 
 /// Throws the typed error of a caller's value under `field` of `scope` that could not be
