@@ -225,7 +225,7 @@ pub fn reader_option_refused(
     what: String,
 ) -> napi::Result<ErrorValue> {
     guard(&env, || {
-        let e = config::not_json(&prefix, &crate::binding::router::segments_of(segments), &what);
+        let e = config::not_json(&prefix, &crate::binding::values::segments_of(segments), &what);
         Ok(ErrorValue(NativeError::invalid(
             ErrorClass::Configuration,
             "INVALID_CONFIGURATION",

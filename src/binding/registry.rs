@@ -214,7 +214,7 @@ pub fn definition_not_json(
     what: String,
 ) -> napi::Result<()> {
     guard(&env, || {
-        let segments = crate::binding::router::segments_of(segments);
+        let segments = crate::binding::values::segments_of(segments);
         Err(crate::core::router::pools::not_json_definition(&provider_id, &segments, &what))
     })
 }

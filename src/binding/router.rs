@@ -181,22 +181,14 @@ pub fn not_json_error(
     what: String,
     prefix: String,
 ) -> napi::Result<()> {
-    guard(&env, || Err(crate::core::router::options::not_json(&scope, &prefix, &segments_of(segments), &what)))
-}
-
-/// A field path's steps as JavaScript hands them (keys, and array indices as numbers).
-pub(crate) fn segments_of(
-    segments: Vec<napi::bindgen_prelude::Either<String, f64>>,
-) -> Vec<crate::core::router::options::Segment> {
-    use crate::core::router::options::Segment;
-    use napi::bindgen_prelude::Either;
-    segments
-        .into_iter()
-        .map(|s| match s {
-            Either::A(k) => Segment::Key(k),
-            Either::B(i) => Segment::Index(i.max(0.0) as u64),
-        })
-        .collect()
+    guard(&env, || {
+        Err(crate::core::router::options::not_json(
+            &scope,
+            &prefix,
+            &crate::binding::values::segments_of(segments),
+            &what,
+        ))
+    })
 }
 
 /// Throws the typed error of a caller's value under `field` of `scope` that could not be
