@@ -985,6 +985,12 @@ export interface DefaultSignalsRecord {
 }
 
 /**
+ * Throws the typed error of a definition (`providerId`'s) holding a value JSON cannot
+ * carry at `segments` (keys and indices); `what` says what it is.
+ */
+export declare function definitionNotJson(providerId: string, segments: Array<string | number>, what: string): void
+
+/**
  * One dimension of a measurement with this request's need: what a shared coordinator
  * decides on.
  */
@@ -1833,10 +1839,10 @@ export declare const enum ProvisionOutcome {
 }
 
 /**
- * The typed `INVALID_CONFIGURATION` error for a capacity reader option JSON cannot carry
- * (`field`: the option's path; `expectation`: what lib/serialize.js found there).
+ * The typed `INVALID_CONFIGURATION` error for a capacity reader option JSON cannot carry,
+ * at `segments` (keys and indices) under `prefix`; `what` says what it is.
  */
-export declare function readerOptionRefused(field: string, expectation: string): Error
+export declare function readerOptionRefused(prefix: string, segments: Array<string | number>, what: string): Error
 
 /** A pool's credential readiness answer. */
 export declare const enum Readiness {
@@ -2190,6 +2196,21 @@ export interface RefillMember {
  * Throws the typed `INVALID_PROVIDER_DEFINITION` / `DUPLICATE_PROVIDER` error.
  */
 export declare function registryAddPool(registry: ExternalObject<Registry>, definitionJson: string, hasLaunchDetached: boolean, hasCapacityReader: boolean): number
+
+/** Refuses `id` when `registry` already has a pool of that id (`DUPLICATE_PROVIDER`). */
+export declare function registryCheckNew(registry: ExternalObject<Registry>, id: string): void
+
+/**
+ * Every refusal of a registry or a definition by name (`core::router::pools::Refusal`), the
+ * numbers `registryRefused` takes.
+ */
+export declare function registryRefusals(): Record<string, number>
+
+/**
+ * Throws the core's typed error of refusal `what` (its number in `registryRefusals`; `position`: the definition's place in its
+ * list; `providerId`: its id, when read).
+ */
+export declare function registryRefused(what: number, position?: number | undefined | null, providerId?: string | undefined | null): void
 
 /** Number of pools. */
 export declare function registrySize(registry: ExternalObject<Registry>): number

@@ -12,6 +12,7 @@ import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
 const { serialize, serializeLenient, serializeDefinition, serializeRequest, NotJson } = require('../lib/serialize.js');
+const { binding } = require('../lib/binding.js');
 
 const NO = Symbol('no hook');
 
@@ -356,7 +357,17 @@ test('cycles, boxed BigInts and throwing getters make the value unreadable (null
 });
 
 test('fields are named as the native readers name them: dotted keys, [i] for elements, (root), keys cut like json::shown', () => {
-  const field = (v, prefix) => /** @type {any} */ (serialize(v)).field(prefix);
+  // The core names the field (src/core/router/options.rs field_path) from what serialize found.
+  const refusal = (v, prefix = '') => {
+    const j = /** @type {any} */ (serialize(v));
+    try {
+      binding.notJsonError('router', j.segments, j.what, prefix);
+    } catch (e) {
+      return e;
+    }
+    throw new Error('not refused');
+  };
+  const field = (v, prefix) => refusal(v, prefix).field;
   assert.equal(field({ resources: { gpu: NaN } }), 'resources.gpu');
   assert.equal(field({ capabilities: { supported: ['pty', 'ssh', () => 1] } }), 'capabilities.supported[2]');
   assert.equal(field({ processes: [{ dependsOn: [[Symbol('x')]] }] }), 'processes[0].dependsOn[0][0]');
@@ -369,7 +380,7 @@ test('fields are named as the native readers name them: dotted keys, [i] for ele
   assert.equal(field({ [key]: 1n }), `${'é'.repeat(64)}…[+1000000 bytes]`);
   assert.equal(field({ ['k'.repeat(64)]: 1n }), 'k'.repeat(64));
   assert.equal(field({ ['😀'.repeat(65)]: 1n }), `${'😀'.repeat(64)}…[+4 bytes]`);
-  assert.equal(/** @type {any} */ (serialize({ a: -Infinity })).expectation, 'must be JSON data (-Infinity is not)');
+  assert.equal(refusal({ a: -Infinity }).message, 'invalid router options: a must be JSON data (-Infinity is not)');
 });
 
 test('no tag of ours is ever written: a value JSON cannot carry is refused (strict) or null (lenient), never an object', () => {

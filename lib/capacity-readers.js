@@ -38,8 +38,7 @@ function createCapacityReader(provider, options) {
   } catch {
     spec = null;
   }
-  // The native half names the options' own keys (`limits.cpu`), and `provider`, `options`.
-  if (spec instanceof NotJson) throw optionError(spec.segments.length > 1 && spec.segments[0] === 'options' ? spec.field('', 1) : spec.field(), spec);
+  if (spec instanceof NotJson) throw optionError('', spec);
   const native = callNative(() => new binding.NativeCapacityReader(spec));
   const key = JSON.parse(/** @type {string} */ (spec)).options?.apiKey;
   return makeReader(native, typeof key === 'string' ? key : '');
@@ -58,7 +57,7 @@ function makeReader(native, apiKey) {
       let pending;
       try {
         const text = serialize(opts);
-        if (text instanceof NotJson) return Promise.reject(optionError(text.field('getCapacity'), text));
+        if (text instanceof NotJson) return Promise.reject(optionError('getCapacity', text));
         pending = native.read(apiKey, text);
       } catch (error) {
         return Promise.reject(fromNative(error));
@@ -76,9 +75,9 @@ function makeReader(native, apiKey) {
   return /** @type {any} */ (Object.freeze(reader));
 }
 
-/** A reader option JSON cannot carry, refused as the native half refuses an option. */
-function optionError(field, refusal) {
-  return fromNative(binding.readerOptionRefused(field, refusal.expectation));
+/** A reader option JSON cannot carry (under `prefix`), refused as the native half refuses an option. */
+function optionError(prefix, refusal) {
+  return fromNative(binding.readerOptionRefused(prefix, refusal.segments, refusal.what));
 }
 
 const isPlainObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);

@@ -23,7 +23,8 @@ const { within, TIMED_OUT } = require('./within.js');
 const { serializeLenient } = require('./serialize.js');
 const { emitDecided } = require('./events.js');
 const { emitRouter } = require('./events.js');
-const { healthNow } = require('./options.js');
+/** `clockNow(ctx)`: the router's clock for a report (undefined: the wall clock, read natively). */
+const { healthNow, routerNow: clockNow } = require('./options.js');
 
 const K = binding.stepKinds();
 const F = binding.stepFlags();
@@ -89,8 +90,6 @@ function jobRecord(ctx, detached, done) {
   };
 }
 
-/** The router's clock for a report (undefined: the wall clock, read natively). */
-const clockNow = (ctx) => (ctx.clock === null ? undefined : ctx.clock());
 
 /**
  * The step the last native call wrote, for `run`: its writes performed and its events

@@ -6,33 +6,8 @@
 // Errors carry only what we put in them: codes, provider ids, operations, field paths.
 // Never a provider's message, stack or cause, never a credential.
 
-/** Every error this package made: an identity check that touches no property of a value. */
-const OURS = new WeakSet();
-
-class SandboxRouterError extends Error {
-  /**
-   * @param {string} message
-   * @param {string} code
-   * @param {Record<string, unknown>} [details]
-   */
-  constructor(message, code, details) {
-    super(message);
-    OURS.add(this);
-    Object.defineProperty(this, 'name', { value: new.target.name, enumerable: false, configurable: true, writable: true });
-    this.code = code;
-    if (details) {
-      for (const [k, v] of Object.entries(details)) {
-        if (v !== undefined) this[k] = v;
-      }
-    }
-  }
-
-  toJSON() {
-    const out = { name: this.name, code: this.code, message: this.message };
-    for (const [k, v] of Object.entries(this)) out[k] = v;
-    return out;
-  }
-}
+const { SandboxRouterError, NativeBinaryNotFoundError, isRouterError } = require('./error-base.js');
+const { binding } = require('./binding.js');
 
 /** The request is malformed: `field` names the offending field. Nothing was called. */
 class SandboxRequestValidationError extends SandboxRouterError {}
@@ -60,7 +35,7 @@ class ProviderRuntimeError extends SandboxRouterError {
    */
   constructor(providerId, operation, timeoutMs, facts) {
     const deadline = timeoutMs === undefined ? undefined : Number(timeoutMs);
-    const { code, message } = native().providerRuntimeError(`${providerId}`, `${operation}`, deadline);
+    const { code, message } = binding.providerRuntimeError(`${providerId}`, `${operation}`, deadline);
     super(message, code, timeoutMs === undefined ? { providerId, operation, ...facts } : { providerId, operation, timeoutMs });
   }
 }
@@ -104,17 +79,12 @@ class ManifestStartError extends SandboxRouterError {
    * @param {Record<string, unknown>} [details]
    */
   constructor(processName, reason, details = {}) {
-    const { code, message } = native().manifestStartError(`${processName}`, `${reason}`);
+    const { code, message } = binding.manifestStartError(`${processName}`, `${reason}`);
     super(message, code, { process: processName, reason, ...details });
   }
 }
 /** A bug in the router itself (e.g. a caught native panic). */
 class SandboxRouterInternalError extends SandboxRouterError {}
-/**
- * `NATIVE_BINARY_NOT_FOUND`: no native binary fits this platform (`triple`, e.g.
- * `linux-arm64-musl`); thrown by lib/native.js when the package is first loaded.
- */
-class NativeBinaryNotFoundError extends SandboxRouterError {}
 
 /**
  * The classes the native core may name (`errorClass` of a native error), by name: the
@@ -140,16 +110,6 @@ const NATIVE_CLASSES = Object.freeze({
   SandboxNotFoundError,
 });
 
-/** The native binding, required when first needed: lib/native.js loads it, and needs this file first. */
-function native() {
-  return require('./binding.js').binding;
-}
-
-/** Whether `value` is an error this package made. Never throws, reads no property of `value`. */
-function isRouterError(value) {
-  return typeof value === 'object' && value !== null && OURS.has(value);
-}
-
 /**
  * Turns a native error into an instance of the class it names. A native error is a typed
  * value (src/binding/error.rs `NativeError`): its `errorClass`, `code`, `message` and the
@@ -173,7 +133,7 @@ function fromNative(error) {
 
 /** The core's internal error: a bug in the router, without any text but its own. */
 function internalError() {
-  return fromNative(native().internalError());
+  return fromNative(binding.internalError());
 }
 
 /** The code of an error the router settles a call with: ours, else (a bug) the internal error's. */

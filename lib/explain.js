@@ -4,11 +4,8 @@
 //
 // Why build the objects in JS? The core's answer is mostly numbers (ranks, scores,
 // breakdowns, reason codes). Handing them over in a Uint32Array and a Float64Array costs
-// nothing; creating the same objects through napi would cost a native call per property,
-// and the former JSON text cost a serialization there and a parse here (10-15 ms and tens
-// of MiB at 1,000 pools). Measured in 0.8 (issue 22): the same explanation built natively
-// as `#[napi(object)]` structs costs 28.1M instructions at 1,000 pools, against 1.49M this
-// way and the plain-JS router's 6.6M (the 3x floor would fail). Pools are named by the ids JS already holds (`view.definitions`),
+// nothing; creating the same objects through napi costs a native call per property, and
+// both explain floors fail that way (docs/performance.md). Pools are named by the ids JS already holds (`view.definitions`),
 // so no id crosses the seam, and nothing but ids, codes and details reaches an explanation:
 // never a runtime or a credential.
 //

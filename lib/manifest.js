@@ -14,7 +14,7 @@
 // hands back what each script answered, and builds the documented result objects and errors.
 
 const { binding } = require('./binding.js');
-const { ManifestStartError, SandboxRequestValidationError, SandboxNotFoundError, callNative, fromNative, isRouterError } = require('./errors.js');
+const { ManifestStartError, SandboxRequestValidationError, SandboxNotFoundError, callNative, fromNative, isRouterError, refuse } = require('./errors.js');
 const { guarded, copyOptions } = require('./guard.js');
 const { readFacts } = require('./facts.js');
 const { serialize, NotJson } = require('./serialize.js');
@@ -40,10 +40,7 @@ const MANIFEST_START_REASONS = Object.freeze(Object.fromEntries(binding.manifest
 /** `value` as JSON text for the core (null: unreadable); a value JSON cannot carry is INVALID_INPUT at its field. */
 function textOf(value, prefix, root = prefix) {
   const text = serialize(value);
-  if (text instanceof NotJson) {
-    const field = text.segments.length === 0 ? root : text.field(prefix);
-    throw fromNative(binding.invalidInput(field, text.expectation));
-  }
+  if (text instanceof NotJson) refuse(() => binding.notJsonError('input', text.segments, text.what, text.segments.length === 0 ? root : prefix));
   return text;
 }
 

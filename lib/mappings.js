@@ -87,16 +87,8 @@ class InMemoryMappingStore {
 
 /** A record read once into the batch's `put` op, checked by the core's rule. */
 function readPut(record) {
-  const r = readChecked(record, binding.checkMappingPut);
-  return {
-    op: 'put',
-    id: r.id,
-    providerId: r.providerId,
-    providerSandboxId: r.providerSandboxId,
-    labels: { ...r.labels },
-    createdAt: r.createdAt,
-    detached: r.detached === true,
-  };
+  const r = toRecord(readChecked(record, binding.checkMappingPut));
+  return { op: 'put', ...r, detached: r.detached === true };
 }
 
 /** An intent read once into the batch's `intent` op, checked by the core's rule. */

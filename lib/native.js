@@ -14,7 +14,7 @@
 
 const { join } = require('node:path');
 const { existsSync, readFileSync } = require('node:fs');
-const { NativeBinaryNotFoundError } = require('./errors.js');
+const { NativeBinaryNotFoundError } = require('./error-base.js');
 
 const ROOT = join(__dirname, '..');
 const PACKAGE = '@agent-relay/sandbox-router';

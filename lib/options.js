@@ -299,15 +299,9 @@ function contextOf(input) {
 /** A router's budgets (null without): whether they live in the shared ledger. */
 const budgetsOf = (shared) => (shared === null || shared === undefined ? null : { shared });
 
-// The shape anchor (docs/performance.md): one idle router context, held by this module's
-// exports for the life of the process. V8's optimized provision path embeds the shape of
-// the router context it ran with; when the last context of that shape is collected (every
-// router dropped, then a full GC), the code is thrown away and the next burst starts over
-// in the interpreter. A process that keeps its router never pays that; one that makes a
-// router per burst (as the bench's 10,000-concurrent section does) paid it every burst:
-// 0.54-0.64x the plain floor's throughput without the anchor, 0.63-0.69x with it (three
-// runs each of npm run bench -- --only=provision). __test__/shape-anchor.test.mjs holds
-// both ways.
+// The shape anchor: one idle router context, held for the life of the process, so V8's
+// optimized provision path (which embeds the context's shape) survives every router being
+// dropped and collected (measured: docs/performance.md). __test__/shape-anchor.test.mjs holds both ways.
 const SHAPE_ANCHORS = { context: contextOf({ registry: { list: () => [] } }) };
 
 module.exports = { contextOf, hasMethods, isFn, healthNow, routerNow, inFlight, othersInFlight, jobsInFlight, DEFAULT_FLEET, SHAPE_ANCHORS };

@@ -4,9 +4,12 @@
 // parsed once by the native core, which from then on decides over plain structs.
 
 const { binding } = require('./binding.js');
-const { ProviderRegistryError, callNative } = require('./errors.js');
+const { callNative, refuse } = require('./errors.js');
 const { serializeDefinition, NotJson } = require('./serialize.js');
 const { guarded } = require('./guard.js');
+
+/** Why a registry or a definition is refused, by name: the numbers the core's refusals take. */
+const REFUSAL = binding.registryRefusals();
 
 /**
  * Validates and brands a provider id by the native rule (src/core/ids.rs): non-empty,
@@ -14,9 +17,7 @@ const { guarded } = require('./guard.js');
  * @param {string} id
  */
 function asProviderId(id) {
-  if (typeof id !== 'string') {
-    throw new ProviderRegistryError('invalid provider id: must be a string', 'INVALID_PROVIDER_ID');
-  }
+  if (typeof id !== 'string') refuse(() => binding.registryRefused(REFUSAL.IdNotAString));
   callNative(() => binding.checkProviderId(id));
   return id;
 }
@@ -27,11 +28,7 @@ function asProviderId(id) {
  * object, handed back only to the caller's own callbacks (classifier, resolver).
  */
 function readDefinition(def, position) {
-  const invalid = (field, what, providerId) =>
-    new ProviderRegistryError(`invalid provider definition ${providerId ?? `at position ${position}`}: ${field} ${what}`, 'INVALID_PROVIDER_DEFINITION', {
-      providerId,
-      field,
-    });
+  const refused = (what, id) => refuse(() => binding.registryRefused(what, position, id));
   let raw;
   try {
     raw = guarded(() => {
@@ -53,17 +50,13 @@ function readDefinition(def, position) {
       };
     });
   } catch {
-    throw invalid(`providers[${position}]`, 'could not be read (a property access threw)');
+    refused(REFUSAL.Unreadable);
   }
-  if (raw === null) {
-    throw new ProviderRegistryError(`provider definition at position ${position} must be an object`, 'INVALID_PROVIDER_DEFINITION', {
-      field: `providers[${position}]`,
-    });
-  }
+  if (raw === null) refused(REFUSAL.NotAnObject);
   const id = asProviderId(raw.id);
-  if (!raw.rtOk) throw invalid('runtime', 'must be a SandboxRuntime (an object with launch and destroy methods)', id);
-  if (!raw.capacityOk) throw invalid('capacity', 'must be a CapacityReader (an object with getCapacity)', id);
-  if (raw.json === null) throw invalid('(definition)', 'is not serializable', id);
+  if (!raw.rtOk) refused(REFUSAL.NoRuntime, id);
+  if (!raw.capacityOk) refused(REFUSAL.NoCapacityReader, id);
+  if (raw.json === null) refused(REFUSAL.NotSerializable, id);
   return { id, runtime: raw.runtime, capacity: raw.capacity, detachable: raw.detachable, json: raw.json, definition: def, warm: raw.warm };
 }
 
@@ -76,9 +69,7 @@ function readDefinition(def, position) {
  */
 function definitionText(id, json) {
   if (!(json instanceof NotJson)) return json;
-  const field = json.field();
-  // As the native refusal of a field: the code and the field, no providerId (the message names it).
-  throw new ProviderRegistryError(`invalid provider definition ${id}: ${field} ${json.expectation}`, 'INVALID_PROVIDER_DEFINITION', { field });
+  return refuse(() => binding.definitionNotJson(id, json.segments, json.what));
 }
 
 const NATIVE = Symbol('sandbox-router.native-registry');
@@ -107,17 +98,13 @@ class InMemoryProviderRegistry {
     } catch {
       list = null;
     }
-    if (list === null) {
-      throw new ProviderRegistryError('InMemoryProviderRegistry expects an array of provider definitions', 'INVALID_PROVIDER_DEFINITION');
-    }
+    if (list === null) refuse(() => binding.registryRefused(REFUSAL.NotAList));
     list.forEach((def, i) => this.#register(def, i));
   }
 
   #register(def, position) {
     const entry = readDefinition(def, position);
-    if (this.#byId.has(entry.id)) {
-      throw new ProviderRegistryError(`duplicate provider id: ${entry.id}`, 'DUPLICATE_PROVIDER', { providerId: entry.id });
-    }
+    callNative(() => binding.registryCheckNew(this.#native, entry.id));
     const json = definitionText(entry.id, entry.json);
     callNative(() => binding.registryAddPool(this.#native, json, entry.detachable, entry.capacity !== undefined));
     this.#definitions.push(def);
@@ -172,7 +159,7 @@ function isOurs(registry) {
   try {
     return registry instanceof InMemoryProviderRegistry;
   } catch {
-    throw new ProviderRegistryError('the registry could not be read', 'REGISTRY_READ_FAILED');
+    refuse(() => binding.registryRefused(REFUSAL.RegistryUnreadable));
   }
 }
 
@@ -186,11 +173,9 @@ function fromList(registry) {
   try {
     definitions = guarded(() => registry.list());
   } catch {
-    throw new ProviderRegistryError('registry.list() threw', 'REGISTRY_READ_FAILED');
+    refuse(() => binding.registryRefused(REFUSAL.ListThrew));
   }
-  if (!Array.isArray(definitions)) {
-    throw new ProviderRegistryError('registry.list() must return an array', 'INVALID_PROVIDER_DEFINITION');
-  }
+  if (!Array.isArray(definitions)) refuse(() => binding.registryRefused(REFUSAL.ListNotAnArray));
   return new InMemoryProviderRegistry(definitions);
 }
 
@@ -225,11 +210,11 @@ function entryOf(registry, id) {
   try {
     def = guarded(() => (typeof registry.get === 'function' ? registry.get(id) : undefined));
   } catch {
-    throw new ProviderRegistryError('registry.get() threw', 'REGISTRY_READ_FAILED', { providerId: id });
+    refuse(() => binding.registryRefused(REFUSAL.GetThrew, 0, id));
   }
   if (def === undefined || def === null) return fromList(registry)[ENTRY](id);
   const entry = readDefinition(def, 0);
   return entry.id === id ? entry : undefined;
 }
 
-module.exports = { asProviderId, InMemoryProviderRegistry, nativeView, viewOf, firstNative, entryOf, readDefinition, definitionText };
+module.exports = { REFUSAL, asProviderId, InMemoryProviderRegistry, nativeView, viewOf, firstNative, entryOf, readDefinition, definitionText };

@@ -18,10 +18,10 @@
 // unknown key) is read, serialized and parsed again on every call, as before.
 
 const { binding } = require('./binding.js');
-const { ProviderRegistryError, callNative } = require('./errors.js');
+const { callNative, refuse } = require('./errors.js');
 const { serialize, serializeDefinition } = require('./serialize.js');
 const { guarded } = require('./guard.js');
-const { definitionText } = require('./registry.js');
+const { definitionText, REFUSAL } = require('./registry.js');
 const { compile, checkLabels } = require('./compile.js');
 const { explainView } = require('./explain.js');
 
@@ -284,14 +284,8 @@ function routeProviders(request, providers) {
   } catch {
     list = null;
   }
-  if (list === undefined) {
-    throw new ProviderRegistryError('routeProviders expects an array of provider definitions', 'INVALID_PROVIDER_DEFINITION', {
-      field: 'providers',
-    });
-  }
-  if (list === null || list.some((e) => e.json === null)) {
-    throw new ProviderRegistryError('provider definitions must be readable and serializable', 'INVALID_PROVIDER_DEFINITION', { field: 'providers' });
-  }
+  if (list === undefined) refuse(() => binding.registryRefused(REFUSAL.NotAProviderList));
+  if (list === null || list.some((e) => e.json === null)) refuse(() => binding.registryRefused(REFUSAL.ProvidersUnreadable));
   const call = compile(request);
   checkLabels(call);
   return explainView(viewOf(list), call.compiled, false, null);

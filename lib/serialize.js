@@ -30,18 +30,6 @@
 // level, kept and reused; the replacers work on the current one, and a nested call
 // switches to the next and back.
 
-/** Longest key (in characters) a field path shows; the same cut as the core's (src/core/json.rs). */
-const MAX_ECHO = 64;
-
-/** `key` as the core's `json::shown` shows it: at most MAX_ECHO characters, then `…[+N bytes]`. */
-function shownKey(key) {
-  if (key.length <= MAX_ECHO) return key;
-  let cut = 0;
-  for (let n = 0; n < MAX_ECHO && cut < key.length; n++) cut += /** @type {number} */ (key.codePointAt(cut)) > 0xffff ? 2 : 1;
-  if (cut >= key.length) return key;
-  return `${key.slice(0, cut)}…[+${Buffer.byteLength(key.slice(cut))} bytes]`;
-}
-
 /** A value JSON cannot carry, found by strict serialization: where it is and what it is. */
 class NotJson {
   /**
@@ -53,26 +41,8 @@ class NotJson {
     this.segments = segments;
     this.what = what;
   }
-
-  /**
-   * Its field, as the native readers name fields: keys dotted, an array element as
-   * `name[i]`; `prefix` (a field path) goes first; the first `from` segments are left out.
-   * The root itself is `prefix`, or `(root)` without one.
-   */
-  field(prefix = '', from = 0) {
-    let out = prefix;
-    for (let i = from; i < this.segments.length; i++) {
-      const s = this.segments[i];
-      if (typeof s === 'number') out += `[${s}]`;
-      else out = out === '' ? shownKey(s) : `${out}.${shownKey(s)}`;
-    }
-    return out === '' ? '(root)' : out;
-  }
-
-  /** What the field must be: `must be JSON data (a function is not)`. */
-  get expectation() {
-    return `must be JSON data (${this.what} is not)`;
-  }
+  // Its field and what the field must be are the core's to say (`notJsonError` and the
+  // other refusals of src/core/router/options.rs take `segments` and `what`).
 
   /** The same refusal with `segments` in front (a part serialized on its own). */
   under(segments) {

@@ -312,25 +312,24 @@ class Telemetry {
   #endAttempt(t, result, code) {
     const span = t.attempt;
     t.attempt = t.attemptContext = null;
-    if (span === null) return;
-    quietly(() => {
-      span.setAttribute('result', result);
-      if (code !== null) {
-        span.setAttribute('code', code);
-        span.setAttribute('error.type', code);
-        span.setStatus({ code: this.#error, message: code });
-      }
-    });
-    quietly(() => span.end());
+    this.#close(span, { result }, code);
   }
 
   #endRead(t, result, reason) {
     const span = t.read;
     t.read = t.readContext = null;
+    this.#close(span, reason === null ? { result } : { result, reason }, null);
+  }
+
+  /** Ends `span` (if any) with `attributes` and, for a failure, its `code` as its error status. */
+  #close(span, attributes, code) {
     if (span === null) return;
     quietly(() => {
-      span.setAttribute('result', result);
-      if (reason !== null) span.setAttribute('reason', reason);
+      span.setAttributes(attributes);
+      if (code !== null) {
+        span.setAttributes({ code, 'error.type': code });
+        span.setStatus({ code: this.#error, message: code });
+      }
     });
     quietly(() => span.end());
   }
@@ -342,7 +341,7 @@ class Telemetry {
     t.ended = true;
     const attributes = { pool: run.def.id, outcome: SUCCESS, launch_type: t.launchType };
     this.record('provisionDuration', this.since(t.start), attributes);
-    this.#end(t, attributes, null);
+    this.#close(t.span, attributes, null);
   }
 
   /**
@@ -367,21 +366,7 @@ class Telemetry {
     this.record('provisionDuration', this.since(t.start), attributes);
     this.#endAttempt(t, 'terminal', code);
     this.#endRead(t, 'abandoned', null);
-    this.#end(t, attributes, code);
-  }
-
-  #end(t, attributes, code) {
-    const span = t.span;
-    if (span === null) return;
-    quietly(() => {
-      span.setAttributes(attributes);
-      if (code !== null) {
-        span.setAttribute('code', code);
-        span.setAttribute('error.type', code);
-        span.setStatus({ code: this.#error, message: code });
-      }
-    });
-    quietly(() => span.end());
+    this.#close(t.span, attributes, code);
   }
 
   /**
@@ -422,16 +407,7 @@ class Telemetry {
     const attributes = { operation: name, outcome: code ?? 'success' };
     this.add('operations', 1, attributes);
     this.record('operationDuration', this.since(start), attributes);
-    if (span === null) return;
-    quietly(() => {
-      span.setAttribute('outcome', attributes.outcome);
-      if (code !== null) {
-        span.setAttribute('code', code);
-        span.setAttribute('error.type', code);
-        span.setStatus({ code: this.#error, message: code });
-      }
-    });
-    quietly(() => span.end());
+    this.#close(span, { outcome: attributes.outcome }, code);
   }
 
   /** What one reconcile run found: orphans, stale mappings, stale intents (zeros too). */

@@ -216,12 +216,17 @@ pub fn telemetry_instrument_refused<'env>(env: &'env Env, name: String) -> napi:
     error_value(env, || Ok(Failure::from(telemetry_option::instrument_refused(&name))))
 }
 
-/// The typed `INVALID_CONFIGURATION` error for a capacity reader option JSON cannot carry
-/// (`field`: the option's path; `expectation`: what lib/serialize.js found there).
+/// The typed `INVALID_CONFIGURATION` error for a capacity reader option JSON cannot carry,
+/// at `segments` (keys and indices) under `prefix`; `what` says what it is.
 #[napi(ts_return_type = "Error")]
-pub fn reader_option_refused<'env>(env: &'env Env, field: String, expectation: String) -> napi::Result<Object<'env>> {
+pub fn reader_option_refused<'env>(
+    env: &'env Env,
+    prefix: String,
+    segments: Vec<napi::bindgen_prelude::Either<String, f64>>,
+    what: String,
+) -> napi::Result<Object<'env>> {
     error_value(env, || {
-        let e = FieldError::new(field, expectation);
+        let e = config::not_json(&prefix, &crate::binding::values::segments_of(segments), &what);
         Ok(NativeError::invalid(ErrorClass::Configuration, "INVALID_CONFIGURATION", config::message(&e), e.field))
     })
 }

@@ -129,3 +129,46 @@ pub fn registry_survivors(
     };
     pools.survivors(&q).into_iter().map(|i| i as u32).collect()
 }
+
+/// Every refusal of a registry or a definition by name (`core::router::pools::Refusal`), the
+/// numbers `registryRefused` takes.
+#[napi]
+pub fn registry_refusals() -> std::collections::HashMap<String, u32> {
+    crate::core::router::pools::Refusal::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, (_, name))| (name.to_string(), i as u32))
+        .collect()
+}
+
+/// Throws the core's typed error of refusal `what` (its number in `registryRefusals`; `position`: the definition's place in its
+/// list; `providerId`: its id, when read).
+#[napi]
+pub fn registry_refused(env: Env, what: u32, position: Option<u32>, provider_id: Option<String>) -> napi::Result<()> {
+    use crate::core::router::pools::{refusal, Refusal};
+    guard(&env, || match Refusal::ALL.get(what as usize) {
+        Some((what, _)) => Err(refusal(*what, position.unwrap_or(0), provider_id.as_deref())),
+        None => Err(crate::core::error::Fault::internal("in a registry refusal")),
+    })
+}
+
+/// Throws the typed error of a definition (`providerId`'s) holding a value JSON cannot
+/// carry at `segments` (keys and indices); `what` says what it is.
+#[napi]
+pub fn definition_not_json(
+    env: Env,
+    provider_id: String,
+    segments: Vec<napi::bindgen_prelude::Either<String, f64>>,
+    what: String,
+) -> napi::Result<()> {
+    guard(&env, || {
+        let segments = crate::binding::values::segments_of(segments);
+        Err(crate::core::router::pools::not_json_definition(&provider_id, &segments, &what))
+    })
+}
+
+/// Refuses `id` when `registry` already has a pool of that id (`DUPLICATE_PROVIDER`).
+#[napi]
+pub fn registry_check_new(env: Env, registry: &External<Registry>, id: String) -> napi::Result<()> {
+    guard(&env, || registry.pools.borrow().check_new(&id))
+}

@@ -181,16 +181,13 @@ pub fn not_json_error(
     what: String,
     prefix: String,
 ) -> napi::Result<()> {
-    use crate::core::router::options::{not_json, Segment};
     guard(&env, || {
-        let segments: Vec<Segment> = segments
-            .into_iter()
-            .map(|s| match s {
-                napi::bindgen_prelude::Either::A(k) => Segment::Key(k),
-                napi::bindgen_prelude::Either::B(i) => Segment::Index(i.max(0.0) as u64),
-            })
-            .collect();
-        Err(not_json(&scope, &prefix, &segments, &what))
+        Err(crate::core::router::options::not_json(
+            &scope,
+            &prefix,
+            &crate::binding::values::segments_of(segments),
+            &what,
+        ))
     })
 }
 

@@ -1,7 +1,8 @@
 //! The one writer of the core's values into JavaScript objects: an event's documented
 //! object and an error's own properties are both written field by field through the
 //! core's sinks (`core::events::FieldSink`, `core::error::FaultSink`), so neither shape is
-//! written twice (once in Rust, once in JavaScript). A leaf: it uses only the core.
+//! written twice (once in Rust, once in JavaScript). And the one reader of a field path
+//! JavaScript hands over (`segments_of`). A leaf: it uses only the core.
 
 use crate::core::error::{AttemptFact, FaultSink, PoolRejection, SkipFact};
 use crate::core::events::{Emitted, FieldSink, PoolId, ReasonFact};
@@ -182,6 +183,21 @@ pub fn event_schema() -> Vec<EventTypeSchema> {
                     doc: f.doc.trim().to_string(),
                 })
                 .collect(),
+        })
+        .collect()
+}
+
+/// A field path's steps as JavaScript hands them (keys, and array indices as numbers).
+pub fn segments_of(
+    segments: Vec<napi::bindgen_prelude::Either<String, f64>>,
+) -> Vec<crate::core::router::options::Segment> {
+    use crate::core::router::options::Segment;
+    use napi::bindgen_prelude::Either;
+    segments
+        .into_iter()
+        .map(|s| match s {
+            Either::A(k) => Segment::Key(k),
+            Either::B(i) => Segment::Index(i.max(0.0) as u64),
         })
         .collect()
 }

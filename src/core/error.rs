@@ -465,6 +465,9 @@ impl From<CoreError> for Failure {
     fn from(e: CoreError) -> Self {
         let mut out = Fault::new(e.class(), e.code(), e.to_string());
         out.field = e.field().map(str::to_string);
+        if let CoreError::DuplicateProvider(id) = e {
+            out.provider_id = Some(id);
+        }
         out
     }
 }

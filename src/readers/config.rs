@@ -14,6 +14,7 @@
 //! and then dropped, so it is in no error and in nothing this file returns.
 
 use crate::core::json::{join, shown, FieldError};
+use crate::core::router::options::{field_path, not_json_expectation, Segment};
 use serde_json::{Map, Value};
 
 /// Default bound on the number of pages one read may fetch.
@@ -157,6 +158,15 @@ const OPTION_KEYS: &[&str] =
 /// The message of a refused option: `invalid capacity reader option <field>: <expectation>`.
 pub fn message(e: &FieldError) -> String {
     format!("invalid capacity reader option {}: {}", e.field, e.expectation)
+}
+
+/// A reader option JSON cannot carry, at `segments` under `prefix` (`getCapacity` for its
+/// call's options; empty for the reader's spec `{ provider, options }`, whose options are
+/// named by their own keys, `limits.cpu`): the refusal as the reader's own parse names it.
+pub fn not_json(prefix: &str, segments: &[Segment], what: &str) -> FieldError {
+    let own = prefix.is_empty() && segments.len() > 1 && segments[0] == Segment::Key("options".into());
+    let segments = if own { &segments[1..] } else { segments };
+    refused(field_path(prefix, segments), not_json_expectation(what))
 }
 
 fn refused(field: impl Into<String>, expectation: impl Into<String>) -> FieldError {
@@ -327,6 +337,21 @@ mod tests {
     use serde_json::json;
 
     const KEY: &str = "sk_live_canary_0123456789";
+
+    #[test]
+    fn must_fire_an_option_json_cannot_carry_is_named_by_its_own_key() {
+        let segs = [Segment::Key("options".into()), Segment::Key("limits".into()), Segment::Key("cpu".into())];
+        let e = not_json("", &segs, "NaN");
+        assert_eq!(message(&e), "invalid capacity reader option limits.cpu: must be JSON data (NaN is not)");
+        let e = not_json("getCapacity", &[Segment::Key("timeoutMs".into())], "a BigInt");
+        assert_eq!(e.field, "getCapacity.timeoutMs");
+    }
+
+    #[test]
+    fn must_not_fire_a_spec_root_json_cannot_carry_keeps_its_name() {
+        assert_eq!(not_json("", &[Segment::Key("options".into())], "a function").field, "options");
+        assert_eq!(not_json("", &[Segment::Key("provider".into())], "a symbol").field, "provider");
+    }
 
     fn reader(provider: &str, options: Value) -> Result<ReaderOptions, FieldError> {
         ReaderOptions::read(Some(&json!({"provider": provider, "options": options})))

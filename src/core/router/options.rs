@@ -8,7 +8,7 @@
 //! JavaScript; this module decides whether each is acceptable, and what every omitted field
 //! is (oxc-resolver's habit: omitted fields come from `RouterOptions::default()`).
 
-use crate::core::error::{Failure, Fault};
+use crate::core::error::{CoreError, Failure, Fault};
 use crate::core::ids::validate_provider_id;
 use crate::core::request::{validate_fleet, DEFAULT_FLEET};
 use serde_json::{Map, Value};
@@ -312,7 +312,12 @@ pub fn refused(what: &str) -> Failure {
 /// A caller's value JSON cannot carry, found at `segments` (keys and array indices) under
 /// option `prefix` of `scope`'s options; `what` says what it is (`a function`, `NaN`, …).
 pub fn not_json(scope: &str, prefix: &str, segments: &[Segment], what: &str) -> Failure {
-    refusal(scope, field_path(prefix, segments), &format!("must be JSON data ({what} is not)"))
+    refusal(scope, field_path(prefix, segments), &not_json_expectation(what))
+}
+
+/// What a field holding a value JSON cannot carry must be (`what`: `a function`, `NaN`, …).
+pub fn not_json_expectation(what: &str) -> String {
+    format!("must be JSON data ({what} is not)")
 }
 
 /// A caller's value that could not be read at all (a cycle, a throwing getter or toJSON),
@@ -321,10 +326,12 @@ pub fn unreadable(scope: &str, field: &str) -> Failure {
     refusal(scope, field.to_string(), "must be readable plain data (no cycles, throwing getters or toJSON)")
 }
 
-/// The typed refusal of `field` in `scope`: `request` (`INVALID_REQUEST`), otherwise the
-/// scope's options (`INVALID_CONFIGURATION`).
+/// The typed refusal of `field` in `scope`: `request` (`INVALID_REQUEST`), `input` (a
+/// manifest's or a manifest call's, `INVALID_INPUT`), otherwise the scope's options
+/// (`INVALID_CONFIGURATION`).
 fn refusal(scope: &str, field: String, expectation: &str) -> Failure {
     match scope {
+        "input" => CoreError::InvalidInput { field, expectation: expectation.to_string() }.into(),
         "request" => Fault::invalid(
             crate::core::error::ErrorClass::RequestValidation,
             "INVALID_REQUEST",
@@ -485,6 +492,21 @@ mod tests {
         let e = not_json("router", "budgets", &[Segment::Index(0), Segment::Key("id".into())], "a function");
         assert_eq!(e.field.as_deref(), Some("budgets[0].id"));
         assert_eq!(e.message, "invalid router options: budgets[0].id must be JSON data (a function is not)");
+    }
+
+    #[test]
+    fn must_fire_a_value_json_cannot_carry_in_input_is_invalid_input_at_its_field() {
+        let e = not_json("input", "manifest", &[Segment::Key("processes".into()), Segment::Index(1)], "NaN");
+        assert_eq!((e.code.as_str(), e.class), ("INVALID_INPUT", crate::core::error::ErrorClass::RequestValidation));
+        assert_eq!(e.field.as_deref(), Some("manifest.processes[1]"));
+        assert_eq!(e.message, "invalid input: manifest.processes[1] must be JSON data (NaN is not)");
+    }
+
+    #[test]
+    fn must_not_fire_a_value_json_cannot_carry_in_options_is_not_invalid_input() {
+        let e = not_json("router", "", &[Segment::Key("fleet".into())], "a symbol");
+        assert_eq!(e.code, "INVALID_CONFIGURATION");
+        assert_eq!(not_json("request", "", &[], "NaN").code, "INVALID_REQUEST");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! text here); their runtimes stay in JavaScript. A router holds the registry it was made
 //! with; a provision keeps the one it routed on for its whole life.
 
-use crate::core::error::{ErrorClass, Failure, Fault, PoolRejection, Rejected};
+use crate::core::error::{CoreError, ErrorClass, Failure, Fault, PoolRejection, Rejected};
 use crate::core::events::{PoolId, ReasonFact};
 use crate::core::explain::summary;
 use crate::core::health::{Block, Health, Observed};
@@ -16,6 +16,7 @@ use crate::core::registry::{
 };
 use crate::core::request::Request;
 use crate::core::requirements::Interner;
+use crate::core::router::options::{field_path, Segment};
 use crate::core::signals::{signal_state, unresolved, SignalState};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -207,6 +208,17 @@ fn signal_overrides(answers: &[SignalAnswer]) -> HashMap<usize, SignalState> {
 impl Pools {
     /// Adds a pool from its definition's JSON value; returns its index. A duplicate id or a
     /// malformed definition is the typed registry error.
+    /// Refuses `id` when a pool of this registry already has it (`DUPLICATE_PROVIDER`, with
+    /// `providerId`): asked before a definition is read further, so a duplicate is refused
+    /// as one whatever else is wrong with it.
+    pub fn check_new(&self, id: &str) -> Result<(), Failure> {
+        match self.registry.position(id) {
+            Some(_) => Err(CoreError::DuplicateProvider(id.to_string()).into()),
+            None => Ok(()),
+        }
+    }
+
+    /// Adds a pool from its parsed definition; returns its index.
     pub fn add(
         &mut self,
         definition: &Value,
@@ -330,6 +342,119 @@ impl Pools {
     }
 }
 
+/// What JavaScript saw reading a registry or a definition once (`lib/registry.js`,
+/// `lib/route-providers.js`), where it cannot go on: [`refusal`] makes the typed error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// `new InMemoryProviderRegistry(x)`: `x` is not an array.
+    NotAList,
+    /// `routeProviders(request, x)`: `x` is not an array.
+    NotAProviderList,
+    /// `routeProviders`: a definition could not be read or serialized.
+    ProvidersUnreadable,
+    /// The definition at a position could not be read (a property access threw).
+    Unreadable,
+    /// The definition at a position is not an object.
+    NotAnObject,
+    /// A definition's id is not a string.
+    IdNotAString,
+    /// A definition's runtime lacks `launch` or `destroy`.
+    NoRuntime,
+    /// A definition's `capacity` is not a capacity reader.
+    NoCapacityReader,
+    /// A definition JSON cannot carry as a whole.
+    NotSerializable,
+    /// The registry could not be read (its prototype trap threw).
+    RegistryUnreadable,
+    /// A caller registry's `list()` threw.
+    ListThrew,
+    /// A caller registry's `list()` answered something other than an array.
+    ListNotAnArray,
+    /// A caller registry's `get(id)` threw.
+    GetThrew,
+}
+
+impl Refusal {
+    /// Every refusal with its name (JavaScript names them by it: `registryRefusals`).
+    pub const ALL: [(Refusal, &'static str); 13] = [
+        (Refusal::NotAList, "NotAList"),
+        (Refusal::NotAProviderList, "NotAProviderList"),
+        (Refusal::ProvidersUnreadable, "ProvidersUnreadable"),
+        (Refusal::Unreadable, "Unreadable"),
+        (Refusal::NotAnObject, "NotAnObject"),
+        (Refusal::IdNotAString, "IdNotAString"),
+        (Refusal::NoRuntime, "NoRuntime"),
+        (Refusal::NoCapacityReader, "NoCapacityReader"),
+        (Refusal::NotSerializable, "NotSerializable"),
+        (Refusal::RegistryUnreadable, "RegistryUnreadable"),
+        (Refusal::ListThrew, "ListThrew"),
+        (Refusal::ListNotAnArray, "ListNotAnArray"),
+        (Refusal::GetThrew, "GetThrew"),
+    ];
+}
+
+/// The typed error of `what`: `position` is the definition's place in its list, `provider`
+/// its id when it was read (or the id asked for, `GetThrew`).
+pub fn refusal(what: Refusal, position: u32, provider: Option<&str>) -> Failure {
+    use Refusal as R;
+    const DEFINITION: &str = "INVALID_PROVIDER_DEFINITION";
+    let class = ErrorClass::ProviderRegistry;
+    let item = format!("providers[{position}]");
+    let of = |field: &str, expectation: &str| {
+        let who = provider.map_or_else(|| format!("at position {position}"), str::to_string);
+        let mut e = Fault::invalid(
+            class,
+            DEFINITION,
+            format!("invalid provider definition {who}: {field} {expectation}"),
+            field,
+        );
+        e.provider_id = provider.map(str::to_string);
+        e
+    };
+    let mut e = match what {
+        R::NotAList => {
+            Fault::new(class, DEFINITION, "InMemoryProviderRegistry expects an array of provider definitions")
+        }
+        R::NotAProviderList => {
+            Fault::invalid(class, DEFINITION, "routeProviders expects an array of provider definitions", "providers")
+        }
+        R::ProvidersUnreadable => {
+            Fault::invalid(class, DEFINITION, "provider definitions must be readable and serializable", "providers")
+        }
+        R::Unreadable => return of(&item, "could not be read (a property access threw)"),
+        R::NotAnObject => Fault::invalid(
+            class,
+            DEFINITION,
+            format!("provider definition at position {position} must be an object"),
+            item,
+        ),
+        R::IdNotAString => Fault::new(class, "INVALID_PROVIDER_ID", "invalid provider id: must be a string"),
+        R::NoRuntime => return of("runtime", "must be a SandboxRuntime (an object with launch and destroy methods)"),
+        R::NoCapacityReader => return of("capacity", "must be a CapacityReader (an object with getCapacity)"),
+        R::NotSerializable => return of("(definition)", "is not serializable"),
+        R::RegistryUnreadable => Fault::new(class, "REGISTRY_READ_FAILED", "the registry could not be read"),
+        R::ListThrew => Fault::new(class, "REGISTRY_READ_FAILED", "registry.list() threw"),
+        R::ListNotAnArray => Fault::new(class, DEFINITION, "registry.list() must return an array"),
+        R::GetThrew => Fault::new(class, "REGISTRY_READ_FAILED", "registry.get() threw"),
+    };
+    if what == R::GetThrew {
+        e.provider_id = provider.map(str::to_string);
+    }
+    e
+}
+
+/// A definition (`provider`'s) holding a value JSON cannot carry, at `segments`: refused
+/// at that field, as the native parse refuses a field (no `providerId`: the message names it).
+pub fn not_json_definition(provider: &str, segments: &[Segment], what: &str) -> Failure {
+    let field = field_path("", segments);
+    Fault::invalid(
+        ErrorClass::ProviderRegistry,
+        "INVALID_PROVIDER_DEFINITION",
+        format!("invalid provider definition {provider}: {field} must be JSON data ({what} is not)"),
+        field,
+    )
+}
+
 /// A definition's text as JSON, or the typed registry error.
 pub fn definition_value(text: &str) -> Result<Value, Failure> {
     serde_json::from_str(text).map_err(|_| {
@@ -339,4 +464,95 @@ pub fn definition_value(text: &str) -> Result<Value, Failure> {
             "provider definition is not serializable",
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn must_fire_a_duplicate_id_is_refused_with_its_provider_id() {
+        let mut pools = Pools::default();
+        let def: Value = serde_json::json!({ "id": "a", "capabilities": {} });
+        assert!(pools.check_new("a").is_ok(), "must not fire on an empty registry");
+        pools.add(&def, false, false).unwrap();
+        let e = pools.check_new("a").unwrap_err();
+        assert_eq!((e.code.as_str(), e.provider_id.as_deref()), ("DUPLICATE_PROVIDER", Some("a")));
+        assert_eq!(e.message, "duplicate provider id: a");
+        assert_eq!(pools.add(&def, false, false).unwrap_err(), e, "add refuses it the same way");
+    }
+
+    #[test]
+    fn must_not_fire_a_new_id_is_not_refused() {
+        let mut pools = Pools::default();
+        pools.add(&serde_json::json!({ "id": "a", "capabilities": {} }), false, false).unwrap();
+        assert!(pools.check_new("b").is_ok());
+    }
+
+    #[test]
+    fn must_fire_a_definition_refusal_names_its_position_or_provider_and_field() {
+        let e = refusal(Refusal::Unreadable, 3, None);
+        assert_eq!(e.code, "INVALID_PROVIDER_DEFINITION");
+        assert_eq!(e.class, ErrorClass::ProviderRegistry);
+        assert_eq!(
+            e.message,
+            "invalid provider definition at position 3: providers[3] could not be read (a property access threw)"
+        );
+        assert_eq!((e.field.as_deref(), e.provider_id.as_deref()), (Some("providers[3]"), None));
+        let e = refusal(Refusal::NoRuntime, 0, Some("p"));
+        assert_eq!(e.message, "invalid provider definition p: runtime must be a SandboxRuntime (an object with launch and destroy methods)");
+        assert_eq!((e.field.as_deref(), e.provider_id.as_deref()), (Some("runtime"), Some("p")));
+        let e = refusal(Refusal::NotAnObject, 1, None);
+        assert_eq!(
+            (e.message.as_str(), e.field.as_deref()),
+            ("provider definition at position 1 must be an object", Some("providers[1]"))
+        );
+    }
+
+    #[test]
+    fn must_fire_a_registry_read_refusal_carries_no_field_and_only_get_names_its_provider() {
+        for what in [Refusal::RegistryUnreadable, Refusal::ListThrew] {
+            let e = refusal(what, 0, Some("x"));
+            assert_eq!(
+                (e.code.as_str(), e.field.as_deref(), e.provider_id.as_deref()),
+                ("REGISTRY_READ_FAILED", None, None)
+            );
+        }
+        let e = refusal(Refusal::GetThrew, 0, Some("x"));
+        assert_eq!((e.message.as_str(), e.provider_id.as_deref()), ("registry.get() threw", Some("x")));
+        let e = refusal(Refusal::IdNotAString, 0, None);
+        assert_eq!(
+            (e.code.as_str(), e.message.as_str()),
+            ("INVALID_PROVIDER_ID", "invalid provider id: must be a string")
+        );
+        let e = refusal(Refusal::ListNotAnArray, 0, None);
+        assert_eq!((e.code.as_str(), e.field.as_deref()), ("INVALID_PROVIDER_DEFINITION", None));
+    }
+
+    #[test]
+    fn must_fire_a_value_json_cannot_carry_is_refused_at_its_field_without_provider_id() {
+        let segments = [Segment::Key("capabilities".into()), Segment::Key("regions".into()), Segment::Index(0)];
+        let e = not_json_definition("p", &segments, "NaN");
+        assert_eq!(e.message, "invalid provider definition p: capabilities.regions[0] must be JSON data (NaN is not)");
+        assert_eq!((e.field.as_deref(), e.provider_id.as_deref()), (Some("capabilities.regions[0]"), None));
+    }
+
+    #[test]
+    fn every_refusal_is_listed_once_under_its_own_name() {
+        let mut names: Vec<&str> = Refusal::ALL.iter().map(|(_, n)| *n).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Refusal::ALL.len());
+        for (r, name) in Refusal::ALL {
+            assert_eq!(format!("{r:?}"), name);
+        }
+    }
+
+    #[test]
+    fn must_not_fire_a_list_refusal_names_no_position() {
+        let e = refusal(Refusal::NotAProviderList, 7, None);
+        assert_eq!((e.field.as_deref(), e.message.contains('7')), (Some("providers"), false));
+        let e = refusal(Refusal::NotAList, 7, None);
+        assert_eq!((e.field.as_deref(), e.message.contains('7')), (None, false));
+    }
 }
