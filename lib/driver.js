@@ -185,7 +185,13 @@ function writes(run) {
   if (c === null) return;
   const w = binding.acquisitionWrites(run.ctx.native, run.machine);
   if (w.hold) c.settle(w.hold.token, w.hold.allocated, w.holdTtlMs).catch(noop);
-  if (w.budget) c.settleBudget(w.budget.sandboxId, w.budget.how, w.budget.untilMs ?? 0).catch(noop);
+  if (w.budget) c.settleBudget(w.budget.sandboxId, w.budget.how, w.budget.untilMs ?? 0).then((o) => settled(run.ctx, w, o)).catch(noop);
+}
+
+/** The shared ledger's answer to a settlement (`late`: reported by the router as its event). */
+function settled(ctx, w, outcome) {
+  binding.routerBudgetSettled(ctx.native, w.budget.sandboxId, w.budgetPool, outcome, clockNow(ctx));
+  emitRouter(ctx);
 }
 
 /**

@@ -88,10 +88,10 @@ function healthTextOf(h) {
 
 /** The data options: `capacity` without its coordinator, the timeouts, `fleet`. */
 function dataOf(options) {
-  const { capacity, callbackTimeoutMs, operationTimeoutMs, fleet } = options;
+  const { capacity, callbackTimeoutMs, operationTimeoutMs, fleet, limits } = options;
   let c = capacity;
   if (capacity !== null && typeof capacity === 'object' && !Array.isArray(capacity)) ({ coordinator: c, ...c } = capacity);
-  return textOf({ capacity: c, callbackTimeoutMs, operationTimeoutMs, fleet }, '') ?? 'null';
+  return textOf({ capacity: c, callbackTimeoutMs, operationTimeoutMs, fleet, limits }, '') ?? 'null';
 }
 
 /**
@@ -258,6 +258,7 @@ function contextOf(input) {
         ownerPid: process.pid,
         session,
         budgetsJson,
+        limits: o.limits,
       },
       firstRegistry,
       fastMappings ? store[NATIVE_STORE]() : undefined,
@@ -310,4 +311,4 @@ const budgetsOf = (shared) => (shared === null || shared === undefined ? null : 
 // both ways.
 const SHAPE_ANCHORS = { context: contextOf({ registry: { list: () => [] } }) };
 
-module.exports = { contextOf, hasMethods, isFn, healthNow, routerNow, inFlight, othersInFlight, jobsInFlight, DEFAULT_FLEET, SHAPE_ANCHORS };
+module.exports = { contextOf, textOf, hasMethods, isFn, healthNow, routerNow, inFlight, othersInFlight, jobsInFlight, DEFAULT_FLEET, SHAPE_ANCHORS };

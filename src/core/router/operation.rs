@@ -912,6 +912,7 @@ mod tests {
             observe: true,
             owner: Owner { host: "h".into(), pid: 1.0, session: "s".into() },
             budgets: Vec::new(),
+            limits: Default::default(),
         }
     }
 

@@ -388,8 +388,8 @@ pub struct BudgetAsk {
 pub struct Writes {
     /// A capacity hold settled: (token, allocated, how long an allocation is assumed, ms).
     pub hold: Option<(u64, bool, u64)>,
-    /// A budget reservation settled.
-    pub budget: Option<(SandboxKey, Settle)>,
+    /// A budget reservation settled: the sandbox, how, and the pool it was made on.
+    pub budget: Option<(SandboxKey, Settle, String)>,
 }
 
 /// How a job failed: the error to raise and what the caller does about it.
@@ -542,7 +542,16 @@ impl Router {
                 inner.candidates(&q, limit).map(|order| (order, health.map(|h| (h.slots.clone(), h.now))))
             })
         };
-        let (order, tracking) = order_health?;
+        let (order, tracking) = match order_health {
+            Ok(routed) => routed,
+            Err(e) => {
+                // No machine will end this plan: its buckets are given back here.
+                if let Some(b) = &mut self.budgets {
+                    b.unplan(budget.as_ref());
+                }
+                return Err(e);
+            }
+        };
         let plan = match self.capacity.as_mut() {
             Some(c) => Some(CapacityPlan {
                 need: req.resources,
@@ -906,7 +915,7 @@ impl Router {
         let hold = job.machine.take_settlement().map(|(token, allocated)| (token, allocated, ttl_ms));
         let sandbox = job.machine.budget_plan().map(|p| p.sandbox);
         let budget = match sandbox {
-            Some(s) => job.machine.take_budget_settle().map(|how| (s, how)),
+            Some(s) => job.machine.take_budget_settle().map(|how| (s, how, job.pool_id(job.pool))),
             None => None,
         };
         Ok(Writes { hold, budget })
@@ -1268,6 +1277,9 @@ impl Router {
         if let Some(mut job) = self.jobs.remove(key) {
             if let Some(h) = &mut self.health {
                 job.machine.abandon(h);
+            }
+            if let Some(b) = &mut self.budgets {
+                b.unplan(job.machine.budget_plan());
             }
             if let Some((pool, failed, token)) = refill {
                 self.refill_ended(&pool, failed, token);

@@ -1534,6 +1534,7 @@ mod tests {
                 observe: true,
                 owner: Owner { host: HOST.into(), pid: 1.0, session: SESSION.into() },
                 budgets,
+                limits: Default::default(),
             };
             Router::new(settings, Rc::new(RefCell::new(p)), None, None, T0).expect("a router")
         }

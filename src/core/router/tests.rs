@@ -34,6 +34,7 @@ fn settings() -> Settings {
         observe: false,
         owner: Owner { host: "h".into(), pid: 1.0, session: "s".into() },
         budgets: Vec::new(),
+        limits: Default::default(),
     }
 }
 
