@@ -1625,6 +1625,12 @@ export interface OperationFlags {
 }
 
 /**
+ * `Unmap` with the `combined` flag: the destroy's one statement (`forget`) was made (`ok`;
+ * `givenBack`: a budget slot came back), or not.
+ */
+export declare function operationForgotten(router: ExternalObject<RouterState>, key: number, ok: boolean, givenBack: boolean, step: Uint32Array, clockNow?: number | undefined | null): void
+
+/**
  * What the registry has of the record's pool: whether it is `registered`, its runtime has
  * the operation's `method` and `getById`, and this process holds the handle (`cached`).
  */
@@ -2529,6 +2535,8 @@ export interface RouterSettings {
   budgetsJson?: string
   /** The `limits` option as `readRouterOptions` read it (absent: the defaults). */
   limits?: LimitsRecord
+  /** The mapping store is the capacity coordinator (the same `PostgresMappingStore`). */
+  combined?: boolean
 }
 
 /**
@@ -2726,6 +2734,10 @@ export interface StepFlags {
   fork: number
   /** `ReconcileRead`: read the store's intents. */
   intents: number
+  /** `Persist` / `Unmap`: the step's writes in one transaction with the shared ledger's. */
+  combined: number
+  /** `Reserve`: take the read sequence in the reservation's transaction. */
+  sequence: number
 }
 
 /**

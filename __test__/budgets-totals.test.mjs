@@ -253,7 +253,8 @@ test('lapsed lease must-not-fire: with its lease alive, the reservation holds (t
   assert.equal(late.length, 0);
 });
 
-test('transactions: a provision with capacity and one budget rule is 3 transactions and its destroy 1 (pg_stat_database)', { todo: 'bounded2: the combined transactions are not wired on the driver yet (10 measured)' }, async () => {
+/** Transactions per provision + destroy: capacity and one budget rule, the store as coordinator. */
+async function transactionsPerCycle() {
   const db = await freshDb();
   /** Commits and rollbacks of the database; a store's backends report theirs when they end. */
   const count = async () => Number(await pg.psql(`SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = '${db}'`));
@@ -284,7 +285,19 @@ test('transactions: a provision with capacity and one budget rule is 3 transacti
   const c1 = await count();
   await cycles(40);
   const c2 = await count();
-  const per = (c2 - c1 - (c1 - c0)) / 30;
-  assert.ok(per <= 4, `${per} transactions per provision and destroy (at most 4)`);
+  return (c2 - c1 - (c1 - c0)) / 30;
+}
+
+// The issue's target: 3 + 1. On the driver today: the reservation with the read sequence,
+// the admission, the intent, the record with both settlements; the destroy's read and its
+// one statement (docs/architecture.md says what is not folded yet).
+test('transactions: a provision with capacity and one budget rule and its destroy are at most 6 transactions (pg_stat_database; 10 before)', async () => {
+  const per = await transactionsPerCycle();
+  assert.ok(per <= 6, `${per} transactions per provision and destroy (at most 6)`);
   assert.ok(per >= 3, `${per}: every cycle wrote (the count is live)`);
+});
+
+test('transactions: a provision with capacity and one budget rule is 3 transactions and its destroy 1 (the issue target)', { todo: 'the intent and the destroy read are not folded on the driver yet' }, async () => {
+  const per = await transactionsPerCycle();
+  assert.ok(per <= 4, `${per} transactions per provision and destroy (at most 4)`);
 });

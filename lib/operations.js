@@ -19,6 +19,7 @@ const { drive, perform, K, jobRecord, took, clockNow, STEP } = require('./driver
 require('./budgets.js');
 
 const F = binding.operationFlags();
+const SF = binding.stepFlags();
 /** The router's bound on the handles kept from launch (src/core/router/operation.rs). */
 const { HANDLE_LIMIT } = binding;
 /** An operation's pools before its record named one. */
@@ -174,6 +175,7 @@ const call = (run) => awaited(run, (r) => r.def.runtime[r.op.method]((r.flags & 
 /** `Unmap`: the record removed from the caller's store, within the step's bound. */
 async function unmap(run) {
   const ctx = run.ctx;
+  if ((run.flags & SF.combined) !== 0) return forget(run);
   let ok;
   try {
     ok = (await within(ctx.mappings.delete(run.sandboxId), run.bound)) !== TIMED_OUT;
@@ -181,6 +183,20 @@ async function unmap(run) {
     ok = false;
   }
   binding.operationUnmapped(ctx.native, run.machine, ok, STEP, clockNow(ctx));
+  return took(run);
+}
+
+/** `Unmap` with `combined`: the record, the holds and the budget slot in one statement. */
+async function forget(run) {
+  const ctx = run.ctx;
+  let f = null;
+  try {
+    f = await within(ctx.capacity.coordinator.forget(run.sandboxId), run.bound);
+  } catch {
+    f = null;
+  }
+  const ok = f !== null && f !== TIMED_OUT;
+  binding.operationForgotten(ctx.native, run.machine, ok, ok && f.budget, STEP, clockNow(ctx));
   return took(run);
 }
 

@@ -259,6 +259,7 @@ function contextOf(input) {
         session,
         budgetsJson,
         limits: o.limits,
+        combined: o.capacity?.coordinated === true && coordinatorOf(store) === coordinatorOf(options.capacity.coordinator),
       },
       firstRegistry,
       fastMappings ? store[NATIVE_STORE]() : undefined,

@@ -54,6 +54,10 @@ pub struct StepFlags {
     pub fork: u32,
     /// `ReconcileRead`: read the store's intents.
     pub intents: u32,
+    /// `Persist` / `Unmap`: the step's writes in one transaction with the shared ledger's.
+    pub combined: u32,
+    /// `Reserve`: take the read sequence in the reservation's transaction.
+    pub sequence: u32,
 }
 
 /// The step flags' values.
@@ -68,6 +72,8 @@ pub fn step_flags() -> StepFlags {
         warm: flags::WARM,
         fork: flags::FORK,
         intents: flags::INTENTS,
+        combined: flags::COMBINED,
+        sequence: flags::SEQUENCE,
     }
 }
 

@@ -73,6 +73,8 @@ pub struct RouterSettings {
     pub budgets_json: Option<String>,
     /// The `limits` option as `readRouterOptions` read it (absent: the defaults).
     pub limits: Option<LimitsRecord>,
+    /// The mapping store is the capacity coordinator (the same `PostgresMappingStore`).
+    pub combined: Option<bool>,
 }
 
 /// What kind of value one option is, and which of the methods that matter it has.
@@ -291,6 +293,7 @@ fn settings_of(s: RouterSettings) -> Result<Settings, Failure> {
         owner: Owner { host: s.owner_host, pid: s.owner_pid, session: s.session },
         budgets,
         limits: s.limits.as_ref().map(LimitsRecord::to_core).transpose()?.unwrap_or_default(),
+        combined: s.combined.unwrap_or(false),
     })
 }
 

@@ -322,3 +322,48 @@ pub fn refusal_fields(e: &mut Fault, rule: &Rule, r: &Refusal) {
     e.resets_at = Some(r.resets_at.map(crate::core::clock::iso8601_millis));
     e.retryable = Some(r.retryable);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn field(v: serde_json::Value, paged: bool) -> String {
+        query_of_value(&v, paged).unwrap_err().field.unwrap_or_default()
+    }
+
+    #[test]
+    fn query_must_fire_unknown_options_bad_limits_and_cursors_are_invalid_input_naming_the_field() {
+        assert_eq!(field(json!({ "rule": 1 }), true), "rule");
+        assert_eq!(field(json!({ "key": [] }), true), "key");
+        assert_eq!(field(json!({ "limit": 0 }), true), "limit");
+        assert_eq!(field(json!({ "limit": 10_001 }), true), "limit");
+        assert_eq!(field(json!({ "limit": 2.5 }), true), "limit");
+        assert_eq!(field(json!({ "cursor": { "rule": "r" } }), true), "cursor");
+        assert_eq!(field(json!({ "cursor": null }), true), "cursor");
+        assert_eq!(field(json!({ "limit": 5 }), false), "limit", "budgetCount takes no page");
+        assert_eq!(field(json!({ "ruel": "r" }), true), "ruel");
+        assert_eq!(field(json!("r"), true), "options");
+        let e = query_of_value(&json!({ "rule": 1 }), true).unwrap_err();
+        assert_eq!(e.code, "INVALID_INPUT");
+        // A rule id the router does not have.
+        let q = query_of_value(&json!({ "rule": "nope" }), true).unwrap();
+        assert_eq!(query_of(&["spend"], &q).unwrap_err().field.as_deref(), Some("rule"));
+        let q = query_of_value(&json!({ "cursor": { "rule": "nope", "key": "k" } }), true).unwrap();
+        assert_eq!(query_of(&["spend"], &q).unwrap_err().field.as_deref(), Some("cursor.rule"));
+    }
+
+    #[test]
+    fn query_must_not_fire_a_valid_query_is_read_and_absent_fields_take_their_defaults() {
+        assert_eq!(query_of_value(&json!(null), true).unwrap(), Query::default());
+        let q = query_of_value(
+            &json!({ "rule": "spend", "key": "acme", "limit": 10_000, "cursor": { "rule": "spend", "key": "a" } }),
+            true,
+        )
+        .unwrap();
+        assert_eq!(q.limit, Some(10_000));
+        assert_eq!(query_of(&["other", "spend"], &q).unwrap(), (Some(1), Some((1, "a"))));
+        assert_eq!(limit_of(None), budget::DEFAULT_STATUS_LIMIT);
+        assert_eq!(query_of_value(&json!({ "rule": null, "key": "k" }), false).unwrap().key.as_deref(), Some("k"));
+    }
+}

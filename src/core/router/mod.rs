@@ -82,6 +82,10 @@ pub struct Settings {
     pub budgets: Vec<crate::core::budget::Rule>,
     /// `limits`: label limits and the budgets' settle horizon.
     pub limits: options::Limits,
+    /// The mapping store is the capacity coordinator (one `PostgresMappingStore`): a
+    /// provision's record and its settlements, and a destroy's writes, can each be one
+    /// transaction (flag `COMBINED`).
+    pub combined: bool,
 }
 
 /// A router's capacity policy.
@@ -175,6 +179,9 @@ pub struct Router {
     pub budgets: Option<Budgets>,
     /// Bounds on a request's launch labels (`limits`).
     pub label_limits: crate::core::request::LabelLimits,
+    /// The mapping store is the coordinator and the holds live there: steps whose writes
+    /// can share one transaction say so (`flags::COMBINED`, `flags::SEQUENCE`).
+    pub(crate) combined: bool,
     /// The registry the next decision uses.
     registry: Rc<RefCell<Pools>>,
     /// The jobs in flight.
@@ -224,6 +231,7 @@ impl Router {
             warm_work: warm::WarmWork::default(),
             budgets: Budgets::new(settings.budgets, coordinated, sink, now, settings.limits.settle_horizon_ms),
             label_limits: settings.limits.labels,
+            combined: settings.combined && coordinated,
             registry,
             jobs: Jobs::default(),
             operations: operation::Operations::default(),

@@ -467,6 +467,37 @@ mod tests {
     }
 
     #[test]
+    fn limits_must_fire_out_of_range_or_unknown_is_refused_naming_the_field() {
+        for (limits, field) in [
+            (json!({ "labels": 0 }), "limits.labels"),
+            (json!({ "labels": 1_025 }), "limits.labels"),
+            (json!({ "labelKeyBytes": 4_097 }), "limits.labelKeyBytes"),
+            (json!({ "labelValueBytes": 65_537 }), "limits.labelValueBytes"),
+            (json!({ "labelValueBytes": 1.5 }), "limits.labelValueBytes"),
+            (json!({ "settleHorizonMs": -1 }), "limits.settleHorizonMs"),
+            (json!({ "settleHorizonMs": 86_400_001 }), "limits.settleHorizonMs"),
+            (json!({ "labelz": 1 }), "limits.labelz"),
+            (json!(7), "limits"),
+        ] {
+            let given = [registry(), g("limits", "object", &[])];
+            let e = read_(&given, &json!({ "limits": limits })).unwrap_err();
+            assert_eq!((e.code.as_str(), e.field.as_deref()), ("INVALID_CONFIGURATION", Some(field)), "{limits}");
+        }
+    }
+
+    #[test]
+    fn limits_must_not_fire_omitted_fields_take_their_defaults_and_the_edges_pass() {
+        assert_eq!(read_(&[registry()], &json!({})).unwrap().limits, Limits::default());
+        let given = [registry(), g("limits", "object", &[])];
+        let o =
+            read_(&given, &json!({ "limits": { "labels": 1_024, "labelValueBytes": 65_536, "settleHorizonMs": 0 } }))
+                .unwrap();
+        assert_eq!(o.limits.labels, LabelLimits { count: 1_024, key_bytes: 256, value_bytes: 65_536 });
+        assert_eq!(o.limits.settle_horizon_ms, 0);
+        assert_eq!(Limits::default().settle_horizon_ms, DEFAULT_SETTLE_HORIZON_MS);
+    }
+
+    #[test]
     fn must_not_fire_the_least_options_take_every_default() {
         let o = read_(&[registry()], &json!({})).unwrap();
         assert_eq!(o, RouterOptions::default());

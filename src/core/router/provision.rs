@@ -208,6 +208,15 @@ pub mod flags {
     pub const FORK: u32 = 64;
     /// `ReconcileRead`: read the store's intents (else its mappings).
     pub const INTENTS: u32 = 128;
+    /// `Persist`: write the record and the job's shared-ledger writes (`acquisitionWrites`)
+    /// in one transaction (`settleLaunch`), and not apart; `Unmap`: the destroy's writes in
+    /// one statement (`forget`: the record, the holds, the budget slot), reported with
+    /// `operationForgotten` (no `Release` follows). Set when the mapping store is the
+    /// coordinator (`stores::pg::launch`).
+    pub const COMBINED: u32 = 1 << 10;
+    /// `Reserve`: take the read sequence of the capacity step that follows in the
+    /// reservation's transaction (`prepareLaunch`), so `Coordinate` needs none of its own.
+    pub const SEQUENCE: u32 = 1 << 11;
 }
 
 /// A step as the caller performs it: what, on which pool, within how long, and the flags.
@@ -663,6 +672,8 @@ impl Router {
 
     fn next_of(&mut self, key: u32, now: Now) -> Result<Next, Failure> {
         let callback = self.callback_timeout_ms;
+        let combined = if self.combined { flags::COMBINED } else { 0 };
+        let sequence = if self.capacity.as_ref().is_some_and(|c| c.coordinated) { flags::SEQUENCE } else { 0 };
         loop {
             let intents = self.intents;
             let Router { jobs, capacity, health, budgets, .. } = self;
@@ -674,7 +685,7 @@ impl Router {
                 Stage::Intent => return Ok(at(StepKind::Intent, callback)),
                 Stage::Launch => return Ok(at(StepKind::Launch, job.timeout_ms)),
                 Stage::Classify => return Ok(at(StepKind::Classify, callback)),
-                Stage::Persist => return Ok(at(StepKind::Persist, callback)),
+                Stage::Persist => return Ok(Next { flags: combined, ..at(StepKind::Persist, callback) }),
                 Stage::WarmSettle => return Ok(at(StepKind::WarmSettle, callback)),
                 Stage::ClaimResolve => return Ok(at(StepKind::ClaimResolve, self.operation_timeout_ms)),
                 Stage::ClaimUncharge => return Ok(at(StepKind::ClaimUncharge, callback)),
@@ -709,7 +720,7 @@ impl Router {
                 }
                 Step::Reserve(pool) => {
                     job.pool = pool;
-                    return Ok(Next { kind: StepKind::Reserve, pool, bound_ms: callback, flags: 0 });
+                    return Ok(Next { kind: StepKind::Reserve, pool, bound_ms: callback, flags: sequence });
                 }
                 Step::Claim(pool) => {
                     job.pool = pool;

@@ -1746,6 +1746,7 @@ mod tests {
                 owner: Owner { host: "h".into(), pid: 1.0, session: "s".into() },
                 budgets: o.budgets.map(|b| crate::core::budget::rules_of_option(&b).unwrap()).unwrap_or_default(),
                 limits: Default::default(),
+                combined: false,
             };
             let store = (!o.caller_store && !o.coordinated).then(|| Rc::new(RefCell::new(MappingStore::default())));
             let r = Router::new(settings, Rc::new(RefCell::new(pools)), store, None, 0).unwrap();
