@@ -45,7 +45,7 @@ async function child(url, seconds) {
     capabilities: {},
     signals: { estimatedCost: 0.01, coldStartLatencyMs: 100, readyLatencyMs: 100, completionWithinBudgetRate: 0.99, available: true },
     runtime: { id: 'instant', launch: async () => ({ id: `remote-${++n}` }), destroy: async () => {} },
-    capacity: { getCapacity: async () => ({ status: 'known', resources: [{ resource: 'sandboxes', used: 0, limit: 1e9, unit: 'sandboxes', headroom: 1e9, required: 1 }] }) },
+    capacity: { getCapacity: async () => ({ status: /** @type {const} */ ('known'), resources: [{ resource: 'sandboxes', used: 0, limit: 1e9, unit: 'sandboxes', headroom: 1e9, required: 1 }] }) },
   };
   const router = new SandboxRouter({
     registry: new InMemoryProviderRegistry([pool]),

@@ -29,6 +29,7 @@ const START = Date.parse('2026-06-01T01:00:00Z');
 /** The targets (issue 34): MiB of RSS growth. */
 export const SOAK_TARGETS = { slidingNew: 2, dailyNew: 16, dailyRepeat: 2, dayTwo: 10 };
 
+/** @type {Record<'sliding' | 'daily', import('../index.js').BudgetRule[]>} */
 const RULES = {
   sliding: [{ id: 'burst', key: { label: 'tenant' }, limit: { launches: 1e12 }, window: { slidingMs: 60_000 } }],
   daily: [{ id: 'daily-spend', key: { label: 'tenant' }, limit: { cost: 1e9 }, window: { every: 'day', timeZone: 'UTC' } }],
