@@ -2069,7 +2069,7 @@ export interface ReconcileCounts {
 }
 
 /** Ends `lane` (`Done`): the run's typed error when it failed in this lane, else null. */
-export declare function reconcileEnd(router: ExternalObject<RouterState>, lane: number): ErrorValue | null
+export declare function reconcileEnd(router: ExternalObject<RouterState>, lane: number): Error | null
 
 /** Which finder listed a pool. */
 export declare const enum ReconcileFinder {
@@ -2716,7 +2716,7 @@ export declare function statusScript(entries: Array<StartedEntryRecord>): string
 /** The step flags' values. */
 export declare function stepFlags(): StepFlags
 
-/** The step flags (`step[4]`), as `core::router::provision::flags` defines them. */
+/** The step flags (`step[4]`), as `core::router::step::flags` defines them. */
 export interface StepFlags {
   /** Events to read (`acquisitionEvents`). */
   events: number
@@ -2741,7 +2741,7 @@ export interface StepFlags {
 }
 
 /**
- * Every step kind by name (`step[0]` holds the number; `core::router::provision::StepKind`
+ * Every step kind by name (`step[0]` holds the number; `core::router::step::StepKind`
  * says what each asks of JavaScript).
  */
 export declare function stepKinds(): Record<string, number>

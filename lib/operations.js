@@ -172,31 +172,22 @@ const resolve = (run) => awaited(run, (r) => r.def.runtime.getById(r.providerSan
 /** `Call`: the runtime's method on the handle (`ID_HANDLE`: the provider id is the handle). */
 const call = (run) => awaited(run, (r) => r.def.runtime[r.op.method]((r.flags & F.idHandle) !== 0 ? { id: r.providerSandboxId } : r.op.value, ...r.op.args));
 
-/** `Unmap`: the record removed from the caller's store, within the step's bound. */
+/**
+ * `Unmap`: the record removed from the caller's store, within the step's bound; with
+ * `combined`, the record, the holds and the budget slot in one statement (`forget`).
+ */
 async function unmap(run) {
   const ctx = run.ctx;
-  if ((run.flags & SF.combined) !== 0) return forget(run);
-  let ok;
+  const combined = (run.flags & SF.combined) !== 0;
+  let f;
   try {
-    ok = (await within(ctx.mappings.delete(run.sandboxId), run.bound)) !== TIMED_OUT;
+    f = await within(combined ? ctx.capacity.coordinator.forget(run.sandboxId) : ctx.mappings.delete(run.sandboxId), run.bound);
   } catch {
-    ok = false;
+    f = TIMED_OUT;
   }
-  binding.operationUnmapped(ctx.native, run.machine, ok, STEP, clockNow(ctx));
-  return took(run);
-}
-
-/** `Unmap` with `combined`: the record, the holds and the budget slot in one statement. */
-async function forget(run) {
-  const ctx = run.ctx;
-  let f = null;
-  try {
-    f = await within(ctx.capacity.coordinator.forget(run.sandboxId), run.bound);
-  } catch {
-    f = null;
-  }
-  const ok = f !== null && f !== TIMED_OUT;
-  binding.operationForgotten(ctx.native, run.machine, ok, ok && f.budget, STEP, clockNow(ctx));
+  const ok = f !== TIMED_OUT;
+  if (combined) binding.operationForgotten(ctx.native, run.machine, ok, ok && f.budget === true, STEP, clockNow(ctx));
+  else binding.operationUnmapped(ctx.native, run.machine, ok, STEP, clockNow(ctx));
   return took(run);
 }
 

@@ -264,11 +264,11 @@ async function remove(run) {
   return report(run, how);
 }
 
-/** `ReconcileRelease`: the sandbox's slot given back in the shared ledger. */
+/** `ReconcileRelease`: the sandbox's slot given back in the shared ledger (a timeout: not released). */
 async function release(run) {
   let released = false;
   try {
-    released = (await run.ctx.capacity.coordinator.releaseSandbox(run.sandboxId)) === true;
+    released = (await within(run.ctx.capacity.coordinator.releaseSandbox(run.sandboxId), run.bound)) === true;
   } catch {
     released = false;
   }

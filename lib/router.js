@@ -193,15 +193,12 @@ class SandboxRouter {
     return budgets.settleCost(this.#ctx, id, actualCost);
   }
 
-  /**
-   * One page of the budget rules' keys that hold something: used, reserved, limit and when
-   * the window resets. `options`: `{ rule?, key?, limit? (default 1,000), cursor? }`.
-   */
+  /** One page of the budget keys that hold something (`{ rule?, key?, limit?, cursor? }`). */
   budgetStatus(options) {
     return budgets.budgetStatus(this.#ctx, options, true);
   }
 
-  /** How many rows `budgetStatus` would list for `{ rule?, key? }`, counted without building them. */
+  /** How many rows `budgetStatus` would list for `{ rule?, key? }`. */
   budgetCount(options) {
     return budgets.budgetStatus(this.#ctx, options, false);
   }

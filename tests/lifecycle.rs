@@ -4,7 +4,7 @@
 //! one the router ships: `lib/provision.js` drives it through `binding_acquisition.rs`
 //! exactly as `provision` below does.
 
-use agent_relay_sandbox_router::binding::ids::SandboxIdSource;
+use agent_relay_sandbox_router::binding::id_source::SandboxIdSource;
 use agent_relay_sandbox_router::core::acquisition::{Acquisition, Attempt, CapacityPlan, Outcome as End, Step};
 use agent_relay_sandbox_router::core::capabilities::Resources;
 use agent_relay_sandbox_router::core::capacity::{Ledger, Measurement, ResourceMeasurement};

@@ -7,35 +7,36 @@
 //! ([`acquisition_end`]): while it lives, `reconcile` sees its sandbox id as in flight.
 
 use crate::binding::clock::now_millis;
-use crate::binding::error::{guard, internal, ErrorValue, Failure};
+use crate::binding::clock::now_of;
+use crate::binding::error::{error_object, guard, internal, Failure};
 use crate::binding::records::{
     AdmitVerdict, BudgetDemand, BudgetSettlement, BudgetVerdict, DemandRecord, HoldSettlement, IntentRecord,
     MappingRecord,
 };
 use crate::binding::registry::RouteExtras;
 use crate::binding::request::{labels_from, CompiledRequest};
-use crate::binding::router::{now_of, RouterState};
+use crate::binding::router::RouterState;
 use crate::binding::telemetry::ProvisionOutcome;
 use crate::binding::values::events_array;
 use crate::core::acquisition::SharedVerdict;
 use crate::core::capacity::{validate, Measurement, UnknownReason};
 use crate::core::ids::SandboxKey;
 use crate::core::router::pools::Extras;
-use crate::core::router::provision::{flags, Next};
+use crate::core::router::step::{flags, Next};
 use crate::core::router::Router;
-use napi::bindgen_prelude::{Array, External, Uint32ArraySlice};
+use napi::bindgen_prelude::{Array, External, Object, Uint32ArraySlice};
 use napi::Env;
 use napi_derive::napi;
 use serde_json::Value;
 
-/// Every step kind by name (`step[0]` holds the number; `core::router::provision::StepKind`
+/// Every step kind by name (`step[0]` holds the number; `core::router::step::StepKind`
 /// says what each asks of JavaScript).
 #[napi]
 pub fn step_kinds() -> std::collections::HashMap<String, u32> {
-    crate::core::router::provision::StepKind::ALL.iter().map(|(kind, name)| (name.to_string(), *kind as u32)).collect()
+    crate::core::router::step::StepKind::ALL.iter().map(|(kind, name)| (name.to_string(), *kind as u32)).collect()
 }
 
-/// The step flags (`step[4]`), as `core::router::provision::flags` defines them.
+/// The step flags (`step[4]`), as `core::router::step::flags` defines them.
 #[napi(object)]
 pub struct StepFlags {
     /// Events to read (`acquisitionEvents`).
@@ -519,11 +520,11 @@ pub fn acquisition_events<'env>(
 
 /// How a job failed: the error to raise and what the JS side does about it.
 #[napi(object, object_from_js = false)]
-pub struct AcquisitionFailure {
+pub struct AcquisitionFailure<'env> {
     /// The typed error (an `Error` whose own properties are its fields; `lib/errors.js`
     /// `fromNative` builds its instance).
     #[napi(ts_type = "Error")]
-    pub error: ErrorValue,
+    pub error: Object<'env>,
     /// Whether a sandbox may exist now (the launch intent then becomes `failed`).
     pub may_exist: bool,
     /// The runtime threw the router's own package error: rethrow that error as it is.
@@ -534,19 +535,18 @@ pub struct AcquisitionFailure {
 
 /// How the job failed, once over (null while it runs or after a success).
 #[napi]
-pub fn acquisition_failure(
-    env: Env,
+pub fn acquisition_failure<'env>(
+    env: &'env Env,
     router: &External<RouterState>,
     key: u32,
-) -> napi::Result<Option<AcquisitionFailure>> {
-    guard(&env, || {
-        Ok(router.router.borrow_mut().failure(key)?.map(|e| AcquisitionFailure {
-            error: ErrorValue(e.error),
-            may_exist: e.may_exist,
-            package: e.package,
-            outcome: e.outcome.into(),
-        }))
-    })
+) -> napi::Result<Option<AcquisitionFailure<'env>>> {
+    let Some(e) = guard(env, || router.router.borrow_mut().failure(key))? else { return Ok(None) };
+    Ok(Some(AcquisitionFailure {
+        error: error_object(env, &e.error)?,
+        may_exist: e.may_exist,
+        package: e.package,
+        outcome: e.outcome.into(),
+    }))
 }
 
 /// The intent record the current step writes (`Intent`: `launching`; `Unintent` with the

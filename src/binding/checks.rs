@@ -4,7 +4,7 @@
 //! options, the `telemetry` option, a reader option JSON cannot carry, why a pool could
 //! not be listed. Every rule is the core's; this file converts.
 
-use crate::binding::error::{guard, internal, panicked, ErrorValue, Failure, NativeError};
+use crate::binding::error::{error_value, guard, internal, panicked, Failure, NativeError};
 use crate::core::capacity::ListFailure;
 use crate::core::error::{CoreError, ErrorClass};
 use crate::core::facts::Fact;
@@ -13,6 +13,7 @@ use crate::core::records;
 use crate::core::store_options::{self, Connection, Ssl};
 use crate::core::telemetry_option::{self, Provider};
 use crate::readers::config;
+use napi::bindgen_prelude::Object;
 use napi::Env;
 use napi_derive::napi;
 
@@ -26,8 +27,8 @@ pub fn error_class_names(env: Env) -> napi::Result<Vec<&'static str>> {
 /// The internal error (`INTERNAL_ERROR`): what a value that is not a native error, or a
 /// panic, becomes. Carries no text but its own.
 #[napi(ts_return_type = "Error")]
-pub fn internal_error(env: Env) -> napi::Result<ErrorValue> {
-    guard(&env, || Ok(ErrorValue(panicked())))
+pub fn internal_error<'env>(env: &'env Env) -> napi::Result<Object<'env>> {
+    error_value(env, || Ok(panicked()))
 }
 
 /// An error's code and message, for a class whose constructor callers use too
@@ -47,16 +48,16 @@ fn facts(text: Option<String>) -> Option<Fact> {
 /// The typed `INVALID_INPUT` error for `field`, whose value JSON cannot carry
 /// (`expectation`: what lib/serialize.js found there).
 #[napi(ts_return_type = "Error")]
-pub fn invalid_input(env: Env, field: String, expectation: String) -> napi::Result<ErrorValue> {
-    guard(&env, || Ok(ErrorValue(Failure::from(CoreError::InvalidInput { field, expectation }))))
+pub fn invalid_input<'env>(env: &'env Env, field: String, expectation: String) -> napi::Result<Object<'env>> {
+    error_value(env, || Ok(Failure::from(CoreError::InvalidInput { field, expectation })))
 }
 
 /// The typed `INVALID_INPUT` error for `field`, whose value could not be read (a property
 /// access threw).
 #[napi(ts_return_type = "Error")]
-pub fn unreadable_input(env: Env, field: String) -> napi::Result<ErrorValue> {
+pub fn unreadable_input<'env>(env: &'env Env, field: String) -> napi::Result<Object<'env>> {
     let expectation = "could not be read (a property access threw)".to_string();
-    guard(&env, || Ok(ErrorValue(Failure::from(CoreError::InvalidInput { field, expectation }))))
+    error_value(env, || Ok(Failure::from(CoreError::InvalidInput { field, expectation })))
 }
 
 fn record_error(e: FieldError) -> Failure {
@@ -200,33 +201,28 @@ pub fn telemetry_option(env: Env, facts_json: Option<String>) -> napi::Result<Op
 /// `method` (`getMeter`, `getTracer`): it has no such method (`asked`: false), or the method
 /// threw or answered no object.
 #[napi(ts_return_type = "Error")]
-pub fn telemetry_provider_refused(env: Env, method: String, asked: bool) -> napi::Result<ErrorValue> {
-    guard(&env, || {
+pub fn telemetry_provider_refused<'env>(env: &'env Env, method: String, asked: bool) -> napi::Result<Object<'env>> {
+    error_value(env, || {
         let provider = Provider::of_method(&method)
             .ok_or_else(|| internal("(a telemetry provider method the router does not call)"))?;
-        Ok(ErrorValue(Failure::from(telemetry_option::provider_refused(provider, asked))))
+        Ok(Failure::from(telemetry_option::provider_refused(provider, asked)))
     })
 }
 
 /// The typed `INVALID_CONFIGURATION` error for a meter that would not create instrument
 /// `name`.
 #[napi(ts_return_type = "Error")]
-pub fn telemetry_instrument_refused(env: Env, name: String) -> napi::Result<ErrorValue> {
-    guard(&env, || Ok(ErrorValue(Failure::from(telemetry_option::instrument_refused(&name)))))
+pub fn telemetry_instrument_refused<'env>(env: &'env Env, name: String) -> napi::Result<Object<'env>> {
+    error_value(env, || Ok(Failure::from(telemetry_option::instrument_refused(&name))))
 }
 
 /// The typed `INVALID_CONFIGURATION` error for a capacity reader option JSON cannot carry
 /// (`field`: the option's path; `expectation`: what lib/serialize.js found there).
 #[napi(ts_return_type = "Error")]
-pub fn reader_option_refused(env: Env, field: String, expectation: String) -> napi::Result<ErrorValue> {
-    guard(&env, || {
+pub fn reader_option_refused<'env>(env: &'env Env, field: String, expectation: String) -> napi::Result<Object<'env>> {
+    error_value(env, || {
         let e = FieldError::new(field, expectation);
-        Ok(ErrorValue(NativeError::invalid(
-            ErrorClass::Configuration,
-            "INVALID_CONFIGURATION",
-            config::message(&e),
-            e.field,
-        )))
+        Ok(NativeError::invalid(ErrorClass::Configuration, "INVALID_CONFIGURATION", config::message(&e), e.field))
     })
 }
 

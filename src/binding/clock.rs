@@ -3,12 +3,8 @@
 //! Why here and not in the core? The core is sans-IO: it is told the time (`Health` takes
 //! `now`, records take their creation instant). Where JavaScript passes no reading (the
 //! default clock), the glue reads the wall clock here, once per call.
-//!
-//! One clock read is still the core's: the capacity ledger's monotonic `Instant::now()` in
-//! `Ledger::admit` and `Ledger::settle` (the assumption TTL), which the acquisition machine
-//! calls. Its `_at` variants take the instant; handing it in from here means the machine's
-//! outcome calls take it too (`binding/acquisition.rs`), a change of their signatures.
 
+use crate::core::router::Now;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Milliseconds since the Unix epoch, now. (Seconds and sub-second millis rather than
@@ -18,4 +14,12 @@ pub fn now_millis() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| (d.as_secs() as i64).saturating_mul(1000).saturating_add(i64::from(d.subsec_millis())))
+}
+
+/// The readings a call is made at: the health clock (`health`), the router's (`clock`);
+/// each omitted (the default clock): the wall clock, read here.
+pub fn now_of(health: Option<f64>, clock: Option<f64>) -> Now {
+    let wall = || now_millis();
+    let router = clock.map_or_else(wall, |c| c as i64);
+    Now { health: health.map_or_else(wall, |h| h as i64), router }
 }

@@ -50,16 +50,11 @@ pub fn panicked() -> Failure {
     internal("in the native routing core")
 }
 
-/// An owned value that converts to the JS `Error` of a failure (async rejections and
-/// failures handed out as values).
-pub struct ErrorValue(pub Failure);
-
-impl ToNapiValue for ErrorValue {
-    unsafe fn to_napi_value(env: napi::sys::napi_env, val: Self) -> napi::Result<napi::sys::napi_value> {
-        let env = Env::from_raw(env);
-        let object = error_object(&env, &val.0)?;
-        Ok(object.raw())
-    }
+/// The JS `Error` of the failure `f` answers (a failure handed out as a value); `f`'s own
+/// failure, or a panic, is thrown instead.
+pub fn error_value<'env>(env: &'env Env, f: impl FnOnce() -> Result<Failure, Failure>) -> napi::Result<Object<'env>> {
+    let failure = guard(env, f)?;
+    error_object(env, &failure)
 }
 
 /// Runs `f` for a synchronous entry point: its value, or its error thrown as a typed JS

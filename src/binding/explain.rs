@@ -9,10 +9,11 @@
 //! into a bounded table that JS mirrors, so each distinct text crosses once. `lib/explain.js`
 //! builds the documented objects from them, naming pools by the ids JS already holds.
 
+use crate::binding::clock::now_of;
 use crate::binding::error::{guard, internal};
 use crate::binding::registry::{Registry, RouteExtras};
 use crate::binding::request::CompiledRequest;
-use crate::binding::router::{now_of, RouterState};
+use crate::binding::router::RouterState;
 use crate::core::explain::{interned_summary, weights, write_compact};
 use crate::core::reasons::Reason;
 use crate::core::registry::InternedDecision;

@@ -3,24 +3,21 @@
 //! The files depend one way (an arrow is "uses"):
 //!
 //! ```text
-//! error ← ids, request, mapping, registry, capacity, daytona_summary, manifest, sqlite
-//! error ← checks ← factory, manifest;  capacity ← factory
-//! registry ← router ← acquisition ← warm, explain      sqlite ← pg → acquisition, warm
-//! sqlite ← budget ← router, error (records), pg
-//! clock ← mapping, router, acquisition, daytona_summary
-//! telemetry ← acquisition
+//! leaves:  values, records, clock, id_source, telemetry
+//! error ← request ← registry ← router ← acquisition ← operation, reconcile, warm, capacity
+//! error ← mapping, sqlite ← router;  sqlite ← pg;  router ← ids, explain
+//! error ← checks ← factory, manifest;  capacity ← factory;  clock ← daytona_summary
 //! ```
 //!
 //! - `error`: the one error protocol (a typed `NativeError`, returned or thrown) and the
 //!   panic guard every entry point runs in;
-//! - `request`, `ids`: a request's text compiled once; id rules and fresh ids;
+//! - `request`, `ids`, `id_source`: a request's text compiled once; id rules; fresh ids;
 //! - `registry`: pools parsed once; the conversion every routing decision shares;
 //! - `router`: one router's native state (fleet, health, ledger, default store) and the
 //!   decisions that read it;
 //! - `acquisition`: the machines of the provisions in flight, by integer key;
 //! - `operation`: operations by id (and a reclaimed sandbox's release), as jobs of the router;
 //! - `warm`: warm pools: the inventory, the refill machines, the claims' answers;
-//! - `budget`: a router's budget rules and in-process ledger, their typed records;
 //! - `explain`: explanations written into typed arrays JavaScript lends;
 //! - `mapping`, `sqlite`, `pg`: the mapping stores' native halves;
 //! - `capacity`: the builtin capacity readers and finders (HTTP on tokio); `daytona_summary`:
@@ -43,6 +40,7 @@ pub mod daytona_summary;
 pub mod error;
 pub mod explain;
 pub mod factory;
+pub mod id_source;
 pub mod ids;
 pub mod manifest;
 pub mod mapping;

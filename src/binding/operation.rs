@@ -8,14 +8,15 @@
 //! properties), the JSON text of a store's answer, and what the awaited call settled with.
 
 use crate::binding::acquisition::{write_step, ReadOutcome};
-use crate::binding::error::{guard, ErrorValue, Failure};
-use crate::binding::router::{now_of, RouterState};
+use crate::binding::clock::now_of;
+use crate::binding::error::{error_object, guard, Failure};
+use crate::binding::router::RouterState;
 use crate::core::router::operation::{
     self, Args, Fact, FileShape, Operation, Outcome, PoolFacts, Read, ScriptShape, Shape, StoreAnswer, Thrown,
 };
-use crate::core::router::provision::Next;
+use crate::core::router::step::Next;
 use crate::core::router::Router;
-use napi::bindgen_prelude::{External, JsObjectValue, Object, Uint32ArraySlice, Unknown};
+use napi::bindgen_prelude::{External, FromNapiValue, JsObjectValue, Object, Uint32ArraySlice, Unknown};
 use napi::{Env, JsValue, ValueType};
 use napi_derive::napi;
 use std::collections::BTreeMap;
@@ -75,8 +76,7 @@ fn shape(v: &Unknown<'_>) -> napi::Result<Shape> {
         ValueType::Undefined => Shape::Undefined,
         ValueType::Null => Shape::Null,
         ValueType::String => Shape::Str,
-        // SAFETY: its type is number.
-        ValueType::Number => Shape::Num(unsafe { v.cast::<f64>() }?),
+        ValueType::Number => Shape::Num(f64::from_unknown(*v)?),
         ValueType::Object if v.is_typedarray()? || v.is_dataview()? => Shape::Bytes,
         ValueType::Object => Shape::Object,
         _ => Shape::Other,
@@ -86,8 +86,7 @@ fn shape(v: &Unknown<'_>) -> napi::Result<Shape> {
 /// Our own copy (an object JavaScript made), or None when `v` is not an object.
 fn ours<'env>(v: &Unknown<'env>) -> napi::Result<Option<Object<'env>>> {
     match v.get_type()? {
-        // SAFETY: its type is object.
-        ValueType::Object => Ok(Some(unsafe { v.cast::<Object<'env>>() }?)),
+        ValueType::Object => Ok(Some(Object::<'env>::from_unknown(*v)?)),
         _ => Ok(None),
     }
 }
@@ -107,8 +106,7 @@ fn script_of(args: &Unknown<'_>) -> napi::Result<Read<ScriptShape>> {
         Some(entries) => Ok(entries
             .iter()
             .map(|pair| match pair.as_slice() {
-                // SAFETY: `Object.entries` keys are strings.
-                [k, v] if k.get_type()? == ValueType::String => Ok((unsafe { k.cast::<String>() }?, shape(v)?)),
+                [k, v] if k.get_type()? == ValueType::String => Ok((String::from_unknown(*k)?, shape(v)?)),
                 _ => Ok((String::new(), Shape::Other)),
             })
             .collect::<napi::Result<_>>()?),
@@ -182,8 +180,7 @@ pub fn begin_operation(
 ) -> napi::Result<String> {
     let op = Operation::from(kind);
     let args = args_of(op, &args, readable)?;
-    // SAFETY: its type is string.
-    let id: Option<String> = if id.get_type()? == ValueType::String { Some(unsafe { id.cast() }?) } else { None };
+    let id: Option<String> = if id.get_type()? == ValueType::String { Some(String::from_unknown(id)?) } else { None };
     guard(&env, || {
         let (key, next) =
             router.router.borrow_mut().begin_operation(op, id.as_deref(), &args, now_of(None, clock_now))?;
@@ -269,10 +266,8 @@ pub fn operation_answered(
 fn fact(v: &Unknown<'_>) -> napi::Result<Fact> {
     Ok(match v.get_type()? {
         ValueType::Undefined | ValueType::Null => Fact::Nullish,
-        // SAFETY: its type is number.
-        ValueType::Number => Fact::Num(unsafe { v.cast::<f64>() }?),
-        // SAFETY: its type is string.
-        ValueType::String => Fact::Str(unsafe { v.cast::<String>() }?),
+        ValueType::Number => Fact::Num(f64::from_unknown(*v)?),
+        ValueType::String => Fact::Str(String::from_unknown(*v)?),
         _ => Fact::Other,
     })
 }
@@ -427,10 +422,10 @@ pub enum OperationAnswer {
 
 /// How an operation ended.
 #[napi(object, object_from_js = false)]
-pub struct OperationEnding {
+pub struct OperationEnding<'env> {
     /// Failed: the typed error (`lib/errors.js` `fromNative` builds its instance).
     #[napi(ts_type = "Error | undefined")]
-    pub error: Option<ErrorValue>,
+    pub error: Option<Object<'env>>,
     /// Failed: the runtime threw the router's own package error: rethrow that error as it is.
     pub package: bool,
     /// Succeeded: what it resolves to.
@@ -441,28 +436,32 @@ pub struct OperationEnding {
 
 /// How operation `key` ended (at its `Succeeded` or `Done` step); the job is ended with it.
 #[napi]
-pub fn operation_end(env: Env, router: &External<RouterState>, key: u32) -> napi::Result<OperationEnding> {
-    guard(&env, || {
+pub fn operation_end<'env>(
+    env: &'env Env,
+    router: &External<RouterState>,
+    key: u32,
+) -> napi::Result<OperationEnding<'env>> {
+    let e = guard(env, || {
         let mut r = router.router.borrow_mut();
         let ending = r.operation_ending(key);
         r.end(key);
-        let e = ending?;
-        Ok(OperationEnding {
-            package: e.package,
-            error: e.error.map(ErrorValue),
-            answer: match e.answer {
-                operation::Answer::Runtime => OperationAnswer::Runtime,
-                operation::Answer::Record => OperationAnswer::Record,
-                operation::Answer::Nothing => OperationAnswer::Nothing,
-            },
-            record: e.record.map(|r| SandboxRecord {
-                id: r.id,
-                provider_id: r.provider_id,
-                provider_sandbox_id: r.provider_sandbox_id,
-                labels: r.labels.into_iter().collect(),
-                created_at: r.created_at,
-                detached: r.detached,
-            }),
-        })
+        ending
+    })?;
+    Ok(OperationEnding {
+        package: e.package,
+        error: e.error.map(|f| error_object(env, &f)).transpose()?,
+        answer: match e.answer {
+            operation::Answer::Runtime => OperationAnswer::Runtime,
+            operation::Answer::Record => OperationAnswer::Record,
+            operation::Answer::Nothing => OperationAnswer::Nothing,
+        },
+        record: e.record.map(|r| SandboxRecord {
+            id: r.id,
+            provider_id: r.provider_id,
+            provider_sandbox_id: r.provider_sandbox_id,
+            labels: r.labels.into_iter().collect(),
+            created_at: r.created_at,
+            detached: r.detached,
+        }),
     })
 }

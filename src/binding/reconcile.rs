@@ -10,14 +10,14 @@
 
 use crate::binding::acquisition::write_step;
 use crate::binding::clock::now_millis;
-use crate::binding::error::{guard, internal, ErrorValue, Failure};
+use crate::binding::error::{error_object, guard, internal, Failure};
 use crate::binding::router::RouterState;
 use crate::core::capacity::UnknownReason;
 use crate::core::reconcile::{IntentFact, Listed, MappingFact};
-use crate::core::router::provision::Next;
 use crate::core::router::reconcile::{Begin, Class, ListFact, PoolReport, Report, Rows, Settled, Signal, Thrown};
+use crate::core::router::step::Next;
 use crate::core::router::Router;
-use napi::bindgen_prelude::{External, Float64Array, Uint32ArraySlice, Uint8Array};
+use napi::bindgen_prelude::{External, Float64Array, Object, Uint32ArraySlice, Uint8Array};
 use napi::Env;
 use napi_derive::napi;
 
@@ -583,9 +583,16 @@ pub fn reconcile_report(env: Env, router: &External<RouterState>, lane: u32) -> 
 }
 
 /// Ends `lane` (`Done`): the run's typed error when it failed in this lane, else null.
-#[napi]
-pub fn reconcile_end(router: &External<RouterState>, lane: u32) -> Option<ErrorValue> {
-    crate::binding::error::contained(None, || router.router.borrow_mut().reconcile_end(lane).map(ErrorValue))
+#[napi(ts_return_type = "Error | null")]
+pub fn reconcile_end<'env>(
+    env: &'env Env,
+    router: &External<RouterState>,
+    lane: u32,
+) -> napi::Result<Option<Object<'env>>> {
+    match guard(env, || Ok(router.router.borrow_mut().reconcile_end(lane)))? {
+        Some(e) => error_object(env, &e).map(Some),
+        None => Ok(None),
+    }
 }
 
 /// Abandons `lane`'s run (a bug while driving it).

@@ -80,58 +80,6 @@ pub enum ResolverFailure {
     Unreadable,
 }
 
-/// A pool's credential readiness answer.
-#[napi]
-pub enum Readiness {
-    /// `false`.
-    Unavailable,
-    /// `true`.
-    Available,
-    /// It threw, rejected or timed out.
-    Failed,
-    /// It answered a non-boolean.
-    NotBoolean,
-}
-
-/// The pools (by index) whose credential readiness answered false, from every pool's
-/// answer (in registration order); throws the typed `PROVISIONING_AVAILABILITY_FAILED`
-/// error of the first that failed. `sandboxId`: a provision's (the error names it, and its
-/// `provision.exhausted` event is decided).
-#[napi]
-pub fn readiness_of(
-    env: Env,
-    router: &External<crate::binding::router::RouterState>,
-    answers: Vec<Readiness>,
-    sandbox_id: Option<String>,
-    clock_now: Option<f64>,
-) -> napi::Result<Vec<u32>> {
-    use crate::core::router::pools::{readiness, Readiness as R};
-    guard(&env, || {
-        let answers: Vec<R> = answers
-            .into_iter()
-            .map(|a| match a {
-                Readiness::Unavailable => R::Unavailable,
-                Readiness::Available => R::Available,
-                Readiness::Failed => R::Failed,
-                Readiness::NotBoolean => R::NotBoolean,
-            })
-            .collect();
-        let mut r = router.router.borrow_mut();
-        let registry = r.registry().clone();
-        let answer = readiness(&registry.borrow(), &answers);
-        match answer {
-            Ok(v) => Ok(v.into_iter().map(|i| i as u32).collect()),
-            Err(mut e) => {
-                if let Some(id) = sandbox_id.as_deref().and_then(crate::core::ids::SandboxKey::parse) {
-                    e.sandbox_id = Some(id.to_string());
-                    r.refused_early(id, &e, crate::binding::router::now_of(None, clock_now).router);
-                }
-                Err(e)
-            }
-        }
-    })
-}
-
 impl From<&RouteExtras> for Extras {
     fn from(e: &RouteExtras) -> Self {
         Extras {

@@ -6,9 +6,9 @@
 //! Nothing is decided here: each function converts its arguments, calls the router, and
 //! converts the answer.
 
-use crate::binding::clock::now_millis;
+use crate::binding::clock::{now_millis, now_of};
 use crate::binding::error::{guard, Failure, NativeError};
-use crate::binding::ids::SandboxIdSource;
+use crate::binding::id_source::SandboxIdSource;
 use crate::binding::mapping::NativeMappingStore;
 use crate::binding::records::{BudgetRuleRecord, BudgetStatusQuery, BudgetStatusRecord};
 use crate::binding::registry::Registry;
@@ -19,9 +19,9 @@ use crate::core::clock::iso8601_millis;
 use crate::core::health::{config_of_option, CircuitState};
 use crate::core::ids::SandboxKey;
 use crate::core::router::pools::Question;
-use crate::core::router::{CapacitySettings, Now, Owner, Router, Settings};
+use crate::core::router::{CapacitySettings, Owner, Router, Settings};
 use crate::core::telemetry::circuit_gauge;
-use napi::bindgen_prelude::{Array, External, Uint32ArraySlice, Unknown};
+use napi::bindgen_prelude::{Array, External, FromNapiValue, Uint32ArraySlice, Unknown};
 use napi::{Env, ValueType};
 use napi_derive::napi;
 use std::cell::RefCell;
@@ -297,14 +297,6 @@ fn settings_of(s: RouterSettings) -> Result<Settings, Failure> {
     })
 }
 
-/// The readings a call is made at: the health clock (`health`), the router's (`clock`);
-/// each omitted (the default clock): the wall clock, read here.
-pub(crate) fn now_of(health: Option<f64>, clock: Option<f64>) -> Now {
-    let wall = || now_millis();
-    let router = clock.map_or_else(wall, |c| c as i64);
-    Now { health: health.map_or_else(wall, |h| h as i64), router }
-}
-
 /// Makes a router over `registry` from its settings (`store`: the default in-memory store,
 /// which the success call then writes itself; `sqlite`: the router's `SqliteMappingStore`,
 /// where budgets without a coordinator keep their charges). Throws the typed
@@ -447,10 +439,9 @@ pub fn router_settle_cost(
     id: Unknown<'_>,
     actual_cost: Unknown<'_>,
 ) -> napi::Result<SettleCostAnswer> {
-    // SAFETY: each is cast only to the type it has.
-    let id: Option<String> = if id.get_type()? == ValueType::String { Some(unsafe { id.cast() }?) } else { None };
+    let id: Option<String> = if id.get_type()? == ValueType::String { Some(String::from_unknown(id)?) } else { None };
     let cost: Option<f64> =
-        if actual_cost.get_type()? == ValueType::Number { Some(unsafe { actual_cost.cast() }?) } else { None };
+        if actual_cost.get_type()? == ValueType::Number { Some(f64::from_unknown(actual_cost)?) } else { None };
     guard(&env, || {
         let (known, shared) = router.router.borrow_mut().settle_cost_of(id.as_deref(), cost)?;
         Ok(SettleCostAnswer { known, shared })
@@ -604,4 +595,56 @@ pub fn router_in_flight_ids(router: &External<RouterState>) -> Vec<String> {
 #[napi]
 pub fn router_jobs_in_flight(router: &External<RouterState>) -> u32 {
     router.router.borrow().jobs_in_flight() as u32
+}
+
+/// A pool's credential readiness answer.
+#[napi]
+pub enum Readiness {
+    /// `false`.
+    Unavailable,
+    /// `true`.
+    Available,
+    /// It threw, rejected or timed out.
+    Failed,
+    /// It answered a non-boolean.
+    NotBoolean,
+}
+
+/// The pools (by index) whose credential readiness answered false, from every pool's
+/// answer (in registration order); throws the typed `PROVISIONING_AVAILABILITY_FAILED`
+/// error of the first that failed. `sandboxId`: a provision's (the error names it, and its
+/// `provision.exhausted` event is decided).
+#[napi]
+pub fn readiness_of(
+    env: Env,
+    router: &External<RouterState>,
+    answers: Vec<Readiness>,
+    sandbox_id: Option<String>,
+    clock_now: Option<f64>,
+) -> napi::Result<Vec<u32>> {
+    use crate::core::router::pools::{readiness, Readiness as R};
+    guard(&env, || {
+        let answers: Vec<R> = answers
+            .into_iter()
+            .map(|a| match a {
+                Readiness::Unavailable => R::Unavailable,
+                Readiness::Available => R::Available,
+                Readiness::Failed => R::Failed,
+                Readiness::NotBoolean => R::NotBoolean,
+            })
+            .collect();
+        let mut r = router.router.borrow_mut();
+        let registry = r.registry().clone();
+        let answer = readiness(&registry.borrow(), &answers);
+        match answer {
+            Ok(v) => Ok(v.into_iter().map(|i| i as u32).collect()),
+            Err(mut e) => {
+                if let Some(id) = sandbox_id.as_deref().and_then(crate::core::ids::SandboxKey::parse) {
+                    e.sandbox_id = Some(id.to_string());
+                    r.refused_early(id, &e, now_of(None, clock_now).router);
+                }
+                Err(e)
+            }
+        }
+    })
 }

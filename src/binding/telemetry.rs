@@ -75,7 +75,7 @@ pub fn telemetry_schema() -> TelemetrySchema {
     TelemetrySchema {
         duration_buckets: core::DURATION_BUCKETS_SECONDS.to_vec(),
         read_buckets: core::READ_BUCKETS_SECONDS.to_vec(),
-        skip_reasons: core::skip_reasons().into_iter().map(str::to_string).collect(),
+        skip_reasons: crate::core::capacity::skip_reasons().into_iter().map(str::to_string).collect(),
         outcomes: core::ProvisionOutcome::ALL.into_iter().map(ProvisionOutcome::from).collect(),
     }
 }

@@ -4,10 +4,11 @@
 
 use crate::binding::acquisition::write_step;
 use crate::binding::clock::now_millis;
+use crate::binding::clock::now_of;
 use crate::binding::error::{guard, Failure, NativeError};
 use crate::binding::records::{WarmCounts, WarmMemberRecord};
 use crate::binding::request::CompiledRequest;
-use crate::binding::router::{now_of, RouterState};
+use crate::binding::router::RouterState;
 use crate::core::error::ErrorClass;
 use crate::core::ids::SandboxKey;
 use crate::core::json::FieldError;

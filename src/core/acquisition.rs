@@ -30,7 +30,9 @@
 
 use crate::core::budget::{self, Refusal, Settle};
 use crate::core::capabilities::Resources;
-use crate::core::capacity::{request_need, Admission, Ledger, Measurement};
+use crate::core::capacity::{
+    request_need, skip_reason, Admission, Ledger, Measurement, SkipStatus, COORDINATOR_UNAVAILABLE, NO_CAPACITY_READER,
+};
 use crate::core::events::{Event, KeyFact, Nullable, PoolId, Time};
 #[cfg(test)]
 use crate::core::fallback::OUTCOME_UNKNOWN;
@@ -147,25 +149,6 @@ pub struct Attempt {
     pub code: String,
     /// Whether the failure was classified retryable (and so may have advanced).
     pub retryable: bool,
-}
-
-/// Whether a skipped pool's capacity was unknown or exhausted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SkipStatus {
-    /// The measurement could not support a decision (or there is no reader).
-    Unknown,
-    /// A dimension is full.
-    Exhausted,
-}
-
-impl SkipStatus {
-    /// `UNKNOWN` or `EXHAUSTED`, as errors and events name it.
-    pub fn name(self) -> &'static str {
-        match self {
-            SkipStatus::Unknown => "UNKNOWN",
-            SkipStatus::Exhausted => "EXHAUSTED",
-        }
-    }
 }
 
 /// A candidate that capacity routing skipped.
@@ -310,9 +293,6 @@ pub enum SharedVerdict {
     /// skipped as `UNKNOWN` with [`COORDINATOR_UNAVAILABLE`], like an unreadable pool.
     Unavailable,
 }
-
-/// The capacity-skip reason when the shared ledger could not be asked.
-pub const COORDINATOR_UNAVAILABLE: &str = "COORDINATOR_UNAVAILABLE";
 
 impl Acquisition {
     /// Starts an acquisition. Under a capacity plan every candidate may be tried (skips
@@ -520,7 +500,7 @@ impl Acquisition {
             };
             if !plan.readers.get(pool).copied().unwrap_or(false) {
                 self.release_trial(health.as_deref_mut());
-                self.skip(pool, SkipStatus::Unknown, "NO_CAPACITY_READER".to_string());
+                self.skip(pool, SkipStatus::Unknown, NO_CAPACITY_READER.to_string());
                 continue;
             }
             let seq = ledger.as_deref_mut().map_or(0, Ledger::begin_read);
@@ -666,7 +646,7 @@ impl Acquisition {
 
     fn skip(&mut self, pool: usize, status: SkipStatus, reason: String) {
         if self.observing() {
-            let skip_reason = crate::core::telemetry::skip_reason(status, &reason);
+            let skip_reason = skip_reason(status, &reason);
             self.push(Event::CapacitySkipped {
                 pool: self.id(pool),
                 status: status.name(),

@@ -417,6 +417,71 @@ impl Ledger {
     }
 }
 
+/// Whether a skipped pool's capacity was unknown or exhausted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipStatus {
+    /// The measurement could not support a decision (or there is no reader).
+    Unknown,
+    /// A dimension is full.
+    Exhausted,
+}
+
+impl SkipStatus {
+    /// `UNKNOWN` or `EXHAUSTED`, as errors and events name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SkipStatus::Unknown => "UNKNOWN",
+            SkipStatus::Exhausted => "EXHAUSTED",
+        }
+    }
+}
+
+/// The capacity-skip reason when the shared ledger could not be asked.
+pub const COORDINATOR_UNAVAILABLE: &str = "COORDINATOR_UNAVAILABLE";
+
+/// The capacity dimensions the core knows (`capacity::request_need`); a reader's other
+/// dimensions are counted as [`EXHAUSTED_OTHER`], since their names are the reader's text.
+const DIMENSIONS: [(&str, &str); 5] = [
+    ("cpu", "EXHAUSTED_CPU"),
+    ("memory", "EXHAUSTED_MEMORY"),
+    ("disk", "EXHAUSTED_DISK"),
+    ("gpu", "EXHAUSTED_GPU"),
+    ("sandboxes", "EXHAUSTED_SANDBOXES"),
+];
+
+/// A full dimension the core does not name.
+pub const EXHAUSTED_OTHER: &str = "EXHAUSTED_OTHER";
+/// A pool skipped without a capacity reader.
+pub const NO_CAPACITY_READER: &str = "NO_CAPACITY_READER";
+/// An unknown measurement whose reason is none of the core's (never expected: the machine
+/// only records its own reasons; kept so the set stays closed whatever it is given).
+pub const UNKNOWN_OTHER: &str = "UNKNOWN";
+
+/// The bounded reason of a capacity skip (`sandbox_router_capacity_skips_total`'s
+/// attribute `reason`): an unknown measurement's reason code as the event names it
+/// (`TIMEOUT`, `READ_FAILED`, …, `NO_CAPACITY_READER`, `COORDINATOR_UNAVAILABLE`), or
+/// `EXHAUSTED_<DIMENSION>` for a full dimension of the core's (`EXHAUSTED_OTHER` for any
+/// other: a reader names its own dimensions).
+pub fn skip_reason(status: SkipStatus, reason: &str) -> &'static str {
+    match status {
+        SkipStatus::Exhausted => DIMENSIONS.iter().find(|(d, _)| *d == reason).map_or(EXHAUSTED_OTHER, |(_, r)| r),
+        SkipStatus::Unknown => match reason {
+            NO_CAPACITY_READER => NO_CAPACITY_READER,
+            COORDINATOR_UNAVAILABLE => COORDINATOR_UNAVAILABLE,
+            _ => UnknownReason::from_code(reason).map_or(UNKNOWN_OTHER, UnknownReason::code),
+        },
+    }
+}
+
+/// Every value [`skip_reason`] can answer, for the documentation's table.
+pub fn skip_reasons() -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = UnknownReason::ALL.iter().map(|r| r.code()).collect();
+    out.extend([NO_CAPACITY_READER, COORDINATOR_UNAVAILABLE, UNKNOWN_OTHER]);
+    out.extend(DIMENSIONS.iter().map(|(_, r)| *r));
+    out.push(EXHAUSTED_OTHER);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -816,5 +881,26 @@ mod tests {
         l.settle(t, true, now);
         let s = l.begin_read();
         assert!(matches!(l.admit(0, s, &slots(0.0, 1.0), &Resources::default(), now + ttl), Admission::Admitted(_)));
+    }
+
+    #[test]
+    fn skip_reasons_are_bounded_whatever_a_reader_names_its_dimensions() {
+        assert_eq!(skip_reason(SkipStatus::Exhausted, "sandboxes"), "EXHAUSTED_SANDBOXES");
+        assert_eq!(skip_reason(SkipStatus::Exhausted, "cpu"), "EXHAUSTED_CPU");
+        // must not pass through: a reader's own dimension (its text, maybe a secret)
+        assert_eq!(skip_reason(SkipStatus::Exhausted, "tenant-secret-quota"), EXHAUSTED_OTHER);
+        assert_eq!(skip_reason(SkipStatus::Unknown, "TIMEOUT"), "TIMEOUT");
+        assert_eq!(skip_reason(SkipStatus::Unknown, "NO_CAPACITY_READER"), NO_CAPACITY_READER);
+        assert_eq!(skip_reason(SkipStatus::Unknown, COORDINATOR_UNAVAILABLE), COORDINATOR_UNAVAILABLE);
+        assert_eq!(skip_reason(SkipStatus::Unknown, "anything else"), UNKNOWN_OTHER);
+        let all = skip_reasons();
+        for r in UnknownReason::ALL {
+            assert_eq!(skip_reason(SkipStatus::Unknown, r.code()), r.code());
+            assert!(all.contains(&r.code()));
+        }
+        let mut distinct = all.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), all.len());
     }
 }

@@ -548,7 +548,7 @@ pub(crate) mod tests {
         assert_eq!(sorted.len(), names.len(), "no type is declared twice");
         let schema: Vec<&str> = schema().iter().map(|t| t.name).collect();
         assert_eq!(schema, names);
-        assert_eq!(names.len(), 32);
+        assert_eq!(names.len(), 33);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! histograms' bucket boundaries, and the label key of a propagated trace context.
 //!
 //! Why in the core? An outcome name is a classification of the machine's [`Outcome`], and
-//! a skip reason a classification of its [`SkipStatus`] and reason: if JavaScript derived
+//! a skip reason (`capacity::skip_reason`) a classification of its `SkipStatus` and reason: if JavaScript derived
 //! them it would keep a second copy of the rules the machine already applies (which code
 //! means a deadline, which refusal means "nothing will change"), and the two would drift.
 //! Here they sit next to those rules, each with its unit test; `lib/telemetry.js` only
@@ -14,8 +14,7 @@
 //! router's own configuration; a sandbox id, a label value, a reader's dimension name or a
 //! provider's text is not (and may be a secret), so none of them is ever a value here.
 
-use crate::core::acquisition::{Outcome, SkipStatus, COORDINATOR_UNAVAILABLE};
-use crate::core::capacity::UnknownReason;
+use crate::core::acquisition::Outcome;
 use crate::core::health::CircuitState;
 
 /// How a provision ended, as `sandbox_router_provision_duration_seconds` names it
@@ -93,49 +92,6 @@ impl ProvisionOutcome {
 
 /// The code of a route that left no eligible pool.
 pub const NO_ELIGIBLE_PROVIDER: &str = "NO_ELIGIBLE_PROVIDER";
-
-/// The capacity dimensions the core knows (`capacity::request_need`); a reader's other
-/// dimensions are counted as [`EXHAUSTED_OTHER`], since their names are the reader's text.
-const DIMENSIONS: [(&str, &str); 5] = [
-    ("cpu", "EXHAUSTED_CPU"),
-    ("memory", "EXHAUSTED_MEMORY"),
-    ("disk", "EXHAUSTED_DISK"),
-    ("gpu", "EXHAUSTED_GPU"),
-    ("sandboxes", "EXHAUSTED_SANDBOXES"),
-];
-
-/// A full dimension the core does not name.
-pub const EXHAUSTED_OTHER: &str = "EXHAUSTED_OTHER";
-/// A pool skipped without a capacity reader.
-pub const NO_CAPACITY_READER: &str = "NO_CAPACITY_READER";
-/// An unknown measurement whose reason is none of the core's (never expected: the machine
-/// only records its own reasons; kept so the set stays closed whatever it is given).
-pub const UNKNOWN_OTHER: &str = "UNKNOWN";
-
-/// The bounded reason of a capacity skip (`sandbox_router_capacity_skips_total`'s
-/// attribute `reason`): an unknown measurement's reason code as the event names it
-/// (`TIMEOUT`, `READ_FAILED`, …, `NO_CAPACITY_READER`, `COORDINATOR_UNAVAILABLE`), or
-/// `EXHAUSTED_<DIMENSION>` for a full dimension of the core's (`EXHAUSTED_OTHER` for any
-/// other: a reader names its own dimensions).
-pub fn skip_reason(status: SkipStatus, reason: &str) -> &'static str {
-    match status {
-        SkipStatus::Exhausted => DIMENSIONS.iter().find(|(d, _)| *d == reason).map_or(EXHAUSTED_OTHER, |(_, r)| r),
-        SkipStatus::Unknown => match reason {
-            NO_CAPACITY_READER => NO_CAPACITY_READER,
-            COORDINATOR_UNAVAILABLE => COORDINATOR_UNAVAILABLE,
-            _ => UnknownReason::from_code(reason).map_or(UNKNOWN_OTHER, UnknownReason::code),
-        },
-    }
-}
-
-/// Every value [`skip_reason`] can answer, for the documentation's table.
-pub fn skip_reasons() -> Vec<&'static str> {
-    let mut out: Vec<&'static str> = UnknownReason::ALL.iter().map(|r| r.code()).collect();
-    out.extend([NO_CAPACITY_READER, COORDINATOR_UNAVAILABLE, UNKNOWN_OTHER]);
-    out.extend(DIMENSIONS.iter().map(|(_, r)| *r));
-    out.push(EXHAUSTED_OTHER);
-    out
-}
 
 /// `sandbox_router_circuit_state`'s value: 0 closed, 1 half-open, 2 open (so "> 0" is "not
 /// routing as usual", and a max over pools shows the worst).
@@ -223,27 +179,6 @@ mod tests {
     fn outcome_names_are_distinct_snake_case() {
         let names: Vec<_> = ProvisionOutcome::ALL.iter().map(|o| o.name()).collect();
         assert_eq!(names, ["success", "exhausted", "terminal", "timed_out", "not_eligible", "refused"]);
-    }
-
-    #[test]
-    fn skip_reasons_are_bounded_whatever_a_reader_names_its_dimensions() {
-        assert_eq!(skip_reason(SkipStatus::Exhausted, "sandboxes"), "EXHAUSTED_SANDBOXES");
-        assert_eq!(skip_reason(SkipStatus::Exhausted, "cpu"), "EXHAUSTED_CPU");
-        // must not pass through: a reader's own dimension (its text, maybe a secret)
-        assert_eq!(skip_reason(SkipStatus::Exhausted, "tenant-secret-quota"), EXHAUSTED_OTHER);
-        assert_eq!(skip_reason(SkipStatus::Unknown, "TIMEOUT"), "TIMEOUT");
-        assert_eq!(skip_reason(SkipStatus::Unknown, "NO_CAPACITY_READER"), NO_CAPACITY_READER);
-        assert_eq!(skip_reason(SkipStatus::Unknown, COORDINATOR_UNAVAILABLE), COORDINATOR_UNAVAILABLE);
-        assert_eq!(skip_reason(SkipStatus::Unknown, "anything else"), UNKNOWN_OTHER);
-        let all = skip_reasons();
-        for r in UnknownReason::ALL {
-            assert_eq!(skip_reason(SkipStatus::Unknown, r.code()), r.code());
-            assert!(all.contains(&r.code()));
-        }
-        let mut distinct = all.clone();
-        distinct.sort_unstable();
-        distinct.dedup();
-        assert_eq!(distinct.len(), all.len());
     }
 
     #[test]

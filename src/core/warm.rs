@@ -611,6 +611,14 @@ impl WarmPool {
         self.demand.observe(now);
     }
 
+    /// Whether a claim or a miss here may make a refill due, so that warm work is worth a
+    /// poll now: the pool may want more members than it holds and is making (its size, or
+    /// the most a `{ min, max }` pool's demand can raise its target to). A pool that cannot
+    /// grow (`size: 0`, or every member held or in flight) waits for its timer instead.
+    pub fn may_grow(&self) -> bool {
+        u64::from(self.config.sizing.ceiling()) > self.idle.len() as u64 + u64::from(self.launching)
+    }
+
     /// The miss reason of an empty fleet inventory (paused or not).
     pub fn empty(&self) -> MissReason {
         if self.paused.is_some() {

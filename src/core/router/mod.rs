@@ -14,11 +14,13 @@
 //! (option `clock`), both epoch milliseconds.
 
 pub mod budgets;
+pub mod job;
 pub mod operation;
 pub mod options;
 pub mod pools;
 pub mod provision;
 pub mod reconcile;
+pub mod step;
 #[cfg(test)]
 mod tests;
 pub mod warm;
@@ -31,8 +33,8 @@ use crate::core::ids::SandboxKey;
 use crate::core::mapping::MappingStore;
 use crate::core::warm::Warm;
 use budgets::Budgets;
+use job::Jobs;
 use pools::{HealthView, Pools};
-use provision::Jobs;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;

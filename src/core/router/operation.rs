@@ -17,7 +17,7 @@
 //! attached handle would make `destroy` forget the sandbox instead of deleting it, and would
 //! downgrade the adapter's record for every other caller of the same adapter instance.
 
-use super::provision::{Next, StepKind};
+use super::step::{Next, StepKind};
 use super::{Now, Router};
 use crate::core::error::{ErrorClass, Failure, Fault};
 use crate::core::events::{Event, PoolId};
@@ -40,7 +40,7 @@ pub const RUN_SCRIPT_GRACE_MS: u64 = 60_000;
 /// for every job.
 pub const OPERATION_KEY: u32 = 1 << 31;
 
-/// The step flags of operations (`step[4]`), above the provision flags (`provision::flags`).
+/// The step flags of operations (`step[4]`), above the provision flags (`step::flags`).
 pub mod flags {
     /// `Call`: the handle is `{ id: providerSandboxId }` (a runtime without `getById`).
     pub const ID_HANDLE: u32 = 1 << 8;
@@ -619,7 +619,7 @@ impl Router {
             Stage::Unmap => {
                 let mut n = at(StepKind::Unmap, self.callback_timeout_ms);
                 if self.combined {
-                    n.flags |= super::provision::flags::COMBINED;
+                    n.flags |= super::step::flags::COMBINED;
                 }
                 n
             }
@@ -987,10 +987,10 @@ mod tests {
             assert!((20..30).contains(&(kind as u32)), "{kind:?}");
             assert!(StepKind::ALL.iter().any(|(k, _)| *k == kind), "{kind:?} is in ALL");
         }
-        let provision = super::super::provision::flags::EVENTS
-            | super::super::provision::flags::WRITES
-            | super::super::provision::flags::ENDED
-            | super::super::provision::flags::FAILED_INTENT;
+        let provision = super::super::step::flags::EVENTS
+            | super::super::step::flags::WRITES
+            | super::super::step::flags::ENDED
+            | super::super::step::flags::FAILED_INTENT;
         assert_eq!(provision & (flags::ID_HANDLE | flags::FORGET), 0);
     }
 
@@ -1446,7 +1446,7 @@ mod tests {
         let mut r = combined(true);
         let (key, next) = destroyed(&mut r, true, Outcome::Undefined);
         assert_eq!(next.kind, StepKind::Unmap);
-        assert_ne!(next.flags & super::super::provision::flags::COMBINED, 0);
+        assert_ne!(next.flags & super::super::step::flags::COMBINED, 0);
         let next = r.operation_forgotten(key, true, true, NOW).unwrap();
         assert_eq!(next.kind, StepKind::Succeeded, "no Release step: the statement gave the slot back");
         assert_eq!(types(&mut r), [("budget.released", "DESTROYED".to_string()), ("sandbox.destroyed", String::new())]);
@@ -1461,7 +1461,7 @@ mod tests {
     fn combined_must_not_fire_a_store_apart_from_the_coordinator_unmaps_then_releases() {
         let mut r = combined(false);
         let (key, next) = destroyed(&mut r, true, Outcome::Undefined);
-        assert_eq!((next.kind, next.flags & super::super::provision::flags::COMBINED), (StepKind::Unmap, 0));
+        assert_eq!((next.kind, next.flags & super::super::step::flags::COMBINED), (StepKind::Unmap, 0));
         assert_eq!(r.operation_unmapped(key, true, NOW).unwrap().kind, StepKind::Release);
     }
 

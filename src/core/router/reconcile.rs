@@ -47,7 +47,7 @@
 //!    `ReconcileRelease`), with `budget.released` `RECLAIMED` when a budget slot was.
 //! 5. The report and `reconcile.completed`.
 
-use super::provision::{flags, Next, StepKind};
+use super::step::{flags, Next, StepKind};
 use super::Router;
 use crate::core::capacity::UnknownReason;
 use crate::core::error::{ErrorClass, Failure, Fault};
@@ -1148,6 +1148,7 @@ impl Router {
     /// Performs `then` for action `a` of `lane`'s run.
     fn then(&mut self, lane: u32, a: usize, then: Then, wall: i64) -> Result<Next, Failure> {
         let coordinated = self.capacity.as_ref().is_some_and(|c| c.coordinated);
+        let callback = self.callback_timeout_ms;
         let (_, run) = self.lane_run(lane)?;
         let outcome = match then {
             Then::Ask(stage, bound) => {
@@ -1168,7 +1169,9 @@ impl Router {
                 action.stage = Stage::Release;
                 action.outcome = Some(outcome);
                 let pool = run.pools[action.pool].index;
-                return Ok(self.flagged(lane, at(StepKind::ReconcileRelease, pool, 0)));
+                // A store call like the record's: `callbackTimeoutMs` within what is left.
+                let bound = callback.min(run.left(wall)).max(1);
+                return Ok(self.flagged(lane, at(StepKind::ReconcileRelease, pool, bound)));
             }
         }
         self.action_over(lane, a, outcome, wall);
@@ -2244,6 +2247,7 @@ mod tests {
         let mut n = r.reconcile_settled(l, Settled::Value, None, T0).unwrap(); // the destroy
         kinds.push(n.kind);
         if n.kind == StepKind::ReconcileRelease {
+            assert!(n.bound_ms > 0 && n.bound_ms <= CB, "the release is bounded like a store call: {}", n.bound_ms);
             n = r.reconcile_released(l, shared_answer.unwrap_or(false), T0).unwrap();
             kinds.push(n.kind);
         }

@@ -3,7 +3,7 @@
 //! it begins a job, performs nothing, and reports what the step did at clock readings it
 //! picks, then reads the next step.
 
-use super::provision::{flags, StepKind};
+use super::step::{flags, StepKind};
 use super::{CapacitySettings, Now, Owner, Router, Settings};
 use crate::core::capacity::{Measurement, ResourceMeasurement, UnknownReason};
 use crate::core::events::Event;
@@ -73,7 +73,7 @@ fn at(ms: i64) -> Now {
 }
 
 /// Begins a provision of `req`; its key and first step.
-fn begin(r: &mut Router, req: &Rc<Request>, n: u8) -> (u32, super::provision::Next) {
+fn begin(r: &mut Router, req: &Rc<Request>, n: u8) -> (u32, super::step::Next) {
     r.begin(req, false, Vec::new(), None, id(n), at(0)).unwrap()
 }
 
@@ -384,6 +384,21 @@ fn late_must_not_fire_a_settlement_written_on_time_emits_nothing() {
     assert!(r.take_events().is_empty());
 }
 
+/// Begins a provision on `r` and, under a coordinator, admits it (`Coordinate`: room, then
+/// the coordinator's admission); its key, at the `Launch` step.
+fn launching(r: &mut Router) -> u32 {
+    let (key, next) = begin(r, &request(json!({})), 1);
+    if next.kind == StepKind::Coordinate {
+        let room = Measurement::Known(vec![ResourceMeasurement::new("sandboxes", 0.0, 10.0, "sandboxes", 1.0)]);
+        assert!(r.demand(key, &room, at(1)).unwrap().is_ok(), "a demand for the coordinator");
+        let next = r.admit_decided(key, crate::core::acquisition::SharedVerdict::Admitted(7), at(1)).unwrap();
+        assert_eq!(next.kind, StepKind::Launch);
+    } else {
+        assert_eq!(next.kind, StepKind::Launch);
+    }
+    key
+}
+
 fn coordinated(combined: bool) -> Settings {
     Settings {
         capacity: Some(CapacitySettings {
@@ -399,7 +414,7 @@ fn coordinated(combined: bool) -> Settings {
 #[test]
 fn combined_must_fire_the_store_is_the_coordinator_the_record_and_its_settlements_are_one_step() {
     let mut r = router(coordinated(true), 1, false);
-    let (key, _) = begin(&mut r, &request(json!({})), 1);
+    let key = launching(&mut r);
     let next = r.succeeded(key, "prov-1", at(1), T0 + 1).unwrap();
     assert_eq!(next.kind, StepKind::Persist);
     assert_ne!(next.flags & flags::COMBINED, 0);
@@ -409,7 +424,7 @@ fn combined_must_fire_the_store_is_the_coordinator_the_record_and_its_settlement
 fn combined_must_not_fire_a_store_apart_from_the_coordinator_or_no_coordinator_writes_the_record_alone() {
     for s in [coordinated(false), Settings { combined: true, ..settings() }] {
         let mut r = router(s, 1, false);
-        let (key, _) = begin(&mut r, &request(json!({})), 1);
+        let key = launching(&mut r);
         let next = r.succeeded(key, "prov-1", at(1), T0 + 1).unwrap();
         assert_eq!(next.kind, StepKind::Persist);
         assert_eq!(next.flags & flags::COMBINED, 0);

@@ -38,8 +38,9 @@
 //! [`ClaimResolve`]: StepKind::ClaimResolve
 //! [`ClaimUncharge`]: StepKind::ClaimUncharge
 
+use super::job::{unknown_pool, write_record, Claimer, Job, NewRecord, Stage, WarmRole};
 use super::pools::Pools;
-use super::provision::{flags, write_record, Job, NewRecord, Next, Stage, StepKind, WarmRole};
+use super::step::{flags, Next, StepKind};
 use super::{Now, Router};
 use crate::core::acquisition::{settle_window_ms, Acquisition, CapacityPlan};
 use crate::core::capabilities::Lifetime;
@@ -1602,7 +1603,7 @@ impl Router {
             .iter()
             .enumerate()
             .map(|(k, &i)| {
-                let p = inner.registry.pools().get(i).ok_or_else(super::provision::unknown_pool)?;
+                let p = inner.registry.pools().get(i).ok_or_else(unknown_pool)?;
                 let out = |claim: bool, reason: Option<&'static str>, floor: Option<i64>| ClaimExplanation {
                     provider_id: p.id.clone(),
                     claim,
@@ -1634,15 +1635,6 @@ impl Router {
             .collect::<Result<Vec<_>, Failure>>()
             .map(Some)
     }
-}
-
-/// A provision's claim state: its request (the claim's rule reads it), the member it took
-/// and whether from the fleet's inventory, or the floor it asks the fleet with.
-pub(crate) struct Claimer {
-    pub(crate) request: std::rc::Rc<Request>,
-    pub(crate) member: Option<Member>,
-    pub(crate) floor: Option<i64>,
-    pub(crate) fleet: bool,
 }
 
 /// The `warm.target.changed` event of pool `id` (`p` holds the new target and its reason).
@@ -1970,6 +1962,24 @@ mod tests {
         let (_, next) = t.provision();
         assert_eq!(next.kind, StepKind::Claimed, "must-not-fire: a live handle is held");
         assert_ne!(next.flags & flags::WARM, 0, "its refill is due: the caller polls");
+    }
+
+    #[test]
+    fn must_not_fire_a_miss_at_a_pool_that_cannot_grow_asks_no_poll() {
+        let mut t = T::new(&[pool("none", json!({"size": 0}))], Opts::default()).start(local());
+        t.settle();
+        let (_, next) = t.provision();
+        assert_eq!(next.kind, StepKind::Launch, "a miss: the cold launch");
+        assert_eq!(next.flags & flags::WARM, 0, "size 0: nothing can become due, no poll");
+        assert_eq!(t.r.warm.as_ref().unwrap().get("none").unwrap().stats().empty, 1, "the miss is counted");
+    }
+
+    #[test]
+    fn must_fire_a_miss_at_an_empty_pool_that_can_grow_asks_a_poll() {
+        let mut t = T::new(&[pool("hot", json!({"size": 1}))], Opts::default()).start(local());
+        let (_, next) = t.provision();
+        assert_eq!(next.kind, StepKind::Launch, "a miss: the cold launch");
+        assert_ne!(next.flags & flags::WARM, 0, "its refill may be due: the caller polls");
     }
 
     #[test]
