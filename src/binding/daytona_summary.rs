@@ -7,9 +7,9 @@
 //! declares its fields in that order, so the objects are the same, key order included.
 
 use crate::binding::clock::now_millis;
-use crate::binding::error::{guard, Failure, NativeError};
-use crate::core::error::ErrorClass;
-use crate::core::json::FieldError;
+use crate::binding::error::{guard, Failure};
+use crate::core::json::{input, FieldError};
+use crate::core::CoreError;
 use crate::readers::daytona_summary::{
     inventory_items, parse_daytona_capacity_limits as parse_limits, parse_summary_options,
     summarize_daytona_capacity as summarize, DaytonaCapacityLimits, Idle, IdleItem, Organization, Sum, Summary,
@@ -21,26 +21,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 fn invalid(e: FieldError) -> Failure {
-    NativeError::invalid(
-        ErrorClass::RequestValidation,
-        "INVALID_INPUT",
-        format!("invalid input: {} {}", e.field, e.expectation),
-        e.field,
-    )
-}
-
-/// `text` read as JSON; None: the caller's value had no JSON form.
-fn parse_json(text: Option<&str>, field: &str) -> Result<Value, Failure> {
-    let refused = |what: &str| {
-        NativeError::invalid(
-            ErrorClass::RequestValidation,
-            "INVALID_INPUT",
-            format!("invalid input: {field} is not {what}"),
-            field,
-        )
-    };
-    let text = text.ok_or_else(|| refused("JSON-serializable"))?;
-    serde_json::from_str(text).map_err(|_| refused("JSON"))
+    CoreError::InvalidInput { field: e.field, expectation: e.expectation }.into()
 }
 
 /// Strictly parsed Daytona limits: vCPU, MiB (null when not given), and what was given.
@@ -78,7 +59,7 @@ pub fn parse_daytona_capacity_limits(env: Env, limits_json: Option<String>) -> n
 }
 
 fn limits_of(limits_json: Option<&str>) -> Result<DaytonaLimitsRecord, Failure> {
-    let v = parse_json(limits_json, "limits")?;
+    let v = input(limits_json, "limits")?;
     Ok(parse_limits(&v).map_err(invalid)?.into())
 }
 
@@ -354,14 +335,14 @@ fn summary_of(
     limits_json: Option<&str>,
     options_json: Option<&str>,
 ) -> Result<DaytonaSummaryRecord, Failure> {
-    let items_value = parse_json(items_json, "items")?;
+    let items_value = input(items_json, "items")?;
     let items = inventory_items(&items_value).map_err(invalid)?;
-    let limits_value = parse_json(limits_json, "limits")?;
+    let limits_value = input(limits_json, "limits")?;
     let limits = match limits_value {
         Value::Null => None,
         ref v => Some(parse_limits(v).map_err(invalid)?),
     };
-    let options_value = Some(parse_json(options_json, "options")?).filter(|v| !v.is_null());
+    let options_value = Some(input(options_json, "options")?).filter(|v| !v.is_null());
     let options = parse_summary_options(options_value.as_ref(), now_millis() as f64).map_err(invalid)?;
     Ok(summarize(items, limits.as_ref(), &options).into())
 }

@@ -3,14 +3,12 @@
 //! class hands its native half to `NativeRouter`, so a provision's success call writes the
 //! record itself (labels from the validated request, the id and fleet labels added).
 
-use crate::binding::error::{guard, Failure, NativeError};
+use crate::binding::error::guard;
 use crate::binding::records::MappingRecord;
-use crate::core::error::ErrorClass;
 use crate::core::ids::SandboxKey;
-use crate::core::mapping::{CreatedAt, Mapping, MappingStore};
+use crate::core::mapping::{labels_of, CreatedAt, Mapping, MappingStore};
 use napi::Env;
 use napi_derive::napi;
-use serde_json::Value;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -38,15 +36,6 @@ impl Default for NativeMappingStore {
     }
 }
 
-fn invalid(what: &str) -> Failure {
-    NativeError::invalid(
-        ErrorClass::RequestValidation,
-        "INVALID_INPUT",
-        format!("mapping labels must be {what}"),
-        "labels",
-    )
-}
-
 #[napi]
 impl NativeMappingStore {
     /// An empty store.
@@ -71,16 +60,7 @@ impl NativeMappingStore {
     ) -> napi::Result<()> {
         guard(&env, || {
             let key = SandboxKey::parse_checked(&id)?;
-            let labels = match serde_json::from_str::<Value>(&labels_json) {
-                Ok(Value::Object(map)) => map
-                    .into_iter()
-                    .map(|(k, v)| match v {
-                        Value::String(s) => Ok((k, s)),
-                        _ => Err(invalid("strings")),
-                    })
-                    .collect::<Result<Vec<_>, _>>()?,
-                _ => return Err(invalid("an object")),
-            };
+            let labels = labels_of(&labels_json)?;
             let mut store = self.store.borrow_mut();
             let provider_id = store.intern(&provider_id);
             store.put(Mapping {

@@ -8,10 +8,10 @@
 //! never change a routing decision), so requests built from one template share one
 //! compiled form.
 
-use crate::binding::error::{guard, Failure, NativeError};
-use crate::core::error::ErrorClass;
+use crate::binding::error::{guard, Failure};
 use crate::core::json::FieldError;
 use crate::core::request::{parse_labels, parse_labels_text, parse_request, LabelLimits, Request};
+use crate::core::CoreError;
 use napi::bindgen_prelude::External;
 use napi::Env;
 use napi_derive::napi;
@@ -21,12 +21,8 @@ use std::rc::Rc;
 /// `text` parsed as JSON, or `INVALID_REQUEST` naming `what`.
 pub(crate) fn parse_json(text: &str, what: &str) -> Result<Value, Failure> {
     serde_json::from_str(text).map_err(|_| {
-        NativeError::invalid(
-            ErrorClass::RequestValidation,
-            "INVALID_REQUEST",
-            format!("invalid request: {what} is not serializable JSON"),
-            what,
-        )
+        CoreError::InvalidRequest { field: what.to_string(), expectation: "is not serializable JSON".to_string() }
+            .into()
     })
 }
 
@@ -57,14 +53,8 @@ pub fn request_timeout_ms(request: &External<CompiledRequest>) -> f64 {
 /// (`request::parse_labels`) and within `limits` (the router's, `limits` option): the
 /// labels, or the typed `INVALID_REQUEST` error naming the label.
 pub(crate) fn labels_from(text: &str, limits: &LabelLimits) -> Result<Vec<(String, String)>, Failure> {
-    let invalid = |e: FieldError| {
-        NativeError::invalid(
-            ErrorClass::RequestValidation,
-            "INVALID_REQUEST",
-            format!("invalid request: {} {}", e.field, e.expectation),
-            e.field,
-        )
-    };
+    let invalid =
+        |e: FieldError| -> Failure { CoreError::InvalidRequest { field: e.field, expectation: e.expectation }.into() };
     let labels = match parse_labels_text(text) {
         Some(labels) => labels,
         None => parse_labels(&parse_json(text, "launch.labels")?).map_err(invalid)?,

@@ -5,16 +5,14 @@
 use crate::binding::acquisition::write_step;
 use crate::binding::clock::now_millis;
 use crate::binding::clock::now_of;
-use crate::binding::error::{guard, Failure, NativeError};
+use crate::binding::error::{guard, Failure};
 use crate::binding::records::{WarmCounts, WarmMemberRecord};
 use crate::binding::request::CompiledRequest;
 use crate::binding::router::RouterState;
-use crate::core::error::ErrorClass;
 use crate::core::ids::SandboxKey;
-use crate::core::json::FieldError;
 use crate::core::request::SANDBOX_WARM_LABEL;
 use crate::core::router::warm::{FleetCounts, FleetOp, FleetReply, Resolution, StartFacts, StoreRecord};
-use crate::core::warm::{Member, WarmConfig};
+use crate::core::warm::Member;
 use napi::bindgen_prelude::{External, Uint32ArraySlice};
 use napi::Env;
 use napi_derive::napi;
@@ -760,21 +758,5 @@ pub fn factory_lifetime_ms(provider: String, create_timeout_ms: Option<f64>, dec
 /// `field` and the key (`providers.local.warm.size`).
 #[napi]
 pub fn check_warm_option(env: Env, option_json: String, field: String) -> napi::Result<()> {
-    guard(&env, || {
-        let bad = |e: FieldError| {
-            NativeError::invalid(
-                ErrorClass::Configuration,
-                "INVALID_CONFIGURATION",
-                format!(
-                    "invalid configuration: {}{} {}",
-                    field,
-                    e.field.strip_prefix("warm").unwrap_or(""),
-                    e.expectation
-                ),
-                format!("{}{}", field, e.field.strip_prefix("warm").unwrap_or("")),
-            )
-        };
-        let v = serde_json::from_str(&option_json).map_err(|_| bad(FieldError::new("warm", "must be an object")))?;
-        WarmConfig::read(&v, "warm").map(drop).map_err(bad)
-    })
+    guard(&env, || crate::core::warm::check_option(&option_json, &field))
 }

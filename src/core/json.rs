@@ -258,6 +258,16 @@ impl<'a> Obj<'a> {
     }
 }
 
+/// A caller's input value read as JSON (`text`; None: the value had no JSON form), or
+/// `INVALID_INPUT` naming `field`.
+pub fn input(text: Option<&str>, field: &str) -> Result<Value, crate::core::error::Failure> {
+    let refused = |expectation: &str| -> crate::core::error::Failure {
+        crate::core::CoreError::InvalidInput { field: field.to_string(), expectation: expectation.to_string() }.into()
+    };
+    let text = text.ok_or_else(|| refused("is not JSON-serializable"))?;
+    serde_json::from_str(text).map_err(|_| refused("is not JSON"))
+}
+
 /// `must be one of a, b, c`.
 pub fn one_of(choices: &[&str]) -> String {
     format!("must be one of {}", choices.join(", "))

@@ -6,6 +6,7 @@
 //! cross-process identity needs a caller-supplied store with the same contract.
 
 use crate::core::clock::iso8601_millis;
+use crate::core::error::{ErrorClass, Failure, Fault};
 use crate::core::ids::SandboxKey;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::Arc;
@@ -46,6 +47,29 @@ pub struct Mapping {
     pub created_at: CreatedAt,
     /// Whether it came from `provisionDetached`.
     pub detached: bool,
+}
+
+/// A caller record's labels (JSON text of an object of strings), or `INVALID_INPUT` naming
+/// `labels`.
+pub fn labels_of(json: &str) -> Result<Vec<(String, String)>, Failure> {
+    let invalid = |what: &str| {
+        Fault::invalid(
+            ErrorClass::RequestValidation,
+            "INVALID_INPUT",
+            format!("mapping labels must be {what}"),
+            "labels",
+        )
+    };
+    match serde_json::from_str::<serde_json::Value>(json) {
+        Ok(serde_json::Value::Object(map)) => map
+            .into_iter()
+            .map(|(k, v)| match v {
+                serde_json::Value::String(s) => Ok((k, s)),
+                _ => Err(invalid("strings")),
+            })
+            .collect(),
+        _ => Err(invalid("an object")),
+    }
 }
 
 impl Mapping {
@@ -126,6 +150,20 @@ impl MappingStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn labels_of_must_refuse_a_non_string_value_and_a_non_object_naming_labels() {
+        let e = labels_of(r#"{"team":1}"#).unwrap_err();
+        assert_eq!((e.code.as_str(), e.field.as_deref()), ("INVALID_INPUT", Some("labels")));
+        assert_eq!(e.message, "mapping labels must be strings");
+        assert_eq!(labels_of("[]").unwrap_err().message, "mapping labels must be an object");
+    }
+
+    #[test]
+    fn labels_of_must_not_refuse_an_object_of_strings() {
+        assert_eq!(labels_of(r#"{"team":"a"}"#).unwrap(), vec![("team".to_string(), "a".to_string())]);
+        assert_eq!(labels_of("{}").unwrap(), vec![]);
+    }
 
     fn id(last: char) -> String {
         format!("sbx_{}{last}", "0".repeat(31))

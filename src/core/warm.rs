@@ -50,6 +50,7 @@
 //! Times are the router's clock (`clock` option), epoch ms, passed in.
 
 use crate::core::capabilities::Lifetime;
+use crate::core::error::{ErrorClass, Failure, Fault};
 use crate::core::ids::SandboxKey;
 use crate::core::json::{object, FieldError};
 use crate::core::request::Request;
@@ -135,6 +136,22 @@ pub struct WarmConfig {
     pub refill_concurrency: u32,
     /// Consecutive refill failures that pause the pool (1 to 1,000).
     pub pause_after_failures: u32,
+}
+
+/// Validates a factory provider's `warm` option (JSON text) at `field`
+/// (`providers.local.warm`) by the one rule: `INVALID_CONFIGURATION` naming the key
+/// (`providers.local.warm.size`).
+pub fn check_option(option_json: &str, field: &str) -> Result<(), Failure> {
+    let bad = |e: FieldError| {
+        Fault::invalid(
+            ErrorClass::Configuration,
+            "INVALID_CONFIGURATION",
+            format!("invalid configuration: {} {}", e.field, e.expectation),
+            e.field,
+        )
+    };
+    let v = serde_json::from_str(option_json).map_err(|_| bad(FieldError::new(field, "must be an object")))?;
+    WarmConfig::read(&v, field).map(drop).map_err(bad)
 }
 
 impl WarmConfig {
@@ -1100,6 +1117,20 @@ mod tests {
 
     fn config() -> WarmConfig {
         WarmConfig::read(&json!({"size": 2}), "warm").unwrap()
+    }
+
+    #[test]
+    fn check_option_must_refuse_naming_the_factory_key() {
+        let e = check_option(r#"{"size":-1}"#, "providers.local.warm").unwrap_err();
+        assert_eq!((e.code.as_str(), e.field.as_deref()), ("INVALID_CONFIGURATION", Some("providers.local.warm.size")));
+        assert!(e.message.starts_with("invalid configuration: providers.local.warm.size "), "{}", e.message);
+        let e = check_option("not json", "providers.local.warm").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("providers.local.warm"));
+    }
+
+    #[test]
+    fn check_option_must_not_refuse_a_valid_option() {
+        assert!(check_option(r#"{"size":2}"#, "providers.local.warm").is_ok());
     }
 
     fn key(n: u8) -> SandboxKey {
