@@ -2,6 +2,7 @@
 //! router keeps beside it, the slab of jobs by key, and the mapping record a job writes.
 
 use super::pools::Pools;
+use super::slab::Slab;
 use crate::core::acquisition::Acquisition;
 use crate::core::error::{ErrorClass, Failure, Fault};
 use crate::core::ids::SandboxKey;
@@ -87,40 +88,29 @@ impl Job {
 /// stamped sandbox without a record is still being made).
 #[derive(Default)]
 pub(crate) struct Jobs {
-    items: Vec<Option<Job>>,
-    free: Vec<u32>,
+    items: Slab<Job>,
     ids: FxHashSet<SandboxKey>,
 }
 
 impl Jobs {
     pub(crate) fn insert(&mut self, job: Job) -> u32 {
         self.ids.insert(job.id);
-        match self.free.pop() {
-            Some(k) => {
-                self.items[k as usize] = Some(job);
-                k
-            }
-            None => {
-                self.items.push(Some(job));
-                (self.items.len() - 1) as u32
-            }
-        }
+        self.items.insert(job)
     }
 
     pub(crate) fn get_mut(&mut self, key: u32) -> Result<&mut Job, Failure> {
-        self.items.get_mut(key as usize).and_then(Option::as_mut).ok_or_else(|| Fault::internal("(an unknown job key)"))
+        self.items.get_mut(key).ok_or_else(|| Fault::internal("(an unknown job key)"))
     }
 
     pub(crate) fn remove(&mut self, key: u32) -> Option<Job> {
-        let job = self.items.get_mut(key as usize).and_then(Option::take)?;
+        let job = self.items.remove(key)?;
         self.ids.remove(&job.id);
-        self.free.push(key);
         Some(job)
     }
 
     /// Job `key` is about sandbox `id` from now on (a claimed member).
     pub(crate) fn rekey(&mut self, key: u32, id: SandboxKey) {
-        if let Some(job) = self.items.get_mut(key as usize).and_then(Option::as_mut) {
+        if let Some(job) = self.items.get_mut(key) {
             self.ids.remove(&job.id);
             job.id = id;
             self.ids.insert(id);
@@ -136,7 +126,7 @@ impl Jobs {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.items.iter().filter(|j| j.is_some()).count()
+        self.items.len()
     }
 }
 

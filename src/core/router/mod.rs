@@ -20,6 +20,7 @@ pub mod options;
 pub mod pools;
 pub mod provision;
 pub mod reconcile;
+mod slab;
 pub mod step;
 #[cfg(test)]
 mod tests;

@@ -17,6 +17,7 @@
 //! attached handle would make `destroy` forget the sandbox instead of deleting it, and would
 //! downgrade the adapter's record for every other caller of the same adapter instance.
 
+use super::slab::Slab;
 use super::step::{Next, StepKind};
 use super::{Now, Router};
 use crate::core::error::{ErrorClass, Failure, Fault};
@@ -375,49 +376,29 @@ struct Job {
 /// The operations in flight, by key (with [`OPERATION_KEY`] set).
 #[derive(Default)]
 pub(crate) struct Operations {
-    items: Vec<Option<Job>>,
-    free: Vec<u32>,
+    items: Slab<Job>,
 }
 
 impl Operations {
     fn insert(&mut self, job: Job) -> u32 {
-        let k = match self.free.pop() {
-            Some(k) => {
-                self.items[k as usize] = Some(job);
-                k
-            }
-            None => {
-                self.items.push(Some(job));
-                (self.items.len() - 1) as u32
-            }
-        };
-        k | OPERATION_KEY
+        self.items.insert(job) | OPERATION_KEY
     }
 
     fn get(&self, key: u32) -> Result<&Job, Failure> {
-        self.items
-            .get((key & !OPERATION_KEY) as usize)
-            .and_then(Option::as_ref)
-            .ok_or_else(|| Fault::internal("(an unknown operation key)"))
+        self.items.get(key & !OPERATION_KEY).ok_or_else(|| Fault::internal("(an unknown operation key)"))
     }
 
     fn get_mut(&mut self, key: u32) -> Result<&mut Job, Failure> {
-        self.items
-            .get_mut((key & !OPERATION_KEY) as usize)
-            .and_then(Option::as_mut)
-            .ok_or_else(|| Fault::internal("(an unknown operation key)"))
+        self.items.get_mut(key & !OPERATION_KEY).ok_or_else(|| Fault::internal("(an unknown operation key)"))
     }
 
     /// Forgets operation `key` (an unknown key does nothing).
     pub(crate) fn remove(&mut self, key: u32) {
-        let k = key & !OPERATION_KEY;
-        if self.items.get_mut(k as usize).and_then(Option::take).is_some() {
-            self.free.push(k);
-        }
+        self.items.remove(key & !OPERATION_KEY);
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.items.iter().filter(|j| j.is_some()).count()
+        self.items.len()
     }
 }
 

@@ -47,6 +47,7 @@
 //!    `ReconcileRelease`), with `budget.released` `RECLAIMED` when a budget slot was.
 //! 5. The report and `reconcile.completed`.
 
+use super::slab::Slab;
 use super::step::{flags, Next, StepKind};
 use super::Router;
 use crate::core::capacity::UnknownReason;
@@ -750,51 +751,6 @@ pub struct Report {
     pub totals: Totals,
 }
 
-/// A small slab: values by `u32` key, keys reused once freed.
-struct Slab<T> {
-    items: Vec<Option<T>>,
-    free: Vec<u32>,
-}
-
-impl<T> Default for Slab<T> {
-    fn default() -> Self {
-        Slab { items: Vec::new(), free: Vec::new() }
-    }
-}
-
-impl<T> Slab<T> {
-    fn insert(&mut self, value: T) -> u32 {
-        match self.free.pop() {
-            Some(k) => {
-                self.items[k as usize] = Some(value);
-                k
-            }
-            None => {
-                self.items.push(Some(value));
-                (self.items.len() - 1) as u32
-            }
-        }
-    }
-
-    fn get(&self, key: u32) -> Option<&T> {
-        self.items.get(key as usize).and_then(Option::as_ref)
-    }
-
-    fn get_mut(&mut self, key: u32) -> Option<&mut T> {
-        self.items.get_mut(key as usize).and_then(Option::as_mut)
-    }
-
-    fn remove(&mut self, key: u32) -> Option<T> {
-        let v = self.items.get_mut(key as usize).and_then(Option::take)?;
-        self.free.push(key);
-        Some(v)
-    }
-
-    fn len(&self) -> usize {
-        self.items.len() - self.free.len()
-    }
-}
-
 /// The reconcile runs in flight and their lanes.
 #[derive(Default)]
 pub(crate) struct Runs {
@@ -1352,9 +1308,7 @@ impl Router {
     pub fn reconcile_abort(&mut self, lane: u32) {
         let Some(run) = self.reconciles.lanes.get(lane).map(|l| l.run) else { return };
         self.reconciles.runs.remove(run);
-        let lanes: Vec<u32> = (0..self.reconciles.lanes.items.len() as u32)
-            .filter(|&k| self.reconciles.lanes.get(k).is_some_and(|l| l.run == run))
-            .collect();
+        let lanes: Vec<u32> = self.reconciles.lanes.iter().filter(|(_, l)| l.run == run).map(|(k, _)| k).collect();
         for k in lanes {
             self.reconciles.lanes.remove(k);
         }

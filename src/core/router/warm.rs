@@ -40,6 +40,7 @@
 
 use super::job::{unknown_pool, write_record, Claimer, Job, NewRecord, Stage, WarmRole};
 use super::pools::Pools;
+use super::slab::Slab;
 use super::step::{flags, Next, StepKind};
 use super::{Now, Router};
 use crate::core::acquisition::{settle_window_ms, Acquisition, CapacityPlan};
@@ -423,8 +424,8 @@ struct FleetPass {
 #[derive(Debug, Default)]
 pub struct WarmWork {
     queue: VecDeque<Pending>,
-    tasks: Vec<Option<Task>>,
-    free: Vec<u32>,
+    /// Tasks in flight; a task's slot is empty while its report is being handled.
+    tasks: Slab<Option<Task>>,
     ups: Vec<UpWait>,
     next_up: u32,
     closing: Option<(CloseReport, bool)>,
@@ -438,15 +439,16 @@ impl WarmWork {
     }
 
     fn running(&self) -> usize {
-        self.tasks.len() - self.free.len()
+        self.tasks.len()
     }
 
     fn busy(&self, pool: &str) -> bool {
-        self.queue.iter().any(|p| p.pool() == pool) || self.tasks.iter().flatten().any(|t| t.pool == pool)
+        self.queue.iter().any(|p| p.pool() == pool)
+            || self.tasks.iter().any(|(_, t)| t.as_ref().is_some_and(|t| t.pool == pool))
     }
 
     fn task(&mut self, key: u32, step: StepKind) -> Result<Task, Failure> {
-        let slot = self.tasks.get_mut(key as usize).ok_or_else(|| Fault::internal("(an unknown warm task)"))?;
+        let slot = self.tasks.get_mut(key).ok_or_else(|| Fault::internal("(an unknown warm task)"))?;
         match slot.take() {
             Some(t) if t.step == step => Ok(t),
             Some(t) => {
@@ -458,15 +460,13 @@ impl WarmWork {
     }
 
     fn insert(&mut self, task: Task) -> u32 {
-        match self.free.pop() {
-            Some(k) => {
-                self.tasks[k as usize] = Some(task);
-                k
-            }
-            None => {
-                self.tasks.push(Some(task));
-                (self.tasks.len() - 1) as u32
-            }
+        self.tasks.insert(Some(task))
+    }
+
+    /// Puts task `key` back in its slot (its report handled).
+    fn restore(&mut self, key: u32, task: Task) {
+        if let Some(slot) = self.tasks.get_mut(key) {
+            *slot = Some(task);
         }
     }
 }
@@ -660,13 +660,13 @@ impl Router {
     fn task_goes_on(&mut self, key: u32, mut task: Task, step: StepKind) -> Next {
         task.step = step;
         let index = task.index;
-        self.warm_work.tasks[key as usize] = Some(task);
+        self.warm_work.restore(key, task);
         self.task_next(step, index)
     }
 
     /// Task `key` is over: the caller's `Done`.
     fn task_done(&mut self, key: u32, index: usize) -> Next {
-        self.warm_work.free.push(key);
+        self.warm_work.tasks.remove(key);
         if let Some(w) = self.warm.as_mut() {
             // What it decided (and the waiters) are looked at by the next poll.
             w.kick = true;
@@ -677,16 +677,14 @@ impl Router {
     /// A warm task the caller could not drive (a bug on its side): forgotten, so that
     /// `warmUp()` and `close()` still settle.
     pub fn warm_abandon(&mut self, key: u32) {
-        if let Some(slot) = self.warm_work.tasks.get_mut(key as usize) {
-            if let Some(t) = slot.take() {
-                if let Kind::Verify { why: VerifyWhy::Adopt, .. } | Kind::Adopt = t.kind {
-                    self.warm_work.adopting = self.warm_work.adopting.saturating_sub(1);
-                }
-                if let Kind::FleetPass = t.kind {
-                    self.warm_work.fleet.running = false;
-                }
-                self.warm_work.free.push(key);
+        if let Some(t) = self.warm_work.tasks.get_mut(key).and_then(Option::take) {
+            if let Kind::Verify { why: VerifyWhy::Adopt, .. } | Kind::Adopt = t.kind {
+                self.warm_work.adopting = self.warm_work.adopting.saturating_sub(1);
             }
+            if let Kind::FleetPass = t.kind {
+                self.warm_work.fleet.running = false;
+            }
+            self.warm_work.tasks.remove(key);
         }
     }
 
@@ -855,7 +853,7 @@ impl Router {
             }
             _ => {}
         }
-        self.warm_work.tasks[key as usize] = Some(task);
+        self.warm_work.restore(key, task);
         Ok(ask)
     }
 
