@@ -177,24 +177,56 @@ export declare class NativePgStore {
    */
   settle(token: number, allocated: boolean, ttlMs: number): Promise<boolean>
   /**
-   * Reserves a provision's budgets in the shared ledger (one transaction under the keys'
-   * row locks): reserved, or the rules that refused.
+   * Reserves a provision's budgets in the shared ledger (one transaction: the keys' rows
+   * locked, what time has ended applied to their totals, every limit checked):
+   * reserved, or the rules that refused.
    */
   reserveBudget(demand: BudgetDemand): Promise<BudgetVerdict>
   /**
-   * Settles a provision's budget reservation (`allocated`, `unknown` until `untilMs`, or
-   * `nothing`). Resolves to whether it was written now (false: retried with the lease).
+   * A provision's first transaction before a launch (`stores::pg::launch`): its budget
+   * reservation (`demand`), its launch intent (`intentJson`, a mapping store's intent
+   * write: written only when the reservation was made) and a read sequence (`seq`), in
+   * one transaction. Fails as `COORDINATOR_UNAVAILABLE` (nothing was written).
    */
-  settleBudget(sandboxId: string, how: string, untilMs: number): Promise<boolean>
+  prepareLaunch(demand: BudgetDemand | undefined | null, intentJson: string | undefined | null, seq: boolean): Promise<LaunchPrepared>
+  /**
+   * A provision's last transaction (`stores::pg::launch`): its mapping record
+   * (`recordJson`, a mapping store's put), its capacity hold's settlement and its budget
+   * settlement, in one transaction. Rejects with `MAPPING_PERSISTENCE_FAILED` when a
+   * record was asked and could not be written (the settlements are then kept and retried
+   * with the lease renewal); `late`: the budget's reservation had been freed (this
+   * process's lease lapsed) and its charge was written again.
+   */
+  settleLaunch(recordJson?: string | undefined | null, hold?: HoldSettlementRecord | undefined | null, budget?: BudgetSettlement | undefined | null): Promise<LaunchSettledRecord>
+  /**
+   * A destroy's writes in one statement: the mapping and intent of `id` deleted, its
+   * capacity holds released, its budget slot given back. Rejects with
+   * `MAPPING_PERSISTENCE_FAILED`.
+   */
+  forget(id: string): Promise<Forgotten>
+  /**
+   * Settles a provision's budget reservation (`allocated`, `unknown` until `untilMs`, or
+   * `nothing`): `written`, `late` (its reservation had been freed: the charge was written
+   * again), or `kept` (not written now: retried with the lease).
+   */
+  settleBudget(sandboxId: string, how: string, untilMs: number): Promise<BudgetSettlementOutcome>
   /**
    * Sandbox `id` is gone: its capacity holds are deleted and its budget charges stop
    * holding a concurrent slot. Resolves to whether a slot was released.
    */
   releaseSandbox(id: string): Promise<boolean>
-  /** Replaces a provision's budget cost; resolves to whether a charge was found. */
+  /**
+   * Replaces a provision's budget cost (0 to 1e9, kept in millionths); resolves to
+   * whether a charge was found.
+   */
   settleBudgetCost(id: string, cost: number): Promise<boolean>
-  /** Every key of `rules` with its usage, every process's (`router.budgetStatus()`). */
-  budgetStatus(rules: Array<BudgetRuleRecord>): Promise<Array<BudgetStatusRecord>>
+  /**
+   * One page of every process's budget keys of `rules` (the router's, in its order), as
+   * `query` asks (`router.budgetStatus()`).
+   */
+  budgetStatus(rules: Array<BudgetRuleRecord>, query?: BudgetStatusQuery | undefined | null): Promise<Array<BudgetStatusRecord>>
+  /** How many rows `budgetStatus` would list for `query`'s rule and key, every process's. */
+  budgetCount(rules: Array<BudgetRuleRecord>, query?: BudgetStatusQuery | undefined | null): Promise<number>
   /** Unexpired holds of `pool`, every process's (for tests and dashboards). */
   held(pool: string): Promise<number>
   /**
@@ -584,6 +616,36 @@ export interface BudgetSettlement {
   untilMs?: number
 }
 
+/** How a budget settlement went. */
+export declare const enum BudgetSettlementOutcome {
+  /** Written. */
+  Written = 'written',
+  /**
+   * Its reservation had been freed (this process's lease lapsed): the charge was written
+   * again, over its limit if need be.
+   */
+  Late = 'late',
+  /** Not written now: kept and retried with the lease renewal. */
+  Kept = 'kept',
+}
+
+/**
+ * What `budgetStatus` / `budgetCount` ask (read once in `lib/budgets.js`): a rule (by id),
+ * a label value, a page size and the cursor (the last row of the page before).
+ */
+export interface BudgetStatusQuery {
+  /** Only this rule's keys (its id). */
+  rule?: string
+  /** Only this label value. */
+  key?: string
+  /** At most this many rows (default 1,000; at most 10,000). */
+  limit?: number
+  /** The cursor's rule id: rows after (`afterRule`, `afterKey`) in status order. */
+  afterRule?: string
+  /** The cursor's label value. */
+  afterKey?: string
+}
+
 /**
  * One rule's key, as `router.budgetStatus()` reports it (every field present: a limit
  * that does not apply and a window that never resets are null).
@@ -641,9 +703,10 @@ export declare const enum CapacitySourceName {
 
 /**
  * Validates a request's labels sent apart (`route` and `explain`; a provision's begin
- * checks them itself); throws the typed `INVALID_REQUEST` error naming the field.
+ * checks them itself) within `router`'s label limits (omitted: the defaults); throws the
+ * typed `INVALID_REQUEST` error naming the field.
  */
-export declare function checkLabels(labelsJson: string): void
+export declare function checkLabels(labelsJson: string, router?: ExternalObject<RouterState> | undefined | null): void
 
 /** Throws the typed `INVALID_INPUT` error naming `router` unless it has `runScript`. */
 export declare function checkManifestRouter(hasRunScript: boolean): void
@@ -1209,6 +1272,14 @@ export declare const enum FlushOutcomeName {
  */
 export declare function flushTimeoutMs(optionsJson: string): number
 
+/** What `forget` deleted. */
+export interface Forgotten {
+  /** A mapping existed. */
+  mapped: boolean
+  /** A budget slot was given back. */
+  budget: boolean
+}
+
 /** One handle a runtime's own label search answered, as the fallback finder reports it. */
 export interface FoundHandle {
   /** The provider's own sandbox id. */
@@ -1248,6 +1319,16 @@ export interface HoldSettlement {
   token: number
   /** Kept as an assumption (true) or released (false). */
   allocated: boolean
+}
+
+/** A capacity hold's settlement, for `settleLaunch`. */
+export interface HoldSettlementRecord {
+  /** The hold's token. */
+  token: number
+  /** Kept as an assumption (the launch succeeded or its outcome is unknown) or released. */
+  allocated: boolean
+  /** How long an assumption lives, ms (`capacity.reservationTtlMs`). */
+  ttlMs: number
 }
 
 /** The verdict of one idle check. */
@@ -1385,6 +1466,40 @@ export declare const enum KillSignal {
   Kill = 'SIGKILL',
 }
 
+/**
+ * What `prepareLaunch` did: the reservation's verdict (absent when none was asked) and
+ * the read sequence (absent when none was asked or the reservation was refused).
+ */
+export interface LaunchPrepared {
+  /** The budget reservation's verdict. */
+  verdict?: BudgetVerdict
+  /** The read sequence for the capacity read that follows. */
+  seq?: number
+}
+
+/** What `settleLaunch` wrote. */
+export interface LaunchSettledRecord {
+  /** The record was written. */
+  recorded: boolean
+  /**
+   * The budget's reservation had been freed (the lease lapsed) and its charge was
+   * written again, over its limit if need be.
+   */
+  late: boolean
+}
+
+/** The router option `limits`, validated (`core::router::options::limits`). */
+export interface LimitsRecord {
+  /** Most launch labels a request may carry. */
+  labels: number
+  /** Longest label key, UTF-8 bytes. */
+  labelKeyBytes: number
+  /** Longest label value, UTF-8 bytes. */
+  labelValueBytes: number
+  /** How long a budget charge stays adjustable by `settleCost` after its sandbox is gone, ms. */
+  settleHorizonMs: number
+}
+
 /** What happened when a pool's runtime was asked to list its stamped sandboxes. */
 export declare const enum ListFailureName {
   /** The runtime has no `findAllByLabels`. */
@@ -1514,6 +1629,12 @@ export interface OperationFlags {
   /** Drop the handle kept from launch. */
   forget: number
 }
+
+/**
+ * `Unmap` with the `combined` flag: the destroy's one statement (`forget`) was made (`ok`;
+ * `givenBack`: a budget slot came back), or not.
+ */
+export declare function operationForgotten(router: ExternalObject<RouterState>, key: number, ok: boolean, givenBack: boolean, step: Uint32Array, clockNow?: number | undefined | null): void
 
 /**
  * What the registry has of the record's pool: whether it is `registered`, its runtime has
@@ -1664,6 +1785,12 @@ export interface PgConnectOptions {
   /** TLS (absent: the URL's `sslmode`, else none). */
   ssl?: PgSslOptions
 }
+
+/**
+ * The PostgreSQL store's forward migrations, in order (entry `i` takes the schema from
+ * version `i` to `i + 1`): what the migration tests build an older database with.
+ */
+export declare function pgMigrations(): Array<string>
 
 /** TLS options of a connection. */
 export interface PgSslOptions {
@@ -2289,17 +2416,38 @@ export interface RouteExtras {
  */
 export declare function routeOrder(router: ExternalObject<RouterState>, request: ExternalObject<CompiledRequest>, detached: boolean, out: Uint32Array, health?: number | undefined | null): number
 
+/**
+ * `router.budgetCount(query)` of the in-process ledger at `clock`: how many rows
+ * `budgetStatus` would list (every page), counted without building them.
+ */
+export declare function routerBudgetCount(router: ExternalObject<RouterState>, clock: number | undefined | null, queryJson: string): number
+
+/**
+ * A `budgetStatus` (`paged`) / `budgetCount` query as the shared ledger takes it (the
+ * caller's query as JSON); throws the typed `INVALID_INPUT` naming the field.
+ */
+export declare function routerBudgetQuery(queryJson: string, paged: boolean): BudgetStatusQuery
+
 /** The rules at `now` (the router's clock, ms), for the shared ledger's status. */
 export declare function routerBudgetRules(router: ExternalObject<RouterState>, clock?: number | undefined | null): Array<BudgetRuleRecord>
+
+/**
+ * The shared ledger settled sandbox `sandboxId`'s reservation on pool `providerId` with
+ * `outcome` (`written`, `late`, `kept`) at `clock` (the router's clock): a late one becomes
+ * the router event `budget.charged.late` (read with `routerEvents`).
+ */
+export declare function routerBudgetSettled(router: ExternalObject<RouterState>, sandboxId: string, providerId: string, outcome: string, clock?: number | undefined | null): void
 
 /** Whether the router's budgets live in the shared ledger; null without budgets. */
 export declare function routerBudgetsShared(router: ExternalObject<RouterState>): boolean | null
 
 /**
- * `router.budgetStatus()` of the in-process ledger at `clock` (the router's clock, ms):
- * every rule's keys, in rule order.
+ * `router.budgetStatus(query)` of the in-process ledger at `clock` (the router's clock,
+ * ms): one page of the rules' keys that hold something, in rule order then key order
+ * (`queryJson`: the caller's query as JSON, read by `core::router::budgets::query_of_value`).
+ * Empty without budgets or when they live in the shared ledger (after the query's checks).
  */
-export declare function routerBudgetStatus(router: ExternalObject<RouterState>, clock?: number | undefined | null): Array<BudgetStatusRecord>
+export declare function routerBudgetStatus(router: ExternalObject<RouterState>, clock: number | undefined | null, queryJson: string): Array<BudgetStatusRecord>
 
 /**
  * The `sandbox_router_circuit_state` gauge of every pool of the registry, in order, at
@@ -2359,6 +2507,8 @@ export interface RouterOptionsRecord {
   clock: boolean
   /** Whether `health` has its own clock. */
   healthClock: boolean
+  /** `limits`, every omitted field at its default. */
+  limits: LimitsRecord
 }
 
 /**
@@ -2404,6 +2554,10 @@ export interface RouterSettings {
   session: string
   /** The `budgets` option as JSON text (validated here); absent: no budgets. */
   budgetsJson?: string
+  /** The `limits` option as `readRouterOptions` read it (absent: the defaults). */
+  limits?: LimitsRecord
+  /** The mapping store is the capacity coordinator (the same `PostgresMappingStore`). */
+  combined?: boolean
 }
 
 /**
@@ -2601,6 +2755,10 @@ export interface StepFlags {
   fork: number
   /** `ReconcileRead`: read the store's intents. */
   intents: number
+  /** `Persist` / `Unmap`: the step's writes in one transaction with the shared ledger's. */
+  combined: number
+  /** `Reserve`: take the read sequence in the reservation's transaction. */
+  sequence: number
 }
 
 /**
@@ -3107,4 +3265,6 @@ export interface WritesRecord {
   holdTtlMs: number
   /** A budget reservation settled. */
   budget?: BudgetSettlement
+  /** The pool it was made on (`routerBudgetSettled` names it). */
+  budgetPool?: string
 }

@@ -683,6 +683,34 @@ export interface BudgetAmounts {
   concurrent: number;
 }
 
+/** What `router.budgetStatus()` lists (docs/budgets.md#reading-it). */
+export interface BudgetStatusQuery {
+  /** Only this rule's keys (its id). */
+  rule?: string;
+  /** Only this label value. */
+  key?: string;
+  /** At most this many rows, 1 to 10,000. Default 1,000. */
+  limit?: number;
+  /** The rows after this one: the last row of the page before, `{ rule: row.rule, key: row.key.value }`. */
+  cursor?: { rule: string; key: string };
+}
+
+/** The router option `limits`: bounds on what a request carries, and how long a charge stays adjustable. */
+export interface RouterLimits {
+  /** Most launch labels a request may carry. Default 64 (at most 1,024). */
+  labels?: number;
+  /** Longest label key, UTF-8 bytes. Default 256 (at most 4,096). */
+  labelKeyBytes?: number;
+  /** Longest label value, UTF-8 bytes. Default 1,024 (at most 65,536). */
+  labelValueBytes?: number;
+  /**
+   * How long a budget charge stays adjustable by `settleCost` after its sandbox is gone,
+   * ms (in process; the shared ledger keeps charges for their windows). Default 300,000
+   * (at most a day).
+   */
+  settleHorizonMs?: number;
+}
+
 /** One rule and key of `router.budgetStatus()`. */
 export interface BudgetStatus {
   rule: string;
@@ -1016,6 +1044,12 @@ export interface BudgetReleasedEvent extends RoutingEventBase {
   rules?: string[];
 }
 
+/** Budgets (shared ledger): a launch settled after its reservation had been freed, because this process's lease lapsed (the database unreachable, or the process suspended, for longer than `leaseMs`): its charge was written again, over its rules' limits if need be, never dropped. */
+export interface BudgetChargedLateEvent extends RoutingEventBase {
+  type: 'budget.charged.late';
+  providerId: ProviderId;
+}
+
 /** Budgets: a rule refused a candidate pool (the pool is skipped without consuming an attempt). */
 export interface BudgetRefusedEvent extends RoutingEventBase {
   type: 'budget.refused';
@@ -1067,6 +1101,7 @@ export type RoutingEvent =
   | WarmTargetChangedEvent
   | BudgetReservedEvent
   | BudgetReleasedEvent
+  | BudgetChargedLateEvent
   | BudgetRefusedEvent;
 // </events>
 
@@ -1126,6 +1161,12 @@ export interface SandboxRouterOptions {
    * shared by every process with a `PostgresMappingStore` as `capacity.coordinator`.
    */
   budgets?: readonly BudgetRule[];
+  /**
+   * Bounds on what a request carries (launch labels: count, key and value length; a label
+   * over them is `INVALID_REQUEST` naming it) and the budgets' settle horizon
+   * (docs/budgets.md#what-is-kept). Defaults: 64 labels, keys of 256 bytes, values of 1,024.
+   */
+  limits?: RouterLimits;
   /**
    * OpenTelemetry metrics and traces (docs/telemetry.md). Off by default, and free when
    * off. `true` uses the global providers of `@opentelemetry/api` (an optional peer
@@ -1317,8 +1358,14 @@ export declare class SandboxRouter {
    * actually cost, in the windows it was charged in. Resolves to whether a charge was found.
    */
   settleCost(id: string, actualCost: number): Promise<boolean>;
-  /** Every budget rule's keys: used, reserved, limit, and when the window resets. */
-  budgetStatus(): Promise<BudgetStatus[]>;
+  /**
+   * One page of every budget rule's keys that hold something (in rule order, then key
+   * order): used, reserved, limit, and when the window resets. At most `limit` rows
+   * (default 1,000); the next page is `{ cursor: { rule: last.rule, key: last.key.value } }`.
+   */
+  budgetStatus(options?: BudgetStatusQuery): Promise<BudgetStatus[]>;
+  /** How many rows `budgetStatus` would list for `{ rule?, key? }` (every page), without building them. */
+  budgetCount(options?: { rule?: string; key?: string }): Promise<number>;
 }
 
 /** Reference registry held in memory. */
@@ -1814,6 +1861,8 @@ export interface CreateSandboxRouterOptions {
   clock?: () => number;
   /** See `SandboxRouterOptions.budgets` (docs/budgets.md). Default: none. */
   budgets?: readonly BudgetRule[];
+  /** See `SandboxRouterOptions.limits`. */
+  limits?: RouterLimits;
   moduleLoader?: ModuleLoader;
 }
 

@@ -63,7 +63,7 @@ test('crash must-fire: SIGKILL at random points loses no completed mapping, and 
 
   // The store opens cleanly and holds every completed provision.
   const store = new SqliteMappingStore(dbPath);
-  assert.equal(await store.open(), 3, 'schema version');
+  assert.equal(await store.open(), 4, 'schema version');
   const mapped = new Map((await store.list()).map((r) => [r.id, r]));
   for (const id of completed) assert.ok(mapped.has(id), `completed provision ${id} is mapped`);
 

@@ -288,6 +288,7 @@ const everyType: Record<RoutingEventType, true> = {
   'warm.target.changed': true,
   'budget.reserved': true,
   'budget.released': true,
+  'budget.charged.late': true,
   'budget.refused': true,
 };
 // @ts-expect-error not an event type
@@ -385,6 +386,8 @@ export function describeEvent(event: RoutingEvent): string {
       const reason: 'PRE_ALLOCATION_FAILURE' | 'NOT_LAUNCHED' | 'DESTROYED' | 'RECLAIMED' = event.reason;
       return `${event.providerId} ${reason}`;
     }
+    case 'budget.charged.late':
+      return `${event.providerId} late`;
     case 'budget.refused': {
       const dimension: 'cost' | 'launches' | 'concurrent' = event.dimension;
       return `${event.rule} ${event.key.label}=${event.key.value} ${dimension} ${event.used}+${event.reserved}/${event.limit} retryable=${event.retryable satisfies boolean} ${event.resetsAt ?? ''}`;

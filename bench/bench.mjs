@@ -28,6 +28,13 @@
 //      tracking adds to a cold provision. `--only=warm` runs it alone.
 //   g. Telemetry (bench/telemetry.mjs): provision with telemetry on (the real OpenTelemetry
 //      SDKs, in-memory exporters) vs off, interleaved. `--only=telemetry` runs it alone.
+//   k. The soak (bench/soak.mjs): RSS growth of a long-running multi-tenant router per
+//      100,000 provisions, new and repeating tenants, a sliding and a daily rule, a day's
+//      roll-over on the router clock. `--only=soak` runs it alone.
+//   l. The fleet (bench/fleet.mjs): 1, 2 and 4 processes on the tests' PostgreSQL,
+//      provisions/s, p50 / p99, transactions per provision + destroy from pg_stat_database,
+//      a reference loop of one-statement transactions, a 60 s run on one day's window.
+//      `--only=fleet` runs it alone.
 //
 // Every ratio printed is computed from figures measured in this run. Ratio > 1 means
 // the native side is faster.
@@ -846,6 +853,16 @@ async function main() {
     await telemetrySection(native);
     return;
   }
+  if (only === 'soak') {
+    console.log('\n## k. The soak: memory of a long-running multi-tenant router');
+    await (await import('./soak.mjs')).runSoakBench();
+    return;
+  }
+  if (only === 'fleet') {
+    console.log('\n## l. The fleet: routers sharing PostgreSQL');
+    await (await import('./fleet.mjs')).runFleetBench();
+    return;
+  }
   const routing = await routingSection(native);
   const explained = await explainSection(native);
   const provision = await provisionSection(native);
@@ -863,6 +880,12 @@ async function main() {
   console.log('\n## h. Warm pools');
   const warm = await (await import('./warm.mjs')).runWarmBench(native);
   const telemetry = await telemetrySection(native);
+  console.log('\n## k. The soak: memory of a long-running multi-tenant router');
+  const soakBench = await import('./soak.mjs');
+  const soak = await soakBench.runSoakBench();
+  console.log('\n## l. The fleet: routers sharing PostgreSQL');
+  const fleetBench = await import('./fleet.mjs');
+  const fleet = await fleetBench.runFleetBench();
   console.log('\n## Summary (all ratios from this run; > 1 means native faster / higher)\n');
   const at = (n) => routing.find((r) => r.n === n);
   const ok = (b) => (b ? 'met' : 'NOT met');
@@ -902,10 +925,33 @@ async function main() {
       ['getCapacity, 6 readers × 200 ms: total / slowest', `${routerRow['total / slowest alone']}x`, '≤ 1.2x', routerRow.ok === 'yes' ? 'met' : 'NOT met'],
       ['10,000-sandbox Daytona read: max event-loop stall (median)', stallRow['max stall (median)'], '≤ 5 ms', stallRow.ok === 'yes' ? 'met' : 'NOT met'],
       ...warmRows(warm, ok),
+      ...soakRows(soak, soakBench.SOAK_TARGETS, ok),
+      ...fleetRows(fleet, fleetBench.FLEET_TARGETS, ok),
     ],
     ['l', 'r', 'r', 'l'],
   );
   console.log(`\n(total ${((Date.now() - t0) / 1000).toFixed(0)} s)`);
+}
+
+/** The soak's summary rows (issue 34's memory figures). */
+function soakRows(soak, t, ok) {
+  const mib = (b) => b / (1024 * 1024);
+  return [
+    ['soak: RSS growth per 100k provisions, new tenant each, sliding 60 s rule', `${mib(soak.slidingNew).toFixed(1)} MiB`, `≤ ${t.slidingNew} MiB`, ok(mib(soak.slidingNew) <= t.slidingNew)],
+    ['  same, daily cost rule', `${mib(soak.dailyNew).toFixed(1)} MiB`, `≤ ${t.dailyNew} MiB`, ok(mib(soak.dailyNew) <= t.dailyNew)],
+    ['  100 repeating tenants, daily rule', `${mib(soak.dailyRepeat).toFixed(1)} MiB`, `≤ ${t.dailyRepeat} MiB`, ok(mib(soak.dailyRepeat) <= t.dailyRepeat)],
+    ['  a second day after the roll-over, over day one', `${mib(soak.dayTwo).toFixed(1)} MiB`, `≤ ${t.dayTwo} MiB`, ok(mib(soak.dayTwo) <= t.dayTwo)],
+  ];
+}
+
+/** The fleet's summary rows (issue 34's PostgreSQL figures). */
+function fleetRows(fleet, t, ok) {
+  return [
+    ['fleet: daily window, last 10 s of 60 s vs first 10 s', `${(fleet.steady * 100).toFixed(0)} %`, '≥ 90 %', ok(fleet.steady >= t.steady)],
+    ['  transactions per provision + destroy', fleet.transactions.toFixed(2), `≤ ${t.transactions}`, ok(fleet.transactions <= t.transactions)],
+    ['  provisions/s at 1 process vs one-statement transactions/s', `${(fleet.reference * 100).toFixed(0)} %`, '≥ 25 %', ok(fleet.reference >= t.reference)],
+    ['  provision p99 at 4 processes vs at 1', fmtRatio(fleet.p99), `≤ ${t.p99}x`, ok(fleet.p99 <= t.p99)],
+  ];
 }
 
 /** The warm pools' summary rows (issue 35's figures). */

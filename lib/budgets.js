@@ -6,15 +6,26 @@
 
 const { binding } = require('./binding.js');
 const { callNative, fromNative } = require('./errors.js');
-const { routerNow } = require('./options.js');
+const { routerNow, textOf } = require('./options.js');
 const { emitRouter } = require('./events.js');
 const { drive, perform, K, jobRecord, took, end, clockNow, STEP } = require('./driver.js');
 
-/** `router.budgetStatus()`: every rule's keys, with what is used and reserved. */
-async function budgetStatus(ctx) {
-  if (ctx.budgets === null || !ctx.budgets.shared) return callNative(() => binding.routerBudgetStatus(ctx.native, routerNow(ctx)));
+/** A query as the caller gave it, as JSON text for the core (which reads and checks it). */
+const queryText = (options) => (options === undefined ? 'null' : (textOf(options, 'options') ?? '0'));
+
+/**
+ * `router.budgetStatus(options)` (`paged`) or `router.budgetCount(options)`: one page of the
+ * rules' keys that hold something, with what is used and reserved; or how many there are.
+ */
+async function budgetStatus(ctx, options, paged) {
+  const q = queryText(options);
+  const local = paged ? binding.routerBudgetStatus : binding.routerBudgetCount;
+  if (ctx.budgets === null || !ctx.budgets.shared) return callNative(() => local(ctx.native, routerNow(ctx), q));
+  const query = callNative(() => binding.routerBudgetQuery(q, paged));
+  const c = ctx.capacity.coordinator;
   try {
-    return await ctx.capacity.coordinator.budgetStatus(binding.routerBudgetRules(ctx.native, routerNow(ctx)));
+    const rules = binding.routerBudgetRules(ctx.native, routerNow(ctx));
+    return await (paged ? c.budgetStatus(rules, query) : c.budgetCount(rules, query));
   } catch (error) {
     throw fromNative(error);
   }

@@ -59,9 +59,9 @@ class Compiled {
  *   entries, made in the same read (use once validated)
  */
 
-/** Validates a call's labels by the native rule; throws the typed INVALID_REQUEST. */
-function checkLabels(call) {
-  if (call.labelsJson !== null) callNative(() => binding.checkLabels(call.labelsJson));
+/** Validates a call's labels by the native rule (within router `native`'s limits); throws the typed INVALID_REQUEST. */
+function checkLabels(call, native) {
+  if (call.labelsJson !== null) callNative(() => binding.checkLabels(call.labelsJson, native));
 }
 
 /**

@@ -25,6 +25,7 @@ const { emitDecided } = require('./events.js');
 const { emitRouter } = require('./events.js');
 /** `clockNow(ctx)`: the router's clock for a report (undefined: the wall clock, read natively). */
 const { healthNow, routerNow: clockNow } = require('./options.js');
+const { readPut } = require('./mappings.js');
 
 const K = binding.stepKinds();
 const F = binding.stepFlags();
@@ -72,6 +73,8 @@ function jobRecord(ctx, detached, done) {
     def: null,
     bound: 0,
     flags: 0,
+    /** a read sequence the reservation's transaction took (`Reserve` with `sequence`) */
+    seq: undefined,
     /** what the last launch returned, or threw */
     handle: null,
     error: null,
@@ -104,7 +107,8 @@ function took(run) {
   run.bound = STEP[3];
   run.flags = flags;
   if ((flags & F.routerEvents) !== 0) emitRouter(run.ctx);
-  if ((flags & F.writes) !== 0) writes(run);
+  // `combined`: the step itself writes them, in its transaction (`persist`).
+  if ((flags & F.writes) !== 0 && (flags & F.combined) === 0) writes(run);
   if ((flags & F.events) !== 0) emitDecided(run);
   if ((flags & F.warm) !== 0) run.ctx.warm?.kick();
   return kind;
@@ -184,7 +188,13 @@ function writes(run) {
   if (c === null) return;
   const w = binding.acquisitionWrites(run.ctx.native, run.machine);
   if (w.hold) c.settle(w.hold.token, w.hold.allocated, w.holdTtlMs).catch(noop);
-  if (w.budget) c.settleBudget(w.budget.sandboxId, w.budget.how, w.budget.untilMs ?? 0).catch(noop);
+  if (w.budget) c.settleBudget(w.budget.sandboxId, w.budget.how, w.budget.untilMs ?? 0).then((o) => settled(run.ctx, w, o)).catch(noop);
+}
+
+/** The shared ledger's answer to a settlement (`late`: reported by the router as its event). */
+function settled(ctx, w, outcome) {
+  binding.routerBudgetSettled(ctx.native, w.budget.sandboxId, w.budgetPool, outcome, clockNow(ctx));
+  emitRouter(ctx);
 }
 
 /**
@@ -303,9 +313,11 @@ async function admit(run) {
 async function coordinate(run) {
   const ctx = run.ctx;
   const coordinator = ctx.capacity.coordinator;
-  let seq;
+  // The sequence the reservation's transaction took (`sequence`), else one of its own.
+  let seq = run.seq;
+  run.seq = undefined;
   try {
-    seq = await coordinator.beginRead();
+    if (seq === undefined) seq = await coordinator.beginRead();
   } catch {
     binding.acquisitionAdmitDecided(ctx.native, run.machine, null, STEP, healthNow(ctx.health), clockNow(ctx));
     return took(run);
@@ -331,13 +343,20 @@ async function reserve(run) {
   let verdict = null;
   if (demand !== null && demand !== undefined) {
     try {
-      verdict = await ctx.capacity.coordinator.reserveBudget(demand);
+      verdict = (run.flags & F.sequence) === 0 ? await ctx.capacity.coordinator.reserveBudget(demand) : await prepared(run, demand);
     } catch {
       verdict = null;
     }
   }
   binding.acquisitionBudgetDecided(ctx.native, run.machine, verdict, STEP, healthNow(ctx.health), clockNow(ctx));
   return took(run);
+}
+
+/** The reservation and the read sequence in one transaction (`prepareLaunch`); its verdict. */
+async function prepared(run, demand) {
+  const p = await run.ctx.capacity.coordinator.prepareLaunch(demand, undefined, true);
+  run.seq = p.seq ?? undefined;
+  return p.verdict ?? null;
 }
 
 /** Writes the intent record the router made (`intent(record)`); whether it was stored. */
@@ -382,7 +401,8 @@ async function persist(run) {
   const ctx = run.ctx;
   let ok = false;
   try {
-    const pending = ctx.mappings.put(binding.acquisitionRecord(ctx.native, run.machine));
+    const record = binding.acquisitionRecord(ctx.native, run.machine);
+    const pending = (run.flags & F.combined) === 0 ? ctx.mappings.put(record) : settleLaunch(run, record);
     ok = (await within(pending, run.bound)) !== TIMED_OUT;
     // A write that lands after it timed out: the router says whether to remove it.
     if (!ok && binding.acquisitionLateWrite(ctx.native)) lateWrite(ctx, pending, run.sandboxId, run.bound);
@@ -391,6 +411,14 @@ async function persist(run) {
   }
   binding.acquisitionPersisted(ctx.native, run.machine, ok, STEP, healthNow(ctx.health), clockNow(ctx));
   return took(run);
+}
+
+/** `Persist` with `combined`: the record and the job's shared-ledger writes in one transaction. */
+async function settleLaunch(run, record) {
+  const w = binding.acquisitionWrites(run.ctx.native, run.machine);
+  const hold = w.hold ? { token: w.hold.token, allocated: w.hold.allocated, ttlMs: w.holdTtlMs } : undefined;
+  const r = await run.ctx.capacity.coordinator.settleLaunch(JSON.stringify(readPut(record)), hold, w.budget ?? undefined);
+  if (r.late) settled(run.ctx, w, 'late');
 }
 
 function lateWrite(ctx, pending, id, ms) {

@@ -19,6 +19,7 @@ const { drive, perform, K, jobRecord, took, clockNow, STEP } = require('./driver
 require('./budgets.js');
 
 const F = binding.operationFlags();
+const SF = binding.stepFlags();
 /** The router's bound on the handles kept from launch (src/core/router/operation.rs). */
 const { HANDLE_LIMIT } = binding;
 /** An operation's pools before its record named one. */
@@ -171,16 +172,22 @@ const resolve = (run) => awaited(run, (r) => r.def.runtime.getById(r.providerSan
 /** `Call`: the runtime's method on the handle (`ID_HANDLE`: the provider id is the handle). */
 const call = (run) => awaited(run, (r) => r.def.runtime[r.op.method]((r.flags & F.idHandle) !== 0 ? { id: r.providerSandboxId } : r.op.value, ...r.op.args));
 
-/** `Unmap`: the record removed from the caller's store, within the step's bound. */
+/**
+ * `Unmap`: the record removed from the caller's store, within the step's bound; with
+ * `combined`, the record, the holds and the budget slot in one statement (`forget`).
+ */
 async function unmap(run) {
   const ctx = run.ctx;
-  let ok;
+  const combined = (run.flags & SF.combined) !== 0;
+  let f;
   try {
-    ok = (await within(ctx.mappings.delete(run.sandboxId), run.bound)) !== TIMED_OUT;
+    f = await within(combined ? ctx.capacity.coordinator.forget(run.sandboxId) : ctx.mappings.delete(run.sandboxId), run.bound);
   } catch {
-    ok = false;
+    f = TIMED_OUT;
   }
-  binding.operationUnmapped(ctx.native, run.machine, ok, STEP, clockNow(ctx));
+  const ok = f !== TIMED_OUT;
+  if (combined) binding.operationForgotten(ctx.native, run.machine, ok, ok && f.budget === true, STEP, clockNow(ctx));
+  else binding.operationUnmapped(ctx.native, run.machine, ok, STEP, clockNow(ctx));
   return took(run);
 }
 

@@ -88,10 +88,10 @@ function healthTextOf(h) {
 
 /** The data options: `capacity` without its coordinator, the timeouts, `fleet`. */
 function dataOf(options) {
-  const { capacity, callbackTimeoutMs, operationTimeoutMs, fleet } = options;
+  const { capacity, callbackTimeoutMs, operationTimeoutMs, fleet, limits } = options;
   let c = capacity;
   if (capacity !== null && typeof capacity === 'object' && !Array.isArray(capacity)) ({ coordinator: c, ...c } = capacity);
-  return textOf({ capacity: c, callbackTimeoutMs, operationTimeoutMs, fleet }, '') ?? 'null';
+  return textOf({ capacity: c, callbackTimeoutMs, operationTimeoutMs, fleet, limits }, '') ?? 'null';
 }
 
 /**
@@ -258,6 +258,8 @@ function contextOf(input) {
         ownerPid: process.pid,
         session,
         budgetsJson,
+        limits: o.limits,
+        combined: o.capacity?.coordinated === true && coordinatorOf(store) === coordinatorOf(options.capacity.coordinator),
       },
       firstRegistry,
       fastMappings ? store[NATIVE_STORE]() : undefined,
@@ -304,4 +306,4 @@ const budgetsOf = (shared) => (shared === null || shared === undefined ? null : 
 // dropped and collected (measured: docs/performance.md). __test__/shape-anchor.test.mjs holds both ways.
 const SHAPE_ANCHORS = { context: contextOf({ registry: { list: () => [] } }) };
 
-module.exports = { contextOf, hasMethods, isFn, healthNow, routerNow, inFlight, othersInFlight, jobsInFlight, DEFAULT_FLEET, SHAPE_ANCHORS };
+module.exports = { contextOf, textOf, hasMethods, isFn, healthNow, routerNow, inFlight, othersInFlight, jobsInFlight, DEFAULT_FLEET, SHAPE_ANCHORS };

@@ -47,7 +47,7 @@ async function begin(run, request) {
     if (needsExtras(ctx)) {
       // The callbacks name the provision: its id is made first, after the request's checks.
       id = binding.routerSandboxId(ctx.native);
-      checkLabels(call);
+      checkLabels(call, ctx.native);
       extras = await extrasOf(ctx, view, call.compiled, run.detached, request, id);
     }
     try {

@@ -69,8 +69,8 @@ class SandboxRouter {
   route(request, options) {
     const detached = detachedOf(options);
     const call = compileShared(request);
-    checkLabels(call);
     const ctx = this.#ctx;
+    checkLabels(call, ctx.native);
     const view = viewOf(ctx);
     const n = callNative(() => binding.routeOrder(ctx.native, call.compiled.native, detached, ORDER, healthNow(ctx.health)));
     const ids = new Array(n);
@@ -86,8 +86,8 @@ class SandboxRouter {
   async explain(request, options) {
     const detached = detachedOf(options);
     const call = compileShared(request);
-    checkLabels(call);
     const ctx = this.#ctx;
+    checkLabels(call, ctx.native);
     const view = viewOf(ctx);
     const ext = await extras(ctx, view, call.compiled, detached, request);
     const budgeted = ctx.budgets !== null;
@@ -193,9 +193,14 @@ class SandboxRouter {
     return budgets.settleCost(this.#ctx, id, actualCost);
   }
 
-  /** Every budget rule's keys: used, reserved, limit and when the window resets. */
-  budgetStatus() {
-    return budgets.budgetStatus(this.#ctx);
+  /** One page of the budget keys that hold something (`{ rule?, key?, limit?, cursor? }`). */
+  budgetStatus(options) {
+    return budgets.budgetStatus(this.#ctx, options, true);
+  }
+
+  /** How many rows `budgetStatus` would list for `{ rule?, key? }`. */
+  budgetCount(options) {
+    return budgets.budgetStatus(this.#ctx, options, false);
   }
 
   toJSON() {

@@ -55,6 +55,10 @@ pub struct StepFlags {
     pub fork: u32,
     /// `ReconcileRead`: read the store's intents.
     pub intents: u32,
+    /// `Persist` / `Unmap`: the step's writes in one transaction with the shared ledger's.
+    pub combined: u32,
+    /// `Reserve`: take the read sequence in the reservation's transaction.
+    pub sequence: u32,
 }
 
 /// The step flags' values.
@@ -69,6 +73,8 @@ pub fn step_flags() -> StepFlags {
         warm: flags::WARM,
         fork: flags::FORK,
         intents: flags::INTENTS,
+        combined: flags::COMBINED,
+        sequence: flags::SEQUENCE,
     }
 }
 
@@ -127,7 +133,8 @@ pub fn begin_acquisition(
             Some(id) => SandboxKey::parse_checked(&id)?,
             None => router.next_id()?,
         };
-        let labels = match labels_json.as_deref().map(labels_from).transpose() {
+        let limits = router.router.borrow().label_limits;
+        let labels = match labels_json.as_deref().map(|text| labels_from(text, &limits)).transpose() {
             Ok(l) => l.unwrap_or_default(),
             Err(mut e) => {
                 e.sandbox_id = Some(key.to_string());
@@ -283,6 +290,8 @@ pub struct WritesRecord {
     pub hold_ttl_ms: f64,
     /// A budget reservation settled.
     pub budget: Option<BudgetSettlement>,
+    /// The pool it was made on (`routerBudgetSettled` names it).
+    pub budget_pool: Option<String>,
 }
 
 /// The writes job `key` decided since the last call.
@@ -293,8 +302,29 @@ pub fn acquisition_writes(env: Env, router: &External<RouterState>, key: u32) ->
         Ok(WritesRecord {
             hold_ttl_ms: w.hold.map_or(0.0, |(_, _, ttl)| ttl as f64),
             hold: w.hold.map(|(token, allocated, _)| HoldSettlement { token: token as f64, allocated }),
-            budget: w.budget.map(|(s, how)| BudgetSettlement::of(s, how)),
+            budget_pool: w.budget.as_ref().map(|(_, _, pool)| pool.clone()),
+            budget: w.budget.map(|(s, how, _)| BudgetSettlement::of(s, how)),
         })
+    })
+}
+
+/// The shared ledger settled sandbox `sandboxId`'s reservation on pool `providerId` with
+/// `outcome` (`written`, `late`, `kept`) at `clock` (the router's clock): a late one becomes
+/// the router event `budget.charged.late` (read with `routerEvents`).
+#[napi]
+pub fn router_budget_settled(
+    env: Env,
+    router: &External<RouterState>,
+    sandbox_id: String,
+    provider_id: String,
+    outcome: String,
+    clock: Option<f64>,
+) -> napi::Result<()> {
+    guard(&env, || {
+        let sandbox = SandboxKey::parse_checked(&sandbox_id)?;
+        let now = now_of(None, clock).router;
+        router.router.borrow_mut().budget_settled(sandbox, &provider_id, outcome == "late", now);
+        Ok(())
     })
 }
 

@@ -188,7 +188,7 @@ pub fn explain_decision<'env>(
         let over_budget = match (router.as_deref_mut(), labels_json.as_deref()) {
             (Some(r), Some(text)) => match &mut r.budgets {
                 Some(b) => {
-                    let labels = crate::binding::request::labels_from(text)?;
+                    let labels = crate::binding::request::labels_from(text, &r.label_limits)?;
                     b.over_budget(&labels, &inner.costs(extras.as_ref()), now_of(None, budget_now).router)
                 }
                 None => Vec::new(),

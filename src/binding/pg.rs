@@ -25,14 +25,18 @@
 use crate::binding::error::{guard, typed_future, Failure, NativeError};
 use crate::binding::records::{
     shared_status, AdmitVerdict, BudgetDemand, BudgetDemandKey, BudgetRefusalRecord, BudgetRuleRecord,
-    BudgetStatusRecord, BudgetVerdict, DemandDim,
+    BudgetSettlement, BudgetStatusQuery, BudgetStatusRecord, BudgetVerdict, DemandDim,
 };
 use crate::binding::records::{IntentRecord, MappingRecord};
 use crate::binding::records::{WarmCounts, WarmMemberRecord};
 use crate::binding::sqlite::{checked_op, to_record, BatchOp};
+use crate::core::budget::{Micros, Refusal};
 use crate::core::error::ErrorClass;
 use crate::core::shared_ledger::Dim;
-use crate::stores::pg::{PgFailure, PgSettings, PgStore, Verdict, WarmRow};
+use crate::stores::pg::{
+    BudgetAsk, BudgetSettlement as PgBudgetSettlement, HoldSettlement, PgFailure, PgSettings, PgStore, Settled,
+    StatusAsk, Verdict, WarmRow,
+};
 use crate::stores::pg_tls::{parse_ca, split_sslmode, CaError, TlsMode, TlsSettings, UrlTlsError};
 use crate::stores::record::Op;
 use crate::stores::record::Row;
@@ -414,8 +418,9 @@ impl NativePgStore {
         typed_future(env, async move { Ok(inner.settle(token as i64, allocated, ttl_ms as i64).await.is_ok()) })
     }
 
-    /// Reserves a provision's budgets in the shared ledger (one transaction under the keys'
-    /// row locks): reserved, or the rules that refused.
+    /// Reserves a provision's budgets in the shared ledger (one transaction: the keys' rows
+    /// locked, what time has ended applied to their totals, every limit checked):
+    /// reserved, or the rules that refused.
     #[napi(ts_return_type = "Promise<BudgetVerdict>")]
     pub fn reserve_budget<'env>(
         &self,
@@ -423,34 +428,118 @@ impl NativePgStore {
         demand: BudgetDemand,
     ) -> napi::Result<PromiseRaw<'env, BudgetVerdict>> {
         let inner = self.inner.clone();
-        let keys = demand.keys.iter().map(BudgetDemandKey::to_shared).collect();
+        let ask = budget_ask(demand);
         typed_future(env, async move {
-            let hold_ms = if demand.hold_ms.is_finite() && demand.hold_ms > 0.0 { demand.hold_ms } else { 60_000.0 };
             let r = inner
-                .reserve_budget(demand.sandbox_id, keys, demand.cost, demand.at as i64, hold_ms)
+                .reserve_budget(ask.sandbox, ask.keys, ask.cost, ask.at, ask.hold_ms)
                 .await
                 .map_err(|f| fail(COORDINATOR, "the budget ledger is unavailable", f))?;
-            Ok(match r {
-                Ok(()) => BudgetVerdict { reserved: true, refusals: Vec::new() },
-                Err(rs) => {
-                    BudgetVerdict { reserved: false, refusals: rs.into_iter().map(BudgetRefusalRecord::of).collect() }
-                }
-            })
+            Ok(verdict_record(r))
+        })
+    }
+
+    /// A provision's first transaction before a launch (`stores::pg::launch`): its budget
+    /// reservation (`demand`), its launch intent (`intentJson`, a mapping store's intent
+    /// write: written only when the reservation was made) and a read sequence (`seq`), in
+    /// one transaction. Fails as `COORDINATOR_UNAVAILABLE` (nothing was written).
+    #[napi(ts_return_type = "Promise<LaunchPrepared>")]
+    pub fn prepare_launch<'env>(
+        &self,
+        env: &'env Env,
+        demand: Option<BudgetDemand>,
+        intent_json: Option<String>,
+        seq: bool,
+    ) -> napi::Result<PromiseRaw<'env, LaunchPrepared>> {
+        let intent = intent_json.map(|j| {
+            match serde_json::from_str::<BatchOp>(&j).map_err(|_| bad_write()).and_then(checked_op) {
+                Ok(Op::Intent(i)) => Ok(i),
+                Ok(_) => Err(bad_write()),
+                Err(e) => Err(e),
+            }
+        });
+        let ask = demand.map(budget_ask);
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            let intent = intent.transpose()?;
+            let p = inner
+                .launch_transaction(ask, intent, seq)
+                .await
+                .map_err(|f| fail(COORDINATOR, "the capacity coordinator is unavailable", f))?;
+            Ok(LaunchPrepared { verdict: p.budget.map(verdict_record), seq: p.seq.map(|s| s as f64) })
+        })
+    }
+
+    /// A provision's last transaction (`stores::pg::launch`): its mapping record
+    /// (`recordJson`, a mapping store's put), its capacity hold's settlement and its budget
+    /// settlement, in one transaction. Rejects with `MAPPING_PERSISTENCE_FAILED` when a
+    /// record was asked and could not be written (the settlements are then kept and retried
+    /// with the lease renewal); `late`: the budget's reservation had been freed (this
+    /// process's lease lapsed) and its charge was written again.
+    #[napi(ts_return_type = "Promise<LaunchSettledRecord>")]
+    pub fn settle_launch<'env>(
+        &self,
+        env: &'env Env,
+        record_json: Option<String>,
+        hold: Option<HoldSettlementRecord>,
+        budget: Option<BudgetSettlement>,
+    ) -> napi::Result<PromiseRaw<'env, LaunchSettledRecord>> {
+        let record = record_json.map(|j| {
+            match serde_json::from_str::<BatchOp>(&j).map_err(|_| bad_write()).and_then(checked_op) {
+                Ok(Op::Put(row)) => Ok(row),
+                Ok(_) => Err(bad_write()),
+                Err(e) => Err(e),
+            }
+        });
+        let hold =
+            hold.map(|h| HoldSettlement { token: h.token as i64, allocated: h.allocated, ttl_ms: h.ttl_ms as i64 });
+        let budget = budget.map(|b| PgBudgetSettlement {
+            sandbox: b.sandbox_id,
+            how: b.how,
+            until: b.until_ms.unwrap_or(0.0) as i64,
+        });
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            let record = record.transpose()?;
+            let s = inner
+                .settle_launch(record, hold, budget)
+                .await
+                .map_err(|f| fail(WRITE, "the mapping store could not write", f))?;
+            Ok(LaunchSettledRecord { recorded: s.recorded, late: s.late })
+        })
+    }
+
+    /// A destroy's writes in one statement: the mapping and intent of `id` deleted, its
+    /// capacity holds released, its budget slot given back. Rejects with
+    /// `MAPPING_PERSISTENCE_FAILED`.
+    #[napi(ts_return_type = "Promise<Forgotten>")]
+    pub fn forget<'env>(&self, env: &'env Env, id: String) -> napi::Result<PromiseRaw<'env, Forgotten>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            let (mapped, budget) =
+                inner.forget(id).await.map_err(|f| fail(WRITE, "the mapping store could not write", f))?;
+            Ok(Forgotten { mapped, budget })
         })
     }
 
     /// Settles a provision's budget reservation (`allocated`, `unknown` until `untilMs`, or
-    /// `nothing`). Resolves to whether it was written now (false: retried with the lease).
-    #[napi(ts_return_type = "Promise<boolean>")]
+    /// `nothing`): `written`, `late` (its reservation had been freed: the charge was written
+    /// again), or `kept` (not written now: retried with the lease).
+    #[napi(ts_return_type = "Promise<BudgetSettlementOutcome>")]
     pub fn settle_budget<'env>(
         &self,
         env: &'env Env,
         sandbox_id: String,
         how: String,
         until_ms: f64,
-    ) -> napi::Result<PromiseRaw<'env, bool>> {
+    ) -> napi::Result<PromiseRaw<'env, BudgetSettlementOutcome>> {
         let inner = self.inner.clone();
-        typed_future(env, async move { Ok(inner.settle_budget(sandbox_id, how, until_ms as i64).await.is_ok()) })
+        typed_future(env, async move {
+            Ok(match inner.settle_budget(sandbox_id, how, until_ms as i64).await {
+                Ok(Settled::OnTime) => BudgetSettlementOutcome::Written,
+                Ok(Settled::Late) => BudgetSettlementOutcome::Late,
+                Err(_) => BudgetSettlementOutcome::Kept,
+            })
+        })
     }
 
     /// Sandbox `id` is gone: its capacity holds are deleted and its budget charges stop
@@ -463,7 +552,8 @@ impl NativePgStore {
         })
     }
 
-    /// Replaces a provision's budget cost; resolves to whether a charge was found.
+    /// Replaces a provision's budget cost (0 to 1e9, kept in millionths); resolves to
+    /// whether a charge was found.
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn settle_budget_cost<'env>(
         &self,
@@ -472,29 +562,60 @@ impl NativePgStore {
         cost: f64,
     ) -> napi::Result<PromiseRaw<'env, bool>> {
         let inner = self.inner.clone();
+        let cost = Micros::of(cost).ok_or_else(|| {
+            NativeError::invalid(
+                ErrorClass::RequestValidation,
+                "INVALID_INPUT",
+                format!("invalid settleCost: actualCost {}", crate::core::budget::COST_RANGE),
+                "actualCost",
+            )
+        });
         typed_future(env, async move {
             inner
-                .settle_budget_cost(id, cost)
+                .settle_budget_cost(id, cost?)
                 .await
                 .map_err(|f| fail(COORDINATOR, "the budget ledger is unavailable", f))
         })
     }
 
-    /// Every key of `rules` with its usage, every process's (`router.budgetStatus()`).
+    /// One page of every process's budget keys of `rules` (the router's, in its order), as
+    /// `query` asks (`router.budgetStatus()`).
     #[napi(ts_return_type = "Promise<Array<BudgetStatusRecord>>")]
     pub fn budget_status<'env>(
         &self,
         env: &'env Env,
         rules: Vec<BudgetRuleRecord>,
+        query: Option<BudgetStatusQuery>,
     ) -> napi::Result<PromiseRaw<'env, Vec<BudgetStatusRecord>>> {
         let inner = self.inner.clone();
+        let asked = status_ask(&rules, &query.unwrap_or_default());
         typed_future(env, async move {
-            let asked = rules.iter().map(|r| (r.rule_id.clone(), r.since.map_or(i64::MAX, |t| t as i64))).collect();
+            let (windows, ask) = asked?;
             let usage = inner
-                .budget_usage(asked)
+                .budget_status(windows, ask)
                 .await
                 .map_err(|f| fail(COORDINATOR, "the budget ledger is unavailable", f))?;
             Ok(shared_status(&rules, usage))
+        })
+    }
+
+    /// How many rows `budgetStatus` would list for `query`'s rule and key, every process's.
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn budget_count<'env>(
+        &self,
+        env: &'env Env,
+        rules: Vec<BudgetRuleRecord>,
+        query: Option<BudgetStatusQuery>,
+    ) -> napi::Result<PromiseRaw<'env, f64>> {
+        let inner = self.inner.clone();
+        let asked = status_ask(&rules, &query.unwrap_or_default());
+        typed_future(env, async move {
+            let (windows, ask) = asked?;
+            let n = inner
+                .budget_count(windows, ask)
+                .await
+                .map_err(|f| fail(COORDINATOR, "the budget ledger is unavailable", f))?;
+            Ok(n as f64)
         })
     }
 
@@ -733,4 +854,117 @@ impl NativePgStore {
             Ok(())
         })
     }
+}
+
+fn bad_write() -> Failure {
+    NativeError::invalid(
+        ErrorClass::RequestValidation,
+        "INVALID_INPUT",
+        "invalid mapping record: the write is malformed",
+        "record",
+    )
+}
+
+/// The store's form of a demand (its cost in exact micro-units; a cost beyond the range
+/// fits no cost limit).
+fn budget_ask(demand: BudgetDemand) -> BudgetAsk {
+    let hold_ms = if demand.hold_ms.is_finite() && demand.hold_ms > 0.0 { demand.hold_ms } else { 60_000.0 };
+    BudgetAsk {
+        keys: demand.keys.iter().map(BudgetDemandKey::to_shared).collect(),
+        sandbox: demand.sandbox_id,
+        cost: Micros::saturating(demand.cost),
+        at: demand.at as i64,
+        hold_ms,
+    }
+}
+
+fn verdict_record(r: std::result::Result<(), Vec<Refusal>>) -> BudgetVerdict {
+    match r {
+        Ok(()) => BudgetVerdict { reserved: true, refusals: Vec::new() },
+        Err(rs) => BudgetVerdict { reserved: false, refusals: rs.into_iter().map(BudgetRefusalRecord::of).collect() },
+    }
+}
+
+/// Each rule's (id, since, window kind) and the query in the store's terms (an unknown rule
+/// id is the typed `INVALID_INPUT`).
+#[allow(clippy::type_complexity, reason = "a private helper's pair of plain values")]
+fn status_ask(rules: &[BudgetRuleRecord], q: &BudgetStatusQuery) -> Result<(Vec<(String, i64, i16)>, StatusAsk)> {
+    let windows = rules
+        .iter()
+        .map(|r| {
+            let kind = if r.window_end.is_some() {
+                1
+            } else if r.sliding_ms.is_some() {
+                2
+            } else {
+                0
+            };
+            (r.rule_id.clone(), r.since.map_or(i64::MAX, |t| t as i64), kind)
+        })
+        .collect();
+    let ids: Vec<&str> = rules.iter().map(|r| r.rule_id.as_str()).collect();
+    let query = q.to_core();
+    let (rule, after) = crate::core::router::budgets::query_of(&ids, &query)?;
+    let after = after.map(|(r, k)| (r, k.to_string()));
+    let limit = crate::core::router::budgets::limit_of(q.limit);
+    Ok((windows, StatusAsk { rule, key: q.key.clone(), after, limit }))
+}
+
+/// What `prepareLaunch` did: the reservation's verdict (absent when none was asked) and
+/// the read sequence (absent when none was asked or the reservation was refused).
+#[napi(object)]
+pub struct LaunchPrepared {
+    /// The budget reservation's verdict.
+    pub verdict: Option<BudgetVerdict>,
+    /// The read sequence for the capacity read that follows.
+    pub seq: Option<f64>,
+}
+
+/// A capacity hold's settlement, for `settleLaunch`.
+#[napi(object)]
+pub struct HoldSettlementRecord {
+    /// The hold's token.
+    pub token: f64,
+    /// Kept as an assumption (the launch succeeded or its outcome is unknown) or released.
+    pub allocated: bool,
+    /// How long an assumption lives, ms (`capacity.reservationTtlMs`).
+    pub ttl_ms: f64,
+}
+
+/// What `settleLaunch` wrote.
+#[napi(object)]
+pub struct LaunchSettledRecord {
+    /// The record was written.
+    pub recorded: bool,
+    /// The budget's reservation had been freed (the lease lapsed) and its charge was
+    /// written again, over its limit if need be.
+    pub late: bool,
+}
+
+/// What `forget` deleted.
+#[napi(object)]
+pub struct Forgotten {
+    /// A mapping existed.
+    pub mapped: bool,
+    /// A budget slot was given back.
+    pub budget: bool,
+}
+
+/// How a budget settlement went.
+#[napi(string_enum = "lowercase")]
+pub enum BudgetSettlementOutcome {
+    /// Written.
+    Written,
+    /// Its reservation had been freed (this process's lease lapsed): the charge was written
+    /// again, over its limit if need be.
+    Late,
+    /// Not written now: kept and retried with the lease renewal.
+    Kept,
+}
+
+/// The PostgreSQL store's forward migrations, in order (entry `i` takes the schema from
+/// version `i` to `i + 1`): what the migration tests build an older database with.
+#[napi]
+pub fn pg_migrations() -> Vec<String> {
+    crate::stores::pg::MIGRATIONS.iter().map(|m| m.to_string()).collect()
 }

@@ -3,7 +3,7 @@
 //! files that share a record (the router's calls, the stores' transactions) import it from
 //! here and never from each other.
 
-use crate::core::budget::{Dimension, Limits, Refusal, Settle, SharedKey, Usage};
+use crate::core::budget::{Dimension, Limits, Micros, Refusal, Settle, SharedKey, Usage};
 use crate::core::clock::iso8601_millis;
 use crate::core::ids::SandboxKey;
 use crate::core::router::provision::{BudgetAsk, Demand, IntentFact};
@@ -134,21 +134,53 @@ impl BudgetStatusRecord {
             rule: rule.to_string(),
             key: BudgetKeyRecord { label: label.to_string(), value },
             limit: BudgetLimitsRecord {
-                cost: limits.cost,
+                cost: limits.cost.map(Micros::units),
                 launches: limits.launches.map(|n| n as f64),
                 concurrent: limits.concurrent.map(|n| n as f64),
             },
             used: BudgetAmountsRecord {
-                cost: u.used_cost,
+                cost: u.used_cost.units(),
                 launches: u.used_launches as f64,
                 concurrent: u.live as f64,
             },
             reserved: BudgetAmountsRecord {
-                cost: u.reserved_cost,
+                cost: u.reserved_cost.units(),
                 launches: u.reserved_launches as f64,
                 concurrent: u.inflight as f64,
             },
             resets_at: resets_at.map(iso8601_millis),
+        }
+    }
+}
+
+/// What `budgetStatus` / `budgetCount` ask (read once in `lib/budgets.js`): a rule (by id),
+/// a label value, a page size and the cursor (the last row of the page before).
+#[napi(object)]
+#[derive(Debug, Clone, Default)]
+pub struct BudgetStatusQuery {
+    /// Only this rule's keys (its id).
+    pub rule: Option<String>,
+    /// Only this label value.
+    pub key: Option<String>,
+    /// At most this many rows (default 1,000; at most 10,000).
+    pub limit: Option<u32>,
+    /// The cursor's rule id: rows after (`afterRule`, `afterKey`) in status order.
+    pub after_rule: Option<String>,
+    /// The cursor's label value.
+    pub after_key: Option<String>,
+}
+
+impl BudgetStatusQuery {
+    /// The core's form.
+    pub(crate) fn to_core(&self) -> crate::core::router::budgets::Query {
+        crate::core::router::budgets::Query {
+            rule: self.rule.clone(),
+            key: self.key.clone(),
+            limit: self.limit,
+            after: match (&self.after_rule, &self.after_key) {
+                (Some(r), Some(k)) => Some((r.clone(), k.clone())),
+                _ => None,
+            },
         }
     }
 }
@@ -209,7 +241,7 @@ impl From<SharedKey> for BudgetDemandKey {
             rule: k.rule as u32,
             rule_id: k.rule_id,
             value: k.value,
-            cost: k.limits.cost,
+            cost: k.limits.cost.map(Micros::units),
             launches: k.limits.launches.map(|n| n as f64),
             concurrent: k.limits.concurrent.map(|n| n as f64),
             since: k.since.map(|t| t as f64),
@@ -227,7 +259,7 @@ impl BudgetDemandKey {
             rule_id: self.rule_id.clone(),
             value: self.value.clone(),
             limits: Limits {
-                cost: self.cost,
+                cost: self.cost.map(Micros::saturating),
                 launches: self.launches.map(|n| n.max(0.0) as u64),
                 concurrent: self.concurrent.map(|n| n.max(0.0) as u64),
             },
@@ -272,7 +304,7 @@ pub(crate) fn shared_status(rules: &[BudgetRuleRecord], usage: Vec<(usize, Strin
                 _ => None,
             };
             let limits = Limits {
-                cost: r.cost,
+                cost: r.cost.map(Micros::saturating),
                 launches: r.launches.map(|n| n as u64),
                 concurrent: r.concurrent.map(|n| n as u64),
             };

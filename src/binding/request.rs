@@ -9,7 +9,8 @@
 //! compiled form.
 
 use crate::binding::error::{guard, Failure};
-use crate::core::request::{parse_labels, parse_labels_text, parse_request, Request};
+use crate::core::json::FieldError;
+use crate::core::request::{parse_labels, parse_labels_text, parse_request, LabelLimits, Request};
 use crate::core::CoreError;
 use napi::bindgen_prelude::External;
 use napi::Env;
@@ -49,18 +50,30 @@ pub fn request_timeout_ms(request: &External<CompiledRequest>) -> f64 {
 }
 
 /// A request's `launch.labels`, sent apart from it as JSON text, validated by the one rule
-/// (`request::parse_labels`): the labels, or the typed `INVALID_REQUEST` error.
-pub(crate) fn labels_from(text: &str) -> Result<Vec<(String, String)>, Failure> {
-    if let Some(labels) = parse_labels_text(text) {
-        return Ok(labels);
-    }
-    parse_labels(&parse_json(text, "launch.labels")?)
-        .map_err(|e| CoreError::InvalidRequest { field: e.field, expectation: e.expectation }.into())
+/// (`request::parse_labels`) and within `limits` (the router's, `limits` option): the
+/// labels, or the typed `INVALID_REQUEST` error naming the label.
+pub(crate) fn labels_from(text: &str, limits: &LabelLimits) -> Result<Vec<(String, String)>, Failure> {
+    let invalid =
+        |e: FieldError| -> Failure { CoreError::InvalidRequest { field: e.field, expectation: e.expectation }.into() };
+    let labels = match parse_labels_text(text) {
+        Some(labels) => labels,
+        None => parse_labels(&parse_json(text, "launch.labels")?).map_err(invalid)?,
+    };
+    limits.check(&labels).map_err(invalid)?;
+    Ok(labels)
 }
 
 /// Validates a request's labels sent apart (`route` and `explain`; a provision's begin
-/// checks them itself); throws the typed `INVALID_REQUEST` error naming the field.
+/// checks them itself) within `router`'s label limits (omitted: the defaults); throws the
+/// typed `INVALID_REQUEST` error naming the field.
 #[napi]
-pub fn check_labels(env: Env, labels_json: String) -> napi::Result<()> {
-    guard(&env, || labels_from(&labels_json).map(drop))
+pub fn check_labels(
+    env: Env,
+    labels_json: String,
+    router: Option<&napi::bindgen_prelude::External<crate::binding::router::RouterState>>,
+) -> napi::Result<()> {
+    guard(&env, || {
+        let limits = router.map_or_else(LabelLimits::default, |r| r.router.borrow().label_limits);
+        labels_from(&labels_json, &limits).map(drop)
+    })
 }

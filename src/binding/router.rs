@@ -10,7 +10,7 @@ use crate::binding::clock::{now_millis, now_of};
 use crate::binding::error::{guard, Failure, NativeError};
 use crate::binding::id_source::SandboxIdSource;
 use crate::binding::mapping::NativeMappingStore;
-use crate::binding::records::{BudgetRuleRecord, BudgetStatusRecord};
+use crate::binding::records::{BudgetRuleRecord, BudgetStatusQuery, BudgetStatusRecord};
 use crate::binding::registry::Registry;
 use crate::binding::request::CompiledRequest;
 use crate::binding::sqlite::NativeSqliteStore;
@@ -71,6 +71,10 @@ pub struct RouterSettings {
     pub session: String,
     /// The `budgets` option as JSON text (validated here); absent: no budgets.
     pub budgets_json: Option<String>,
+    /// The `limits` option as `readRouterOptions` read it (absent: the defaults).
+    pub limits: Option<LimitsRecord>,
+    /// The mapping store is the capacity coordinator (the same `PostgresMappingStore`).
+    pub combined: Option<bool>,
 }
 
 /// What kind of value one option is, and which of the methods that matter it has.
@@ -116,6 +120,46 @@ pub struct RouterOptionsRecord {
     pub clock: bool,
     /// Whether `health` has its own clock.
     pub health_clock: bool,
+    /// `limits`, every omitted field at its default.
+    pub limits: LimitsRecord,
+}
+
+/// The router option `limits`, validated (`core::router::options::limits`).
+#[napi(object)]
+#[derive(Clone)]
+pub struct LimitsRecord {
+    /// Most launch labels a request may carry.
+    pub labels: u32,
+    /// Longest label key, UTF-8 bytes.
+    pub label_key_bytes: u32,
+    /// Longest label value, UTF-8 bytes.
+    pub label_value_bytes: u32,
+    /// How long a budget charge stays adjustable by `settleCost` after its sandbox is gone, ms.
+    pub settle_horizon_ms: f64,
+}
+
+impl From<crate::core::router::options::Limits> for LimitsRecord {
+    fn from(l: crate::core::router::options::Limits) -> Self {
+        LimitsRecord {
+            labels: l.labels.count as u32,
+            label_key_bytes: l.labels.key_bytes as u32,
+            label_value_bytes: l.labels.value_bytes as u32,
+            settle_horizon_ms: l.settle_horizon_ms as f64,
+        }
+    }
+}
+
+impl LimitsRecord {
+    /// The core's form (a record `readRouterOptions` made; anything else is read again by
+    /// the core's rule, so a hand-made record cannot pass a limit out of range).
+    fn to_core(&self) -> Result<crate::core::router::options::Limits, Failure> {
+        crate::core::router::options::limits(&serde_json::json!({
+            "labels": self.labels,
+            "labelKeyBytes": self.label_key_bytes,
+            "labelValueBytes": self.label_value_bytes,
+            "settleHorizonMs": self.settle_horizon_ms,
+        }))
+    }
 }
 
 /// The methods whose presence the router's options are judged by.
@@ -160,6 +204,7 @@ pub fn read_router_options(
             provisioning: o.provisioning,
             clock: o.clock,
             health_clock: o.health_clock,
+            limits: o.limits.into(),
         })
     })
 }
@@ -244,6 +289,8 @@ fn settings_of(s: RouterSettings) -> Result<Settings, Failure> {
         observe: s.observe,
         owner: Owner { host: s.owner_host, pid: s.owner_pid, session: s.session },
         budgets,
+        limits: s.limits.as_ref().map(LimitsRecord::to_core).transpose()?.unwrap_or_default(),
+        combined: s.combined.unwrap_or(false),
     })
 }
 
@@ -298,7 +345,7 @@ pub fn router_budget_rules(router: &External<RouterState>, clock: Option<f64>) -
         .map(|k| BudgetRuleRecord {
             label: rules[k.rule].label.clone(),
             rule_id: k.rule_id,
-            cost: k.limits.cost,
+            cost: k.limits.cost.map(crate::core::budget::Micros::units),
             launches: k.limits.launches.map(|n| n as f64),
             concurrent: k.limits.concurrent.map(|n| n as f64),
             since: k.since.map(|t| t as f64),
@@ -308,19 +355,23 @@ pub fn router_budget_rules(router: &External<RouterState>, clock: Option<f64>) -
         .collect()
 }
 
-/// `router.budgetStatus()` of the in-process ledger at `clock` (the router's clock, ms):
-/// every rule's keys, in rule order.
+/// `router.budgetStatus(query)` of the in-process ledger at `clock` (the router's clock,
+/// ms): one page of the rules' keys that hold something, in rule order then key order
+/// (`queryJson`: the caller's query as JSON, read by `core::router::budgets::query_of_value`).
+/// Empty without budgets or when they live in the shared ledger (after the query's checks).
 #[napi]
 pub fn router_budget_status(
     env: Env,
     router: &External<RouterState>,
     clock: Option<f64>,
+    query_json: String,
 ) -> napi::Result<Vec<BudgetStatusRecord>> {
     guard(&env, || {
+        let q = budget_query(&query_json, true)?;
         let now = now_of(None, clock).router;
         let mut r = router.router.borrow_mut();
-        let Some(b) = r.budgets.as_mut() else { return Ok(Vec::new()) };
-        let rows = b.ledger.status(now);
+        let Some(b) = r.budgets.as_mut().filter(|b| !b.shared) else { return Ok(Vec::new()) };
+        let rows = b.status(now, &q)?;
         let rules = b.rules();
         Ok(rows
             .into_iter()
@@ -330,6 +381,40 @@ pub fn router_budget_status(
             })
             .collect())
     })
+}
+
+/// `router.budgetCount(query)` of the in-process ledger at `clock`: how many rows
+/// `budgetStatus` would list (every page), counted without building them.
+#[napi]
+pub fn router_budget_count(
+    env: Env,
+    router: &External<RouterState>,
+    clock: Option<f64>,
+    query_json: String,
+) -> napi::Result<u32> {
+    guard(&env, || {
+        let q = budget_query(&query_json, false)?;
+        let now = now_of(None, clock).router;
+        let mut r = router.router.borrow_mut();
+        let Some(b) = r.budgets.as_mut().filter(|b| !b.shared) else { return Ok(0) };
+        Ok(u32::try_from(b.count(now, &q)?).unwrap_or(u32::MAX))
+    })
+}
+
+/// A `budgetStatus` (`paged`) / `budgetCount` query as the shared ledger takes it (the
+/// caller's query as JSON); throws the typed `INVALID_INPUT` naming the field.
+#[napi]
+pub fn router_budget_query(env: Env, query_json: String, paged: bool) -> napi::Result<BudgetStatusQuery> {
+    guard(&env, || {
+        let q = budget_query(&query_json, paged)?;
+        let (after_rule, after_key) = q.after.map_or((None, None), |(r, k)| (Some(r), Some(k)));
+        Ok(BudgetStatusQuery { rule: q.rule, key: q.key, limit: q.limit, after_rule, after_key })
+    })
+}
+
+fn budget_query(text: &str, paged: bool) -> Result<crate::core::router::budgets::Query, Failure> {
+    let v = serde_json::from_str(text).unwrap_or(serde_json::Value::Bool(false));
+    crate::core::router::budgets::query_of_value(&v, paged)
 }
 
 /// What `router.settleCost` found in this process's ledger.

@@ -451,6 +451,10 @@ events! {
         cost: Option<f64> = "cost" as "number",
         rules: Option<Vec<PoolId>> = "rules" as "string[]",
     },
+    /// Budgets (shared ledger): a launch settled after its reservation had been freed, because this process's lease lapsed (the database unreachable, or the process suspended, for longer than `leaseMs`): its charge was written again, over its rules' limits if need be, never dropped.
+    BudgetChargedLate = "budget.charged.late" as "BudgetChargedLateEvent", Sandbox {
+        pool: PoolId = "providerId" as "ProviderId",
+    },
     /// Budgets: a rule refused a candidate pool (the pool is skipped without consuming an attempt).
     BudgetRefused = "budget.refused" as "BudgetRefusedEvent", Sandbox {
         pool: PoolId = "providerId" as "ProviderId",
@@ -544,7 +548,7 @@ pub(crate) mod tests {
         assert_eq!(sorted.len(), names.len(), "no type is declared twice");
         let schema: Vec<&str> = schema().iter().map(|t| t.name).collect();
         assert_eq!(schema, names);
-        assert_eq!(names.len(), 32);
+        assert_eq!(names.len(), 33);
     }
 
     #[test]

@@ -51,7 +51,7 @@ impl ConfigError {
 
 /// The options `createSandboxRouter` takes: the router's (which the router checks) but
 /// `registry`, and `providers` and `moduleLoader`.
-pub const FACTORY_OPTIONS: [&str; 15] = [
+pub const FACTORY_OPTIONS: [&str; 16] = [
     "providers",
     "capacity",
     "mappings",
@@ -65,6 +65,7 @@ pub const FACTORY_OPTIONS: [&str; 15] = [
     "health",
     "clock",
     "budgets",
+    "limits",
     "telemetry",
     "moduleLoader",
 ];

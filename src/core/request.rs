@@ -368,14 +368,65 @@ fn read(value: &Value) -> Result<Request, FieldError> {
             return Err(FieldError::new("launch.createTimeoutSeconds", "must be a finite number > 0"));
         }
         if let Some(labels) = launch.get("labels") {
-            req.labels = Arc::new(parse_labels(labels)?);
+            let labels = parse_labels(labels)?;
+            DEFAULT_LABEL_LIMITS.check(&labels)?;
+            req.labels = Arc::new(labels);
         }
     }
     Ok(req)
 }
 
+/// Bounds on a request's launch labels: every label a provision carries is stored in its
+/// mapping record and, when a budget rule is keyed by it, kept as a budget key, so what a
+/// caller sends is bounded too. Lengths are UTF-8 bytes. The router option
+/// `limits: { labels, labelKeyBytes, labelValueBytes }` sets them (up to [`MAX_LABEL_LIMITS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LabelLimits {
+    /// Most labels in one request.
+    pub count: usize,
+    /// Longest key.
+    pub key_bytes: usize,
+    /// Longest value.
+    pub value_bytes: usize,
+}
+
+pub use crate::core::router::options::{DEFAULT_LABEL_LIMITS, MAX_LABEL_LIMITS};
+
+impl Default for LabelLimits {
+    fn default() -> Self {
+        DEFAULT_LABEL_LIMITS
+    }
+}
+
+impl LabelLimits {
+    /// Checks `labels` against the limits: the error names the label (`launch.labels.tenant`,
+    /// its key shown bounded), never its value.
+    pub fn check(&self, labels: &[(String, String)]) -> Result<(), FieldError> {
+        const FIELD: &str = "launch.labels";
+        if labels.len() > self.count {
+            return Err(FieldError::new(FIELD, format!("must have at most {} labels", self.count)));
+        }
+        for (k, v) in labels {
+            if k.len() > self.key_bytes {
+                return Err(FieldError::new(
+                    crate::core::json::join(FIELD, k),
+                    format!("has a key longer than {} bytes", self.key_bytes),
+                ));
+            }
+            if v.len() > self.value_bytes {
+                return Err(FieldError::new(
+                    crate::core::json::join(FIELD, k),
+                    format!("must be at most {} bytes long", self.value_bytes),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A request's `launch.labels`: an object of strings, without the key the router reserves
-/// for its own id. The one rule for labels, whether they arrive inside a request or apart
+/// for its own id, within [`DEFAULT_LABEL_LIMITS`] (a router's own limits are checked where
+/// it reads the labels sent apart: `LabelLimits::check`). The one rule for labels, whether they arrive inside a request or apart
 /// from it (the JS layer sends per-call labels separately, so that requests that differ
 /// only in labels share one compiled form).
 pub fn parse_labels(value: &Value) -> Result<Vec<(String, String)>, FieldError> {

@@ -23,6 +23,9 @@
 //! - v3 `budget_charges`: the router's budget charges (`core::budget::ChargeRecord`, one row
 //!   per provision), written by a router whose store this is and that has no coordinator, so
 //!   that a restart does not reset a tenant's spend.
+//! - v4 `budget_charges.cost_micros` (the exact cost, `core::budget::Micros`) and
+//!   `counts_until` (when the row stops counting in every window: rows past it are dropped
+//!   at each write, through an index).
 //!
 //! A file whose version is newer than this build knows is refused ([`StoreError::SchemaTooNew`])
 //! rather than written by code that does not understand it.
@@ -70,6 +73,12 @@ pub const MIGRATIONS: &[&str] = &[
         live_until INTEGER,
         keys TEXT NOT NULL
     ) WITHOUT ROWID;",
+    // v4: costs in exact micro-units, and until when a charge counts (its row goes then:
+    // the ledger no longer keeps a charge for its whole window, only its totals).
+    "ALTER TABLE budget_charges ADD COLUMN cost_micros INTEGER;
+    ALTER TABLE budget_charges ADD COLUMN counts_until INTEGER NOT NULL DEFAULT 9223372036854775807;
+    UPDATE budget_charges SET cost_micros = CAST(round(cost * 1000000) AS INTEGER);
+    CREATE INDEX budget_charges_until ON budget_charges (counts_until);",
 ];
 
 /// The schema version this build writes.
@@ -245,9 +254,15 @@ impl SqliteStore {
         self.apply(std::slice::from_ref(&Op::Intent(i.clone()))).map(|_| ())
     }
 
-    /// Writes budget charges in one transaction: a record replaces its row, None deletes it.
-    pub fn write_charges(&mut self, changes: &[(SandboxKey, Option<ChargeRecord>)]) -> Result<(), StoreError> {
+    /// Writes budget charges in one transaction: a record replaces its row, None deletes it;
+    /// rows that stopped counting before `now` (router clock, ms) are dropped too.
+    pub fn write_charges(
+        &mut self,
+        changes: &[(SandboxKey, Option<ChargeRecord>)],
+        now: i64,
+    ) -> Result<(), StoreError> {
         let tx = self.conn.transaction().map_err(write_err)?;
+        tx.execute("DELETE FROM budget_charges WHERE counts_until < ?1", [now]).map_err(write_err)?;
         for (id, record) in changes {
             let id = id.to_string();
             match record {
@@ -261,9 +276,10 @@ impl SqliteStore {
                         Some(until) => (true, until),
                     };
                     tx.execute(
-                        "INSERT OR REPLACE INTO budget_charges (id, at, cost, settled, live, live_until, keys)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                        params![id, c.at, c.cost, c.settled, live, until, keys],
+                        "INSERT OR REPLACE INTO budget_charges
+                         (id, at, cost, settled, live, live_until, keys, cost_micros, counts_until)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                        params![id, c.at, c.cost.units(), c.settled, live, until, keys, c.cost.0, c.counts_until],
                     )
                     .map_err(write_err)?;
                 }
@@ -277,26 +293,31 @@ impl SqliteStore {
     pub fn charges(&self) -> Result<Vec<ChargeRecord>, StoreError> {
         let mut s = self
             .conn
-            .prepare_cached("SELECT id, at, cost, settled, live, live_until, keys FROM budget_charges")
+            .prepare_cached(
+                "SELECT id, at, coalesce(cost_micros, CAST(round(cost * 1000000) AS INTEGER)), settled, live,
+                 live_until, keys, counts_until FROM budget_charges",
+            )
             .map_err(read_err)?;
         let rows = s
             .query_map([], |r| {
                 Ok((
                     r.get::<_, String>(0)?,
                     r.get::<_, i64>(1)?,
-                    r.get::<_, f64>(2)?,
+                    r.get::<_, i64>(2)?,
                     r.get::<_, bool>(3)?,
                     r.get::<_, bool>(4)?,
                     r.get::<_, Option<i64>>(5)?,
                     r.get::<_, String>(6)?,
+                    r.get::<_, i64>(7)?,
                 ))
             })
             .map_err(read_err)?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, at, cost, settled, live, until, keys) = row.map_err(read_err)?;
+            let (id, at, cost, settled, live, until, keys, counts_until) = row.map_err(read_err)?;
             let (Some(sandbox), Ok(keys)) = (SandboxKey::parse(&id), serde_json::from_str(&keys)) else { continue };
-            out.push(ChargeRecord { sandbox, at, cost, settled, live: live.then_some(until), keys });
+            let cost = crate::core::budget::Micros(cost.clamp(0, crate::core::budget::Micros::MAX.0));
+            out.push(ChargeRecord { sandbox, at, cost, settled, live: live.then_some(until), keys, counts_until });
         }
         Ok(out)
     }
@@ -604,9 +625,9 @@ impl StoreFile {
 /// ledger stays the truth for this process, and the next write of that charge carries its
 /// state again.
 impl crate::core::router::budgets::ChargeSink for StoreFile {
-    fn write(&self, changes: Vec<(SandboxKey, Option<ChargeRecord>)>) {
+    fn write(&self, changes: Vec<(SandboxKey, Option<ChargeRecord>)>, now: i64) {
         if !changes.is_empty() {
-            let _ = self.with(|s| s.write_charges(&changes));
+            let _ = self.with(|s| s.write_charges(&changes, now));
         }
     }
 

@@ -83,6 +83,12 @@ pub struct Settings {
     pub owner: Owner,
     /// The budget rules.
     pub budgets: Vec<crate::core::budget::Rule>,
+    /// `limits`: label limits and the budgets' settle horizon.
+    pub limits: options::Limits,
+    /// The mapping store is the capacity coordinator (one `PostgresMappingStore`): a
+    /// provision's record and its settlements, and a destroy's writes, can each be one
+    /// transaction (flag `COMBINED`).
+    pub combined: bool,
 }
 
 /// A router's capacity policy.
@@ -135,7 +141,7 @@ fn invalid_cost() -> Failure {
     Fault::invalid(
         ErrorClass::RequestValidation,
         "INVALID_INPUT",
-        "invalid settleCost: actualCost must be a finite number >= 0",
+        "invalid settleCost: actualCost must be a finite number from 0 to 1000000000",
         "actualCost",
     )
 }
@@ -174,6 +180,11 @@ pub struct Router {
     pub(crate) warm_work: warm::WarmWork,
     /// Budgets, when the router has rules.
     pub budgets: Option<Budgets>,
+    /// Bounds on a request's launch labels (`limits`).
+    pub label_limits: crate::core::request::LabelLimits,
+    /// The mapping store is the coordinator and the holds live there: steps whose writes
+    /// can share one transaction say so (`flags::COMBINED`, `flags::SEQUENCE`).
+    pub(crate) combined: bool,
     /// The registry the next decision uses.
     registry: Rc<RefCell<Pools>>,
     /// The jobs in flight.
@@ -221,7 +232,9 @@ impl Router {
             owner: settings.owner,
             warm: None,
             warm_work: warm::WarmWork::default(),
-            budgets: Budgets::new(settings.budgets, coordinated, sink, now),
+            budgets: Budgets::new(settings.budgets, coordinated, sink, now, settings.limits.settle_horizon_ms),
+            label_limits: settings.limits.labels,
+            combined: settings.combined && coordinated,
             registry,
             jobs: Jobs::default(),
             operations: operation::Operations::default(),
@@ -286,7 +299,7 @@ impl Router {
     /// `router.settleCost(id, actualCost)` in the in-process ledger. False when the ledger
     /// does not know the charge. `INVALID_INPUT` for a cost that is not finite and ≥ 0.
     pub fn settle_cost(&mut self, id: SandboxKey, actual_cost: f64) -> Result<bool, Failure> {
-        if !actual_cost.is_finite() || actual_cost < 0.0 {
+        if crate::core::budget::Micros::of(actual_cost).is_none() {
             return Err(invalid_cost());
         }
         Ok(self.budgets.as_mut().is_some_and(|b| {
@@ -306,6 +319,16 @@ impl Router {
         let cost = actual_cost.ok_or_else(invalid_cost)?;
         let known = self.settle_cost(SandboxKey::parse_checked(id)?, cost)?;
         Ok((known, self.budgets.as_ref().is_some_and(|b| b.shared)))
+    }
+
+    /// The shared ledger answered the settlement of sandbox `sandbox`'s reservation on pool
+    /// `pool` (`late`: its reservation had been freed, because this process's lease lapsed,
+    /// and the charge was written again, over the limits if need be): a late one is reported
+    /// as `budget.charged.late`, never dropped silently.
+    pub fn budget_settled(&mut self, sandbox: SandboxKey, pool: &str, late: bool, now: i64) {
+        if late {
+            self.emit(now, Some(sandbox), crate::core::events::Event::BudgetChargedLate { pool: pool.into() });
+        }
     }
 
     /// The health of pool `id` at `now` (a fresh pool's when it has no outcome yet); None

@@ -597,7 +597,13 @@ impl Router {
                 }
                 n
             }
-            Stage::Unmap => at(StepKind::Unmap, self.callback_timeout_ms),
+            Stage::Unmap => {
+                let mut n = at(StepKind::Unmap, self.callback_timeout_ms);
+                if self.combined {
+                    n.flags |= super::step::flags::COMBINED;
+                }
+                n
+            }
             // The coordinator bounds its own calls (its `timeoutMs`).
             Stage::Release => at(StepKind::Release, 0),
             Stage::Succeeded => at(StepKind::Succeeded, 0),
@@ -791,6 +797,17 @@ impl Router {
         self.operation_step(key)
     }
 
+    /// `Unmap` with `COMBINED`: the destroy's writes in one statement (the record, the holds,
+    /// the budget slot) were made (`ok`; `given_back`: a budget slot came back), or not (as
+    /// [`Router::operation_unmapped`] with `ok` false). No `Release` step follows.
+    pub fn operation_forgotten(&mut self, key: u32, ok: bool, given_back: bool, now: Now) -> Result<Next, Failure> {
+        let next = self.operation_unmapped(key, ok, now)?;
+        if next.kind == StepKind::Release {
+            return self.operation_released(key, given_back, now);
+        }
+        Ok(next)
+    }
+
     /// The shared ledger's release answered (`given_back`: it held a budget slot; false
     /// when it could not be written: its charges then expire on their own).
     pub fn operation_released(&mut self, key: u32, given_back: bool, now: Now) -> Result<Next, Failure> {
@@ -893,6 +910,8 @@ mod tests {
             observe: true,
             owner: Owner { host: "h".into(), pid: 1.0, session: "s".into() },
             budgets: Vec::new(),
+            limits: Default::default(),
+            combined: false,
         }
     }
 
@@ -1391,6 +1410,40 @@ mod tests {
         let (key, _) = destroyed(&mut r, true, Outcome::Undefined);
         r.operation_unmapped(key, true, NOW).unwrap();
         assert_eq!(types(&mut r), [("budget.released", "DESTROYED".to_string()), ("sandbox.destroyed", String::new())]);
+    }
+
+    fn combined(on: bool) -> Router {
+        let rules = crate::core::budget::rules_of_option(
+            &serde_json::json!([{ "id": "c", "key": { "label": "t" }, "limit": { "concurrent": 2 } }]),
+        )
+        .unwrap();
+        let capacity =
+            Some(CapacitySettings { provider_order: vec!["a".into()], reservation_ttl_ms: 1, coordinated: true });
+        router_with(Settings { budgets: rules, capacity, combined: on, ..settings() })
+    }
+
+    #[test]
+    fn combined_must_fire_a_destroy_through_the_coordinator_store_is_one_statement_and_no_release_follows() {
+        let mut r = combined(true);
+        let (key, next) = destroyed(&mut r, true, Outcome::Undefined);
+        assert_eq!(next.kind, StepKind::Unmap);
+        assert_ne!(next.flags & super::super::step::flags::COMBINED, 0);
+        let next = r.operation_forgotten(key, true, true, NOW).unwrap();
+        assert_eq!(next.kind, StepKind::Succeeded, "no Release step: the statement gave the slot back");
+        assert_eq!(types(&mut r), [("budget.released", "DESTROYED".to_string()), ("sandbox.destroyed", String::new())]);
+        // A statement that failed is the unmap's failure: the mapping stays.
+        let (key, _) = destroyed(&mut r, true, Outcome::Undefined);
+        let next = r.operation_forgotten(key, false, false, NOW).unwrap();
+        assert_eq!(next.kind, StepKind::Done);
+        assert_eq!(r.operation_ending(key).unwrap().error.expect("an error").code, "MAPPING_PERSISTENCE_FAILED");
+    }
+
+    #[test]
+    fn combined_must_not_fire_a_store_apart_from_the_coordinator_unmaps_then_releases() {
+        let mut r = combined(false);
+        let (key, next) = destroyed(&mut r, true, Outcome::Undefined);
+        assert_eq!((next.kind, next.flags & super::super::step::flags::COMBINED), (StepKind::Unmap, 0));
+        assert_eq!(r.operation_unmapped(key, true, NOW).unwrap().kind, StepKind::Release);
     }
 
     #[test]

@@ -10,11 +10,11 @@
 
 use crate::core::error::{CoreError, Failure, Fault};
 use crate::core::ids::validate_provider_id;
-use crate::core::request::{validate_fleet, DEFAULT_FLEET};
+use crate::core::request::{validate_fleet, LabelLimits, DEFAULT_FLEET};
 use serde_json::{Map, Value};
 
 /// Every option a router takes, in the documented order.
-pub const ROUTER_OPTIONS: [&str; 14] = [
+pub const ROUTER_OPTIONS: [&str; 15] = [
     "registry",
     "mappings",
     "observer",
@@ -28,6 +28,7 @@ pub const ROUTER_OPTIONS: [&str; 14] = [
     "health",
     "clock",
     "budgets",
+    "limits",
     "telemetry",
 ];
 
@@ -52,6 +53,59 @@ pub const MAX_RESERVATION_TTL_MS: u64 = 86_400_000;
 pub const DEFAULT_OPERATION_TIMEOUT_MS: u64 = 600_000;
 /// Longest `operationTimeoutMs`.
 pub const MAX_OPERATION_TIMEOUT_MS: u64 = 86_400_000;
+
+/// The default label limits (`limits.labels`, `labelKeyBytes`, `labelValueBytes`): 64
+/// labels, keys of 256 bytes, values of 1,024 bytes (cloud tags allow 50 of 128 and 256
+/// characters; Kubernetes 63 per name and value).
+pub const DEFAULT_LABEL_LIMITS: LabelLimits = LabelLimits { count: 64, key_bytes: 256, value_bytes: 1_024 };
+/// The largest label limits a router may set.
+pub const MAX_LABEL_LIMITS: LabelLimits = LabelLimits { count: 1_024, key_bytes: 4_096, value_bytes: 65_536 };
+/// How long a budget charge stays adjustable by `settleCost` after its sandbox is gone (its
+/// concurrent slot given back), ms: five minutes of the router's clock
+/// (`limits.settleHorizonMs`).
+pub const DEFAULT_SETTLE_HORIZON_MS: i64 = 300_000;
+/// The longest settle horizon a router takes (a day).
+pub const MAX_SETTLE_HORIZON_MS: i64 = 86_400_000;
+
+/// What the router option `limits` sets: the label limits, and the budgets' settle
+/// horizon (`core::budget::Ledger`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Bounds on launch labels.
+    pub labels: LabelLimits,
+    /// How long a budget charge stays adjustable by `settleCost` after its sandbox is gone, ms.
+    pub settle_horizon_ms: i64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { labels: DEFAULT_LABEL_LIMITS, settle_horizon_ms: DEFAULT_SETTLE_HORIZON_MS }
+    }
+}
+
+/// Reads the router option `limits` strictly (`{ labels?, labelKeyBytes?, labelValueBytes?,
+/// settleHorizonMs? }`, each an integer in its range); the error names the field
+/// (`limits.labelValueBytes`).
+pub fn limits(v: &Value) -> Result<Limits, Failure> {
+    use crate::core::json::{object, FieldError};
+    let bad = |e: FieldError| err(e.field, &e.expectation);
+    let o = object(v, "limits", &["labels", "labelKeyBytes", "labelValueBytes", "settleHorizonMs"]).map_err(bad)?;
+    let int = |key: &str, max: usize, default: usize| -> Result<usize, Failure> {
+        Ok(o.integer_in(key, 1, max as i64).map_err(bad)?.map_or(default, |n| n as usize))
+    };
+    let (d, m) = (DEFAULT_LABEL_LIMITS, MAX_LABEL_LIMITS);
+    Ok(Limits {
+        labels: LabelLimits {
+            count: int("labels", m.count, d.count)?,
+            key_bytes: int("labelKeyBytes", m.key_bytes, d.key_bytes)?,
+            value_bytes: int("labelValueBytes", m.value_bytes, d.value_bytes)?,
+        },
+        settle_horizon_ms: o
+            .integer_in("settleHorizonMs", 0, MAX_SETTLE_HORIZON_MS)
+            .map_err(bad)?
+            .unwrap_or(DEFAULT_SETTLE_HORIZON_MS),
+    })
+}
 
 /// What kind of value JavaScript found for one option, and which of [`METHODS`] it has.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,6 +159,8 @@ pub struct RouterOptions {
     pub clock: bool,
     /// Whether `health` has its own clock.
     pub health_clock: bool,
+    /// `limits`: label limits and the budgets' settle horizon.
+    pub limits: Limits,
 }
 
 /// A router's capacity policy, validated.
@@ -137,6 +193,7 @@ impl Default for RouterOptions {
             provisioning: false,
             clock: false,
             health_clock: false,
+            limits: Limits::default(),
         }
     }
 }
@@ -236,6 +293,9 @@ pub fn read(given: &[Given], health_clock: Option<&str>, data: &Value) -> Result
             Some(f) if validate_fleet(f) => o.fleet = f.to_string(),
             _ => return Err(err("fleet", "must be 1-63 characters of [a-z0-9][a-z0-9._-]* (a label-safe name)")),
         }
+    }
+    if find("limits").is_some() {
+        o.limits = limits(data.get("limits").unwrap_or(&Value::Null))?;
     }
     if let Some(g) = find("clock") {
         if g.kind != "function" {
@@ -411,6 +471,37 @@ mod tests {
 
     fn field_of(r: Result<RouterOptions, Failure>) -> String {
         r.unwrap_err().field.unwrap_or_default()
+    }
+
+    #[test]
+    fn limits_must_fire_out_of_range_or_unknown_is_refused_naming_the_field() {
+        for (limits, field) in [
+            (json!({ "labels": 0 }), "limits.labels"),
+            (json!({ "labels": 1_025 }), "limits.labels"),
+            (json!({ "labelKeyBytes": 4_097 }), "limits.labelKeyBytes"),
+            (json!({ "labelValueBytes": 65_537 }), "limits.labelValueBytes"),
+            (json!({ "labelValueBytes": 1.5 }), "limits.labelValueBytes"),
+            (json!({ "settleHorizonMs": -1 }), "limits.settleHorizonMs"),
+            (json!({ "settleHorizonMs": 86_400_001 }), "limits.settleHorizonMs"),
+            (json!({ "labelz": 1 }), "limits.labelz"),
+            (json!(7), "limits"),
+        ] {
+            let given = [registry(), g("limits", "object", &[])];
+            let e = read_(&given, &json!({ "limits": limits })).unwrap_err();
+            assert_eq!((e.code.as_str(), e.field.as_deref()), ("INVALID_CONFIGURATION", Some(field)), "{limits}");
+        }
+    }
+
+    #[test]
+    fn limits_must_not_fire_omitted_fields_take_their_defaults_and_the_edges_pass() {
+        assert_eq!(read_(&[registry()], &json!({})).unwrap().limits, Limits::default());
+        let given = [registry(), g("limits", "object", &[])];
+        let o =
+            read_(&given, &json!({ "limits": { "labels": 1_024, "labelValueBytes": 65_536, "settleHorizonMs": 0 } }))
+                .unwrap();
+        assert_eq!(o.limits.labels, LabelLimits { count: 1_024, key_bytes: 256, value_bytes: 65_536 });
+        assert_eq!(o.limits.settle_horizon_ms, 0);
+        assert_eq!(Limits::default().settle_horizon_ms, DEFAULT_SETTLE_HORIZON_MS);
     }
 
     #[test]

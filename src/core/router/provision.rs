@@ -69,8 +69,8 @@ pub struct BudgetAsk {
 pub struct Writes {
     /// A capacity hold settled: (token, allocated, how long an allocation is assumed, ms).
     pub hold: Option<(u64, bool, u64)>,
-    /// A budget reservation settled.
-    pub budget: Option<(SandboxKey, Settle)>,
+    /// A budget reservation settled: the sandbox, how, and the pool it was made on.
+    pub budget: Option<(SandboxKey, Settle, String)>,
 }
 
 /// How a job failed: the error to raise and what the caller does about it.
@@ -193,7 +193,16 @@ impl Router {
                 inner.candidates(&q, limit).map(|order| (order, health.map(|h| (h.slots.clone(), h.now))))
             })
         };
-        let (order, tracking) = order_health?;
+        let (order, tracking) = match order_health {
+            Ok(routed) => routed,
+            Err(e) => {
+                // No machine will end this plan: its buckets are given back here.
+                if let Some(b) = &mut self.budgets {
+                    b.unplan(budget.as_ref());
+                }
+                return Err(e);
+            }
+        };
         let plan = match self.capacity.as_mut() {
             Some(c) => Some(CapacityPlan {
                 need: req.resources,
@@ -305,6 +314,8 @@ impl Router {
 
     fn next_of(&mut self, key: u32, now: Now) -> Result<Next, Failure> {
         let callback = self.callback_timeout_ms;
+        let combined = if self.combined { flags::COMBINED } else { 0 };
+        let sequence = if self.capacity.as_ref().is_some_and(|c| c.coordinated) { flags::SEQUENCE } else { 0 };
         loop {
             let intents = self.intents;
             let Router { jobs, capacity, health, budgets, .. } = self;
@@ -316,7 +327,7 @@ impl Router {
                 Stage::Intent => return Ok(at(StepKind::Intent, callback)),
                 Stage::Launch => return Ok(at(StepKind::Launch, job.timeout_ms)),
                 Stage::Classify => return Ok(at(StepKind::Classify, callback)),
-                Stage::Persist => return Ok(at(StepKind::Persist, callback)),
+                Stage::Persist => return Ok(Next { flags: combined, ..at(StepKind::Persist, callback) }),
                 Stage::WarmSettle => return Ok(at(StepKind::WarmSettle, callback)),
                 Stage::ClaimResolve => return Ok(at(StepKind::ClaimResolve, self.operation_timeout_ms)),
                 Stage::ClaimUncharge => return Ok(at(StepKind::ClaimUncharge, callback)),
@@ -351,7 +362,7 @@ impl Router {
                 }
                 Step::Reserve(pool) => {
                     job.pool = pool;
-                    return Ok(Next { kind: StepKind::Reserve, pool, bound_ms: callback, flags: 0 });
+                    return Ok(Next { kind: StepKind::Reserve, pool, bound_ms: callback, flags: sequence });
                 }
                 Step::Claim(pool) => {
                     job.pool = pool;
@@ -557,7 +568,7 @@ impl Router {
         let hold = job.machine.take_settlement().map(|(token, allocated)| (token, allocated, ttl_ms));
         let sandbox = job.machine.budget_plan().map(|p| p.sandbox);
         let budget = match sandbox {
-            Some(s) => job.machine.take_budget_settle().map(|how| (s, how)),
+            Some(s) => job.machine.take_budget_settle().map(|how| (s, how, job.pool_id(job.pool))),
             None => None,
         };
         Ok(Writes { hold, budget })
@@ -919,6 +930,9 @@ impl Router {
         if let Some(mut job) = self.jobs.remove(key) {
             if let Some(h) = &mut self.health {
                 job.machine.abandon(h);
+            }
+            if let Some(b) = &mut self.budgets {
+                b.unplan(job.machine.budget_plan());
             }
             if let Some((pool, failed, token)) = refill {
                 self.refill_ended(&pool, failed, token);

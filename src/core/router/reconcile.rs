@@ -1491,6 +1491,8 @@ mod tests {
                 observe: true,
                 owner: Owner { host: HOST.into(), pid: 1.0, session: SESSION.into() },
                 budgets,
+                limits: Default::default(),
+                combined: false,
             };
             Router::new(settings, Rc::new(RefCell::new(p)), None, None, T0).expect("a router")
         }

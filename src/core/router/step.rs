@@ -180,6 +180,15 @@ pub mod flags {
     pub const FORK: u32 = 64;
     /// `ReconcileRead`: read the store's intents (else its mappings).
     pub const INTENTS: u32 = 128;
+    /// `Persist`: write the record and the job's shared-ledger writes (`acquisitionWrites`)
+    /// in one transaction (`settleLaunch`), and not apart; `Unmap`: the destroy's writes in
+    /// one statement (`forget`: the record, the holds, the budget slot), reported with
+    /// `operationForgotten` (no `Release` follows). Set when the mapping store is the
+    /// coordinator (`stores::pg::launch`).
+    pub const COMBINED: u32 = 1 << 10;
+    /// `Reserve`: take the read sequence of the capacity step that follows in the
+    /// reservation's transaction (`prepareLaunch`), so `Coordinate` needs none of its own.
+    pub const SEQUENCE: u32 = 1 << 11;
 }
 
 /// A step as the caller performs it: what, on which pool, within how long, and the flags.

@@ -34,6 +34,8 @@ fn settings() -> Settings {
         observe: false,
         owner: Owner { host: "h".into(), pid: 1.0, session: "s".into() },
         budgets: Vec::new(),
+        limits: Default::default(),
+        combined: false,
     }
 }
 
@@ -328,4 +330,119 @@ fn must_not_fire_an_out_of_turn_report_is_an_internal_error_not_a_state_change()
     let e = r.persisted(key, true, at(1)).unwrap_err();
     assert_eq!(e.code, "INTERNAL_ERROR");
     assert_eq!(r.step(key, at(2)).unwrap().kind, StepKind::Launch, "the job is where it was");
+}
+
+// --- issue 34: budgets' plans, late charges, combined transactions --------------------------
+
+fn in_process_budget() -> Settings {
+    let rules = crate::core::budget::rules_of_option(
+        &json!([{ "id": "n", "key": { "label": "t" }, "limit": { "launches": 1000 }, "window": { "slidingMs": 60_000 } }]),
+    )
+    .unwrap();
+    Settings { budgets: rules, ..settings() }
+}
+
+fn labels(t: &str) -> Vec<(String, String)> {
+    vec![("t".to_string(), t.to_string())]
+}
+
+#[test]
+fn unplan_must_fire_a_provision_refused_after_its_plan_gives_its_buckets_back() {
+    let mut r = router(in_process_budget(), 1, true);
+    let none = request(json!({ "requires": { "requiredCapabilities": ["pty"] } }));
+    for i in 0..200u8 {
+        let e = r.begin(&none, false, labels(&format!("tenant-{i}")), None, id(i), at(0)).unwrap_err();
+        assert_eq!(e.code, "NO_ELIGIBLE_PROVIDER");
+    }
+    let (kept, _) = r.budgets.as_ref().unwrap().ledger.buckets();
+    assert!(kept <= 8, "{kept} buckets kept for 200 refused tenants: their plans were given back");
+}
+
+#[test]
+fn unplan_must_not_fire_a_provision_in_flight_keeps_its_bucket_until_it_ends() {
+    let mut r = router(in_process_budget(), 1, false);
+    let (key, next) = r.begin(&request(json!({})), false, labels("acme"), None, id(1), at(0)).unwrap();
+    assert_eq!(next.kind, StepKind::Launch);
+    assert_eq!(r.budgets.as_ref().unwrap().ledger.buckets().0, 1, "the plan's bucket is kept in flight");
+    r.end(key);
+    assert_eq!(r.jobs_in_flight(), 0);
+}
+
+#[test]
+fn late_must_fire_a_settlement_the_shared_ledger_answers_late_is_budget_charged_late() {
+    let mut r = router(Settings { observe: true, ..settings() }, 1, true);
+    r.budget_settled(id(7), "p0", true, T0 + 5);
+    let events = r.take_events();
+    assert_eq!(events.iter().map(|e| e.event.type_name()).collect::<Vec<_>>(), ["budget.charged.late"]);
+    assert_eq!((events[0].at, events[0].sandbox), (T0 + 5, Some(id(7))));
+}
+
+#[test]
+fn late_must_not_fire_a_settlement_written_on_time_emits_nothing() {
+    let mut r = router(Settings { observe: true, ..settings() }, 1, true);
+    r.budget_settled(id(7), "p0", false, T0 + 5);
+    assert!(r.take_events().is_empty());
+}
+
+/// Begins a provision on `r` and, under a coordinator, admits it (`Coordinate`: room, then
+/// the coordinator's admission); its key, at the `Launch` step.
+fn launching(r: &mut Router) -> u32 {
+    let (key, next) = begin(r, &request(json!({})), 1);
+    if next.kind == StepKind::Coordinate {
+        let room = Measurement::Known(vec![ResourceMeasurement::new("sandboxes", 0.0, 10.0, "sandboxes", 1.0)]);
+        assert!(r.demand(key, &room, at(1)).unwrap().is_ok(), "a demand for the coordinator");
+        let next = r.admit_decided(key, crate::core::acquisition::SharedVerdict::Admitted(7), at(1)).unwrap();
+        assert_eq!(next.kind, StepKind::Launch);
+    } else {
+        assert_eq!(next.kind, StepKind::Launch);
+    }
+    key
+}
+
+fn coordinated(combined: bool) -> Settings {
+    Settings {
+        capacity: Some(CapacitySettings {
+            provider_order: vec!["p0".into()],
+            reservation_ttl_ms: 1_000,
+            coordinated: true,
+        }),
+        combined,
+        ..settings()
+    }
+}
+
+#[test]
+fn combined_must_fire_the_store_is_the_coordinator_the_record_and_its_settlements_are_one_step() {
+    let mut r = router(coordinated(true), 1, false);
+    let key = launching(&mut r);
+    let next = r.succeeded(key, "prov-1", at(1), T0 + 1).unwrap();
+    assert_eq!(next.kind, StepKind::Persist);
+    assert_ne!(next.flags & flags::COMBINED, 0);
+}
+
+#[test]
+fn combined_must_not_fire_a_store_apart_from_the_coordinator_or_no_coordinator_writes_the_record_alone() {
+    for s in [coordinated(false), Settings { combined: true, ..settings() }] {
+        let mut r = router(s, 1, false);
+        let key = launching(&mut r);
+        let next = r.succeeded(key, "prov-1", at(1), T0 + 1).unwrap();
+        assert_eq!(next.kind, StepKind::Persist);
+        assert_eq!(next.flags & flags::COMBINED, 0);
+    }
+}
+
+#[test]
+fn sequence_must_fire_a_shared_reservation_takes_the_read_sequence_in_its_transaction() {
+    let mut r = router(Settings { budgets: in_process_budget().budgets, ..coordinated(false) }, 1, false);
+    let (_, next) = r.begin(&request(json!({})), false, labels("acme"), None, id(1), at(0)).unwrap();
+    assert_eq!(next.kind, StepKind::Reserve);
+    assert_ne!(next.flags & flags::SEQUENCE, 0);
+}
+
+#[test]
+fn sequence_must_not_fire_an_in_process_ledger_reserves_without_a_step() {
+    let mut r = router(in_process_budget(), 1, false);
+    let (_, next) = r.begin(&request(json!({})), false, labels("acme"), None, id(1), at(0)).unwrap();
+    assert_eq!(next.kind, StepKind::Launch);
+    assert_eq!(next.flags & flags::SEQUENCE, 0);
 }

@@ -1735,6 +1735,8 @@ mod tests {
                 observe: true,
                 owner: Owner { host: "h".into(), pid: 1.0, session: "s".into() },
                 budgets: o.budgets.map(|b| crate::core::budget::rules_of_option(&b).unwrap()).unwrap_or_default(),
+                limits: Default::default(),
+                combined: false,
             };
             let store = (!o.caller_store && !o.coordinated).then(|| Rc::new(RefCell::new(MappingStore::default())));
             let r = Router::new(settings, Rc::new(RefCell::new(pools)), store, None, 0).unwrap();

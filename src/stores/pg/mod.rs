@@ -51,8 +51,6 @@
 //! Nothing from the database's own messages (which can name users, hosts, databases) leaves
 //! this file: every failure is a [`PgFailure`] without text.
 
-use crate::core::budget::{Refusal, SharedKey, Usage};
-use crate::core::shared_ledger::{decide, Decision, Dim, HoldRow};
 use crate::core::warm::reserve_count;
 use crate::stores::pg_tls::TlsSettings;
 use crate::stores::record::{Intent, Row};
@@ -62,6 +60,14 @@ use std::time::Duration;
 use tokio::sync::{OnceCell, Semaphore};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, NoTls, Statement};
+
+mod budget;
+mod capacity;
+mod launch;
+
+pub use budget::{Settled, StatusAsk};
+pub use capacity::Verdict;
+pub use launch::{BudgetAsk, BudgetSettlement, HoldSettlement, LaunchSettled, Prepared};
 
 /// The advisory lock key that serializes migrations (any constant unlikely to be used by the
 /// application sharing the database: "sbxroute" in ASCII).
@@ -137,6 +143,66 @@ pub const MIGRATIONS: &[&str] = &[
         expires_at TIMESTAMPTZ
     );
     CREATE INDEX sandbox_router_warm_pool ON sandbox_router_warm (fleet, pool, state, launched_at);",
+    // v5: running totals (issue 34). A pool's row keeps what its holds hold (`held`, exact
+    // numeric sums per resource; `ok`: the last admission's verdict), so an admission is one
+    // conditional statement; hold amounts become JSON objects. A budget key's row keeps its
+    // window's totals; a charge its cost in micro-units, its state (0 in flight, 1 settled)
+    // and the window it counts in (`win`). Old processes still running fail closed against
+    // it (the columns they read and write are gone or retyped) instead of writing around the
+    // totals. The keys' window sums are built by their first reservation (`built`): the
+    // rules' windows are the routers' configuration.
+    "ALTER TABLE sandbox_router_pools ADD COLUMN held JSONB NOT NULL DEFAULT '{}'::jsonb;
+    ALTER TABLE sandbox_router_pools ADD COLUMN ok BOOLEAN NOT NULL DEFAULT FALSE;
+    ALTER TABLE sandbox_router_holds ADD COLUMN amounts_v5 JSONB;
+    ALTER TABLE sandbox_router_holds ADD COLUMN expect_v5 JSONB;
+    UPDATE sandbox_router_holds h SET
+        amounts_v5 = (SELECT coalesce(jsonb_object_agg(e->>0, (e->>1)::numeric), '{}'::jsonb)
+            FROM jsonb_array_elements(h.amounts::jsonb) e),
+        expect_v5 = (SELECT coalesce(jsonb_object_agg(e->>0, (e->>1)::numeric), '{}'::jsonb)
+            FROM jsonb_array_elements(h.expect::jsonb) e);
+    ALTER TABLE sandbox_router_holds DROP COLUMN amounts;
+    ALTER TABLE sandbox_router_holds DROP COLUMN expect;
+    ALTER TABLE sandbox_router_holds RENAME COLUMN amounts_v5 TO amounts;
+    ALTER TABLE sandbox_router_holds RENAME COLUMN expect_v5 TO expect;
+    ALTER TABLE sandbox_router_holds ALTER COLUMN amounts SET NOT NULL;
+    ALTER TABLE sandbox_router_holds ALTER COLUMN expect SET NOT NULL;
+    INSERT INTO sandbox_router_pools (pool) SELECT DISTINCT pool FROM sandbox_router_holds ON CONFLICT (pool) DO NOTHING;
+    UPDATE sandbox_router_pools p SET held = coalesce((SELECT jsonb_object_agg(x.r, x.n) FROM (
+        SELECT e.key AS r, sum(e.value::numeric) AS n FROM sandbox_router_holds h, jsonb_each_text(h.amounts) e
+        WHERE h.pool = p.pool GROUP BY e.key) x), '{}'::jsonb);
+    ALTER TABLE sandbox_router_budget_keys
+        ADD COLUMN window_start BIGINT NOT NULL DEFAULT 0,
+        ADD COLUMN used_cost BIGINT NOT NULL DEFAULT 0,
+        ADD COLUMN used_launches BIGINT NOT NULL DEFAULT 0,
+        ADD COLUMN reserved_cost BIGINT NOT NULL DEFAULT 0,
+        ADD COLUMN reserved_launches BIGINT NOT NULL DEFAULT 0,
+        ADD COLUMN live BIGINT NOT NULL DEFAULT 0,
+        ADD COLUMN inflight BIGINT NOT NULL DEFAULT 0,
+        ADD COLUMN last_at BIGINT NOT NULL DEFAULT -9223372036854775808,
+        ADD COLUMN built BOOLEAN NOT NULL DEFAULT TRUE;
+    ALTER TABLE sandbox_router_budget_charges ADD COLUMN micros BIGINT, ADD COLUMN state SMALLINT, ADD COLUMN win BIGINT;
+    UPDATE sandbox_router_budget_charges SET micros = round(cost * 1000000)::bigint, state = CASE WHEN settled THEN 1 ELSE 0 END;
+    ALTER TABLE sandbox_router_budget_charges DROP COLUMN cost, DROP COLUMN settled;
+    ALTER TABLE sandbox_router_budget_charges RENAME COLUMN micros TO cost;
+    ALTER TABLE sandbox_router_budget_charges ALTER COLUMN cost SET NOT NULL,
+        ALTER COLUMN state SET NOT NULL, ALTER COLUMN state SET DEFAULT 0;
+    INSERT INTO sandbox_router_budget_keys (rule, key)
+        SELECT DISTINCT rule, key FROM sandbox_router_budget_charges ON CONFLICT (rule, key) DO NOTHING;
+    UPDATE sandbox_router_budget_keys t SET built = FALSE,
+        live = (SELECT count(*) FROM sandbox_router_budget_charges c WHERE c.rule = t.rule AND c.key = t.key AND c.state = 1 AND c.live),
+        inflight = (SELECT count(*) FROM sandbox_router_budget_charges c WHERE c.rule = t.rule AND c.key = t.key AND c.state = 0),
+        last_at = coalesce((SELECT max(c.at_ms) FROM sandbox_router_budget_charges c WHERE c.rule = t.rule AND c.key = t.key),
+            -9223372036854775808)
+    WHERE EXISTS (SELECT 1 FROM sandbox_router_budget_charges c WHERE c.rule = t.rule AND c.key = t.key);
+    DROP INDEX sandbox_router_budget_charges_key;
+    CREATE INDEX sandbox_router_budget_charges_sliding ON sandbox_router_budget_charges (rule, key, at_ms) WHERE win = 0;
+    CREATE INDEX sandbox_router_budget_charges_inflight ON sandbox_router_budget_charges (rule, key) WHERE state = 0;
+    CREATE INDEX sandbox_router_budget_charges_unknown ON sandbox_router_budget_charges (rule, key, live_until)
+        WHERE live AND live_until IS NOT NULL;
+    CREATE INDEX sandbox_router_budget_charges_done ON sandbox_router_budget_charges (rule, key, win)
+        WHERE state = 1 AND NOT live AND win IS NOT NULL;
+    CREATE INDEX sandbox_router_budget_charges_gone ON sandbox_router_budget_charges (rule, key)
+        WHERE state = 1 AND NOT live AND win IS NULL;",
 ];
 
 /// The schema version this build writes.
@@ -304,6 +370,13 @@ pub struct PgStore {
     pending: StdMutex<Vec<PendingSettle>>,
     /// Budget settlements not written yet: (sandbox, how, until).
     pending_budget: StdMutex<Vec<(String, String, i64)>>,
+    /// This process's budget reservations not settled yet (`budget::Remembered`).
+    remembered: StdMutex<budget::Remembered>,
+    /// The rules this process reserves under, with the start of their current window at
+    /// the last reservation (the lease task's clean-up of idle key rows).
+    rules_seen: StdMutex<HashMap<String, (i64, i16)>>,
+    /// The retries and clean-up that follow a renewal are running.
+    upkeep: std::sync::atomic::AtomicBool,
     closed: std::sync::atomic::AtomicBool,
 }
 
@@ -350,81 +423,21 @@ const NEXT_SEQ: &str = "SELECT nextval('sandbox_router_read_seq')";
 const RENEW: &str = "INSERT INTO sandbox_router_sessions (session, lease_until)
     VALUES ($1, now() + $2 * interval '1 millisecond')
     ON CONFLICT (session) DO UPDATE SET lease_until = EXCLUDED.lease_until";
-// The pool's row is the admission lock (see `admit`).
+// A warm pool's row is its refills' lock (see "The warm inventory").
 const LOCK_POOL: &str = "INSERT INTO sandbox_router_pools (pool) VALUES ($1)
     ON CONFLICT (pool) DO UPDATE SET pool = EXCLUDED.pool";
-const EXPIRE: &str = "DELETE FROM sandbox_router_holds h WHERE h.pool = $1 AND (h.expires_at <= now()
-    OR (h.settled_seq IS NULL AND NOT EXISTS (SELECT 1 FROM sandbox_router_sessions s
-        WHERE s.session = h.session AND s.lease_until > now())))";
-const HOLDS: &str =
-    "SELECT token, amounts, expect, settled_seq FROM sandbox_router_holds WHERE pool = $1 ORDER BY token";
-const RELEASE: &str = "DELETE FROM sandbox_router_holds WHERE token = ANY($1)";
-const HOLD: &str = "INSERT INTO sandbox_router_holds (pool, session, amounts, expect, expires_at, sandbox_id)
-    VALUES ($1, $2, $3, $4, now() + $5 * interval '1 millisecond', $6) RETURNING token";
-const SETTLE_KEEP: &str = "UPDATE sandbox_router_holds SET settled_seq = nextval('sandbox_router_read_seq'),
-    expires_at = now() + $2 * interval '1 millisecond' WHERE token = $1";
-const SETTLE_DROP: &str = "DELETE FROM sandbox_router_holds WHERE token = $1";
-const END_SESSION: &str = "WITH gone AS (DELETE FROM sandbox_router_holds WHERE session = $1 AND settled_seq IS NULL),
-    reserved AS (DELETE FROM sandbox_router_budget_charges WHERE session = $1 AND NOT settled)
-    DELETE FROM sandbox_router_sessions WHERE session = $1";
-// Budgets. The key rows are the reservation lock, taken in (rule, key) order.
-const LOCK_KEYS: &str = "INSERT INTO sandbox_router_budget_keys (rule, key)
-    SELECT r, k FROM unnest($1::text[], $2::text[]) AS t(r, k) ORDER BY r, k
-    ON CONFLICT (rule, key) DO UPDATE SET key = EXCLUDED.key";
-// In-flight reservations whose settlement can no longer come (expired, or their process's
-// lease lapsed), and settled charges that neither count in the window nor hold a slot.
-const EXPIRE_CHARGES: &str = "DELETE FROM sandbox_router_budget_charges c
-    USING unnest($1::text[], $2::text[], $3::bigint[]) AS t(r, k, since)
-    WHERE c.rule = t.r AND c.key = t.k AND (
-      (NOT c.settled AND (c.expires_at <= now() OR NOT EXISTS (SELECT 1 FROM sandbox_router_sessions s
-          WHERE s.session = c.session AND s.lease_until > now())))
-      OR (c.settled AND c.at_ms < t.since AND (NOT c.live OR c.live_until <= now())))";
-const USAGE: &str = "SELECT t.i,
-      coalesce(sum(c.cost) FILTER (WHERE c.settled AND c.at_ms >= t.since), 0)::float8,
-      coalesce(sum(c.cost) FILTER (WHERE NOT c.settled AND c.at_ms >= t.since), 0)::float8,
-      count(c.id) FILTER (WHERE c.settled AND c.at_ms >= t.since),
-      count(c.id) FILTER (WHERE NOT c.settled AND c.at_ms >= t.since),
-      count(c.id) FILTER (WHERE c.settled AND c.live AND (c.live_until IS NULL OR c.live_until > now())),
-      count(c.id) FILTER (WHERE NOT c.settled),
-      min(c.at_ms) FILTER (WHERE c.at_ms >= t.since)
-    FROM unnest($1::text[], $2::text[], $3::bigint[]) WITH ORDINALITY AS t(r, k, since, i)
-    LEFT JOIN sandbox_router_budget_charges c ON c.rule = t.r AND c.key = t.k
-    GROUP BY t.i ORDER BY t.i";
-const CHARGE: &str =
-    "INSERT INTO sandbox_router_budget_charges (sandbox_id, rule, key, at_ms, cost, session, expires_at)
-    SELECT $1, r, k, $4, $5, $6, now() + $7 * interval '1 millisecond' FROM unnest($2::text[], $3::text[]) AS t(r, k)";
-const BUDGET_ALLOCATED: &str =
-    "UPDATE sandbox_router_budget_charges SET settled = TRUE WHERE sandbox_id = $1 AND NOT settled";
-const BUDGET_UNKNOWN: &str = "UPDATE sandbox_router_budget_charges SET settled = TRUE,
-    live_until = now() + greatest($2 - at_ms, 0) * interval '1 millisecond' WHERE sandbox_id = $1 AND NOT settled";
-const BUDGET_NOTHING: &str = "DELETE FROM sandbox_router_budget_charges WHERE sandbox_id = $1 AND NOT settled";
-// Settled or not: a destroy can overtake its own provision's settlement (written without
-// waiting), which then finds the charge no longer live.
-const RELEASE_SANDBOX: &str = "WITH gone AS (DELETE FROM sandbox_router_holds WHERE sandbox_id = $1)
-    UPDATE sandbox_router_budget_charges SET live = FALSE WHERE sandbox_id = $1 AND live
-      AND (live_until IS NULL OR live_until > now())";
-const BUDGET_COST: &str = "UPDATE sandbox_router_budget_charges SET cost = $2 WHERE sandbox_id = $1";
-// A warm claim under shared budgets: the claiming provision's reservation ($1) becomes the
-// member's ($2) charge, settled as a launch that succeeded, in the claim's transaction.
-const WARM_CHARGE: &str =
-    "UPDATE sandbox_router_budget_charges SET sandbox_id = $2, settled = TRUE WHERE sandbox_id = $1 AND NOT settled";
-// A claimed member found gone: this session's charge under the member ($1) is the
-// provision's ($2) reservation in flight again (its cold launch settles it).
-const WARM_UNCHARGE: &str = "UPDATE sandbox_router_budget_charges SET sandbox_id = $2, settled = FALSE
-    WHERE sandbox_id = $1 AND settled AND session = $3";
-// In-flight reservations of a lapsed lease or past their expiry count as nothing here (the
-// next reservation of their key deletes them).
-const STATUS: &str = "SELECT t.i, c.key,
-      coalesce(sum(c.cost) FILTER (WHERE c.settled AND c.at_ms >= t.since), 0)::float8,
-      coalesce(sum(c.cost) FILTER (WHERE NOT c.settled AND c.at_ms >= t.since AND c.expires_at > now()), 0)::float8,
-      count(c.id) FILTER (WHERE c.settled AND c.at_ms >= t.since),
-      count(c.id) FILTER (WHERE NOT c.settled AND c.at_ms >= t.since AND c.expires_at > now()),
-      count(c.id) FILTER (WHERE c.settled AND c.live AND (c.live_until IS NULL OR c.live_until > now())),
-      count(c.id) FILTER (WHERE NOT c.settled AND c.expires_at > now()),
-      min(c.at_ms) FILTER (WHERE c.at_ms >= t.since)
-    FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS t(r, since, i)
-    JOIN sandbox_router_budget_charges c ON c.rule = t.r
-    GROUP BY t.i, c.key ORDER BY t.i, min(c.id)";
+// A session's end: its in-flight holds (with their pools' totals) and reservations (with
+// their keys' totals) go.
+const END_SESSION: &str = concat!(
+    "WITH gone AS (DELETE FROM sandbox_router_holds WHERE session = $1 AND settled_seq IS NULL RETURNING pool, amounts),
+    held AS (",
+    capacity::minus_gone!(),
+    "),
+    ",
+    budget::end_session_budget!(),
+    "
+    DELETE FROM sandbox_router_sessions WHERE session = $1"
+);
 const HELD: &str = "SELECT count(*) FROM sandbox_router_holds h WHERE h.pool = $1 AND h.expires_at > now()
     AND (h.settled_seq IS NOT NULL OR EXISTS (SELECT 1 FROM sandbox_router_sessions s
         WHERE s.session = h.session AND s.lease_until > now()))";
@@ -514,23 +527,6 @@ fn row_of(r: &tokio_postgres::Row) -> Result<Row, PgFailure> {
     })
 }
 
-fn amounts_json(a: &[(String, f64)]) -> String {
-    serde_json::to_string(a).unwrap_or_else(|_| "[]".to_string())
-}
-
-fn amounts_of(text: &str) -> Result<Vec<(String, f64)>, PgFailure> {
-    serde_json::from_str(text).map_err(|_| PgFailure::Malformed)
-}
-
-/// The coordinator's answer to one admission.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Verdict {
-    /// Held under this token.
-    Admitted(i64),
-    /// The first dimension without room.
-    Exhausted(String),
-}
-
 impl PgStore {
     /// A store over `config`, connecting as `tls` says (nothing is connected until the
     /// first call). The server-side bounds and the TLS negotiation mode are set on the
@@ -539,7 +535,7 @@ impl PgStore {
         config.ssl_mode(tls.mode.ssl_mode());
         let ms = settings.timeout.as_millis().max(1);
         config.options(format!(
-            "-c statement_timeout={ms} -c lock_timeout={ms} -c idle_in_transaction_session_timeout={}",
+            "-c statement_timeout={ms} -c lock_timeout={ms} -c idle_in_transaction_session_timeout={} -c plan_cache_mode=force_generic_plan",
             ms * 2
         ));
         config.connect_timeout(settings.timeout);
@@ -561,6 +557,9 @@ impl PgStore {
             session_ready: OnceCell::new(),
             pending: StdMutex::new(Vec::new()),
             pending_budget: StdMutex::new(Vec::new()),
+            remembered: StdMutex::new(budget::Remembered::default()),
+            rules_seen: StdMutex::new(HashMap::new()),
+            upkeep: std::sync::atomic::AtomicBool::new(false),
             closed: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -752,27 +751,24 @@ impl PgStore {
                             return;
                         }
                         let _ = store.renew().await;
-                        store.retry_settlements().await;
-                        store.retry_budget_settlements().await;
+                        // The rest waits for the pool's connections like any call: on its
+                        // own task, so that a queue of admissions never delays the next
+                        // renewal (a lapsed lease frees this process's own reservations).
+                        if !store.upkeep.swap(true, std::sync::atomic::Ordering::AcqRel) {
+                            let store = Arc::clone(&store);
+                            tokio::spawn(async move {
+                                store.retry_settlements().await;
+                                store.retry_budget_settlements().await;
+                                store.clean_up_keys().await;
+                                store.upkeep.store(false, std::sync::atomic::Ordering::Release);
+                            });
+                        }
                     }
                 });
                 Ok(())
             })
             .await
             .map(|_| ())
-    }
-
-    async fn renew(&self) -> Result<(), PgFailure> {
-        let session = self.session.clone();
-        let lease_ms = self.settings.lease.as_millis() as f64;
-        self.bounded_on(true, move |c| {
-            Box::pin(async move {
-                let s = c.statement(RENEW).await?;
-                c.client.execute(&s, &[&session, &lease_ms]).await?;
-                Ok(())
-            })
-        })
-        .await
     }
 
     /// A read sequence number, taken before a capacity read starts: a hold that settled
@@ -788,329 +784,14 @@ impl PgStore {
         .await
     }
 
-    /// Admits one launch on `pool` against every process's holds, in one transaction.
-    ///
-    /// Why a row lock and not an advisory lock per pool? The pool's row in
-    /// `sandbox_router_pools` is locked by the upsert that opens the transaction, so
-    /// admissions on one pool run one at a time across every process, and admissions on
-    /// different pools never wait for each other. A row lock is keyed by the pool id itself
-    /// (an advisory lock takes a 64-bit number: pool ids would have to be hashed into the
-    /// key space that the application sharing the database also uses, and two pools could
-    /// collide), it obeys `lock_timeout`, it shows in `pg_locks` with its table, and it is
-    /// released by the commit, the rollback, or the server when the connection dies.
-    ///
-    /// `inflight_ms`: the hold's expiry while its launch is in flight (the launch's own
-    /// deadline plus slack), on top of this process's lease: a hold whose admission
-    /// committed but whose answer was lost still frees itself.
-    pub async fn admit(
-        self: &Arc<Self>,
-        pool: String,
-        read_seq: i64,
-        dims: Vec<Dim>,
-        inflight_ms: f64,
-        sandbox: Option<String>,
-    ) -> Result<Verdict, PgFailure> {
-        self.ensure_session().await?;
+    async fn renew(&self) -> Result<(), PgFailure> {
         let session = self.session.clone();
-        self.bounded(move |c| {
+        let lease_ms = self.settings.lease.as_millis() as f64;
+        self.bounded_on(true, move |c| {
             Box::pin(async move {
-                let begin = c.statement("BEGIN").await?;
-                let commit = c.statement("COMMIT").await?;
-                let lock = c.statement(LOCK_POOL).await?;
-                let expire = c.statement(EXPIRE).await?;
-                let holds = c.statement(HOLDS).await?;
-                let release = c.statement(RELEASE).await?;
-                let hold = c.statement(HOLD).await?;
-                let client = &c.client;
-                // Two round trips, pipelined (tokio-postgres sends queries that are polled
-                // together without waiting for each answer): BEGIN, lock, expire, read; then
-                // release, insert, COMMIT. The pool's lock is held for one round trip and the
-                // decision. A failure anywhere aborts the transaction (a COMMIT after an error
-                // rolls back) and the connection is dropped, never reused.
-                let by_pool: [&(dyn ToSql + Sync); 1] = [&pool];
-                let (b, l, e, rows) = tokio::join!(
-                    client.execute(&begin, &[]),
-                    client.execute(&lock, &by_pool),
-                    client.execute(&expire, &by_pool),
-                    client.query(&holds, &by_pool),
-                );
-                b?;
-                l?;
-                e?;
-                let rows = rows?
-                    .iter()
-                    .map(|r| {
-                        Ok(HoldRow {
-                            token: r.try_get(0).map_err(|_| PgFailure::Malformed)?,
-                            amounts: amounts_of(r.try_get(1).map_err(|_| PgFailure::Malformed)?)?,
-                            expect: amounts_of(r.try_get(2).map_err(|_| PgFailure::Malformed)?)?,
-                            settled_seq: r.try_get(3).map_err(|_| PgFailure::Malformed)?,
-                        })
-                    })
-                    .collect::<Result<Vec<_>, PgFailure>>();
-                let rows = rows?;
-                let decision = decide(&rows, read_seq, &dims);
-                let gone: &[i64] = match &decision {
-                    Decision::Admit { release, .. } | Decision::Exhausted { release, .. } => release,
-                };
-                let no_release: Result<u64, tokio_postgres::Error> = Ok(0);
-                match decision {
-                    Decision::Admit { ref amounts, ref expect, .. } => {
-                        let (amounts, expect) = (amounts_json(amounts), amounts_json(expect));
-                        let by_token: [&(dyn ToSql + Sync); 1] = [&gone];
-                        let released = async {
-                            if gone.is_empty() {
-                                no_release
-                            } else {
-                                client.execute(&release, &by_token).await
-                            }
-                        };
-                        let row: [&(dyn ToSql + Sync); 6] =
-                            [&pool, &session, &amounts, &expect, &inflight_ms, &sandbox];
-                        let (r, token, done) =
-                            tokio::join!(released, client.query_one(&hold, &row), client.execute(&commit, &[]),);
-                        r?;
-                        let token: i64 = token?.try_get(0).map_err(|_| PgFailure::Malformed)?;
-                        done?;
-                        Ok(Verdict::Admitted(token))
-                    }
-                    Decision::Exhausted { ref resource, .. } => {
-                        if gone.is_empty() {
-                            client.execute(&commit, &[]).await?;
-                        } else {
-                            let by_token: [&(dyn ToSql + Sync); 1] = [&gone];
-                            let (r, done) =
-                                tokio::join!(client.execute(&release, &by_token), client.execute(&commit, &[]));
-                            r?;
-                            done?;
-                        }
-                        Ok(Verdict::Exhausted(resource.clone()))
-                    }
-                }
-            })
-        })
-        .await
-    }
-
-    /// Settles a hold by the in-process ledger's rule: `allocated` keeps it as an assumption
-    /// for `ttl_ms` (until a read reflects it); otherwise it is released. A settlement that
-    /// cannot be written now is kept and retried with the lease renewal.
-    pub async fn settle(&self, token: i64, allocated: bool, ttl_ms: i64) -> Result<(), PgFailure> {
-        let r = self.settle_once(PendingSettle { token, allocated, ttl_ms }).await;
-        if r.is_err() {
-            if let Ok(mut p) = self.pending.lock() {
-                p.push(PendingSettle { token, allocated, ttl_ms });
-            }
-        }
-        r
-    }
-
-    async fn settle_once(&self, p: PendingSettle) -> Result<(), PgFailure> {
-        self.bounded(move |c| {
-            Box::pin(async move {
-                if p.allocated {
-                    let s = c.statement(SETTLE_KEEP).await?;
-                    c.client.execute(&s, &[&p.token, &(p.ttl_ms as f64)]).await?;
-                } else {
-                    let s = c.statement(SETTLE_DROP).await?;
-                    c.client.execute(&s, &[&p.token]).await?;
-                }
+                let s = c.statement(RENEW).await?;
+                c.client.execute(&s, &[&session, &lease_ms]).await?;
                 Ok(())
-            })
-        })
-        .await
-    }
-
-    async fn retry_settlements(&self) {
-        let todo: Vec<PendingSettle> = match self.pending.lock() {
-            Ok(mut p) => std::mem::take(&mut *p),
-            Err(_) => return,
-        };
-        for p in todo {
-            if self.settle_once(p).await.is_err() {
-                if let Ok(mut q) = self.pending.lock() {
-                    q.push(p);
-                }
-            }
-        }
-    }
-
-    /// Reserves one launch of `cost` for provision `sandbox` against every key, in one
-    /// transaction under the keys' row locks (taken in order: no two admissions deadlock).
-    /// Each key's usage is rebuilt from its rows and decided by the in-process ledger's rule
-    /// (`core::budget::SharedKey::check`). `at`: the router's clock (the charge's time, and
-    /// the windows' instant); `hold_ms`: how long the reservation may stay unsettled.
-    pub async fn reserve_budget(
-        self: &Arc<Self>,
-        sandbox: String,
-        keys: Vec<SharedKey>,
-        cost: f64,
-        at: i64,
-        hold_ms: f64,
-    ) -> Result<Result<(), Vec<Refusal>>, PgFailure> {
-        self.ensure_session().await?;
-        let session = self.session.clone();
-        self.bounded(move |c| {
-            Box::pin(async move {
-                let begin = c.statement("BEGIN").await?;
-                let commit = c.statement("COMMIT").await?;
-                let lock = c.statement(LOCK_KEYS).await?;
-                let expire = c.statement(EXPIRE_CHARGES).await?;
-                let usage = c.statement(USAGE).await?;
-                let charge = c.statement(CHARGE).await?;
-                let client = &c.client;
-                let rules: Vec<String> = keys.iter().map(|k| k.rule_id.clone()).collect();
-                let values: Vec<String> = keys.iter().map(|k| k.value.clone()).collect();
-                // A rule without a window counts no cost or launch: every settled row of it
-                // that holds no slot may go.
-                let since: Vec<i64> = keys.iter().map(|k| k.since.unwrap_or(i64::MAX)).collect();
-                let by_key: [&(dyn ToSql + Sync); 2] = [&rules, &values];
-                let by_window: [&(dyn ToSql + Sync); 3] = [&rules, &values, &since];
-                let (b, l, e, rows) = tokio::join!(
-                    client.execute(&begin, &[]),
-                    client.execute(&lock, &by_key),
-                    client.execute(&expire, &by_window),
-                    client.query(&usage, &by_window),
-                );
-                b?;
-                l?;
-                e?;
-                let rows = rows?;
-                let mut refusals = Vec::new();
-                for (k, r) in keys.iter().zip(rows.iter()) {
-                    let get = |i: usize| r.try_get::<_, i64>(i).map_err(|_| PgFailure::Malformed);
-                    let u = Usage {
-                        used_cost: r.try_get(1).map_err(|_| PgFailure::Malformed)?,
-                        reserved_cost: r.try_get(2).map_err(|_| PgFailure::Malformed)?,
-                        used_launches: get(3)?.max(0) as u64,
-                        reserved_launches: get(4)?.max(0) as u64,
-                        live: get(5)?.max(0) as u64,
-                        inflight: get(6)?.max(0) as u64,
-                        oldest: r.try_get(7).map_err(|_| PgFailure::Malformed)?,
-                    };
-                    if let Err(refusal) = k.check(&u, cost) {
-                        refusals.push(refusal);
-                    }
-                }
-                if rows.len() != keys.len() {
-                    return Err(PgFailure::Malformed);
-                }
-                if !refusals.is_empty() {
-                    client.execute(&commit, &[]).await?;
-                    return Ok(Err(refusals));
-                }
-                let row: [&(dyn ToSql + Sync); 7] = [&sandbox, &rules, &values, &at, &cost, &session, &hold_ms];
-                let (i, done) = tokio::join!(client.execute(&charge, &row), client.execute(&commit, &[]));
-                i?;
-                done?;
-                Ok(Ok(()))
-            })
-        })
-        .await
-    }
-
-    /// Settles provision `sandbox`'s reservation: `allocated` (used, its slot held until
-    /// released), `unknown` (used, its slot held until `until`, the router's clock), or
-    /// `nothing` (removed). One that cannot be written now is retried with the lease.
-    pub async fn settle_budget(&self, sandbox: String, how: String, until: i64) -> Result<(), PgFailure> {
-        let r = self.settle_budget_once(sandbox.clone(), how.clone(), until).await;
-        if r.is_err() {
-            if let Ok(mut p) = self.pending_budget.lock() {
-                p.push((sandbox, how, until));
-            }
-        }
-        r
-    }
-
-    async fn settle_budget_once(&self, sandbox: String, how: String, until: i64) -> Result<(), PgFailure> {
-        self.bounded(move |c| {
-            Box::pin(async move {
-                match how.as_str() {
-                    "allocated" => {
-                        let s = c.statement(BUDGET_ALLOCATED).await?;
-                        c.client.execute(&s, &[&sandbox]).await?;
-                    }
-                    "unknown" => {
-                        let s = c.statement(BUDGET_UNKNOWN).await?;
-                        c.client.execute(&s, &[&sandbox, &until]).await?;
-                    }
-                    _ => {
-                        let s = c.statement(BUDGET_NOTHING).await?;
-                        c.client.execute(&s, &[&sandbox]).await?;
-                    }
-                }
-                Ok(())
-            })
-        })
-        .await
-    }
-
-    async fn retry_budget_settlements(&self) {
-        let todo = match self.pending_budget.lock() {
-            Ok(mut p) => std::mem::take(&mut *p),
-            Err(_) => return,
-        };
-        for (sandbox, how, until) in todo {
-            if self.settle_budget_once(sandbox.clone(), how.clone(), until).await.is_err() {
-                if let Ok(mut q) = self.pending_budget.lock() {
-                    q.push((sandbox, how, until));
-                }
-            }
-        }
-    }
-
-    /// Sandbox `sandbox` is gone: its capacity holds are deleted and its budget charges
-    /// stop holding a concurrent slot (their cost and launch stay). True when a slot was
-    /// released.
-    pub async fn release_sandbox(&self, sandbox: String) -> Result<bool, PgFailure> {
-        self.bounded(move |c| {
-            Box::pin(async move {
-                let s = c.statement(RELEASE_SANDBOX).await?;
-                Ok(c.client.execute(&s, &[&sandbox]).await? > 0)
-            })
-        })
-        .await
-    }
-
-    /// Replaces provision `sandbox`'s cost in every rule it was charged against; true when
-    /// a charge was found.
-    pub async fn settle_budget_cost(&self, sandbox: String, cost: f64) -> Result<bool, PgFailure> {
-        self.bounded(move |c| {
-            Box::pin(async move {
-                let s = c.statement(BUDGET_COST).await?;
-                Ok(c.client.execute(&s, &[&sandbox, &cost]).await? > 0)
-            })
-        })
-        .await
-    }
-
-    /// Every key of every rule in `rules` (id, since), with its usage, every process's:
-    /// (rule index, key, usage).
-    pub async fn budget_usage(&self, rules: Vec<(String, i64)>) -> Result<Vec<(usize, String, Usage)>, PgFailure> {
-        self.bounded(move |c| {
-            Box::pin(async move {
-                let s = c.statement(STATUS).await?;
-                let ids: Vec<String> = rules.iter().map(|r| r.0.clone()).collect();
-                let since: Vec<i64> = rules.iter().map(|r| r.1).collect();
-                let rows = c.client.query(&s, &[&ids, &since]).await?;
-                rows.iter()
-                    .map(|r| {
-                        let get = |i: usize| r.try_get::<_, i64>(i).map_err(|_| PgFailure::Malformed);
-                        Ok((
-                            (get(0)? - 1).max(0) as usize,
-                            r.try_get::<_, String>(1).map_err(|_| PgFailure::Malformed)?,
-                            Usage {
-                                used_cost: r.try_get(2).map_err(|_| PgFailure::Malformed)?,
-                                reserved_cost: r.try_get(3).map_err(|_| PgFailure::Malformed)?,
-                                used_launches: get(4)?.max(0) as u64,
-                                reserved_launches: get(5)?.max(0) as u64,
-                                live: get(6)?.max(0) as u64,
-                                inflight: get(7)?.max(0) as u64,
-                                oldest: r.try_get(8).map_err(|_| PgFailure::Malformed)?,
-                            },
-                        ))
-                    })
-                    .collect()
             })
         })
         .await
@@ -1280,72 +961,79 @@ impl PgStore {
         charge: Option<String>,
         record: impl FnOnce(&WarmRow) -> Row + Send + 'static,
     ) -> Result<Option<WarmRow>, PgFailure> {
-        self.bounded(move |c| {
-            Box::pin(async move {
-                let begin = c.statement("BEGIN").await?;
-                let commit = c.statement("COMMIT").await?;
-                let pick = c.statement(WARM_PICK).await?;
-                let delete = c.statement(WARM_DELETE).await?;
-                let put = c.statement(PUT).await?;
-                let recharge = match &charge {
-                    Some(_) => Some(c.statement(WARM_CHARGE).await?),
-                    None => None,
-                };
-                let client = &c.client;
-                let by_pool: [&(dyn ToSql + Sync); 3] = [&fleet, &pool, &floor];
-                let (b, picked) = tokio::join!(client.execute(&begin, &[]), client.query(&pick, &by_pool));
-                b?;
-                let picked = picked?;
-                let Some(r) = picked.first() else {
-                    client.execute(&commit, &[]).await?;
-                    return Ok(None);
-                };
-                let token: i64 = r.try_get(0).map_err(|_| PgFailure::Malformed)?;
-                let member = WarmRow {
-                    pool: pool.clone(),
-                    id: r
-                        .try_get::<_, Option<String>>(1)
-                        .map_err(|_| PgFailure::Malformed)?
-                        .ok_or(PgFailure::Malformed)?,
-                    provider_sandbox_id: r
-                        .try_get::<_, Option<String>>(2)
-                        .map_err(|_| PgFailure::Malformed)?
-                        .ok_or(PgFailure::Malformed)?,
-                    launched_at: r
-                        .try_get::<_, Option<i64>>(3)
-                        .map_err(|_| PgFailure::Malformed)?
-                        .ok_or(PgFailure::Malformed)?,
-                };
-                let row = record(&member);
-                let mapping: [&(dyn ToSql + Sync); 6] = [
-                    &row.id,
-                    &row.provider_id,
-                    &row.provider_sandbox_id,
-                    &row.labels_json,
-                    &row.created_at,
-                    &row.detached,
-                ];
-                let by_token: [&(dyn ToSql + Sync); 1] = [&token];
-                let charged = async {
-                    match (&recharge, &charge) {
-                        (Some(s), Some(provision)) => client.execute(s, &[provision, &member.id]).await.map(|_| ()),
-                        _ => Ok(()),
-                    }
-                };
-                let (d, p, r, done) = tokio::join!(
-                    client.execute(&delete, &by_token),
-                    client.execute(&put, &mapping),
-                    charged,
-                    client.execute(&commit, &[]),
-                );
-                d?;
-                p?;
-                r?;
-                done?;
-                Ok(Some(member))
+        let claiming = charge.clone();
+        let claimed = self
+            .bounded(move |c| {
+                Box::pin(async move {
+                    let begin = c.statement("BEGIN").await?;
+                    let commit = c.statement("COMMIT").await?;
+                    let pick = c.statement(WARM_PICK).await?;
+                    let delete = c.statement(WARM_DELETE).await?;
+                    let put = c.statement(PUT).await?;
+                    let recharge = match &charge {
+                        Some(_) => Some(c.statement(budget::WARM_CHARGE).await?),
+                        None => None,
+                    };
+                    let client = &c.client;
+                    let by_pool: [&(dyn ToSql + Sync); 3] = [&fleet, &pool, &floor];
+                    let (b, picked) = tokio::join!(client.execute(&begin, &[]), client.query(&pick, &by_pool));
+                    b?;
+                    let picked = picked?;
+                    let Some(r) = picked.first() else {
+                        client.execute(&commit, &[]).await?;
+                        return Ok(None);
+                    };
+                    let token: i64 = r.try_get(0).map_err(|_| PgFailure::Malformed)?;
+                    let member = WarmRow {
+                        pool: pool.clone(),
+                        id: r
+                            .try_get::<_, Option<String>>(1)
+                            .map_err(|_| PgFailure::Malformed)?
+                            .ok_or(PgFailure::Malformed)?,
+                        provider_sandbox_id: r
+                            .try_get::<_, Option<String>>(2)
+                            .map_err(|_| PgFailure::Malformed)?
+                            .ok_or(PgFailure::Malformed)?,
+                        launched_at: r
+                            .try_get::<_, Option<i64>>(3)
+                            .map_err(|_| PgFailure::Malformed)?
+                            .ok_or(PgFailure::Malformed)?,
+                    };
+                    let row = record(&member);
+                    let mapping: [&(dyn ToSql + Sync); 6] = [
+                        &row.id,
+                        &row.provider_id,
+                        &row.provider_sandbox_id,
+                        &row.labels_json,
+                        &row.created_at,
+                        &row.detached,
+                    ];
+                    let by_token: [&(dyn ToSql + Sync); 1] = [&token];
+                    let charged = async {
+                        match (&recharge, &charge) {
+                            (Some(s), Some(provision)) => client.execute(s, &[provision, &member.id]).await.map(|_| ()),
+                            _ => Ok(()),
+                        }
+                    };
+                    let (d, p, r, done) = tokio::join!(
+                        client.execute(&delete, &by_token),
+                        client.execute(&put, &mapping),
+                        charged,
+                        client.execute(&commit, &[]),
+                    );
+                    d?;
+                    p?;
+                    r?;
+                    done?;
+                    Ok(Some(member))
+                })
             })
-        })
-        .await
+            .await?;
+        if let (Some(provision), Some(_)) = (&claiming, &claimed) {
+            // The claim's transaction settled the reservation: no settlement of it is late.
+            self.mark_claimed(provision, true);
+        }
+        Ok(claimed)
     }
 
     async fn warm_rows(
@@ -1374,10 +1062,17 @@ impl PgStore {
     /// True when it was found.
     pub async fn warm_uncharge(&self, member: String, provision: String) -> Result<bool, PgFailure> {
         let session = self.session.clone();
+        self.mark_claimed(&provision, false);
         self.bounded(move |c| {
             Box::pin(async move {
-                let s = c.statement(WARM_UNCHARGE).await?;
-                Ok(c.client.execute(&s, &[&member, &provision, &session]).await? > 0)
+                let s = c.statement(budget::WARM_UNCHARGE).await?;
+                let n: i64 = c
+                    .client
+                    .query_one(&s, &[&member, &provision, &session])
+                    .await?
+                    .try_get(0)
+                    .map_err(|_| PgFailure::Malformed)?;
+                Ok(n > 0)
             })
         })
         .await

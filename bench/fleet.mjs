@@ -1,0 +1,204 @@
+// The fleet benchmark (`npm run bench -- --only=fleet`, section l; issue 34): router
+// processes sharing the tests' PostgreSQL (__test__/postgres-server.mjs, `fsync=off` as the
+// tests run it), each provisioning and destroying in a closed loop through one
+// PostgresMappingStore that is both the mapping store and the capacity coordinator: one pool
+// whose reader answers at once, one budget rule (a calendar-day cost limit, never reached)
+// on one tenant, so that a day's charges pile up under one key, as they did when an admission
+// summed them.
+//
+//   (i)   1, 2 and 4 processes, 10 s each, 8 provisions in flight per process: provisions per
+//         second, provision latency p50 / p99, and the transactions per provision + destroy,
+//         counted by the server (`pg_stat_database`, commits and rollbacks of the bench's
+//         database, autovacuum off on its tables; the stores close before the count, so every
+//         backend has reported).
+//   (ii)  the same database's one-statement transactions, in the same run: 8 connections of
+//         node-postgres in one process, each updating a row of its own, for 10 s. The ratio of
+//         (i)'s provisions per second at one process to this is the issue's bar (≥ 25 %: a
+//         provision and its destroy are at least four transactions).
+//   (iii) one process for 60 s on one day's window: the rate of its last 10 s against its
+//         first 10 s (the summing admission fell from 518 to 319/s within ten seconds).
+import { fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
+
+const SELF = fileURLToPath(import.meta.url);
+const CHILD = '--fleet-child';
+const REF = '--fleet-ref';
+const IN_FLIGHT = 8;
+
+/** The targets (issue 34). */
+export const FLEET_TARGETS = { steady: 0.9, transactions: 4, reference: 0.25, p99: 3 };
+
+const q = (xs, p) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((s.length - 1) * p))] ?? NaN;
+};
+const fmt = (ms) => (ms < 1 ? `${(ms * 1000).toFixed(0)} µs` : `${ms.toFixed(2)} ms`);
+
+async function child(url, seconds) {
+  const native = await import('../index.js');
+  const { InMemoryProviderRegistry, SandboxRouter, PostgresMappingStore } = native;
+  const store = new PostgresMappingStore({ connection: url, poolSize: 10 });
+  let n = 0;
+  const pool = {
+    id: 'p',
+    capabilities: {},
+    signals: { estimatedCost: 0.01, coldStartLatencyMs: 100, readyLatencyMs: 100, completionWithinBudgetRate: 0.99, available: true },
+    runtime: { id: 'instant', launch: async () => ({ id: `remote-${++n}` }), destroy: async () => {} },
+    capacity: { getCapacity: async () => ({ status: /** @type {const} */ ('known'), resources: [{ resource: 'sandboxes', used: 0, limit: 1e9, unit: 'sandboxes', headroom: 1e9, required: 1 }] }) },
+  };
+  const router = new SandboxRouter({
+    registry: new InMemoryProviderRegistry([pool]),
+    mappings: store,
+    capacity: { providerOrder: ['p'], coordinator: store },
+    budgets: [{ id: 'daily-spend', key: { label: 'tenant' }, limit: { cost: 1e9 }, window: { every: 'day', timeZone: 'UTC' } }],
+    health: false,
+  });
+  const request = () => ({ launch: { labels: { tenant: 'acme' } } });
+  await router.destroy((await router.provision(request())).id);
+  process.send({ ready: true });
+  await new Promise((r) => process.once('message', r));
+  const t0 = performance.now();
+  const end = t0 + seconds * 1000;
+  const latencies = [];
+  const done = [];
+  let failed = 0;
+  await Promise.all(
+    Array.from({ length: IN_FLIGHT }, async () => {
+      while (performance.now() < end) {
+        const start = performance.now();
+        try {
+          const s = await router.provision(request());
+          latencies.push(performance.now() - start);
+          await router.destroy(s.id);
+          done.push(performance.now() - t0);
+        } catch {
+          failed++;
+        }
+      }
+    }),
+  );
+  await store.close();
+  process.send({ ms: performance.now() - t0, latencies, done, failed });
+}
+
+async function reference(url, seconds) {
+  const { default: pg } = await import('pg');
+  const clients = await Promise.all(
+    Array.from({ length: IN_FLIGHT }, async () => {
+      const c = new pg.Client({ connectionString: url });
+      await c.connect();
+      return c;
+    }),
+  );
+  process.send({ ready: true });
+  await new Promise((r) => process.once('message', r));
+  const t0 = performance.now();
+  const end = t0 + seconds * 1000;
+  let n = 0;
+  await Promise.all(
+    clients.map(async (c, i) => {
+      while (performance.now() < end) {
+        await c.query({ name: 'ref', text: 'UPDATE bench_ref SET n = n + 1 WHERE id = $1', values: [i] });
+        n++;
+      }
+    }),
+  );
+  const ms = performance.now() - t0;
+  await Promise.all(clients.map((c) => c.end()));
+  process.send({ n, ms });
+}
+
+/** Starts `count` forked children with `args`, waits for them to be ready, starts them at once. */
+async function together(count, args) {
+  const children = Array.from({ length: count }, () => fork(SELF, args, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
+  await Promise.all(children.map((c) => new Promise((r) => c.once('message', r))));
+  const t0 = performance.now();
+  for (const c of children) c.send('go');
+  const out = await Promise.all(children.map((c) => new Promise((r) => c.once('message', r))));
+  await Promise.all(children.map((c) => new Promise((r) => (c.exitCode === null ? c.once('exit', r) : r()))));
+  return { wall: performance.now() - t0, out };
+}
+
+export async function runFleetBench() {
+  const { startPostgres } = await import('../__test__/postgres-server.mjs');
+  const pg = await startPostgres();
+  let dbs = 0;
+  const fresh = async () => {
+    const name = `fleet${++dbs}`;
+    await pg.createDatabase(name);
+    // The store's tables now, so that autovacuum can be turned off on them: the server's own
+    // transactions are not the router's.
+    const { PostgresMappingStore } = await import('../index.js');
+    const s = new PostgresMappingStore({ connection: pg.url(name) });
+    await s.open();
+    await s.close();
+    const tables = (await pg.psql("SELECT tablename FROM pg_tables WHERE tablename LIKE 'sandbox_router_%'", name)).split('\n');
+    for (const t of tables) await pg.psql(`ALTER TABLE ${t} SET (autovacuum_enabled = false)`, name);
+    return name;
+  };
+  const xacts = async (db) => Number(await pg.psql(`SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = '${db}'`));
+  const settle = () => new Promise((r) => setTimeout(r, 500));
+  try {
+    const rows = [];
+    const byProcesses = {};
+    for (const processes of [1, 2, 4]) {
+      const db = await fresh();
+      await settle();
+      const before = await xacts(db);
+      const { wall, out } = await together(processes, [CHILD, pg.url(db), '10']);
+      await settle();
+      const transactions = (await xacts(db)) - before;
+      const latencies = out.flatMap((o) => o.latencies);
+      const cycles = out.reduce((a, o) => a + o.done.length, 0);
+      const failed = out.reduce((a, o) => a + o.failed, 0);
+      const r = { processes, perSecond: cycles / (wall / 1000), p50: q(latencies, 0.5), p99: q(latencies, 0.99), perCycle: transactions / (cycles + processes), failed };
+      byProcesses[processes] = r;
+      rows.push({
+        processes,
+        'provisions/s (each destroyed)': Math.round(r.perSecond).toLocaleString('en-US'),
+        'provision p50': fmt(r.p50),
+        'provision p99': fmt(r.p99),
+        'transactions per provision + destroy': r.perCycle.toFixed(2),
+        failed,
+      });
+    }
+    console.table(rows);
+    // (ii) the reference, on a database of its own
+    const refDb = await fresh();
+    await pg.psql(`CREATE TABLE bench_ref (id INT PRIMARY KEY, n BIGINT NOT NULL); INSERT INTO bench_ref SELECT i, 0 FROM generate_series(0, ${IN_FLIGHT - 1}) i`, refDb);
+    const ref = (await together(1, [REF, pg.url(refDb), '10'])).out[0];
+    const refPerSecond = ref.n / (ref.ms / 1000);
+    // (iii) 60 s on one day's window
+    const longDb = await fresh();
+    const long = (await together(1, [CHILD, pg.url(longDb), '60'])).out[0];
+    const first = long.done.filter((t) => t < 10_000).length / 10;
+    const last = long.done.filter((t) => t >= long.ms - 10_000).length / 10;
+    const one = byProcesses[1];
+    const four = byProcesses[4];
+    const summary = {
+      steady: last / first,
+      transactions: Math.max(...Object.values(byProcesses).map((r) => r.perCycle)),
+      reference: one.perSecond / refPerSecond,
+      p99: four.p99 / one.p99,
+      refPerSecond,
+      first,
+      last,
+    };
+    const ok = (b) => (b ? 'met' : 'NOT met');
+    console.table([
+      { measure: 'daily window: rate of the last 10 s of a 60 s run vs its first 10 s', value: `${(summary.steady * 100).toFixed(0)} % (${first.toFixed(0)}/s → ${last.toFixed(0)}/s)`, target: '≥ 90 %', verdict: ok(summary.steady >= FLEET_TARGETS.steady) },
+      { measure: 'transactions per provision + destroy (capacity + 1 budget rule), most of 1/2/4 processes', value: summary.transactions.toFixed(2), target: '≤ 4', verdict: ok(summary.transactions <= FLEET_TARGETS.transactions) },
+      { measure: "provisions/s at 1 process vs the same run's one-statement transactions/s", value: `${(summary.reference * 100).toFixed(0)} % (${Math.round(one.perSecond)} vs ${Math.round(refPerSecond)}/s)`, target: '≥ 25 %', verdict: ok(summary.reference >= FLEET_TARGETS.reference) },
+      { measure: 'provision p99 at 4 processes vs at 1', value: `${summary.p99.toFixed(2)}x (${fmt(four.p99)} vs ${fmt(one.p99)})`, target: '≤ 3x', verdict: ok(summary.p99 <= FLEET_TARGETS.p99) },
+    ]);
+    return summary;
+  } finally {
+    pg.stop();
+  }
+}
+
+const at = process.argv.indexOf(CHILD);
+if (at >= 0) await child(process.argv[at + 1], Number(process.argv[at + 2]));
+const ra = process.argv.indexOf(REF);
+if (ra >= 0) await reference(process.argv[ra + 1], Number(process.argv[ra + 2]));

@@ -1,0 +1,194 @@
+//! The shared capacity ledger's statements: an admission is one conditional statement.
+//!
+//! Why not the transaction it was (lock the pool's row, expire, read every hold, decide in
+//! Rust, insert, commit)? Every admission in the fleet took the same pool row for two round
+//! trips and a decision in between: 45-51 % of the server's time at one process and 91-92 %
+//! at four went to that lock, and throughput *fell* as processes were added. Now the pool's
+//! row keeps a running total of what its holds hold (`held`, a JSON object of resource →
+//! amount, exact `numeric` sums), and one `INSERT … ON CONFLICT DO UPDATE` decides and
+//! holds: PostgreSQL locks the pool's row, re-reads its latest version (so concurrent
+//! admissions are serialized exactly as before), subtracts what the holds this admission
+//! releases held, checks `used + held + need <= limit` in every dimension, and adds the
+//! need, in the same statement that inserts the hold. The row is locked for that one
+//! statement, never across a round trip.
+//!
+//! The rule is the one of `core::shared_ledger::decide`, clause for clause: a settled hold
+//! is released once a read that started after it settled reports, in every dimension, at
+//! least the usage expected when it was admitted; expired holds and in-flight holds of a
+//! lapsed lease go first; the new hold expects `used + held + need`. The holds this
+//! statement releases are taken `FOR UPDATE SKIP LOCKED`: one being settled or released by
+//! another statement right now is left to that one (it is still counted here: never an
+//! under-count), and the statement never waits on a hold row while holding the pool's row
+//! (every other statement that deletes holds locks them before the pool: no deadlock).
+//!
+//! Every statement that deletes a hold subtracts its amounts from its pool's total in the
+//! same statement ([`minus_gone!`]), so `held` is always the sum of the holds' amounts
+//! (the v5 migration built it from the existing rows).
+
+use super::{PendingSettle, PgFailure, PgStore};
+use crate::core::shared_ledger::Dim;
+use std::sync::Arc;
+use tokio_postgres::types::ToSql;
+
+/// `UPDATE … pools` subtracting, per pool, the amounts of the holds a `gone` CTE
+/// (`RETURNING pool, amounts`) deleted.
+macro_rules! minus_gone {
+    () => {
+        "UPDATE sandbox_router_pools p SET held = (SELECT coalesce(jsonb_object_agg(x.k, x.v), '{}'::jsonb)
+            FROM (SELECT k, sum(v) AS v FROM (
+                SELECT e.key AS k, e.value::numeric AS v FROM jsonb_each_text(p.held) e
+                UNION ALL SELECT e.key, -(e.value::numeric) FROM gone g, jsonb_each_text(g.amounts) e WHERE g.pool = p.pool
+            ) y GROUP BY k HAVING sum(v) <> 0) x)
+        WHERE p.pool IN (SELECT pool FROM gone)"
+    };
+}
+pub(super) use minus_gone;
+
+// $1 pool, $2 read sequence, $3..$6 the measurement's dimensions (resource, used, limit,
+// need), $7 session, $8 in-flight ms, $9 sandbox id. Answers (token, exhausted resource).
+const ADMIT: &str = "WITH d AS (
+    SELECT * FROM unnest($3::text[], $4::float8[], $5::float8[], $6::float8[]) WITH ORDINALITY AS d(r, used, lim, need, i)
+),
+gone AS (
+    DELETE FROM sandbox_router_holds WHERE token IN (
+        SELECT h.token FROM sandbox_router_holds h
+        WHERE h.pool = $1 AND (h.expires_at <= now()
+            OR (h.settled_seq IS NULL AND NOT EXISTS (SELECT 1 FROM sandbox_router_sessions s
+                WHERE s.session = h.session AND s.lease_until > now()))
+            OR (h.settled_seq < $2 AND NOT EXISTS (
+                SELECT 1 FROM jsonb_each_text(h.expect) e LEFT JOIN d ON d.r = e.key
+                WHERE d.r IS NULL OR d.used + 1e-9 < e.value::float8)))
+        FOR UPDATE SKIP LOCKED)
+    RETURNING amounts
+),
+freed AS (
+    SELECT e.key AS r, sum(e.value::numeric) AS n FROM gone, jsonb_each_text(gone.amounts) e GROUP BY e.key
+),
+need AS (SELECT coalesce(jsonb_object_agg(d.r, d.need), '{}'::jsonb) AS m FROM d),
+up AS (
+    INSERT INTO sandbox_router_pools AS p (pool, held, ok)
+    SELECT $1, CASE WHEN f.fits THEN (SELECT m FROM need) ELSE '{}'::jsonb END, f.fits
+    FROM (SELECT NOT EXISTS (SELECT 1 FROM d WHERE d.used + d.need > d.lim + 1e-9) AS fits) f
+    ON CONFLICT (pool) DO UPDATE SET
+        held = (SELECT coalesce(jsonb_object_agg(x.k, x.v), '{}'::jsonb) FROM (
+            SELECT k, sum(v) AS v FROM (
+                SELECT e.key AS k, e.value::numeric AS v FROM jsonb_each_text(p.held) e
+                UNION ALL SELECT r, -n FROM freed
+                UNION ALL SELECT e.key, e.value::numeric FROM need, jsonb_each_text(need.m) e WHERE NOT EXISTS (SELECT 1 FROM d d2
+                    WHERE d2.used + coalesce((p.held->>d2.r)::float8, 0)
+                        - coalesce((SELECT n FROM freed WHERE freed.r = d2.r), 0)::float8 + d2.need > d2.lim + 1e-9)
+            ) y GROUP BY k HAVING sum(v) <> 0) x),
+        ok = NOT EXISTS (SELECT 1 FROM d d2
+            WHERE d2.used + coalesce((p.held->>d2.r)::float8, 0)
+                - coalesce((SELECT n FROM freed WHERE freed.r = d2.r), 0)::float8 + d2.need > d2.lim + 1e-9)
+    RETURNING p.ok, p.held
+),
+ins AS (
+    INSERT INTO sandbox_router_holds (pool, session, amounts, expect, expires_at, sandbox_id)
+    SELECT $1, $7, (SELECT m FROM need),
+        (SELECT coalesce(jsonb_object_agg(d.r, d.used + coalesce((up.held->>d.r)::numeric, 0)), '{}'::jsonb) FROM d),
+        now() + $8 * interval '1 millisecond', $9
+    FROM up WHERE up.ok
+    RETURNING token
+)
+SELECT (SELECT token FROM ins),
+    (SELECT d.r FROM d, up WHERE NOT up.ok
+        AND d.used + coalesce((up.held->>d.r)::float8, 0) + d.need > d.lim + 1e-9 ORDER BY d.i LIMIT 1)";
+
+pub(super) const SETTLE_KEEP: &str = "UPDATE sandbox_router_holds SET settled_seq = nextval('sandbox_router_read_seq'),
+    expires_at = now() + $2 * interval '1 millisecond' WHERE token = $1";
+pub(super) const SETTLE_DROP: &str =
+    concat!("WITH gone AS (DELETE FROM sandbox_router_holds WHERE token = $1 RETURNING pool, amounts) ", minus_gone!());
+
+/// The coordinator's answer to one admission.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Held under this token.
+    Admitted(i64),
+    /// The first dimension without room.
+    Exhausted(String),
+}
+
+impl PgStore {
+    /// Admits one launch on `pool` against every process's holds: one statement (see the
+    /// module docs). `inflight_ms`: the hold's expiry while its launch is in flight (the
+    /// launch's own deadline plus slack), on top of this process's lease: a hold whose
+    /// admission committed but whose answer was lost still frees itself.
+    pub async fn admit(
+        self: &Arc<Self>,
+        pool: String,
+        read_seq: i64,
+        dims: Vec<Dim>,
+        inflight_ms: f64,
+        sandbox: Option<String>,
+    ) -> Result<Verdict, PgFailure> {
+        self.ensure_session().await?;
+        let session = self.session.clone();
+        self.bounded(move |c| {
+            Box::pin(async move {
+                let s = c.statement(ADMIT).await?;
+                let resources: Vec<&str> = dims.iter().map(|d| d.resource.as_str()).collect();
+                let used: Vec<f64> = dims.iter().map(|d| d.used).collect();
+                let limits: Vec<f64> = dims.iter().map(|d| d.limit).collect();
+                let needs: Vec<f64> = dims.iter().map(|d| d.need).collect();
+                let params: [&(dyn ToSql + Sync); 9] =
+                    [&pool, &read_seq, &resources, &used, &limits, &needs, &session, &inflight_ms, &sandbox];
+                let row = c.client.query_one(&s, &params).await?;
+                let token: Option<i64> = row.try_get(0).map_err(|_| PgFailure::Malformed)?;
+                let resource: Option<String> = row.try_get(1).map_err(|_| PgFailure::Malformed)?;
+                match (token, resource) {
+                    (Some(t), _) => Ok(Verdict::Admitted(t)),
+                    (None, Some(r)) => Ok(Verdict::Exhausted(r)),
+                    (None, None) => Err(PgFailure::Malformed),
+                }
+            })
+        })
+        .await
+    }
+
+    /// Settles a hold by the in-process ledger's rule: `allocated` keeps it as an assumption
+    /// for `ttl_ms` (until a read reflects it); otherwise it is released (and its pool's
+    /// total with it). A settlement that cannot be written now is kept and retried with the
+    /// lease renewal.
+    pub async fn settle(&self, token: i64, allocated: bool, ttl_ms: i64) -> Result<(), PgFailure> {
+        let r = self.settle_once(PendingSettle { token, allocated, ttl_ms }).await;
+        if r.is_err() {
+            self.keep_settlement(PendingSettle { token, allocated, ttl_ms });
+        }
+        r
+    }
+
+    pub(super) fn keep_settlement(&self, p: PendingSettle) {
+        if let Ok(mut q) = self.pending.lock() {
+            q.push(p);
+        }
+    }
+
+    async fn settle_once(&self, p: PendingSettle) -> Result<(), PgFailure> {
+        self.bounded(move |c| {
+            Box::pin(async move {
+                if p.allocated {
+                    let s = c.statement(SETTLE_KEEP).await?;
+                    c.client.execute(&s, &[&p.token, &(p.ttl_ms as f64)]).await?;
+                } else {
+                    let s = c.statement(SETTLE_DROP).await?;
+                    c.client.execute(&s, &[&p.token]).await?;
+                }
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    pub(super) async fn retry_settlements(&self) {
+        let todo: Vec<PendingSettle> = match self.pending.lock() {
+            Ok(mut p) => std::mem::take(&mut *p),
+            Err(_) => return,
+        };
+        for p in todo {
+            if self.settle_once(p).await.is_err() {
+                self.keep_settlement(p);
+            }
+        }
+    }
+}
