@@ -755,7 +755,7 @@ async function telemetrySection(native) {
 
 /** Two rules every bench request matches (`team: 'bench'`), with limits it never reaches. */
 const BENCH_BUDGETS = [
-  { id: 'daily-spend', key: { label: 'team' }, limit: { cost: 1e12 }, window: { every: 'day', timeZone: 'Europe/Berlin' } },
+  { id: 'daily-spend', key: { label: 'team' }, limit: { cost: 1e9 }, window: { every: 'day', timeZone: 'Europe/Berlin' } },
   { id: 'burst', key: { label: 'team' }, limit: { launches: 1e12, concurrent: 1e12 }, window: { slidingMs: 60_000 } },
 ];
 
