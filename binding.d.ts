@@ -322,9 +322,10 @@ export declare function acquisitionAdmitDecided(router: ExternalObject<RouterSta
 
 /**
  * Under a shared budget ledger, its answer for the current candidate (null: it could not
- * be asked), and the next step.
+ * be asked) and whether its transaction wrote the launch intent (step flag `intent`), and
+ * the next step.
  */
-export declare function acquisitionBudgetDecided(router: ExternalObject<RouterState>, key: number, verdict: BudgetVerdict | undefined | null, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
+export declare function acquisitionBudgetDecided(router: ExternalObject<RouterState>, key: number, verdict: BudgetVerdict | undefined | null, intentWritten: boolean, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
 
 /** Under a shared budget ledger, what to ask it for the current candidate. */
 export declare function acquisitionBudgetDemand(router: ExternalObject<RouterState>, key: number, clockNow?: number | undefined | null): BudgetDemand | null
@@ -1475,6 +1476,8 @@ export interface LaunchPrepared {
   verdict?: BudgetVerdict
   /** The read sequence for the capacity read that follows. */
   seq?: number
+  /** The launch intent asked was written with the reservation. */
+  intent: boolean
 }
 
 /** What `settleLaunch` wrote. */
@@ -1632,9 +1635,9 @@ export interface OperationFlags {
 
 /**
  * `Unmap` with the `combined` flag: the destroy's one statement (`forget`) was made (`ok`;
- * `givenBack`: a budget slot came back), or not.
+ * `mapped`: the record was still there; `givenBack`: a budget slot came back), or not.
  */
-export declare function operationForgotten(router: ExternalObject<RouterState>, key: number, ok: boolean, givenBack: boolean, step: Uint32Array, clockNow?: number | undefined | null): void
+export declare function operationForgotten(router: ExternalObject<RouterState>, key: number, ok: boolean, mapped: boolean, givenBack: boolean, step: Uint32Array, clockNow?: number | undefined | null): void
 
 /**
  * What the registry has of the record's pool: whether it is `registered`, its runtime has
@@ -2759,6 +2762,8 @@ export interface StepFlags {
   combined: number
   /** `Reserve`: take the read sequence in the reservation's transaction. */
   sequence: number
+  /** `Reserve`: write the launch intent in the reservation's transaction too. */
+  intent: number
 }
 
 /**

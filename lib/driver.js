@@ -25,7 +25,7 @@ const { emitDecided } = require('./events.js');
 const { emitRouter } = require('./events.js');
 /** `clockNow(ctx)`: the router's clock for a report (undefined: the wall clock, read natively). */
 const { healthNow, routerNow: clockNow } = require('./options.js');
-const { readPut } = require('./mappings.js');
+const { readPut, readIntent } = require('./mappings.js');
 
 const K = binding.stepKinds();
 const F = binding.stepFlags();
@@ -75,6 +75,8 @@ function jobRecord(ctx, detached, done) {
     flags: 0,
     /** a read sequence the reservation's transaction took (`Reserve` with `sequence`) */
     seq: undefined,
+    /** the reservation's transaction wrote the launch intent (`Reserve` with `intent`) */
+    intent: false,
     /** what the last launch returned, or threw */
     handle: null,
     error: null,
@@ -341,21 +343,27 @@ async function reserve(run) {
   const ctx = run.ctx;
   const demand = binding.acquisitionBudgetDemand(ctx.native, run.machine, clockNow(ctx));
   let verdict = null;
+  run.intent = false;
   if (demand !== null && demand !== undefined) {
     try {
-      verdict = (run.flags & F.sequence) === 0 ? await ctx.capacity.coordinator.reserveBudget(demand) : await prepared(run, demand);
+      verdict = (run.flags & (F.sequence | F.intent)) === 0 ? await ctx.capacity.coordinator.reserveBudget(demand) : await prepared(run, demand);
     } catch {
       verdict = null;
     }
   }
-  binding.acquisitionBudgetDecided(ctx.native, run.machine, verdict, STEP, healthNow(ctx.health), clockNow(ctx));
+  binding.acquisitionBudgetDecided(ctx.native, run.machine, verdict, run.intent, STEP, healthNow(ctx.health), clockNow(ctx));
   return took(run);
 }
 
-/** The reservation and the read sequence in one transaction (`prepareLaunch`); its verdict. */
+/**
+ * The reservation with the read sequence (flag `sequence`) and the launch intent (flag
+ * `intent`) in one transaction (`prepareLaunch`); its verdict.
+ */
 async function prepared(run, demand) {
-  const p = await run.ctx.capacity.coordinator.prepareLaunch(demand, undefined, true);
+  const intent = (run.flags & F.intent) === 0 ? undefined : JSON.stringify(readIntent(binding.acquisitionIntent(run.ctx.native, run.machine)));
+  const p = await run.ctx.capacity.coordinator.prepareLaunch(demand, intent, (run.flags & F.sequence) !== 0);
   run.seq = p.seq ?? undefined;
+  run.intent = p.intent;
   return p.verdict ?? null;
 }
 

@@ -186,7 +186,7 @@ async function unmap(run) {
     f = TIMED_OUT;
   }
   const ok = f !== TIMED_OUT;
-  if (combined) binding.operationForgotten(ctx.native, run.machine, ok, ok && f.budget === true, STEP, clockNow(ctx));
+  if (combined) binding.operationForgotten(ctx.native, run.machine, ok, ok && f.mapped === true, ok && f.budget === true, STEP, clockNow(ctx));
   else binding.operationUnmapped(ctx.native, run.machine, ok, STEP, clockNow(ctx));
   return took(run);
 }

@@ -59,6 +59,8 @@ pub struct StepFlags {
     pub combined: u32,
     /// `Reserve`: take the read sequence in the reservation's transaction.
     pub sequence: u32,
+    /// `Reserve`: write the launch intent in the reservation's transaction too.
+    pub intent: u32,
 }
 
 /// The step flags' values.
@@ -75,6 +77,7 @@ pub fn step_flags() -> StepFlags {
         intents: flags::INTENTS,
         combined: flags::COMBINED,
         sequence: flags::SEQUENCE,
+        intent: flags::INTENT,
     }
 }
 
@@ -266,19 +269,22 @@ pub fn acquisition_budget_demand(
 }
 
 /// Under a shared budget ledger, its answer for the current candidate (null: it could not
-/// be asked), and the next step.
+/// be asked) and whether its transaction wrote the launch intent (step flag `intent`), and
+/// the next step.
 #[napi]
+#[allow(clippy::too_many_arguments, reason = "a napi entry point on the provision path: flat typed arguments")]
 pub fn acquisition_budget_decided(
     env: Env,
     router: &External<RouterState>,
     key: u32,
     verdict: Option<BudgetVerdict>,
+    intent_written: bool,
     step: Uint32ArraySlice<'_>,
     now: Option<f64>,
     clock_now: Option<f64>,
 ) -> napi::Result<()> {
     let verdict = verdict.as_ref().map(BudgetVerdict::to_core);
-    stepping(&env, router, key, step, |r| r.budget_decided(key, verdict, now_of(now, clock_now)))
+    stepping(&env, router, key, step, |r| r.budget_decided(key, verdict, intent_written, now_of(now, clock_now)))
 }
 
 /// What a job decided to write to the shared ledger (flag `writes`): each absent when none.

@@ -338,7 +338,7 @@ pub fn operation_unmapped(
 }
 
 /// `Unmap` with the `combined` flag: the destroy's one statement (`forget`) was made (`ok`;
-/// `givenBack`: a budget slot came back), or not.
+/// `mapped`: the record was still there; `givenBack`: a budget slot came back), or not.
 #[napi]
 #[allow(clippy::too_many_arguments, reason = "a report: flat typed arguments")]
 pub fn operation_forgotten(
@@ -346,11 +346,12 @@ pub fn operation_forgotten(
     router: &External<RouterState>,
     key: u32,
     ok: bool,
+    mapped: bool,
     given_back: bool,
     step: Uint32ArraySlice<'_>,
     clock_now: Option<f64>,
 ) -> napi::Result<()> {
-    stepping(&env, router, key, step, |r| r.operation_forgotten(key, ok, given_back, now_of(None, clock_now)))
+    stepping(&env, router, key, step, |r| r.operation_forgotten(key, ok, mapped, given_back, now_of(None, clock_now)))
 }
 
 /// The shared ledger's release answered (`givenBack`: it held a budget slot; false when it

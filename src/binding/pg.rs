@@ -465,7 +465,7 @@ impl NativePgStore {
                 .launch_transaction(ask, intent, seq)
                 .await
                 .map_err(|f| fail(COORDINATOR, "the capacity coordinator is unavailable", f))?;
-            Ok(LaunchPrepared { verdict: p.budget.map(verdict_record), seq: p.seq.map(|s| s as f64) })
+            Ok(LaunchPrepared { verdict: p.budget.map(verdict_record), seq: p.seq.map(|s| s as f64), intent: p.intent })
         })
     }
 
@@ -918,6 +918,8 @@ pub struct LaunchPrepared {
     pub verdict: Option<BudgetVerdict>,
     /// The read sequence for the capacity read that follows.
     pub seq: Option<f64>,
+    /// The launch intent asked was written with the reservation.
+    pub intent: bool,
 }
 
 /// A capacity hold's settlement, for `settleLaunch`.

@@ -71,6 +71,14 @@ pub(crate) struct Job {
     pub(crate) stage: Stage,
     /// A launch was attempted (an intent may exist).
     pub(crate) launched: bool,
+    /// The current `Reserve` step carries the launch intent of [`Job::pool`] in the
+    /// reservation's transaction ([`flags::INTENT`](super::step::flags::INTENT)).
+    pub(crate) folding_intent: bool,
+    /// The pool whose intent the reservation's transaction wrote, until its launch (which
+    /// then needs no `Intent` step of its own).
+    pub(crate) intent_ready: Option<usize>,
+    /// An intent was written by a reservation's transaction (one may exist without a launch).
+    pub(crate) intent_stored: bool,
     /// The provider's id of the sandbox the last launch returned.
     pub(crate) provider_sandbox_id: Option<String>,
     /// A failure decided outside the machine (an intent or a record that could not be

@@ -371,12 +371,45 @@ struct Job {
     given_back: bool,
     fault: Option<Failure>,
     package: bool,
+    /// The record came from [`Written`], not from a read.
+    unread: bool,
 }
 
 /// The operations in flight, by key (with [`OPERATION_KEY`] set).
 #[derive(Default)]
 pub(crate) struct Operations {
     items: Slab<Job>,
+    /// What a destroy needs of the records this router wrote itself (below).
+    pub(crate) written: Written,
+}
+
+/// The pool and provider id of each record this router wrote itself while the mapping store
+/// is the coordinator (`combined`), so that a destroy of it reads nothing first: its one
+/// statement (`forget`) says whether the record was still there, and a record gone meanwhile
+/// (destroyed by another process) ends as `SANDBOX_NOT_FOUND`, as a read would have. At most
+/// [`HANDLE_LIMIT`] (the oldest dropped first, as the handles kept from launch); an entry goes
+/// when a destroy of it begins or an operation forgets its sandbox.
+#[derive(Default)]
+pub(crate) struct Written {
+    items: hashlink::LinkedHashMap<SandboxKey, (String, String)>,
+}
+
+impl Written {
+    pub(crate) fn insert(&mut self, id: SandboxKey, pool: String, provider_sandbox_id: String) {
+        self.items.insert(id, (pool, provider_sandbox_id));
+        while self.items.len() > HANDLE_LIMIT as usize {
+            self.items.pop_front();
+        }
+    }
+
+    pub(crate) fn take(&mut self, id: &SandboxKey) -> Option<(String, String)> {
+        self.items.remove(id)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.items.len()
+    }
 }
 
 impl Operations {
@@ -392,9 +425,14 @@ impl Operations {
         self.items.get_mut(key & !OPERATION_KEY).ok_or_else(|| Fault::internal("(an unknown operation key)"))
     }
 
-    /// Forgets operation `key` (an unknown key does nothing).
+    /// Forgets operation `key` (an unknown key does nothing), and what was written of its
+    /// sandbox if it forgot the sandbox.
     pub(crate) fn remove(&mut self, key: u32) {
-        self.items.remove(key & !OPERATION_KEY);
+        if let Some(job) = self.items.remove(key & !OPERATION_KEY) {
+            if job.forget {
+                self.written.take(&job.id);
+            }
+        }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -540,19 +578,39 @@ impl Router {
             Args::None => self.operation_timeout_ms,
         };
         let id = sandbox_key(id)?;
+        let written = match op {
+            Operation::Destroy if self.combined => self.operations.written.take(&id),
+            _ => None,
+        };
+        let unread = written.is_some();
+        let (stage, pool, record) = match written {
+            Some((pool, provider_sandbox_id)) => {
+                let record = StoredRecord {
+                    id: Some(id.to_string()),
+                    provider_id: pool.clone(),
+                    provider_sandbox_id,
+                    labels: Vec::new(),
+                    created_at: None,
+                    detached: false,
+                };
+                (Stage::FindPool, pool, Some(record))
+            }
+            None => (Stage::ReadRecord, String::new(), None),
+        };
         let key = self.operations.insert(Job {
             op,
             id,
-            stage: Stage::ReadRecord,
+            stage,
             call_ms,
-            record: None,
-            pool: String::new(),
+            record,
+            pool,
             get_by_id: false,
             id_handle: false,
             forget: false,
             given_back: false,
             fault: None,
             package: false,
+            unread,
         });
         Ok((key, self.operation_step(key)?))
     }
@@ -577,6 +635,7 @@ impl Router {
             given_back: false,
             fault: None,
             package: false,
+            unread: false,
         });
         self.release(key, now)?;
         Ok(Some((key, self.operation_step(key)?)))
@@ -800,7 +859,23 @@ impl Router {
     /// `Unmap` with `COMBINED`: the destroy's writes in one statement (the record, the holds,
     /// the budget slot) were made (`ok`; `given_back`: a budget slot came back), or not (as
     /// [`Router::operation_unmapped`] with `ok` false). No `Release` step follows.
-    pub fn operation_forgotten(&mut self, key: u32, ok: bool, given_back: bool, now: Now) -> Result<Next, Failure> {
+    /// `mapped`: the record was still there; a destroy that did not read it first
+    /// ([`Written`]) of a record gone meanwhile ends as `SANDBOX_NOT_FOUND`.
+    pub fn operation_forgotten(
+        &mut self,
+        key: u32,
+        ok: bool,
+        mapped: bool,
+        given_back: bool,
+        now: Now,
+    ) -> Result<Next, Failure> {
+        let job = self.stage_of(key, &[Stage::Unmap])?;
+        if ok && !mapped && job.unread {
+            job.fault = Some(not_found(job.id, None));
+            job.forget = true;
+            job.stage = Stage::Failed;
+            return self.operation_step(key);
+        }
         let next = self.operation_unmapped(key, ok, now)?;
         if next.kind == StepKind::Release {
             return self.operation_released(key, given_back, now);
@@ -1428,12 +1503,12 @@ mod tests {
         let (key, next) = destroyed(&mut r, true, Outcome::Undefined);
         assert_eq!(next.kind, StepKind::Unmap);
         assert_ne!(next.flags & super::super::step::flags::COMBINED, 0);
-        let next = r.operation_forgotten(key, true, true, NOW).unwrap();
+        let next = r.operation_forgotten(key, true, true, true, NOW).unwrap();
         assert_eq!(next.kind, StepKind::Succeeded, "no Release step: the statement gave the slot back");
         assert_eq!(types(&mut r), [("budget.released", "DESTROYED".to_string()), ("sandbox.destroyed", String::new())]);
         // A statement that failed is the unmap's failure: the mapping stays.
         let (key, _) = destroyed(&mut r, true, Outcome::Undefined);
-        let next = r.operation_forgotten(key, false, false, NOW).unwrap();
+        let next = r.operation_forgotten(key, false, false, false, NOW).unwrap();
         assert_eq!(next.kind, StepKind::Done);
         assert_eq!(r.operation_ending(key).unwrap().error.expect("an error").code, "MAPPING_PERSISTENCE_FAILED");
     }
@@ -1444,6 +1519,72 @@ mod tests {
         let (key, next) = destroyed(&mut r, true, Outcome::Undefined);
         assert_eq!((next.kind, next.flags & super::super::step::flags::COMBINED), (StepKind::Unmap, 0));
         assert_eq!(r.operation_unmapped(key, true, NOW).unwrap().kind, StepKind::Release);
+    }
+
+    /// Router `r` wrote the record of ID itself (pool `a`, provider id `p-1`).
+    fn wrote(r: &mut Router) {
+        r.operations.written.insert(SandboxKey::parse(ID).unwrap(), "a".into(), "p-1".into());
+    }
+
+    #[test]
+    fn written_must_fire_a_destroy_of_a_record_this_router_wrote_reads_nothing_first() {
+        let mut r = combined(true);
+        wrote(&mut r);
+        let (key, next) = r.begin_operation(Operation::Destroy, Some(ID), &Args::None, NOW).unwrap();
+        assert_eq!(next.kind, StepKind::FindPool, "no ReadRecord step");
+        assert_eq!(r.operation_target(key).unwrap().provider_sandbox_id, "p-1");
+        assert_eq!(r.operations.written.len(), 0, "taken by the destroy");
+        r.operation_found(key, facts(true, true), NOW).unwrap();
+        assert_eq!(r.operation_settled(key, &Outcome::Undefined, NOW).unwrap().kind, StepKind::Unmap);
+        assert_eq!(r.operation_forgotten(key, true, true, false, NOW).unwrap().kind, StepKind::Succeeded);
+        assert_eq!(types(&mut r), [("sandbox.destroyed", String::new())]);
+        // A record gone meanwhile (destroyed by another process): not found, as a read says.
+        wrote(&mut r);
+        let (key, _) = r.begin_operation(Operation::Destroy, Some(ID), &Args::None, NOW).unwrap();
+        r.operation_found(key, facts(true, true), NOW).unwrap();
+        r.operation_settled(key, &Outcome::Undefined, NOW).unwrap();
+        assert_eq!(r.operation_forgotten(key, true, false, false, NOW).unwrap().kind, StepKind::Done);
+        assert_eq!(code(&r, key), "SANDBOX_NOT_FOUND");
+        assert!(r.take_events().iter().all(|e| e.event.type_name() != "sandbox.destroyed"));
+    }
+
+    #[test]
+    fn written_must_not_fire_a_store_apart_another_operation_or_a_record_not_written_here_is_read() {
+        let begin = |r: &mut Router, op| r.begin_operation(op, Some(ID), &Args::None, NOW).unwrap().1.kind;
+        let mut r = combined(false);
+        wrote(&mut r);
+        assert_eq!(begin(&mut r, Operation::Destroy), StepKind::ReadRecord, "not the coordinator's store");
+        let mut r = combined(true);
+        wrote(&mut r);
+        assert_eq!(begin(&mut r, Operation::GetSandbox), StepKind::ReadRecord, "only a destroy");
+        assert_eq!(r.operations.written.len(), 1);
+        let mut r = combined(true);
+        assert_eq!(begin(&mut r, Operation::Destroy), StepKind::ReadRecord, "not written here");
+        // A read destroy of a record gone meanwhile keeps today's answer: destroyed.
+        let (key, _) = destroyed(&mut r, true, Outcome::Undefined);
+        assert_eq!(r.operation_forgotten(key, true, false, false, NOW).unwrap().kind, StepKind::Succeeded);
+    }
+
+    #[test]
+    fn written_must_fire_past_the_handle_limit_the_oldest_is_dropped() {
+        let mut w = Written::default();
+        let key = |n: u32| SandboxKey::parse(&format!("sbx_{n:032x}")).unwrap();
+        for n in 0..=HANDLE_LIMIT {
+            w.insert(key(n), "a".into(), n.to_string());
+        }
+        assert_eq!(w.len(), HANDLE_LIMIT as usize);
+        assert_eq!(w.take(&key(0)), None, "the oldest went");
+        assert_eq!(w.take(&key(1)), Some(("a".into(), "1".into())));
+    }
+
+    #[test]
+    fn written_must_not_fire_an_operation_that_forgets_its_sandbox_drops_its_entry() {
+        let mut r = combined(true);
+        wrote(&mut r);
+        let (key, _) = r.begin_operation(Operation::GetSandbox, Some(ID), &Args::None, NOW).unwrap();
+        r.operation_read(key, &StoreAnswer::Json(Some("null".into())), NOW).unwrap();
+        r.end(key);
+        assert_eq!(r.operations.written.len(), 0, "not found: forgotten");
     }
 
     #[test]

@@ -266,6 +266,9 @@ impl Router {
             warm,
             stage: Stage::Machine,
             launched: false,
+            folding_intent: false,
+            intent_ready: None,
+            intent_stored: false,
             provider_sandbox_id: None,
             fault: None,
         });
@@ -358,11 +361,16 @@ impl Router {
                 }
                 Step::Launch(pool) => {
                     job.pool = pool;
-                    job.stage = if intents { Stage::Intent } else { Stage::Launch };
+                    // The reservation's transaction wrote this launch's intent: no step of its own.
+                    let ready = job.intent_ready.take() == Some(pool);
+                    job.stage = if intents && !ready { Stage::Intent } else { Stage::Launch };
                 }
                 Step::Reserve(pool) => {
                     job.pool = pool;
-                    return Ok(Next { kind: StepKind::Reserve, pool, bound_ms: callback, flags: sequence });
+                    job.intent_ready = None;
+                    job.folding_intent = intents && combined != 0;
+                    let fold = if job.folding_intent { flags::INTENT } else { 0 };
+                    return Ok(Next { kind: StepKind::Reserve, pool, bound_ms: callback, flags: sequence | fold });
                 }
                 Step::Claim(pool) => {
                     job.pool = pool;
@@ -374,7 +382,7 @@ impl Router {
                 }
                 Step::Done => {
                     let succeeded = matches!(job.machine.outcome(), Some(Outcome::Succeeded(_) | Outcome::Claimed(_)));
-                    let settle_intent = !succeeded && intents && job.launched;
+                    let settle_intent = !succeeded && intents && (job.launched || job.intent_stored);
                     let stage = if succeeded {
                         Stage::Succeeded
                     } else if settle_intent {
@@ -539,14 +547,20 @@ impl Router {
 
     /// Under a shared budget ledger, its answer for the current candidate: reserved, the
     /// refusals, or None (it could not be asked: the rules' `onStoreDown` decide).
+    /// `intent_written`: the transaction wrote the launch intent it carried ([`flags::INTENT`]).
     pub fn budget_decided(
         &mut self,
         key: u32,
         verdict: Option<Result<(), Vec<Refusal>>>,
+        intent_written: bool,
         now: Now,
     ) -> Result<Next, Failure> {
         let Router { jobs, budgets, health, .. } = self;
         let job = jobs.get_mut(key)?;
+        if std::mem::take(&mut job.folding_intent) && intent_written && matches!(verdict, Some(Ok(()))) {
+            job.intent_ready = Some(job.pool);
+            job.intent_stored = true;
+        }
         let (Some(b), Some(keys)) = (budgets.as_ref(), job.machine.budget_plan().map(|p| p.shared_keys().to_vec()))
         else {
             return self.step(key, now);
@@ -744,6 +758,10 @@ impl Router {
         } else if ok {
             job.machine.announce(Event::MappingPersisted { pool });
             job.stage = Stage::Succeeded;
+            if self.combined {
+                let (id, provider_sandbox_id) = (job.id, job.provider_sandbox_id.clone().unwrap_or_default());
+                self.operations.written.insert(id, pool_id, provider_sandbox_id);
+            }
         } else {
             job.machine.announce(Event::MappingFailed { pool });
             job.stage = Stage::Cleanup;
@@ -899,12 +917,18 @@ impl Router {
     /// The intent record of job `key`'s current launch at `wall` (the wall clock): `launching`
     /// before it, `failed` when the provision ended with a sandbox that may exist.
     pub fn intent(&mut self, key: u32, wall: i64) -> Result<IntentFact, Failure> {
-        let callback_timeout_ms = self.callback_timeout_ms;
+        let (callback_timeout_ms, capacity_timeout_ms) = (self.callback_timeout_ms, self.capacity_timeout_ms);
         let owner = self.owner.clone();
         let job = self.jobs.get_mut(key)?;
+        let mut window = settle_window_ms(job.timeout_ms, callback_timeout_ms);
         let state = match job.stage {
             Stage::Intent => "launching",
             Stage::Unintent { failed: true } => "failed",
+            // Written before the capacity read and admission: it outlives their bound too.
+            Stage::Machine if job.folding_intent => {
+                window = window.saturating_add(capacity_timeout_ms);
+                "launching"
+            }
             _ => return Err(Fault::internal("(an intent out of turn)")),
         };
         Ok(IntentFact {
@@ -912,7 +936,7 @@ impl Router {
             provider_id: job.pool_id(job.pool),
             state,
             started_at: wall,
-            expires_at: wall.saturating_add(settle_window_ms(job.timeout_ms, callback_timeout_ms) as i64),
+            expires_at: wall.saturating_add(window as i64),
             owner_host: owner.host,
             owner_pid: owner.pid,
             owner_session: owner.session,

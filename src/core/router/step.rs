@@ -189,6 +189,11 @@ pub mod flags {
     /// `Reserve`: take the read sequence of the capacity step that follows in the
     /// reservation's transaction (`prepareLaunch`), so `Coordinate` needs none of its own.
     pub const SEQUENCE: u32 = 1 << 11;
+    /// `Reserve`: write the launch intent (`acquisitionIntent`) in the reservation's
+    /// transaction too (`prepareLaunch`, which writes it only if the reservation is made), and
+    /// report whether it was written; the launch that follows then has no `Intent` step. Set
+    /// when the mapping store is the coordinator and keeps intents.
+    pub const INTENT: u32 = 1 << 12;
 }
 
 /// A step as the caller performs it: what, on which pool, within how long, and the flags.

@@ -446,3 +446,66 @@ fn sequence_must_not_fire_an_in_process_ledger_reserves_without_a_step() {
     assert_eq!(next.kind, StepKind::Launch);
     assert_eq!(next.flags & flags::SEQUENCE, 0);
 }
+
+/// A provision under a shared budget with a store that keeps intents and is (`combined`) or
+/// is not the coordinator: the router, its key, its first step (`Reserve`).
+fn reserving(combined: bool) -> (Router, u32, super::step::Next) {
+    let s = Settings { budgets: in_process_budget().budgets, intents: true, ..coordinated(combined) };
+    let mut r = router(s, 1, false);
+    let (key, next) = r.begin(&request(json!({})), false, labels("acme"), None, id(1), at(0)).unwrap();
+    assert_eq!(next.kind, StepKind::Reserve);
+    (r, key, next)
+}
+
+/// The reservation made (`intent_written`: its transaction wrote the intent), then the
+/// admission (`admitted`, else no room): the step that follows.
+fn reserved(r: &mut Router, key: u32, intent_written: bool, admitted: bool) -> StepKind {
+    let next = r.budget_decided(key, Some(Ok(())), intent_written, at(1)).unwrap();
+    assert_eq!(next.kind, StepKind::Coordinate);
+    let room = Measurement::Known(vec![ResourceMeasurement::new("sandboxes", 0.0, 10.0, "sandboxes", 1.0)]);
+    assert!(r.demand(key, &room, at(1)).unwrap().is_ok());
+    use crate::core::acquisition::SharedVerdict;
+    let verdict = if admitted { SharedVerdict::Admitted(7) } else { SharedVerdict::Exhausted("sandboxes".into()) };
+    r.admit_decided(key, verdict, at(1)).unwrap().kind
+}
+
+#[test]
+fn intent_fold_must_fire_the_coordinator_store_writes_the_intent_with_the_reservation_and_the_launch_follows() {
+    let (mut r, key, next) = reserving(true);
+    assert_ne!(next.flags & flags::INTENT, 0);
+    // The intent the transaction carries, asked during the Reserve step; written before the
+    // capacity read, it outlives that bound too.
+    let i = r.intent(key, T0).unwrap();
+    assert_eq!((i.state, i.provider_id.as_str()), ("launching", "p0"));
+    let folded = i.expires_at - T0;
+    assert_eq!(reserved(&mut r, key, true, true), StepKind::Launch, "no Intent step of its own");
+    let (mut r, key, _) = reserving(false);
+    assert_eq!(reserved(&mut r, key, false, true), StepKind::Intent);
+    let apart = r.intent(key, T0).unwrap().expires_at - T0;
+    assert_eq!(folded - apart, CAPACITY_MS as i64);
+}
+
+#[test]
+fn intent_fold_must_not_fire_a_store_apart_from_the_coordinator_or_an_intent_not_written_has_its_own_step() {
+    let (mut r, key, next) = reserving(false);
+    assert_eq!(next.flags & flags::INTENT, 0);
+    assert!(r.intent(key, T0).is_err(), "no intent out of turn");
+    assert_eq!(reserved(&mut r, key, false, true), StepKind::Intent);
+    // The flag, but the transaction did not write it (a reservation made without a charge row).
+    let (mut r, key, _) = reserving(true);
+    assert_eq!(reserved(&mut r, key, false, true), StepKind::Intent);
+}
+
+#[test]
+fn intent_fold_must_fire_a_folded_intent_whose_pool_refused_is_removed_at_the_end() {
+    let (mut r, key, _) = reserving(true);
+    assert_eq!(reserved(&mut r, key, true, false), StepKind::Unintent, "written, never launched: removed");
+    let next = r.step(key, at(1)).unwrap();
+    assert_eq!((next.kind, next.flags & flags::FAILED_INTENT), (StepKind::Unintent, 0));
+}
+
+#[test]
+fn intent_fold_must_not_fire_no_intent_written_and_no_launch_leaves_nothing_to_remove() {
+    let (mut r, key, _) = reserving(true);
+    assert_eq!(reserved(&mut r, key, false, false), StepKind::Done);
+}

@@ -1040,6 +1040,9 @@ impl Router {
             warm: Some(Box::new(WarmRole::Refill { token, begun_at: now.router })),
             stage: Stage::Machine,
             launched: false,
+            folding_intent: false,
+            intent_ready: None,
+            intent_stored: false,
             provider_sandbox_id: None,
             fault: None,
         });
@@ -2014,7 +2017,7 @@ mod tests {
     fn to_claim(t: &mut T, k: u32, mut next: Next) -> (u32, Next) {
         for _ in 0..4 {
             match next.kind {
-                StepKind::Reserve => next = t.r.budget_decided(k, Some(Ok(())), t.now()).unwrap(),
+                StepKind::Reserve => next = t.r.budget_decided(k, Some(Ok(())), false, t.now()).unwrap(),
                 StepKind::Claim => return (k, next),
                 other => panic!("{other:?}"),
             }

@@ -55,6 +55,8 @@ pub struct Prepared {
     pub budget: Option<Result<(), Vec<Refusal>>>,
     /// The read sequence (None when none was asked, or the reservation was refused).
     pub seq: Option<i64>,
+    /// The launch intent asked was written (committed with the reservation).
+    pub intent: bool,
 }
 
 // The launch intent ($1..$8, as PUT_INTENT), written only when the provision $9 holds a
@@ -68,8 +70,9 @@ const INTENT_SEQ: &str = "WITH i AS (
       started_at = EXCLUDED.started_at, expires_at = EXCLUDED.expires_at,
       owner_host = EXCLUDED.owner_host, owner_pid = EXCLUDED.owner_pid,
       owner_session = EXCLUDED.owner_session
+    RETURNING 1
 )
-SELECT CASE WHEN $10 THEN nextval('sandbox_router_read_seq') END";
+SELECT CASE WHEN $10 THEN nextval('sandbox_router_read_seq') END, (SELECT count(*) FROM i)";
 
 /// A destroyed sandbox ($1): its mapping and intent, its holds (with their pools'
 /// totals), its budget slot. Answers (mapping existed, slots released).
@@ -146,12 +149,12 @@ impl PgStore {
         if budget.is_none() && intent.is_none() {
             // Nothing to fold: the sequence alone (and no budget table is touched).
             let seq = if seq { Some(self.begin_read().await?) } else { None };
-            return Ok(Prepared { budget: None, seq });
+            return Ok(Prepared { budget: None, seq, intent: false });
         }
         for attempt in 0..2 {
             let (b, i) = (budget.clone(), intent.clone());
             let session = self.session.clone();
-            let (reserved, got_seq) = self
+            let (reserved, got_seq, wrote) = self
                 .bounded(move |c| {
                     Box::pin(async move {
                         let begin = c.statement("BEGIN").await?;
@@ -223,11 +226,14 @@ impl PgStore {
                             (Some(b), Some(args), Some(rows)) => Some(reserved_of(&rows, &b.keys, args, b.cost)?),
                             _ => None,
                         };
-                        let got_seq: Option<i64> = match t {
-                            Some(row) => row.try_get(0).map_err(|_| PgFailure::Malformed)?,
-                            None => None,
+                        let (got_seq, wrote): (Option<i64>, i64) = match t {
+                            Some(row) => (
+                                row.try_get(0).map_err(|_| PgFailure::Malformed)?,
+                                row.try_get(1).map_err(|_| PgFailure::Malformed)?,
+                            ),
+                            None => (None, 0),
                         };
-                        Ok((reserved, got_seq))
+                        Ok((reserved, got_seq, wrote > 0))
                     })
                 })
                 .await?;
@@ -258,11 +264,11 @@ impl PgStore {
                     continue;
                 }
             };
-            let seq = match &verdict {
-                Some(Err(_)) => None,
-                _ => got_seq,
+            let (seq, intent) = match &verdict {
+                Some(Err(_)) => (None, false),
+                _ => (got_seq, wrote),
             };
-            return Ok(Prepared { budget: verdict, seq });
+            return Ok(Prepared { budget: verdict, seq, intent });
         }
         Err(PgFailure::Failed)
     }
