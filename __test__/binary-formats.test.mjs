@@ -297,6 +297,8 @@ not ok 1 - budgets fleet: four processes, one PostgreSQL, one budget
 ok 2 - routes by capability
 # Subtest: skipped one
 ok 3 - skipped one # SKIP not on arm64
+# Subtest: a todo
+not ok 3 - a todo # TODO not yet
 # Subtest: runs the js block at docs/fleets.md:120
 not ok 4 - runs the js block at docs/fleets.md:120
   ---
@@ -325,6 +327,6 @@ test('must-fire: test:arm64 fails on a failure outside EMULATION_BOUND; must-not
   assert.match(failures[2].detail, /exited SIGKILL/);
   const other = tapFailures(TAP.replace('ok 2 - routes by capability', 'not ok 2 - routes by capability'));
   assert.deepEqual(judge(other).unexpected.map((f) => f.name), ['routes by capability', 'runs the js block at README.md:87']);
-  assert.deepEqual(judge(failures, {}, []).unexpected.length, 4, 'nothing is tolerated that is not listed');
+  assert.deepEqual(judge(failures, {}, []).unexpected.length, 4, 'nothing is tolerated that is not listed; a failing todo is no failure');
   for (const reason of Object.values(EMULATION_BOUND)) assert.match(reason, /\d/, 'each reason names the bound it exceeds');
 });
