@@ -9,8 +9,9 @@
 //   (i)   1, 2 and 4 processes, 10 s each, 8 provisions in flight per process: provisions per
 //         second, provision latency p50 / p99, and the transactions per provision + destroy,
 //         counted by the server (`pg_stat_database`, commits and rollbacks of the bench's
-//         database, autovacuum off on its tables; the stores close before the count, so every
-//         backend has reported).
+//         database, autovacuum off on its tables, from the start of the run, after each
+//         process opened its store and made its first provision; the stores close before the
+//         last count, so every backend has reported).
 //   (ii)  the same database's one-statement transactions, in the same run: 8 connections of
 //         node-postgres in one process, each updating a row of its own, for 10 s. The ratio of
 //         (i)'s provisions per second at one process to this is the issue's bar (≥ 25 %: a
@@ -110,10 +111,14 @@ async function reference(url, seconds) {
   process.send({ n, ms });
 }
 
-/** Starts `count` forked children with `args`, waits for them to be ready, starts them at once. */
-async function together(count, args) {
+/**
+ * Starts `count` forked children with `args`, waits for them to be ready (`ready` runs then),
+ * starts them at once.
+ */
+async function together(count, args, ready = async () => {}) {
   const children = Array.from({ length: count }, () => fork(SELF, args, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
   await Promise.all(children.map((c) => new Promise((r) => c.once('message', r))));
+  await ready();
   const t0 = performance.now();
   for (const c of children) c.send('go');
   const out = await Promise.all(children.map((c) => new Promise((r) => c.once('message', r))));
@@ -148,15 +153,19 @@ export async function runFleetBench() {
     const byProcesses = {};
     for (const processes of [1, 2, 4]) {
       const db = await fresh();
-      await settle();
-      const before = await xacts(db);
-      const { wall, out } = await together(processes, [CHILD, pg.url(db), '10']);
+      // Counted from the start of the run: what each process pays once (its store's open and
+      // lease, its first provision) is not a cycle's.
+      let before = 0;
+      const { wall, out } = await together(processes, [CHILD, pg.url(db), '10'], async () => {
+        await settle();
+        before = await xacts(db);
+      });
       await settle();
       const transactions = (await xacts(db)) - before;
       const latencies = out.flatMap((o) => o.latencies);
       const cycles = out.reduce((a, o) => a + o.done.length, 0);
       const failed = out.reduce((a, o) => a + o.failed, 0);
-      const r = { processes, perSecond: cycles / (wall / 1000), p50: q(latencies, 0.5), p99: q(latencies, 0.99), perCycle: transactions / (cycles + processes), failed };
+      const r = { processes, perSecond: cycles / (wall / 1000), p50: q(latencies, 0.5), p99: q(latencies, 0.99), perCycle: transactions / cycles, failed };
       byProcesses[processes] = r;
       rows.push({
         processes,
