@@ -27,7 +27,7 @@
 
 use super::budget::{reserved_of, BudgetStatements, ReserveArgs, Reserved, Settled};
 use super::capacity::minus_gone;
-use super::{PendingSettle, PgFailure, PgStore, PUT};
+use super::{put_params, PendingSettle, PgFailure, PgStore, PUT};
 use crate::core::budget::{Micros, Refusal, SharedKey};
 use crate::stores::record::{Intent, Row};
 use std::sync::Arc;
@@ -299,15 +299,7 @@ impl PgStore {
                     let client = &c.client;
                     let write = async {
                         let Some(row) = &r else { return Ok(0) };
-                        let mapping: [&(dyn ToSql + Sync); 6] = [
-                            &row.id,
-                            &row.provider_id,
-                            &row.provider_sandbox_id,
-                            &row.labels_json,
-                            &row.created_at,
-                            &row.detached,
-                        ];
-                        client.execute(&put, &mapping).await
+                        client.execute(&put, &put_params(row)).await
                     };
                     let settle_hold = async {
                         match h {

@@ -403,6 +403,11 @@ const PUT: &str = "WITH gone AS (DELETE FROM sandbox_router_intents WHERE id = $
     ON CONFLICT (id) DO UPDATE SET provider_id = EXCLUDED.provider_id,
       provider_sandbox_id = EXCLUDED.provider_sandbox_id, labels = EXCLUDED.labels,
       created_at = EXCLUDED.created_at, detached = EXCLUDED.detached";
+/// [`PUT`]'s parameters for `row`.
+pub(super) fn put_params(row: &Row) -> [&(dyn ToSql + Sync); 6] {
+    [&row.id, &row.provider_id, &row.provider_sandbox_id, &row.labels_json, &row.created_at, &row.detached]
+}
+
 const GET: &str = "SELECT id, provider_id, provider_sandbox_id, labels, created_at, detached
     FROM sandbox_router_mappings WHERE id = $1";
 const DELETE: &str = "WITH gone AS (DELETE FROM sandbox_router_intents WHERE id = $1)
@@ -617,19 +622,7 @@ impl PgStore {
         self.bounded(move |c| {
             Box::pin(async move {
                 let s = c.statement(PUT).await?;
-                c.client
-                    .execute(
-                        &s,
-                        &[
-                            &row.id,
-                            &row.provider_id,
-                            &row.provider_sandbox_id,
-                            &row.labels_json,
-                            &row.created_at,
-                            &row.detached,
-                        ],
-                    )
-                    .await?;
+                c.client.execute(&s, &put_params(&row)).await?;
                 Ok(())
             })
         })
@@ -923,14 +916,7 @@ impl PgStore {
                     &member.launched_at,
                     &session,
                 ];
-                let mapping: [&(dyn ToSql + Sync); 6] = [
-                    &record.id,
-                    &record.provider_id,
-                    &record.provider_sandbox_id,
-                    &record.labels_json,
-                    &record.created_at,
-                    &record.detached,
-                ];
+                let mapping = put_params(&record);
                 let (b, w, p, done) = tokio::join!(
                     client.execute(&begin, &[]),
                     client.execute(&settle, &idle),
@@ -1000,14 +986,7 @@ impl PgStore {
                             .ok_or(PgFailure::Malformed)?,
                     };
                     let row = record(&member);
-                    let mapping: [&(dyn ToSql + Sync); 6] = [
-                        &row.id,
-                        &row.provider_id,
-                        &row.provider_sandbox_id,
-                        &row.labels_json,
-                        &row.created_at,
-                        &row.detached,
-                    ];
+                    let mapping = put_params(&row);
                     let by_token: [&(dyn ToSql + Sync); 1] = [&token];
                     let charged = async {
                         match (&recharge, &charge) {
