@@ -154,10 +154,10 @@ test('property: after any sequence, the running totals equal the summing query t
   );
 });
 
-test('migration: a v4 database with holds and charges is migrated to v5, its totals built from the rows (slots at once, window sums at the first reservation)', async () => {
+test('migration: a v4 database with holds and charges is migrated to the current schema (6), its totals built from the rows (slots at once, window sums at the first reservation)', async () => {
   const db = await freshDb();
   const migrations = binding.pgMigrations();
-  assert.equal(migrations.length, 5);
+  assert.equal(migrations.length, 6);
   await pg.psql(`CREATE TABLE sandbox_router_schema (version INTEGER NOT NULL); ${migrations.slice(0, 4).join(';\n')}; INSERT INTO sandbox_router_schema VALUES (4)`, db);
   const now = Date.now();
   const today = Math.floor(now / DAY) * DAY;
@@ -176,7 +176,7 @@ test('migration: a v4 database with holds and charges is migrated to v5, its tot
     db,
   );
   const store = storeOf(db);
-  assert.equal(await store.open(), 5);
+  assert.equal(await store.open(), 6);
   assert.deepEqual(JSON.parse(await pg.psql(`SELECT held FROM sandbox_router_pools WHERE pool = 'a'`, db)), { cpu: 0.75, sandboxes: 2 });
   assert.equal(await pg.psql(`SELECT live, inflight, built FROM sandbox_router_budget_keys`, db), '1|1|f');
   assert.equal(await pg.psql(`SELECT string_agg(cost::text, ',' ORDER BY id) FROM sandbox_router_budget_charges`, db), '100000,100000,700000,200000');
@@ -213,6 +213,7 @@ function fleetRouter(store, gate, observer) {
   });
 }
 
+/** `lapse`: false (nothing lapses), 'lease' (the launching process's lease), 'hold' (its reservation's hold, the lease alive). */
 async function lapsedLease(lapse) {
   const db = await freshDb();
   const rec = recorder();
@@ -222,7 +223,8 @@ async function lapsedLease(lapse) {
   const first = a.provision({ launch: { labels: { tenant: 'acme' } } });
   for (let i = 0; i < 200 && gate.runtime.calls.length === 0; i++) await sleep(10);
   assert.equal(gate.runtime.calls.length, 1, 'the launch is in flight');
-  if (lapse) await pg.psql(`UPDATE sandbox_router_sessions SET lease_until = now() - interval '1 second'`, db);
+  if (lapse === 'lease') await pg.psql(`UPDATE sandbox_router_sessions SET lease_until = now() - interval '1 second'`, db);
+  if (lapse === 'hold') await pg.psql(`UPDATE sandbox_router_budget_charges SET expires_at = now() - interval '1 second' WHERE state = 0`, db);
   const b = fleetRouter(storeOf(db), {}, undefined);
   const second = await b.provision({ launch: { labels: { tenant: 'acme' } } }).then(() => 'ok', (e) => e.code);
   open();
@@ -239,11 +241,20 @@ async function lapsedLease(lapse) {
 }
 
 test('lapsed lease must-fire: a process whose lease lapsed launches, its reservation freed meanwhile: its settlement is charged late (over the limit), reported with budget.charged.late', async () => {
-  const { second, used, late } = await lapsedLease(true);
+  const { second, used, late } = await lapsedLease('lease');
   assert.equal(second, 'ok', "the other process was admitted on the lapsed lease's freed reservation");
   assert.equal(used, 2, 'both launches are charged: one over the limit of 1, never dropped');
   assert.equal(late.length, 1);
   assert.equal(late[0].providerId, 'a');
+});
+
+// The sweep finds an expired reservation through its own range of the v6 index (the lease
+// alive); the must-not-fire twin is the one below (nothing expired, nothing lapsed).
+test('expired hold must-fire: a reservation whose hold expired (its lease alive) is freed by the next reservation, and its late settlement charged', async () => {
+  const { second, used, late } = await lapsedLease('hold');
+  assert.equal(second, 'ok');
+  assert.equal(used, 2);
+  assert.equal(late.length, 1);
 });
 
 test('lapsed lease must-not-fire: with its lease alive, the reservation holds (the other is refused) and the launch is charged once, on time', async () => {

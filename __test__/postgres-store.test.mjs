@@ -58,7 +58,7 @@ const slots = (used, limit) => ({
 
 test('pg store: put, get, delete, list, count and intents round-trip', async () => {
   const s = store(await freshDb());
-  assert.equal(await s.open(), 5);
+  assert.equal(await s.open(), 6);
   await s.put(record(2));
   await s.put(record(1, { labels: { a: 'b' }, detached: true }));
   assert.deepEqual(await s.get(id(1)), record(1, { labels: { a: 'b' }, detached: true }));
@@ -106,8 +106,8 @@ test('pg store: four processes opening a fresh database at once migrate it once 
       return new Promise((resolve) => child.on('close', (code) => resolve({ code, out: out.trim() })));
     }),
   );
-  assert.deepEqual(outs, Array.from({ length: 4 }, () => ({ code: 0, out: '5' })));
-  assert.equal(await pg.psql('SELECT version FROM sandbox_router_schema', db), '5');
+  assert.deepEqual(outs, Array.from({ length: 4 }, () => ({ code: 0, out: '6' })));
+  assert.equal(await pg.psql('SELECT version FROM sandbox_router_schema', db), '6');
   assert.equal(await pg.psql('SELECT count(*) FROM sandbox_router_schema', db), '1');
 });
 
@@ -117,8 +117,8 @@ test('pg store: a database with a newer schema is refused (MAPPING_STORE_SCHEMA_
   await pg.psql('UPDATE sandbox_router_schema SET version = 99', db);
   await assert.rejects(store(db).open(), (e) => e instanceof MappingPersistenceError && e.code === 'MAPPING_STORE_SCHEMA_TOO_NEW');
   await assert.rejects(store(db).put(record(1)), (e) => e.code === 'MAPPING_STORE_SCHEMA_TOO_NEW');
-  await pg.psql('UPDATE sandbox_router_schema SET version = 5', db);
-  assert.equal(await store(db).open(), 5);
+  await pg.psql('UPDATE sandbox_router_schema SET version = 6', db);
+  assert.equal(await store(db).open(), 6);
 });
 
 test('pg store: options are validated with typed errors', () => {
@@ -166,7 +166,7 @@ test('pg store canary: the password never appears in errors, inspect or JSON (wr
   assert.ok(thrown instanceof SandboxRouterConfigurationError);
   assert.equal(leaks(thrown, canary), false);
   // must-fire: the right password does connect (the canary test is not vacuous)
-  assert.equal(await store('postgres').open(), 5);
+  assert.equal(await store('postgres').open(), 6);
   // and the router's events carry no password either
   const rec = recorder();
   const router = new SandboxRouter({ registry: new InMemoryProviderRegistry([definition('a')]), mappings: down, observer: rec.observer });
@@ -337,6 +337,28 @@ test('pg ledger: an in-flight hold lives while its session is renewed (must-not-
   // close() ends the holder's session: its in-flight hold is released at once.
   await holder.close();
   assert.equal((await r2.provision({})).providerId, 'a');
+});
+
+// The admission's sweep reads expired holds through (pool, expires_at) (schema v6): an
+// in-flight hold whose time is up frees the pool although its process's lease is alive.
+async function expiredHold(expire) {
+  const db = await freshDb();
+  const never = fakeRuntime({ launch: () => new Promise(() => {}) });
+  const reader = { getCapacity: async () => slots(0, 1) };
+  const holder = store(db, { leaseMs: 60_000 });
+  void ledgerRouter(holder, reader, never).provision(HANGING).catch(() => {});
+  for (let i = 0; i < 100 && (await holder.held('a')) === 0; i++) await new Promise((r) => setTimeout(r, 20));
+  if (expire) await pg.psql(`UPDATE sandbox_router_holds SET expires_at = now() - interval '1 second'`, db);
+  const other = ledgerRouter(store(db), reader);
+  return other.provision({}).then((s) => s.providerId, (e) => e.code);
+}
+
+test('pg ledger expired hold must-fire: an in-flight hold past its expiry is swept by the next admission (lease alive)', async () => {
+  assert.equal(await expiredHold(true), 'a');
+});
+
+test('pg ledger expired hold must-not-fire: an in-flight hold before its expiry keeps the pool full', async () => {
+  assert.equal(await expiredHold(false), 'PROVIDER_CAPACITY_EXHAUSTED');
 });
 
 test('pg ledger: a settlement that could not be written is retried with the lease renewal (held until then, released after)', async () => {

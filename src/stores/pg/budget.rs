@@ -35,6 +35,14 @@
 //! charges. Charge rows that count in no window and hold no slot ([`GARBAGE`]) and key rows
 //! that hold nothing ([`CLEANUP`]) are deleted by the lease task, off the admission path.
 //!
+//! The sweep of in-flight reservations reads only what can have lapsed: the key's charges
+//! whose hold expired (`expires_at <= now()`, schema v6's `expiring` index) and the charges
+//! of sessions whose lease lapsed. A charge in flight always has its session's row: the
+//! session is written before its first reservation and deleted only with its in-flight
+//! charges (`END_SESSION`). Statements that find a charge by its sandbox write its state
+//! test as `state + 0 = 0`, so that no index on in-flight charges (whose dead entries only
+//! VACUUM removes) is chosen for them.
+//!
 //! Lock order: statements that change a charge and then its key's totals (settlements,
 //! releases, `settleCost`, the warm claim) lock the charge first; the reservation locks
 //! the totals and never waits on a charge (`SKIP LOCKED`): no deadlock.
@@ -88,13 +96,15 @@ pub(super) const RESERVE: &str = concat!(
         WITH ORDINALITY AS k(rule, key, since, kind, lc, ll, lk, i)
 ),
 lapsed AS (
-    DELETE FROM sandbox_router_budget_charges x WHERE x.id IN (
-        SELECT c.id FROM sandbox_router_budget_charges c JOIN keys k ON c.rule = k.rule AND c.key = k.key
-        WHERE ",
-    lapsed!("c"),
-    " FOR UPDATE OF c SKIP LOCKED) AND ",
-    lapsed!("x"),
-    "
+    DELETE FROM sandbox_router_budget_charges x WHERE x.id = ANY (ARRAY(
+        SELECT e.id FROM (SELECT c.id FROM sandbox_router_budget_charges c JOIN keys k ON c.rule = k.rule AND c.key = k.key
+            WHERE c.state = 0 AND c.expires_at <= now() FOR UPDATE OF c SKIP LOCKED) e
+        UNION
+        SELECT l.id FROM (SELECT c.id FROM sandbox_router_budget_charges c JOIN keys k ON c.rule = k.rule AND c.key = k.key
+            WHERE c.session = ANY (ARRAY(SELECT s.session FROM sandbox_router_sessions s WHERE s.lease_until <= now()))
+                AND c.state = 0 FOR UPDATE OF c SKIP LOCKED) l))
+    AND x.state + 0 = 0 AND (x.expires_at <= now() OR NOT EXISTS (SELECT 1 FROM sandbox_router_sessions s
+        WHERE s.session = x.session AND s.lease_until > now()))
     RETURNING x.rule, x.key, x.cost, x.win
 ),
 slid AS (
@@ -117,6 +127,7 @@ lapsed_slots AS (
 t AS (
     SELECT x.*, k.since, k.kind, k.lc, k.ll, k.lk, k.i
     FROM sandbox_router_budget_keys x JOIN keys k ON x.rule = k.rule AND x.key = k.key
+    WHERE x.rule = ANY ($1::text[]) AND x.key = ANY ($2::text[])
     ORDER BY x.rule, x.key FOR UPDATE OF x
 ),
 nv AS (
@@ -225,18 +236,18 @@ macro_rules! settled_totals {
 }
 
 pub(super) const ALLOCATED: &str = concat!(
-    "WITH c AS (UPDATE sandbox_router_budget_charges SET state = 1 WHERE sandbox_id = $1 AND state = 0
+    "WITH c AS (UPDATE sandbox_router_budget_charges SET state = 1 WHERE sandbox_id = $1 AND state + 0 = 0
         RETURNING rule, key, cost, win, live)",
     settled_totals!()
 );
 pub(super) const UNKNOWN: &str = concat!(
     "WITH c AS (UPDATE sandbox_router_budget_charges SET state = 1,
         live_until = now() + greatest($2 - at_ms, 0) * interval '1 millisecond'
-        WHERE sandbox_id = $1 AND state = 0 RETURNING rule, key, cost, win, live)",
+        WHERE sandbox_id = $1 AND state + 0 = 0 RETURNING rule, key, cost, win, live)",
     settled_totals!()
 );
 pub(super) const NOTHING: &str =
-    "WITH c AS (DELETE FROM sandbox_router_budget_charges WHERE sandbox_id = $1 AND state = 0
+    "WITH c AS (DELETE FROM sandbox_router_budget_charges WHERE sandbox_id = $1 AND state + 0 = 0
         RETURNING rule, key, cost, win)
     UPDATE sandbox_router_budget_keys t SET inflight = t.inflight - 1,
         reserved_cost = t.reserved_cost - CASE WHEN c.win = t.window_start THEN c.cost ELSE 0 END,
@@ -295,7 +306,7 @@ SELECT count(*) FROM c";
 // A warm claim under shared budgets: the claiming provision's reservation ($1) becomes the
 // member's ($2) charge, settled as a launch that succeeded, in the claim's transaction.
 pub(super) const WARM_CHARGE: &str = concat!(
-    "WITH c AS (UPDATE sandbox_router_budget_charges SET sandbox_id = $2, state = 1 WHERE sandbox_id = $1 AND state = 0
+    "WITH c AS (UPDATE sandbox_router_budget_charges SET sandbox_id = $2, state = 1 WHERE sandbox_id = $1 AND state + 0 = 0
         RETURNING rule, key, cost, win, live)",
     settled_totals!()
 );

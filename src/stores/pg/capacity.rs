@@ -15,7 +15,11 @@
 //! The rule is the one of `core::shared_ledger::decide`, clause for clause: a settled hold
 //! is released once a read that started after it settled reports, in every dimension, at
 //! least the usage expected when it was admitted; expired holds and in-flight holds of a
-//! lapsed lease go first; the new hold expects `used + held + need`. The holds this
+//! lapsed lease go first; the new hold expects `used + held + need`. Each of the three is
+//! read through its own index (schema v6: expired by `(pool, expires_at)`, in flight of a
+//! lapsed lease from the sessions whose lease lapsed, settled by `(pool, settled_seq)`), so
+//! the sweep does not walk the dead entries of every hold deleted since the last VACUUM
+//! (a session's row lives as long as its in-flight holds: `END_SESSION`). The holds this
 //! statement releases are taken `FOR UPDATE SKIP LOCKED`: one being settled or released by
 //! another statement right now is left to that one (it is still counted here: never an
 //! under-count), and the statement never waits on a hold row while holding the pool's row
@@ -50,15 +54,20 @@ const ADMIT: &str = "WITH d AS (
     SELECT * FROM unnest($3::text[], $4::float8[], $5::float8[], $6::float8[]) WITH ORDINALITY AS d(r, used, lim, need, i)
 ),
 gone AS (
-    DELETE FROM sandbox_router_holds WHERE token IN (
-        SELECT h.token FROM sandbox_router_holds h
-        WHERE h.pool = $1 AND (h.expires_at <= now()
-            OR (h.settled_seq IS NULL AND NOT EXISTS (SELECT 1 FROM sandbox_router_sessions s
-                WHERE s.session = h.session AND s.lease_until > now()))
-            OR (h.settled_seq < $2 AND NOT EXISTS (
+    DELETE FROM sandbox_router_holds WHERE token = ANY (ARRAY(
+        SELECT e.token FROM (SELECT h.token FROM sandbox_router_holds h WHERE h.pool = $1 AND h.expires_at <= now()
+            FOR UPDATE SKIP LOCKED) e
+        UNION
+        SELECT l.token FROM (SELECT h.token FROM sandbox_router_holds h
+            WHERE h.session = ANY (ARRAY(SELECT s.session FROM sandbox_router_sessions s WHERE s.lease_until <= now()))
+                AND h.settled_seq IS NULL AND h.pool = $1
+            FOR UPDATE SKIP LOCKED) l
+        UNION
+        SELECT r.token FROM (SELECT h.token FROM sandbox_router_holds h
+            WHERE h.pool = $1 AND h.settled_seq < $2 AND NOT EXISTS (
                 SELECT 1 FROM jsonb_each_text(h.expect) e LEFT JOIN d ON d.r = e.key
-                WHERE d.r IS NULL OR d.used + 1e-9 < e.value::float8)))
-        FOR UPDATE SKIP LOCKED)
+                WHERE d.r IS NULL OR d.used + 1e-9 < e.value::float8)
+            FOR UPDATE SKIP LOCKED) r))
     RETURNING amounts
 ),
 freed AS (

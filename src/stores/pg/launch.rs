@@ -65,7 +65,7 @@ const INTENT_SEQ: &str = "WITH i AS (
     INSERT INTO sandbox_router_intents (id, provider_id, state, started_at, expires_at, owner_host, owner_pid, owner_session)
     SELECT $1, $2, $3, $4, $5, $6, $7, $8
     WHERE $1::text IS NOT NULL AND ($9::text IS NULL
-        OR EXISTS (SELECT 1 FROM sandbox_router_budget_charges WHERE sandbox_id = $9 AND state = 0))
+        OR EXISTS (SELECT 1 FROM sandbox_router_budget_charges WHERE sandbox_id = $9 AND state + 0 = 0))
     ON CONFLICT (id) DO UPDATE SET provider_id = EXCLUDED.provider_id, state = EXCLUDED.state,
       started_at = EXCLUDED.started_at, expires_at = EXCLUDED.expires_at,
       owner_host = EXCLUDED.owner_host, owner_pid = EXCLUDED.owner_pid,

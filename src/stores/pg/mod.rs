@@ -203,6 +203,23 @@ pub const MIGRATIONS: &[&str] = &[
         WHERE state = 1 AND NOT live AND win IS NOT NULL;
     CREATE INDEX sandbox_router_budget_charges_gone ON sandbox_router_budget_charges (rule, key)
         WHERE state = 1 AND NOT live AND win IS NULL;",
+    // v6: sweeps that do not walk dead index entries (issue 34). Every settled charge leaves
+    // a dead entry in an index on in-flight charges until VACUUM removes it, and a bitmap
+    // scan visits each again; with a day's window VACUUM comes ever more rarely (its
+    // threshold is a fraction of the live rows). A reservation's sweep of expired in-flight
+    // charges scans `expires_at <= now()` (a settled charge's old entry lies in that range
+    // only once its hold has expired), and finds the charges of lapsed leases from the
+    // sessions whose lease lapsed (normally none). An admission's sweep of holds reads the
+    // expired ones by (pool, expires_at), the settled ones by (pool, settled_seq) and those
+    // of lapsed leases by session.
+    "DROP INDEX sandbox_router_budget_charges_inflight;
+    CREATE INDEX sandbox_router_budget_charges_expiring ON sandbox_router_budget_charges (rule, key, expires_at)
+        WHERE state = 0;
+    CREATE INDEX sandbox_router_budget_charges_session ON sandbox_router_budget_charges (session) WHERE state = 0;
+    DROP INDEX sandbox_router_holds_pool;
+    CREATE INDEX sandbox_router_holds_pool ON sandbox_router_holds (pool, expires_at);
+    CREATE INDEX sandbox_router_holds_settled ON sandbox_router_holds (pool, settled_seq) WHERE settled_seq IS NOT NULL;
+    CREATE INDEX sandbox_router_holds_session ON sandbox_router_holds (session) WHERE settled_seq IS NULL;",
 ];
 
 /// The schema version this build writes.
