@@ -67,12 +67,13 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::Client;
 
 /// `c`'s charge is a reservation whose settlement can no longer come: its hold expired or
-/// its process's lease lapsed.
+/// its process's lease lapsed. (`state + 0`: a condition no partial index's predicate
+/// implies, so it is re-checked on a row changed under the statement; module docs.)
 macro_rules! lapsed {
     ($c:literal) => {
         concat!(
             $c,
-            ".state = 0 AND (",
+            ".state + 0 = 0 AND (",
             $c,
             ".expires_at <= now() OR NOT EXISTS (SELECT 1 FROM sandbox_router_sessions s WHERE s.session = ",
             $c,
@@ -80,6 +81,15 @@ macro_rules! lapsed {
         )
     };
 }
+
+/// The sessions whose lease lapsed (normally none): the sweeps of in-flight charges and
+/// holds start from them (module docs).
+macro_rules! lapsed_sessions {
+    () => {
+        "ARRAY(SELECT s.session FROM sandbox_router_sessions s WHERE s.lease_until <= now())"
+    };
+}
+pub(super) use lapsed_sessions;
 
 /// Makes the key rows a reservation will lock ($1 rules, $2 values, in (rule, key) order).
 pub(super) const ENSURE: &str = "INSERT INTO sandbox_router_budget_keys (rule, key)
@@ -101,10 +111,11 @@ lapsed AS (
             WHERE c.state = 0 AND c.expires_at <= now() FOR UPDATE OF c SKIP LOCKED) e
         UNION
         SELECT l.id FROM (SELECT c.id FROM sandbox_router_budget_charges c JOIN keys k ON c.rule = k.rule AND c.key = k.key
-            WHERE c.session = ANY (ARRAY(SELECT s.session FROM sandbox_router_sessions s WHERE s.lease_until <= now()))
-                AND c.state = 0 FOR UPDATE OF c SKIP LOCKED) l))
-    AND x.state + 0 = 0 AND (x.expires_at <= now() OR NOT EXISTS (SELECT 1 FROM sandbox_router_sessions s
-        WHERE s.session = x.session AND s.lease_until > now()))
+            WHERE c.session = ANY (",
+    lapsed_sessions!(),
+    ") AND c.state = 0 FOR UPDATE OF c SKIP LOCKED) l)) AND ",
+    lapsed!("x"),
+    "
     RETURNING x.rule, x.key, x.cost, x.win
 ),
 slid AS (

@@ -50,7 +50,8 @@ pub(super) use minus_gone;
 
 // $1 pool, $2 read sequence, $3..$6 the measurement's dimensions (resource, used, limit,
 // need), $7 session, $8 in-flight ms, $9 sandbox id. Answers (token, exhausted resource).
-const ADMIT: &str = "WITH d AS (
+const ADMIT: &str = concat!(
+    "WITH d AS (
     SELECT * FROM unnest($3::text[], $4::float8[], $5::float8[], $6::float8[]) WITH ORDINALITY AS d(r, used, lim, need, i)
 ),
 gone AS (
@@ -59,8 +60,9 @@ gone AS (
             FOR UPDATE SKIP LOCKED) e
         UNION
         SELECT l.token FROM (SELECT h.token FROM sandbox_router_holds h
-            WHERE h.session = ANY (ARRAY(SELECT s.session FROM sandbox_router_sessions s WHERE s.lease_until <= now()))
-                AND h.settled_seq IS NULL AND h.pool = $1
+            WHERE h.session = ANY (",
+    super::budget::lapsed_sessions!(),
+    ") AND h.settled_seq IS NULL AND h.pool = $1
             FOR UPDATE SKIP LOCKED) l
         UNION
         SELECT r.token FROM (SELECT h.token FROM sandbox_router_holds h
@@ -102,7 +104,8 @@ ins AS (
 )
 SELECT (SELECT token FROM ins),
     (SELECT d.r FROM d, up WHERE NOT up.ok
-        AND d.used + coalesce((up.held->>d.r)::float8, 0) + d.need > d.lim + 1e-9 ORDER BY d.i LIMIT 1)";
+        AND d.used + coalesce((up.held->>d.r)::float8, 0) + d.need > d.lim + 1e-9 ORDER BY d.i LIMIT 1)"
+);
 
 pub(super) const SETTLE_KEEP: &str = "UPDATE sandbox_router_holds SET settled_seq = nextval('sandbox_router_read_seq'),
     expires_at = now() + $2 * interval '1 millisecond' WHERE token = $1";
