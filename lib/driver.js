@@ -384,9 +384,7 @@ async function settleLaunch(run, record) {
 }
 
 function lateWrite(ctx, pending, id, ms) {
-  Promise.resolve(pending)
-    .then(() => within(ctx.mappings.delete(id), ms), noop)
-    .catch(noop);
+  Promise.resolve(pending).then(() => okWithin(() => ctx.mappings.delete(id), ms), noop);
 }
 
 /** `WarmSettle`: a refill's member written to the fleet's inventory, in one transaction. */
