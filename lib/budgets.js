@@ -1,14 +1,11 @@
 'use strict';
-// Budgets' I/O outside a provision: `router.budgetStatus()`, `router.settleCost()`, and the
-// slot a destroyed or reclaimed sandbox gives back in the shared ledger (the `Release` step).
-// Every rule (the arguments' checks, which ledger answers, what a release emits) is the
-// router's (src/core/router/); a provision's budget step is the driver's.
+// Budgets' I/O outside a provision: `router.budgetStatus()` and `router.settleCost()`. Every
+// rule (the arguments' checks, which ledger answers) is the router's (src/core/router/); a
+// provision's budget step is the driver's, a destroy's `Release` is lib/operations.js's.
 
 const { binding } = require('./binding.js');
 const { callNative, fromNative } = require('./errors.js');
 const { routerNow, textOf } = require('./options.js');
-const { emitRouter } = require('./events.js');
-const { drive, perform, K, jobRecord, took, end, clockNow, STEP } = require('./driver.js');
 
 /** A query as the caller gave it, as JSON text for the core (which reads and checks it). */
 const queryText = (options) => (options === undefined ? 'null' : (textOf(options, 'options') ?? '0'));
@@ -45,50 +42,4 @@ async function settleCost(ctx, id, actualCost) {
   }
 }
 
-/**
- * `Release`: the sandbox's slot given back in the shared ledger (the coordinator bounds its
- * own calls). One that cannot be written now keeps the slot until its charges expire.
- */
-async function release(run) {
-  let givenBack = false;
-  try {
-    givenBack = (await run.ctx.capacity.coordinator.releaseSandbox(run.sandboxId)) === true;
-  } catch {
-    givenBack = false;
-  }
-  binding.operationReleased(run.ctx.native, run.machine, givenBack, STEP, clockNow(run.ctx));
-  return took(run);
-}
-
-perform(K.Release, release);
-
-function reclaimEnded(run) {
-  end(run);
-  emitRouter(run.ctx);
-  run.resolve();
-}
-
-/**
- * Sandbox `id` of pool `providerId`, reclaimed by `reconcile`, is gone: its capacity hold and
- * budget slot are given back (in this process, then in the shared ledger), with
- * `budget.released` (`RECLAIMED`) when a slot came back. Resolves when done; never rejects.
- */
-function released(ctx, id, providerId) {
-  const run = jobRecord(ctx, false, reclaimEnded);
-  const promise = new Promise((resolve) => {
-    run.resolve = resolve;
-    run.reject = () => resolve();
-  });
-  try {
-    if (!binding.beginReclaim(ctx.native, id, providerId, STEP, clockNow(ctx))) return Promise.resolve();
-  } catch {
-    return Promise.resolve();
-  }
-  run.machine = STEP[2];
-  run.sandboxId = id;
-  run.pools = [null];
-  drive(run, took(run));
-  return promise;
-}
-
-module.exports = { budgetStatus, settleCost, released };
+module.exports = { budgetStatus, settleCost };

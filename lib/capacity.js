@@ -10,16 +10,11 @@ const { measure } = require('./driver.js');
 
 /** Every pool with a reader, by id (in id order): its validated measurement. */
 async function getCapacity(ctx) {
-  const view = viewOf(ctx);
-  const withReader = view.definitions.filter((d) => d.capacity);
+  const withReader = viewOf(ctx).definitions.filter((d) => d.capacity);
   const reads = await Promise.all(withReader.map((d) => measure(d, ctx.capacityTimeoutMs)));
+  const byId = withReader.map((d, i) => [d.id, reads[i]]).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   const out = {};
-  withReader
-    .map((d, i) => [d.id, reads[i]])
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .forEach(([id, m]) => {
-      out[id] = binding.validateMeasurement(m.json, m.read);
-    });
+  for (const [id, m] of byId) out[id] = binding.validateMeasurement(m.json, m.read);
   return out;
 }
 

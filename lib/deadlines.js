@@ -1,17 +1,11 @@
 'use strict';
-// Launch deadlines on one timer.
-//
-// Why not a setTimeout per launch? Creating and clearing a timer costs about as much as
-// the rest of a provision's JS work on this seam. Live entries form a doubly linked list
-// ordered by deadline (with one timeout value, appending *is* ordering; other values are
-// inserted in place, searching from the tail), and one timer is armed for the head.
-// Settling unlinks an entry in O(1) wherever it is, so nothing needs compacting, and an
-// entry can be added again once settled. When nothing is live the timer is unref'd, not
-// cleared: an idle router never keeps the process alive, and a provision that follows
-// reuses the armed timer instead of making a new one (sequential provisions would
-// otherwise pay a setTimeout and a clearTimeout each). A timer that fires with nothing
-// due re-arms for the head, or stops. Times come from the monotonic clock, so a wall-clock
-// jump neither fires deadlines early nor stretches them.
+// Launch deadlines on one timer (a setTimeout per launch costs about as much as the rest of a
+// provision's JS work; docs/performance.md). Live entries form a doubly linked list ordered by
+// deadline (with one timeout value, appending *is* ordering; others are inserted searching
+// from the tail); settling unlinks in O(1), and a settled entry can be added again. With
+// nothing live the timer is unref'd, not cleared: an idle router never keeps the process
+// alive, and the next provision reuses it. Times are monotonic: a wall-clock jump neither
+// fires deadlines early nor stretches them.
 
 /**
  * The fields an entry carries (set by `add`): `at`, `settled`, `prev`, `next`. Entries
@@ -32,9 +26,7 @@ class Deadlines {
     this.#onExpire = onExpire;
   }
 
-  /**
-   * Tracks `entry` until it is settled or `ms` pass, whichever is first. Returns the entry.
-   */
+  /** Tracks `entry` until it is settled or `ms` pass, whichever is first. Returns the entry. */
   add(ms, entry) {
     const at = performance.now() + ms;
     entry.at = at;

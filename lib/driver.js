@@ -1,16 +1,9 @@
 'use strict';
-// The driver: the one loop that performs what a router's job asks, for every job (a
-// provision, a warm refill, a warm task). The router (src/core/router/) decides every step: which pool,
-// whether to read capacity, write an intent, launch, ask the classifier, write the record,
-// clean up, settle the intent; every bound on every await; every event and every error.
-// This file performs the step it is told (each performer awaits the caller's own promise,
-// bounded by the step's `bound`), reports the outcome with one synchronous native call,
-// and reads the next step from the buffer that call wrote. It branches on no code and
-// picks no duration.
-//
-// Why is the loop in JS at all? Every adapter call returns a JS promise. Awaiting it from
-// Rust costs a ThreadsafeFunction round trip (~150 µs measured here) per hop; awaiting it
-// here costs a microtask, and each report is a synchronous native call.
+// The driver: the one loop that performs every job's steps (a provision, a warm refill or
+// task, an operation, a reconcile lane). The router (src/core/router/) decides every step,
+// bound, event and error; this file performs the step it is told, reports the outcome with one
+// synchronous native call and reads the next step from the buffer that call wrote. It branches
+// on no code and picks no duration (why the loop is in JS: docs/architecture.md).
 //
 // The buffer is read right after the call that wrote it, before any await (every
 // performer returns `took(run)`), because another job's report may write it next.
@@ -19,18 +12,16 @@ const { binding } = require('./binding.js');
 const { fromNative, isRouterError, ProviderPackageMissingError } = require('./errors.js');
 const { Deadlines } = require('./deadlines.js');
 const { guarded, handleId } = require('./guard.js');
-const { within, TIMED_OUT } = require('./within.js');
+const { within, okWithin, TIMED_OUT } = require('./within.js');
 const { serializeLenient } = require('./serialize.js');
-const { emitDecided } = require('./events.js');
-const { emitRouter } = require('./events.js');
+const { emitDecided, emitRouter } = require('./events.js');
 /** `clockNow(ctx)`: the router's clock for a report (undefined: the wall clock, read natively). */
 const { healthNow, routerNow: clockNow } = require('./options.js');
 const { readPut, readIntent } = require('./mappings.js');
 
 const K = binding.stepKinds();
 const F = binding.stepFlags();
-// The step crosses in a lent Uint32Array (kind, pool, job key, bound ms, flags): the
-// 10,000-in-flight provision floor needs it (docs/performance.md).
+// The step crosses in a lent Uint32Array (kind, pool, job key, bound ms, flags; docs/performance.md).
 const STEP = new Uint32Array(5);
 /** What a performer answers when the job's promise was settled elsewhere (its deadline). */
 const STOP = -1;
@@ -39,12 +30,7 @@ const noop = () => {};
 // One timer for every launch deadline (deadlines.js); an entry is the job's record.
 const DEADLINES = new Deadlines((run) => expire(run));
 
-/**
- * One job in flight: what JavaScript holds for it (the caller's promise, the handle a
- * launch returned, the value it threw) and the deadline entry of its launch. A plain record
- * of one shape. `done(run, ok)` is the job's own ending (a provision settles its caller's
- * promise; a refill counts its member).
- */
+/** One job in flight, a record of one shape: what JS holds for it and its launch's deadline entry. */
 function jobRecord(ctx, detached, done) {
   return {
     ctx,
@@ -95,11 +81,9 @@ function jobRecord(ctx, detached, done) {
   };
 }
 
-
 /**
- * The step the last native call wrote, for `run`: its writes performed and its events
- * (the router's, then the job's) handed on first; warm work it made due is polled soon
- * (lib/warm.js). Call it right after that call.
+ * The step the last native call wrote, for `run` (call it right after that call): its writes
+ * performed, its events (the router's, then the job's) handed on, warm work it made due polled.
  */
 function took(run) {
   const flags = STEP[4];
@@ -116,11 +100,7 @@ function took(run) {
   return kind;
 }
 
-/**
- * What performs each step kind (by number): the steps of provisions and refills are this
- * file's; other jobs' files add theirs (`perform`). One loop drives them all.
- * @type {Array<(run: object) => Promise<number>>}
- */
+/** @type {Array<(run: object) => Promise<number>>} the performer of each step kind (`perform`) */
 const PERFORMERS = [];
 
 /** Registers `fn` as the performer of step `kind`: it does the I/O, reports, and answers `took(run)`. */
@@ -139,9 +119,7 @@ async function drive(run, kind) {
       if (kind === K.Done) return run.done(run, false);
       if (kind === STOP) return undefined;
       if (kind === K.Launch) {
-        // The launch is awaited here, in the driver's frame, within the step's bound: with
-        // 10,000 provisions in flight, an async frame of its own per job (a generator, its
-        // context, promise and reaction: ~0.5 KB) is copied by every young-generation GC.
+        // Awaited in the driver's own frame, not one per job (docs/architecture.md: GC cost).
         DEADLINES.add(run.bound, run);
         let handle;
         let threw = false;
@@ -200,9 +178,8 @@ function settled(ctx, w, outcome) {
 }
 
 /**
- * The launch on `run.def`, with launch options made fresh from our own parsed copy of the
- * request (the request is never handed on): a runtime that changes what it is given cannot
- * change the next pool's launch (nor drop its id label) or the result.
+ * The launch on `run.def`, with options made fresh from our own copy of the request: a runtime
+ * that changes what it is given cannot change the next pool's launch (nor its id label).
  */
 function launchOn(run) {
   const parts = run.parts;
@@ -214,11 +191,7 @@ function launchOn(run) {
   return run.detached ? run.def.runtime.launchDetached(options) : run.def.runtime.launch(options);
 }
 
-/**
- * `Launch`, once the adapter's promise settled (`threw`: it rejected, or the call threw):
- * what the launch made or threw, reported. The driver awaits the launch in its own frame
- * (see `drive`).
- */
+/** `Launch`, once the adapter's promise settled (`threw`: it rejected, or the call threw): reported. */
 function launched(run, handle, threw) {
   const ctx = run.ctx;
   if (!DEADLINES.settle(run)) {
@@ -246,9 +219,8 @@ function launched(run, handle, threw) {
   return took(run);
 }
 
-// The deadline of the current launch passed first: the router records the timeout and
-// the job goes on from there (its intent settled, then its error). This runs in a timer
-// callback; nothing here may throw (deadlines.js guards it anyway).
+// The current launch's deadline passed first: the router records the timeout and the job goes
+// on from there. This runs in a timer callback; nothing here may throw (deadlines.js guards it).
 function expire(run) {
   const ctx = run.ctx;
   try {
@@ -270,18 +242,11 @@ async function late(ctx, def, handle, id) {
 }
 
 /** Destroys `handle` on `def` within `ms`; whether that succeeded. */
-async function destroyedWithin(def, handle, ms) {
-  try {
-    return (await within(def.runtime.destroy(handle), ms)) !== TIMED_OUT;
-  } catch {
-    return false;
-  }
-}
+const destroyedWithin = (def, handle, ms) => okWithin(() => def.runtime.destroy(handle), ms);
 
 /**
- * The pool's capacity reader within `ms`: its answer's JSON text (serialized once, inside a
- * guard, leniently: a value JSON cannot carry is null, which the core finds MALFORMED) and
- * how the read ended. Never throws.
+ * The pool's capacity reader within `ms`: its answer's JSON text (serialized once, leniently: a
+ * value JSON cannot carry is null, which the core finds MALFORMED) and how it ended. Never throws.
  */
 async function measure(def, ms) {
   let raw;
@@ -299,20 +264,19 @@ function read(run) {
 }
 
 /** `Admit`: the reader's answer goes to the router, which admits or skips the pool. */
-async function admit(run) {
+perform(K.Admit, async function admit(run) {
   const ctx = run.ctx;
   const m = await read(run);
   binding.acquisitionAdmit(ctx.native, run.machine, m.json, m.read, STEP, healthNow(ctx.health), clockNow(ctx));
   return took(run);
-}
+});
 
 /**
- * `Coordinate`: against the shared ledger, a read sequence from the database first (so a
- * hold settled before the read started is known to be), then the reader, then the
- * coordinator's admission transaction. A coordinator that fails or times out (every call is
- * bounded natively) is a verdict of null: the router skips the pool.
+ * `Coordinate`: a read sequence first (so a hold settled before the read is known to be), then
+ * the reader, then the admission transaction. A coordinator that fails or times out (bounded
+ * natively) is a verdict of null: the router skips the pool.
  */
-async function coordinate(run) {
+perform(K.Coordinate, async function coordinate(run) {
   const ctx = run.ctx;
   const coordinator = ctx.capacity.coordinator;
   // The sequence the reservation's transaction took (`sequence`), else one of its own.
@@ -336,10 +300,10 @@ async function coordinate(run) {
   }
   binding.acquisitionAdmitDecided(ctx.native, run.machine, verdict, STEP, healthNow(ctx.health), clockNow(ctx));
   return took(run);
-}
+});
 
 /** `Reserve`: under a shared budget ledger, the router's demand to its transaction. */
-async function reserve(run) {
+perform(K.Reserve, async function reserve(run) {
   const ctx = run.ctx;
   const demand = binding.acquisitionBudgetDemand(ctx.native, run.machine, clockNow(ctx));
   let verdict = null;
@@ -353,12 +317,9 @@ async function reserve(run) {
   }
   binding.acquisitionBudgetDecided(ctx.native, run.machine, verdict, run.intent, STEP, healthNow(ctx.health), clockNow(ctx));
   return took(run);
-}
+});
 
-/**
- * The reservation with the read sequence (flag `sequence`) and the launch intent (flag
- * `intent`) in one transaction (`prepareLaunch`); its verdict.
- */
+/** The reservation with the read sequence (`sequence`) and the intent (`intent`) in one transaction. */
 async function prepared(run, demand) {
   const intent = (run.flags & F.intent) === 0 ? undefined : JSON.stringify(readIntent(binding.acquisitionIntent(run.ctx.native, run.machine)));
   const p = await run.ctx.capacity.coordinator.prepareLaunch(demand, intent, (run.flags & F.sequence) !== 0);
@@ -368,26 +329,19 @@ async function prepared(run, demand) {
 }
 
 /** Writes the intent record the router made (`intent(record)`); whether it was stored. */
-async function stored(run) {
-  try {
-    return (await within(run.ctx.mappings.intent(binding.acquisitionIntent(run.ctx.native, run.machine)), run.bound)) !== TIMED_OUT;
-  } catch {
-    return false;
-  }
+function stored(run) {
+  return okWithin(() => run.ctx.mappings.intent(binding.acquisitionIntent(run.ctx.native, run.machine)), run.bound);
 }
 
 /** `Intent`: the launch intent, before the launch (no intent, no launch). */
-async function intent(run) {
+perform(K.Intent, async function intent(run) {
   const ok = await stored(run);
   binding.acquisitionIntentWritten(run.ctx.native, run.machine, ok, STEP, healthNow(run.ctx.health), clockNow(run.ctx));
   return took(run);
-}
+});
 
-/**
- * `Classify`: the caller's classifier on the value the launch threw, and the caller's own
- * definition; its answer read once. Nothing keeps the value.
- */
-async function classify(run) {
+/** `Classify`: the caller's classifier on the thrown value and its definition; read once, not kept. */
+perform(K.Classify, async function classify(run) {
   const ctx = run.ctx;
   const error = run.error;
   run.error = null;
@@ -402,10 +356,10 @@ async function classify(run) {
   const retryable = answer !== null && typeof answer.retryable === 'boolean' ? answer.retryable : undefined;
   binding.acquisitionClassified(ctx.native, run.machine, code, retryable, STEP, healthNow(ctx.health), clockNow(ctx));
   return took(run);
-}
+});
 
 /** `Persist`: the record the router made, written to the caller's store. */
-async function persist(run) {
+perform(K.Persist, async function persist(run) {
   const ctx = run.ctx;
   let ok = false;
   try {
@@ -419,7 +373,7 @@ async function persist(run) {
   }
   binding.acquisitionPersisted(ctx.native, run.machine, ok, STEP, healthNow(ctx.health), clockNow(ctx));
   return took(run);
-}
+});
 
 /** `Persist` with `combined`: the record and the job's shared-ledger writes in one transaction. */
 async function settleLaunch(run, record) {
@@ -430,53 +384,35 @@ async function settleLaunch(run, record) {
 }
 
 function lateWrite(ctx, pending, id, ms) {
-  Promise.resolve(pending)
-    .then(() => within(ctx.mappings.delete(id), ms), noop)
-    .catch(noop);
+  Promise.resolve(pending).then(() => okWithin(() => ctx.mappings.delete(id), ms), noop);
 }
 
 /** `WarmSettle`: a refill's member written to the fleet's inventory, in one transaction. */
-async function warmSettle(run) {
+perform(K.WarmSettle, async function warmSettle(run) {
   const ctx = run.ctx;
-  let ok = false;
-  try {
+  const ok = await okWithin(() => {
     const member = binding.acquisitionRefillMember(ctx.native, run.machine, clockNow(ctx));
-    ok = (await within(ctx.warm.coordinator.warmSettle(run.token, ctx.fleet, member), run.bound)) !== TIMED_OUT;
-  } catch {
-    ok = false;
-  }
+    return ctx.warm.coordinator.warmSettle(run.token, ctx.fleet, member);
+  }, run.bound);
   binding.acquisitionPersisted(ctx.native, run.machine, ok, STEP, healthNow(ctx.health), clockNow(ctx));
   return took(run);
-}
+});
 
 /** `Cleanup`: the sandbox whose record could not be written, destroyed. */
-async function cleanup(run) {
+perform(K.Cleanup, async function cleanup(run) {
   const ok = await destroyedWithin(run.def, run.handle, run.bound);
   binding.acquisitionCleanedUp(run.ctx.native, run.machine, ok, STEP, healthNow(run.ctx.health), clockNow(run.ctx));
   return took(run);
-}
+});
 
 /** `Unintent`: after a failure, the intent written as failed, or removed. Best effort. */
-async function unintent(run) {
+perform(K.Unintent, async function unintent(run) {
   const ctx = run.ctx;
-  try {
-    if ((run.flags & F.failedIntent) !== 0) await stored(run);
-    else await within(ctx.mappings.delete(run.sandboxId), run.bound);
-  } catch {
-    // Best effort: a `launching` intent left behind is in flight to reconcile until it expires.
-  }
+  // Best effort: a `launching` intent left behind is in flight to reconcile until it expires.
+  if ((run.flags & F.failedIntent) !== 0) await stored(run);
+  else await okWithin(() => ctx.mappings.delete(run.sandboxId), run.bound);
   binding.acquisitionIntentSettled(ctx.native, run.machine, STEP, healthNow(ctx.health), clockNow(ctx));
   return took(run);
-}
+});
 
-perform(K.Admit, admit);
-perform(K.Coordinate, coordinate);
-perform(K.Reserve, reserve);
-perform(K.Intent, intent);
-perform(K.Classify, classify);
-perform(K.Persist, persist);
-perform(K.WarmSettle, warmSettle);
-perform(K.Cleanup, cleanup);
-perform(K.Unintent, unintent);
-
-module.exports = { drive, perform, K, jobRecord, took, end, failure, crashed, clockNow, destroyedWithin, measure, STEP, STOP, DEADLINES };
+module.exports = { drive, perform, K, jobRecord, took, end, failure, clockNow, destroyedWithin, measure, STEP };

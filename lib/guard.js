@@ -1,18 +1,14 @@
 'use strict';
-// The rule for values that cross in from a caller.
+// The rule for values that cross in from a caller (docs/architecture.md, "Read once").
 //
-// Every value that comes from outside the router (a request, router or factory options, a
-// provider definition, a callback's answer, a thrown value, a store record, a capacity
-// measurement) is read ONCE, inside a guard, into plain data of our own; any throw while
-// reading it becomes the documented typed error of that entry point. After that, the
-// router works only on its copy. So: no `instanceof`, property read, `String()` or template
-// literal on such a value outside a guard: a Proxy that throws on every trap, a revoked
-// Proxy, a getter that answers once and throws (or answers differently) the next time, all
-// end as typed outcomes, and nothing the router decides depends on a second read.
+// Every value from outside the router (a request, options, a definition, a callback's answer,
+// a thrown value, a store record, a measurement) is read ONCE, inside a guard, into plain data
+// of our own; a throw while reading it becomes the entry point's typed error. So: no
+// `instanceof`, property read, `String()` or template literal on such a value outside a guard
+// (a throwing or revoked Proxy, a getter that answers differently the next time: all end
+// typed, and nothing the router decides depends on a second read).
 //
-// And every caller-supplied text that an error message or `field` echoes (a key, an id) is
-// cut to MAX_ECHO characters, with the cut marked, so a multi-megabyte key costs nothing to
-// report.
+// Caller text that a message or `field` echoes is cut to MAX_ECHO characters, the cut marked.
 
 /** Longest caller text (in UTF-16 units) that a message or field echoes; longer text is cut. */
 const MAX_ECHO = 64;
@@ -36,11 +32,6 @@ function guarded(read) {
   }
 }
 
-function isPlainObject(v) {
-  const proto = Object.getPrototypeOf(v);
-  return proto === Object.prototype || proto === null;
-}
-
 /**
  * A plain copy of an options object: own enumerable string keys, nested plain objects and
  * arrays copied to `depth`, anything else (functions, class instances, primitives) kept by
@@ -58,7 +49,8 @@ function copy(value, depth) {
     for (let i = 0; i < n; i++) out.push(copy(value[i], depth - 1));
     return out;
   }
-  if (!isPlainObject(value)) return value;
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return value;
   const out = {};
   for (const key of Object.keys(value)) out[key] = copy(value[key], depth - 1);
   return out;
@@ -71,9 +63,8 @@ function thenable(value) {
 }
 
 /**
- * The provider sandbox id of a launch's handle (its `id`, read once), or null when the
- * handle is malformed: not an object, no non-empty string id, or a getter that throws
- * (whose error text is the provider's, and is never touched).
+ * The provider sandbox id of a launch's handle (its `id`, read once), or null when malformed:
+ * not an object, no non-empty string id, or a getter that throws (its text is never touched).
  */
 function handleId(handle) {
   if (handle === null || typeof handle !== 'object') return null;
@@ -86,4 +77,4 @@ function handleId(handle) {
   return typeof id === 'string' && id !== '' ? id : null;
 }
 
-module.exports = { MAX_ECHO, shown, guarded, copyOptions, thenable, handleId, UNREADABLE, Unreadable };
+module.exports = { shown, guarded, copyOptions, thenable, handleId };

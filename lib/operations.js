@@ -1,10 +1,8 @@
 'use strict';
 // Operations by id (runScript, uploadBundle, stop, start, getSandbox, destroy): jobs of the
-// router (src/core/router/operation.rs), driven by the one loop (driver.js). The router
-// decides every step (read the record, find its pool, re-resolve the handle, call, remove
-// the mapping, give back what the sandbox held), every bound, every error and every event.
-// This file reads the caller's arguments once, inside a guard, into copies of our own,
-// performs what each step asks and reports what it settled with.
+// router (src/core/router/operation.rs), driven by the one loop (driver.js), which decides
+// every step, bound, error and event. This file reads the caller's arguments once, inside a
+// guard, into copies of our own, performs what each step asks and reports how it settled.
 
 const { binding } = require('./binding.js');
 const { fromNative, isRouterError, ProviderPackageMissingError } = require('./errors.js');
@@ -15,8 +13,6 @@ const { hasMethods } = require('./options.js');
 const { serializeLenient } = require('./serialize.js');
 const { emitRouter } = require('./events.js');
 const { drive, perform, K, jobRecord, took, clockNow, STEP } = require('./driver.js');
-// The `Release` step's performer (a destroyed sandbox's slot in the shared ledger).
-require('./budgets.js');
 
 const F = binding.operationFlags();
 const SF = binding.stepFlags();
@@ -34,8 +30,7 @@ function keepHandle(handles, id, handle) {
 
 // A caller's arguments, read once inside a guard into `{ port, entries? }`: `port`, our copy,
 // is what the runtime is given once the router found it valid; `entries`, runScript's `env`
-// as `[key, value]` pairs for the router to check. Undefined when the arguments are not an
-// object; a throw while reading them is UNREADABLE.
+// pairs for the router to check. Undefined when not an object; a throw is UNREADABLE.
 
 /** runScript's options: the fields given (`env`, when an object, copied). */
 function scriptOf(options) {
@@ -115,7 +110,7 @@ function operation(ctx, name, kind, id, read) {
 // --- the steps ------------------------------------------------------------------------------
 
 /** `ReadRecord`: the sandbox's record from the caller's store, as JSON text (`null`: none). */
-async function readRecord(run) {
+perform(K.ReadRecord, async function readRecord(run) {
   const ctx = run.ctx;
   let json;
   let read = binding.ReadOutcome.Answered;
@@ -129,10 +124,10 @@ async function readRecord(run) {
   }
   binding.operationRead(ctx.native, run.machine, json, read, STEP, clockNow(ctx));
   return took(run);
-}
+});
 
 /** `FindPool`: the record's pool in the caller's registry (I/O: a caller's `get` may run). */
-function findPool(run) {
+perform(K.FindPool, function findPool(run) {
   const ctx = run.ctx;
   const target = binding.operationTarget(ctx.native, run.machine);
   const def = entryOf(ctx.registry, target.providerId) ?? null;
@@ -145,13 +140,9 @@ function findPool(run) {
   const method = target.method !== undefined && hasMethods(rt, [target.method]);
   binding.operationFound(ctx.native, run.machine, def !== null, method, hasMethods(rt, GET_BY_ID), run.op.value !== undefined, STEP, clockNow(ctx));
   return took(run);
-}
+});
 
-/**
- * A runtime call, awaited within the step's bound: the value it resolved to is kept
- * (`run.op.value`: a handle re-resolved, or the operation's answer) and its type reported;
- * a throw or a timeout is reported.
- */
+/** A runtime call within the step's bound: its value kept in `run.op.value`, how it settled reported. */
 async function awaited(run, call) {
   let value;
   try {
@@ -168,15 +159,12 @@ async function awaited(run, call) {
 }
 
 /** `Resolve`: the sandbox re-resolved as owned. */
-const resolve = (run) => awaited(run, (r) => r.def.runtime.getById(r.providerSandboxId, { owned: true }));
+perform(K.Resolve, (run) => awaited(run, (r) => r.def.runtime.getById(r.providerSandboxId, { owned: true })));
 /** `Call`: the runtime's method on the handle (`ID_HANDLE`: the provider id is the handle). */
-const call = (run) => awaited(run, (r) => r.def.runtime[r.op.method]((r.flags & F.idHandle) !== 0 ? { id: r.providerSandboxId } : r.op.value, ...r.op.args));
+perform(K.Call, (run) => awaited(run, (r) => r.def.runtime[r.op.method]((r.flags & F.idHandle) !== 0 ? { id: r.providerSandboxId } : r.op.value, ...r.op.args)));
 
-/**
- * `Unmap`: the record removed from the caller's store, within the step's bound; with
- * `combined`, the record, the holds and the budget slot in one statement (`forget`).
- */
-async function unmap(run) {
+/** `Unmap`: the record removed from the store; with `combined`, with its holds and budget slot (`forget`). */
+perform(K.Unmap, async function unmap(run) {
   const ctx = run.ctx;
   const combined = (run.flags & SF.combined) !== 0;
   let f;
@@ -189,7 +177,22 @@ async function unmap(run) {
   if (combined) binding.operationForgotten(ctx.native, run.machine, ok, ok && f.mapped === true, ok && f.budget === true, STEP, clockNow(ctx));
   else binding.operationUnmapped(ctx.native, run.machine, ok, STEP, clockNow(ctx));
   return took(run);
-}
+});
+
+/**
+ * `Release`: the sandbox's slot given back in the shared ledger (the coordinator bounds its
+ * own calls). One that cannot be written now keeps the slot until its charges expire.
+ */
+perform(K.Release, async function release(run) {
+  let givenBack = false;
+  try {
+    givenBack = (await run.ctx.capacity.coordinator.releaseSandbox(run.sandboxId)) === true;
+  } catch {
+    givenBack = false;
+  }
+  binding.operationReleased(run.ctx.native, run.machine, givenBack, STEP, clockNow(run.ctx));
+  return took(run);
+});
 
 /** The facts the router reads of a thrown value, each read on its own: never its text. */
 const FACTS = [(e) => e.status, (e) => e.statusCode, (e) => e.response?.status, (e) => e.code];
@@ -209,12 +212,6 @@ function factsOf(error) {
   return facts;
 }
 
-/** Whether the router reads `error` (a runtime's thrown value) as "the sandbox is gone". */
-function isNotFound(error) {
-  const f = factsOf(error);
-  return binding.thrownNotFound(f.values, f.unreadable);
-}
-
 /** A call threw `error`: our own package error is kept (rethrown as it is if the job ends on it). */
 function threw(run, error) {
   const ours = isRouterError(error) && error instanceof ProviderPackageMissingError;
@@ -224,12 +221,6 @@ function threw(run, error) {
   return took(run);
 }
 
-perform(K.ReadRecord, readRecord);
-perform(K.FindPool, findPool);
-perform(K.Resolve, resolve);
-perform(K.Call, call);
-perform(K.Unmap, unmap);
-
 module.exports = {
   runScript: (ctx, id, options) => operation(ctx, 'runScript', binding.OperationKind.RunScript, id, () => scriptOf(options)),
   uploadBundle: (ctx, id, bundle) => operation(ctx, 'uploadBundle', binding.OperationKind.UploadBundle, id, () => bundleOf(bundle)),
@@ -237,7 +228,6 @@ module.exports = {
   start: (ctx, id) => operation(ctx, 'start', binding.OperationKind.Start, id, none),
   getSandbox: (ctx, id) => operation(ctx, 'getSandbox', binding.OperationKind.GetSandbox, id, none),
   destroy: (ctx, id) => operation(ctx, 'destroy', binding.OperationKind.Destroy, id, none),
-  isNotFound,
   keepHandle,
   HANDLE_LIMIT,
 };

@@ -16,8 +16,6 @@ const { needsExtras, extras: extrasOf } = require('./extras.js');
 const { SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
 const { drive, jobRecord, took, end, failure, clockNow, STEP } = require('./driver.js');
 
-/** `launch_type` of a provision served by a warm member (docs/telemetry.md). */
-const WARM = 'warm';
 const ENDED = binding.stepFlags().ended;
 
 /** Acquires a sandbox. Returns the promise `provision()` hands out. */
@@ -34,9 +32,8 @@ function provision(ctx, request, detached) {
   return promise;
 }
 
-// The job, begun: the request read once, the callbacks that precede routing when the router
-// has them (without them nothing is awaited before the job begins), the job begun natively,
-// then driven to its end. Settles `run`; never rejects itself.
+// The job: the request read once, the callbacks that precede routing when the router has them
+// (else nothing is awaited first), the job begun natively, then driven. Never rejects itself.
 async function begin(run, request) {
   const ctx = run.ctx;
   try {
@@ -70,8 +67,7 @@ async function begin(run, request) {
     // What the job no longer needs is let go: with 10,000 provisions in flight, every
     // object each one's awaiting frame still holds is copied by every young-generation GC.
     request = call = extras = null;
-    // Not awaited: the driver never rejects (it ends the job itself), and this frame is
-    // let go while the job is in flight.
+    // Not awaited: the driver never rejects, and this frame is let go while the job is in flight.
     drive(run, kind);
   } catch (error) {
     run.machine = -1;
@@ -92,20 +88,14 @@ function settled(run, ok) {
   }
   if ((run.flags & ENDED) === 0) end(run);
   keepHandle(ctx.handles, run.sandboxId, run.handle);
-  if (run.member !== null) claimed(run);
-  else if (run.tel !== null) ctx.telemetry.succeeded(run);
-  run.resolve({ id: run.sandboxId, providerId: run.def.id, labels: run.labels });
-}
-
-/** A provision served by a warm member: its telemetry (its event is the router's, `warm.claimed`). */
-function claimed(run) {
-  const ctx = run.ctx;
-  if (ctx.telemetry === null) return;
-  ctx.telemetry.add('warmClaims', 1, { pool: run.def.id, result: 'hit' });
+  // A provision served by a warm member: its telemetry (its event is the router's, `warm.claimed`).
+  const warm = run.member !== null;
+  if (warm && ctx.telemetry !== null) ctx.telemetry.add('warmClaims', 1, { pool: run.def.id, result: 'hit' });
   if (run.tel !== null) {
-    run.tel.launchType = WARM;
+    if (warm) run.tel.launchType = 'warm'; // `launch_type` (docs/telemetry.md)
     ctx.telemetry.succeeded(run);
   }
+  run.resolve({ id: run.sandboxId, providerId: run.def.id, labels: run.labels });
 }
 
 module.exports = { provision, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL };

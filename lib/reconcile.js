@@ -1,17 +1,11 @@
 'use strict';
 // reconcile(): compares what the providers hold under this router's stamp with the mapping
 // store, per pool, and (with `reclaim: true`) cleans up the difference. A run is a job of
-// the router (src/core/router/reconcile.rs): its options and their defaults, its deadline,
-// every step's bound, how many actions run at once, every outcome, the report and the
-// events are decided there, and the classification is src/core/reconcile.rs's. The driver
-// (driver.js) performs its steps with the performers below: list a pool (finders.js), read
-// the store, signal the intent writers' pids, and each reclaim action's I/O (an owned
-// getById, a destroy, the store's get and delete, the fleet's warmTake and
-// releaseSandbox). Each reports what happened as a fact.
-//
-// A run's I/O is concurrent (every pool is listed at once, up to `concurrency` actions run at
-// once), so a run is driven by lanes, each a job of the driver: a step flagged `fork`
-// starts the lanes the router asks for.
+// the router (src/core/router/reconcile.rs), which decides its options, deadline, bounds,
+// concurrency, outcomes, report and events. The performers below do its I/O (list a pool,
+// read the store, signal the intent writers' pids, each reclaim action's calls) and report
+// each as a fact. The I/O is concurrent, so a run is driven by lanes, each a job of the
+// driver: a step flagged `fork` starts the lanes the router asks for.
 //
 // The report and the events carry ids, counts and reason codes, never provider text.
 
@@ -19,7 +13,7 @@ const { binding } = require('./binding.js');
 const { fromNative, callNative } = require('./errors.js');
 const { viewOf } = require('./registry.js');
 const { guarded } = require('./guard.js');
-const { within, TIMED_OUT } = require('./within.js');
+const { within, answerWithin, TIMED_OUT } = require('./within.js');
 const { serializeLenient } = require('./serialize.js');
 const { hasMethods, inFlight, othersInFlight } = require('./options.js');
 const { finderFor, hasNativeFinder, SANDBOX_FLEET_LABEL } = require('./finders.js');
@@ -27,13 +21,8 @@ const { drive, perform, jobRecord, took, K, STEP } = require('./driver.js');
 const { coordinatorOf } = require('./postgres.js');
 
 const F = binding.stepFlags();
-/** The label of an idle warm member's record (src/core/request.rs SANDBOX_WARM_LABEL). */
-const WARM_LABEL = binding.SANDBOX_WARM_LABEL_KEY;
 
-/**
- * Reconciles the pools' stamped sandboxes with the mapping store.
- * @param {import('./options.js').RouterContext} ctx
- */
+/** Reconciles the pools' stamped sandboxes with the mapping store. @param {import('./options.js').RouterContext} ctx */
 async function reconcile(ctx, options) {
   const view = viewOf(ctx);
   const store = ctx.mappings;
@@ -108,10 +97,7 @@ function failed(run, error) {
   settle(run.job, false, error);
 }
 
-/**
- * How `call()` settled within `ms` (0: unbounded): its value kept in `run.handle`, a
- * rejection in `run.error`.
- */
+/** How `call()` settled within `ms` (0: unbounded): its value kept in `run.handle`, a rejection in `run.error`. */
 async function settled(run, call, ms) {
   try {
     const v = ms === 0 ? await call() : await within(call(), ms);
@@ -145,7 +131,7 @@ function report(run, how) {
 }
 
 /** `ReconcileList`: the pool's finder, within the bound. */
-async function list(run) {
+perform(K.ReconcileList, async function list(run) {
   let r = null;
   try {
     r = await finderFor(run.def).find(run.ctx.fleet, run.bound);
@@ -154,10 +140,10 @@ async function list(run) {
   }
   binding.reconcileListed(run.ctx.native, run.lane, r === null, r?.listing, r?.reason ?? undefined, STEP);
   return next(run);
-}
+});
 
 /** `ReconcileRead`: the store's mappings (or, flagged, intents), read once, as columns. */
-async function read(run) {
+perform(K.ReconcileRead, async function read(run) {
   const ctx = run.ctx;
   const intents = (run.flags & F.intents) !== 0;
   let records;
@@ -170,7 +156,7 @@ async function read(run) {
   if (intents) binding.reconcileIntents(ctx.native, run.lane, records, STEP);
   else binding.reconcileMappings(ctx.native, run.lane, records, STEP);
   return next(run);
-}
+});
 
 const str = (v) => (typeof v === 'string' ? v : undefined);
 const num = (v) => (typeof v === 'number' ? v : undefined);
@@ -195,7 +181,7 @@ function readMappings(records) {
     m.providerIds.push(ok ? str(r.providerId) ?? null : null);
     m.providerSandboxIds.push(ok ? str(r.providerSandboxId) ?? null : null);
     m.fleets.push(labelOf(labels, SANDBOX_FLEET_LABEL));
-    m.warm.push(labelOf(labels, WARM_LABEL));
+    m.warm.push(labelOf(labels, binding.SANDBOX_WARM_LABEL_KEY));
     created.push(typeof createdAt === 'string' ? Date.parse(createdAt) : NaN);
   }
   m.createdAtMs = Float64Array.from(created);
@@ -203,7 +189,7 @@ function readMappings(records) {
 }
 
 /** `ReconcileSignal`: signal 0 to each pid the router names; whether it threw, and its code. */
-async function signal(run) {
+perform(K.ReconcileSignal, async function signal(run) {
   const ctx = run.ctx;
   const pids = binding.reconcilePids(ctx.native, run.lane);
   const threw = new Uint8Array(pids.length);
@@ -218,29 +204,29 @@ async function signal(run) {
   });
   binding.reconcileSignalled(ctx.native, run.lane, threw, codes, othersInFlight(ctx.native), STEP);
   return next(run);
-}
+});
 
 /** `ReconcileRecheck`: an action begins; whether a provision of this process is making its id. */
-async function recheck(run) {
+perform(K.ReconcileRecheck, async function recheck(run) {
   const t = binding.reconcileTarget(run.ctx.native, run.lane);
   run.sandboxId = t.sandboxId;
   run.providerSandboxId = t.providerSandboxId ?? '';
   binding.reconcileRechecked(run.ctx.native, run.lane, inFlight(t.sandboxId), STEP);
   return next(run);
-}
+});
 
 /** `ReconcileWarmTake`: the idle member out of the fleet's inventory. */
-async function warmTake(run) {
+perform(K.ReconcileWarmTake, async function warmTake(run) {
   return report(run, await settled(run, () => run.ctx.capacity.coordinator.warmTake(run.sandboxId), run.bound));
-}
+});
 
 /** `ReconcileRecord`: the store's record of the id now. */
-async function record(run) {
+perform(K.ReconcileRecord, async function record(run) {
   return report(run, await settled(run, () => run.ctx.mappings.get(run.sandboxId), run.bound));
-}
+});
 
 /** `ReconcileLookup`: the sandbox re-resolved as owned (a runtime without getById: its provider id). */
-async function lookup(run) {
+perform(K.ReconcileLookup, async function lookup(run) {
   const rt = run.def.runtime;
   if (!hasMethods(rt, ['getById'])) {
     run.handle = { id: run.providerSandboxId };
@@ -248,43 +234,25 @@ async function lookup(run) {
   }
   // Owned: an attached handle's destroy only forgets the sandbox on some adapters.
   return report(run, await settled(run, () => rt.getById(run.providerSandboxId, { owned: true }), run.bound));
+});
+
+/** A destroy or a delete of the id, reported; once it resolved, the handle kept for the id is let go. */
+async function removed(run, call) {
+  const how = await settled(run, call, run.bound);
+  if (how === binding.ReconcileSettled.Value || how === binding.ReconcileSettled.Nothing) run.ctx.handles.delete(run.sandboxId);
+  return report(run, how);
 }
 
 /** `ReconcileDestroy`: the handle the lookup answered, destroyed. */
-async function destroy(run) {
-  const how = await settled(run, () => run.def.runtime.destroy(run.handle), run.bound);
-  if (how === binding.ReconcileSettled.Value || how === binding.ReconcileSettled.Nothing) run.ctx.handles.delete(run.sandboxId);
-  return report(run, how);
-}
-
+perform(K.ReconcileDestroy, (run) => removed(run, () => run.def.runtime.destroy(run.handle)));
 /** `ReconcileDelete`: the store's record (or intent) of the id, deleted. */
-async function remove(run) {
-  const how = await settled(run, () => run.ctx.mappings.delete(run.sandboxId), run.bound);
-  if (how === binding.ReconcileSettled.Value || how === binding.ReconcileSettled.Nothing) run.ctx.handles.delete(run.sandboxId);
-  return report(run, how);
-}
+perform(K.ReconcileDelete, (run) => removed(run, () => run.ctx.mappings.delete(run.sandboxId)));
 
 /** `ReconcileRelease`: the sandbox's slot given back in the shared ledger (a timeout: not released). */
-async function release(run) {
-  let released = false;
-  try {
-    released = (await within(run.ctx.capacity.coordinator.releaseSandbox(run.sandboxId), run.bound)) === true;
-  } catch {
-    released = false;
-  }
+perform(K.ReconcileRelease, async function release(run) {
+  const released = (await answerWithin(() => run.ctx.capacity.coordinator.releaseSandbox(run.sandboxId), run.bound)) === true;
   binding.reconcileReleased(run.ctx.native, run.lane, released, STEP);
   return next(run);
-}
-
-perform(K.ReconcileList, list);
-perform(K.ReconcileRead, read);
-perform(K.ReconcileSignal, signal);
-perform(K.ReconcileRecheck, recheck);
-perform(K.ReconcileWarmTake, warmTake);
-perform(K.ReconcileRecord, record);
-perform(K.ReconcileLookup, lookup);
-perform(K.ReconcileDestroy, destroy);
-perform(K.ReconcileDelete, remove);
-perform(K.ReconcileRelease, release);
+});
 
 module.exports = { reconcile };

@@ -1,20 +1,16 @@
 'use strict';
 // The warm steps (docs/warm-pools.md): what the router asks for its warm pools' members and
-// for claims, each performed within the step's bound and reported with one synchronous
-// call (the driver's contract, lib/driver.js). Nothing here decides: which member, which
-// call, what a gone, failed or missing answer means and what follows are the router's
-// (src/core/router/warm.rs).
+// for claims, each performed within the step's bound and reported with one synchronous call
+// (lib/driver.js). Nothing here decides: every rule is the router's (src/core/router/warm.rs).
 
 const { binding } = require('./binding.js');
-const { within, TIMED_OUT } = require('./within.js');
+const { within, okWithin, answerWithin, TIMED_OUT } = require('./within.js');
 const { guarded } = require('./guard.js');
 const { hasMethods, healthNow } = require('./options.js');
 const { perform, K, took, clockNow, destroyedWithin, STEP } = require('./driver.js');
 const { nativeFinderOf, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
 
 const OP = binding.warmFleetOps();
-const WARM_LABEL = binding.SANDBOX_WARM_LABEL_KEY;
-const noop = () => {};
 
 /** `getById(id, { owned: true })` on `def` within `ms`: how it ended, and the handle found. */
 async function resolve(def, providerSandboxId, ms) {
@@ -25,15 +21,6 @@ async function resolve(def, providerSandboxId, ms) {
     return h === null || h === undefined ? { outcome: binding.ResolveOutcome.Gone, handle: null } : { outcome: binding.ResolveOutcome.Found, handle: h };
   } catch {
     return { outcome: binding.ResolveOutcome.Failed, handle: null };
-  }
-}
-
-/** Removes record `id`, bounded, without waiting (best effort: reconcile removes a stale one). */
-function forgetRecord(ctx, id) {
-  try {
-    Promise.resolve(within(ctx.mappings.delete(id), ctx.callbackTimeoutMs)).catch(noop);
-  } catch {
-    // Best effort.
   }
 }
 
@@ -54,13 +41,7 @@ const now = (run) => healthNow(run.ctx.health);
 perform(K.Claim, async (run) => {
   const ctx = run.ctx;
   const ask = binding.acquisitionClaimAsk(ctx.native, run.machine);
-  let member = null;
-  try {
-    const r = await within(ctx.warm.coordinator.warmClaim(ctx.fleet, ask.providerId, ask.floor, run.labels, ask.detached, ask.charge ?? undefined), run.bound);
-    member = r === TIMED_OUT ? null : (r ?? null);
-  } catch {
-    member = null;
-  }
+  const member = await answerWithin(() => ctx.warm.coordinator.warmClaim(ctx.fleet, ask.providerId, ask.floor, run.labels, ask.detached, ask.charge ?? undefined), run.bound);
   binding.acquisitionClaimAnswer(ctx.native, run.machine, member, STEP, clockNow(ctx));
   return took(run);
 });
@@ -83,7 +64,8 @@ perform(K.ClaimResolve, async (run) => {
   const r = await resolve(run.def, m.providerSandboxId, run.bound);
   if (r.handle !== null) take(run, m, r.handle);
   const forget = binding.acquisitionClaimResolved(ctx.native, run.machine, r.outcome, STEP, clockNow(ctx));
-  if (forget !== null) forgetRecord(ctx, forget);
+  // Removed, bounded, without waiting (best effort: reconcile removes a stale record).
+  if (forget !== null) okWithin(() => ctx.mappings.delete(forget), ctx.callbackTimeoutMs);
   return took(run);
 });
 
@@ -91,11 +73,8 @@ perform(K.ClaimResolve, async (run) => {
 perform(K.ClaimUncharge, async (run) => {
   const ctx = run.ctx;
   const m = binding.acquisitionMember(ctx.native, run.machine, clockNow(ctx));
-  try {
-    await within(ctx.warm.coordinator.warmUncharge(m.sandboxId, run.sandboxId), run.bound);
-  } catch {
-    // Best effort: the settlement of the cold launch that follows is the provision's.
-  }
+  // Best effort: the settlement of the cold launch that follows is the provision's.
+  await okWithin(() => ctx.warm.coordinator.warmUncharge(m.sandboxId, run.sandboxId), run.bound);
   binding.acquisitionClaimUncharged(ctx.native, run.machine, STEP, clockNow(ctx));
   return took(run);
 });
@@ -125,11 +104,8 @@ perform(K.WarmDestroy, async (run) => {
 perform(K.WarmUnmap, async (run) => {
   const ctx = run.ctx;
   ctx.warm.handles.delete(run.sandboxId);
-  try {
-    await within(ctx.mappings.delete(run.sandboxId), run.bound);
-  } catch {
-    // Best effort: reconcile removes a stale mapping later.
-  }
+  // Best effort: reconcile removes a stale mapping later.
+  await okWithin(() => ctx.mappings.delete(run.sandboxId), run.bound);
   binding.warmUnmapped(ctx.native, run.task, STEP);
   return took(run);
 });
@@ -166,13 +142,7 @@ perform(K.WarmFleet, async (run) => {
   const ctx = run.ctx;
   const w = ctx.warm;
   const ask = binding.warmFleetAsk(ctx.native, run.task);
-  let reply = null;
-  try {
-    const r = await within(FLEET[ask.op](w.coordinator, ctx.fleet, ask), run.bound);
-    reply = r === TIMED_OUT ? null : r;
-  } catch {
-    reply = null;
-  }
+  const reply = await answerWithin(() => FLEET[ask.op](w.coordinator, ctx.fleet, ask), run.bound);
   const dropped = binding.warmFleetAnswered(ctx.native, run.task, reply, STEP, now(run), clockNow(ctx));
   for (const id of dropped) w.handles.delete(id);
   return took(run);
@@ -189,7 +159,7 @@ function readRecord(r) {
     id: r.id,
     providerId: str(r.providerId),
     providerSandboxId: str(r.providerSandboxId),
-    warm: str(labels[WARM_LABEL]),
+    warm: str(labels[binding.SANDBOX_WARM_LABEL_KEY]),
     fleet: str(labels[SANDBOX_FLEET_LABEL]),
     createdAtMs: Number.isFinite(created) ? created : null,
   };

@@ -1,13 +1,9 @@
 'use strict';
 // Warm pools (docs/warm-pools.md): idle sandboxes kept ready per pool, so a provision can be
-// handed one in milliseconds instead of waiting for the provider's cold start.
-//
-// The router decides all of it (src/core/router/warm.rs, rules in src/core/warm.rs): which
-// members expire or are checked and how, how many refills to start and what to reserve in
-// the fleet's inventory, when to wake next, when `warmUp()` and `close()` settle and what
-// they report. This file keeps the one timer the router asks for, starts on the driver's
-// loop what the router polls (refill jobs and warm tasks; lib/warm-members.js performs the
-// tasks' steps), and answers the waiters.
+// handed one in milliseconds instead of waiting for the provider's cold start. The router
+// decides all of it (src/core/router/warm.rs, rules in src/core/warm.rs); this file keeps the
+// one timer it asks for, starts on the driver's loop what it polls (refill jobs and warm
+// tasks, whose steps lib/warm-members.js performs), and answers the waiters.
 //
 // Nothing happens before `warmUp()`: a router that never calls it keeps `ctx.warm` null,
 // and the provision path pays one property read.
@@ -24,8 +20,6 @@ const { coordinatorOf } = require('./postgres.js');
 const { InMemoryMappingStore } = require('./mappings.js');
 const { SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
 require('./warm-members.js'); // the warm steps' performers
-
-const WARM_LABEL = binding.SANDBOX_WARM_LABEL_KEY;
 
 /** Whether the store is an InMemoryMappingStore (a fact the router's keepWarm rule reads). */
 function inMemory(ctx) {
@@ -54,15 +48,14 @@ function started(ctx) {
     waiters: new Set(),
     timer: null,
     kicked: false,
-    kick: null,
-  };
-  w.kick = () => {
-    if (w.kicked) return;
-    w.kicked = true;
-    setImmediate(() => {
-      w.kicked = false;
-      pump(ctx, w);
-    });
+    kick: () => {
+      if (w.kicked) return;
+      w.kicked = true;
+      setImmediate(() => {
+        w.kicked = false;
+        pump(ctx, w);
+      });
+    },
   };
   ctx.warm = w;
   // The idle-members gauge (docs/telemetry.md), read at collection time.
@@ -121,7 +114,7 @@ function refillRecord(ctx, w, pools, polled) {
   run.parts = {};
   run.sandboxId = polled.sandboxId;
   run.token = polled.token;
-  run.labels = { [SANDBOX_ID_LABEL]: run.sandboxId, [SANDBOX_FLEET_LABEL]: ctx.fleet, [WARM_LABEL]: pools[STEP[1]].id };
+  run.labels = { [SANDBOX_ID_LABEL]: run.sandboxId, [SANDBOX_FLEET_LABEL]: ctx.fleet, [binding.SANDBOX_WARM_LABEL_KEY]: pools[STEP[1]].id };
   return run;
 }
 
@@ -184,10 +177,7 @@ function close(ctx, options) {
   return wait(ctx, ctx.warm, () => binding.warmCloseAnswer(ctx.native));
 }
 
-/**
- * `explain`'s per-pool answer: each eligible pool's `warm` says whether a claim would be
- * warm now and why not (only for a registry that keeps a warm pool).
- */
+/** `explain`'s per-pool answer: each eligible pool's `warm` (whether a claim would be warm now, why not). */
 async function explainWarm(ctx, view, compiled, explanation) {
   // The router answers null for a registry that keeps no warm pool: asked first with no
   // pool, so a registry of 10,000 pools without one pays no index of them.
@@ -201,9 +191,7 @@ async function explainWarm(ctx, view, compiled, explanation) {
     const counts = await Promise.all(answers.map((a) => (a.floor === null ? null : ctx.warm.coordinator.warmClaimable(ctx.fleet, a.providerId, a.floor).catch(() => null))));
     answers = callNative(() => binding.warmExplain(ctx.native, compiled.native, pools, clockNow(ctx), counts));
   }
-  answers.forEach((a, k) => {
-    explanation.eligible[k].warm = { claim: a.claim, reason: a.reason };
-  });
+  for (const [k, a] of answers.entries()) explanation.eligible[k].warm = { claim: a.claim, reason: a.reason };
   return explanation;
 }
 

@@ -26,4 +26,23 @@ function within(value, ms) {
   return Promise.race([value, timeout]).finally(() => clearTimeout(timer));
 }
 
-module.exports = { within, TIMED_OUT };
+/** Whether `call()` settled within `ms` (a throw or a rejection: false). Never rejects. */
+async function okWithin(call, ms) {
+  try {
+    return (await within(call(), ms)) !== TIMED_OUT;
+  } catch {
+    return false;
+  }
+}
+
+/** What `call()` resolved to within `ms`; null when it timed out, threw, rejected or was nullish. */
+async function answerWithin(call, ms) {
+  try {
+    const v = await within(call(), ms);
+    return v === TIMED_OUT ? null : (v ?? null);
+  } catch {
+    return null;
+  }
+}
+
+module.exports = { within, okWithin, answerWithin, TIMED_OUT };
