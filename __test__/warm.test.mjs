@@ -349,6 +349,49 @@ test('close(): idle members are destroyed (must-fire) / close({ keepWarm: true }
   }
 });
 
+test('adoption reads each field of a store record once: a getter that answers differently the second time (must-fire) / plain records (must-not-fire) adopt the same', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'warm-'));
+  try {
+    const path = join(dir, 'm.db');
+    const rt = fakeRuntime();
+    const first = router({ runtime: rt, warm: { size: 2 }, mappings: new SqliteMappingStore({ path }) });
+    await first.warmUp();
+    await first.close({ keepWarm: true });
+    const reads = [];
+    class Flipping extends SqliteMappingStore {
+      async list(...args) {
+        const records = await super.list(...args);
+        return records.map((r) => {
+          const seen = new Map();
+          reads.push(seen);
+          return new Proxy(r, {
+            get(target, key, receiver) {
+              const n = (seen.get(key) ?? 0) + 1;
+              seen.set(key, n);
+              // A second read of the id answers something else: adoption must not see it.
+              if (key === 'id' && n > 1) return 42;
+              return Reflect.get(target, key, receiver);
+            },
+          });
+        });
+      }
+    }
+    const flipping = router({ runtime: rt, warm: { size: 2 }, mappings: new Flipping({ path }) });
+    const report = await flipping.warmUp();
+    assert.equal(report.ready, true);
+    assert.equal(launches(rt), 2, 'both members adopted: nothing launched');
+    assert.ok(reads.length >= 2);
+    for (const seen of reads) for (const key of ['id', 'labels', 'createdAt', 'providerId', 'providerSandboxId']) assert.ok((seen.get(key) ?? 0) <= 1, `${key} read ${seen.get(key)} times`);
+    await flipping.close({ keepWarm: true });
+    const plain = router({ runtime: rt, warm: { size: 2 }, mappings: new SqliteMappingStore({ path }) });
+    assert.equal((await plain.warmUp()).ready, true);
+    assert.equal(launches(rt), 2, 'plain records adopted the same way');
+    await plain.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('reconcile: idle members are ours (must-not-fire orphan) / a member of a pool without warm any more is reclaimed (must-fire)', async () => {
   const rt = labelled();
   const mappings = new InMemoryMappingStore();

@@ -152,13 +152,16 @@ const str = (v) => (typeof v === 'string' ? v : null);
 
 /** One store record as adoption reads it (inside the caller's guard): plain typed fields. */
 function readRecord(r) {
-  if (r === null || typeof r !== 'object' || typeof r.id !== 'string') return null;
-  const labels = r.labels !== null && typeof r.labels === 'object' ? r.labels : {};
-  const created = typeof r.createdAt === 'string' ? Date.parse(r.createdAt) : NaN;
+  if (r === null || typeof r !== 'object') return null;
+  // Each field is read once: a getter answers once, whatever it would answer next.
+  const { id, labels: l, createdAt, providerId, providerSandboxId } = r;
+  if (typeof id !== 'string') return null;
+  const labels = l !== null && typeof l === 'object' ? l : {};
+  const created = typeof createdAt === 'string' ? Date.parse(createdAt) : NaN;
   return {
-    id: r.id,
-    providerId: str(r.providerId),
-    providerSandboxId: str(r.providerSandboxId),
+    id,
+    providerId: str(providerId),
+    providerSandboxId: str(providerSandboxId),
     warm: str(labels[binding.SANDBOX_WARM_LABEL_KEY]),
     fleet: str(labels[SANDBOX_FLEET_LABEL]),
     createdAtMs: Number.isFinite(created) ? created : null,
