@@ -352,7 +352,7 @@ export declare function acquisitionClaimed(router: ExternalObject<RouterState>, 
  * The `ClaimResolve` step ended with `outcome`; the next step into `step`. Returns the
  * record to remove (without waiting) of a member found gone, or null.
  */
-export declare function acquisitionClaimResolved(router: ExternalObject<RouterState>, key: number, outcome: ResolveOutcome, step: Uint32Array, clockNow?: number | undefined | null): string | null
+export declare function acquisitionClaimResolved(router: ExternalObject<RouterState>, key: number, outcome: ReconcileSettled, step: Uint32Array, clockNow?: number | undefined | null): string | null
 
 /** The `ClaimUncharge` step was performed; the next step (the cold launch) into `step`. */
 export declare function acquisitionClaimUncharged(router: ExternalObject<RouterState>, key: number, step: Uint32Array, clockNow?: number | undefined | null): void
@@ -488,12 +488,6 @@ export declare function beginAcquisition(router: ExternalObject<RouterState>, re
  * `INVALID_REQUEST` / `INVALID_SANDBOX_ID` error.
  */
 export declare function beginOperation(router: ExternalObject<RouterState>, kind: OperationKind, id: unknown, args: unknown, readable: boolean, step: Uint32Array, clockNow?: number | undefined | null): string
-
-/**
- * Begins giving back what sandbox `id` of pool `providerId` held (reconcile reclaimed it)
- * and writes its first step into `step`. False: `id` is not a sandbox id (nothing to give back).
- */
-export declare function beginReclaim(router: ExternalObject<RouterState>, id: string, providerId: string, step: Uint32Array, clockNow?: number | undefined | null): boolean
 
 /** Amounts of one key. */
 export interface BudgetAmountsRecord {
@@ -2249,12 +2243,16 @@ export interface ReconcileRows {
 }
 
 /**
- * How the call of `lane`'s step settled; with `Threw`, what the rejection carried (its
- * HTTP status when a number, its code when a string).
+ * How the call of `lane`'s step settled; with `Threw`, the rejection's facts as
+ * [`crate::binding::operation::operation_threw`] takes them (one rule says "gone":
+ * `core::router::operation::is_not_found`).
  */
-export declare function reconcileSettled(router: ExternalObject<RouterState>, lane: number, how: ReconcileSettled, status: number | undefined | null, code: string | undefined | null, step: Uint32Array): void
+export declare function reconcileSettled(router: ExternalObject<RouterState>, lane: number, how: ReconcileSettled, facts: Array<unknown> | undefined | null, unreadable: number, step: Uint32Array): void
 
-/** How the awaited call of a reconcile step settled. */
+/**
+ * How an awaited call settled: a reconcile step's, or a re-resolution as owned (reconcile's
+ * lookup, a warm claim or task: lib/within.js `lookupOwned`).
+ */
 export declare const enum ReconcileSettled {
   /** It resolved to a value (not null or undefined). */
   Value = 0,
@@ -2357,18 +2355,6 @@ export declare function registrySurvivors(registry: ExternalObject<Registry>, re
  * the rest).
  */
 export declare function requestTimeoutMs(request: ExternalObject<CompiledRequest>): number
-
-/** How a re-resolution (`getById(id, { owned: true })`) ended. */
-export declare const enum ResolveOutcome {
-  /** It answered a handle. */
-  Found = 0,
-  /** It answered null or undefined. */
-  Gone = 1,
-  /** It threw or timed out. */
-  Failed = 2,
-  /** The runtime has no `getById`. */
-  Unsupported = 3,
-}
 
 /** Why the signal resolver gave no answer for a pool. */
 export declare const enum ResolverFailure {
@@ -2922,12 +2908,6 @@ export interface TelemetrySchema {
 }
 
 /**
- * Whether a thrown value with these facts (as [`operation_threw`] takes them) says the
- * sandbox is gone (`core::router::operation::is_not_found`).
- */
-export declare function thrownNotFound(facts: Array<unknown> | undefined | null, unreadable: number): boolean
-
-/**
  * The launch label that carries the provision span's W3C `traceparent` when
  * `telemetry.propagateToLabels` is set (`core::telemetry::TRACEPARENT_LABEL`).
  */
@@ -3202,7 +3182,7 @@ export interface WarmPoolStatus {
 export declare function warmRecords(router: ExternalObject<RouterState>, key: number, records: Array<WarmStoreRecord> | undefined | null, step: Uint32Array): void
 
 /** The `WarmResolve` step of task `key` ended with `outcome`; the next step into `step`. */
-export declare function warmResolved(router: ExternalObject<RouterState>, key: number, outcome: ResolveOutcome, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
+export declare function warmResolved(router: ExternalObject<RouterState>, key: number, outcome: ReconcileSettled, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
 
 /** Starts the router's warm pools (`warmUp()`, once). */
 export declare function warmStart(router: ExternalObject<RouterState>, facts: WarmStartFacts): void

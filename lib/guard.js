@@ -77,4 +77,23 @@ function handleId(handle) {
   return typeof id === 'string' && id !== '' ? id : null;
 }
 
-module.exports = { shown, guarded, copyOptions, thenable, handleId };
+/** The facts the router reads of a thrown value, each read on its own: never its text. */
+const FACTS = [(e) => e.status, (e) => e.statusCode, (e) => e.response?.status, (e) => e.code];
+const NO_FACTS = Object.freeze({ values: undefined, unreadable: 0 });
+
+/** `error`'s facts (undefined when it is not an object) and which could not be read (bit i: fact i). */
+function thrownFacts(error) {
+  if (error === null || typeof error !== 'object') return NO_FACTS;
+  let unreadable = 0;
+  const values = FACTS.map((read, i) => {
+    try {
+      return read(error);
+    } catch {
+      unreadable |= 1 << i;
+      return undefined;
+    }
+  });
+  return { values, unreadable };
+}
+
+module.exports = { shown, guarded, copyOptions, thenable, handleId, thrownFacts, NO_FACTS };

@@ -7,7 +7,7 @@
 const { binding } = require('./binding.js');
 const { fromNative, isRouterError, ProviderPackageMissingError } = require('./errors.js');
 const { entryOf } = require('./registry.js');
-const { guarded } = require('./guard.js');
+const { guarded, thrownFacts } = require('./guard.js');
 const { within, TIMED_OUT } = require('./within.js');
 const { hasMethods } = require('./options.js');
 const { serializeLenient } = require('./serialize.js');
@@ -194,29 +194,11 @@ perform(K.Release, async function release(run) {
   return took(run);
 });
 
-/** The facts the router reads of a thrown value, each read on its own: never its text. */
-const FACTS = [(e) => e.status, (e) => e.statusCode, (e) => e.response?.status, (e) => e.code];
-
-/** `error`'s facts (undefined when it is not an object) and which could not be read (bit i: fact i). */
-function factsOf(error) {
-  const facts = { values: undefined, unreadable: 0 };
-  if (error === null || typeof error !== 'object') return facts;
-  facts.values = FACTS.map((read, i) => {
-    try {
-      return read(error);
-    } catch {
-      facts.unreadable |= 1 << i;
-      return undefined;
-    }
-  });
-  return facts;
-}
-
 /** A call threw `error`: our own package error is kept (rethrown as it is if the job ends on it). */
 function threw(run, error) {
   const ours = isRouterError(error) && error instanceof ProviderPackageMissingError;
   if (ours) run.packageError = error;
-  const f = factsOf(ours ? undefined : error);
+  const f = thrownFacts(ours ? undefined : error);
   binding.operationThrew(run.ctx.native, run.machine, ours, f.values, f.unreadable, STEP, clockNow(run.ctx));
   return took(run);
 }

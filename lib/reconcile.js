@@ -12,8 +12,8 @@
 const { binding } = require('./binding.js');
 const { fromNative, callNative } = require('./errors.js');
 const { viewOf } = require('./registry.js');
-const { guarded } = require('./guard.js');
-const { within, answerWithin, TIMED_OUT } = require('./within.js');
+const { guarded, thrownFacts, NO_FACTS } = require('./guard.js');
+const { within, answerWithin, settledWithin, lookupOwned, TIMED_OUT } = require('./within.js');
 const { serializeLenient } = require('./serialize.js');
 const { hasMethods, inFlight, othersInFlight } = require('./options.js');
 const { finderFor, hasNativeFinder, SANDBOX_FLEET_LABEL } = require('./finders.js');
@@ -99,34 +99,21 @@ function failed(run, error) {
 
 /** How `call()` settled within `ms` (0: unbounded): its value kept in `run.handle`, a rejection in `run.error`. */
 async function settled(run, call, ms) {
-  try {
-    const v = ms === 0 ? await call() : await within(call(), ms);
-    if (v === TIMED_OUT) return binding.ReconcileSettled.TimedOut;
-    run.handle = v;
-    return v === null || v === undefined ? binding.ReconcileSettled.Nothing : binding.ReconcileSettled.Value;
-  } catch (error) {
-    run.error = error;
-    return binding.ReconcileSettled.Threw;
-  }
+  return kept(run, await settledWithin(call, ms));
 }
 
-/** Reports how the lane's call settled; a rejection's status and code read once, as facts. */
+/** `[how, value, error]` (within.js) kept on `run`: a value (a lookup's provider id too) as its handle, a rejection as its error. */
+function kept(run, [how, value, error]) {
+  if (how === binding.ReconcileSettled.Threw) run.error = error;
+  else if (how !== binding.ReconcileSettled.TimedOut) run.handle = value;
+  return how;
+}
+
+/** Reports how the lane's call settled; a rejection's facts read once, each on its own (the core judges them). */
 function report(run, how) {
-  let status;
-  let code;
-  const e = run.error;
+  const f = how === binding.ReconcileSettled.Threw ? thrownFacts(run.error) : NO_FACTS;
   run.error = null;
-  if (how === binding.ReconcileSettled.Threw && e !== null && typeof e === 'object') {
-    try {
-      const s = guarded(() => e.status ?? e.statusCode ?? e.response?.status);
-      const c = guarded(() => e.code);
-      status = typeof s === 'number' ? s : undefined;
-      code = typeof c === 'string' ? c : undefined;
-    } catch {
-      // A provider error whose getters throw proves nothing.
-    }
-  }
-  binding.reconcileSettled(run.ctx.native, run.lane, how, status, code, STEP);
+  binding.reconcileSettled(run.ctx.native, run.lane, how, f.values, f.unreadable, STEP);
   return next(run);
 }
 
@@ -227,13 +214,7 @@ perform(K.ReconcileRecord, async function record(run) {
 
 /** `ReconcileLookup`: the sandbox re-resolved as owned (a runtime without getById: its provider id). */
 perform(K.ReconcileLookup, async function lookup(run) {
-  const rt = run.def.runtime;
-  if (!hasMethods(rt, ['getById'])) {
-    run.handle = { id: run.providerSandboxId };
-    return report(run, binding.ReconcileSettled.NoMethod);
-  }
-  // Owned: an attached handle's destroy only forgets the sandbox on some adapters.
-  return report(run, await settled(run, () => rt.getById(run.providerSandboxId, { owned: true }), run.bound));
+  return report(run, kept(run, await lookupOwned(run.def.runtime, run.providerSandboxId, run.bound)));
 });
 
 /** A destroy or a delete of the id, reported; once it resolved, the handle kept for the id is let go. */

@@ -4,25 +4,13 @@
 // (lib/driver.js). Nothing here decides: every rule is the router's (src/core/router/warm.rs).
 
 const { binding } = require('./binding.js');
-const { within, okWithin, answerWithin, TIMED_OUT } = require('./within.js');
+const { within, okWithin, answerWithin, lookupOwned, TIMED_OUT } = require('./within.js');
 const { guarded } = require('./guard.js');
 const { hasMethods, healthNow } = require('./options.js');
 const { perform, K, took, clockNow, destroyedWithin, STEP } = require('./driver.js');
 const { nativeFinderOf, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
 
 const OP = binding.warmFleetOps();
-
-/** `getById(id, { owned: true })` on `def` within `ms`: how it ended, and the handle found. */
-async function resolve(def, providerSandboxId, ms) {
-  if (!hasMethods(def.runtime, ['getById'])) return { outcome: binding.ResolveOutcome.Unsupported, handle: { id: providerSandboxId } };
-  try {
-    const h = await within(def.runtime.getById(providerSandboxId, { owned: true }), ms);
-    if (h === TIMED_OUT) return { outcome: binding.ResolveOutcome.Failed, handle: null };
-    return h === null || h === undefined ? { outcome: binding.ResolveOutcome.Gone, handle: null } : { outcome: binding.ResolveOutcome.Found, handle: h };
-  } catch {
-    return { outcome: binding.ResolveOutcome.Failed, handle: null };
-  }
-}
 
 /** The provision's result is the member `m` with `handle`: its id, the caller's labels stamped with it. */
 function take(run, m, handle) {
@@ -61,9 +49,9 @@ perform(K.Claimed, async (run) => {
 perform(K.ClaimResolve, async (run) => {
   const ctx = run.ctx;
   const m = binding.acquisitionMember(ctx.native, run.machine, clockNow(ctx));
-  const r = await resolve(run.def, m.providerSandboxId, run.bound);
-  if (r.handle !== null) take(run, m, r.handle);
-  const forget = binding.acquisitionClaimResolved(ctx.native, run.machine, r.outcome, STEP, clockNow(ctx));
+  const [how, handle] = await lookupOwned(run.def.runtime, m.providerSandboxId, run.bound);
+  if (handle !== undefined && handle !== null) take(run, m, handle);
+  const forget = binding.acquisitionClaimResolved(ctx.native, run.machine, how, STEP, clockNow(ctx));
   // Removed, bounded, without waiting (best effort: reconcile removes a stale record).
   if (forget !== null) okWithin(() => ctx.mappings.delete(forget), ctx.callbackTimeoutMs);
   return took(run);
@@ -84,9 +72,9 @@ perform(K.ClaimUncharge, async (run) => {
 /** `WarmResolve`: the task's member re-resolved as owned (its handle kept when found). */
 perform(K.WarmResolve, async (run) => {
   const ctx = run.ctx;
-  const r = await resolve(run.def, run.providerSandboxId, run.bound);
-  if (r.handle !== null) ctx.warm.handles.set(run.sandboxId, r.handle);
-  binding.warmResolved(ctx.native, run.task, r.outcome, STEP, now(run), clockNow(ctx));
+  const [how, handle] = await lookupOwned(run.def.runtime, run.providerSandboxId, run.bound);
+  if (handle !== undefined && handle !== null) ctx.warm.handles.set(run.sandboxId, handle);
+  binding.warmResolved(ctx.native, run.task, how, STEP, now(run), clockNow(ctx));
   return took(run);
 });
 

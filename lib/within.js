@@ -1,7 +1,10 @@
 'use strict';
 // Bounded awaits: every await on a caller's callback or a runtime call has a deadline.
 
+const { binding } = require('./binding.js');
 const { thenable } = require('./guard.js');
+
+const SETTLED = binding.ReconcileSettled;
 
 const TIMED_OUT = Symbol('timed-out');
 /** setTimeout's longest delay; a longer one would fire at once. */
@@ -45,4 +48,31 @@ async function answerWithin(call, ms) {
   }
 }
 
-module.exports = { within, okWithin, answerWithin, TIMED_OUT };
+/** How `call()` settled within `ms` (0: unbounded): `[how, value, error]`, `how` a `ReconcileSettled`. Never rejects. */
+async function settledWithin(call, ms) {
+  try {
+    const v = ms === 0 ? await call() : await within(call(), ms);
+    if (v === TIMED_OUT) return [SETTLED.TimedOut, undefined, undefined];
+    return [v === null || v === undefined ? SETTLED.Nothing : SETTLED.Value, v, undefined];
+  } catch (error) {
+    return [SETTLED.Threw, undefined, error];
+  }
+}
+
+/**
+ * `runtime.getById(id, { owned: true })` within `ms`, its method read once, as `settledWithin`
+ * answers (owned: an attached handle's destroy only forgets the sandbox on some adapters). A
+ * runtime without `getById`: `NoMethod`, with the provider id as the handle.
+ */
+function lookupOwned(runtime, providerSandboxId, ms) {
+  let getById;
+  try {
+    getById = runtime !== null && typeof runtime === 'object' ? runtime.getById : undefined;
+  } catch {
+    getById = undefined;
+  }
+  if (typeof getById !== 'function') return Promise.resolve([SETTLED.NoMethod, { id: providerSandboxId }, undefined]);
+  return settledWithin(() => getById.call(runtime, providerSandboxId, { owned: true }), ms);
+}
+
+module.exports = { within, okWithin, answerWithin, settledWithin, lookupOwned, TIMED_OUT };

@@ -189,23 +189,6 @@ pub fn begin_operation(
     })
 }
 
-/// Begins giving back what sandbox `id` of pool `providerId` held (reconcile reclaimed it)
-/// and writes its first step into `step`. False: `id` is not a sandbox id (nothing to give back).
-#[napi]
-pub fn begin_reclaim(
-    env: Env,
-    router: &External<RouterState>,
-    id: String,
-    provider_id: String,
-    step: Uint32ArraySlice<'_>,
-    clock_now: Option<f64>,
-) -> napi::Result<bool> {
-    guard(&env, || match router.router.borrow_mut().begin_reclaim(&id, &provider_id, now_of(None, clock_now))? {
-        Some((key, next)) => write_step(step, key, next).map(|()| true),
-        None => Ok(false),
-    })
-}
-
 /// The store's answer for the record (`read`: how the read ended; `json`: the answer's JSON
 /// text when it answered, `null` for none, absent when it could not be serialized).
 #[napi]
@@ -272,7 +255,7 @@ fn fact(v: &Unknown<'_>) -> napi::Result<Fact> {
     })
 }
 
-fn thrown_of(ours: bool, facts: Option<Vec<Unknown<'_>>>, unreadable: u32) -> napi::Result<Thrown> {
+pub(crate) fn thrown_of(ours: bool, facts: Option<Vec<Unknown<'_>>>, unreadable: u32) -> napi::Result<Thrown> {
     let facts = match facts {
         Some(values) if values.len() == 4 => {
             let mut out = [Fact::Nullish, Fact::Nullish, Fact::Nullish, Fact::Nullish];
@@ -303,13 +286,6 @@ pub fn operation_threw(
 ) -> napi::Result<()> {
     let outcome = Outcome::Threw(thrown_of(ours, facts, unreadable)?);
     stepping(&env, router, key, step, |r| r.operation_settled(key, &outcome, now_of(None, clock_now)))
-}
-
-/// Whether a thrown value with these facts (as [`operation_threw`] takes them) says the
-/// sandbox is gone (`core::router::operation::is_not_found`).
-#[napi]
-pub fn thrown_not_found(facts: Option<Vec<Unknown<'_>>>, unreadable: u32) -> napi::Result<bool> {
-    Ok(operation::is_not_found(&thrown_of(false, facts, unreadable)?))
 }
 
 /// The awaited call did not settle within the step's bound.

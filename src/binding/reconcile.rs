@@ -11,13 +11,14 @@
 use crate::binding::acquisition::write_step;
 use crate::binding::clock::now_millis;
 use crate::binding::error::{error_object, guard, internal, Failure};
+use crate::binding::operation::thrown_of;
 use crate::binding::router::RouterState;
 use crate::core::capacity::UnknownReason;
 use crate::core::reconcile::{IntentFact, Listed, MappingFact};
-use crate::core::router::reconcile::{Begin, Class, ListFact, PoolReport, Report, Rows, Settled, Signal, Thrown};
+use crate::core::router::reconcile::{Begin, Class, ListFact, PoolReport, Report, Rows, Settled, Signal};
 use crate::core::router::step::Next;
 use crate::core::router::Router;
-use napi::bindgen_prelude::{External, Float64Array, Object, Uint32ArraySlice, Uint8Array};
+use napi::bindgen_prelude::{External, Float64Array, Object, Uint32ArraySlice, Uint8Array, Unknown};
 use napi::Env;
 use napi_derive::napi;
 
@@ -83,7 +84,8 @@ pub struct ReconcileIntent {
     pub owner_session: Option<String>,
 }
 
-/// How the awaited call of a reconcile step settled.
+/// How an awaited call settled: a reconcile step's, or a re-resolution as owned (reconcile's
+/// lookup, a warm claim or task: lib/within.js `lookupOwned`).
 #[napi]
 pub enum ReconcileSettled {
     /// It resolved to a value (not null or undefined).
@@ -546,8 +548,9 @@ pub fn reconcile_rechecked(
     stepping(&env, router, lane, step, |r, wall| r.reconcile_rechecked(lane, in_flight, wall))
 }
 
-/// How the call of `lane`'s step settled; with `Threw`, what the rejection carried (its
-/// HTTP status when a number, its code when a string).
+/// How the call of `lane`'s step settled; with `Threw`, the rejection's facts as
+/// [`crate::binding::operation::operation_threw`] takes them (one rule says "gone":
+/// `core::router::operation::is_not_found`).
 #[napi]
 #[allow(clippy::too_many_arguments, reason = "a napi entry point: flat typed arguments")]
 pub fn reconcile_settled(
@@ -555,12 +558,12 @@ pub fn reconcile_settled(
     router: &External<RouterState>,
     lane: u32,
     how: ReconcileSettled,
-    status: Option<f64>,
-    code: Option<String>,
+    facts: Option<Vec<Unknown<'_>>>,
+    unreadable: u32,
     step: Uint32ArraySlice<'_>,
 ) -> napi::Result<()> {
     let how = settled(how);
-    let thrown = (how == Settled::Threw).then_some(Thrown { status, code });
+    let thrown = if how == Settled::Threw { Some(thrown_of(false, facts, unreadable)?) } else { None };
     stepping(&env, router, lane, step, |r, wall| r.reconcile_settled(lane, how, thrown.as_ref(), wall))
 }
 

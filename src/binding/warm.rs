@@ -6,6 +6,7 @@ use crate::binding::acquisition::write_step;
 use crate::binding::clock::now_millis;
 use crate::binding::clock::now_of;
 use crate::binding::error::{guard, Failure};
+use crate::binding::reconcile::ReconcileSettled;
 use crate::binding::records::{WarmCounts, WarmMemberRecord};
 use crate::binding::request::CompiledRequest;
 use crate::binding::router::RouterState;
@@ -52,27 +53,13 @@ pub fn warm_start(router: &External<RouterState>, facts: WarmStartFacts) {
     });
 }
 
-/// How a re-resolution (`getById(id, { owned: true })`) ended.
-#[napi]
-pub enum ResolveOutcome {
-    /// It answered a handle.
-    Found = 0,
-    /// It answered null or undefined.
-    Gone = 1,
-    /// It threw or timed out.
-    Failed = 2,
-    /// The runtime has no `getById`.
-    Unsupported = 3,
-}
-
-impl From<ResolveOutcome> for Resolution {
-    fn from(o: ResolveOutcome) -> Self {
-        match o {
-            ResolveOutcome::Found => Resolution::Found,
-            ResolveOutcome::Gone => Resolution::Gone,
-            ResolveOutcome::Failed => Resolution::Failed,
-            ResolveOutcome::Unsupported => Resolution::Unsupported,
-        }
+/// What a re-resolution (`getById(id, { owned: true })`) found, from how the call settled.
+fn resolution(how: ReconcileSettled) -> Resolution {
+    match how {
+        ReconcileSettled::Value => Resolution::Found,
+        ReconcileSettled::Nothing => Resolution::Gone,
+        ReconcileSettled::Threw | ReconcileSettled::TimedOut => Resolution::Failed,
+        ReconcileSettled::NoMethod => Resolution::Unsupported,
     }
 }
 
@@ -229,13 +216,13 @@ pub fn warm_resolved(
     env: Env,
     router: &External<RouterState>,
     key: u32,
-    outcome: ResolveOutcome,
+    outcome: ReconcileSettled,
     step: Uint32ArraySlice<'_>,
     now: Option<f64>,
     clock_now: Option<f64>,
 ) -> napi::Result<()> {
     guard(&env, || {
-        let next = router.router.borrow_mut().warm_resolved(key, outcome.into(), now_of(now, clock_now))?;
+        let next = router.router.borrow_mut().warm_resolved(key, resolution(outcome), now_of(now, clock_now))?;
         write_step(step, key, next)
     })
 }
@@ -523,13 +510,17 @@ pub fn acquisition_claim_resolved(
     env: Env,
     router: &External<RouterState>,
     key: u32,
-    outcome: ResolveOutcome,
+    outcome: ReconcileSettled,
     step: Uint32ArraySlice<'_>,
     clock_now: Option<f64>,
 ) -> napi::Result<Option<String>> {
     guard(&env, || {
-        let (next, forget) =
-            router.router.borrow_mut().claim_resolved(key, outcome.into(), now_of(None, clock_now), now_millis())?;
+        let (next, forget) = router.router.borrow_mut().claim_resolved(
+            key,
+            resolution(outcome),
+            now_of(None, clock_now),
+            now_millis(),
+        )?;
         write_step(step, key, next)?;
         Ok(forget.map(|f| f.to_string()))
     })

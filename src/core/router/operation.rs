@@ -64,8 +64,6 @@ pub enum Operation {
     GetSandbox,
     /// `destroy(id)`.
     Destroy,
-    /// The slot of a sandbox `reconcile` reclaimed, given back (no runtime call).
-    Reclaim,
 }
 
 impl Operation {
@@ -77,7 +75,7 @@ impl Operation {
             Operation::Stop => Some("stop"),
             Operation::Start => Some("start"),
             Operation::Destroy => Some("destroy"),
-            Operation::GetSandbox | Operation::Reclaim => None,
+            Operation::GetSandbox => None,
         }
     }
 }
@@ -98,7 +96,7 @@ impl Operation {
     pub fn answer(self) -> Answer {
         match self {
             Operation::GetSandbox => Answer::Record,
-            Operation::Destroy | Operation::Reclaim => Answer::Nothing,
+            Operation::Destroy => Answer::Nothing,
             _ => Answer::Runtime,
         }
     }
@@ -615,32 +613,6 @@ impl Router {
         Ok((key, self.operation_step(key)?))
     }
 
-    /// Begins giving back what sandbox `id` of pool `pool` held, reclaimed by `reconcile`:
-    /// its in-process capacity hold and budget slot now, then (under a shared coordinator)
-    /// the shared ledger's (`Release`); `budget.released` (reason `RECLAIMED`) when a budget
-    /// slot came back. None: `id` is not a sandbox id, so it holds nothing.
-    pub fn begin_reclaim(&mut self, id: &str, pool: &str, now: Now) -> Result<Option<(u32, Next)>, Failure> {
-        self.clock = now.router;
-        let Some(id) = SandboxKey::parse(id) else { return Ok(None) };
-        let key = self.operations.insert(Job {
-            op: Operation::Reclaim,
-            id,
-            stage: Stage::Release,
-            call_ms: 0,
-            record: None,
-            pool: pool.to_string(),
-            get_by_id: false,
-            id_handle: false,
-            forget: false,
-            given_back: false,
-            fault: None,
-            package: false,
-            unread: false,
-        });
-        self.release(key, now)?;
-        Ok(Some((key, self.operation_step(key)?)))
-    }
-
     /// Operation `key`'s current step.
     pub fn operation_step(&self, key: u32) -> Result<Next, Failure> {
         let job = self.operations.get(key)?;
@@ -914,12 +886,11 @@ impl Router {
         job.stage = Stage::Succeeded;
         let (id, op, given_back) = (job.id, job.op, job.given_back);
         let pool = PoolId::from(job.pool.as_str());
-        let reason = if op == Operation::Reclaim { "RECLAIMED" } else { "DESTROYED" };
         if given_back && budgets {
             self.emit(
                 now.router,
                 Some(id),
-                Event::BudgetReleased { pool: pool.clone(), reason, cost: None, rules: None },
+                Event::BudgetReleased { pool: pool.clone(), reason: "DESTROYED", cost: None, rules: None },
             );
         }
         if op == Operation::Destroy {
@@ -1613,30 +1584,6 @@ mod tests {
         r.operation_unmapped(key, true, NOW).unwrap();
         r.operation_released(key, false, NOW).unwrap();
         assert_eq!(types(&mut r), [("sandbox.destroyed", String::new())]);
-    }
-
-    #[test]
-    fn reclaim_must_fire_budget_released_reclaimed_and_no_sandbox_destroyed() {
-        let mut r = budgeted(false);
-        charge(&mut r);
-        let (key, next) = r.begin_reclaim(ID, "a", NOW).unwrap().unwrap();
-        assert_eq!(next.kind, StepKind::Succeeded);
-        assert_eq!(types(&mut r), [("budget.released", "RECLAIMED".to_string())]);
-        r.end(key);
-        assert_eq!(r.operations.len(), 0, "ended through the one end");
-    }
-
-    #[test]
-    fn reclaim_must_not_fire_for_a_sandbox_without_a_slot_or_an_id() {
-        let mut r = budgeted(false);
-        r.begin_reclaim(ID, "a", NOW).unwrap();
-        assert!(r.begin_reclaim("not-an-id", "a", NOW).unwrap().is_none());
-        assert!(types(&mut r).is_empty());
-        let mut r = budgeted(true);
-        let (key, next) = r.begin_reclaim(ID, "a", NOW).unwrap().unwrap();
-        assert_eq!(next.kind, StepKind::Release);
-        r.operation_released(key, false, NOW).unwrap();
-        assert!(types(&mut r).is_empty());
     }
 
     #[test]

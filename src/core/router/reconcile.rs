@@ -47,6 +47,7 @@
 //!    `ReconcileRelease`), with `budget.released` `RECLAIMED` when a budget slot was.
 //! 5. The report and `reconcile.completed`.
 
+use super::operation::{is_not_found, Thrown};
 use super::slab::Slab;
 use super::step::{flags, Next, StepKind};
 use super::Router;
@@ -249,24 +250,6 @@ pub enum Settled {
     TimedOut,
     /// The object has no such method.
     NoMethod,
-}
-
-/// What a rejection carried, read once by the caller: the HTTP status an adapter's error
-/// names (`status`, else `statusCode`, else `response.status`) and its `code`.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Thrown {
-    /// The status, when it is a number.
-    pub status: Option<f64>,
-    /// The code, when it is a string.
-    pub code: Option<String>,
-}
-
-impl Thrown {
-    /// Whether it says the sandbox is gone: a 404, `NOT_FOUND` or `ENOENT` (an adapter may say
-    /// "not found" by rejecting).
-    pub fn says_gone(&self) -> bool {
-        self.status == Some(404.0) || matches!(self.code.as_deref(), Some("NOT_FOUND" | "ENOENT"))
-    }
 }
 
 /// What a pool's listing step found.
@@ -1066,7 +1049,7 @@ impl Router {
         thrown: Option<&Thrown>,
         wall: i64,
     ) -> Result<Next, Failure> {
-        self.acted(lane, Fact::Settled(settled, thrown.is_some_and(Thrown::says_gone)), wall)
+        self.acted(lane, Fact::Settled(settled, thrown.is_some_and(is_not_found)), wall)
     }
 
     /// The shared ledger's answer to `lane`'s `ReconcileRelease`: whether a budget slot was
@@ -2176,15 +2159,6 @@ mod tests {
         assert_eq!(act(WorkKind::Orphan, false, false).after(NO, &l), Some(Then::Ask(Stage::Lookup, 3_000)));
         let l = Limits { left: 10_000_000, ..limits() };
         assert_eq!(act(WorkKind::Orphan, false, false).after(NO, &l), Some(Then::Ask(Stage::Lookup, OP)));
-    }
-
-    #[test]
-    fn says_gone_must_fire_for_404_not_found_and_enoent_only() {
-        assert!(Thrown { status: Some(404.0), code: None }.says_gone());
-        assert!(Thrown { status: None, code: Some("NOT_FOUND".into()) }.says_gone());
-        assert!(Thrown { status: Some(500.0), code: Some("ENOENT".into()) }.says_gone());
-        assert!(!Thrown { status: Some(500.0), code: Some("EACCES".into()) }.says_gone());
-        assert!(!Thrown::default().says_gone());
     }
 
     // --- release, events and the report --------------------------------------------------
