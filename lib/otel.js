@@ -187,4 +187,4 @@ function traceparentOf(otel, span) {
   return `00-${c.traceId}-${c.spanId}-${(c.traceFlags & 0xff).toString(16).padStart(2, '0')}`;
 }
 
-module.exports = { INSTRUMENTS, SCHEMA, API_PACKAGE, api, fromProvider, instrumentsOn, quietly, traceparentOf };
+module.exports = { INSTRUMENTS, SCHEMA, api, fromProvider, instrumentsOn, quietly, traceparentOf };
