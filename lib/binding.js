@@ -1,8 +1,8 @@
 'use strict';
 // The loaded native binding, shared by every module.
-const { load, platformTriple } = require('./native.js');
+const { load } = require('./native.js');
 
 /** @type {import('../binding')} the generated, checked-in types of the raw binding */
 const binding = load();
 
-module.exports = { binding, platformTriple };
+module.exports = { binding };

@@ -17,10 +17,8 @@ class SandboxRouterError extends Error {
     OURS.add(this);
     Object.defineProperty(this, 'name', { value: new.target.name, enumerable: false, configurable: true, writable: true });
     this.code = code;
-    if (details) {
-      for (const [k, v] of Object.entries(details)) {
-        if (v !== undefined) this[k] = v;
-      }
+    for (const [k, v] of Object.entries(details ?? {})) {
+      if (v !== undefined) this[k] = v;
     }
   }
 

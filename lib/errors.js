@@ -1,10 +1,8 @@
 'use strict';
-// Every error a caller can catch: one base class, named subclasses, a stable `code`.
-// These classes live in one CommonJS module that both `index.js` and `index.mjs` hand
-// out, so `instanceof` holds the same way from either module system.
-//
-// Errors carry only what we put in them: codes, provider ids, operations, field paths.
-// Never a provider's message, stack or cause, never a credential.
+// Every error a caller can catch: one base class, named subclasses, a stable `code` (fields:
+// index.d.ts), in one CommonJS module that index.js and index.mjs both hand out, so `instanceof`
+// holds from either. Errors carry only codes, ids, operations and field paths: never a
+// provider's message, stack or cause, never a credential.
 
 const { SandboxRouterError, NativeBinaryNotFoundError, isRouterError } = require('./error-base.js');
 const { binding } = require('./binding.js');
@@ -20,19 +18,10 @@ class ProviderRegistryError extends SandboxRouterError {}
 /** Router or factory options are invalid. */
 class SandboxRouterConfigurationError extends SandboxRouterError {}
 /**
- * A provider runtime call failed (`PROVIDER_RUNTIME_ERROR`), or did not settle within the
- * router's operation deadline (`OPERATION_TIMEOUT`, with `timeoutMs`: outcome unknown).
- * Holds only `providerId` and `operation`. Its code and message are the core's
- * (`providerRuntimeError`), for the router's errors and a caller's alike.
+ * `PROVIDER_RUNTIME_ERROR`, or `OPERATION_TIMEOUT` (`timeoutMs`): only `providerId`, `operation`
+ * and an SDK error's `facts` (numeric `status`, `errorClass`; never text). Code, message: the core's.
  */
 class ProviderRuntimeError extends SandboxRouterError {
-  /**
-   * @param {string} providerId
-   * @param {string} operation
-   * @param {number} [timeoutMs] set for OPERATION_TIMEOUT
-   * @param {{ status?: number, errorClass?: string }} [facts] what the credential-first
-   *   surface keeps of an SDK error: its numeric HTTP status and its class name, never text
-   */
   constructor(providerId, operation, timeoutMs, facts) {
     const deadline = timeoutMs === undefined ? undefined : Number(timeoutMs);
     const { code, message } = binding.providerRuntimeError(`${providerId}`, `${operation}`, deadline);
@@ -45,12 +34,7 @@ class ProviderProvisioningError extends SandboxRouterError {}
 class ProvisioningAvailabilityError extends SandboxRouterError {}
 /** Capacity routing found no pool with room. Retry later: capacity changes. */
 class ProviderCapacityExhaustedError extends SandboxRouterError {}
-/**
- * A budget refused the provision (`BUDGET_EXHAUSTED`: no candidate's cost fitted;
- * `BUDGET_STORE_UNAVAILABLE`: the shared ledger could not be asked). `rule`, `key`
- * (`{ label, value }`), `dimension`, `limit`, `used`, `reserved`, `resetsAt`, and
- * `retryable`: true only when the launches in flight could free room.
- */
+/** A budget refused the provision (`BUDGET_EXHAUSTED`, `BUDGET_STORE_UNAVAILABLE`); fields: index.d.ts. */
 class BudgetExhaustedError extends SandboxRouterError {}
 /** A sandbox was acquired but its mapping could not be stored; `cleanup` says what happened. */
 class MappingPersistenceError extends SandboxRouterError {}
@@ -58,26 +42,15 @@ class MappingPersistenceError extends SandboxRouterError {}
 class SandboxNotFoundError extends SandboxRouterError {}
 /** A launch did not settle within `acquisitionTimeoutMs`; the sandbox may exist. */
 class AcquisitionTimeoutError extends SandboxRouterError {}
-/**
- * A built-in provider's optional package could not be loaded: `PROVIDER_PACKAGE_MISSING`
- * (not installed) or `PROVIDER_PACKAGE_LOAD_FAILED` (installed, but it failed to load; with
- * `missingModule` when a module it needs is absent).
- */
+/** A built-in provider's optional package is not installed, or failed to load (`missingModule`). */
 class ProviderPackageMissingError extends SandboxRouterError {}
 /** `PROVIDER_OPERATION_UNSUPPORTED`: the installed adapter does not implement a port method. */
 class ProviderOperationUnsupportedError extends ProviderPackageMissingError {}
 /**
- * A manifest could not be made useful (`MANIFEST_START_FAILED`). `process` names the
- * failing process, `reason` is one of `MANIFEST_START_REASONS`; what was started has been
- * torn down (`teardown` is the report). Never carries command output. Its message is the
- * core's (`manifestStartError`).
+ * `MANIFEST_START_FAILED`: `process` and `reason` (MANIFEST_START_REASONS); what was started
+ * has been torn down (`teardown`). Never carries command output; the message is the core's.
  */
 class ManifestStartError extends SandboxRouterError {
-  /**
-   * @param {string} processName
-   * @param {string} reason one of MANIFEST_START_REASONS
-   * @param {Record<string, unknown>} [details]
-   */
   constructor(processName, reason, details = {}) {
     const { code, message } = binding.manifestStartError(`${processName}`, `${reason}`);
     super(message, code, { process: processName, reason, ...details });
@@ -86,11 +59,7 @@ class ManifestStartError extends SandboxRouterError {
 /** A bug in the router itself (e.g. a caught native panic). */
 class SandboxRouterInternalError extends SandboxRouterError {}
 
-/**
- * The classes the native core may name (`errorClass` of a native error), by name: the
- * core's `ErrorClass` list (`binding.errorClassNames()`; __test__/errors.test.cjs checks
- * that the two hold the same names).
- */
+/** The classes the native core may name (`errorClass`), by name: the core's `ErrorClass` list (tests check both). */
 const NATIVE_CLASSES = Object.freeze({
   SandboxRequestValidationError,
   RoutingNotApplicableError,
@@ -111,11 +80,9 @@ const NATIVE_CLASSES = Object.freeze({
 });
 
 /**
- * Turns a native error into an instance of the class it names. A native error is a typed
- * value (src/binding/error.rs `NativeError`): its `errorClass`, `code`, `message` and the
- * fields its class documents, either returned by a call or thrown as an `Error` whose own
- * properties they are. Both read the same way. Anything else (a bug) becomes an internal
- * error without the original text.
+ * A native error (src/binding/error.rs `NativeError`, returned or thrown: both read the same
+ * way) as an instance of the class it names; anything else (a bug) is an internal error
+ * without the original text.
  */
 function fromNative(error) {
   if (error === null || typeof error !== 'object' || typeof error.errorClass !== 'string' || typeof error.code !== 'string') {
@@ -151,8 +118,7 @@ function callNative(fn) {
 }
 
 /**
- * Throws the typed error a native refusal builds: `fn` is a binding call that throws it
- * (`notJsonError`, `unreadableError`, …). If it returned instead, that is a bug of ours.
+ * Throws the typed error the binding call `fn` throws (`notJsonError`, …); its return is a bug of ours.
  * @param {() => unknown} fn
  * @returns {never}
  */

@@ -1,8 +1,7 @@
 'use strict';
-// Events: the router's structured observability. The acquisition machine decides which
-// events a provision emits and with which fields (core/acquisition.rs); this file names
-// pools, stamps `type`, `at` and the sandbox id, and hands each event to the observer.
-// An observer never affects routing: whatever it throws or rejects with is dropped.
+// Events: the router's structured observability. The core decides which events a provision
+// emits, with every field (src/core/acquisition.rs, events.rs); this file hands each one to
+// telemetry and the observer. An observer never affects routing: its throw or rejection is dropped.
 
 const { binding } = require('./binding.js');
 
@@ -15,22 +14,9 @@ function debug(line) {
   if (DEBUG) process.stderr.write(`[sandbox-router] ${line}\n`);
 }
 
-/** Sends one event to `sink` (a router's observer, or null). Never throws. */
-function emit(sink, type, fields) {
-  if (sink === null) return;
-  const event = { type, at: new Date().toISOString(), ...fields };
-  try {
-    const r = sink(event);
-    if (r !== null && typeof r === 'object' && typeof r.then === 'function') r.then(undefined, noop);
-  } catch {
-    // An observer never affects routing.
-  }
-}
-
 /**
  * Reads the events the job of provision `run` decided since the last call, once, and hands
- * them to the router's telemetry (which counts them, lib/telemetry.js) and to its observer,
- * as the core wrote them (their documented shapes: src/core/events.rs).
+ * them to the router's telemetry and its observer as the core wrote them.
  * @param {{ ctx: { native: object, clock: (() => number) | null, observer: ((e: object) => unknown) | null, telemetry: object | null }, machine: number, tel?: object | null }} run
  */
 function emitDecided(run) {
@@ -57,4 +43,4 @@ function emitRouter(ctx) {
   for (const e of binding.routerEvents(ctx.native)) send(ctx.observer, e);
 }
 
-module.exports = { emit, emitDecided, emitRouter, debug, DEBUG };
+module.exports = { emitDecided, emitRouter, debug, DEBUG };

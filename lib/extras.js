@@ -1,11 +1,8 @@
 'use strict';
 // Per-request routing inputs from the caller's callbacks, asked before a provision's job
-// begins (and by `explain`): credential readiness (`provisioning.hasAvailableCredentials`)
-// and the signal resolver (`resolveRoutingSignals`). This file performs the calls, each
-// bounded by callbackTimeoutMs and read once, and reports what each answered; the core
-// decides what it means (a failed readiness is PROVISIONING_AVAILABILITY_FAILED, an
-// unavailable pool is rejected, an unresolved one is rejected with SIGNALS_UNRESOLVED, a
-// resolved one ranks by the answer).
+// begins (and by `explain`): credential readiness and the signal resolver. This file makes
+// the calls, each bounded by callbackTimeoutMs and read once, and reports what each answered;
+// the core decides what it means.
 
 const { binding } = require('./binding.js');
 const { callNative, fromNative } = require('./errors.js');
@@ -13,17 +10,12 @@ const { serializeLenient } = require('./serialize.js');
 const { within, TIMED_OUT } = require('./within.js');
 const { emitRouter } = require('./events.js');
 
-
 /** Whether the router asks any callback before a provision starts. */
 function needsExtras(ctx) {
   return ctx.provisioning !== null || ctx.resolver !== null;
 }
 
-/**
- * The per-request routing inputs (`RouteExtras` of src/binding/registry.rs), or null when
- * the router has no callback to ask. `id`: a provision's sandbox id (a readiness failure is
- * its end, named by it).
- */
+/** The per-request inputs (`RouteExtras`), or null without a callback; `id`: a provision's sandbox id. */
 async function extras(ctx, view, compiled, detached, request, id) {
   if (!needsExtras(ctx)) return null;
   const out = {};
@@ -57,10 +49,9 @@ async function readiness(ctx, view, id) {
 }
 
 /**
- * The resolver's answer for each pool that survives the hard requirements and readiness
- * (`PoolSignals`): serialized on its own, inside a guard, so an unreadable answer excludes
- * only its pool; leniently, so a value JSON cannot carry is null, which the signals rule
- * refuses (INVALID_SIGNALS for that pool).
+ * The resolver's answer for each pool that survives the hard requirements and readiness,
+ * serialized on its own inside a guard (an unreadable answer excludes only its pool) and
+ * leniently (a value JSON cannot carry is null: INVALID_SIGNALS for that pool).
  */
 async function resolveSignals(ctx, view, compiled, detached, credentialsUnavailable, request) {
   const survivors = callNative(() => binding.registrySurvivors(view.native, compiled.native, detached, credentialsUnavailable));

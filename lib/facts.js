@@ -7,8 +7,7 @@ const { copyOptions, guarded } = require('./guard.js');
 
 /**
  * `value` as facts: JSON data as itself, a plain object as `{ o: [[key, fact], …] }`,
- * anything else as `{ t: what it is }`. Only arrays and plain objects are walked: a class
- * instance is not read. Run inside a guard.
+ * anything else (a class instance is not read) as `{ t: what it is }`. Run inside a guard.
  */
 function factsOf(value, holders = []) {
   switch (typeof value) {
@@ -31,10 +30,7 @@ function factsOf(value, holders = []) {
   return { o: Object.keys(value).map((key) => [key, factsOf(value[key], inner)]) };
 }
 
-/**
- * A caller's value read once, inside a guard: our copy (lib/guard.js `copyOptions`, to
- * `depth`) and its facts' JSON text; both undefined / null when a read threw.
- */
+/** A caller's value read once: our copy (`copyOptions` to `depth`) and its facts' JSON (undefined / null on a throw). */
 function readFacts(value, depth) {
   try {
     const copy = copyOptions(value, depth);
@@ -44,4 +40,13 @@ function readFacts(value, depth) {
   }
 }
 
-module.exports = { readFacts };
+/** What `read()` answers, or `fallback` when it throws (the thrown value is never touched). */
+function readOr(read, fallback) {
+  try {
+    return read();
+  } catch {
+    return fallback;
+  }
+}
+
+module.exports = { readFacts, readOr };

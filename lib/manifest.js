@@ -1,28 +1,17 @@
 'use strict';
-// Process manifests, executed through the runtime port only.
-//
-// Why only `router.runScript`? A manifest must work on every provider without a change to
-// the runtime port: no agent inside the sandbox, no provider-specific process API. So every
-// action is one POSIX `sh` script sent through `runScript` (the core writes each one and
-// reads its tagged output: src/core/manifest/scripts.rs).
-//
-// Who decides what? The native core (src/core/manifest.rs and src/core/manifest/) validates
-// the manifest, orders the work, and judges every report: whether a process started in a
-// group of its own, is ready, may restart, has run out of time; whether a teardown step
-// completed; what each idle source says and whether the sandbox is idle. This module
-// performs the work: it reads the caller's values once, runs the scripts, awaits, sleeps,
-// hands back what each script answered, and builds the documented result objects and errors.
+// Process manifests, executed through the runtime port only: every action is one POSIX `sh`
+// script the core wrote, sent through `router.runScript`, so a manifest works on every
+// provider unchanged (docs/process-manifests.md). The core (src/core/manifest.rs,
+// src/core/manifest/) validates, plans and judges every answer; this module reads the
+// caller's values once, runs the scripts, awaits, sleeps, and builds the documented results.
 
 const { binding } = require('./binding.js');
 const { ManifestStartError, SandboxRequestValidationError, SandboxNotFoundError, callNative, fromNative, isRouterError, refuse } = require('./errors.js');
 const { guarded, copyOptions } = require('./guard.js');
-const { readFacts } = require('./facts.js');
+const { readFacts, readOr } = require('./facts.js');
 const { serialize, NotJson } = require('./serialize.js');
 
-/**
- * A caller's argument, read once inside a guard (lib/guard.js): a throwing getter or Proxy
- * trap is INVALID_INPUT naming the argument.
- */
+/** A caller's argument, read once inside a guard: a throwing getter or trap is INVALID_INPUT naming `field`. */
 function readArg(value, field, depth = 6) {
   try {
     return copyOptions(value, depth);
@@ -51,9 +40,8 @@ function manifestText(manifest) {
 }
 
 /**
- * The caller's options, read once, as JSON text for the core's check (keys, default,
- * range). A key set to `undefined` crosses as `null` (JSON would drop it, and an unknown
- * key must still be refused).
+ * The caller's options, read once, as JSON text for the core's check. A key set to
+ * `undefined` crosses as `null` (JSON would drop it, and an unknown key must still be refused).
  */
 function optionsText(input) {
   const options = readArg(input, 'options', 2);
@@ -72,9 +60,8 @@ function stateText(state) {
 }
 
 /**
- * A native answer as the documented object. The manifest and plan objects have always had
- * their keys in sorted order (the core used to answer with sorted-key JSON); napi sets a
- * record's optional fields after the others, so the keys are put back in that order here.
+ * A native answer as the documented object: keys in sorted order, as the manifest and plan
+ * objects have always had them (napi sets a record's optional fields after the others).
  */
 function documented(value) {
   if (Array.isArray(value)) return value.map(documented);
@@ -86,20 +73,17 @@ function documented(value) {
 
 /** Validates a manifest; returns it normalized (defaults filled in). Throws `INVALID_INPUT`. */
 function validateManifest(manifest) {
-  const text = manifestText(manifest);
-  return documented(callNative(() => binding.validateManifest(text)));
+  return documented(callNative(() => binding.validateManifest(manifestText(manifest))));
 }
 
 /** The startup plan: `{ waves: [{ wave, processes }], order }`. Throws `INVALID_INPUT`. */
 function planStartup(manifest) {
-  const text = manifestText(manifest);
-  return documented(callNative(() => binding.planStartup(text)));
+  return documented(callNative(() => binding.planStartup(manifestText(manifest))));
 }
 
 /** The teardown plan: `{ waves: [{ wave, steps: [{ name, phases }] }], order }`. Throws `INVALID_INPUT`. */
 function planTeardown(manifest) {
-  const text = manifestText(manifest);
-  return documented(callNative(() => binding.planTeardown(text)));
+  return documented(callNative(() => binding.planTeardown(manifestText(manifest))));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -119,21 +103,10 @@ class Failure {
 }
 const ABORTED = Symbol('aborted');
 /** Whether `e` is one of our Failures (guarded: a thrown value may be a hostile Proxy). */
-function isFailure(e) {
-  try {
-    return e instanceof Failure;
-  } catch {
-    return false;
-  }
-}
+const isFailure = (e) => readOr(() => e instanceof Failure, false);
 
 function checkRouter(router) {
-  let ok = false;
-  try {
-    ok = guarded(() => Boolean(router) && typeof router.runScript === 'function');
-  } catch {
-    ok = false;
-  }
+  const ok = readOr(() => Boolean(router) && typeof router.runScript === 'function', false);
   callNative(() => binding.checkManifestRouter(ok));
 }
 
@@ -210,15 +183,8 @@ async function stillRunning(ctx, order) {
 }
 
 /**
- * Starts a manifest inside a provisioned sandbox, wave by wave, through `router.runScript`
- * only, and resolves once every readiness probe passed (the sandbox is *useful*). On a
- * failure, tears down what was started (history-safe, in teardown order) and rejects with
- * a `ManifestStartError` naming the process and the reason.
- *
- * @param {{ runScript: Function, getSandbox?: Function }} router
- * @param {string} sandboxId `sbx_…`
- * @param {object} manifest
- * @param {{ flushTimeoutMs?: number }} [options]
+ * Starts a manifest wave by wave and resolves once every readiness probe passed (the sandbox
+ * is *useful*); on a failure, tears down what was started and rejects with a ManifestStartError.
  */
 async function startManifest(router, sandboxId, manifest, options) {
   checkRouter(router);
@@ -309,16 +275,9 @@ async function stopOne(router, sandboxId, step, flushTimeoutMs) {
 }
 
 /**
- * Tears a started manifest down in teardown order (dependents first), each process
- * history-safe: its flush command runs to completion (while it still runs), then its
- * signal goes to its process group, then up to `graceMs` pass, then `SIGKILL`. Processes
- * of one wave stop concurrently. Resolves with a report; `complete` is false when some
- * step could not be performed or a group survived `SIGKILL`.
- *
- * @param {{ runScript: Function }} router
- * @param {string} sandboxId
- * @param {{ manifest: object, processes: { name: string, pid: number, pgid: number }[] }} input what startManifest resolved with (`started`)
- * @param {{ flushTimeoutMs?: number }} [options]
+ * Tears a started manifest (what startManifest resolved with) down in teardown order, each
+ * process history-safe (flush, signal, `graceMs`, `SIGKILL`), a wave's processes concurrently.
+ * Resolves with a report: `complete` is false when a step failed or a group survived `SIGKILL`.
  */
 async function teardownManifest(router, sandboxId, input, options) {
   checkRouter(router);
@@ -328,8 +287,7 @@ async function teardownManifest(router, sandboxId, input, options) {
   for (const wave of plan) {
     steps.push(...(await Promise.all(wave.map((s) => stopOne(router, sandboxId, s, flushTimeoutMs)))));
   }
-  const complete = binding.teardownComplete(steps.map((s) => s.outcome));
-  return { complete, steps };
+  return { complete: binding.teardownComplete(steps.map((s) => s.outcome)), steps };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -347,17 +305,9 @@ function stateObject(s) {
 }
 
 /**
- * Evidence-gated idle: probes every declared evidence source through `router.runScript`
- * (one script per call) and answers idle only when every source has agreed, at every
- * observation and without a gap longer than `quietMs` between observations, for at least
- * `quietMs`. Missing, unreadable or first-time (no baseline) evidence is never quiet. Pass
- * the returned `state` to the next call.
- *
- * @param {{ runScript: Function }} router
- * @param {string} sandboxId
- * @param {object} manifest a manifest with `idle`
- * @param {object} [input] the `state` of the previous result
- * @param {{ timeoutMs?: number }} [options]
+ * Evidence-gated idle: probes every evidence source of `manifest.idle` in one script; idle only
+ * when every source agreed for at least `quietMs` (the core's verdict). `input`: the previous
+ * result's `state`.
  */
 async function checkIdle(router, sandboxId, manifest, input, options) {
   checkRouter(router);

@@ -1,16 +1,10 @@
 'use strict';
-// Finds and loads the native addon. Order:
-//   1. `SANDBOX_ROUTER_NATIVE_PATH`, if set (a binary you built or downloaded yourself);
-//   2. `sandbox-router.<triple>.node` next to package.json: what `npm run build` writes in a
-//      source checkout (development). The published package ships no binary there;
-//   3. the platform package `@agent-relay/sandbox-router-<triple>` (napi-rs layout, npm/),
-//      which npm installs from the main package's optionalDependencies by os/cpu/libc.
-// When none fits, a NativeBinaryNotFoundError names the triple and what to do, instead of
-// a bare "cannot find module" or a raw dlopen message.
-//
-// Why a `host` argument? Everything this file asks of the process (platform, arch, env,
-// the libc probes, the file system, require) goes through one object, so the tests can
-// simulate macOS, Windows, arm64 and musl Linux on this machine.
+// Finds and loads the native addon: `SANDBOX_ROUTER_NATIVE_PATH` if set; else
+// `sandbox-router.<triple>.node` next to package.json (what `npm run build` writes; the
+// published package ships none there); else the platform package
+// `@agent-relay/sandbox-router-<triple>` (an optional dependency, npm/). When none fits, a
+// NativeBinaryNotFoundError names the triple and what to do. Everything asked of the process
+// goes through one `host` object, so the tests can simulate other platforms and libcs.
 
 const { join } = require('node:path');
 const { existsSync, readFileSync } = require('node:fs');
@@ -42,9 +36,8 @@ const processHost = {
 };
 
 /**
- * musl or glibc? The same two probes as napi-rs's generated loader: `/usr/bin/ldd` is a
- * script naming its libc (cheap, checked first); failing that, the diagnostic report's
- * header carries `glibcVersionRuntime` only on glibc. Unknown counts as glibc.
+ * musl or glibc? napi-rs's two probes: `/usr/bin/ldd` names its libc (cheap, first); else the
+ * diagnostic report's header has `glibcVersionRuntime` only on glibc. Unknown counts as glibc.
  */
 function isMusl(host) {
   try {

@@ -1,16 +1,12 @@
 'use strict';
 // The OpenTelemetry side of telemetry (lib/telemetry.js): `@opentelemetry/api` loaded once,
 // the first time a router asks for telemetry; the meter and tracer taken from the caller's
-// providers; and INSTRUMENTS, the one list of every instrument the router records.
-//
-// Why a file of its own? The list is what features extend: warm pools and budgets each
-// add their instruments here (one entry each, with their attribute keys), and the test and
-// docs/telemetry.md's table are checked against it, so a metric cannot exist undocumented.
-// lib/telemetry.js records into the instruments by `key`; nothing here runs per provision.
+// providers; and INSTRUMENTS, the one list of every instrument the router records (a feature
+// adds its entries here). Nothing here runs per provision.
 
 const { binding } = require('./binding.js');
 const { fromNative } = require('./errors.js');
-const { guarded } = require('./guard.js');
+const { readOr } = require('./facts.js');
 const { packageError } = require('./provider-adapters.js');
 
 /** The optional peer dependency telemetry needs (its versions: src/core/packages.rs). */
@@ -22,13 +18,8 @@ const VERSION = JSON.parse(require('node:fs').readFileSync(require('node:path').
 const SCHEMA = binding.telemetrySchema();
 
 /**
- * Every instrument the router records, the one list (a feature adds its own entries here;
- * docs/telemetry.md's table and the tests are checked against it). `key`: what
- * lib/telemetry.js and a feature's code record into (`Telemetry.add`, `.record`,
- * `.observe`). `name`: the instrument's own name; the Prometheus exporter adds `_total` to
- * counters (and no unit suffix, so durations carry `_seconds` in their names). `kind`: one
- * of CREATE's. `buckets`: a histogram's boundaries (seconds, from src/core/telemetry.rs).
- * `attributes`: every attribute key it records (each a bounded set).
+ * Every instrument the router records, by `key` (docs/telemetry.md's table and the tests are
+ * checked against it; its "For contributors: adding a metric" explains each field).
  */
 const INSTRUMENTS = Object.freeze([
   {
@@ -142,44 +133,24 @@ function api() {
   } catch (error) {
     throw packageError(error, API_PACKAGE);
   }
-  let ok = false;
-  try {
-    ok = guarded(() => ['context', 'trace', 'metrics'].every((k) => mod[k] !== null && typeof mod[k] === 'object') && typeof mod.isSpanContextValid === 'function');
-  } catch {
-    ok = false;
+  const has = (k) => mod[k] !== null && typeof mod[k] === 'object';
+  if (!readOr(() => ['context', 'trace', 'metrics'].every(has) && typeof mod.isSpanContextValid === 'function', false)) {
+    throw fromNative(binding.packageExportMissing(API_PACKAGE));
   }
-  if (!ok) throw fromNative(binding.packageExportMissing(API_PACKAGE));
   API = mod;
   return API;
 }
 
-/**
- * Calls `method` (getMeter, getTracer) on the caller's provider, inside a guard; a provider
- * without it, or whose call throws or answers no object, is the core's typed configuration
- * error.
- */
+/** `provider[method](SCOPE, VERSION)` (getMeter, getTracer); a missing method, a throw or no object is typed. */
 function fromProvider(provider, method) {
-  let fn;
-  try {
-    fn = guarded(() => provider[method]);
-  } catch {
-    fn = undefined;
-  }
+  const fn = readOr(() => provider[method], undefined);
   if (typeof fn !== 'function') throw fromNative(binding.telemetryProviderRefused(method, false));
-  let got;
-  try {
-    got = guarded(() => fn.call(provider, SCOPE, VERSION));
-  } catch {
-    got = undefined;
-  }
+  const got = readOr(() => fn.call(provider, SCOPE, VERSION), undefined);
   if (got === null || typeof got !== 'object') throw fromNative(binding.telemetryProviderRefused(method, true));
   return got;
 }
 
-/**
- * How each `kind` of INSTRUMENTS is made on a meter. A gauge is observable: its values are
- * read at collection time (`Telemetry.observe`); a histogram's boundaries are its `buckets`.
- */
+/** How each `kind` of INSTRUMENTS is made on a meter (a gauge is observable: `Telemetry.observe`). */
 const CREATE = Object.freeze({
   histogram: (meter, i, options) => meter.createHistogram(i.name, { ...options, advice: { explicitBucketBoundaries: i.buckets } }),
   counter: (meter, i, options) => meter.createCounter(i.name, options),
@@ -191,9 +162,8 @@ const CREATE = Object.freeze({
 function instrumentsOn(meter) {
   const out = {};
   for (const i of INSTRUMENTS) {
-    const options = { description: i.description, unit: i.unit };
     try {
-      out[i.key] = CREATE[i.kind](meter, i, options);
+      out[i.key] = CREATE[i.kind](meter, i, { description: i.description, unit: i.unit });
     } catch {
       throw fromNative(binding.telemetryInstrumentRefused(i.name));
     }
@@ -217,4 +187,4 @@ function traceparentOf(otel, span) {
   return `00-${c.traceId}-${c.spanId}-${(c.traceFlags & 0xff).toString(16).padStart(2, '0')}`;
 }
 
-module.exports = { INSTRUMENTS, SCHEMA, API_PACKAGE, api, fromProvider, instrumentsOn, quietly, traceparentOf };
+module.exports = { INSTRUMENTS, SCHEMA, api, fromProvider, instrumentsOn, quietly, traceparentOf };

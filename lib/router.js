@@ -1,16 +1,8 @@
 'use strict';
-// The SandboxRouter: one class over five jobs, each in its own file.
-//
-//   options.js     router options → the context every part works from (and the router's
-//                  native state)
-//   provision.js   the JS half of an acquisition (the native machine decides every step)
-//   capacity.js    capacity reads
-//   operations.js  operations by id (runScript, uploadBundle, start, stop, getSandbox, destroy),
-//                  jobs of the router like provisions
-//   reconcile.js   stamped sandboxes vs the mapping store
-//
-// This file only routes calls to them, plus the two read-only decisions (`route`,
-// `explain`). docs/architecture.md draws the flow across the native seam.
+// The SandboxRouter: one class that routes each call to the file doing that job (options.js
+// builds the context, provision.js, capacity.js, operations.js, reconcile.js, warm.js,
+// budgets.js), plus the two read-only decisions (`route`, `explain`). The public contract of
+// each method is documented in index.d.ts; docs/architecture.md draws the flow.
 
 const { binding } = require('./binding.js');
 const { callNative } = require('./errors.js');
@@ -61,11 +53,7 @@ class SandboxRouter {
     return provision(this.#ctx, request, true);
   }
 
-  /**
-   * The attempt order `provision` would use with the registered signals, synchronously:
-   * at most `maxAcquisitionAttempts` provider ids, best first. Credential readiness and a
-   * signal resolver are async and are not consulted; `explain` consults them.
-   */
+  /** The attempt order `provision` would use with registered signals, synchronously (no readiness or resolver). */
   route(request, options) {
     const detached = detachedOf(options);
     const call = compileShared(request);
@@ -78,11 +66,7 @@ class SandboxRouter {
     return ids;
   }
 
-  /**
-   * Explains the decision for `request` without launching anything: every pool's rank and
-   * score breakdown, or its rejection reasons, and a one-line summary. Runs credential
-   * readiness and the signal resolver as `provision` would.
-   */
+  /** Explains the decision for `request` without launching (runs readiness and the resolver, as `provision` does). */
   async explain(request, options) {
     const detached = detachedOf(options);
     const call = compileShared(request);
@@ -94,11 +78,7 @@ class SandboxRouter {
     return warm.explainWarm(ctx, view, call.compiled, explainView(view, call.compiled, detached, ext, ctx.native, healthNow(ctx.health), budgeted ? call.labelsJson : undefined, budgeted ? routerNow(ctx) : undefined));
   }
 
-  /**
-   * Fills every warm pool (`warm` option) to its size and keeps refilling in the
-   * background; resolves when each reached its size, or with why not, per pool.
-   * Nothing is launched before the first call. See docs/warm-pools.md.
-   */
+  /** Fills every warm pool to its size and keeps refilling; nothing is launched before the first call. */
   warmUp() {
     return warm.warmUp(this.#ctx);
   }
@@ -108,10 +88,7 @@ class SandboxRouter {
     return warm.warmStatus(this.#ctx);
   }
 
-  /**
-   * Stops refilling and destroys idle warm members; `{ keepWarm: true }` (with a durable
-   * store) leaves them recorded for the next process to adopt.
-   */
+  /** Stops refilling and destroys idle warm members (`keepWarm: true` leaves them recorded); rejects, never throws. */
   close(options) {
     try {
       return warm.close(this.#ctx, options);
@@ -120,12 +97,7 @@ class SandboxRouter {
     }
   }
 
-  /**
-   * Live health of every registered pool, in registration order: the circuit's state
-   * (`closed`, `open` with `retryAt`, `half-open`), and statistics from real launch
-   * outcomes. Plain data (ids, numbers, codes); empty when tracking is off (`health: false`).
-   * Health is per process: see docs/health.md ("Scope").
-   */
+  /** Live health of every registered pool, in registration order (empty with `health: false`; per process). */
   health() {
     const ctx = this.#ctx;
     if (ctx.health === null) return [];
@@ -133,20 +105,14 @@ class SandboxRouter {
     return callNative(() => binding.routerHealth(ctx.native, healthNow(ctx.health)));
   }
 
-  /**
-   * Reads every pool that has a capacity reader, concurrently, each bounded by the
-   * capacity deadline. Only reads: nothing is launched, started or created.
-   */
+  /** Reads every pool's capacity reader concurrently, each bounded by the capacity deadline; never creates. */
   getCapacity() {
     return getCapacity(this.#ctx);
   }
 
   /**
-   * Compares each pool's sandboxes that carry this router's stamp with the mapping store:
-   * `orphan` (stamped, no mapping, provably not in flight), `stale-mapping` (mapped, gone at
-   * the provider), `mapped`, `pending` (too young, or in flight), per pool, with `unknown`
-   * pools (could not be listed, with a reason). A dry run unless `reclaim: true`, which
-   * destroys orphans (as owned sandboxes) and removes stale mappings. See lib/reconcile.js.
+   * Compares each pool's stamped sandboxes with the mapping store (`orphan`, `stale-mapping`,
+   * `mapped`, `pending`, `unknown` pools); a dry run unless `reclaim: true`. See lib/reconcile.js.
    */
   reconcile(options) {
     return reconcile(this.#ctx, options);
@@ -177,18 +143,12 @@ class SandboxRouter {
     return operations.getSandbox(this.#ctx, id);
   }
 
-  /**
-   * Destroys the sandbox and removes its mapping. An already-deleted provider sandbox is
-   * not an error; any other failure keeps the mapping so the call can be retried.
-   */
+  /** Destroys the sandbox and unmaps it; any failure but an already-deleted sandbox keeps the mapping. */
   destroy(id) {
     return operations.destroy(this.#ctx, id);
   }
 
-  /**
-   * Replaces the budget charge of sandbox `id` (its pool's `estimatedCost`) with what it
-   * actually cost, in the windows it was charged in. Resolves to whether a charge was found.
-   */
+  /** Replaces sandbox `id`'s budget charge with its actual cost; resolves to whether a charge was found. */
   settleCost(id, actualCost) {
     return budgets.settleCost(this.#ctx, id, actualCost);
   }

@@ -1,33 +1,20 @@
 'use strict';
 // Telemetry: the router's OpenTelemetry metrics and traces (option `telemetry`;
-// docs/telemetry.md lists every instrument and span).
+// docs/telemetry.md lists every instrument and span, docs/architecture.md "Telemetry").
 //
-// Why like this?
-// - Off by default, and free when off. A router without `telemetry` has `ctx.telemetry`
-//   null: nothing here runs on its path, `@opentelemetry/api` is never required, its
-//   machines record no events, and each hook on the provision path is one null check
-//   (`npm run bench:instructions` counts the same provision before and after).
-// - The numbers are the machine's. With telemetry on, the router's machines record their
-//   typed events, as for an observer (src/core/acquisition.rs), and this file counts those
-//   (attempts, fallbacks, capacity skips) and the machine's own ending
-//   (`AcquisitionFailure.outcome`). No rule is derived again here: the outcome names, the
-//   bounded skip reasons, the circuit gauge's values and the bucket boundaries come from
-//   src/core/telemetry.rs; this file hands them to the OpenTelemetry API.
-// - Attributes are bounded sets: pool ids, the router's codes and the names above. Never a
-//   sandbox id, a label's value or a provider's text (each distinct value is a series an
-//   operator's Prometheus keeps, and text may be a secret). Spans keep to the same sets.
-// - Telemetry never changes an outcome. Every call into the caller's meter, tracer, spans
-//   and instruments is made inside a try and its throw dropped, as an observer's is; an
-//   exporter runs on the SDK's own schedule and never on the provision path.
-// - One registry of instruments (INSTRUMENTS, lib/otel.js): a new metric is one entry there
-//   and one call here where its number is known (warm pools' and budgets' metrics join
-//   that way; docs/telemetry.md "Adding a metric").
+// Off by default and free when off: `ctx.telemetry` is null, nothing here runs and
+// `@opentelemetry/api` is never required. The numbers are the machine's typed events and its
+// own ending; names, skip reasons, gauge values and buckets come from src/core/telemetry.rs.
+// Attributes are bounded sets (pool ids, codes, fixed names): never a sandbox id, a label's
+// value or a provider's text (each value is a series, and text may be a secret). Every call
+// into the caller's meter, tracer, spans and instruments is made inside a try, its throw
+// dropped: telemetry never changes an outcome.
 
 const { binding } = require('./binding.js');
 const { callNative, codeOf } = require('./errors.js');
-const { readFacts } = require('./facts.js');
+const { readFacts, readOr } = require('./facts.js');
 const { viewOf } = require('./registry.js');
-const { INSTRUMENTS, SCHEMA, API_PACKAGE, api, fromProvider, instrumentsOn, quietly, traceparentOf } = require('./otel.js');
+const { INSTRUMENTS, SCHEMA, api, fromProvider, instrumentsOn, quietly, traceparentOf } = require('./otel.js');
 
 const SUCCESS = binding.ProvisionOutcome.Success;
 const TERMINAL = binding.ProvisionOutcome.Terminal;
@@ -36,11 +23,9 @@ const { TRACEPARENT_LABEL } = binding;
 const COLD = 'cold';
 
 /**
- * The `telemetry` option, read once: null (off: undefined or false), or the router's
- * Telemetry. `true` uses the global providers of `@opentelemetry/api`; an object names a
- * `meterProvider` and a `tracerProvider` (either omitted: the global one, as OpenTelemetry
- * instrumentations do) and `propagateToLabels`. `clock`: the router's clock (null: a
- * monotonic clock measures durations).
+ * The `telemetry` option, read once: null (off), or the router's Telemetry on the caller's
+ * `meterProvider` and `tracerProvider` (each omitted: the global one). `clock`: the router's
+ * clock (null: a monotonic clock measures durations).
  */
 function telemetryOf(option, clock) {
   const { copy, facts } = readFacts(option, 1);
@@ -54,12 +39,7 @@ function telemetryOf(option, clock) {
   return new Telemetry(otel, meter, tracer, o.propagateToLabels, clock);
 }
 
-
-/**
- * One provision's telemetry: its span and the context its work runs in, its start, the
- * pool of its last attempt, the attempt and capacity-read spans open now, and how it ended.
- * A plain record (one shape), made only when telemetry is on.
- */
+/** One provision's telemetry: a plain record (one shape), made only when telemetry is on. */
 function provisionRecord(start) {
   return {
     start,
@@ -101,14 +81,9 @@ class Telemetry {
   }
 
   /**
-   * Observes the gauge `key` of INSTRUMENTS for the router `ctx` at each collection:
-   * `read(ctx)` answers `[value, attributes]` pairs (or nothing). The meter holds the router
-   * only weakly: a router dropped by its owner is collected, and its callback removes
-   * itself. A throw from `read` or the SDK drops that collection's values, nothing else.
-   * (The circuit gauge is one; a warm pool's size would be another.)
-   * @param {string} key the instrument's key
-   * @param {object} ctx the router's context
-   * @param {(ctx: object) => Iterable<[number, Record<string, string>]> | null} read
+   * Observes the gauge `key` for the router `ctx` at each collection: `read(ctx)` answers
+   * `[value, attributes]` pairs (or null). The meter holds the router only weakly (a dropped
+   * router's callback removes itself); a throw drops that collection's values, nothing else.
    */
   observe(key, ctx, read) {
     const gauge = this.#i[key];
@@ -119,9 +94,8 @@ class Telemetry {
         quietly(() => gauge.removeCallback(callback));
         return;
       }
-      let values;
       try {
-        values = read(c);
+        const values = read(c);
         if (values === null || values === undefined) return;
         for (const [value, attributes] of values) quietly(() => result.observe(value, attributes));
       } catch {
@@ -131,12 +105,7 @@ class Telemetry {
     quietly(() => gauge.addCallback(callback));
   }
 
-  /**
-   * The circuit-state gauge of the router `ctx`, from the native health snapshot
-   * (`routerCircuitStates`); no value with `health: false`.
-   * @param {object} ctx the router's context
-   * @param {(health: object) => number | undefined} now what native calls get as `now`
-   */
+  /** The circuit-state gauge of the router `ctx` (`routerCircuitStates`); none with `health: false`. */
   observeCircuits(ctx, now) {
     this.observe('circuitState', ctx, (c) => {
       if (c.health === null) return null;
@@ -161,11 +130,7 @@ class Telemetry {
     }
   }
 
-  /**
-   * Records `value` (seconds, for a duration) into the histogram `key` of INSTRUMENTS; a
-   * value that is not a finite non-negative number (an unreadable clock) is dropped.
-   * `attributes`: bounded values only (pool ids, codes, fixed names).
-   */
+  /** Records `value` (seconds) into the histogram `key`; a non-finite or negative one is dropped. */
   record(key, value, attributes) {
     if (Number.isFinite(value) && value >= 0) quietly(() => this.#i[key].record(value, attributes));
   }
@@ -185,11 +150,7 @@ class Telemetry {
     }
   }
 
-  /**
-   * Runs `f` with `context` as the active one (so a caller's instrumented calls nest under
-   * the router's span); without one, or if the context manager throws, runs it plainly.
-   * `f` runs exactly once either way, and its own throw is its caller's.
-   */
+  /** Runs `f` once, with `context` active if the context manager lets it; `f`'s own throw is its caller's. */
   #within(context, f) {
     if (context === null) return f();
     let called = false;
@@ -206,27 +167,13 @@ class Telemetry {
     return called ? out : f();
   }
 
-  /**
-   * Starts provision `run` (its span, a child of the caller's active context) and runs
-   * `start()` (the acquisition) inside the span's context.
-   */
+  /** Starts provision `run` (its span, a child of the caller's active context) and runs `start()` inside it. */
   begin(run, start) {
     const t = provisionRecord(this.now());
     run.tel = t;
-    let parent = null;
-    try {
-      parent = this.#api.context.active();
-    } catch {
-      parent = null;
-    }
+    const parent = readOr(() => this.#api.context.active(), null);
     if (parent !== null) [t.span, t.context] = this.#child('sandbox_router.provision', parent, { detached: run.detached });
-    if (this.#propagate && t.span !== null) {
-      try {
-        t.traceparent = traceparentOf(this.#api, t.span);
-      } catch {
-        t.traceparent = null;
-      }
-    }
+    if (this.#propagate && t.span !== null) t.traceparent = readOr(() => traceparentOf(this.#api, t.span), null);
     this.#within(t.context, start);
   }
 
@@ -240,10 +187,7 @@ class Telemetry {
     return this.#within(run.tel.attemptContext, () => launch(run));
   }
 
-  /**
-   * A provision's capacity read: `measure(run)` inside a `sandbox_router.capacity_read`
-   * span (ended by the machine's verdict on it, see `decided`), its duration recorded.
-   */
+  /** `measure(run)` inside a capacity-read span (ended by the machine's verdict, `decided`), timed. */
   read(run, measure) {
     const t = run.tel;
     const pool = run.def.id;
@@ -299,8 +243,6 @@ class Telemetry {
         case 'health.skipped':
           this.#event(t, e.type, { pool: e.providerId });
           break;
-        default:
-          break;
       }
     }
   }
@@ -344,23 +286,13 @@ class Telemetry {
     this.#close(t.span, attributes, null);
   }
 
-  /**
-   * Provision `run` failed with `error` (one of ours): its outcome is the machine's own
-   * ending when it ended inside the machine, else the core's rule for the code.
-   */
+  /** Provision `run` failed: its outcome is the machine's own ending, else the core's rule for the code. */
   failed(run, error) {
     const t = run.tel;
     if (t.ended) return;
     t.ended = true;
     const code = codeOf(error);
-    let outcome = t.outcome;
-    if (outcome === null) {
-      try {
-        outcome = binding.provisionOutcome(code, run.pools !== null);
-      } catch {
-        outcome = TERMINAL;
-      }
-    }
+    const outcome = t.outcome ?? readOr(() => binding.provisionOutcome(code, run.pools !== null), TERMINAL);
     const attributes = { outcome, launch_type: t.launchType };
     if (t.pool !== null) attributes.pool = t.pool;
     this.record('provisionDuration', this.since(t.start), attributes);
@@ -369,20 +301,11 @@ class Telemetry {
     this.#close(t.span, attributes, code);
   }
 
-  /**
-   * An operation by id (`name`: runScript, uploadBundle, start, stop, getSandbox, destroy):
-   * `f()` inside its span, counted and timed by outcome (`success` or the error's code).
-   * Returns what `f` returns (a promise), and throws what it throws.
-   */
+  /** Operation `name` by id: `f()` (a promise) in its span, counted and timed by outcome (`success` or the code). */
   operation(name, f) {
     const start = this.now();
-    let span = null;
-    let context = null;
-    try {
-      [span, context] = this.#child(`sandbox_router.${name}`, this.#api.context.active(), { operation: name });
-    } catch {
-      span = context = null;
-    }
+    const child = () => this.#child(`sandbox_router.${name}`, this.#api.context.active(), { operation: name });
+    const [span, context] = readOr(child, [null, null]);
     let p;
     try {
       p = this.#within(context, f);
@@ -418,4 +341,4 @@ class Telemetry {
   }
 }
 
-module.exports = { telemetryOf, Telemetry, INSTRUMENTS, SCHEMA, TRACEPARENT_LABEL, API_PACKAGE };
+module.exports = { telemetryOf, Telemetry, INSTRUMENTS, SCHEMA };
