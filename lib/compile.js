@@ -1,15 +1,8 @@
 'use strict';
-// Compiled requests: validate a request once per distinct content.
-//
-// The request is the caller's value, so it is read exactly once (guard.js): serialized
-// with JSON.stringify inside a guard. Everything the router later needs from it (the
-// launch options, the resources for capacity admission) comes from that text, never from
-// a second read of the caller's object: a getter that answers differently the next time,
-// or a Proxy that starts throwing, changes nothing after validation.
-//
-// Why a cache by content? Serializing is cheap next to the native parse; requests built
-// from one template repeat their text, so a bounded map keyed by the text skips the parse.
-// Only short texts are kept (MAX_CACHED_CHARS): a huge request is validated and dropped.
+// Compiled requests: a request is read exactly once (serialize.js), and everything the router
+// later needs from it (launch options, resources) comes from that text, never from a second
+// read of the caller's object. Texts repeat (requests from one template), so a bounded map
+// keyed by the text skips the native parse; a text over MAX_CACHED_CHARS is not kept.
 
 const { binding } = require('./binding.js');
 const { callNative, refuse } = require('./errors.js');
@@ -30,10 +23,7 @@ class Compiled {
     this.parts = null;
   }
 
-  /**
-   * `{ launch, resourcesJson }` of the validated text (parsed on first use; plain data of
-   * our own, frozen, so a cached entry is safe to share).
-   */
+  /** `{ name, env, createTimeoutSeconds, resourcesJson }` of the validated text (parsed once, frozen: shared). */
   get launchParts() {
     if (this.parts === null) {
       const parsed = JSON.parse(this.json);
@@ -49,27 +39,16 @@ class Compiled {
   }
 }
 
-/**
- * @typedef {object} CallRequest One call's compiled request.
- * @property {Compiled} compiled the shared compiled form of everything but the labels
- * @property {string | null} labelsJson this call's labels as JSON text (null when it has
- *   none), not yet validated: `provision` has them checked by the native begin, `route` and
- *   `explain` by `checkLabels`
- * @property {Record<string, string> | null} labels our own copy of the labels' string
- *   entries, made in the same read (use once validated)
- */
-
 /** Validates a call's labels by the native rule (within router `native`'s limits); throws the typed INVALID_REQUEST. */
 function checkLabels(call, native) {
   if (call.labelsJson !== null) callNative(() => binding.checkLabels(call.labelsJson, native));
 }
 
 /**
- * The compiled form of `request` (validated). Throws the same typed validation errors as
- * the native parser; a value JSON cannot carry (a function, a symbol, a BigInt, NaN,
- * ±Infinity) is INVALID_REQUEST at its field; a request that cannot be read (a throwing
- * getter or Proxy trap, a cycle, a throwing toJSON) is INVALID_REQUEST at `(root)`.
- * @returns {CallRequest}
+ * One call's compiled request: `compiled`, the shared form of all but the labels; `labelsJson`,
+ * their text (null: none), not yet validated (`provision`'s native begin checks them, `route` and
+ * `explain` call `checkLabels`); `labels`, our copy of their string entries. Throws the parser's
+ * typed errors: INVALID_REQUEST at the field JSON cannot carry, or at `(root)` when unreadable.
  */
 function compile(request) {
   const text = serializeRequest(request);
@@ -89,14 +68,9 @@ function compile(request) {
 
 // --- requests reused by identity (route and explain) -------------------------------------
 //
-// Why? `route` and `explain` are often asked about one request object again and again (a
-// template). For them the serialization above costs more than the decision itself. So an
-// object seen before is compared with a snapshot of what was validated, in one read inside
-// a guard; if it is unchanged, the call it compiled to is reused. The snapshot is made from
-// our own parse of the validated text, never from a second read of the caller's object, so
-// a hit means "the object now reads exactly as the text we validated". Requests with
-// labels are not remembered (their text is split). `provision` does not use this: callers
-// make a fresh request per provision, for which a WeakMap entry would be pure cost.
+// An object seen before is compared, in one read inside a guard, with a snapshot of our own
+// parse of its validated text: unchanged, its call is reused (serializing costs `route` more
+// than deciding). Not for requests with labels (their text is split), nor `provision`.
 
 const byIdentity = new WeakMap();
 
@@ -112,21 +86,15 @@ function snapshot(v) {
   if (v === null || typeof v !== 'object') return v;
   if (Array.isArray(v)) return v.map(snapshot);
   const keys = Object.keys(v);
-  return new ObjectSnapshot(
-    keys,
-    keys.map((k) => snapshot(v[k])),
-  );
-}
-
-function isPlain(v) {
-  const proto = Object.getPrototypeOf(v);
-  return proto === Object.prototype || proto === null;
+  return new ObjectSnapshot(keys, keys.map((k) => snapshot(v[k])));
 }
 
 /** Whether live value `a` still reads as snapshot `s` (key order included). Allocates nothing. */
 function same(a, s) {
   if (s instanceof ObjectSnapshot) {
-    if (typeof a !== 'object' || a === null || Array.isArray(a) || !isPlain(a)) return false;
+    if (typeof a !== 'object' || a === null || Array.isArray(a)) return false;
+    const proto = Object.getPrototypeOf(a);
+    if (proto !== Object.prototype && proto !== null) return false;
     const keys = s.keys;
     let n = 0;
     for (const k in a) {
@@ -146,17 +114,11 @@ function same(a, s) {
 /** `compile`, reusing the call of a request object seen before and unchanged (see above). */
 function compileShared(request) {
   const object = request !== null && typeof request === 'object';
-  if (object) {
-    const seen = byIdentity.get(request);
-    if (seen !== undefined) {
-      let unchanged;
-      try {
-        unchanged = guarded(() => same(request, seen.snapshot));
-      } catch {
-        unchanged = false;
-      }
-      if (unchanged) return seen.call;
-    }
+  const seen = object ? byIdentity.get(request) : undefined;
+  try {
+    if (seen !== undefined && guarded(() => same(request, seen.snapshot))) return seen.call;
+  } catch {
+    // A read threw: compiled (and refused) below, as a request seen for the first time.
   }
   const call = compile(request);
   if (object && call.labelsJson === null && call.compiled.json.length <= MAX_CACHED_CHARS) {

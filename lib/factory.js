@@ -1,11 +1,9 @@
 'use strict';
 // Credential-first construction: createSandboxRouter({ providers: { daytona: { apiKey }, … } }).
-//
-// The rule is the core's (src/core/factory.rs, with the catalogue of src/core/providers.rs):
-// which options exist, what each provider entry holds, every default, how a pool's capacity
-// reader and reconcile finder are wired. This file reads the caller's options once, inside
-// a guard, hands them to the core as facts, and builds what the core's plan names: lazy
-// runtimes (lib/provider-adapters.js), capacity readers, finders, and the router.
+// The rule is the core's (src/core/factory.rs, the catalogue in src/core/providers.rs): which
+// options exist, what each entry holds, every default, how a pool's reader and finder are
+// wired. This file reads the caller's options once, in a guard, hands them to the core as
+// facts, and builds what the core's plan names: lazy runtimes, readers, finders, the router.
 // Credentials stay in the runtimes' closures: never on an object we return, in an error,
 // an event or a mapping (the plan names fields, never their values).
 
@@ -26,13 +24,12 @@ const DEFAULT_SIGNALS = Object.freeze({ ...binding.defaultSignals() });
 
 const { CapacitySourceName } = binding;
 
+/** The local runtime module, required lazily: only when `local` is configured. */
 function localModule() {
-  // Required lazily: the local runtime module is only needed when `local` is configured.
   return require('../local/index.js');
 }
 
-function localRuntime(entry) {
-  const { rootDir } = entry;
+function localRuntime({ rootDir }) {
   return localModule().createLocalRuntime(rootDir === undefined ? undefined : { rootDir });
 }
 
@@ -68,21 +65,14 @@ function localCapacityReader(runtime, plan) {
 }
 
 function capacityOf(plan, entry, runtime) {
-  switch (plan.capacity) {
-    case CapacitySourceName.Custom:
-      return entry.capacity;
-    case CapacitySourceName.Local:
-      return localCapacityReader(runtime, plan);
-    default:
-      return createCapacityReader(plan.name, copied(plan.reader, entry));
-  }
+  if (plan.capacity === CapacitySourceName.Custom) return entry.capacity;
+  if (plan.capacity === CapacitySourceName.Local) return localCapacityReader(runtime, plan);
+  return createCapacityReader(plan.name, copied(plan.reader, entry));
 }
 
 /**
- * A factory pool's capabilities: the caller's (or the defaults), with the adapter's own
- * sandbox lifetime (`timeout.maxSandboxLifetimeMs`: E2B's create timeout, from the options
- * the adapter is given) unless the caller declared one, so that warm members expire before
- * the provider kills them (the rule: src/core/warm.rs `factory_lifetime_ms`).
+ * A factory pool's capabilities (the caller's, or the defaults), with the adapter's own sandbox lifetime
+ * unless declared, so warm members expire before the provider kills them (src/core/warm.rs).
  */
 function capabilitiesOf(plan, entry) {
   if (plan.recipe === null) return entry.capabilities ?? localModule().LOCAL_CAPABILITIES;
@@ -96,8 +86,7 @@ function capabilitiesOf(plan, entry) {
 
 /** A provider definition from the core's plan of one pool. */
 function definitionOf(plan, entry, loader) {
-  const local = plan.recipe === null;
-  const runtime = local ? localRuntime(entry) : builtinRuntime(plan, entry, loader);
+  const runtime = plan.recipe === null ? localRuntime(entry) : builtinRuntime(plan, entry, loader);
   return {
     id: plan.id,
     runtime,
@@ -108,10 +97,7 @@ function definitionOf(plan, entry, loader) {
   };
 }
 
-/**
- * Builds a credential-safe runtime for one provider, as the factory does, for callers
- * that keep their own registry. The adapter loads on the first operation.
- */
+/** A credential-safe runtime for one provider, as the factory builds it (for callers with their own registry). */
 function createProviderRuntime(provider, input, internals = {}) {
   const { copy: options, facts } = readFacts({ provider, options: input, internals }, 6);
   const plan = callNative(() => binding.runtimePlan(facts));
@@ -138,10 +124,7 @@ class ConfiguredSandboxRouter extends SandboxRouter {
   }
 }
 
-/**
- * Builds a router from provider credentials, synchronously. Adapters and SDKs load on
- * the first operation of each provider.
- */
+/** Builds a router from provider credentials, synchronously; adapters and SDKs load on first use. */
 function createSandboxRouter(input) {
   const { copy: options, facts } = readFacts(input, 5);
   const plans = callNative(() => binding.factoryPlan(facts));

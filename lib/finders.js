@@ -1,24 +1,13 @@
 'use strict';
-// Finders: how reconcile lists the sandboxes of one pool that carry the router's stamp.
-//
-// A pool built by createSandboxRouter / createProviderRuntime for Daytona, E2B, Microsandbox
-// or Agent37 gets a NATIVE finder: the provider's own list API over the capacity readers'
-// HTTP (src/readers/: one file per provider, the stamp rule in stamp.rs), with the same
-// credentials the factory already holds, kept in this closure and nowhere else. Why not
-// the adapter's findAllByLabels? On E2B the published adapter's label search finds nothing
-// against the real SDK (../shared/reference/sandbox-runtime-port.md, point 5); the list APIs
-// return each sandbox's labels, so the stamp is checked item by item.
-//
-// Every other pool falls back to its runtime's `findAllByLabels({ agent-relay-sbx-fleet })`.
-// The port's handles carry no labels, so a handle is trusted as stamped only when it
-// carries `labels` itself (the local runtime's do) with the whole stamp; a handle without
-// labels can be matched to a mapping by its provider id, but never reclaimed.
-//
-// A finder answers columns (`answered`), the form reconcile's listing report takes
-// (src/binding/reconcile.rs), so 10,000 items cross the seam as a few arrays.
+// Finders: how reconcile lists the sandboxes of one pool that carry the router's stamp
+// (docs/orphans-and-restarts.md). A factory-built Daytona, E2B, Microsandbox or Agent37 pool
+// gets a native finder (the provider's list API, src/readers/; the stamp rule, stamp.rs) with
+// the factory's credentials, kept in this closure and nowhere else; every other pool falls
+// back to its runtime's `findAllByLabels`. Answers cross as columns (`answered`).
 
 const { binding } = require('./binding.js');
 const { guarded, copyOptions } = require('./guard.js');
+const { hasMethods } = require('./options.js');
 const { serializeLenient } = require('./serialize.js');
 const { within, TIMED_OUT } = require('./within.js');
 
@@ -29,10 +18,8 @@ const { SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL } = binding;
 const FINDERS = new WeakMap();
 
 /**
- * Registers a native finder for a runtime the factory made, when its provider has one.
- * `options`: `{ apiKey, baseUrl?, organizationId?, maxPages?, pageSize? }`, validated once
- * natively (src/readers/config.rs: options a reader would refuse make every list
- * MALFORMED). The key stays in the returned closure.
+ * Registers a native finder for a factory runtime whose provider has one; `options` are checked
+ * natively (src/readers/config.rs: bad ones make every list MALFORMED); the key stays in the closure.
  */
 function attachFinder(runtime, kind, options) {
   let spec;
@@ -47,18 +34,16 @@ function attachFinder(runtime, kind, options) {
   }
   if (spec === null) return;
   const native = binding.nativeFinder(spec);
-  if (native !== null) FINDERS.set(runtime, nativeFinder(native, copy.apiKey));
-}
-
-function nativeFinder(native, apiKey) {
-  return { find: async (fleet, timeoutMs) => answered(await native.find(apiKey, fleet, timeoutMs), () => true) };
+  if (native === null) return;
+  const apiKey = copy.apiKey;
+  const find = async (fleet, timeoutMs) => answered(await native.find(apiKey, fleet, timeoutMs), () => true);
+  FINDERS.set(runtime, { find });
 }
 
 /**
- * A finder's answer: the reason code the core gave when the pool could not be listed (null:
- * listed), and the Listing, one pool's stamped items, one column per field (row i: item i):
- * `providerSandboxIds`, `sandboxIds` (null: the handle carried no labels), `verified` (1 when
- * the whole stamp was seen on the item), `createdAtMs` (NaN when unknown).
+ * A finder's answer: the core's reason when the pool could not be listed (null: listed), and
+ * the pool's stamped items as columns: `sandboxIds` null without labels, `verified` 1 when the
+ * whole stamp was seen, `createdAtMs` NaN when unknown.
  * @returns {{ reason: string | null, listing: { providerSandboxIds: string[], sandboxIds: Array<string | null>, verified: Uint8Array, createdAtMs: Float64Array } }}
  */
 function answered(r, verified) {
@@ -93,13 +78,7 @@ const hasNativeFinder = (entry) => FINDERS.has(entry.runtime);
 function runtimeFinder(runtime) {
   return {
     async find(fleet, timeoutMs) {
-      let has;
-      try {
-        has = guarded(() => typeof runtime.findAllByLabels === 'function');
-      } catch {
-        has = false;
-      }
-      if (!has) return unlisted(ListFailureName.NoLabelSearch);
+      if (!hasMethods(runtime, ['findAllByLabels'])) return unlisted(ListFailureName.NoLabelSearch);
       let answer;
       try {
         answer = await within(runtime.findAllByLabels({ [SANDBOX_FLEET_LABEL]: fleet }, { timeoutMs }), timeoutMs);
@@ -122,9 +101,8 @@ function runtimeFinder(runtime) {
 }
 
 /**
- * What the stamp rule needs of one handle from findAllByLabels, read inside the caller's
- * guard: its id, the two stamp labels when it carries labels (null when it carries none),
- * and its creation time as JavaScript reads a date (null when it is not an object).
+ * What the stamp rule needs of one handle from findAllByLabels (read in the caller's guard):
+ * its id, its two stamp labels (null without labels), its creation time (null: not a string).
  */
 function readHandle(h) {
   if (h === null || typeof h !== 'object') return null;
@@ -137,4 +115,4 @@ function readHandle(h) {
   };
 }
 
-module.exports = { attachFinder, finderFor, nativeFinderOf, hasNativeFinder, unlisted, SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL };
+module.exports = { attachFinder, finderFor, nativeFinderOf, hasNativeFinder, SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL };

@@ -1,8 +1,7 @@
 'use strict';
-// The default mapping store. The records live in the native core; this class gives them
-// the async contract every store has (`put`/`get`/`delete`/`list`), so a database-backed
-// store can replace it without the router noticing. The router recognises this class and
-// writes to it synchronously on the provision path (one native call, no extra promise).
+// The mapping stores. The default one's records live in the native core; its class gives them
+// the async contract every store has (`put`/`get`/`delete`/`list`), and the router recognises
+// it and hands its native store to the provision path (no extra call, no extra promise).
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -10,27 +9,24 @@ const { binding } = require('./binding.js');
 const { callNative, fromNative } = require('./errors.js');
 const { readFacts } = require('./facts.js');
 
-const SYNC = Symbol('sandbox-router.mapping-sync');
 const NATIVE_STORE = Symbol('sandbox-router.native-mapping-store');
 
 function toRecord(r) {
-  return r
-    ? {
-        id: r.id,
-        providerId: r.providerId,
-        providerSandboxId: r.providerSandboxId,
-        labels: { ...r.labels },
-        createdAt: r.createdAt,
-        detached: r.detached,
-      }
-    : null;
+  if (!r) return null;
+  const { id, providerId, providerSandboxId, labels, createdAt, detached } = r;
+  return { id, providerId, providerSandboxId, labels: { ...labels }, createdAt, detached };
 }
 
-/**
- * A caller's record (or intent) read once, inside a guard, and checked by the core's rule
- * (`check`: src/core/records.rs, through the binding): our copy, or the typed INVALID_INPUT
- * error naming the field.
- */
+/** Awaits a native promise; a rejection becomes its typed error (a synchronous throw too). */
+async function call(fn) {
+  try {
+    return await fn();
+  } catch (error) {
+    throw fromNative(error);
+  }
+}
+
+/** A caller's record (or intent) read once, in a guard: our copy, or the core's INVALID_INPUT naming the field. */
 function readChecked(value, check) {
   const { copy, facts } = readFacts(value, 2);
   callNative(() => check(facts));
@@ -42,7 +38,9 @@ class InMemoryMappingStore {
 
   /** @param {import('../index').SandboxMapping} record */
   async put(record) {
-    this[SYNC](record);
+    const r = readChecked(record, binding.checkMappingRecord);
+    const labels = JSON.stringify(r.labels ?? {});
+    callNative(() => this.#native.put(r.id, r.providerId, r.providerSandboxId, labels, r.createdAt, r.detached === true));
   }
 
   /** @param {string} id */
@@ -64,18 +62,7 @@ class InMemoryMappingStore {
     return this.#native.size;
   }
 
-  /** @internal synchronous put used by the router. */
-  [SYNC](record) {
-    const r = readChecked(record, binding.checkMappingRecord);
-    const labels = JSON.stringify(r.labels ?? {});
-    callNative(() => this.#native.put(r.id, r.providerId, r.providerSandboxId, labels, r.createdAt, r.detached === true));
-  }
-
-  /**
-   * @internal the native store, handed to the router's native state: a provision's success
-   * call writes the record itself (labels from the validated request, the id and fleet
-   * labels added, createdAt from the native clock) without a call of its own.
-   */
+  /** @internal the native store, to which a provision's success call writes the record itself. */
   [NATIVE_STORE]() {
     return this.#native;
   }
@@ -94,33 +81,13 @@ function readPut(record) {
 /** An intent read once into the batch's `intent` op, checked by the core's rule. */
 function readIntent(intent) {
   const i = readChecked(intent, binding.checkMappingIntent);
-  return {
-    op: 'intent',
-    id: i.id,
-    providerId: i.providerId,
-    state: i.state,
-    startedAt: i.startedAt,
-    expiresAt: i.expiresAt,
-    ownerHost: i.ownerHost,
-    ownerPid: i.ownerPid,
-    ownerSession: i.ownerSession,
-  };
+  const { id, providerId, state, startedAt, expiresAt, ownerHost, ownerPid, ownerSession } = i;
+  return { op: 'intent', id, providerId, state, startedAt, expiresAt, ownerHost, ownerPid, ownerSession };
 }
 
 /**
- * A durable mapping store: one SQLite file (SQLite is compiled into the native addon),
- * created on first use, in WAL mode, its schema versioned and migrated on open.
- *
- * Identity survives a restart of the process: a record whose `put` resolved is in the file
- * even if the process is killed the next instant (SIGKILL included). With the default
- * `durability: 'normal'` a power loss or OS crash may roll back the last writes (the file
- * stays consistent); `'full'` fsyncs every write. It is one machine's file: processes on
- * one host may share it (SQLite locks it), hosts may not (not over NFS).
- *
- * Beyond the mapping seam (`put`, `get`, `delete`, `list`) it keeps intent records
- * (`intent`, `intents`): the router writes a `launching` intent before each launch, so that
- * `reconcile` tells a launch that was in flight when its process died from a sandbox that
- * someone else made with the router's labels.
+ * A durable mapping store, with intent records for reconcile: one SQLite file, in WAL mode, its
+ * schema migrated on open. What it guarantees: docs/orphans-and-restarts.md.
  */
 class SqliteMappingStore {
   #native;
@@ -129,10 +96,7 @@ class SqliteMappingStore {
   /** @type {{ op: object, resolve: (v: any) => void, reject: (e: unknown) => void }[]} */
   #queue = [];
 
-  /**
-   * @param {string | { path: string, durability?: 'normal' | 'full' }} options the file's
-   *   path (relative paths resolve against the working directory now), or options.
-   */
+  /** @param {string | { path: string, durability?: 'normal' | 'full' }} options the path (resolved now), or options */
   constructor(options) {
     const o = callNative(() => binding.sqliteOptions(readFacts(options, 1).facts));
     this.#path = path.resolve(o.path);
@@ -163,10 +127,9 @@ class SqliteMappingStore {
   }
 
   /**
-   * Writes go through one queue, flushed once per turn of the event loop (a microtask) as
-   * ONE transaction (group commit): concurrent provisions share a commit, a lone write
-   * costs a microtask more. Each op is validated before it is queued, so one bad record
-   * never fails its neighbours; a write resolves only once its transaction committed.
+   * Writes go through one queue, flushed once per microtask as ONE transaction (group commit).
+   * Each op is validated before it is queued, so one bad record never fails its neighbours;
+   * a write resolves only once its transaction committed.
    */
   #enqueue(op) {
     return new Promise((resolve, reject) => {
@@ -191,8 +154,7 @@ class SqliteMappingStore {
 
   /** @param {import('../index').SandboxMapping} record */
   async put(record) {
-    const op = readPut(record);
-    await this.#enqueue(op);
+    await this.#enqueue(readPut(record));
   }
 
   /** @param {string} id */
@@ -208,13 +170,7 @@ class SqliteMappingStore {
   /** Every record, ordered by id (read off the JS thread). */
   async list() {
     callNative(() => this.#n().open());
-    let rows;
-    try {
-      rows = await binding.sqliteList(this.#path);
-    } catch (error) {
-      throw fromNative(error);
-    }
-    return rows.map(toRecord);
+    return (await call(() => binding.sqliteList(this.#path))).map(toRecord);
   }
 
   /** Number of records. */
@@ -223,8 +179,7 @@ class SqliteMappingStore {
   }
 
   /**
-   * Writes an intent record (the router calls it before each launch, and again with
-   * `state: 'failed'` when a launch ended with its outcome unknown).
+   * Writes an intent record (before each launch; `failed` when its outcome is unknown).
    * @param {import('../index').MappingIntent} intent
    */
   async intent(intent) {
@@ -241,10 +196,7 @@ class SqliteMappingStore {
     this.#native.close();
   }
 
-  /**
-   * @internal the native store, handed to a router's native state: budgets without a
-   * coordinator keep their charges in this file (a restart does not reset spend).
-   */
+  /** @internal the native store: budgets without a coordinator keep their charges in this file. */
   [NATIVE_STORE]() {
     return this.#n();
   }
@@ -254,4 +206,4 @@ class SqliteMappingStore {
   }
 }
 
-module.exports = { InMemoryMappingStore, SqliteMappingStore, SYNC, NATIVE_STORE, readPut, readIntent, toRecord };
+module.exports = { InMemoryMappingStore, SqliteMappingStore, NATIVE_STORE, readPut, readIntent, toRecord, call };

@@ -15,27 +15,17 @@ const { coordinatorOf } = require('./postgres.js');
 /** The methods whose presence the core decides options by (src/core/router/options.rs). */
 const METHODS = binding.routerOptionMethods();
 
-/** Default fleet name: the value of the fleet label stamped into every launch. */
-const { DEFAULT_FLEET } = binding;
-
-function isFn(x) {
-  return typeof x === 'function';
-}
-
 /** Whether `value` has every method in `names` (guarded: a throwing getter means no). */
 function hasMethods(value, names) {
   if (value === null || typeof value !== 'object') return false;
   try {
-    return guarded(() => names.every((n) => isFn(value[n])));
+    return guarded(() => names.every((n) => typeof value[n] === 'function'));
   } catch {
     return false;
   }
 }
 
-/**
- * What kind of value `v` is, as the core reads options: `typeof`, or `null` / `array`
- * (`unreadable`: a revoked Proxy, which even Array.isArray cannot read).
- */
+/** What kind `v` is, as the core reads options: `typeof`, `null`, `array` or `unreadable` (a revoked Proxy). */
 function kindOf(v) {
   if (v === null) return 'null';
   try {
@@ -50,7 +40,7 @@ function methodsOf(v) {
   if (v === null || (typeof v !== 'object' && typeof v !== 'function')) return [];
   return METHODS.filter((m) => {
     try {
-      return guarded(() => isFn(v[m]));
+      return guarded(() => typeof v[m] === 'function');
     } catch {
       return false;
     }
@@ -68,10 +58,7 @@ function givenOf(options) {
   return out;
 }
 
-/**
- * The options JSON can carry, as text for the core (which validates every one): a value it
- * cannot carry is refused at its field, natively (`field`: the option it is under).
- */
+/** Options as text for the core (which validates them); a value JSON cannot carry is refused at `field…`. */
 function textOf(value, field) {
   const json = serialize(value);
   if (json instanceof NotJson) refuse(() => binding.notJsonError('router', json.segments, json.what, field));
@@ -94,10 +81,7 @@ function dataOf(options) {
   return textOf({ capacity: c, callbackTimeoutMs, operationTimeoutMs, fleet, limits }, '') ?? 'null';
 }
 
-/**
- * A caller's clock (option `field`), read inside a guard: a throw or a non-finite answer is
- * the typed error the core names it by.
- */
+/** A caller's clock (option `field`): a throw or a non-finite reading is the core's typed error. */
 function clockOf(clock, field) {
   return () => {
     let t;
@@ -110,62 +94,19 @@ function clockOf(clock, field) {
   };
 }
 
-/**
- * What native calls get as `now` for the router's clock: its reading, or undefined (the
- * wall clock, which the native side reads itself).
- * @param {{ clock: (() => number) | null }} ctx
- */
+/** What native calls get as `now`: the router's clock reading, or undefined (the wall clock, read natively). */
 function routerNow(ctx) {
   return ctx.clock === null ? undefined : ctx.clock();
 }
 
-/**
- * What native calls get as `now`: the injected clock's reading, or undefined (health off,
- * or the default clock, which the native side reads itself).
- * @param {{ clock: (() => number) | null } | null} health
- */
+/** What native calls get as `now` for health: its clock's reading, or undefined (health off, or the wall clock). */
 function healthNow(health) {
   return health === null || health.clock === null ? undefined : health.clock();
 }
 
-/**
- * @typedef {object} RouterContext What every part of a router works from.
- * @property {object} registry the caller's registry (ours or their own)
- * @property {object} mappings the mapping store
- * @property {boolean} fastMappings the exact default store: written synchronously
- * @property {object} native the router's native state (the ExternalObject of
- *   src/binding/router.rs RouterState: the core's Router)
- * @property {((e: object) => unknown) | null} observer
- * @property {Function | null} classifier
- * @property {Function | null} resolver
- * @property {{ hasAvailableCredentials(id: string): unknown } | null} provisioning
- * @property {number} callbackTimeoutMs
- * @property {number} operationTimeoutMs
- * @property {{ providerOrder: string[], timeoutMs: number, reservationTtlMs: number, coordinator: any } | null} capacity
- * @property {number} capacityTimeoutMs
- * @property {Map<string, object>} handles handles from launch, by sbx id (process-local; at most
- *   the router's HANDLE_LIMIT, src/core/router/operation.rs; oldest dropped first)
- * @property {string} fleet the fleet name stamped into every launch
- * @property {boolean} intents whether the store takes intent records (`intent` and `intents`)
- * @property {string} session this router's random session id (in intent records)
- * @property {{ clock: (() => number) | null } | null} health live pool health's clock (null:
- *   `health: false`; `clock` null: the wall clock, which the native side reads itself)
- * @property {(() => number) | null} clock the router's clock (option `clock`; null: the wall
- *   clock, read natively): what budgets, warm pools and health (without `health.clock`) read
- * @property {object | null} warm the router's warm pools once `warmUp()` started them
- *   (lib/warm.js); null before, so a router without them pays nothing
- * @property {{ shared: boolean } | null} budgets the router has budget rules (option
- *   `budgets`); `shared`: they live in the coordinator's database
- * @property {import('./telemetry.js').Telemetry | null} telemetry OpenTelemetry metrics and
- *   traces (option `telemetry`; null: off, and nothing of it runs)
- * @property {boolean} events whether the machines record events (an observer or telemetry reads them)
- */
+/** @typedef {ReturnType<typeof contextOf>} RouterContext What every part of a router works from. */
 
-/**
- * The routers of this process, held weakly: whether a sandbox id is being made is asked of
- * every one (ids are 128 random bits, so another router's provision never answers for
- * this one's), as `reconcile` must not call another router's launch in flight an orphan.
- */
+/** This process's routers, held weakly: reconcile asks each whether an id is being made (so it is no orphan). */
 const ROUTERS = new Set();
 const FORGET = new FinalizationRegistry((ref) => ROUTERS.delete(ref));
 
@@ -175,40 +116,35 @@ function track(native) {
   FORGET.register(native, ref);
 }
 
-/** Whether a router of this process is making sandbox `id` now. */
-function inFlight(id) {
+/** The native states of this process's routers still alive. */
+function* live() {
   for (const ref of ROUTERS) {
     const native = ref.deref();
-    if (native !== undefined && binding.routerInFlight(native, id)) return true;
+    if (native !== undefined) yield native;
   }
+}
+
+/** Whether a router of this process is making sandbox `id` now. */
+function inFlight(id) {
+  for (const native of live()) if (binding.routerInFlight(native, id)) return true;
   return false;
 }
 
 /** Jobs in flight over every router of this process (the leak tests count them). */
 function jobsInFlight() {
   let n = 0;
-  for (const ref of ROUTERS) {
-    const native = ref.deref();
-    if (native !== undefined) n += binding.routerJobsInFlight(native);
-  }
+  for (const native of live()) n += binding.routerJobsInFlight(native);
   return n;
 }
 
 /** The sandbox ids the routers of this process other than `self` are making now. */
 function othersInFlight(self) {
   const out = [];
-  for (const ref of ROUTERS) {
-    const native = ref.deref();
-    if (native !== undefined && native !== self) out.push(...binding.routerInFlightIds(native));
-  }
+  for (const native of live()) if (native !== self) out.push(...binding.routerInFlightIds(native));
   return out;
 }
 
-/**
- * Reads router options into a context; the core validates every one (the typed
- * INVALID_CONFIGURATION error names the field). Throws.
- * @returns {RouterContext}
- */
+/** Reads router options into a context; the core validates every one (INVALID_CONFIGURATION names the field). */
 function contextOf(input) {
   let options = null;
   let root = kindOf(input);
@@ -268,8 +204,10 @@ function contextOf(input) {
   );
   track(native);
   const healthOn = healthOption !== false;
+  const shared = binding.routerBudgetsShared(native);
   const ctx = {
     registry,
+    /** the router's native state (src/binding/router.rs RouterState: the core's Router) */
     native,
     /** the registry view the native router decides on (lib/registry.js viewOf) */
     view: firstRegistry,
@@ -283,27 +221,30 @@ function contextOf(input) {
     operationTimeoutMs: o.operationTimeoutMs,
     capacity: o.capacity === null || o.capacity === undefined ? null : { ...o.capacity, coordinator: o.capacity.coordinated ? coordinatorOf(options.capacity.coordinator) : null },
     capacityTimeoutMs: o.capacityTimeoutMs,
+    /** @type {Map<string, object>} handles from launch, by sbx id (process-local; at most HANDLE_LIMIT) */
     handles: new Map(),
     fleet: o.fleet,
+    /** whether the store takes intent records (`intent`, `intents`), with this router's random session id */
     intents: o.intents && !fastMappings,
     session,
+    /** health's clock (null: health off; `clock` null: the wall clock) */
     health: healthOn ? { clock: o.healthClock ? clockOf(healthOption.clock, 'health.clock') : clock } : null,
+    /** option `clock`, read by budgets, warm pools and health (null: the wall clock, read natively) */
     clock,
+    /** the warm pools once `warmUp()` started them (lib/warm.js) */
     warm: null,
-    budgets: budgetsOf(binding.routerBudgetsShared(native)),
+    /** option `budgets` (null without); `shared`: they live in the coordinator's database */
+    budgets: shared === null || shared === undefined ? null : { shared },
     telemetry,
+    /** whether the machines record events (an observer or telemetry reads them) */
     events: observerFn !== null || telemetry !== null,
   };
   if (telemetry !== null) telemetry.observeCircuits(ctx, healthNow);
   return ctx;
 }
 
-/** A router's budgets (null without): whether they live in the shared ledger. */
-const budgetsOf = (shared) => (shared === null || shared === undefined ? null : { shared });
-
-// The shape anchor: one idle router context, held for the life of the process, so V8's
-// optimized provision path (which embeds the context's shape) survives every router being
-// dropped and collected (measured: docs/performance.md). __test__/shape-anchor.test.mjs holds both ways.
+// The shape anchor (docs/performance.md; __test__/shape-anchor.test.mjs): one idle context held
+// for the process's life, so V8's optimized provision path survives every router being collected.
 const SHAPE_ANCHORS = { context: contextOf({ registry: { list: () => [] } }) };
 
-module.exports = { contextOf, textOf, hasMethods, isFn, healthNow, routerNow, inFlight, othersInFlight, jobsInFlight, DEFAULT_FLEET, SHAPE_ANCHORS };
+module.exports = { contextOf, textOf, hasMethods, healthNow, routerNow, inFlight, othersInFlight, jobsInFlight, SHAPE_ANCHORS };

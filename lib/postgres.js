@@ -1,31 +1,23 @@
 'use strict';
-// PostgresMappingStore: the mapping seam (put/get/delete/list, intents) in PostgreSQL, and
-// the shared capacity ledger that lets many router processes admit against one truth
-// (`capacity: { coordinator: store }`). The native half (src/binding/pg.rs → src/stores/pg.rs)
-// owns the connection pool, the schema and every SQL statement, and the core the options'
-// rule (src/core/store_options.rs); this class reads each caller value once, and gives
-// failures their classes.
-//
-// TLS (`connection.ssl`, or the URL's `sslmode`): rustls in the native half; see docs/fleets.md
-// ("TLS") for what each mode verifies.
-//
-// The connection options (password and CA text included) are handed to the native constructor and not
-// kept here: no field of this object holds them, so JSON.stringify and util.inspect cannot
-// show them, and no error carries them (the native side drops the database's own texts).
+// PostgresMappingStore: the mapping seam and intents in PostgreSQL, and the shared capacity
+// ledger many router processes admit against (`capacity: { coordinator: store }`). The native
+// half (src/binding/pg.rs → src/stores/pg.rs) owns the pool, the schema, every SQL statement
+// and TLS (docs/fleets.md); this class reads each caller value once and gives failures their
+// classes. The connection options (password, CA text) go to the native constructor and are
+// not kept here: JSON.stringify and util.inspect cannot show them, no error carries them.
 
 const util = require('node:util');
 const { binding } = require('./binding.js');
-const { callNative, fromNative } = require('./errors.js');
+const { callNative } = require('./errors.js');
 const { readFacts } = require('./facts.js');
-const { readPut, readIntent, toRecord } = require('./mappings.js');
+const { readPut, readIntent, toRecord, call } = require('./mappings.js');
 
 /** Marks the stores the router may use as a capacity coordinator. */
 const COORDINATOR = Symbol('sandbox-router.coordinator');
 
 /**
- * Mappings, intents and (optionally) the shared capacity ledger in PostgreSQL. The schema is
- * created and migrated on first use (versioned; concurrent first uses migrate one at a
- * time). Every call is bounded by `timeoutMs`.
+ * Mappings, intents and (optionally) the shared capacity ledger in PostgreSQL; the schema is
+ * migrated on first use (concurrent first uses one at a time); every call bounded by `timeoutMs`.
  */
 class PostgresMappingStore {
   #native;
@@ -37,7 +29,6 @@ class PostgresMappingStore {
    *   a connection URL, or options.
    */
   constructor(options) {
-    // The connection comes back normalized, goes to the native store, and is not kept here.
     const o = callNative(() => binding.postgresOptions(readFacts(options, 3).facts));
     this.#timeoutMs = o.timeoutMs;
     this.#leaseMs = o.leaseMs;
@@ -96,11 +87,7 @@ class PostgresMappingStore {
     return call(() => this.#native.intents());
   }
 
-  /**
-   * Unexpired capacity holds on pool `providerId` in the shared ledger, every process's
-   * (in flight, or kept as assumptions).
-   * @param {string} providerId
-   */
+  /** Unexpired capacity holds on pool `providerId` in the shared ledger, every process's (in flight or assumed). */
   async held(providerId) {
     return call(() => this.#native.held(String(providerId)));
   }
@@ -124,19 +111,9 @@ class PostgresMappingStore {
   }
 }
 
-/** Awaits a native promise; a rejection becomes its typed error (a synchronous throw too). */
-async function call(fn) {
-  try {
-    return await fn();
-  } catch (error) {
-    throw fromNative(error);
-  }
-}
-
 /** The native coordinator of a store given as `capacity.coordinator`, or null when it is not one. */
 function coordinatorOf(value) {
-  if (!(value instanceof PostgresMappingStore)) return null;
-  return value[COORDINATOR];
+  return value instanceof PostgresMappingStore ? value[COORDINATOR] : null;
 }
 
 module.exports = { PostgresMappingStore, coordinatorOf };

@@ -1,20 +1,10 @@
 'use strict';
-// The lazy runtimes of the builtin providers: the part that touches optional packages and
-// provider SDK errors.
-//
-// Why lazy adapters? The provider adapters live in `@agent-relay/sandbox` and each needs
-// its vendor SDK; a caller using two providers must not need all six SDKs installed, and
-// constructing a router must not load anything. So each configured provider becomes a
-// port-shaped runtime whose first operation imports the adapter (and SDK) through a
-// replaceable module loader, constructs it with the credentials from its closure, and
-// delegates. Credentials live only in these closures: never on an object we return, in an
-// error, an event or a mapping.
-//
-// Who decides what? The core (src/core/providers.rs, src/core/packages.rs): the recipe of
-// each runtime (adapter, SDK, client, methods), and what a failure is: a missing package
-// told from a broken install, an adapter without a method, and what a ProviderRuntimeError
-// keeps of an SDK error (its HTTP status and class name, never its text). This file loads,
-// constructs, delegates, and reports what happened.
+// The lazy runtimes of the builtin providers (docs/providers.md, "Loading and credentials"):
+// each configured provider is a port-shaped runtime whose first operation imports the adapter
+// and SDK through a replaceable loader, constructs it with the credentials from its closure,
+// and delegates. Credentials live only in these closures: never on an object we return, in
+// an error, an event or a mapping. The core decides the recipes and what a failure is
+// (src/core/providers.rs, packages.rs), never keeping an SDK error's text.
 
 const { ProviderRuntimeError, fromNative, isRouterError } = require('./errors.js');
 const { binding } = require('./binding.js');
@@ -25,9 +15,8 @@ const { serializeLenient } = require('./serialize.js');
 const defaultLoader = (specifier) => import(specifier);
 
 /**
- * The typed error for optional package `name` that failed to load with `error`, as the
- * core judges it from what Node said: whether `error` is a module-not-found error, and
- * its text (read once, inside a guard; the core repeats at most a module name of it).
+ * The typed error for optional package `name` that failed to load with `error`, as the core
+ * judges it: whether it is module-not-found, and its text (it repeats at most a module name).
  */
 function packageError(error, name) {
   let facts = { notFound: false, text: null };
@@ -56,10 +45,9 @@ async function loadPackage(loader, name) {
 const exported = (mod, name) => mod[name] ?? mod.default?.[name];
 
 /**
- * Builds the adapter of `recipe` (the core's, `RecipeRecord`) from already-validated
- * options. Runs once, on the first operation. `options` holds the credentials; it is
- * never stored elsewhere. With a client (Daytona's SDK), the options it takes go to the
- * client, and the adapter gets the client instead.
+ * Builds the adapter of the core's `recipe` from validated `options` (the credentials, never
+ * stored elsewhere), on the first operation. With a client (Daytona's SDK), the options it
+ * takes go to the client, and the adapter gets the client instead.
  */
 async function buildAdapter(recipe, options, loader) {
   const sandbox = await loadPackage(loader, recipe.sandboxPackage);
@@ -80,10 +68,8 @@ async function buildAdapter(recipe, options, loader) {
 }
 
 /**
- * An SDK error as the router hands it on: a ProviderRuntimeError with the provider and
- * operation, and what the core keeps of the error's facts (read once, inside a guard:
- * its candidate HTTP statuses and its class name). Our own typed errors (a missing
- * package) pass through unchanged.
+ * An SDK error as the router hands it on: a ProviderRuntimeError with what the core keeps of
+ * its facts (read once, in a guard: candidate HTTP statuses, class name). Ours pass through.
  */
 function sanitized(provider, operation, error) {
   if (isRouterError(error)) return error;
@@ -100,10 +86,7 @@ function sanitized(provider, operation, error) {
   return new ProviderRuntimeError(provider, operation, undefined, binding.keptErrorFacts(facts));
 }
 
-/**
- * A port-shaped runtime of `recipe` that constructs the real adapter on first use. The
- * returned object holds no credential: they stay in this function's closure.
- */
+/** A port-shaped runtime of `recipe` that builds the real adapter on first use; credentials stay in this closure. */
 function lazyRuntime(recipe, options, loader) {
   const provider = recipe.provider;
   let pending = null;

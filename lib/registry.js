@@ -11,22 +11,14 @@ const { guarded } = require('./guard.js');
 /** Why a registry or a definition is refused, by name: the numbers the core's refusals take. */
 const REFUSAL = binding.registryRefusals();
 
-/**
- * Validates and brands a provider id by the native rule (src/core/ids.rs): non-empty,
- * `[a-z0-9][a-z0-9._-]*`, at most 64 characters.
- * @param {string} id
- */
+/** Validates and brands a provider id by the native rule (src/core/ids.rs): `[a-z0-9][a-z0-9._-]*`, 1-64 chars. */
 function asProviderId(id) {
   if (typeof id !== 'string') refuse(() => binding.registryRefused(REFUSAL.IdNotAString));
   callNative(() => binding.checkProviderId(id));
   return id;
 }
 
-/**
- * Reads one definition once, inside a guard (see guard.js), into the router's own entry:
- * `{ id, runtime, capacity, detachable, json, definition }`. `definition` is the caller's
- * object, handed back only to the caller's own callbacks (classifier, resolver).
- */
+/** Reads one definition once, in a guard, into the router's entry (`definition`: the caller's, for its callbacks). */
 function readDefinition(def, position) {
   const refused = (what, id) => refuse(() => binding.registryRefused(what, position, id));
   let raw;
@@ -44,7 +36,6 @@ function readDefinition(def, position) {
         detachable: rtOk && typeof rt.launchDetached === 'function',
         capacity,
         capacityOk: capacity === undefined || (capacity !== null && typeof capacity === 'object' && typeof capacity.getCapacity === 'function'),
-        // A pool's `warm` option (docs/warm-pools.md) is read by the core with the rest.
         json: serializeDefinition(def.id, def.capabilities, def.signals, warm),
         warm: warm !== undefined,
       };
@@ -60,13 +51,7 @@ function readDefinition(def, position) {
   return { id, runtime: raw.runtime, capacity: raw.capacity, detachable: raw.detachable, json: raw.json, definition: def, warm: raw.warm };
 }
 
-/**
- * The definition's text for the native registry (read by `serializeDefinition`), or its
- * typed error where the native parse would have refused it: a value JSON cannot carry in
- * its `capabilities` (or `id`) is INVALID_PROVIDER_DEFINITION at that field.
- * @param {string} id the definition's id, already valid
- * @param {string | NotJson} json
- */
+/** A definition's text, or (a NotJson) INVALID_PROVIDER_DEFINITION at its field, as the native parse refuses it. */
 function definitionText(id, json) {
   if (!(json instanceof NotJson)) return json;
   return refuse(() => binding.definitionNotJson(id, json.segments, json.what));
@@ -75,18 +60,12 @@ function definitionText(id, json) {
 const NATIVE = Symbol('sandbox-router.native-registry');
 const ENTRY = Symbol('sandbox-router.registry-entry');
 
-/**
- * A registry held in memory. A test/local reference: production callers with dynamic
- * fleets may implement `ProviderRegistry` themselves (`list()` and `get(id)`).
- */
+/** A registry held in memory; callers with dynamic fleets may implement `ProviderRegistry` (`list()`, `get(id)`). */
 class InMemoryProviderRegistry {
-  #native = binding.createRegistry();
-  /** @type {object[]} */
-  #definitions = [];
-  /** @type {object[]} the router's entries (readDefinition), by native index */
+  /** @type {object[]} the router's entries (readDefinition), by native index; `definition`: the caller's */
   #entries = [];
   // `version` changes with every registration, so cached decisions know they are stale.
-  #view = { native: this.#native, definitions: this.#entries, version: 0 };
+  #view = { native: binding.createRegistry(), definitions: this.#entries, version: 0 };
   /** @type {Map<string, object>} entries by id */
   #byId = new Map();
 
@@ -104,10 +83,9 @@ class InMemoryProviderRegistry {
 
   #register(def, position) {
     const entry = readDefinition(def, position);
-    callNative(() => binding.registryCheckNew(this.#native, entry.id));
+    callNative(() => binding.registryCheckNew(this.#view.native, entry.id));
     const json = definitionText(entry.id, entry.json);
-    callNative(() => binding.registryAddPool(this.#native, json, entry.detachable, entry.capacity !== undefined));
-    this.#definitions.push(def);
+    callNative(() => binding.registryAddPool(this.#view.native, json, entry.detachable, entry.capacity !== undefined));
     this.#entries.push(entry);
     this.#byId.set(entry.id, entry);
     this.#view.version++;
@@ -115,13 +93,13 @@ class InMemoryProviderRegistry {
 
   /** Adds one definition; a duplicate id is a `ProviderRegistryError`. */
   register(definition) {
-    this.#register(definition, this.#definitions.length);
+    this.#register(definition, this.#entries.length);
     return this;
   }
 
   /** Every definition, in registration order (a copy). */
   list() {
-    return this.#definitions.slice();
+    return this.#entries.map((e) => e.definition);
   }
 
   /** The definition with this id, if any. */
@@ -136,7 +114,7 @@ class InMemoryProviderRegistry {
 
   /** Number of definitions. */
   get size() {
-    return this.#definitions.length;
+    return this.#entries.length;
   }
 
   /** @internal the parsed registry and the definitions by native index. */
@@ -145,14 +123,10 @@ class InMemoryProviderRegistry {
   }
 
   toJSON() {
-    return { providers: this.#definitions.map((d) => d.id) };
+    return { providers: this.#entries.map((e) => e.definition.id) };
   }
 }
 
-/**
- * The parsed form of any registry. Ours is parsed once; a caller's own registry is
- * parsed on each call (its contents may change between calls).
- */
 /** Whether `registry` is ours (guarded: a hostile registry's prototype trap may throw). */
 function isOurs(registry) {
   // The guard is this try itself (no closure: this runs on every provision).
@@ -161,11 +135,6 @@ function isOurs(registry) {
   } catch {
     refuse(() => binding.registryRefused(REFUSAL.RegistryUnreadable));
   }
-}
-
-function nativeView(registry) {
-  if (isOurs(registry)) return registry[NATIVE]();
-  return fromList(registry)[NATIVE]();
 }
 
 function fromList(registry) {
@@ -179,20 +148,15 @@ function fromList(registry) {
   return new InMemoryProviderRegistry(definitions);
 }
 
-/**
- * The native registry a new router starts on: ours, or (a caller's own registry, read only
- * when a call needs it) an empty one.
- */
+/** The native registry a new router starts on: ours, or an empty one (a caller's own is read when a call needs it). */
 function firstNative(registry) {
   return isOurs(registry) ? registry[NATIVE]().native : binding.createRegistry();
 }
 
-/**
- * The parsed view of router context `ctx`'s registry, which the router then decides on
- * (a caller's own registry is parsed on each call: the router is told of each new view).
- */
+/** The parsed view of `ctx`'s registry (ours parsed once, a caller's own on each call), told to the router. */
 function viewOf(ctx) {
-  const view = nativeView(ctx.registry);
+  const registry = ctx.registry;
+  const view = isOurs(registry) ? registry[NATIVE]() : fromList(registry)[NATIVE]();
   if (view.native !== ctx.view) {
     binding.routerUseRegistry(ctx.native, view.native);
     ctx.view = view.native;
@@ -200,10 +164,7 @@ function viewOf(ctx) {
   return view;
 }
 
-/**
- * The router's entry for pool `id` (an operation by id), or undefined. A caller's own
- * registry is asked with `get(id)` when it has one, else through `list()`.
- */
+/** The router's entry for pool `id`, or undefined; a caller's own registry is asked `get(id)`, else `list()`. */
 function entryOf(registry, id) {
   if (isOurs(registry)) return registry[ENTRY](id);
   let def;
@@ -217,4 +178,4 @@ function entryOf(registry, id) {
   return entry.id === id ? entry : undefined;
 }
 
-module.exports = { REFUSAL, asProviderId, InMemoryProviderRegistry, nativeView, viewOf, firstNative, entryOf, readDefinition, definitionText };
+module.exports = { REFUSAL, asProviderId, InMemoryProviderRegistry, viewOf, firstNative, entryOf, definitionText };

@@ -1,21 +1,11 @@
 'use strict';
 // routeProviders(request, providers): the pure, synchronous decision over a list of
-// definitions, with upstream's signature. Same core, same order, same reasons as the
-// router; nothing is launched and no callback runs.
-//
-// Why a cache? Callers pass the same definitions again and again (often a fresh array,
-// `registry.list()`, holding the same objects). Parsing every definition natively on
-// every call cost ~20 ms at 1,000 pools. So each definition is read once, inside a guard,
-// into a plain copy of our own (its snapshot), serialized from that copy and parsed once;
-// on the next call, a definition whose object is the same (a WeakMap hit) is compared
-// field by field with its snapshot, reading each property once, and reused only when
-// nothing changed. A native registry is kept for the last few sequences of definitions.
-//
-// What counts as unchanged: the same `id`, and `capabilities` / `signals` with exactly the
-// snapshot's keys (own enumerable, on plain objects and arrays) and identical values
-// (`===`). Only definitions whose snapshot is plain JSON data with known keys are cached;
-// anything else (a class instance, a Proxy that answered strangely, a NaN, a function, an
-// unknown key) is read, serialized and parsed again on every call, as before.
+// definitions, with upstream's signature: the router's core, order and reasons; nothing is
+// launched and no callback runs. Each definition is read once, in a guard, into a plain copy
+// (its snapshot), parsed once and remembered by object (docs/performance.md); the same object
+// next time is compared with its snapshot (each property read once) and reused only with
+// exactly its keys and `===` values. Anything but plain JSON data with known keys is read and
+// parsed again on every call.
 
 const { binding } = require('./binding.js');
 const { callNative, refuse } = require('./errors.js');
@@ -52,10 +42,7 @@ function isPlainArray(v) {
   return Array.isArray(v) && Object.getPrototypeOf(v) === Array.prototype;
 }
 
-/**
- * A plain copy of `v` (own enumerable keys of plain objects, elements of plain arrays);
- * anything else is kept as is and serialized as is. Reads each property once.
- */
+/** A plain copy of `v` (own keys of plain objects, elements of plain arrays; anything else as is), read once. */
 function copy(v, depth) {
   if (v === null || typeof v !== 'object' || depth >= MAX_DEPTH) return v;
   if (isPlainArray(v)) {
@@ -103,15 +90,9 @@ function cacheable(snap) {
   );
 }
 
-function keyCount(o) {
-  return Object.keys(o).length;
-}
-
-// The check needs "serializes as the snapshot did", not "has the same prototype": JSON
-// reads own keys and values, and a prototype matters only through a `toJSON` method. So
-// the check looks for `toJSON` (an inline-cached property load) instead of asking for the
-// prototype (a runtime call per object); snapshots themselves are taken only of plain
-// objects and arrays (`copy`, `cacheable`).
+// The check needs "serializes as the snapshot did", not "has the same prototype": a
+// prototype matters to JSON only through `toJSON`, an inline-cached load (the prototype
+// would be a runtime call per object). Snapshots are only of plain data (`cacheable`).
 function jsonArray(a) {
   return Array.isArray(a) && typeof /** @type {any} */ (a).toJSON !== 'function';
 }
@@ -128,13 +109,13 @@ function sameStrings(a, s) {
 
 /** `o` is a plain object with exactly `n` keys (a snapshot object's count; its values are all defined). */
 function sameShape(o, n) {
-  return jsonObject(o) && keyCount(o) === n;
+  return jsonObject(o) && Object.keys(o).length === n;
 }
 
 /** Key counts of a cacheable snapshot's objects (counted once, when it is made). */
 function countsOf(snap) {
   const c = snap.capabilities;
-  const n = (o) => (o === undefined ? -1 : keyCount(o));
+  const n = (o) => (o === undefined ? -1 : Object.keys(o).length);
   return { capabilities: n(c), image: n(c.image), timeout: n(c.timeout), resources: n(c.resources), signals: n(snap.signals) };
 }
 
@@ -188,13 +169,7 @@ function sameSignals(o, s, k) {
   );
 }
 
-// ---------------------------------------------------------------------------------------
-
-/**
- * Each definition's entry: the cached one when its object is unchanged, else a fresh read
- * `{ id, json, snap, cache }`. Runs inside a guard: a throw while reading is reported by
- * the caller.
- */
+/** Each definition's entry: the cached one when unchanged, else a fresh read (inside the caller's guard). */
 function readEntries(providers) {
   const n = providers.length;
   const out = new Array(n);
@@ -205,9 +180,7 @@ function readEntries(providers) {
       continue;
     }
     // The three fields are read once here; the check and the copy both start from them.
-    const id = p.id;
-    const capabilities = p.capabilities;
-    const signals = p.signals;
+    const { id, capabilities, signals } = p;
     const hit = entries.get(p);
     if (hit !== undefined && id === hit.snap.id && sameCapabilities(capabilities, hit.snap.capabilities, hit.counts) && sameSignals(signals, hit.snap.signals, hit.counts)) {
       out[i] = hit;
@@ -223,17 +196,11 @@ function readEntries(providers) {
   return out;
 }
 
-function sameSequence(a, b) {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-}
-
 /** The native registry of these entries: a recent one with the very same entries, or a new one. */
 function viewOf(list) {
   for (let i = 0; i < registries.length; i++) {
     const r = registries[i];
-    if (sameSequence(r.entries, list)) {
+    if (r.entries.length === list.length && r.entries.every((e, j) => e === list[j])) {
       if (i > 0) {
         registries.splice(i, 1);
         registries.unshift(r);
@@ -242,11 +209,8 @@ function viewOf(list) {
     }
   }
   const native = binding.createRegistry();
-  // A remembered entry drops its text once parsed (it is our own copy's serialization, so
-  // it can be made again for the next registry that needs it).
-  // (No runtime here: no launchDetached, no capacity reader.)
   for (const e of list) {
-    // A remembered entry is JSON data (it parsed): its text made again is a string.
+    // A remembered entry dropped its text once parsed: made again from our copy, a string.
     let json = e.json ?? serializeDefinition(e.snap.id, e.snap.capabilities, e.snap.signals);
     // A value JSON cannot carry: refused where the native parse would refuse it, after the
     // id (checked by the same rule: a non-string id reads as none).
@@ -255,6 +219,7 @@ function viewOf(list) {
       callNative(() => binding.checkProviderId(id));
       json = definitionText(id, json);
     }
+    // No runtime here: not detachable, no capacity reader.
     callNative(() => binding.registryAddPool(native, json, false, false));
   }
   // Parsed: the definitions that may be cached are remembered from now on.
@@ -271,10 +236,7 @@ function viewOf(list) {
   return view;
 }
 
-/**
- * @param {object | undefined} request
- * @param {readonly object[]} providers
- */
+/** The explanation of `request` over the definitions `providers` (index.d.ts documents it). */
 function routeProviders(request, providers) {
   // The definitions, each read once inside a guard (guard.js), then the request, then the
   // native parse of the definitions: the order (and so the error) of 0.7.

@@ -1,28 +1,13 @@
 'use strict';
 // Serialization for the seam: a caller's value becomes the JSON text the native core
-// validates, read once, by JSON.stringify itself.
+// validates, read once, by JSON.stringify itself (docs/architecture.md, "The seam"). A value
+// JSON cannot carry is never written as something else, nor replaced by a marker of ours:
+// strict (`serialize`, `serializeRequest`, a definition but its `signals`) refuses it as a
+// `NotJson` naming its field as the native readers do (`capabilities.supported[2]`); lenient
+// (`serializeLenient`, `signals`) writes `null`, which the core's readers refuse.
 //
-// Why not JSON.stringify alone? It drops functions and symbols, writes NaN and ±Infinity
-// as null and throws on a BigInt: a dropped requirement would widen eligibility, and a NaN
-// lifetime written as null would read as "unbounded". So a value JSON cannot carry is never
-// written as something else, and nothing of ours (no tag, no marker) is ever written in
-// its place: the core knows nothing about this module. Two modes:
-// - strict (`serialize`, `serializeRequest`, a definition's `id` and `capabilities`): for
-//   caller data with a field-level rule. Such a value is refused: the answer is a `NotJson`
-//   naming its field as the native readers name fields (`resources.gpu`,
-//   `launch.labels.team`, `capabilities.supported[2]`) and saying what it is; each entry
-//   point turns it into its own typed error.
-// - lenient (`serializeLenient`, a definition's `signals`): for answers the core judges
-//   instead of refusing (signals: INVALID_SIGNALS for that pool; a capacity measurement or
-//   a finder's list: MALFORMED). Such a value is written as `null`, which those readers
-//   refuse wherever it stands.
-//
-// How is the field known without walking the value twice? JSON.stringify calls the
-// replacer depth first, with the holder as `this`. The replacer keeps the chain of holders
-// from the root to the last object it handed back, with the key of each: a call's holder is
-// always on that chain (its top, or an ancestor after a subtree ends), so finding it drops
-// at most a few entries and allocates nothing. The path is built only when a value is
-// refused.
+// The field: JSON.stringify calls the replacer depth first, the holder as `this`, and the
+// replacer keeps the chain of holders from the root; the path is built only on a refusal.
 //
 // Reentrancy: a getter or toJSON of the value may serialize something else while its
 // holder is walked (and `launch.labels` are serialized that way, from the request's
@@ -30,19 +15,16 @@
 // level, kept and reused; the replacers work on the current one, and a nested call
 // switches to the next and back.
 
-/** A value JSON cannot carry, found by strict serialization: where it is and what it is. */
+/**
+ * A value JSON cannot carry, found by strict serialization: `segments`, its path (keys, array
+ * indices), and `what` it is; its field's name and rule are the core's (src/core/router/options.rs).
+ */
 class NotJson {
-  /**
-   * @param {Array<string | number>} segments its path from the serialized root: keys, and
-   *   the indices of array elements
-   * @param {string} what `a function`, `a symbol`, `a BigInt`, `NaN`, `Infinity`, `-Infinity`
-   */
+  /** @param {Array<string | number>} segments @param {string} what */
   constructor(segments, what) {
     this.segments = segments;
     this.what = what;
   }
-  // Its field and what the field must be are the core's to say (`notJsonError` and the
-  // other refusals of src/core/router/options.rs take `segments` and `what`).
 
   /** The same refusal with `segments` in front (a part serialized on its own). */
   under(segments) {
@@ -79,21 +61,15 @@ let level = -1;
 let frame = new Frame();
 
 function enter(lenientKey) {
-  const next = level + 1;
-  let f = frames[next];
-  if (f === undefined) {
-    f = new Frame();
-    frames.push(f);
-  }
-  f.depth = 0;
-  f.lenientKey = lenientKey;
-  level = next;
-  frame = f;
-  return f;
+  level++;
+  frame = frames[level] ?? (frames[level] = new Frame());
+  frame.depth = 0;
+  frame.lenientKey = lenientKey;
+  return frame;
 }
 
 /** Back to the frame of the level below `f`'s; drops every reference `f` held. */
-function leave(f, below) {
+function leave(f) {
   const { holders, keys } = f;
   for (let i = 0; holders[i] !== undefined; i++) {
     holders[i] = undefined;
@@ -102,16 +78,17 @@ function leave(f, below) {
   f.refusal = null;
   f.labels = undefined;
   f.copy = null;
-  level = below;
-  if (below >= 0) frame = frames[below];
+  level--;
+  if (level >= 0) frame = frames[level];
 }
 
-/** The depth of `holder` on `f`'s chain (entries above it are dropped); the first call's holder starts the chain. */
+/** `holder`'s depth on `f`'s chain, made current (entries above it dropped; the first holder starts the chain). */
 function depthOf(f, holder) {
   const holders = f.holders;
   let d = f.depth;
   while (d > 0 && holders[d] !== holder) d--;
   if (holders[d] !== holder) holders[0] = holder;
+  f.depth = d;
   return d;
 }
 
@@ -134,35 +111,24 @@ function step(f, holder, key, value) {
     case 'symbol':
     case 'bigint':
       return refuse(f, d, holder, key, value);
-    default:
-      break;
   }
   f.depth = d;
   return value;
 }
 
+const WHAT = { function: 'a function', symbol: 'a symbol', bigint: 'a BigInt' };
+
 function what(value) {
-  switch (typeof value) {
-    case 'function':
-      return 'a function';
-    case 'symbol':
-      return 'a symbol';
-    case 'bigint':
-      return 'a BigInt';
-    default:
-      return Number.isNaN(value) ? 'NaN' : value > 0 ? 'Infinity' : '-Infinity';
-  }
+  return WHAT[typeof value] ?? (Number.isNaN(value) ? 'NaN' : value > 0 ? 'Infinity' : '-Infinity');
 }
 
 /** An array element is named by its index; a revoked Proxy (Array.isArray throws) as an object. */
 function segment(holder, key) {
-  let array = false;
   try {
-    array = Array.isArray(holder);
+    return Array.isArray(holder) ? Number(key) : key;
   } catch {
-    array = false;
+    return key;
   }
-  return array ? Number(key) : key;
 }
 
 /** `value` (at `key` of `holder`, depth `d`) JSON cannot carry: null under the lenient key, else the walk ends. */
@@ -181,50 +147,36 @@ function strictReplacer(key, value) {
 }
 
 function lenientReplacer(_key, value) {
-  switch (typeof value) {
-    case 'number':
-      return Number.isFinite(value) ? value : null;
-    case 'function':
-    case 'symbol':
-    case 'bigint':
-      return null;
-    default:
-      return value;
-  }
+  const type = typeof value;
+  if (type === 'number') return Number.isFinite(value) ? value : null;
+  return type === 'function' || type === 'symbol' || type === 'bigint' ? null : value;
 }
 
-/** JSON.stringify(value) with `replacer` in a frame of its own: the text, a NotJson, or null (unreadable). */
-function run(value, replacer, lenientKey) {
-  const below = level;
+/** JSON.stringify(value, replacer) in a frame of its own: the text (or `result(text, frame)`), a NotJson, or null. */
+function run(value, replacer, lenientKey, result) {
   const f = enter(lenientKey);
   let out = null;
   try {
     const text = JSON.stringify(value, replacer);
-    if (typeof text === 'string') out = text;
+    if (typeof text === 'string') out = result === undefined ? text : result(text, f);
   } catch {
     out = f.refusal;
   } finally {
-    leave(f, below);
+    leave(f);
   }
   return out;
 }
 
 /**
- * Strict: `value` as JSON text for the native core. `undefined`/`null` are `{}` ("nothing
- * given"). A value JSON cannot carry is refused: the answer is a `NotJson` naming its field.
- * @returns {string | NotJson | null} null when it cannot be read (a cycle, a throwing
- *   getter or toJSON, a Proxy trap, a boxed BigInt)
+ * Strict: `value` as JSON text (`undefined`/`null`: `{}`), a `NotJson` naming the field JSON cannot
+ * carry, or null when it cannot be read (a cycle, a throwing getter or toJSON, a Proxy trap, a boxed BigInt).
  */
 function serialize(value) {
   if (value === undefined || value === null) return '{}';
   return run(value, strictReplacer, null);
 }
 
-/**
- * Lenient: like `serialize`, but a value JSON cannot carry is written as `null` (for answers
- * the core judges: signals, a measurement, a list).
- * @returns {string | null} null when it cannot be read
- */
+/** Lenient: like `serialize`, but a value JSON cannot carry is written as `null` (null: unreadable). */
 function serializeLenient(value) {
   if (value === undefined || value === null) return '{}';
   try {
@@ -236,13 +188,10 @@ function serializeLenient(value) {
 }
 
 /**
- * A provider definition as the core reads it, `{ id, capabilities, signals, warm? }`: `id`,
- * `capabilities` and `warm` strict, `signals` lenient (an unreadable signal makes only that pool
- * ineligible, INVALID_SIGNALS).
- * @returns {string | NotJson | null}
+ * A provider definition as the core reads it, `{ id, capabilities, signals, warm? }`: strict but
+ * for `signals` (an unreadable signal makes only that pool ineligible, INVALID_SIGNALS).
  */
 function serializeDefinition(id, capabilities, signals, warm) {
-  // A warm pool's option (docs/warm-pools.md), when given, is read strictly.
   return run(warm === undefined ? { id, capabilities, signals } : { id, capabilities, signals, warm }, strictReplacer, 'signals');
 }
 
@@ -250,12 +199,9 @@ function serializeDefinition(id, capabilities, signals, warm) {
 
 function requestReplacer(key, value) {
   const f = frame;
+  // `launch.labels`: the key under the object read under `launch` of the root.
   if (key === 'labels' && typeof value !== 'string' && typeof value !== 'boolean') {
-    let d = f.depth;
-    if (f.holders[d] !== this) d = depthOf(f, this);
-    f.depth = d;
-    // `launch.labels`: the key under the object read under `launch` of the root.
-    if (d === 2 && f.keys[2] === 'launch') return value === undefined ? undefined : takeLabels(f, value);
+    if (depthOf(f, this) === 2 && f.keys[2] === 'launch') return value === undefined ? undefined : takeLabels(f, value);
   }
   return step(f, this, key, value);
 }
@@ -263,10 +209,7 @@ function requestReplacer(key, value) {
 function labelsReplacer(key, value) {
   const f = frame;
   if (typeof value === 'string') {
-    let d = f.depth;
-    if (f.holders[d] !== this) d = depthOf(f, this);
-    f.depth = d;
-    if (d === 1) addEntry(/** @type {Record<string, string>} */ (f.copy), key, value);
+    if (depthOf(f, this) === 1) addEntry(/** @type {Record<string, string>} */ (f.copy), key, value);
     return value;
   }
   return step(f, this, key, value);
@@ -278,62 +221,40 @@ function addEntry(copy, key, value) {
 }
 
 /**
- * `launch.labels` (the value the request's walk handed over; the request is not read
- * again): their own text and our copy of their string entries, kept in the request's frame;
- * absent from the request's text. Their refusal is the request's, at `launch.labels…`.
+ * `launch.labels` (as the request's walk handed them over: not read again), their text and our
+ * copy of their string entries kept in the request's frame; their refusal is at `launch.labels…`.
  */
 function takeLabels(f, value) {
-  const below = level;
   const g = enter(null);
   g.copy = {};
-  let text;
-  let failed = false;
-  let refusal = null;
-  try {
-    text = JSON.stringify(value, labelsReplacer);
-  } catch {
-    failed = true;
-    refusal = g.refusal;
-  }
   const copy = g.copy;
-  leave(g, below);
-  if (failed) {
-    f.refusal = refusal === null ? null : refusal.under(['launch', 'labels']);
+  try {
+    f.labels = JSON.stringify(value, labelsReplacer) ?? 'null';
+  } catch {
+    f.refusal = g.refusal === null ? null : g.refusal.under(['launch', 'labels']);
     throw REFUSED;
+  } finally {
+    leave(g);
   }
-  f.labels = text ?? 'null';
   f.copy = copy;
   return undefined;
 }
 
+const requestParts = (json, f) => ({ json, labels: f.labels, copy: f.copy });
+
 /**
- * Serializes a request (strict) with its `launch.labels` apart: `{ json, labels, copy }`,
- * where `json` is the request without them, `labels` their own JSON text (undefined when
- * absent) and `copy` our own copy of their string entries (null when absent).
- *
- * The request is read once, by JSON.stringify itself; `launch` and `labels` are recognized
- * by their place on the chain of holders, so a key named `labels` elsewhere stays in the
- * text. Why apart? Labels are per call (a request id, a user) and matter only to the launch
- * and the mapping record, never to the routing decision. Kept out of the text, requests
- * that differ only in labels share one compiled form instead of one native parse each.
+ * A request (strict) with its `launch.labels` apart: `{ json, labels, copy }`, the request's
+ * text without them, their own text (undefined when absent) and our copy of their string
+ * entries (null when absent). `launch` and `labels` are known by their place on the chain of
+ * holders (a `labels` key elsewhere stays in the text). Apart because labels are per call and
+ * never matter to the routing decision: requests that differ only in labels share one
+ * compiled form instead of one native parse each.
  * @returns {{ json: string, labels: string | undefined, copy: Record<string, string> | null } | NotJson | null}
- *   a NotJson for a value JSON cannot carry (labels included); null when the request
- *   cannot be read (a cycle, a throwing getter or toJSON, a Proxy trap)
+ *   null when the request cannot be read (a cycle, a throwing getter or toJSON, a Proxy trap)
  */
 function serializeRequest(request) {
   if (request === undefined || request === null) return { json: '{}', labels: undefined, copy: null };
-  const below = level;
-  const f = enter(null);
-  let out = null;
-  try {
-    const json = JSON.stringify(request, requestReplacer);
-    if (typeof json === 'string') out = { json, labels: f.labels, copy: f.copy };
-  } catch {
-    out = f.refusal;
-  } finally {
-    leave(f, below);
-  }
-  return out;
+  return run(request, requestReplacer, null, requestParts);
 }
 
 module.exports = { serialize, serializeLenient, serializeDefinition, serializeRequest, NotJson };
