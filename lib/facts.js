@@ -40,13 +40,4 @@ function readFacts(value, depth) {
   }
 }
 
-/** What `read()` answers, or `fallback` when it throws (the thrown value is never touched). */
-function readOr(read, fallback) {
-  try {
-    return read();
-  } catch {
-    return fallback;
-  }
-}
-
-module.exports = { readFacts, readOr };
+module.exports = { readFacts };

@@ -32,6 +32,15 @@ function guarded(read) {
   }
 }
 
+/** What `read()` answers, or `fallback` when it throws (the thrown value is never touched). */
+function readOr(read, fallback) {
+  try {
+    return read();
+  } catch {
+    return fallback;
+  }
+}
+
 /**
  * A plain copy of an options object: own enumerable string keys, nested plain objects and
  * arrays copied to `depth`, anything else (functions, class instances, primitives) kept by
@@ -96,4 +105,4 @@ function thrownFacts(error) {
   return { values, unreadable };
 }
 
-module.exports = { shown, guarded, copyOptions, thenable, handleId, thrownFacts, NO_FACTS };
+module.exports = { shown, guarded, readOr, copyOptions, thenable, handleId, thrownFacts, NO_FACTS };

@@ -7,8 +7,8 @@
 
 const { binding } = require('./binding.js');
 const { ManifestStartError, SandboxRequestValidationError, SandboxNotFoundError, callNative, fromNative, isRouterError, refuse } = require('./errors.js');
-const { guarded, copyOptions } = require('./guard.js');
-const { readFacts, readOr } = require('./facts.js');
+const { guarded, copyOptions, readOr } = require('./guard.js');
+const { readFacts } = require('./facts.js');
 const { serialize, NotJson } = require('./serialize.js');
 
 /** A caller's argument, read once inside a guard: a throwing getter or trap is INVALID_INPUT naming `field`. */

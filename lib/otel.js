@@ -5,8 +5,8 @@
 // adds its entries here). Nothing here runs per provision.
 
 const { binding } = require('./binding.js');
+const { readOr } = require('./guard.js');
 const { fromNative } = require('./errors.js');
-const { readOr } = require('./facts.js');
 const { packageError } = require('./provider-adapters.js');
 
 /** The optional peer dependency telemetry needs (its versions: src/core/packages.rs). */

@@ -11,8 +11,9 @@
 // dropped: telemetry never changes an outcome.
 
 const { binding } = require('./binding.js');
+const { readOr } = require('./guard.js');
 const { callNative, codeOf } = require('./errors.js');
-const { readFacts, readOr } = require('./facts.js');
+const { readFacts } = require('./facts.js');
 const { viewOf } = require('./registry.js');
 const { INSTRUMENTS, SCHEMA, api, fromProvider, instrumentsOn, quietly, traceparentOf } = require('./otel.js');
 
