@@ -4,8 +4,6 @@
 const { binding } = require('./binding.js');
 const { thenable } = require('./guard.js');
 
-const SETTLED = binding.ReconcileSettled;
-
 const TIMED_OUT = Symbol('timed-out');
 /** setTimeout's longest delay; a longer one would fire at once. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -48,14 +46,17 @@ async function answerWithin(call, ms) {
   }
 }
 
-/** How `call()` settled within `ms` (0: unbounded): `[how, value, error]`, `how` a `ReconcileSettled`. Never rejects. */
+/**
+ * How `call()` settled within `ms` (0: unbounded): `[how, value, error]`, `how` a `ReconcileSettled`. Never rejects.
+ * @returns {Promise<[number, any, unknown]>}
+ */
 async function settledWithin(call, ms) {
   try {
     const v = ms === 0 ? await call() : await within(call(), ms);
-    if (v === TIMED_OUT) return [SETTLED.TimedOut, undefined, undefined];
-    return [v === null || v === undefined ? SETTLED.Nothing : SETTLED.Value, v, undefined];
+    if (v === TIMED_OUT) return [binding.ReconcileSettled.TimedOut, undefined, undefined];
+    return [v === null || v === undefined ? binding.ReconcileSettled.Nothing : binding.ReconcileSettled.Value, v, undefined];
   } catch (error) {
-    return [SETTLED.Threw, undefined, error];
+    return [binding.ReconcileSettled.Threw, undefined, error];
   }
 }
 
@@ -63,6 +64,7 @@ async function settledWithin(call, ms) {
  * `runtime.getById(id, { owned: true })` within `ms`, its method read once, as `settledWithin`
  * answers (owned: an attached handle's destroy only forgets the sandbox on some adapters). A
  * runtime without `getById`: `NoMethod`, with the provider id as the handle.
+ * @returns {Promise<[number, any, unknown]>}
  */
 function lookupOwned(runtime, providerSandboxId, ms) {
   let getById;
@@ -71,7 +73,7 @@ function lookupOwned(runtime, providerSandboxId, ms) {
   } catch {
     getById = undefined;
   }
-  if (typeof getById !== 'function') return Promise.resolve([SETTLED.NoMethod, { id: providerSandboxId }, undefined]);
+  if (typeof getById !== 'function') return Promise.resolve([binding.ReconcileSettled.NoMethod, { id: providerSandboxId }, undefined]);
   return settledWithin(() => getById.call(runtime, providerSandboxId, { owned: true }), ms);
 }
 
