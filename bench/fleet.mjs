@@ -10,8 +10,10 @@
 //         second, provision latency p50 / p99, and the transactions per provision + destroy,
 //         counted by the server (`pg_stat_database`, commits and rollbacks of the bench's
 //         database, autovacuum off on its tables, from the start of the run, after each
-//         process opened its store and made its first provision; the stores close before the
-//         last count, so every backend has reported).
+//         process opened its store and ran three rounds of 8 cycles at once, so that every
+//         pooled connection has prepared its statements; the stores close before the last
+//         count, so every backend has reported), and the CPU a cycle costs (router processes
+//         and PostgreSQL, from /proc) with the cores it kept busy.
 //   (ii)  the same database's one-statement transactions, in the same run: 8 connections of
 //         node-postgres in one process, each updating a row of its own, for 10 s. The ratio of
 //         (i)'s provisions per second at one process to this is the issue's bar (≥ 25 %: a
@@ -20,6 +22,8 @@
 //         first 10 s (the summing admission fell from 518 to 319/s within ten seconds), on a
 //         database whose autovacuum is on, as a deployment's is.
 import { fork } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 
@@ -57,7 +61,12 @@ async function child(url, seconds) {
     health: false,
   });
   const request = () => ({ launch: { labels: { tenant: 'acme' } } });
-  await router.destroy((await router.provision(request())).id);
+  // Warmed as it will run: IN_FLIGHT cycles at once, so that each pooled connection the run
+  // uses has prepared its statements (a prepare is a transaction of its own, paid once per
+  // connection, like the store's open: not a cycle's).
+  for (let round = 0; round < 3; round++) {
+    await Promise.all(Array.from({ length: IN_FLIGHT }, async () => router.destroy((await router.provision(request())).id)));
+  }
   process.send({ ready: true });
   await new Promise((r) => process.once('message', r));
   const t0 = performance.now();
@@ -111,19 +120,58 @@ async function reference(url, seconds) {
   process.send({ n, ms });
 }
 
+/** CPU seconds a process has used (user + system, from /proc; 0 where there is none). */
+function cpuSeconds(pid) {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return 0;
+  }
+}
+
+/** CPU seconds used so far by `pids` (the router processes) and by every PostgreSQL process. */
+function cpuNow(pids) {
+  let server = 0;
+  try {
+    for (const p of readdirSync('/proc')) {
+      if (!/^\d+$/.test(p)) continue;
+      try {
+        if (readFileSync(`/proc/${p}/comm`, 'utf8').startsWith('postgres')) server += cpuSeconds(p);
+      } catch {
+        // gone meanwhile
+      }
+    }
+  } catch {
+    return null; // no /proc: not Linux
+  }
+  return { router: pids.reduce((a, p) => a + cpuSeconds(p), 0), server };
+}
+
 /**
  * Starts `count` forked children with `args`, waits for them to be ready (`ready` runs then),
- * starts them at once.
+ * starts them at once. With `cpuAt` (ms after the start, before the children close their
+ * stores: a backend's CPU leaves /proc with it), the CPU used from the start to then.
  */
-async function together(count, args, ready = async () => {}) {
+async function together(count, args, ready = async () => {}, cpuAt = 0) {
   const children = Array.from({ length: count }, () => fork(SELF, args, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
   await Promise.all(children.map((c) => new Promise((r) => c.once('message', r))));
   await ready();
+  const pids = children.map((c) => c.pid);
+  const before = cpuNow(pids);
   const t0 = performance.now();
   for (const c of children) c.send('go');
-  const out = await Promise.all(children.map((c) => new Promise((r) => c.once('message', r))));
+  const pending = Promise.all(children.map((c) => new Promise((r) => c.once('message', r))));
+  let cpu = null;
+  if (cpuAt > 0 && before !== null) {
+    await new Promise((r) => setTimeout(r, cpuAt));
+    const after = cpuNow(pids);
+    const ms = performance.now() - t0;
+    if (after !== null) cpu = { ms, router: after.router - before.router, server: after.server - before.server };
+  }
+  const out = await pending;
   await Promise.all(children.map((c) => new Promise((r) => (c.exitCode === null ? c.once('exit', r) : r()))));
-  return { wall: performance.now() - t0, out };
+  return { wall: performance.now() - t0, out, cpu };
 }
 
 export async function runFleetBench() {
@@ -156,16 +204,34 @@ export async function runFleetBench() {
       // Counted from the start of the run: what each process pays once (its store's open and
       // lease, its first provision) is not a cycle's.
       let before = 0;
-      const { wall, out } = await together(processes, [CHILD, pg.url(db), '10'], async () => {
-        await settle();
-        before = await xacts(db);
-      });
+      const { wall, out, cpu } = await together(
+        processes,
+        [CHILD, pg.url(db), '10'],
+        async () => {
+          await settle();
+          before = await xacts(db);
+        },
+        9_000,
+      );
       await settle();
       const transactions = (await xacts(db)) - before;
       const latencies = out.flatMap((o) => o.latencies);
       const cycles = out.reduce((a, o) => a + o.done.length, 0);
       const failed = out.reduce((a, o) => a + o.failed, 0);
-      const r = { processes, perSecond: cycles / (wall / 1000), p50: q(latencies, 0.5), p99: q(latencies, 0.99), perCycle: transactions / cycles, failed };
+      // CPU per cycle over the first 9 s (the cycles done by then, by the children's clocks).
+      const sampled = cpu === null ? 0 : out.reduce((a, o) => a + o.done.filter((t) => t <= cpu.ms).length, 0);
+      const cpuMs = (x) => (sampled === 0 ? NaN : (1000 * x) / sampled);
+      const r = {
+        processes,
+        perSecond: cycles / (wall / 1000),
+        p50: q(latencies, 0.5),
+        p99: q(latencies, 0.99),
+        perCycle: transactions / cycles,
+        failed,
+        routerCpuMs: cpuMs(cpu?.router ?? 0),
+        serverCpuMs: cpuMs(cpu?.server ?? 0),
+        cores: cpu === null ? NaN : (cpu.router + cpu.server) / (cpu.ms / 1000),
+      };
       byProcesses[processes] = r;
       rows.push({
         processes,
@@ -173,6 +239,8 @@ export async function runFleetBench() {
         'provision p50': fmt(r.p50),
         'provision p99': fmt(r.p99),
         'transactions per provision + destroy': r.perCycle.toFixed(2),
+        'CPU ms per cycle (routers + PostgreSQL)': `${r.routerCpuMs.toFixed(2)} + ${r.serverCpuMs.toFixed(2)}`,
+        [`cores busy (of ${availableParallelism()})`]: r.cores.toFixed(2),
         failed,
       });
     }
@@ -194,6 +262,10 @@ export async function runFleetBench() {
       transactions: Math.max(...Object.values(byProcesses).map((r) => r.perCycle)),
       reference: one.perSecond / refPerSecond,
       p99: four.p99 / one.p99,
+      // What the machine allows: its cores over the CPU a cycle costs at 4 processes. When
+      // one process already runs near it, more processes cannot add throughput, and with
+      // 4x the provisions in flight the latency grows ~4x / (that bound / one's rate).
+      cpuBound: availableParallelism() / ((four.routerCpuMs + four.serverCpuMs) / 1000),
       refPerSecond,
       first,
       last,
@@ -205,6 +277,10 @@ export async function runFleetBench() {
       { measure: "provisions/s at 1 process vs the same run's one-statement transactions/s", value: `${(summary.reference * 100).toFixed(0)} % (${Math.round(one.perSecond)} vs ${Math.round(refPerSecond)}/s)`, target: '≥ 25 %', verdict: ok(summary.reference >= FLEET_TARGETS.reference) },
       { measure: 'provision p99 at 4 processes vs at 1', value: `${summary.p99.toFixed(2)}x (${fmt(four.p99)} vs ${fmt(one.p99)})`, target: '≤ 3x', verdict: ok(summary.p99 <= FLEET_TARGETS.p99) },
     ]);
+    console.log(
+      `CPU bound of this machine: ${availableParallelism()} cores / ${(four.routerCpuMs + four.serverCpuMs).toFixed(2)} ms per cycle ≈ ${Math.round(summary.cpuBound)} cycles/s; ` +
+        `1 process ran ${Math.round(one.perSecond)}/s with ${one.cores.toFixed(2)} cores busy, so 4x the provisions in flight wait ≥ ${(4 * one.perSecond / summary.cpuBound).toFixed(2)}x as long on average (Little's law).`,
+    );
     return summary;
   } finally {
     pg.stop();
