@@ -667,6 +667,31 @@ test('Daytona helpers answer plain objects with the keys in the order they alway
   assert.deepEqual(s.thresholds, { criticalRatio: 0.95, warningRatio: 0.8 });
 });
 
+test('summarizeDaytonaCapacity reads options.now once, in a guard (must-fire)', () => {
+  const plain = summarizeDaytonaCapacity([], null, { now: new Date(NOW) });
+  let reads = 0;
+  const once = {
+    get now() {
+      reads++;
+      if (reads > 1) throw new Error('read twice');
+      return new Date(NOW);
+    },
+  };
+  assert.deepEqual(summarizeDaytonaCapacity([], null, once), plain);
+  assert.equal(reads, 1);
+  const throwing = { get now() { throw new Error('sk_canary'); } };
+  assert.throws(
+    () => summarizeDaytonaCapacity([], null, throwing),
+    (e) => e instanceof SandboxRequestValidationError && e.code === 'INVALID_INPUT' && e.field === 'options' && !e.message.includes('sk_canary'),
+  );
+});
+
+test('summarizeDaytonaCapacity takes a plain Date or RFC 3339 now as before (must-not-fire)', () => {
+  const ms = summarizeDaytonaCapacity([], null, { now: NOW });
+  assert.equal(ms.generatedAt, NOW);
+  assert.deepEqual(summarizeDaytonaCapacity([], null, { now: new Date(NOW) }), ms);
+});
+
 test('summarizeDaytonaCapacity rejects invalid limits and options with typed errors', () => {
   const cases = [
     [[[], { cpu: -1 }], 'limits.cpu'],

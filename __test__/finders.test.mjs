@@ -61,3 +61,28 @@ test('must-not-fire: a runtime without findAllByLabels is NOT_SUPPORTED, one tha
   const throwing = finderFor({ runtime: { findAllByLabels: async () => { throw new Error('sk_canary'); } } });
   assert.deepEqual(await rows(throwing.find('blue', 1000)), { reason: 'READ_FAILED', items: [] });
 });
+
+test('must-fire: findAllByLabels is read once and called as read, a getter answering differently later included', async () => {
+  let reads = 0;
+  const runtime = {
+    get findAllByLabels() {
+      reads++;
+      if (reads > 1) throw new Error('read twice');
+      return async function (labels) {
+        assert.equal(this, runtime);
+        return labels[SANDBOX_FLEET_LABEL] === 'blue' ? [{ id: 'a', labels: stamp('blue') }] : [];
+      };
+    },
+  };
+  const r = await rows(finderFor({ runtime }).find('blue', 1000));
+  assert.equal(reads, 1);
+  assert.deepEqual(r, { reason: null, items: [{ providerSandboxId: 'a', sandboxId: ID, createdAtMs: null, verified: true }] });
+  const throwing = { get findAllByLabels() { throw new Error('sk_canary'); } };
+  assert.deepEqual(await rows(finderFor({ runtime: throwing }).find('blue', 1000)), { reason: 'NOT_SUPPORTED', items: [] });
+});
+
+test('must-not-fire: a plain findAllByLabels method lists as before', async () => {
+  const runtime = { findAllByLabels: async () => [{ id: 'a', labels: stamp('blue') }] };
+  const r = await rows(finderFor({ runtime }).find('blue', 1000));
+  assert.deepEqual(r, { reason: null, items: [{ providerSandboxId: 'a', sandboxId: ID, createdAtMs: null, verified: true }] });
+});

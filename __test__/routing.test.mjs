@@ -48,6 +48,31 @@ test('registry: a duplicate id is a typed error (must-fire)', () => {
   );
 });
 
+test('registry: a definition id is read once, a getter answering differently later included (must-fire)', () => {
+  let reads = 0;
+  const def = definition('x');
+  Object.defineProperty(def, 'id', {
+    enumerable: true,
+    get() {
+      reads++;
+      if (reads > 1) throw new Error('read twice');
+      return 'a';
+    },
+  });
+  const r = new InMemoryProviderRegistry([def]);
+  assert.equal(reads, 1);
+  assert.equal(r.size, 1);
+  assert.deepEqual(r.toJSON(), { providers: ['a'] });
+  assert.deepEqual(new SandboxRouter({ registry: r }).route({}), ['a']);
+  assert.equal(reads, 1);
+});
+
+test('registry: a plain definition id registers as before (must-not-fire)', () => {
+  const r = new InMemoryProviderRegistry([definition('a')]);
+  assert.deepEqual(r.toJSON(), { providers: ['a'] });
+  assert.deepEqual(new SandboxRouter({ registry: r }).route({}), ['a']);
+});
+
 test('registry: a port-shaped runtime is accepted unchanged, by identity (must-not-fire)', () => {
   const runtime = fakeRuntime();
   const keys = Object.keys(runtime).sort();

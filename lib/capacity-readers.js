@@ -7,7 +7,7 @@
 
 const { binding } = require('./binding.js');
 const { callNative, fromNative } = require('./errors.js');
-const { copyOptions } = require('./guard.js');
+const { copyOptions, readOr } = require('./guard.js');
 const { serialize, NotJson } = require('./serialize.js');
 
 /** Provider kinds with a builtin reader. */
@@ -23,12 +23,7 @@ const CAPACITY_READER_KINDS = Object.freeze(binding.capacityReaderKinds());
 function createCapacityReader(provider, options) {
   // Read once, inside a guard: the key this reader sends is taken from the text the native
   // half validates (null: a property access threw).
-  let spec = null;
-  try {
-    spec = serialize({ provider, options: copyOptions(options, 4) });
-  } catch {
-    spec = null;
-  }
+  const spec = readOr(() => serialize({ provider, options: copyOptions(options, 4) }), null);
   if (spec instanceof NotJson) throw optionError('', spec);
   const native = callNative(() => new binding.NativeCapacityReader(spec));
   const key = JSON.parse(/** @type {string} */ (spec)).options?.apiKey;
@@ -71,21 +66,14 @@ function optionError(prefix, refusal) {
 }
 
 /** `value` as JSON text, or null when it has none (the native half refuses that by name). */
-function jsonOf(value) {
-  try {
-    return JSON.stringify(value) ?? null;
-  } catch {
-    return null;
-  }
-}
+const jsonOf = (value) => readOr(() => JSON.stringify(value) ?? null, null);
 
 /**
  * Strictly parses Daytona limits `{ cpu?, memory?, disk? }` (vCPU; GiB) into `{ cpu, memoryMiB,
  * diskMiB, provided }` (absent: null); a bad one is `INVALID_INPUT` naming the field.
  */
 function parseDaytonaCapacityLimits(limits) {
-  const text = jsonOf(limits);
-  return callNative(() => binding.parseDaytonaCapacityLimits(text));
+  return callNative(() => binding.parseDaytonaCapacityLimits(jsonOf(limits)));
 }
 
 /**
@@ -94,9 +82,17 @@ function parseDaytonaCapacityLimits(limits) {
  * 1800000, idleListLimit = 100 }` (`now`: a Date, RFC 3339 or epoch ms). Admission never uses it.
  */
 function summarizeDaytonaCapacity(items, limits, options) {
-  const plain = options !== null && typeof options === 'object' && !Array.isArray(options);
-  const o = plain && options.now instanceof Date ? { ...options, now: options.now.getTime() } : options;
-  return callNative(() => binding.summarizeDaytonaCapacity(jsonOf(items), jsonOf(limits ?? null), jsonOf(o ?? null)));
+  return callNative(() => binding.summarizeDaytonaCapacity(jsonOf(items), jsonOf(limits ?? null), optionsText(options)));
+}
+
+/** The summary's options as text, read once in a guard into our copy (a Date `now` as epoch ms); null: unreadable. */
+function optionsText(options) {
+  return readOr(() => {
+    if (options === null || typeof options !== 'object' || Array.isArray(options)) return jsonOf(options ?? null);
+    const o = { ...options };
+    if (o.now instanceof Date) o.now = o.now.getTime();
+    return jsonOf(o);
+  }, null);
 }
 
 module.exports = {

@@ -7,7 +7,7 @@
 const { binding } = require('./binding.js');
 const { callNative, refuse } = require('./errors.js');
 const { serializeRequest, NotJson } = require('./serialize.js');
-const { guarded } = require('./guard.js');
+const { readOr } = require('./guard.js');
 
 const MAX_BY_CONTENT = 512;
 /** Longest request text (UTF-16 units) the content cache keeps. */
@@ -45,10 +45,9 @@ function checkLabels(call, native) {
 }
 
 /**
- * One call's compiled request: `compiled`, the shared form of all but the labels; `labelsJson`,
- * their text (null: none), not yet validated (`provision`'s native begin checks them, `route` and
- * `explain` call `checkLabels`); `labels`, our copy of their string entries. Throws the parser's
- * typed errors: INVALID_REQUEST at the field JSON cannot carry, or at `(root)` when unreadable.
+ * One call's compiled request: `compiled` (shared: all but the labels), `labelsJson` (their text, null:
+ * none; not yet validated: `provision`'s native begin or `checkLabels` does), `labels` (our copy).
+ * Throws INVALID_REQUEST at the field JSON cannot carry, or at `(root)` when unreadable.
  */
 function compile(request) {
   const text = serializeRequest(request);
@@ -74,52 +73,40 @@ function compile(request) {
 
 const byIdentity = new WeakMap();
 
-/** A snapshot of our own parsed data: keys in order and the snapshots of their values. */
-class ObjectSnapshot {
-  constructor(keys, values) {
-    this.keys = keys;
-    this.values = values;
-  }
-}
-
+/** A snapshot of our own parsed data: a scalar as is, an array of snapshots, an object as `{ keys, values }`. */
 function snapshot(v) {
   if (v === null || typeof v !== 'object') return v;
   if (Array.isArray(v)) return v.map(snapshot);
   const keys = Object.keys(v);
-  return new ObjectSnapshot(keys, keys.map((k) => snapshot(v[k])));
+  return { keys, values: keys.map((k) => snapshot(v[k])) };
 }
 
 /** Whether live value `a` still reads as snapshot `s` (key order included). Allocates nothing. */
 function same(a, s) {
-  if (s instanceof ObjectSnapshot) {
-    if (typeof a !== 'object' || a === null || Array.isArray(a)) return false;
-    const proto = Object.getPrototypeOf(a);
-    if (proto !== Object.prototype && proto !== null) return false;
-    const keys = s.keys;
-    let n = 0;
-    for (const k in a) {
-      if (n >= keys.length || k !== keys[n] || !Object.hasOwn(a, k) || !same(a[k], s.values[n])) return false;
-      n++;
-    }
-    return n === keys.length;
-  }
+  if (s === null || typeof s !== 'object') return a === s;
   if (Array.isArray(s)) {
     if (!Array.isArray(a) || a.length !== s.length) return false;
     for (let i = 0; i < s.length; i++) if (!same(a[i], s[i])) return false;
     return true;
   }
-  return a === s;
+  if (typeof a !== 'object' || a === null || Array.isArray(a)) return false;
+  const proto = Object.getPrototypeOf(a);
+  if (proto !== Object.prototype && proto !== null) return false;
+  const keys = s.keys;
+  let n = 0;
+  for (const k in a) {
+    if (n >= keys.length || k !== keys[n] || !Object.hasOwn(a, k) || !same(a[k], s.values[n])) return false;
+    n++;
+  }
+  return n === keys.length;
 }
 
 /** `compile`, reusing the call of a request object seen before and unchanged (see above). */
 function compileShared(request) {
   const object = request !== null && typeof request === 'object';
   const seen = object ? byIdentity.get(request) : undefined;
-  try {
-    if (seen !== undefined && guarded(() => same(request, seen.snapshot))) return seen.call;
-  } catch {
-    // A read threw: compiled (and refused) below, as a request seen for the first time.
-  }
+  // A read that throws: compiled (and refused) below, as a request seen for the first time.
+  if (seen !== undefined && readOr(() => same(request, seen.snapshot), false)) return seen.call;
   const call = compile(request);
   if (object && call.labelsJson === null && call.compiled.json.length <= MAX_CACHED_CHARS) {
     byIdentity.set(request, { call, snapshot: snapshot(JSON.parse(call.compiled.json)) });

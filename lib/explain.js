@@ -1,9 +1,8 @@
 'use strict';
-// Explanations: the native core decides and writes the numbers into two typed arrays this
-// module lends it (layout: src/core/explain.rs); the documented objects are built here, as
-// plain data in the 0.7 field order, eagerly (why in JS: docs/performance.md). Pools are named
-// by the ids JS already holds (`view.definitions`): nothing but ids, codes and details reaches
-// an explanation, never a runtime or a credential.
+// Explanations: the native core decides and writes the numbers into two typed arrays this module
+// lends it (layout: src/core/explain.rs); the documented objects are built here, eagerly, in the 0.7
+// field order (why in JS: docs/performance.md). Pools are named by the ids JS holds: nothing but ids,
+// codes and details reaches an explanation, never a runtime or a credential.
 
 const { binding } = require('./binding.js');
 const { callNative } = require('./errors.js');
@@ -17,9 +16,7 @@ const STRATEGIES = /** @type {import('../index').RoutingStrategy[]} */ (VOCABULA
 const OBJECTIVES = /** @type {import('../index').LatencyObjective[]} */ (VOCABULARY.objectives);
 // The header at the start of the buffers, then the decision; where the header's fields are
 // (src/binding/explain.rs `header`, the one copy).
-const HI = VOCABULARY.headerInts;
-const HF = VOCABULARY.headerFloats;
-const H = VOCABULARY.header;
+const { headerInts: HI, headerFloats: HF, header: H } = VOCABULARY;
 const ELIGIBLE_INTS = 4;
 const ELIGIBLE_FLOATS = 11;
 const NONE = 0xffffffff;
@@ -40,9 +37,8 @@ function decide(view, compiled, detached, extras, router, now, labelsJson, budge
   const r = router ?? undefined;
   call(view, compiled, detached, ex, r, now, labelsJson, budgetNow);
   if (ints[H.fits] !== 1) {
-    const intsNeeded = ints[H.intsNeeded];
     const floatsNeeded = ints[H.floatsNeeded];
-    ints = new Uint32Array(Math.max(intsNeeded, ints.length * 2));
+    ints = new Uint32Array(Math.max(ints[H.intsNeeded], ints.length * 2));
     floats = new Float64Array(Math.max(floatsNeeded, floats.length * 2));
     call(view, compiled, detached, ex, r, now, labelsJson, budgetNow);
   }
@@ -93,9 +89,8 @@ function sideBySide(dimension, declared, observed) {
 }
 
 /**
- * The public explanation (`router.explain`, `routeProviders`) of the decision for `compiled`
- * over `view`, with the request's `extras` and the router's native state (each may be null);
- * with `labelsJson` and `budgetNow`, budgets reject the pools a rule has no room for now.
+ * The public explanation (`router.explain`, `routeProviders`) for `compiled` over `view`; `extras` and
+ * `router` may be null; with `labelsJson` and `budgetNow`, budgets reject pools without room now.
  * @returns {import('../index').RoutingExplanation}
  */
 function explainView(view, compiled, detached, extras, router = null, now = undefined, labelsJson = undefined, budgetNow = undefined) {

@@ -1,11 +1,10 @@
 'use strict';
 // Credential-first construction: createSandboxRouter({ providers: { daytona: { apiKey }, … } }).
-// The rule is the core's (src/core/factory.rs, the catalogue in src/core/providers.rs): which
-// options exist, what each entry holds, every default, how a pool's reader and finder are
-// wired. This file reads the caller's options once, in a guard, hands them to the core as
-// facts, and builds what the core's plan names: lazy runtimes, readers, finders, the router.
-// Credentials stay in the runtimes' closures: never on an object we return, in an error,
-// an event or a mapping (the plan names fields, never their values).
+// The rule is the core's (src/core/factory.rs, catalogue in providers.rs): which options exist,
+// what each entry holds, every default, how a pool's reader and finder are wired. This file reads
+// the options once, in a guard, hands them to the core as facts, and builds what its plan names.
+// Credentials stay in the runtimes' closures: never on an object we return, in an error, an event
+// or a mapping (the plan names fields, never their values).
 
 const { callNative } = require('./errors.js');
 const { binding } = require('./binding.js');
@@ -25,9 +24,7 @@ const DEFAULT_SIGNALS = Object.freeze({ ...binding.defaultSignals() });
 const { CapacitySourceName } = binding;
 
 /** The local runtime module, required lazily: only when `local` is configured. */
-function localModule() {
-  return require('../local/index.js');
-}
+const localModule = () => require('../local/index.js');
 
 function localRuntime({ rootDir }) {
   return localModule().createLocalRuntime(rootDir === undefined ? undefined : { rootDir });
@@ -70,10 +67,7 @@ function capacityOf(plan, entry, runtime) {
   return createCapacityReader(plan.name, copied(plan.reader, entry));
 }
 
-/**
- * A factory pool's capabilities (the caller's, or the defaults), with the adapter's own sandbox lifetime
- * unless declared, so warm members expire before the provider kills them (src/core/warm.rs).
- */
+/** A pool's capabilities with the adapter's sandbox lifetime unless declared (warm members expire first). */
 function capabilitiesOf(plan, entry) {
   if (plan.recipe === null) return entry.capabilities ?? localModule().LOCAL_CAPABILITIES;
   const caps = entry.capabilities ?? DEFAULT_CAPABILITIES;

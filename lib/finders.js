@@ -1,13 +1,11 @@
 'use strict';
 // Finders: how reconcile lists the sandboxes of one pool that carry the router's stamp
-// (docs/orphans-and-restarts.md). A factory-built Daytona, E2B, Microsandbox or Agent37 pool
-// gets a native finder (the provider's list API, src/readers/; the stamp rule, stamp.rs) with
-// the factory's credentials, kept in this closure and nowhere else; every other pool falls
-// back to its runtime's `findAllByLabels`. Answers cross as columns (`answered`).
+// (docs/orphans-and-restarts.md). A factory-built Daytona, E2B, Microsandbox or Agent37 pool gets a
+// native finder (src/readers/; the stamp rule, stamp.rs) with the factory's credentials, kept in this
+// closure only; any other pool uses its runtime's `findAllByLabels`. Answers cross as columns.
 
 const { binding } = require('./binding.js');
-const { guarded, copyOptions } = require('./guard.js');
-const { hasMethods } = require('./options.js');
+const { readOr, copyOptions } = require('./guard.js');
 const { serializeLenient } = require('./serialize.js');
 const { within, TIMED_OUT } = require('./within.js');
 
@@ -17,21 +15,12 @@ const { SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL } = binding;
 /** runtime object → its native finder (made by the factory; holds the credentials). */
 const FINDERS = new WeakMap();
 
-/**
- * Registers a native finder for a factory runtime whose provider has one; `options` are checked
- * natively (src/readers/config.rs: bad ones make every list MALFORMED); the key stays in the closure.
- */
+/** Registers a factory runtime's native finder (bad options: every list MALFORMED); the key stays in its closure. */
 function attachFinder(runtime, kind, options) {
-  let spec;
-  let copy;
-  try {
-    copy = copyOptions(options, 1);
-    // Leniently: an option JSON cannot carry reads as null, which the native check refuses
-    // (every list MALFORMED) or, for the key, takes as none (no native finder).
-    spec = serializeLenient({ provider: kind, options: copy });
-  } catch {
-    return;
-  }
+  const copy = readOr(() => copyOptions(options, 1), null);
+  // Leniently: an option JSON cannot carry reads as null, which the native check refuses
+  // (every list MALFORMED) or, for the key, takes as none (no native finder).
+  const spec = copy === null ? null : serializeLenient({ provider: kind, options: copy });
   if (spec === null) return;
   const native = binding.nativeFinder(spec);
   if (native === null) return;
@@ -41,9 +30,8 @@ function attachFinder(runtime, kind, options) {
 }
 
 /**
- * A finder's answer: the core's reason when the pool could not be listed (null: listed), and
- * the pool's stamped items as columns: `sandboxIds` null without labels, `verified` 1 when the
- * whole stamp was seen, `createdAtMs` NaN when unknown.
+ * A finder's answer: the core's reason the pool was not listed (null: listed) and its items as columns:
+ * `sandboxIds` null without labels, `verified` 1 with the whole stamp, `createdAtMs` NaN when unknown.
  * @returns {{ reason: string | null, listing: { providerSandboxIds: string[], sandboxIds: Array<string | null>, verified: Uint8Array, createdAtMs: Float64Array } }}
  */
 function answered(r, verified) {
@@ -59,9 +47,7 @@ function answered(r, verified) {
 }
 
 /** The pool entry's native finder (the factory registered one), or null. */
-function nativeFinderOf(entry) {
-  return FINDERS.get(entry.runtime) ?? null;
-}
+const nativeFinderOf = (entry) => FINDERS.get(entry.runtime) ?? null;
 
 /** What a finder answers when `failure` (`binding.ListFailureName`) happened: the core names the reason. */
 const unlisted = (failure) => answered({ items: [], reason: binding.unlistedReason(failure) });
@@ -78,10 +64,12 @@ const hasNativeFinder = (entry) => FINDERS.has(entry.runtime);
 function runtimeFinder(runtime) {
   return {
     async find(fleet, timeoutMs) {
-      if (!hasMethods(runtime, ['findAllByLabels'])) return unlisted(ListFailureName.NoLabelSearch);
+      // The method is read once, in a guard (a getter that throws: no label search), and called as read.
+      const findAll = readOr(() => runtime.findAllByLabels, undefined);
+      if (typeof findAll !== 'function') return unlisted(ListFailureName.NoLabelSearch);
       let answer;
       try {
-        answer = await within(runtime.findAllByLabels({ [SANDBOX_FLEET_LABEL]: fleet }, { timeoutMs }), timeoutMs);
+        answer = await within(findAll.call(runtime, { [SANDBOX_FLEET_LABEL]: fleet }, { timeoutMs }), timeoutMs);
       } catch {
         // The adapter's error text is the provider's: only the fact is kept.
         return unlisted(ListFailureName.Threw);
@@ -89,21 +77,13 @@ function runtimeFinder(runtime) {
       if (answer === TIMED_OUT) return unlisted(ListFailureName.TimedOut);
       // Read once, inside a guard, leniently (a value JSON cannot carry is null: not an id,
       // not a label, an unknown time); the stamp rule is native (src/readers/stamp.rs).
-      let text;
-      try {
-        text = guarded(() => serializeLenient(Array.isArray(answer) ? Array.from(answer, readHandle) : null));
-      } catch {
-        text = null;
-      }
+      const text = readOr(() => serializeLenient(Array.isArray(answer) ? Array.from(answer, readHandle) : null), null);
       return answered(binding.judgeHandles(text, fleet), (h) => h.verified);
     },
   };
 }
 
-/**
- * What the stamp rule needs of one handle from findAllByLabels (read in the caller's guard):
- * its id, its two stamp labels (null without labels), its creation time (null: not a string).
- */
+/** What the stamp rule needs of one handle (read in the caller's guard): id, stamp labels, creation time. */
 function readHandle(h) {
   if (h === null || typeof h !== 'object') return null;
   const labels = h.labels;

@@ -6,7 +6,7 @@ const os = require('node:os');
 const { binding } = require('./binding.js');
 const { callNative, refuse } = require('./errors.js');
 const { InMemoryMappingStore, SqliteMappingStore, NATIVE_STORE } = require('./mappings.js');
-const { guarded, copyOptions } = require('./guard.js');
+const { guarded, readOr, copyOptions } = require('./guard.js');
 const { serialize, NotJson } = require('./serialize.js');
 const { telemetryOf } = require('./telemetry.js');
 const { firstNative } = require('./registry.js');
@@ -18,33 +18,18 @@ const METHODS = binding.routerOptionMethods();
 /** Whether `value` has every method in `names` (guarded: a throwing getter means no). */
 function hasMethods(value, names) {
   if (value === null || typeof value !== 'object') return false;
-  try {
-    return guarded(() => names.every((n) => typeof value[n] === 'function'));
-  } catch {
-    return false;
-  }
+  return readOr(() => names.every((n) => typeof value[n] === 'function'), false);
 }
 
 /** What kind `v` is, as the core reads options: `typeof`, `null`, `array` or `unreadable` (a revoked Proxy). */
 function kindOf(v) {
-  if (v === null) return 'null';
-  try {
-    return Array.isArray(v) ? 'array' : typeof v;
-  } catch {
-    return 'unreadable';
-  }
+  return v === null ? 'null' : readOr(() => (Array.isArray(v) ? 'array' : typeof v), 'unreadable');
 }
 
 /** Which of the methods that matter `v` has (a getter that throws counts as none). */
 function methodsOf(v) {
   if (v === null || (typeof v !== 'object' && typeof v !== 'function')) return [];
-  return METHODS.filter((m) => {
-    try {
-      return guarded(() => typeof v[m] === 'function');
-    } catch {
-      return false;
-    }
-  });
+  return METHODS.filter((m) => readOr(() => typeof v[m] === 'function', false));
 }
 
 /** The facts of every option given: its kind and methods (and the coordinator's class). */
@@ -84,12 +69,7 @@ function dataOf(options) {
 /** A caller's clock (option `field`): a throw or a non-finite reading is the core's typed error. */
 function clockOf(clock, field) {
   return () => {
-    let t;
-    try {
-      t = clock();
-    } catch {
-      t = NaN;
-    }
+    const t = readOr(clock, NaN);
     return typeof t === 'number' && Number.isFinite(t) ? t : callNative(() => binding.clockReading(NaN, field));
   };
 }
@@ -109,12 +89,6 @@ function healthNow(health) {
 /** This process's routers, held weakly: reconcile asks each whether an id is being made (so it is no orphan). */
 const ROUTERS = new Set();
 const FORGET = new FinalizationRegistry((ref) => ROUTERS.delete(ref));
-
-function track(native) {
-  const ref = new WeakRef(native);
-  ROUTERS.add(ref);
-  FORGET.register(native, ref);
-}
 
 /** The native states of this process's routers still alive. */
 function* live() {
@@ -146,16 +120,9 @@ function othersInFlight(self) {
 
 /** Reads router options into a context; the core validates every one (INVALID_CONFIGURATION names the field). */
 function contextOf(input) {
-  let options = null;
-  let root = kindOf(input);
-  if (root === 'object') {
-    try {
-      options = copyOptions(input, 3);
-    } catch {
-      root = 'unreadable';
-    }
-  }
-  if (options === null) callNative(() => binding.routerOptionsRefused(root));
+  const root = kindOf(input);
+  const options = root === 'object' ? readOr(() => copyOptions(input, 3), null) : null;
+  if (options === null) callNative(() => binding.routerOptionsRefused(root === 'object' ? 'unreadable' : root));
   const h = options.health;
   const healthClock = h !== null && typeof h === 'object' && !Array.isArray(h) ? kindOf(h.clock) : undefined;
   const o = callNative(() => binding.readRouterOptions(givenOf(options), healthClock, dataOf(options)));
@@ -202,7 +169,9 @@ function contextOf(input) {
       sqlite,
     ),
   );
-  track(native);
+  const ref = new WeakRef(native);
+  ROUTERS.add(ref);
+  FORGET.register(native, ref);
   const healthOn = healthOption !== false;
   const shared = binding.routerBudgetsShared(native);
   const ctx = {

@@ -1,10 +1,9 @@
 'use strict';
-// PostgresMappingStore: the mapping seam and intents in PostgreSQL, and the shared capacity
-// ledger many router processes admit against (`capacity: { coordinator: store }`). The native
-// half (src/binding/pg.rs → src/stores/pg.rs) owns the pool, the schema, every SQL statement
-// and TLS (docs/fleets.md); this class reads each caller value once and gives failures their
-// classes. The connection options (password, CA text) go to the native constructor and are
-// not kept here: JSON.stringify and util.inspect cannot show them, no error carries them.
+// PostgresMappingStore: mappings, intents and the shared capacity ledger many router processes
+// admit against (`capacity: { coordinator: store }`) in PostgreSQL. The native half (src/stores/pg.rs)
+// owns the pool, the schema, every SQL statement and TLS (docs/fleets.md); this class reads each
+// caller value once and gives failures their classes. The connection options (password, CA text)
+// go to the native constructor, not kept here: neither JSON.stringify, util.inspect nor errors show them.
 
 const util = require('node:util');
 const { binding } = require('./binding.js');

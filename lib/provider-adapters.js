@@ -1,34 +1,26 @@
 'use strict';
-// The lazy runtimes of the builtin providers (docs/providers.md, "Loading and credentials"):
-// each configured provider is a port-shaped runtime whose first operation imports the adapter
-// and SDK through a replaceable loader, constructs it with the credentials from its closure,
-// and delegates. Credentials live only in these closures: never on an object we return, in
-// an error, an event or a mapping. The core decides the recipes and what a failure is
-// (src/core/providers.rs, packages.rs), never keeping an SDK error's text.
+// The lazy runtimes of the builtin providers (docs/providers.md, "Loading and credentials"): each
+// is port-shaped; its first operation imports the adapter and SDK through a replaceable loader,
+// constructs it with the credentials from its closure, and delegates. Credentials live only in these
+// closures: never on an object we return, in an error, an event or a mapping. The core decides the
+// recipes and what a failure is (src/core/providers.rs, packages.rs), never keeping an SDK's text.
 
 const { ProviderRuntimeError, fromNative, isRouterError } = require('./errors.js');
 const { binding } = require('./binding.js');
-const { guarded } = require('./guard.js');
+const { readOr } = require('./guard.js');
 const { serializeLenient } = require('./serialize.js');
 
 /** The default module loader: a dynamic import, resolved from this package. */
 const defaultLoader = (specifier) => import(specifier);
 
-/**
- * The typed error for optional package `name` that failed to load with `error`, as the core
- * judges it: whether it is module-not-found, and its text (it repeats at most a module name).
- */
+/** Package `name`'s load failure as the core judges it: module-not-found or not (its text: a module name at most). */
 function packageError(error, name) {
-  let facts = { notFound: false, text: null };
-  try {
-    facts = guarded(() => {
-      const code = error !== null && typeof error === 'object' ? error.code : undefined;
-      const notFound = code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND';
-      return { notFound, text: notFound && typeof error.message === 'string' ? error.message : null };
-    });
-  } catch {
-    // An error that cannot be read is no module-not-found error: the package threw.
-  }
+  // An error that cannot be read is no module-not-found error: the package threw.
+  const facts = readOr(() => {
+    const code = error !== null && typeof error === 'object' ? error.code : undefined;
+    const notFound = code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND';
+    return { notFound, text: notFound && typeof error.message === 'string' ? error.message : null };
+  }, { notFound: false, text: null });
   return fromNative(binding.packageLoadError(name, facts.notFound, facts.text));
 }
 
@@ -44,11 +36,7 @@ async function loadPackage(loader, name) {
 /** A module's export `name`, as a named export or one of its default export. */
 const exported = (mod, name) => mod[name] ?? mod.default?.[name];
 
-/**
- * Builds the adapter of the core's `recipe` from validated `options` (the credentials, never
- * stored elsewhere), on the first operation. With a client (Daytona's SDK), the options it
- * takes go to the client, and the adapter gets the client instead.
- */
+/** Builds `recipe`'s adapter from `options` (with a client, as Daytona's SDK: its options go to the client). */
 async function buildAdapter(recipe, options, loader) {
   const sandbox = await loadPackage(loader, recipe.sandboxPackage);
   const Adapter = exported(sandbox, recipe.adapter);
@@ -67,22 +55,14 @@ async function buildAdapter(recipe, options, loader) {
   return new Adapter({ ...rest, [recipe.client.option]: new Client(clientOptions) });
 }
 
-/**
- * An SDK error as the router hands it on: a ProviderRuntimeError with what the core keeps of
- * its facts (read once, in a guard: candidate HTTP statuses, class name). Ours pass through.
- */
+/** An SDK error as a ProviderRuntimeError of what the core keeps of its facts (read once, in a guard); ours pass. */
 function sanitized(provider, operation, error) {
   if (isRouterError(error)) return error;
-  let facts = null;
-  try {
-    facts = guarded(() => {
-      if (error === null || typeof error !== 'object') return null;
-      const statuses = [error.status, error.statusCode, error.response?.status];
-      return serializeLenient({ statuses, className: error.constructor?.name });
-    });
-  } catch {
-    facts = null;
-  }
+  const facts = readOr(() => {
+    if (error === null || typeof error !== 'object') return null;
+    const statuses = [error.status, error.statusCode, error.response?.status];
+    return serializeLenient({ statuses, className: error.constructor?.name });
+  }, null);
   return new ProviderRuntimeError(provider, operation, undefined, binding.keptErrorFacts(facts));
 }
 

@@ -6,7 +6,7 @@
 const { binding } = require('./binding.js');
 const { callNative, refuse } = require('./errors.js');
 const { serializeDefinition, NotJson } = require('./serialize.js');
-const { guarded } = require('./guard.js');
+const { guarded, readOr } = require('./guard.js');
 
 /** Why a registry or a definition is refused, by name: the numbers the core's refusals take. */
 const REFUSAL = binding.registryRefusals();
@@ -21,28 +21,25 @@ function asProviderId(id) {
 /** Reads one definition once, in a guard, into the router's entry (`definition`: the caller's, for its callbacks). */
 function readDefinition(def, position) {
   const refused = (what, id) => refuse(() => binding.registryRefused(what, position, id));
-  let raw;
-  try {
-    raw = guarded(() => {
-      if (def === null || typeof def !== 'object') return null;
-      const rt = def.runtime;
-      const rtOk = rt !== null && typeof rt === 'object' && typeof rt.launch === 'function' && typeof rt.destroy === 'function';
-      const capacity = def.capacity;
-      const warm = def.warm;
-      return {
-        id: def.id,
-        runtime: rt,
-        rtOk,
-        detachable: rtOk && typeof rt.launchDetached === 'function',
-        capacity,
-        capacityOk: capacity === undefined || (capacity !== null && typeof capacity === 'object' && typeof capacity.getCapacity === 'function'),
-        json: serializeDefinition(def.id, def.capabilities, def.signals, warm),
-        warm: warm !== undefined,
-      };
-    });
-  } catch {
-    refused(REFUSAL.Unreadable);
-  }
+  const raw = readOr(() => {
+    if (def === null || typeof def !== 'object') return null;
+    const id = def.id;
+    const rt = def.runtime;
+    const rtOk = rt !== null && typeof rt === 'object' && typeof rt.launch === 'function' && typeof rt.destroy === 'function';
+    const capacity = def.capacity;
+    const warm = def.warm;
+    return {
+      id,
+      runtime: rt,
+      rtOk,
+      detachable: rtOk && typeof rt.launchDetached === 'function',
+      capacity,
+      capacityOk: capacity === undefined || (capacity !== null && typeof capacity === 'object' && typeof capacity.getCapacity === 'function'),
+      json: serializeDefinition(id, def.capabilities, def.signals, warm),
+      warm: warm !== undefined,
+    };
+  }, undefined);
+  if (raw === undefined) refused(REFUSAL.Unreadable);
   if (raw === null) refused(REFUSAL.NotAnObject);
   const id = asProviderId(raw.id);
   if (!raw.rtOk) refused(REFUSAL.NoRuntime, id);
@@ -71,12 +68,7 @@ class InMemoryProviderRegistry {
 
   /** @param {readonly object[]} [definitions] */
   constructor(definitions = []) {
-    let list;
-    try {
-      list = guarded(() => (Array.isArray(definitions) ? [...definitions] : null));
-    } catch {
-      list = null;
-    }
+    const list = readOr(() => (Array.isArray(definitions) ? [...definitions] : null), null);
     if (list === null) refuse(() => binding.registryRefused(REFUSAL.NotAList));
     list.forEach((def, i) => this.#register(def, i));
   }
@@ -123,7 +115,7 @@ class InMemoryProviderRegistry {
   }
 
   toJSON() {
-    return { providers: this.#entries.map((e) => e.definition.id) };
+    return { providers: this.#entries.map((e) => e.id) };
   }
 }
 

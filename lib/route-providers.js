@@ -1,16 +1,15 @@
 'use strict';
-// routeProviders(request, providers): the pure, synchronous decision over a list of
-// definitions, with upstream's signature: the router's core, order and reasons; nothing is
-// launched and no callback runs. Each definition is read once, in a guard, into a plain copy
-// (its snapshot), parsed once and remembered by object (docs/performance.md); the same object
-// next time is compared with its snapshot (each property read once) and reused only with
-// exactly its keys and `===` values. Anything but plain JSON data with known keys is read and
-// parsed again on every call.
+// routeProviders(request, providers): the pure, synchronous decision over a list of definitions
+// (upstream's signature; the core's order and reasons); nothing is launched, no callback runs.
+// Each definition is read once, in a guard, into a plain copy (its snapshot), parsed once and
+// remembered by object (docs/performance.md); the same object next time is reused only with exactly
+// the snapshot's keys and `===` values (each property read once). Anything but plain JSON data with
+// known keys is read and parsed again on every call.
 
 const { binding } = require('./binding.js');
 const { callNative, refuse } = require('./errors.js');
 const { serialize, serializeDefinition } = require('./serialize.js');
-const { guarded } = require('./guard.js');
+const { readOr } = require('./guard.js');
 const { definitionText, REFUSAL } = require('./registry.js');
 const { compile, checkLabels } = require('./compile.js');
 const { explainView } = require('./explain.js');
@@ -93,23 +92,16 @@ function cacheable(snap) {
 // The check needs "serializes as the snapshot did", not "has the same prototype": a
 // prototype matters to JSON only through `toJSON`, an inline-cached load (the prototype
 // would be a runtime call per object). Snapshots are only of plain data (`cacheable`).
-function jsonArray(a) {
-  return Array.isArray(a) && typeof /** @type {any} */ (a).toJSON !== 'function';
-}
-
-function jsonObject(o) {
-  return o !== null && typeof o === 'object' && !Array.isArray(o) && typeof o.toJSON !== 'function';
-}
-
 function sameStrings(a, s) {
-  if (!jsonArray(a) || a.length !== s.length) return false;
+  if (!Array.isArray(a) || typeof /** @type {any} */ (a).toJSON === 'function' || a.length !== s.length) return false;
   for (let i = 0; i < s.length; i++) if (a[i] !== s[i]) return false;
   return true;
 }
 
 /** `o` is a plain object with exactly `n` keys (a snapshot object's count; its values are all defined). */
 function sameShape(o, n) {
-  return jsonObject(o) && Object.keys(o).length === n;
+  if (o === null || typeof o !== 'object' || Array.isArray(o)) return false;
+  return typeof o.toJSON !== 'function' && Object.keys(o).length === n;
 }
 
 /** Key counts of a cacheable snapshot's objects (counted once, when it is made). */
@@ -159,8 +151,8 @@ function sameCapabilities(c, s, k) {
 
 function sameSignals(o, s, k) {
   if (s === undefined) return o === undefined;
-  if (!sameShape(o, k.signals)) return false;
   return (
+    sameShape(o, k.signals) &&
     (s.estimatedCost === undefined || o.estimatedCost === s.estimatedCost) &&
     (s.coldStartLatencyMs === undefined || o.coldStartLatencyMs === s.coldStartLatencyMs) &&
     (s.readyLatencyMs === undefined || o.readyLatencyMs === s.readyLatencyMs) &&
@@ -240,12 +232,7 @@ function viewOf(list) {
 function routeProviders(request, providers) {
   // The definitions, each read once inside a guard (guard.js), then the request, then the
   // native parse of the definitions: the order (and so the error) of 0.7.
-  let list;
-  try {
-    list = guarded(() => (Array.isArray(providers) ? readEntries(providers) : undefined));
-  } catch {
-    list = null;
-  }
+  const list = readOr(() => (Array.isArray(providers) ? readEntries(providers) : undefined), null);
   if (list === undefined) refuse(() => binding.registryRefused(REFUSAL.NotAProviderList));
   if (list === null || list.some((e) => e.json === null)) refuse(() => binding.registryRefused(REFUSAL.ProvidersUnreadable));
   const call = compile(request);

@@ -1,19 +1,18 @@
 'use strict';
-// Serialization for the seam: a caller's value becomes the JSON text the native core
-// validates, read once, by JSON.stringify itself (docs/architecture.md, "The seam"). A value
-// JSON cannot carry is never written as something else, nor replaced by a marker of ours:
-// strict (`serialize`, `serializeRequest`, a definition but its `signals`) refuses it as a
-// `NotJson` naming its field as the native readers do (`capabilities.supported[2]`); lenient
-// (`serializeLenient`, `signals`) writes `null`, which the core's readers refuse.
+// Serialization for the seam: a caller's value becomes the JSON text the native core validates,
+// read once, by JSON.stringify itself (docs/architecture.md, "The seam"). A value JSON cannot
+// carry is never written as something else: strict (`serialize`, `serializeRequest`, a definition
+// but its `signals`) refuses it as a `NotJson` naming its field as the native readers do
+// (`capabilities.supported[2]`); lenient (`serializeLenient`, `signals`) writes `null`, which the core refuses.
 //
-// The field: JSON.stringify calls the replacer depth first, the holder as `this`, and the
-// replacer keeps the chain of holders from the root; the path is built only on a refusal.
+// The field: the replacer (called depth first, the holder as `this`) keeps the chain of holders
+// from the root; the path is built only on a refusal.
 //
-// Reentrancy: a getter or toJSON of the value may serialize something else while its
-// holder is walked (and `launch.labels` are serialized that way, from the request's
-// replacer). Each serialization in progress has a frame of its own, one per nesting
-// level, kept and reused; the replacers work on the current one, and a nested call
-// switches to the next and back.
+// Reentrancy: a getter or toJSON may serialize something else while its holder is walked (as
+// `launch.labels` are, from the request's replacer). Each serialization in progress has a frame
+// of its own, one per nesting level, kept and reused; a nested call switches to the next and back.
+
+const { readOr } = require('./guard.js');
 
 /**
  * A value JSON cannot carry, found by strict serialization: `segments`, its path (keys, array
@@ -24,11 +23,6 @@ class NotJson {
   constructor(segments, what) {
     this.segments = segments;
     this.what = what;
-  }
-
-  /** The same refusal with `segments` in front (a part serialized on its own). */
-  under(segments) {
-    return new NotJson([...segments, ...this.segments], this.what);
   }
 }
 
@@ -124,11 +118,7 @@ function what(value) {
 
 /** An array element is named by its index; a revoked Proxy (Array.isArray throws) as an object. */
 function segment(holder, key) {
-  try {
-    return Array.isArray(holder) ? Number(key) : key;
-  } catch {
-    return key;
-  }
+  return readOr(() => (Array.isArray(holder) ? Number(key) : key), key);
 }
 
 /** `value` (at `key` of `holder`, depth `d`) JSON cannot carry: null under the lenient key, else the walk ends. */
@@ -179,12 +169,8 @@ function serialize(value) {
 /** Lenient: like `serialize`, but a value JSON cannot carry is written as `null` (null: unreadable). */
 function serializeLenient(value) {
   if (value === undefined || value === null) return '{}';
-  try {
-    const text = JSON.stringify(value, lenientReplacer);
-    return typeof text === 'string' ? text : null;
-  } catch {
-    return null;
-  }
+  const text = readOr(() => JSON.stringify(value, lenientReplacer), null);
+  return typeof text === 'string' ? text : null;
 }
 
 /**
@@ -220,10 +206,7 @@ function addEntry(copy, key, value) {
   else copy[key] = value;
 }
 
-/**
- * `launch.labels` (as the request's walk handed them over: not read again), their text and our
- * copy of their string entries kept in the request's frame; their refusal is at `launch.labels…`.
- */
+/** `launch.labels` as the request's walk handed them over (not read again): text and copy kept in its frame. */
 function takeLabels(f, value) {
   const g = enter(null);
   g.copy = {};
@@ -231,7 +214,7 @@ function takeLabels(f, value) {
   try {
     f.labels = JSON.stringify(value, labelsReplacer) ?? 'null';
   } catch {
-    f.refusal = g.refusal === null ? null : g.refusal.under(['launch', 'labels']);
+    f.refusal = g.refusal === null ? null : new NotJson(['launch', 'labels', ...g.refusal.segments], g.refusal.what);
     throw REFUSED;
   } finally {
     leave(g);
@@ -243,14 +226,10 @@ function takeLabels(f, value) {
 const requestParts = (json, f) => ({ json, labels: f.labels, copy: f.copy });
 
 /**
- * A request (strict) with its `launch.labels` apart: `{ json, labels, copy }`, the request's
- * text without them, their own text (undefined when absent) and our copy of their string
- * entries (null when absent). `launch` and `labels` are known by their place on the chain of
- * holders (a `labels` key elsewhere stays in the text). Apart because labels are per call and
- * never matter to the routing decision: requests that differ only in labels share one
- * compiled form instead of one native parse each.
+ * A request (strict) with `launch.labels` (known by their place on the chain) apart: labels are per
+ * call and never matter to routing, so requests differing only in labels share one compiled form.
  * @returns {{ json: string, labels: string | undefined, copy: Record<string, string> | null } | NotJson | null}
- *   null when the request cannot be read (a cycle, a throwing getter or toJSON, a Proxy trap)
+ *   the text without labels, theirs, our copy of their string entries; null: unreadable
  */
 function serializeRequest(request) {
   if (request === undefined || request === null) return { json: '{}', labels: undefined, copy: null };
