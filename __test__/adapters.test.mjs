@@ -257,6 +257,41 @@ test('credential-first classifier must-not-fire: no status when the SDK error ha
   assert.equal(leaks(seen), false);
 });
 
+test("adapter method read once must-fire: a launch getter that throws on its second read still launches, and one that throws at once is a typed error without its text / must-not-fire: a plain method launches", async () => {
+  const run = async (launchOf) => {
+    let reads = 0;
+    class E2BSandboxRuntime {
+      constructor() {
+        this.id = 'e2b';
+      }
+      get launch() {
+        reads++;
+        return launchOf(reads);
+      }
+      async destroy() {}
+    }
+    const modules = { '@agent-relay/sandbox': { E2BSandboxRuntime }, e2b: {} };
+    const router = createSandboxRouter({ providers: { e2b: { apiKey: `${CANARY}-key` } }, moduleLoader: async (name) => modules[name] });
+    const out = await router.provision({}).then((s) => ({ s }), (e) => ({ e }));
+    return { ...out, reads };
+  };
+  const sandbox = async () => ({ id: 'remote-1' });
+  const flipping = await run((n) => {
+    if (n > 1) throw new Error(`read twice ${CANARY}`);
+    return sandbox;
+  });
+  assert.ok(flipping.s, `launched, got ${flipping.e?.code}`);
+  assert.equal(flipping.reads, 1);
+  const throwing = await run(() => {
+    throw new Error(`getter ${CANARY}`);
+  });
+  assert.ok(throwing.e, 'a typed failure');
+  assert.equal(typeof throwing.e.code, 'string');
+  assert.equal(leaks(throwing.e), false);
+  const plain = await run(() => sandbox);
+  assert.ok(plain.s);
+});
+
 // --- a broken install is not a missing package ---------------------------------------------
 
 /** A project folder with real packages, and a loader that resolves and imports from it. */

@@ -73,6 +73,30 @@ test('registry: a plain definition id registers as before (must-not-fire)', () =
   assert.deepEqual(new SandboxRouter({ registry: r }).route({}), ['a']);
 });
 
+test("registry: a caller's registry.get is read once, a getter answering differently later included (must-fire) / a plain get works as before (must-not-fire)", async () => {
+  const def = definition('a', { runtime: fakeRuntime() });
+  const plain = { list: () => [def], get: (id) => (id === 'a' ? def : undefined) };
+  let reads = 0;
+  // A class instance: kept by reference (a plain object's getter would be read by the options' copy).
+  class Flipping {
+    list() {
+      return [def];
+    }
+    get get() {
+      reads++;
+      if (reads > 1) throw new Error('read twice');
+      return plain.get;
+    }
+  }
+  for (const registry of [plain, new Flipping()]) {
+    const router = new SandboxRouter({ registry });
+    const s = await router.provision({});
+    reads = 0;
+    assert.equal((await router.getSandbox(s.id)).providerId, 'a');
+  }
+  assert.equal(reads, 1, 'the operation read get once');
+});
+
 test('registry: a port-shaped runtime is accepted unchanged, by identity (must-not-fire)', () => {
   const runtime = fakeRuntime();
   const keys = Object.keys(runtime).sort();

@@ -89,9 +89,10 @@ function lazyRuntime(recipe, options, loader) {
       } catch (error) {
         throw sanitized(provider, 'construct', error);
       }
-      if (typeof a[method] !== 'function') throw fromNative(binding.operationUnsupported(provider, method));
+      const f = readOr(() => a[method], undefined);
+      if (typeof f !== 'function') throw fromNative(binding.operationUnsupported(provider, method));
       try {
-        return await a[method](...args);
+        return await f.apply(a, args);
       } catch (error) {
         throw sanitized(provider, method, error);
       }

@@ -161,7 +161,10 @@ function entryOf(registry, id) {
   if (isOurs(registry)) return registry[ENTRY](id);
   let def;
   try {
-    def = guarded(() => (typeof registry.get === 'function' ? registry.get(id) : undefined));
+    def = guarded(() => {
+      const get = registry.get;
+      return typeof get === 'function' ? get.call(registry, id) : undefined;
+    });
   } catch {
     refuse(() => binding.registryRefused(REFUSAL.GetThrew, 0, id));
   }
