@@ -7,15 +7,13 @@ const { binding } = require('./binding.js');
 const { callNative, fromNative } = require('./errors.js');
 const { routerNow, textOf } = require('./options.js');
 
-/** A query as the caller gave it, as JSON text for the core (which reads and checks it). */
-const queryText = (options) => (options === undefined ? 'null' : (textOf(options, 'options') ?? '0'));
-
 /**
  * `router.budgetStatus(options)` (`paged`) or `router.budgetCount(options)`: one page of the
  * rules' keys that hold something, with what is used and reserved; or how many there are.
  */
 async function budgetStatus(ctx, options, paged) {
-  const q = queryText(options);
+  // The query as the caller gave it, as JSON text for the core (which reads and checks it).
+  const q = options === undefined ? 'null' : (textOf(options, 'options') ?? '0');
   const local = paged ? binding.routerBudgetStatus : binding.routerBudgetCount;
   if (ctx.budgets === null || !ctx.budgets.shared) return callNative(() => local(ctx.native, routerNow(ctx), q));
   const query = callNative(() => binding.routerBudgetQuery(q, paged));

@@ -1,8 +1,7 @@
 'use strict';
-// `router.getCapacity()`: every pool's capacity reader, read concurrently, each bounded by
-// the capacity deadline; each answer validated natively (src/core/capacity.rs). Only reads:
-// nothing is launched, started or created. A provision's capacity steps are the driver's
-// (driver.js `admit`, `coordinate`).
+// `router.getCapacity()`: every pool's capacity reader, read concurrently within the capacity
+// deadline, each answer validated natively (src/core/capacity.rs). Only reads: nothing is
+// launched, started or created. A provision's capacity steps are driver.js's.
 
 const { binding } = require('./binding.js');
 const { viewOf } = require('./registry.js');

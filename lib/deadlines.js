@@ -1,16 +1,12 @@
 'use strict';
-// Launch deadlines on one timer (a setTimeout per launch costs about as much as the rest of a
-// provision's JS work; docs/performance.md). Live entries form a doubly linked list ordered by
-// deadline (with one timeout value, appending *is* ordering; others are inserted searching
-// from the tail); settling unlinks in O(1), and a settled entry can be added again. With
-// nothing live the timer is unref'd, not cleared: an idle router never keeps the process
-// alive, and the next provision reuses it. Times are monotonic: a wall-clock jump neither
-// fires deadlines early nor stretches them.
+// Launch deadlines on one timer (not a setTimeout per launch: docs/performance.md). Live entries
+// form a doubly linked list ordered by deadline (with one timeout value, appending *is*
+// ordering; others are inserted searching from the tail); settling unlinks in O(1), and a
+// settled entry can be added again. With nothing live the timer is unref'd, not cleared: an
+// idle router never keeps the process alive, and the next provision reuses it. Times are
+// monotonic: a wall-clock jump neither fires deadlines early nor stretches them.
 
-/**
- * The fields an entry carries (set by `add`): `at`, `settled`, `prev`, `next`. Entries
- * should declare them in their constructor so that their shape never changes.
- */
+/** An entry carries `at`, `settled`, `prev`, `next` (set by `add`; declared up front, its shape never changes). */
 class Deadlines {
   #head = null;
   #tail = null;

@@ -1,9 +1,8 @@
 'use strict';
 // The driver: the one loop that performs every job's steps (a provision, a warm refill or
 // task, an operation, a reconcile lane). The router (src/core/router/) decides every step,
-// bound, event and error; this file performs the step it is told, reports the outcome with one
-// synchronous native call and reads the next step from the buffer that call wrote. It branches
-// on no code and picks no duration (why the loop is in JS: docs/architecture.md).
+// bound, event and error; this file performs each, reports the outcome with one synchronous
+// native call and reads the next step from the buffer it wrote (why in JS: docs/architecture.md).
 //
 // The buffer is read right after the call that wrote it, before any await (every
 // performer returns `took(run)`), because another job's report may write it next.
@@ -177,10 +176,7 @@ function settled(ctx, w, outcome) {
   emitRouter(ctx);
 }
 
-/**
- * The launch on `run.def`, with options made fresh from our own copy of the request: a runtime
- * that changes what it is given cannot change the next pool's launch (nor its id label).
- */
+/** The launch on `run.def`, options fresh from our copy: a runtime changing them cannot change the next launch's. */
 function launchOn(run) {
   const parts = run.parts;
   const options = { labels: { ...run.labels } };
@@ -272,9 +268,8 @@ perform(K.Admit, async function admit(run) {
 });
 
 /**
- * `Coordinate`: a read sequence first (so a hold settled before the read is known to be), then
- * the reader, then the admission transaction. A coordinator that fails or times out (bounded
- * natively) is a verdict of null: the router skips the pool.
+ * `Coordinate`: a read sequence (so a hold settled before the read is known to be), the reader, the admission
+ * transaction. A coordinator that fails or times out (bounded natively) is a null verdict: the pool is skipped.
  */
 perform(K.Coordinate, async function coordinate(run) {
   const ctx = run.ctx;

@@ -7,7 +7,7 @@
 const { binding } = require('./binding.js');
 const { callNative, fromNative } = require('./errors.js');
 const { serializeLenient } = require('./serialize.js');
-const { within, TIMED_OUT } = require('./within.js');
+const { within, awaitOr, TIMED_OUT } = require('./within.js');
 const { emitRouter } = require('./events.js');
 
 /** Whether the router asks any callback before a provision starts. */
@@ -27,19 +27,8 @@ async function extras(ctx, view, compiled, detached, request, id) {
 /** Every pool's readiness, asked concurrently; the core names the unavailable pools. */
 async function readiness(ctx, view, id) {
   const port = ctx.provisioning;
-  const answers = await Promise.all(
-    view.definitions.map(async (def) => {
-      let answer;
-      try {
-        answer = await within(port.hasAvailableCredentials(def.id), ctx.callbackTimeoutMs);
-      } catch {
-        answer = TIMED_OUT;
-      }
-      if (answer === TIMED_OUT) return binding.Readiness.Failed;
-      if (typeof answer !== 'boolean') return binding.Readiness.NotBoolean;
-      return answer ? binding.Readiness.Available : binding.Readiness.Unavailable;
-    }),
-  );
+  const ask = (def) => awaitOr(() => within(port.hasAvailableCredentials(def.id), ctx.callbackTimeoutMs), TIMED_OUT);
+  const answers = await Promise.all(view.definitions.map((def) => ask(def).then(readinessOf)));
   try {
     return binding.readinessOf(ctx.native, answers, id, ctx.clock === null ? undefined : ctx.clock());
   } catch (error) {
@@ -48,10 +37,16 @@ async function readiness(ctx, view, id) {
   }
 }
 
+/** A pool's readiness answer (TIMED_OUT: it failed or timed out) as the core reads it. */
+function readinessOf(answer) {
+  if (answer === TIMED_OUT) return binding.Readiness.Failed;
+  if (typeof answer !== 'boolean') return binding.Readiness.NotBoolean;
+  return answer ? binding.Readiness.Available : binding.Readiness.Unavailable;
+}
+
 /**
- * The resolver's answer for each pool that survives the hard requirements and readiness,
- * serialized on its own inside a guard (an unreadable answer excludes only its pool) and
- * leniently (a value JSON cannot carry is null: INVALID_SIGNALS for that pool).
+ * The resolver's answer for each pool that survives the hard requirements and readiness, serialized on its own (an
+ * unreadable answer excludes only its pool) and leniently (a value JSON cannot carry is null: INVALID_SIGNALS).
  */
 async function resolveSignals(ctx, view, compiled, detached, credentialsUnavailable, request) {
   const survivors = callNative(() => binding.registrySurvivors(view.native, compiled.native, detached, credentialsUnavailable));

@@ -7,8 +7,6 @@
 // `instanceof`, property read, `String()` or template literal on such a value outside a guard
 // (a throwing or revoked Proxy, a getter that answers differently the next time: all end
 // typed, and nothing the router decides depends on a second read).
-//
-// Caller text that a message or `field` echoes is cut to MAX_ECHO characters, the cut marked.
 
 /** Longest caller text (in UTF-16 units) that a message or field echoes; longer text is cut. */
 const MAX_ECHO = 64;
@@ -77,12 +75,7 @@ function thenable(value) {
  */
 function handleId(handle) {
   if (handle === null || typeof handle !== 'object') return null;
-  let id;
-  try {
-    id = handle.id;
-  } catch {
-    return null;
-  }
+  const id = readOr(() => handle.id, null);
   return typeof id === 'string' && id !== '' ? id : null;
 }
 

@@ -7,8 +7,8 @@
 const { binding } = require('./binding.js');
 const { fromNative, isRouterError, ProviderPackageMissingError } = require('./errors.js');
 const { entryOf } = require('./registry.js');
-const { guarded, thrownFacts } = require('./guard.js');
-const { within, TIMED_OUT } = require('./within.js');
+const { readOr, thrownFacts } = require('./guard.js');
+const { within, awaitOr, TIMED_OUT } = require('./within.js');
 const { hasMethods } = require('./options.js');
 const { serializeLenient } = require('./serialize.js');
 const { emitRouter } = require('./events.js');
@@ -21,6 +21,8 @@ const { HANDLE_LIMIT } = binding;
 /** An operation's pools before its record named one. */
 const NO_POOL = [null];
 const GET_BY_ID = ['getById'];
+/** What a read that threw answers (`begin`'s arguments, `ReadRecord`'s record). */
+const FAILED = Symbol('failed');
 
 /** Keeps `handle` for sandbox `id`; past HANDLE_LIMIT the oldest is dropped. */
 function keepHandle(handles, id, handle) {
@@ -28,36 +30,32 @@ function keepHandle(handles, id, handle) {
   if (handles.size > HANDLE_LIMIT) handles.delete(handles.keys().next().value);
 }
 
-// A caller's arguments, read once inside a guard into `{ port, entries? }`: `port`, our copy,
-// is what the runtime is given once the router found it valid; `entries`, runScript's `env`
-// pairs for the router to check. Undefined when not an object; a throw is UNREADABLE.
+// A caller's arguments, read once (inside `begin`'s guard: a throw is unreadable) into
+// `{ port, entries? }`: `port`, our copy, is what the runtime is given once the router found it
+// valid; `entries`, runScript's `env` pairs for the router to check. Undefined: not an object.
 
 /** runScript's options: the fields given (`env`, when an object, copied). */
 function scriptOf(options) {
   if (options === null || typeof options !== 'object') return undefined;
-  return guarded(() => {
-    const port = { command: options.command };
-    const { sessionId, timeoutMs, env } = options;
-    if (sessionId !== undefined) port.sessionId = sessionId;
-    if (timeoutMs !== undefined) port.timeoutMs = timeoutMs;
-    if (env === null || typeof env !== 'object') {
-      if (env !== undefined) port.env = env;
-      return { port };
-    }
-    const entries = Object.entries(env);
-    port.env = Object.fromEntries(entries);
-    return { port, entries };
-  });
+  const port = { command: options.command };
+  const { sessionId, timeoutMs, env } = options;
+  if (sessionId !== undefined) port.sessionId = sessionId;
+  if (timeoutMs !== undefined) port.timeoutMs = timeoutMs;
+  if (env === null || typeof env !== 'object') {
+    if (env !== undefined) port.env = env;
+    return { port };
+  }
+  const entries = Object.entries(env);
+  port.env = Object.fromEntries(entries);
+  return { port, entries };
 }
 
 /** A bundle: its files copied when they are an array (each object entry as `{ source, destination }`). */
 function bundleOf(bundle) {
   if (bundle === null || typeof bundle !== 'object') return undefined;
-  return guarded(() => {
-    const list = bundle.files;
-    const copy = (f) => (f !== null && typeof f === 'object' ? { source: f.source, destination: f.destination } : f);
-    return { port: { files: Array.isArray(list) ? Array.from(list, copy) : undefined } };
-  });
+  const list = bundle.files;
+  const copy = (f) => (f !== null && typeof f === 'object' ? { source: f.source, destination: f.destination } : f);
+  return { port: { files: Array.isArray(list) ? Array.from(list, copy) : undefined } };
 }
 
 const none = () => undefined;
@@ -80,14 +78,9 @@ function begin(ctx, kind, id, read) {
     run.resolve = resolve;
     run.reject = reject;
   });
-  let args;
-  let readable = true;
-  try {
-    args = read();
-  } catch {
-    readable = false;
-  }
-  run.sandboxId = binding.beginOperation(ctx.native, kind, id, args, readable, STEP, clockNow(ctx));
+  const got = readOr(read, FAILED);
+  const args = got === FAILED ? undefined : got;
+  run.sandboxId = binding.beginOperation(ctx.native, kind, id, args, got !== FAILED, STEP, clockNow(ctx));
   run.machine = STEP[2];
   run.pools = NO_POOL;
   run.op = { method: undefined, args: args === undefined ? [] : [args.port], value: undefined };
@@ -112,16 +105,13 @@ function operation(ctx, name, kind, id, read) {
 /** `ReadRecord`: the sandbox's record from the caller's store, as JSON text (`null`: none). */
 perform(K.ReadRecord, async function readRecord(run) {
   const ctx = run.ctx;
+  const raw = await awaitOr(() => within(ctx.mappings.get(run.sandboxId), run.bound), FAILED);
   let json;
   let read = binding.ReadOutcome.Answered;
-  try {
-    const raw = await within(ctx.mappings.get(run.sandboxId), run.bound);
-    if (raw === TIMED_OUT) read = binding.ReadOutcome.TimedOut;
-    // Read once, by the serialization (a value it cannot carry is null; one it cannot write, absent).
-    else json = raw === null || raw === undefined ? 'null' : (serializeLenient(raw) ?? undefined);
-  } catch {
-    read = binding.ReadOutcome.Threw;
-  }
+  if (raw === FAILED) read = binding.ReadOutcome.Threw;
+  else if (raw === TIMED_OUT) read = binding.ReadOutcome.TimedOut;
+  // Read once, by the serialization (a value it cannot carry is null; one it cannot write, absent).
+  else json = raw === null || raw === undefined ? 'null' : (serializeLenient(raw) ?? undefined);
   binding.operationRead(ctx.native, run.machine, json, read, STEP, clockNow(ctx));
   return took(run);
 });
@@ -148,7 +138,12 @@ async function awaited(run, call) {
   try {
     value = await within(call(run), run.bound);
   } catch (error) {
-    return threw(run, error);
+    // Our own package error is kept (rethrown as it is if the job ends on it).
+    const ours = isRouterError(error) && error instanceof ProviderPackageMissingError;
+    if (ours) run.packageError = error;
+    const f = thrownFacts(ours ? undefined : error);
+    binding.operationThrew(run.ctx.native, run.machine, ours, f.values, f.unreadable, STEP, clockNow(run.ctx));
+    return took(run);
   }
   if (value === TIMED_OUT) binding.operationTimedOut(run.ctx.native, run.machine, STEP, clockNow(run.ctx));
   else {
@@ -167,41 +162,20 @@ perform(K.Call, (run) => awaited(run, (r) => r.def.runtime[r.op.method]((r.flags
 perform(K.Unmap, async function unmap(run) {
   const ctx = run.ctx;
   const combined = (run.flags & SF.combined) !== 0;
-  let f;
-  try {
-    f = await within(combined ? ctx.capacity.coordinator.forget(run.sandboxId) : ctx.mappings.delete(run.sandboxId), run.bound);
-  } catch {
-    f = TIMED_OUT;
-  }
+  const unmapped = () => (combined ? ctx.capacity.coordinator.forget(run.sandboxId) : ctx.mappings.delete(run.sandboxId));
+  const f = await awaitOr(() => within(unmapped(), run.bound), TIMED_OUT);
   const ok = f !== TIMED_OUT;
   if (combined) binding.operationForgotten(ctx.native, run.machine, ok, ok && f.mapped === true, ok && f.budget === true, STEP, clockNow(ctx));
   else binding.operationUnmapped(ctx.native, run.machine, ok, STEP, clockNow(ctx));
   return took(run);
 });
 
-/**
- * `Release`: the sandbox's slot given back in the shared ledger (the coordinator bounds its
- * own calls). One that cannot be written now keeps the slot until its charges expire.
- */
+/** `Release`: the slot given back in the shared ledger (self-bounded); one not written now waits out its charges. */
 perform(K.Release, async function release(run) {
-  let givenBack = false;
-  try {
-    givenBack = (await run.ctx.capacity.coordinator.releaseSandbox(run.sandboxId)) === true;
-  } catch {
-    givenBack = false;
-  }
+  const givenBack = (await awaitOr(() => run.ctx.capacity.coordinator.releaseSandbox(run.sandboxId), false)) === true;
   binding.operationReleased(run.ctx.native, run.machine, givenBack, STEP, clockNow(run.ctx));
   return took(run);
 });
-
-/** A call threw `error`: our own package error is kept (rethrown as it is if the job ends on it). */
-function threw(run, error) {
-  const ours = isRouterError(error) && error instanceof ProviderPackageMissingError;
-  if (ours) run.packageError = error;
-  const f = thrownFacts(ours ? undefined : error);
-  binding.operationThrew(run.ctx.native, run.machine, ours, f.values, f.unreadable, STEP, clockNow(run.ctx));
-  return took(run);
-}
 
 module.exports = {
   runScript: (ctx, id, options) => operation(ctx, 'runScript', binding.OperationKind.RunScript, id, () => scriptOf(options)),

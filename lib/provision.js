@@ -32,8 +32,7 @@ function provision(ctx, request, detached) {
   return promise;
 }
 
-// The job: the request read once, the callbacks that precede routing when the router has them
-// (else nothing is awaited first), the job begun natively, then driven. Never rejects itself.
+// The job, as above (without callbacks, nothing is awaited before it begins). Never rejects.
 async function begin(run, request) {
   const ctx = run.ctx;
   try {
@@ -83,8 +82,7 @@ function settled(run, ok) {
   if (!ok) {
     const error = failure(run);
     if (run.tel !== null) ctx.telemetry.failed(run, error);
-    run.reject(error);
-    return;
+    return run.reject(error);
   }
   if ((run.flags & ENDED) === 0) end(run);
   keepHandle(ctx.handles, run.sandboxId, run.handle);

@@ -1,22 +1,21 @@
 'use strict';
 // reconcile(): compares what the providers hold under this router's stamp with the mapping
-// store, per pool, and (with `reclaim: true`) cleans up the difference. A run is a job of
-// the router (src/core/router/reconcile.rs), which decides its options, deadline, bounds,
-// concurrency, outcomes, report and events. The performers below do its I/O (list a pool,
-// read the store, signal the intent writers' pids, each reclaim action's calls) and report
-// each as a fact. The I/O is concurrent, so a run is driven by lanes, each a job of the
-// driver: a step flagged `fork` starts the lanes the router asks for.
+// store, per pool, and (with `reclaim: true`) cleans up the difference. The router
+// (src/core/router/reconcile.rs) decides its options, deadline, bounds, concurrency,
+// outcomes, report and events; the performers below do its I/O and report each as a fact.
+// The I/O is concurrent: a run is driven by lanes, each a job of the driver (a step flagged
+// `fork` starts the lanes the router asks for).
 //
 // The report and the events carry ids, counts and reason codes, never provider text.
 
 const { binding } = require('./binding.js');
 const { fromNative, callNative } = require('./errors.js');
 const { viewOf } = require('./registry.js');
-const { guarded, thrownFacts, NO_FACTS } = require('./guard.js');
-const { within, answerWithin, settledWithin, lookupOwned, TIMED_OUT } = require('./within.js');
+const { readOr, thrownFacts, NO_FACTS } = require('./guard.js');
+const { within, awaitOr, answerWithin, settledWithin, lookupOwned, TIMED_OUT } = require('./within.js');
 const { serializeLenient } = require('./serialize.js');
 const { hasMethods, inFlight, othersInFlight } = require('./options.js');
-const { finderFor, hasNativeFinder, SANDBOX_FLEET_LABEL } = require('./finders.js');
+const { finderFor, nativeFinderOf, SANDBOX_FLEET_LABEL } = require('./finders.js');
 const { drive, perform, jobRecord, took, K, STEP } = require('./driver.js');
 const { coordinatorOf } = require('./postgres.js');
 
@@ -30,10 +29,11 @@ async function reconcile(ctx, options) {
   const facts = {
     hasList: hasMethods(store, ['list']),
     fleetInventory: c !== null && coordinatorOf(store) === c,
-    nativeFinders: Uint8Array.from(view.definitions, (d) => (hasNativeFinder(d) ? 1 : 0)),
+    nativeFinders: Uint8Array.from(view.definitions, (d) => (nativeFinderOf(d) !== null ? 1 : 0)),
   };
   return new Promise((resolve, reject) => {
-    const job = { resolve, reject, settled: false };
+    // The run's promise: the first lane to settle it wins (a promise settles once).
+    const job = { resolve, reject };
     callNative(() => binding.reconcileBegin(ctx.native, serializeLenient(options) ?? undefined, facts, STEP));
     start(ctx, view.definitions, job);
   });
@@ -43,7 +43,11 @@ async function reconcile(ctx, options) {
 function start(ctx, pools, job) {
   const run = jobRecord(ctx, false, ended);
   run.pools = pools;
-  run.reject = (error) => failed(run, error);
+  // A bug of ours while driving a lane: the run is abandoned with the typed error.
+  run.reject = (error) => {
+    binding.reconcileAbort(ctx.native, run.lane);
+    job.reject(error);
+  };
   run.lane = STEP[2];
   run.job = job;
   drive(run, next(run));
@@ -66,7 +70,7 @@ function ended(run, ok) {
   const ctx = run.ctx;
   if (!ok) {
     const error = binding.reconcileEnd(ctx.native, run.lane);
-    if (error !== null && error !== undefined) settle(run.job, false, fromNative(error));
+    if (error !== null && error !== undefined) run.job.reject(fromNative(error));
     return;
   }
   const r = binding.reconcileReport(ctx.native, run.lane);
@@ -78,29 +82,11 @@ function ended(run, ok) {
   }
   const { reclaim, fleet, graceMs, startedAt, durationMs, timedOut, staleIntents, outcomes, totals } = r;
   if (ctx.telemetry !== null) ctx.telemetry.reconciled(totals.orphan, totals.staleMapping, staleIntents.length);
-  settle(run.job, true, { reclaim, fleet, graceMs, startedAt, durationMs, timedOut, pools, staleIntents, outcomes, totals });
+  run.job.resolve({ reclaim, fleet, graceMs, startedAt, durationMs, timedOut, pools, staleIntents, outcomes, totals });
 }
 
 /** Documented items `{ sandboxId, providerSandboxId, reason }` from the report's columns. */
 const rows = (c) => Array.from(c.reasons, (reason, i) => ({ sandboxId: c.sandboxIds[i], providerSandboxId: c.providerSandboxIds[i], reason }));
-
-function settle(job, ok, value) {
-  if (job.settled) return;
-  job.settled = true;
-  if (ok) job.resolve(value);
-  else job.reject(value);
-}
-
-/** A bug of ours while driving a lane: the run is abandoned with the typed error. */
-function failed(run, error) {
-  binding.reconcileAbort(run.ctx.native, run.lane);
-  settle(run.job, false, error);
-}
-
-/** How `call()` settled within `ms` (0: unbounded): its value kept in `run.handle`, a rejection in `run.error`. */
-async function settled(run, call, ms) {
-  return kept(run, await settledWithin(call, ms));
-}
 
 /** `[how, value, error]` (within.js) kept on `run`: a value (a lookup's provider id too) as its handle, a rejection as its error. */
 function kept(run, [how, value, error]) {
@@ -119,12 +105,7 @@ function report(run, how) {
 
 /** `ReconcileList`: the pool's finder, within the bound. */
 perform(K.ReconcileList, async function list(run) {
-  let r = null;
-  try {
-    r = await finderFor(run.def).find(run.ctx.fleet, run.bound);
-  } catch {
-    r = null;
-  }
+  const r = await awaitOr(() => finderFor(run.def).find(run.ctx.fleet, run.bound), null);
   binding.reconcileListed(run.ctx.native, run.lane, r === null, r?.listing, r?.reason ?? undefined, STEP);
   return next(run);
 });
@@ -133,13 +114,9 @@ perform(K.ReconcileList, async function list(run) {
 perform(K.ReconcileRead, async function read(run) {
   const ctx = run.ctx;
   const intents = (run.flags & F.intents) !== 0;
-  let records;
-  try {
-    const raw = await within(intents ? ctx.mappings.intents() : ctx.mappings.list(), run.bound);
-    if (raw !== TIMED_OUT) records = guarded(() => (Array.isArray(raw) ? (intents ? Array.from(raw, readIntent) : readMappings(Array.from(raw))) : undefined));
-  } catch {
-    records = undefined;
-  }
+  const raw = await awaitOr(() => within(intents ? ctx.mappings.intents() : ctx.mappings.list(), run.bound), TIMED_OUT);
+  const columns = () => (Array.isArray(raw) ? (intents ? Array.from(raw, readIntent) : readMappings(Array.from(raw))) : undefined);
+  const records = raw === TIMED_OUT ? undefined : readOr(columns, undefined);
   if (intents) binding.reconcileIntents(ctx.native, run.lane, records, STEP);
   else binding.reconcileMappings(ctx.native, run.lane, records, STEP);
   return next(run);
@@ -161,12 +138,11 @@ function readMappings(records) {
   const m = { ids: [], providerIds: [], providerSandboxIds: [], fleets: [], createdAtMs: null, warm: [] };
   const created = [];
   for (const r of records) {
-    const ok = r !== null && typeof r === 'object';
-    const labels = ok ? r.labels : null;
-    const createdAt = ok ? r.createdAt : undefined;
-    m.ids.push(ok ? str(r.id) ?? null : null);
-    m.providerIds.push(ok ? str(r.providerId) ?? null : null);
-    m.providerSandboxIds.push(ok ? str(r.providerSandboxId) ?? null : null);
+    // Each field read once, in this order.
+    const { labels, createdAt, id, providerId, providerSandboxId } = r !== null && typeof r === 'object' ? r : {};
+    m.ids.push(str(id) ?? null);
+    m.providerIds.push(str(providerId) ?? null);
+    m.providerSandboxIds.push(str(providerSandboxId) ?? null);
     m.fleets.push(labelOf(labels, SANDBOX_FLEET_LABEL));
     m.warm.push(labelOf(labels, binding.SANDBOX_WARM_LABEL_KEY));
     created.push(typeof createdAt === 'string' ? Date.parse(createdAt) : NaN);
@@ -204,12 +180,13 @@ perform(K.ReconcileRecheck, async function recheck(run) {
 
 /** `ReconcileWarmTake`: the idle member out of the fleet's inventory. */
 perform(K.ReconcileWarmTake, async function warmTake(run) {
-  return report(run, await settled(run, () => run.ctx.capacity.coordinator.warmTake(run.sandboxId), run.bound));
+  const take = () => run.ctx.capacity.coordinator.warmTake(run.sandboxId);
+  return report(run, kept(run, await settledWithin(take, run.bound)));
 });
 
 /** `ReconcileRecord`: the store's record of the id now. */
 perform(K.ReconcileRecord, async function record(run) {
-  return report(run, await settled(run, () => run.ctx.mappings.get(run.sandboxId), run.bound));
+  return report(run, kept(run, await settledWithin(() => run.ctx.mappings.get(run.sandboxId), run.bound)));
 });
 
 /** `ReconcileLookup`: the sandbox re-resolved as owned (a runtime without getById: its provider id). */
@@ -219,7 +196,7 @@ perform(K.ReconcileLookup, async function lookup(run) {
 
 /** A destroy or a delete of the id, reported; once it resolved, the handle kept for the id is let go. */
 async function removed(run, call) {
-  const how = await settled(run, call, run.bound);
+  const how = kept(run, await settledWithin(call, run.bound));
   if (how === binding.ReconcileSettled.Value || how === binding.ReconcileSettled.Nothing) run.ctx.handles.delete(run.sandboxId);
   return report(run, how);
 }

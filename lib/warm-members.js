@@ -4,9 +4,9 @@
 // (lib/driver.js). Nothing here decides: every rule is the router's (src/core/router/warm.rs).
 
 const { binding } = require('./binding.js');
-const { within, okWithin, answerWithin, lookupOwned, TIMED_OUT } = require('./within.js');
-const { guarded } = require('./guard.js');
-const { hasMethods, healthNow } = require('./options.js');
+const { within, awaitOr, okWithin, answerWithin, lookupOwned, TIMED_OUT } = require('./within.js');
+const { readOr } = require('./guard.js');
+const { healthNow } = require('./options.js');
 const { perform, K, took, clockNow, destroyedWithin, STEP } = require('./driver.js');
 const { nativeFinderOf, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
 
@@ -102,15 +102,8 @@ perform(K.WarmUnmap, async (run) => {
 perform(K.WarmList, async (run) => {
   const ctx = run.ctx;
   const finder = nativeFinderOf(run.def);
-  let ids = null;
-  if (finder !== null) {
-    try {
-      const r = await finder.find(ctx.fleet, run.bound);
-      if (r.reason === null) ids = r.listing.providerSandboxIds;
-    } catch {
-      ids = null;
-    }
-  }
+  const r = finder === null ? null : await awaitOr(() => finder.find(ctx.fleet, run.bound), null);
+  const ids = r?.reason === null ? r.listing.providerSandboxIds : null;
   binding.warmListed(ctx.native, run.task, finder !== null, ids, STEP, now(run), clockNow(ctx));
   return took(run);
 });
@@ -159,13 +152,9 @@ function readRecord(r) {
 /** `WarmRecords`: the caller's store's records (`list()`), read once. */
 perform(K.WarmRecords, async (run) => {
   const ctx = run.ctx;
-  let records = null;
-  try {
-    const list = await within(ctx.mappings.list(), run.bound);
-    if (list !== TIMED_OUT) records = guarded(() => (Array.isArray(list) ? Array.from(list, readRecord).filter((r) => r !== null) : null));
-  } catch {
-    records = null;
-  }
+  const list = await awaitOr(() => within(ctx.mappings.list(), run.bound), TIMED_OUT);
+  const read = () => (Array.isArray(list) ? Array.from(list, readRecord).filter((r) => r !== null) : null);
+  const records = list === TIMED_OUT ? null : readOr(read, null);
   binding.warmRecords(ctx.native, run.task, records, STEP);
   return took(run);
 });

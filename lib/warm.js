@@ -1,9 +1,8 @@
 'use strict';
-// Warm pools (docs/warm-pools.md): idle sandboxes kept ready per pool, so a provision can be
-// handed one in milliseconds instead of waiting for the provider's cold start. The router
-// decides all of it (src/core/router/warm.rs, rules in src/core/warm.rs); this file keeps the
-// one timer it asks for, starts on the driver's loop what it polls (refill jobs and warm
-// tasks, whose steps lib/warm-members.js performs), and answers the waiters.
+// Warm pools (docs/warm-pools.md), idle sandboxes kept ready per pool. The router decides all
+// of it (src/core/router/warm.rs, rules in src/core/warm.rs); this file keeps the one timer it
+// asks for, starts on the driver's loop what it polls (refill jobs and warm tasks, whose steps
+// lib/warm-members.js performs), and answers the waiters.
 //
 // Nothing happens before `warmUp()`: a router that never calls it keeps `ctx.warm` null,
 // and the provision path pays one property read.
@@ -11,7 +10,7 @@
 const { binding } = require('./binding.js');
 const { fromNative, callNative } = require('./errors.js');
 const { viewOf } = require('./registry.js');
-const { guarded } = require('./guard.js');
+const { readOr } = require('./guard.js');
 const { serializeLenient } = require('./serialize.js');
 const { healthNow, hasMethods } = require('./options.js');
 const { emitRouter } = require('./events.js');
@@ -23,11 +22,7 @@ require('./warm-members.js'); // the warm steps' performers
 
 /** Whether the store is an InMemoryMappingStore (a fact the router's keepWarm rule reads). */
 function inMemory(ctx) {
-  try {
-    return ctx.fastMappings || guarded(() => ctx.mappings instanceof InMemoryMappingStore);
-  } catch {
-    return true;
-  }
+  return ctx.fastMappings || readOr(() => ctx.mappings instanceof InMemoryMappingStore, true);
 }
 
 /** The router's warm state, made by the first `warmUp()`. */
@@ -63,10 +58,7 @@ function started(ctx) {
   return w;
 }
 
-/**
- * Starts every piece of warm work the router has due (each on the driver's loop), hands on
- * its events, answers the waiters it settled, and arms the one timer for the next.
- */
+/** Starts the warm work the router has due (on the driver's loop), answers the waiters it settled, re-arms. */
 function pump(ctx, w) {
   try {
     const pools = viewOf(ctx).definitions;
@@ -166,12 +158,8 @@ async function warmStatus(ctx) {
  * idle members are destroyed, or with `keepWarm` left (recorded) for the next process.
  */
 function close(ctx, options) {
-  let text;
-  try {
-    text = options === undefined || options === null ? undefined : (guarded(() => serializeLenient(options)) ?? '');
-  } catch {
-    text = ''; // unreadable: the router refuses it
-  }
+  // Unreadable: '', which the router refuses.
+  const text = options === undefined || options === null ? undefined : readOr(() => serializeLenient(options) ?? '', '');
   const waits = callNative(() => binding.warmClose(ctx.native, text, inMemory(ctx)));
   if (!waits) return Promise.resolve(binding.warmCloseAnswer(ctx.native));
   return wait(ctx, ctx.warm, () => binding.warmCloseAnswer(ctx.native));

@@ -2,29 +2,31 @@
 // Bounded awaits: every await on a caller's callback or a runtime call has a deadline.
 
 const { binding } = require('./binding.js');
-const { thenable } = require('./guard.js');
+const { thenable, readOr } = require('./guard.js');
 
 const TIMED_OUT = Symbol('timed-out');
 /** setTimeout's longest delay; a longer one would fire at once. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
-/**
- * Awaits `value` for at most `ms`; resolves to TIMED_OUT after that. Never rejects on
- * timeout; rejects when `value` rejects, or when it cannot be read (a hostile thenable).
- */
+/** Awaits `value` for at most `ms`, then resolves to TIMED_OUT; rejects when `value` rejects or cannot be read. */
 function within(value, ms) {
-  let isThenable;
-  try {
-    isThenable = thenable(value);
-  } catch {
-    return Promise.reject(new Error('unreadable answer'));
-  }
+  const isThenable = readOr(() => thenable(value), null);
+  if (isThenable === null) return Promise.reject(new Error('unreadable answer'));
   if (!isThenable) return Promise.resolve(value);
   let timer;
   const timeout = new Promise((resolve) => {
     timer = setTimeout(resolve, Math.min(ms, MAX_TIMER_MS), TIMED_OUT);
   });
   return Promise.race([value, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** What `await call()` gives, or `fallback` when it throws or rejects (no bound of its own). Never rejects. */
+async function awaitOr(call, fallback) {
+  try {
+    return await call();
+  } catch {
+    return fallback;
+  }
 }
 
 /** Whether `call()` settled within `ms` (a throw or a rejection: false). Never rejects. */
@@ -47,7 +49,7 @@ async function answerWithin(call, ms) {
 }
 
 /**
- * How `call()` settled within `ms` (0: unbounded): `[how, value, error]`, `how` a `ReconcileSettled`. Never rejects.
+ * How `call()` settled within `ms` (0: unbounded), `how` a `ReconcileSettled`. Never rejects.
  * @returns {Promise<[number, any, unknown]>}
  */
 async function settledWithin(call, ms) {
@@ -61,20 +63,16 @@ async function settledWithin(call, ms) {
 }
 
 /**
- * `runtime.getById(id, { owned: true })` within `ms`, its method read once, as `settledWithin`
- * answers (owned: an attached handle's destroy only forgets the sandbox on some adapters). A
- * runtime without `getById`: `NoMethod`, with the provider id as the handle.
+ * `runtime.getById(id, { owned: true })` within `ms` (its method read once), as `settledWithin`
+ * answers (owned: on some adapters an attached handle's destroy only forgets the sandbox); no
+ * `getById`: `NoMethod`, the provider id as the handle.
  * @returns {Promise<[number, any, unknown]>}
  */
 function lookupOwned(runtime, providerSandboxId, ms) {
-  let getById;
-  try {
-    getById = runtime !== null && typeof runtime === 'object' ? runtime.getById : undefined;
-  } catch {
-    getById = undefined;
-  }
+  const object = runtime !== null && typeof runtime === 'object';
+  const getById = object ? readOr(() => runtime.getById, undefined) : undefined;
   if (typeof getById !== 'function') return Promise.resolve([binding.ReconcileSettled.NoMethod, { id: providerSandboxId }, undefined]);
   return settledWithin(() => getById.call(runtime, providerSandboxId, { owned: true }), ms);
 }
 
-module.exports = { within, okWithin, answerWithin, settledWithin, lookupOwned, TIMED_OUT };
+module.exports = { within, awaitOr, okWithin, answerWithin, settledWithin, lookupOwned, TIMED_OUT };
