@@ -80,22 +80,18 @@ const NATIVE_CLASSES = Object.freeze({
 });
 
 /**
- * A native error (src/binding/error.rs `NativeError`, returned or thrown: both read the same
- * way) as an instance of the class it names; anything else (a bug) is an internal error
- * without the original text.
+ * A native error (src/binding/error.rs `NativeError`, returned or thrown: both read the same way)
+ * as an instance of the class it names; anything else (a bug) is an internal error, its text lost.
  */
 function fromNative(error) {
   if (error === null || typeof error !== 'object' || typeof error.errorClass !== 'string' || typeof error.code !== 'string') {
     return internalError();
   }
-  const Cls = Object.hasOwn(NATIVE_CLASSES, error.errorClass) ? NATIVE_CLASSES[error.errorClass] : SandboxRouterInternalError;
-  const details = {};
-  for (const key of Object.keys(error)) {
-    if (key !== 'errorClass' && key !== 'code' && key !== 'message') details[key] = error[key];
-  }
+  const { errorClass, code, message, ...details } = error;
+  const Cls = Object.hasOwn(NATIVE_CLASSES, errorClass) ? NATIVE_CLASSES[errorClass] : SandboxRouterInternalError;
   // The base constructor with the named class as `new.target`: every class is built the
   // same way, whatever its own constructor takes.
-  return Reflect.construct(SandboxRouterError, [String(error.message), error.code, details], Cls);
+  return Reflect.construct(SandboxRouterError, [String(message), code, details], Cls);
 }
 
 /** The core's internal error: a bug in the router, without any text but its own. */

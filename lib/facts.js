@@ -10,17 +10,10 @@ const { copyOptions, guarded } = require('./guard.js');
  * anything else (a class instance is not read) as `{ t: what it is }`. Run inside a guard.
  */
 function factsOf(value, holders = []) {
-  switch (typeof value) {
-    case 'string':
-    case 'boolean':
-      return value;
-    case 'number':
-      return Number.isFinite(value) ? value : { t: String(value) };
-    case 'object':
-      break;
-    default:
-      return { t: typeof value };
-  }
+  const type = typeof value;
+  if (type === 'string' || type === 'boolean') return value;
+  if (type === 'number') return Number.isFinite(value) ? value : { t: String(value) };
+  if (type !== 'object') return { t: type };
   if (value === null) return null;
   if (holders.includes(value)) return { t: 'cycle' };
   const inner = [...holders, value];

@@ -59,10 +59,7 @@ function stateText(state) {
   return state === undefined || state === null ? null : (textOf(state, 'state') ?? '');
 }
 
-/**
- * A native answer as the documented object: keys in sorted order, as the manifest and plan
- * objects have always had them (napi sets a record's optional fields after the others).
- */
+/** A native answer as the documented object: keys sorted, as they always were (napi sets optional fields last). */
 function documented(value) {
   if (Array.isArray(value)) return value.map(documented);
   if (value === null || typeof value !== 'object') return value;
@@ -96,9 +93,8 @@ class Failure {
   constructor(name, failure) {
     this.name = name;
     this.reason = failure.reason;
-    this.details = {};
-    if (failure.exitCode !== undefined) this.details.exitCode = failure.exitCode;
-    if (failure.timeoutMs !== undefined) this.details.timeoutMs = failure.timeoutMs;
+    // An undefined field is no field of the error (SandboxRouterError skips it).
+    this.details = { exitCode: failure.exitCode, timeoutMs: failure.timeoutMs };
   }
 }
 const ABORTED = Symbol('aborted');
@@ -127,9 +123,8 @@ function answerOf(result) {
 }
 
 /**
- * Runs one of the core's scripts through the router: its answer, or null when the call
- * rejected (or answered what cannot be read). With `callerErrors`, a caller's error (an
- * unknown or malformed sandbox id) is rethrown instead.
+ * Runs a core script through the router: its answer, or null on a rejection or an unreadable
+ * answer. With `callerErrors`, a caller's error (an unknown or malformed sandbox id) rethrows.
  */
 async function run(router, sandboxId, command, timeoutMs, callerErrors = false) {
   try {
@@ -196,16 +191,14 @@ async function startManifest(router, sandboxId, manifest, options) {
   if (typeof router.getSandbox === 'function') await router.getSandbox(sandboxId);
 
   const ctx = { router, sandboxId, native, started: new Map(), failed: false };
-  const ready = new Map();
-  let failure = null;
   try {
     for (const wave of plan.waves) {
       const settled = await Promise.allSettled(
         wave.processes.map(async (p) => {
           try {
-            const entry = { p, restarts: 0, ...(await startOne(ctx, p)) };
+            const entry = { p, restarts: 0, readyAfterMs: null, ...(await startOne(ctx, p)) };
             ctx.started.set(p.name, entry);
-            ready.set(p.name, await awaitReady(ctx, entry));
+            entry.readyAfterMs = await awaitReady(ctx, entry);
           } catch (error) {
             ctx.failed = true;
             throw error;
@@ -220,36 +213,24 @@ async function startManifest(router, sandboxId, manifest, options) {
     const gone = await stillRunning(ctx, plan.order);
     if (gone) throw gone;
   } catch (error) {
-    if (isFailure(error)) {
-      failure = error;
-    } else {
-      // Anything but a judged failure is ours or the runtime's: the core's verdict on that.
-      const unjudged = callNative(() => native.runtimeFailure());
-      failure = new Failure(unjudged.process, unjudged.failure);
-    }
-  }
-
-  if (failure) {
-    const started = { manifest: normalized, processes: [...ctx.started.values()].map((e) => ({ name: e.p.name, pid: e.pid, pgid: e.pgid })) };
+    // Anything but a judged failure is ours or the runtime's: the core's verdict on that.
+    const unjudged = isFailure(error) ? null : callNative(() => native.runtimeFailure());
+    const failure = unjudged === null ? error : new Failure(unjudged.process, unjudged.failure);
+    const started = [...ctx.started.values()].map((e) => ({ name: e.p.name, pid: e.pid, pgid: e.pgid }));
     let teardown;
     try {
-      teardown = await teardownManifest(router, sandboxId, started, { flushTimeoutMs });
-    } catch (error) {
-      if (isCallerError(error)) throw error;
+      teardown = await teardownManifest(router, sandboxId, { manifest: normalized, processes: started }, { flushTimeoutMs });
+    } catch (teardownError) {
+      if (isCallerError(teardownError)) throw teardownError;
       teardown = { complete: false, steps: [] };
     }
     throw new ManifestStartError(failure.name, failure.reason, { sandboxId, ...failure.details, teardown });
   }
-
-  return {
-    useful: true,
-    sandboxId,
-    manifest: normalized,
-    processes: plan.order.map((name) => {
-      const e = ctx.started.get(name);
-      return { name, pid: e.pid, pgid: e.pgid, readyAfterMs: ready.get(name), restarts: e.restarts };
-    }),
-  };
+  const processes = plan.order.map((name) => {
+    const { pid, pgid, readyAfterMs, restarts } = ctx.started.get(name);
+    return { name, pid, pgid, readyAfterMs, restarts };
+  });
+  return { useful: true, sandboxId, manifest: normalized, processes };
 }
 
 // ---------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 const { join } = require('node:path');
 const { existsSync, readFileSync } = require('node:fs');
 const { NativeBinaryNotFoundError } = require('./error-base.js');
+const { readOr } = require('./guard.js');
 
 const ROOT = join(__dirname, '..');
 const PACKAGE = '@agent-relay/sandbox-router';
@@ -40,18 +41,14 @@ const processHost = {
  * diagnostic report's header has `glibcVersionRuntime` only on glibc. Unknown counts as glibc.
  */
 function isMusl(host) {
-  try {
-    return host.readFile('/usr/bin/ldd').includes('musl');
-  } catch {
-    // no ldd (distroless images): ask the report
-  }
-  try {
+  const ldd = readOr(() => host.readFile('/usr/bin/ldd').includes('musl'), null);
+  if (ldd !== null) return ldd;
+  // no ldd (distroless images): ask the report
+  return readOr(() => {
     const report = host.report();
     if (report?.header?.glibcVersionRuntime) return false;
     return Array.isArray(report?.sharedObjects) && report.sharedObjects.some((f) => /(^|\/)(libc\.musl-|ld-musl-)/.test(f));
-  } catch {
-    return false;
-  }
+  }, false);
 }
 
 /** The napi-rs platform triple of `host` (this process by default), e.g. `linux-x64-gnu`. */

@@ -1,14 +1,13 @@
 'use strict';
-// The SandboxRouter: one class that routes each call to the file doing that job (options.js
-// builds the context, provision.js, capacity.js, operations.js, reconcile.js, warm.js,
-// budgets.js), plus the two read-only decisions (`route`, `explain`). The public contract of
-// each method is documented in index.d.ts; docs/architecture.md draws the flow.
+// The SandboxRouter: one class that hands each call to the file doing that job (the requires
+// below), plus the two read-only decisions (`route`, `explain`). Each method's public contract
+// is in index.d.ts; docs/architecture.md draws the flow.
 
 const { binding } = require('./binding.js');
 const { callNative } = require('./errors.js');
 const { viewOf } = require('./registry.js');
 const { compileShared, checkLabels } = require('./compile.js');
-const { guarded } = require('./guard.js');
+const { readOr } = require('./guard.js');
 const { contextOf, healthNow, routerNow } = require('./options.js');
 const { provision, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./provision.js');
 const { extras } = require('./extras.js');
@@ -25,11 +24,7 @@ const ORDER = new Uint32Array(16);
 /** `options.detached === true`, read once inside a guard (null and undefined mean false). */
 function detachedOf(options) {
   if (options === undefined || options === null) return false;
-  try {
-    return guarded(() => options.detached === true);
-  } catch {
-    return callNative(() => binding.routerOptionsRefused('call'));
-  }
+  return readOr(() => options.detached === true, null) ?? callNative(() => binding.routerOptionsRefused('call'));
 }
 
 class SandboxRouter {

@@ -1,14 +1,11 @@
 'use strict';
-// Telemetry: the router's OpenTelemetry metrics and traces (option `telemetry`;
-// docs/telemetry.md lists every instrument and span, docs/architecture.md "Telemetry").
-//
-// Off by default and free when off: `ctx.telemetry` is null, nothing here runs and
-// `@opentelemetry/api` is never required. The numbers are the machine's typed events and its
-// own ending; names, skip reasons, gauge values and buckets come from src/core/telemetry.rs.
-// Attributes are bounded sets (pool ids, codes, fixed names): never a sandbox id, a label's
-// value or a provider's text (each value is a series, and text may be a secret). Every call
-// into the caller's meter, tracer, spans and instruments is made inside a try, its throw
-// dropped: telemetry never changes an outcome.
+// Telemetry: the router's OpenTelemetry metrics and traces (option `telemetry`; docs/telemetry.md
+// lists every instrument and span, docs/architecture.md "Telemetry"). Off by default and free when
+// off: `ctx.telemetry` is null and `@opentelemetry/api` is never required. Names, skip reasons,
+// gauge values and buckets come from src/core/telemetry.rs. Attributes are bounded sets (pool ids,
+// codes, fixed names): never a sandbox id, a label's value or a provider's text (each value is a
+// series, and text may be a secret). Every call into the caller's meter, tracer, spans and
+// instruments is made inside a try, its throw dropped: telemetry never changes an outcome.
 
 const { binding } = require('./binding.js');
 const { readOr } = require('./guard.js');
@@ -20,8 +17,6 @@ const { INSTRUMENTS, SCHEMA, api, fromProvider, instrumentsOn, quietly, tracepar
 const SUCCESS = binding.ProvisionOutcome.Success;
 const TERMINAL = binding.ProvisionOutcome.Terminal;
 const { TRACEPARENT_LABEL } = binding;
-/** `launch_type` of a provision served by a fresh launch (warm pools add `warm`). */
-const COLD = 'cold';
 
 /**
  * The `telemetry` option, read once: null (off), or the router's Telemetry on the caller's
@@ -54,8 +49,8 @@ function provisionRecord(start) {
     readContext: null,
     /** the machine's own ending (AcquisitionFailure.outcome), when it failed inside it */
     outcome: null,
-    /** `cold`, or `warm` for a warm member (issue 24) */
-    launchType: COLD,
+    /** `launch_type`: `cold` (a fresh launch), or `warm` for a warm member (issue 24) */
+    launchType: 'cold',
     /** the provision span's traceparent, with `propagateToLabels` */
     traceparent: null,
     ended: false,
@@ -91,17 +86,10 @@ class Telemetry {
     const router = new WeakRef(ctx);
     const callback = (result) => {
       const c = router.deref();
-      if (c === undefined) {
-        quietly(() => gauge.removeCallback(callback));
-        return;
-      }
-      try {
-        const values = read(c);
-        if (values === null || values === undefined) return;
-        for (const [value, attributes] of values) quietly(() => result.observe(value, attributes));
-      } catch {
-        // this collection has no value from this router
-      }
+      if (c === undefined) return quietly(() => gauge.removeCallback(callback));
+      quietly(() => {
+        for (const [value, attributes] of read(c) ?? []) quietly(() => result.observe(value, attributes));
+      });
     };
     quietly(() => gauge.addCallback(callback));
   }
@@ -123,12 +111,7 @@ class Telemetry {
 
   /** The clock durations are measured on (ms): the router's `clock` if injected, else monotonic. */
   now() {
-    if (this.#clock === null) return performance.now();
-    try {
-      return this.#clock();
-    } catch {
-      return NaN;
-    }
+    return this.#clock === null ? performance.now() : readOr(() => this.#clock(), NaN);
   }
 
   /** Records `value` (seconds) into the histogram `key`; a non-finite or negative one is dropped. */
@@ -211,12 +194,12 @@ class Telemetry {
           break;
         case 'attempt.succeeded':
           this.add('attempts', 1, { pool: e.providerId, result: 'success' });
-          this.#endAttempt(t, 'success', null);
+          this.#end(t, 'attempt', { result: 'success' }, null);
           break;
         case 'attempt.failed': {
           const result = e.retryable ? 'retryable' : 'terminal';
           this.add('attempts', 1, { pool: e.providerId, result });
-          this.#endAttempt(t, result, e.code);
+          this.#end(t, 'attempt', { result }, e.code);
           break;
         }
         case 'warm.miss':
@@ -227,11 +210,11 @@ class Telemetry {
           this.#event(t, e.type, { pool: e.fromProviderId, to_pool: e.toProviderId });
           break;
         case 'capacity.admitted':
-          this.#endRead(t, 'admitted', null);
+          this.#end(t, 'read', { result: 'admitted' }, null);
           break;
         case 'capacity.skipped':
           this.add('capacitySkips', 1, { pool: e.providerId, reason: e.skipReason });
-          this.#endRead(t, 'skipped', e.skipReason);
+          this.#end(t, 'read', { result: 'skipped', reason: e.skipReason }, null);
           break;
         case 'budget.refused':
           this.add('budgetRefusals', 1, { pool: e.providerId, rule: e.rule, dimension: e.dimension ?? 'none' });
@@ -252,16 +235,11 @@ class Telemetry {
     if (t.span !== null) quietly(() => t.span.addEvent(name, attributes));
   }
 
-  #endAttempt(t, result, code) {
-    const span = t.attempt;
-    t.attempt = t.attemptContext = null;
-    this.#close(span, { result }, code);
-  }
-
-  #endRead(t, result, reason) {
-    const span = t.read;
-    t.read = t.readContext = null;
-    this.#close(span, reason === null ? { result } : { result, reason }, null);
+  /** Ends `t`'s `attempt` or `read` span (see #close) and drops its context. */
+  #end(t, which, attributes, code) {
+    const span = t[which];
+    t[which] = t[`${which}Context`] = null;
+    this.#close(span, attributes, code);
   }
 
   /** Ends `span` (if any) with `attributes` and, for a failure, its `code` as its error status. */
@@ -297,8 +275,8 @@ class Telemetry {
     const attributes = { outcome, launch_type: t.launchType };
     if (t.pool !== null) attributes.pool = t.pool;
     this.record('provisionDuration', this.since(t.start), attributes);
-    this.#endAttempt(t, 'terminal', code);
-    this.#endRead(t, 'abandoned', null);
+    this.#end(t, 'attempt', { result: 'terminal' }, code);
+    this.#end(t, 'read', { result: 'abandoned' }, null);
     this.#close(t.span, attributes, code);
   }
 
