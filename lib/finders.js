@@ -58,9 +58,6 @@ function finderFor(entry) {
   return FINDERS.get(entry.runtime) ?? runtimeFinder(entry.runtime);
 }
 
-/** Whether the pool entry lists through a native finder. */
-const hasNativeFinder = (entry) => FINDERS.has(entry.runtime);
-
 function runtimeFinder(runtime) {
   return {
     async find(fleet, timeoutMs) {
@@ -95,4 +92,4 @@ function readHandle(h) {
   };
 }
 
-module.exports = { attachFinder, finderFor, nativeFinderOf, hasNativeFinder, SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL };
+module.exports = { attachFinder, finderFor, nativeFinderOf, SANDBOX_FLEET_LABEL, SANDBOX_ID_LABEL };
