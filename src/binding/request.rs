@@ -62,18 +62,3 @@ pub(crate) fn labels_from(text: &str, limits: &LabelLimits) -> Result<Vec<(Strin
     limits.check(&labels).map_err(invalid)?;
     Ok(labels)
 }
-
-/// Validates a request's labels sent apart (`route` and `explain`; a provision's begin
-/// checks them itself) within `router`'s label limits (omitted: the defaults); throws the
-/// typed `INVALID_REQUEST` error naming the field.
-#[napi]
-pub fn check_labels(
-    env: Env,
-    labels_json: String,
-    router: Option<&napi::bindgen_prelude::External<crate::binding::router::RouterState>>,
-) -> napi::Result<()> {
-    guard(&env, || {
-        let limits = router.map_or_else(LabelLimits::default, |r| r.router.borrow().label_limits);
-        labels_from(&labels_json, &limits).map(drop)
-    })
-}

@@ -12,12 +12,13 @@ use crate::binding::id_source::SandboxIdSource;
 use crate::binding::mapping::NativeMappingStore;
 use crate::binding::records::{BudgetRuleRecord, BudgetStatusQuery, BudgetStatusRecord};
 use crate::binding::registry::Registry;
-use crate::binding::request::CompiledRequest;
+use crate::binding::request::{labels_from, CompiledRequest};
 use crate::binding::sqlite::NativeSqliteStore;
 use crate::binding::values::events_array;
 use crate::core::clock::iso8601_millis;
 use crate::core::health::{config_of_option, CircuitState};
 use crate::core::ids::SandboxKey;
+use crate::core::request::LabelLimits;
 use crate::core::router::pools::Question;
 use crate::core::router::{CapacitySettings, Owner, Router, Settings};
 use crate::core::telemetry::circuit_gauge;
@@ -643,5 +644,16 @@ pub fn readiness_of(
                 Err(e)
             }
         }
+    })
+}
+
+/// Validates a request's labels sent apart (`route` and `explain`; a provision's begin
+/// checks them itself) within `router`'s label limits (omitted: the defaults); throws the
+/// typed `INVALID_REQUEST` error naming the field.
+#[napi]
+pub fn check_labels(env: Env, labels_json: String, router: Option<&External<RouterState>>) -> napi::Result<()> {
+    guard(&env, || {
+        let limits = router.map_or_else(LabelLimits::default, |r| r.router.borrow().label_limits);
+        labels_from(&labels_json, &limits).map(drop)
     })
 }

@@ -390,7 +390,12 @@ pub struct LabelLimits {
     pub value_bytes: usize,
 }
 
-pub use crate::core::router::options::{DEFAULT_LABEL_LIMITS, MAX_LABEL_LIMITS};
+/// The default label limits (`limits.labels`, `labelKeyBytes`, `labelValueBytes`): 64
+/// labels, keys of 256 bytes, values of 1,024 bytes (cloud tags allow 50 of 128 and 256
+/// characters; Kubernetes 63 per name and value).
+pub const DEFAULT_LABEL_LIMITS: LabelLimits = LabelLimits { count: 64, key_bytes: 256, value_bytes: 1_024 };
+/// The largest label limits a router may set.
+pub const MAX_LABEL_LIMITS: LabelLimits = LabelLimits { count: 1_024, key_bytes: 4_096, value_bytes: 65_536 };
 
 impl Default for LabelLimits {
     fn default() -> Self {

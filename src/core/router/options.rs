@@ -10,7 +10,7 @@
 
 use crate::core::error::{CoreError, Failure, Fault};
 use crate::core::ids::validate_provider_id;
-use crate::core::request::{validate_fleet, LabelLimits, DEFAULT_FLEET};
+use crate::core::request::{validate_fleet, LabelLimits, DEFAULT_FLEET, DEFAULT_LABEL_LIMITS, MAX_LABEL_LIMITS};
 use serde_json::{Map, Value};
 
 /// Every option a router takes, in the documented order.
@@ -54,12 +54,8 @@ pub const DEFAULT_OPERATION_TIMEOUT_MS: u64 = 600_000;
 /// Longest `operationTimeoutMs`.
 pub const MAX_OPERATION_TIMEOUT_MS: u64 = 86_400_000;
 
-/// The default label limits (`limits.labels`, `labelKeyBytes`, `labelValueBytes`): 64
-/// labels, keys of 256 bytes, values of 1,024 bytes (cloud tags allow 50 of 128 and 256
-/// characters; Kubernetes 63 per name and value).
-pub const DEFAULT_LABEL_LIMITS: LabelLimits = LabelLimits { count: 64, key_bytes: 256, value_bytes: 1_024 };
-/// The largest label limits a router may set.
-pub const MAX_LABEL_LIMITS: LabelLimits = LabelLimits { count: 1_024, key_bytes: 4_096, value_bytes: 65_536 };
+// The label limits' default and largest values are `core::request::DEFAULT_LABEL_LIMITS` and
+// `MAX_LABEL_LIMITS`, beside their type (the request's validation reads them without a router).
 /// How long a budget charge stays adjustable by `settleCost` after its sandbox is gone (its
 /// concurrent slot given back), ms: five minutes of the router's clock
 /// (`limits.settleHorizonMs`).
