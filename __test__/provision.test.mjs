@@ -854,6 +854,49 @@ function ownedRuntime() {
   return runtime;
 }
 
+test("operations read a runtime's method once: getters that answer a function first and throw after (must-fire) / plain methods (must-not-fire) run the same operations", async () => {
+  const plain = ownedRuntime();
+  let reads = 0;
+  const methods = ownedRuntime();
+  // A class instance: the registry keeps it by reference, so its getters run at each read.
+  class Flipping {
+    get launch() {
+      return methods.launch;
+    }
+    get destroy() {
+      return this.#once(methods.destroy);
+    }
+    get getById() {
+      return this.#once(methods.getById);
+    }
+    #once(f) {
+      reads++;
+      if (this.#read.has(f)) throw new Error('read twice');
+      this.#read.add(f);
+      return f;
+    }
+    #read = new Set();
+    /** A new operation: each method may be read once more. */
+    fresh() {
+      this.#read.clear();
+    }
+  }
+  for (const rt of [plain, new Flipping()]) {
+    const router = new SandboxRouter({ registry: new InMemoryProviderRegistry([definition('a', { runtime: rt })]), mappings: new InMemoryMappingStore() });
+    const first = await router.provision({});
+    let last;
+    for (let i = 0; i < HANDLE_LIMIT; i++) last = await router.provision({});
+    // The oldest handle is gone: destroy re-resolves it owned (getById), then destroys it.
+    rt.fresh?.();
+    await router.destroy(first.id);
+    await assert.rejects(router.getSandbox(first.id), (e) => e.code === 'SANDBOX_NOT_FOUND');
+    rt.fresh?.();
+    await router.destroy(last.id);
+  }
+  assert.deepEqual(methods.resolved, [{ id: 'r0', owned: true }], 'the flipping runtime was re-resolved once, owned');
+  assert.ok(reads >= 2, 'its getters ran');
+});
+
 test('handle cache must-not-fire: under the limit, an operation by id uses the handle from launch', async () => {
   const rt = ownedRuntime();
   const router = new SandboxRouter({ registry: new InMemoryProviderRegistry([definition('a', { runtime: rt })]) });

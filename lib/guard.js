@@ -30,6 +30,13 @@ function guarded(read) {
   }
 }
 
+/** `value[name]` read once when it is a function, else undefined (a throwing read: undefined); call it with `.call(value, …)`. */
+function methodOf(value, name) {
+  if (value === null || typeof value !== 'object') return undefined;
+  const f = readOr(() => value[name], undefined);
+  return typeof f === 'function' ? f : undefined;
+}
+
 /** What `read()` answers, or `fallback` when it throws (the thrown value is never touched). */
 function readOr(read, fallback) {
   try {
@@ -98,4 +105,4 @@ function thrownFacts(error) {
   return { values, unreadable };
 }
 
-module.exports = { shown, guarded, readOr, copyOptions, thenable, handleId, thrownFacts, NO_FACTS };
+module.exports = { shown, guarded, readOr, methodOf, copyOptions, thenable, handleId, thrownFacts, NO_FACTS };

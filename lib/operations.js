@@ -7,9 +7,8 @@
 const { binding } = require('./binding.js');
 const { fromNative, isRouterError, ProviderPackageMissingError } = require('./errors.js');
 const { entryOf } = require('./registry.js');
-const { readOr, thrownFacts } = require('./guard.js');
+const { readOr, methodOf, thrownFacts } = require('./guard.js');
 const { within, awaitOr, TIMED_OUT } = require('./within.js');
-const { hasMethods } = require('./options.js');
 const { serializeLenient } = require('./serialize.js');
 const { emitRouter } = require('./events.js');
 const { drive, perform, K, jobRecord, took, clockNow, STEP } = require('./driver.js');
@@ -20,7 +19,6 @@ const SF = binding.stepFlags();
 const { HANDLE_LIMIT } = binding;
 /** An operation's pools before its record named one. */
 const NO_POOL = [null];
-const GET_BY_ID = ['getById'];
 /** What a read that threw answers (`begin`'s arguments, `ReadRecord`'s record). */
 const FAILED = Symbol('failed');
 
@@ -83,7 +81,7 @@ function begin(ctx, kind, id, read) {
   run.sandboxId = binding.beginOperation(ctx.native, kind, id, args, got !== FAILED, STEP, clockNow(ctx));
   run.machine = STEP[2];
   run.pools = NO_POOL;
-  run.op = { method: undefined, args: args === undefined ? [] : [args.port], value: undefined };
+  run.op = { method: undefined, getById: undefined, args: args === undefined ? [] : [args.port], value: undefined };
   drive(run, took(run));
   return promise;
 }
@@ -124,11 +122,12 @@ perform(K.FindPool, function findPool(run) {
   const rt = def === null ? null : def.runtime;
   if (def !== null) run.pools = [def];
   run.providerSandboxId = target.providerSandboxId;
-  run.op.method = target.method;
+  // The methods a `Call` and a `Resolve` would call, read once here: what is reported is what is called.
+  run.op.method = target.method === undefined ? undefined : methodOf(rt, target.method);
+  run.op.getById = methodOf(rt, 'getById');
   // The handle from launch, if this process keeps it: what a `Call` uses unless re-resolved.
   run.op.value = ctx.handles.get(run.sandboxId);
-  const method = target.method !== undefined && hasMethods(rt, [target.method]);
-  binding.operationFound(ctx.native, run.machine, def !== null, method, hasMethods(rt, GET_BY_ID), run.op.value !== undefined, STEP, clockNow(ctx));
+  binding.operationFound(ctx.native, run.machine, def !== null, run.op.method !== undefined, run.op.getById !== undefined, run.op.value !== undefined, STEP, clockNow(ctx));
   return took(run);
 });
 
@@ -154,9 +153,9 @@ async function awaited(run, call) {
 }
 
 /** `Resolve`: the sandbox re-resolved as owned. */
-perform(K.Resolve, (run) => awaited(run, (r) => r.def.runtime.getById(r.providerSandboxId, { owned: true })));
+perform(K.Resolve, (run) => awaited(run, (r) => r.op.getById.call(r.def.runtime, r.providerSandboxId, { owned: true })));
 /** `Call`: the runtime's method on the handle (`ID_HANDLE`: the provider id is the handle). */
-perform(K.Call, (run) => awaited(run, (r) => r.def.runtime[r.op.method]((r.flags & F.idHandle) !== 0 ? { id: r.providerSandboxId } : r.op.value, ...r.op.args)));
+perform(K.Call, (run) => awaited(run, (r) => r.op.method.call(r.def.runtime, (r.flags & F.idHandle) !== 0 ? { id: r.providerSandboxId } : r.op.value, ...r.op.args)));
 
 /** `Unmap`: the record removed from the store; with `combined`, with its holds and budget slot (`forget`). */
 perform(K.Unmap, async function unmap(run) {
