@@ -5,7 +5,7 @@
 // closure only; any other pool uses its runtime's `findAllByLabels`. Answers cross as columns.
 
 const { binding } = require('./binding.js');
-const { readOr, copyOptions } = require('./guard.js');
+const { readOr, methodOf, copyOptions } = require('./guard.js');
 const { serializeLenient } = require('./serialize.js');
 const { within, TIMED_OUT } = require('./within.js');
 
@@ -62,8 +62,8 @@ function runtimeFinder(runtime) {
   return {
     async find(fleet, timeoutMs) {
       // The method is read once, in a guard (a getter that throws: no label search), and called as read.
-      const findAll = readOr(() => runtime.findAllByLabels, undefined);
-      if (typeof findAll !== 'function') return unlisted(ListFailureName.NoLabelSearch);
+      const findAll = methodOf(runtime, 'findAllByLabels');
+      if (findAll === undefined) return unlisted(ListFailureName.NoLabelSearch);
       let answer;
       try {
         answer = await within(findAll.call(runtime, { [SANDBOX_FLEET_LABEL]: fleet }, { timeoutMs }), timeoutMs);

@@ -7,7 +7,7 @@
 
 const { ProviderRuntimeError, fromNative, isRouterError } = require('./errors.js');
 const { binding } = require('./binding.js');
-const { readOr } = require('./guard.js');
+const { readOr, methodOf } = require('./guard.js');
 const { serializeLenient } = require('./serialize.js');
 
 /** The default module loader: a dynamic import, resolved from this package. */
@@ -89,8 +89,8 @@ function lazyRuntime(recipe, options, loader) {
       } catch (error) {
         throw sanitized(provider, 'construct', error);
       }
-      const f = readOr(() => a[method], undefined);
-      if (typeof f !== 'function') throw fromNative(binding.operationUnsupported(provider, method));
+      const f = methodOf(a, method);
+      if (f === undefined) throw fromNative(binding.operationUnsupported(provider, method));
       try {
         return await f.apply(a, args);
       } catch (error) {

@@ -2,7 +2,7 @@
 // Bounded awaits: every await on a caller's callback or a runtime call has a deadline.
 
 const { binding } = require('./binding.js');
-const { thenable, readOr } = require('./guard.js');
+const { thenable, readOr, methodOf } = require('./guard.js');
 
 const TIMED_OUT = Symbol('timed-out');
 /** setTimeout's longest delay; a longer one would fire at once. */
@@ -69,9 +69,8 @@ async function settledWithin(call, ms) {
  * @returns {Promise<[number, any, unknown]>}
  */
 function lookupOwned(runtime, providerSandboxId, ms) {
-  const object = runtime !== null && typeof runtime === 'object';
-  const getById = object ? readOr(() => runtime.getById, undefined) : undefined;
-  if (typeof getById !== 'function') return Promise.resolve([binding.ReconcileSettled.NoMethod, { id: providerSandboxId }, undefined]);
+  const getById = methodOf(runtime, 'getById');
+  if (getById === undefined) return Promise.resolve([binding.ReconcileSettled.NoMethod, { id: providerSandboxId }, undefined]);
   return settledWithin(() => getById.call(runtime, providerSandboxId, { owned: true }), ms);
 }
 
