@@ -1028,6 +1028,9 @@ pub struct Warm {
     held: FxHashMap<SandboxKey, String>,
     /// Warm work may be due (a claim, a miss, a launch success): the caller polls soon.
     pub kick: bool,
+    /// When the last pass decided what was due (router-clock ms): what fell due after it
+    /// wakes the timer at once, what it left waiting does not.
+    pub passed_at: Option<i64>,
 }
 
 impl Warm {

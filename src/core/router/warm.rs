@@ -547,6 +547,7 @@ impl Router {
         let mut events = Vec::new();
         let Router { warm, warm_work: work, .. } = self;
         let Some(w) = warm.as_mut() else { return };
+        w.passed_at = Some(now.router);
         if w.closed {
             close_progress(w, work);
             return;
@@ -1192,9 +1193,12 @@ impl Router {
         if w.closed {
             return None;
         }
+        // Due after the last pass (the time the pass read, not `now`: a time that fell due
+        // between that pass and this call is a wake at once, never a timer dropped).
+        let since = w.passed_at.map_or(now.router, |p| p.min(now.router));
         let mut at: Option<i64> = None;
         let mut wake = |t: Option<i64>| {
-            if let Some(t) = t.filter(|t| *t > now.router) {
+            if let Some(t) = t.filter(|t| *t > since) {
                 at = Some(at.map_or(t, |a| a.min(t)));
             }
         };
@@ -1860,6 +1864,24 @@ mod tests {
         assert!(refill.refill, "and replaced");
         t.refill_ok(&refill);
         assert_eq!(t.r.warm_timeout(t.now()), Some(40_000), "the check at 100 s is next");
+    }
+
+    #[test]
+    fn must_fire_a_check_due_since_the_last_pass_wakes_at_once_must_not_one_the_pass_started() {
+        let mut t = T::new(&[pool("hot", json!({"size": 1, "checkIntervalMs": 200}))], Opts::default()).start(local());
+        assert!(t.settle().is_empty());
+        assert_eq!(t.idle("hot"), 1);
+        assert_eq!(t.r.warm_timeout(t.now()), Some(200), "must-not-fire: the next check, from the pass");
+        // The check falls due between the last pass and the timer's arming (a slow pump, a GC pause).
+        t.at = 250;
+        assert_eq!(t.r.warm_timeout(t.now()), Some(MIN_WAKE_MS), "must-fire: overdue since the pass, so at once");
+        let check = t.poll().unwrap();
+        assert_eq!(check.next.kind, StepKind::WarmList, "the check runs");
+        assert_eq!(
+            t.r.warm_timeout(t.now()),
+            Some(200),
+            "must-not-fire: the check this pass started does not wake at once"
+        );
     }
 
     #[test]
