@@ -415,3 +415,47 @@ test('nothing of the caller is kept once a serialization returns (its frames are
     [true, true, true],
   );
 });
+
+// Labels that are an ordinary object are read by their own keys, without a replacer call per
+// entry (lib/serialize.js `takeLabels`); anything else is walked strictly. Both give what
+// JSON.stringify gives, each value read once.
+test('labels fast path must-not-fire: an ordinary object of strings (a getter among them) is read once per key, text and copy as JSON.stringify gives', () => {
+  let reads = 0;
+  const labels = { team: 'a', ['__proto__']: 'p' };
+  Object.defineProperty(labels, 'agent', { enumerable: true, get: () => `x${++reads}` });
+  const r = serializeRequest({ launch: { labels } });
+  assert.equal(reads, 1);
+  assert.equal(r.labels, '{"team":"a","__proto__":"p","agent":"x1"}');
+  assert.deepEqual(Object.entries(r.copy), [['team', 'a'], ['__proto__', 'p'], ['agent', 'x1']]);
+});
+
+test('labels fast path must-fire: a value that is not a string goes to the strict walk, at its path, with each value read once', () => {
+  let reads = 0;
+  const labels = { team: 'a' };
+  Object.defineProperty(labels, 'agent', { enumerable: true, get: () => `x${++reads}` });
+  labels.count = NaN;
+  labels.after = 'z';
+  const refused = serializeRequest({ launch: { labels } });
+  assert.ok(refused instanceof NotJson);
+  assert.deepEqual(refused.segments, ['launch', 'labels', 'count']);
+  assert.equal(refused.what, 'NaN');
+  assert.equal(reads, 1);
+  // A nested object is carried to the strict walk as read: its text is JSON.stringify's.
+  const nested = serializeRequest({ launch: { labels: { team: 'a', deep: { k: 1 } } } });
+  assert.equal(nested.labels, '{"team":"a","deep":{"k":1}}');
+  assert.deepEqual({ ...nested.copy }, { team: 'a' });
+});
+
+test('labels fast path must-fire: an own toJSON, a class instance and an array are walked as JSON.stringify walks them', () => {
+  const withToJson = { team: 'a', toJSON: () => ({ team: 'b' }) };
+  assert.equal(serializeRequest({ launch: { labels: withToJson } }).labels, JSON.stringify({ team: 'b' }));
+  class Labels {
+    constructor() {
+      this.team = 'c';
+    }
+  }
+  const instance = serializeRequest({ launch: { labels: new Labels() } });
+  assert.equal(instance.labels, '{"team":"c"}');
+  assert.deepEqual({ ...instance.copy }, { team: 'c' });
+  assert.equal(serializeRequest({ launch: { labels: ['a'] } }).labels, '["a"]');
+});

@@ -32,20 +32,28 @@ function provision(ctx, request, detached) {
   return promise;
 }
 
-// The job, as above (without callbacks, nothing is awaited before it begins). Never rejects.
-async function begin(run, request) {
+// The job, as above: begun at once without callbacks (nothing awaited, no frame of its own),
+// after them when the router has some. Never throws.
+function begin(run, request) {
   const ctx = run.ctx;
   try {
-    let call = compile(request);
+    const call = compile(request);
     const view = viewOf(ctx);
-    let extras = null;
-    let id;
-    if (needsExtras(ctx)) {
-      // The callbacks name the provision: its id is made first, after the request's checks.
-      id = binding.routerSandboxId(ctx.native);
-      checkLabels(call, ctx.native);
-      extras = await extrasOf(ctx, view, call.compiled, run.detached, request, id);
-    }
+    if (!needsExtras(ctx)) return started(run, call, view, null, undefined);
+    // The callbacks name the provision: its id is made first, after the request's checks.
+    const id = binding.routerSandboxId(ctx.native);
+    checkLabels(call, ctx.native);
+    extrasOf(ctx, view, call.compiled, run.detached, request, id).then((extras) => started(run, call, view, extras, id), (error) => refused(run, error));
+  } catch (error) {
+    refused(run, error);
+  }
+  return undefined;
+}
+
+/** The router begins the job on the compiled request `call` (and the callbacks' answers), and the driver runs it. */
+function started(run, call, view, extras, id) {
+  const ctx = run.ctx;
+  try {
     try {
       run.sandboxId = binding.beginAcquisition(ctx.native, call.compiled.native, run.detached, call.labelsJson, extras ?? undefined, id, STEP, healthNow(ctx.health), clockNow(ctx));
     } catch (error) {
@@ -63,17 +71,20 @@ async function begin(run, request) {
     run.labels = labels;
     const kind = took(run);
     if (DEBUG) debug(`${run.sandboxId}: attempt order ${binding.acquisitionCandidates(ctx.native, run.machine).join(', ')}`);
-    // What the job no longer needs is let go: with 10,000 provisions in flight, every
-    // object each one's awaiting frame still holds is copied by every young-generation GC.
-    request = call = extras = null;
-    // Not awaited: the driver never rejects, and this frame is let go while the job is in flight.
+    // Not awaited: the driver never rejects; what the job no longer needs (the request, its
+    // compiled call, the answers) is not held by any frame while it is in flight.
     drive(run, kind);
   } catch (error) {
-    run.machine = -1;
-    const e = isRouterError(error) ? error : fromNative(error);
-    if (run.tel !== null) ctx.telemetry.failed(run, e);
-    run.reject(e);
+    refused(run, error);
   }
+}
+
+/** The job could not begin: the caller's promise rejected with the typed error. */
+function refused(run, error) {
+  run.machine = -1;
+  const e = isRouterError(error) ? error : fromNative(error);
+  if (run.tel !== null) run.ctx.telemetry.failed(run, e);
+  run.reject(e);
 }
 
 /** The job's end: the caller's promise settled with the sandbox, or with the typed error. */
