@@ -1,6 +1,6 @@
 'use strict';
 // Serialization for the seam: a caller's value becomes the JSON text the native core validates,
-// read once, by JSON.stringify itself (docs/architecture.md, "The seam"). A value JSON cannot
+// read once, by JSON.stringify itself (ordinary labels by their keys; docs/architecture.md). A value JSON cannot
 // carry is never written as something else: strict (`serialize`, `serializeRequest`, a definition
 // but its `signals`) refuses it as a `NotJson` naming its field as the native readers do
 // (`capabilities.supported[2]`); lenient (`serializeLenient`, `signals`) writes `null`, which the core refuses.
