@@ -92,13 +92,15 @@ impl std::fmt::Display for SandboxKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // By hand: every provision writes its id, and `{:032x}` of a u128 costs ~4x this.
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut out = [0u8; 2 * ID_BYTES];
+        // One write of the whole id (`to_string` then allocates once).
+        const P: usize = SANDBOX_ID_PREFIX.len();
+        let mut out = [0u8; P + 2 * ID_BYTES];
+        out[..P].copy_from_slice(SANDBOX_ID_PREFIX.as_bytes());
         for (i, b) in self.0.to_be_bytes().iter().enumerate() {
-            out[2 * i] = HEX[usize::from(b >> 4)];
-            out[2 * i + 1] = HEX[usize::from(b & 0xf)];
+            out[P + 2 * i] = HEX[usize::from(b >> 4)];
+            out[P + 2 * i + 1] = HEX[usize::from(b & 0xf)];
         }
-        f.write_str(SANDBOX_ID_PREFIX)?;
-        // Every byte is an ASCII hex digit.
+        // Every byte is ASCII (the prefix, hex digits).
         f.write_str(std::str::from_utf8(&out).map_err(|_| std::fmt::Error)?)
     }
 }

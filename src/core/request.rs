@@ -488,14 +488,16 @@ pub fn parse_labels_text(text: &str) -> Option<Vec<(String, String)>> {
     let Strings(mut out) = serde_json::from_str::<Strings>(text).ok()?;
     // A JSON object's keys in the order `Value` keeps them (sorted), a repeated key's last
     // value winning: a stable sort keeps repeats in text order, then the last of each run stays.
+    // In place: the later of two equal keys hands its value to the one kept.
     out.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut labels: Vec<(String, String)> = Vec::with_capacity(out.len());
-    for (k, v) in out {
-        match labels.last_mut() {
-            Some(last) if last.0 == k => last.1 = v,
-            _ => labels.push((k, v)),
+    out.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            std::mem::swap(&mut later.1, &mut kept.1);
         }
-    }
+        same
+    });
+    let labels = out;
     if labels.iter().any(|(k, _)| RESERVED_LABELS.contains(&k.as_str())) {
         return None;
     }

@@ -642,24 +642,31 @@ impl Router {
         }
         let Router { jobs, store, fleet, .. } = self;
         let job = jobs.get_mut(key)?;
-        let provider_id = job.pool_id(job.pool);
         let Some(store) = store else {
             job.stage = Stage::Persist;
             return self.step(key, now);
         };
-        write_record(
-            store,
-            NewRecord {
-                id: job.id,
-                provider_id: &provider_id,
-                provider_sandbox_id,
-                labels: job.labels.clone(),
-                detached: job.detached,
-            },
-            fleet.clone(),
-            wall,
-        );
-        job.machine.announce(Event::MappingPersisted { pool: PoolId::from(provider_id.as_str()) });
+        {
+            // The pool's id borrowed, not copied: this runs once per provision.
+            let pools = Rc::clone(&job.pools);
+            let pools = pools.borrow();
+            let provider_id = pools.pool_id(job.pool);
+            write_record(
+                store,
+                NewRecord {
+                    id: job.id,
+                    provider_id,
+                    provider_sandbox_id,
+                    labels: job.labels.clone(),
+                    detached: job.detached,
+                },
+                fleet.clone(),
+                wall,
+            );
+            if job.machine.observing() {
+                job.machine.announce(Event::MappingPersisted { pool: PoolId::from(provider_id) });
+            }
+        }
         job.stage = Stage::Succeeded;
         if job.machine.observing() || coordinated {
             return self.step(key, now);
