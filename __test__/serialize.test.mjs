@@ -459,3 +459,40 @@ test('labels fast path must-fire: an own toJSON, a class instance and an array a
   assert.deepEqual({ ...instance.copy }, { team: 'c' });
   assert.equal(serializeRequest({ launch: { labels: ['a'] } }).labels, '["a"]');
 });
+
+test('labels fast path must-fire, each part of its guard: a Proxy is not asked for its prototype, a boxed string, a nested toJSON and an inherited toJSON are walked as JSON.stringify walks them', () => {
+  // A Proxy: JSON.stringify never asks getPrototypeOf; neither may the guard.
+  let protoAsks = 0;
+  const proxied = new Proxy({ team: 'a' }, { getPrototypeOf: (t) => (protoAsks++, Reflect.getPrototypeOf(t)) });
+  assert.equal(serializeRequest({ launch: { labels: proxied } }).labels, '{"team":"a"}');
+  assert.equal(protoAsks, 0);
+  // A boxed string is written as the string (never as its indices).
+  assert.equal(serializeRequest({ launch: { labels: new String('ab') } }).labels, '"ab"');
+  // A toJSON on the labels the request's walk handed over is called on them (not on a copy).
+  let self = null;
+  const inner = {
+    team: 'a',
+    toJSON() {
+      self = this;
+      return { team: 'b' };
+    },
+  };
+  assert.equal(serializeRequest({ launch: { labels: { toJSON: () => inner } } }).labels, '{"team":"b"}');
+  assert.equal(self, inner);
+  // An inherited toJSON (Object.prototype's) applies to the labels' copy as to any object.
+  Object.defineProperty(Object.prototype, 'toJSON', {
+    configurable: true,
+    writable: true,
+    value: function () {
+      return typeof this.team === 'string' ? { team: `P${this.team}` } : this;
+    },
+  });
+  let inherited;
+  try {
+    inherited = serializeRequest({ launch: { labels: { team: 'a' } } });
+  } finally {
+    delete Object.prototype.toJSON;
+  }
+  // The copy JS stamps and launches with is what the text the core validated says.
+  assert.deepEqual({ ...inherited.copy }, JSON.parse(inherited.labels));
+});
