@@ -358,10 +358,11 @@ export declare function acquisitionClaimResolved(router: ExternalObject<RouterSt
 export declare function acquisitionClaimUncharged(router: ExternalObject<RouterState>, key: number, step: Uint32Array, clockNow?: number | undefined | null): void
 
 /**
- * The classifier's answer: `code` when it answered a string, `retryable` when a boolean
- * (each null otherwise: it threw, timed out or answered something else); the next step.
+ * The classifier's answer: `code` when it answered a string, `retryable` when a boolean,
+ * `retryAfterMs` when a number (each null otherwise: it threw, timed out or answered
+ * something else); the next step.
  */
-export declare function acquisitionClassified(router: ExternalObject<RouterState>, key: number, code: string | undefined | null, retryable: boolean | undefined | null, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
+export declare function acquisitionClassified(router: ExternalObject<RouterState>, key: number, code: string | undefined | null, retryable: boolean | undefined | null, retryAfterMs: number | undefined | null, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
 
 /** The clean-up destroy settled (`succeeded`: the sandbox is gone); the next step. */
 export declare function acquisitionCleanedUp(router: ExternalObject<RouterState>, key: number, succeeded: boolean, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
@@ -1165,7 +1166,8 @@ export declare const enum EvidenceStatusName {
  * the caller's table lacks, if any (see `header`). When a buffer is too small, writes only
  * the header (`fits` 0 and the sizes needed, header included). `labelsJson` (the
  * request's labels) and `budgetNow` (the router's clock, ms; omitted: the wall clock): with
- * a router that has budgets, pools a rule has no room for are rejected `BUDGET_EXCEEDED`.
+ * a router that has budgets, pools a rule has no room for are rejected `BUDGET_EXCEEDED`;
+ * pools pacing holds back now, `RATE_LIMITED` or `COOLING_DOWN` (with until when).
  */
 export declare function explainDecision(explainer: ExternalObject<Explainer>, registry: ExternalObject<Registry>, request: ExternalObject<CompiledRequest>, detached: boolean, extras: RouteExtras | undefined | null, ints: Uint32Array, floats: Float64Array, router?: ExternalObject<RouterState> | undefined | null, now?: number | undefined | null, labelsJson?: string | undefined | null, budgetNow?: number | undefined | null): string[] | undefined
 

@@ -251,6 +251,16 @@ export interface ProviderDefinition {
   capacity?: CapacityReader;
   /** Keep idle members of this pool ready for provisions (docs/warm-pools.md). */
   warm?: WarmOptions;
+  /** The provider's create-rate limit for this account: a token bucket (docs/rate-limits.md). */
+  rateLimit?: RateLimitOptions;
+}
+
+/** A pool's create-rate limit: `launchesPerSecond` tokens a second, at most `burst` kept. */
+export interface RateLimitOptions {
+  /** Launches the provider allows per second, from 1/86400 (one a day) to 1,000,000. */
+  launchesPerSecond: number;
+  /** Launches that may start at once after a quiet spell: an integer from 1 (default) to 1,000,000. */
+  burst?: number;
 }
 
 /**
@@ -472,7 +482,11 @@ export type RejectionCode =
   /** Live health: the pool's circuit is open (detail: why, and when it is retried), or half-open with its one trial running. */
   | 'CIRCUIT_OPEN'
   /** `router.explain` with budgets: a rule has no room for the pool's estimated cost now (a provision skips it at launch time). */
-  | 'BUDGET_EXCEEDED';
+  | 'BUDGET_EXCEEDED'
+  /** `router.explain`: the pool has no launch token now (its `rateLimit`; detail: until when; a provision skips it at launch time). */
+  | 'RATE_LIMITED'
+  /** `router.explain`: the pool cools down after a classifier's `retryAfterMs` (detail: until when). */
+  | 'COOLING_DOWN';
 
 /** One reason a pool was rejected. */
 export interface RejectionReason {
@@ -606,6 +620,11 @@ export interface ProviderFailureClassification {
   /** SCREAMING_SNAKE code, 1-64 chars; anything else becomes PROVIDER_LAUNCH_OUTCOME_UNKNOWN. */
   code: string;
   retryable: boolean;
+  /**
+   * The provider said when to retry (e.g. a 429's `Retry-After`, in ms): the pool is skipped
+   * with reason `COOLING_DOWN` for that long. Not a positive finite number: no cooldown.
+   */
+  retryAfterMs?: number;
 }
 
 /**
@@ -802,12 +821,12 @@ export interface ProvisionRankedEvent extends RoutingEventBase {
   providerIds: ProviderId[];
 }
 
-/** Capacity routing skipped a pool without consuming an attempt. */
+/** Capacity routing or pacing skipped a pool without consuming an attempt. */
 export interface CapacitySkippedEvent extends RoutingEventBase {
   type: 'capacity.skipped';
   providerId: ProviderId;
   status: 'UNKNOWN' | 'EXHAUSTED';
-  /** `UNKNOWN`: a `CapacityUnknownReason`, `NO_CAPACITY_READER`, or `COORDINATOR_UNAVAILABLE` (a `capacity.coordinator` that could not be asked); `EXHAUSTED`: the full dimension (`cpu`, `sandboxes`, …). */
+  /** `UNKNOWN`: a `CapacityUnknownReason`, `NO_CAPACITY_READER`, or `COORDINATOR_UNAVAILABLE` (a `capacity.coordinator` that could not be asked); `EXHAUSTED`: the full dimension (`cpu`, `sandboxes`, …), or pacing's `RATE_LIMITED` (no launch token) / `COOLING_DOWN` (docs/rate-limits.md). */
   reason: string;
   /** `reason` as a bounded code (`EXHAUSTED_<DIMENSION>` for a full dimension): what telemetry counts. */
   skipReason: string;
@@ -1647,10 +1666,16 @@ export declare class ProviderProvisioningError extends SandboxRouterError {
 export declare class ProvisioningAvailabilityError extends SandboxRouterError {
   readonly code: 'PROVISIONING_AVAILABILITY_FAILED';
 }
-/** `PROVIDER_CAPACITY_EXHAUSTED`: retry later, capacity changes. */
+/**
+ * Retry later. `PROVIDER_CAPACITY_EXHAUSTED`: no pool had room (capacity changes);
+ * `LAUNCH_RATE_LIMITED`: every pool was paced (no launch token, or cooling down):
+ * `retryAfterMs` says when the first may launch again (docs/rate-limits.md).
+ */
 export declare class ProviderCapacityExhaustedError extends SandboxRouterError {
-  readonly code: 'PROVIDER_CAPACITY_EXHAUSTED';
-  /** `reason`: an unknown-measurement reason, `NO_CAPACITY_READER`, `COORDINATOR_UNAVAILABLE`, or the full dimension (`cpu`, `sandboxes`, …). */
+  readonly code: 'PROVIDER_CAPACITY_EXHAUSTED' | 'LAUNCH_RATE_LIMITED';
+  /** `LAUNCH_RATE_LIMITED`: ms until the first paced pool may launch again. */
+  readonly retryAfterMs?: number;
+  /** `reason`: an unknown-measurement reason, `NO_CAPACITY_READER`, `COORDINATOR_UNAVAILABLE`, the full dimension (`cpu`, `sandboxes`, …), or pacing's `RATE_LIMITED` / `COOLING_DOWN` (status `EXHAUSTED`). */
   readonly rejections: Array<{ providerId: ProviderId; status: 'UNKNOWN' | 'EXHAUSTED'; reason: string }>;
 }
 /**
@@ -1766,6 +1791,8 @@ export interface ProviderEntryCommon {
   adapterOptions?: Record<string, unknown>;
   /** A warm pool for this provider (docs/warm-pools.md). */
   warm?: WarmOptions;
+  /** The provider's create-rate limit for this account (docs/rate-limits.md). */
+  rateLimit?: RateLimitOptions;
 }
 
 export interface DaytonaProviderConfig extends ProviderEntryCommon {

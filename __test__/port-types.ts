@@ -443,7 +443,7 @@ const registryCodes: Record<ProviderRegistryError['code'], true> = {
 const configCodes: Record<SandboxRouterConfigurationError['code'], true> = { INVALID_CONFIGURATION: true };
 const runtimeCodes: Record<ProviderRuntimeError['code'], true> = { PROVIDER_RUNTIME_ERROR: true, OPERATION_TIMEOUT: true };
 const availabilityCodes: Record<ProvisioningAvailabilityError['code'], true> = { PROVISIONING_AVAILABILITY_FAILED: true };
-const capacityCodes: Record<ProviderCapacityExhaustedError['code'], true> = { PROVIDER_CAPACITY_EXHAUSTED: true };
+const capacityCodes: Record<ProviderCapacityExhaustedError['code'], true> = { PROVIDER_CAPACITY_EXHAUSTED: true, LAUNCH_RATE_LIMITED: true };
 const mappingCodes: Record<MappingPersistenceError['code'], true> = {
   MAPPING_PERSISTENCE_FAILED: true,
   MAPPING_READ_FAILED: true,

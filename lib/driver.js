@@ -343,13 +343,14 @@ perform(K.Classify, async function classify(run) {
   let answer = null;
   try {
     const r = await within(ctx.classifier(error, run.def.definition), run.bound);
-    if (r !== null && typeof r === 'object') answer = guarded(() => ({ code: r.code, retryable: r.retryable }));
+    if (r !== null && typeof r === 'object') answer = guarded(() => ({ code: r.code, retryable: r.retryable, retryAfterMs: r.retryAfterMs }));
   } catch {
     // A throwing classifier proves nothing: outcome unknown.
   }
   const code = answer !== null && typeof answer.code === 'string' ? answer.code : undefined;
   const retryable = answer !== null && typeof answer.retryable === 'boolean' ? answer.retryable : undefined;
-  binding.acquisitionClassified(ctx.native, run.machine, code, retryable, STEP, healthNow(ctx.health), clockNow(ctx));
+  const after = answer !== null && typeof answer.retryAfterMs === 'number' ? answer.retryAfterMs : undefined;
+  binding.acquisitionClassified(ctx.native, run.machine, code, retryable, after, STEP, healthNow(ctx.health), clockNow(ctx));
   return took(run);
 });
 

@@ -90,7 +90,7 @@ function sideBySide(dimension, declared, observed) {
 
 /**
  * The public explanation (`router.explain`, `routeProviders`) for `compiled` over `view`; `extras` and
- * `router` may be null; with `labelsJson` and `budgetNow`, budgets reject pools without room now.
+ * `router` may be null; with `labelsJson`, budgets reject pools without room now; `budgetNow`: the router's clock (budgets, pacing).
  * @returns {import('../index').RoutingExplanation}
  */
 function explainView(view, compiled, detached, extras, router = null, now = undefined, labelsJson = undefined, budgetNow = undefined) {

@@ -88,6 +88,7 @@ function definitionOf(plan, entry, loader) {
     signals: entry.signals ?? DEFAULT_SIGNALS,
     capacity: capacityOf(plan, entry, runtime),
     ...(entry.warm === undefined ? {} : { warm: entry.warm }),
+    ...(entry.rateLimit === undefined ? {} : { rateLimit: entry.rateLimit }),
   };
 }
 

@@ -35,7 +35,7 @@ function readDefinition(def, position) {
       detachable: rtOk && typeof rt.launchDetached === 'function',
       capacity,
       capacityOk: capacity === undefined || (capacity !== null && typeof capacity === 'object' && typeof capacity.getCapacity === 'function'),
-      json: serializeDefinition(id, def.capabilities, def.signals, warm),
+      json: serializeDefinition(id, def.capabilities, def.signals, warm, def.rateLimit),
       warm: warm !== undefined,
     };
   }, undefined);

@@ -69,8 +69,8 @@ class SandboxRouter {
     checkLabels(call, ctx.native);
     const view = viewOf(ctx);
     const ext = await extras(ctx, view, call.compiled, detached, request);
-    const budgeted = ctx.budgets !== null;
-    return warm.explainWarm(ctx, view, call.compiled, explainView(view, call.compiled, detached, ext, ctx.native, healthNow(ctx.health), budgeted ? call.labelsJson : undefined, budgeted ? routerNow(ctx) : undefined));
+    const labels = ctx.budgets !== null ? call.labelsJson : undefined;
+    return warm.explainWarm(ctx, view, call.compiled, explainView(view, call.compiled, detached, ext, ctx.native, healthNow(ctx.health), labels, routerNow(ctx)));
   }
 
   /** Fills every warm pool to its size and keeps refilling; nothing is launched before the first call. */

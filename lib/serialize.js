@@ -178,8 +178,8 @@ function serializeLenient(value) {
  * A provider definition as the core reads it, `{ id, capabilities, signals, warm? }`: strict but
  * for `signals` (an unreadable signal makes only that pool ineligible, INVALID_SIGNALS).
  */
-function serializeDefinition(id, capabilities, signals, warm) {
-  return run(warm === undefined ? { id, capabilities, signals } : { id, capabilities, signals, warm }, strictReplacer, 'signals');
+function serializeDefinition(id, capabilities, signals, warm, rateLimit) {
+  return run({ id, capabilities, signals, warm, rateLimit }, strictReplacer, 'signals');
 }
 
 // --- Requests: their labels apart -------------------------------------------------------

@@ -375,6 +375,7 @@ proptest! {
             circuit: &circuit,
             observed: observed.as_deref(),
             over_budget: &[],
+            paced: &[],
         };
         let fast = route_order(&r, &parsed, &opts, &mut Vec::new());
         let verdict = route(r.pools(), &parsed, &RouteOptions { limit: None, ..opts.clone() });

@@ -378,8 +378,9 @@ pub fn acquisition_threw(
     stepping(&env, router, key, step, |r| r.threw(key, package_code.as_deref(), now_of(now, clock_now)))
 }
 
-/// The classifier's answer: `code` when it answered a string, `retryable` when a boolean
-/// (each null otherwise: it threw, timed out or answered something else); the next step.
+/// The classifier's answer: `code` when it answered a string, `retryable` when a boolean,
+/// `retryAfterMs` when a number (each null otherwise: it threw, timed out or answered
+/// something else); the next step.
 #[napi]
 #[allow(clippy::too_many_arguments, reason = "a napi entry point: flat typed arguments")]
 pub fn acquisition_classified(
@@ -388,11 +389,13 @@ pub fn acquisition_classified(
     key: u32,
     code: Option<String>,
     retryable: Option<bool>,
+    retry_after_ms: Option<f64>,
     step: Uint32ArraySlice<'_>,
     now: Option<f64>,
     clock_now: Option<f64>,
 ) -> napi::Result<()> {
-    stepping(&env, router, key, step, |r| r.classified(key, code.as_deref(), retryable, now_of(now, clock_now)))
+    let now = now_of(now, clock_now);
+    stepping(&env, router, key, step, |r| r.classified(key, code.as_deref(), retryable, retry_after_ms, now))
 }
 
 /// The launch resolved to something that is not a handle; the next step.

@@ -154,7 +154,8 @@ pub fn create_explainer() -> External<Explainer> {
 /// the caller's table lacks, if any (see `header`). When a buffer is too small, writes only
 /// the header (`fits` 0 and the sizes needed, header included). `labelsJson` (the
 /// request's labels) and `budgetNow` (the router's clock, ms; omitted: the wall clock): with
-/// a router that has budgets, pools a rule has no room for are rejected `BUDGET_EXCEEDED`.
+/// a router that has budgets, pools a rule has no room for are rejected `BUDGET_EXCEEDED`;
+/// pools pacing holds back now, `RATE_LIMITED` or `COOLING_DOWN` (with until when).
 // The numbers cross in lent typed arrays: the explain floor (≥ 3x plain JS at 1,000 and 10,000 pools) needs them.
 #[napi(ts_return_type = "string[] | undefined")]
 #[allow(clippy::too_many_arguments, reason = "a napi entry point: flat typed arguments")]
@@ -195,6 +196,11 @@ pub fn explain_decision<'env>(
             },
             _ => Vec::new(),
         };
+        // Pools pacing holds back now (no launch token, or cooling down), at the router's clock.
+        let paced = match router.as_deref() {
+            Some(r) => r.paced_now(&inner, now_of(None, budget_now).router),
+            None => Vec::new(),
+        };
         {
             let scratch = &mut *explainer.scratch.borrow_mut();
             let (texts, generation) = (&mut scratch.0, &mut scratch.1);
@@ -216,6 +222,7 @@ pub fn explain_decision<'env>(
                     provider_order,
                     health,
                     over_budget: &over_budget,
+                    paced: &paced,
                 };
                 let d = inner.decide_interned(&q, texts);
                 let fits = answer(&d, texts, req, ints, floats);

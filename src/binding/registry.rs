@@ -126,6 +126,7 @@ pub fn registry_survivors(
         provider_order: None,
         health: None,
         over_budget: &[],
+        paced: &[],
     };
     pools.survivors(&q).into_iter().map(|i| i as u32).collect()
 }

@@ -562,6 +562,7 @@ pub fn route_order(
                 provider_order: provider_order.as_deref(),
                 health,
                 over_budget: &[],
+                paced: &[],
             };
             pools.candidates(&q, Some(req.max_attempts as usize))
         })?;

@@ -39,6 +39,7 @@ use crate::core::fallback::OUTCOME_UNKNOWN;
 use crate::core::fallback::{after_failure, sanitize, Next, OUTCOME_UNKNOWN as UNKNOWN_CODE};
 use crate::core::health::{Health, LaunchOutcome, Transition};
 use crate::core::ids::SandboxKey;
+use crate::core::pacing::{Pacing, RateLimit, COOLING_DOWN, RATE_LIMITED};
 use crate::core::shared_ledger::Dim;
 use crate::core::warm::MissReason;
 use std::rc::Rc;
@@ -58,6 +59,8 @@ pub const BUDGET_STORE_UNAVAILABLE: &str = budget::BUDGET_STORE_UNAVAILABLE;
 /// Code of an acquisition whose every remaining candidate's circuit opened (or whose
 /// half-open trial another provision took) after the route was decided; nothing launched.
 pub const CIRCUIT_OPEN: &str = "CIRCUIT_OPEN";
+/// Code of an acquisition whose every candidate was skipped for pacing (`core::pacing`).
+pub const RATE_LIMITED_CODE: &str = "LAUNCH_RATE_LIMITED";
 
 /// Slack on top of a launch's own deadline and the mapping write, covering clock steps
 /// between processes.
@@ -119,6 +122,10 @@ pub enum Outcome {
     /// Budgets refused every candidate that was not skipped otherwise; nothing launched
     /// ([`BUDGET_EXHAUSTED`]).
     BudgetExhausted,
+    /// Every candidate was skipped for pacing (no launch token, or cooling down after a
+    /// `Retry-After`); nothing launched ([`RATE_LIMITED_CODE`]). `until`: when the first of
+    /// them may launch again (router clock, ms).
+    RateLimited { until: i64 },
     /// The shared budget ledger could not be asked and rule `rule` refuses then
     /// ([`BUDGET_STORE_UNAVAILABLE`]); nothing launched.
     BudgetUnavailable { rule: usize },
@@ -135,9 +142,15 @@ impl Outcome {
             Outcome::TimedOut { .. } => Some(ACQUISITION_TIMEOUT),
             Outcome::CircuitOpen { .. } => Some(CIRCUIT_OPEN),
             Outcome::BudgetExhausted => Some(BUDGET_EXHAUSTED),
+            Outcome::RateLimited { .. } => Some(RATE_LIMITED_CODE),
             Outcome::BudgetUnavailable { .. } => Some(BUDGET_STORE_UNAVAILABLE),
         }
     }
+}
+
+/// Whether a skip's reason is pacing's.
+fn is_paced(reason: &str) -> bool {
+    reason == RATE_LIMITED || reason == COOLING_DOWN
 }
 
 /// One failed attempt, as reported in errors and events (sanitized code only).
@@ -248,6 +261,23 @@ pub struct Acquisition {
     budget: Option<Box<Budgeting>>,
     /// The provision's sandbox id, under which a kept capacity hold is recorded.
     owner: Option<SandboxKey>,
+    /// Pacing, when a pool of the registry declares a rate limit or one is cooling down.
+    paced: Option<Box<Paced>>,
+}
+
+/// An acquisition's pacing: each pool's limit and id, and the token it holds.
+#[derive(Debug, Clone)]
+struct Paced {
+    /// By pool index.
+    limits: Rc<[Option<RateLimit>]>,
+    /// By pool index: the ids the router's pacing is keyed by.
+    ids: Rc<[PoolId]>,
+    /// The candidate position that took a token (its launch has not happened yet).
+    held: Option<usize>,
+    /// A token to give back (its pool's read skipped it), at the next step.
+    refund: Option<usize>,
+    /// The earliest time a paced-over candidate may launch again.
+    until: Option<i64>,
 }
 
 /// An acquisition's budget state.
@@ -327,11 +357,19 @@ impl Acquisition {
             claim_tried: false,
             budget: None,
             owner: None,
+            paced: None,
         };
         if a.candidates.is_empty() {
             a.finish_without_room();
         }
         a
+    }
+
+    /// Paces this acquisition: before a candidate is read or launched it takes a token from
+    /// the router's pacing (`limits` and `ids` by pool index); one without a token, or
+    /// cooling down, is skipped without consuming an attempt. Call before the first step.
+    pub fn pace(&mut self, limits: Rc<[Option<RateLimit>]>, ids: Rc<[PoolId]>) {
+        self.paced = Some(Box::new(Paced { limits, ids, held: None, refund: None, until: None }));
     }
 
     /// Offers each candidate that keeps a warm pool (`pools[index]`) as a claim before its
@@ -440,13 +478,31 @@ impl Acquisition {
     /// candidate to reserve is a [`Step::Reserve`].
     pub fn next_budgeted(
         &mut self,
+        ledger: Option<&mut Ledger>,
+        health: Option<&mut Health>,
+        budgets: Option<(&mut budget::Ledger, i64)>,
+    ) -> Step {
+        self.next_paced(ledger, health, budgets, None)
+    }
+
+    /// [`Acquisition::next_budgeted`] with the router's pacing (when [`Acquisition::pace`]d):
+    /// a candidate takes a launch token before it is read or launched, or is skipped
+    /// (`RATE_LIMITED`, `COOLING_DOWN`) without consuming an attempt.
+    pub fn next_paced(
+        &mut self,
         mut ledger: Option<&mut Ledger>,
         mut health: Option<&mut Health>,
         mut budgets: Option<(&mut budget::Ledger, i64)>,
+        mut pacing: Option<&mut Pacing>,
     ) -> Step {
         loop {
             if let Some((l, _)) = budgets.as_mut() {
                 self.settle_budget_in(l);
+            }
+            if let (Some(p), Some(pacing)) = (self.paced.as_deref_mut(), pacing.as_deref_mut()) {
+                if let Some(pool) = p.refund.take() {
+                    pacing.refund(&p.ids[pool], p.limits.get(pool).copied().flatten(), self.clock);
+                }
             }
             match self.phase {
                 Phase::Done => return Step::Done,
@@ -491,6 +547,20 @@ impl Acquisition {
                     Err(_) => {
                         self.pass_over(pool);
                         continue;
+                    }
+                }
+            }
+            if let (Some(p), Some(pacing)) = (self.paced.as_deref_mut(), pacing.as_deref_mut()) {
+                if p.held != Some(self.pos) {
+                    let limit = p.limits.get(pool).copied().flatten();
+                    match pacing.take(&p.ids[pool], limit, self.clock) {
+                        Ok(()) => p.held = limit.map(|_| self.pos),
+                        Err(blocked) => {
+                            p.until = Some(p.until.map_or(blocked.until, |u| u.min(blocked.until)));
+                            self.release_trial(health.as_deref_mut());
+                            self.skip(pool, SkipStatus::Exhausted, blocked.reason.to_string());
+                            continue;
+                        }
                     }
                 }
             }
@@ -639,6 +709,10 @@ impl Acquisition {
         }
         self.made += 1;
         self.phase = Phase::Launching(token);
+        if let Some(p) = self.paced.as_deref_mut() {
+            // The launch spends the token it took.
+            p.held = None;
+        }
         if self.observing() {
             self.push(Event::AttemptStarted { pool: self.id(self.candidates[self.pos]), attempt: self.made });
         }
@@ -655,6 +729,13 @@ impl Acquisition {
             });
         }
         self.give_back_budget(pool);
+        if let Some(p) = self.paced.as_deref_mut() {
+            // A token taken for this candidate was not used: no launch follows the skip.
+            if p.held == Some(self.pos) {
+                p.held = None;
+                p.refund = Some(pool);
+            }
+        }
         self.skipped.push(Skip { pool, status, reason });
         self.advance();
         if self.pos >= self.candidates.len() {
@@ -666,13 +747,19 @@ impl Acquisition {
     /// capacity outcome too: only capacity routing can run out of candidates unlaunched).
     fn finish_without_room(&mut self) {
         let refused = self.budget.as_ref().is_some_and(|b| !b.refusals.is_empty());
+        let paced_only = !self.skipped.is_empty() && self.skipped.iter().all(|s| is_paced(&s.reason));
+        let until = self.paced.as_ref().and_then(|p| p.until);
         let outcome = match (self.made, self.circuit_skipped, &self.capacity, self.attempts.last()) {
             // A budget refused a candidate and nothing was launched: the budget is the
             // limit the caller can act on (a capacity skip may also have happened).
             (0, _, _, _) if refused => Outcome::BudgetExhausted,
+            // Pacing skipped every candidate nothing else did: retry when a token comes.
+            (0, _, _, _) if paced_only => Outcome::RateLimited { until: until.unwrap_or(self.clock) },
+            // Without capacity routing, the candidates after the last failed launch were
+            // all paced or passed over by health.
+            (_, _, None, Some(last)) => Outcome::Exhausted { pool: last.pool },
             // Health passed over every candidate it did not launch, and capacity none.
             (0, Some(pool), _, _) if self.skipped.is_empty() => Outcome::CircuitOpen { pool },
-            (_, Some(_), None, Some(last)) => Outcome::Exhausted { pool: last.pool },
             (0, _, _, _) => Outcome::NoCapacity,
             _ => Outcome::ExhaustedByCapacity,
         };
@@ -680,6 +767,13 @@ impl Acquisition {
     }
 
     fn finish(&mut self, outcome: Outcome) {
+        if let Some(p) = self.paced.as_deref_mut() {
+            // Ending before the held candidate's launch started: its token is given back
+            // at the next step.
+            if let Some(pos) = p.held.take() {
+                p.refund = self.candidates.get(pos).copied();
+            }
+        }
         if self.observing() {
             if let Some(code) = outcome.code() {
                 self.push(Event::ProvisionExhausted { code: code.to_string(), summary: None });
@@ -1143,6 +1237,86 @@ mod tests {
         assert_eq!(a.outcome(), Some(&Outcome::NoCapacity));
         assert_eq!(a.launches(), 0);
         assert_eq!(a.skipped().len(), 2);
+    }
+
+    fn paced(a: &mut Acquisition, limits: &[Option<RateLimit>]) {
+        let ids: Rc<[PoolId]> = (0..limits.len()).map(|i| PoolId::from(format!("p{i}").as_str())).collect();
+        a.pace(limits.iter().copied().collect(), ids);
+    }
+
+    const ONE: Option<RateLimit> = Some(RateLimit { launches_per_second: 1.0, burst: 1 });
+
+    #[test]
+    fn must_fire_a_pool_without_a_token_is_skipped_without_an_attempt_must_not_one_with_a_token() {
+        let mut pacing = Pacing::default();
+        pacing.take("p0", ONE, 1_000).unwrap();
+        // p0 has no token until 2,000; p1 has one: one attempt allowed, and p1 gets it.
+        let mut a = Acquisition::new(vec![0, 1], 1, true, None, names(2));
+        paced(&mut a, &[ONE, ONE]);
+        a.set_clock(1_000);
+        assert_eq!(a.next_paced(None, None, None, Some(&mut pacing)), Step::Launch(1));
+        assert_eq!(a.skipped(), &[Skip { pool: 0, status: SkipStatus::Exhausted, reason: RATE_LIMITED.into() }]);
+        a.succeeded(None);
+        assert_eq!(a.outcome(), Some(&Outcome::Succeeded(1)));
+        // p1's token was spent by its launch.
+        assert!(pacing.peek("p1", ONE, 1_000).is_err());
+    }
+
+    #[test]
+    fn must_fire_every_pool_paced_ends_rate_limited_with_the_first_token_time_must_not_a_failed_launch() {
+        let mut pacing = Pacing::default();
+        pacing.take("p0", ONE, 1_000).unwrap();
+        pacing.cool("p1", ONE, 300, 1_000);
+        let mut a = Acquisition::new(vec![0, 1], 3, true, None, names(2));
+        paced(&mut a, &[ONE, ONE]);
+        a.set_clock(1_000);
+        assert_eq!(a.next_paced(None, None, None, Some(&mut pacing)), Step::Done);
+        assert_eq!(a.outcome(), Some(&Outcome::RateLimited { until: 1_300 }));
+        assert_eq!(a.outcome().unwrap().code(), Some(RATE_LIMITED_CODE));
+        assert_eq!(a.skipped()[1].reason, COOLING_DOWN);
+        // A launch that failed retryably, then only paced pools: attempts ran out, not pacing.
+        let mut pacing = Pacing::default();
+        pacing.take("p1", ONE, 1_000).unwrap();
+        let mut a = Acquisition::new(vec![0, 1], 3, true, None, names(2));
+        paced(&mut a, &[ONE, ONE]);
+        a.set_clock(1_000);
+        assert_eq!(a.next_paced(None, None, None, Some(&mut pacing)), Step::Launch(0));
+        a.failed(None, Some("PRE"), Some(true));
+        assert_eq!(a.next_paced(None, None, None, Some(&mut pacing)), Step::Done);
+        assert_eq!(a.outcome(), Some(&Outcome::Exhausted { pool: 0 }));
+    }
+
+    #[test]
+    fn must_fire_a_token_taken_for_a_capacity_skip_is_given_back_must_not_for_a_launch() {
+        let mut ledger = Ledger::new(60_000);
+        let mut pacing = Pacing::default();
+        let mut a = Acquisition::new(vec![0, 1], 1, true, capacity(2), names(2));
+        paced(&mut a, &[ONE, ONE]);
+        a.set_clock(0);
+        assert_eq!(a.next_paced(Some(&mut ledger), None, None, Some(&mut pacing)), Step::Admit(0));
+        a.admit(&mut ledger, &slots(5.0, 5.0));
+        assert_eq!(a.next_paced(Some(&mut ledger), None, None, Some(&mut pacing)), Step::Admit(1));
+        assert!(pacing.peek("p0", ONE, 0).is_ok(), "p0 was full: its token is back");
+        a.admit(&mut ledger, &slots(0.0, 5.0));
+        assert_eq!(a.next_paced(Some(&mut ledger), None, None, Some(&mut pacing)), Step::Launch(1));
+        a.succeeded(Some(&mut ledger));
+        assert_eq!(a.next_paced(Some(&mut ledger), None, None, Some(&mut pacing)), Step::Done);
+        assert!(pacing.peek("p1", ONE, 0).is_err(), "p1 launched: its token is spent");
+    }
+
+    #[test]
+    fn must_not_fire_an_unpaced_acquisition_leaves_pacing_alone() {
+        let mut pacing = Pacing::default();
+        pacing.take("p0", ONE, 0).unwrap();
+        // Not paced (no pool declares a limit, nothing cools): the pacing state is not read.
+        let mut a = Acquisition::new(vec![0], 1, true, None, names(1));
+        assert_eq!(a.next_paced(None, None, None, Some(&mut pacing)), Step::Launch(0));
+        // Paced, without a limit on p0: it launches and takes nothing.
+        let mut b = Acquisition::new(vec![0], 1, true, None, names(1));
+        paced(&mut b, &[None]);
+        let mut fresh = Pacing::default();
+        assert_eq!(b.next_paced(None, None, None, Some(&mut fresh)), Step::Launch(0));
+        assert!(fresh.is_empty());
     }
 
     #[test]

@@ -464,6 +464,8 @@ pub const UNKNOWN_OTHER: &str = "UNKNOWN";
 /// other: a reader names its own dimensions).
 pub fn skip_reason(status: SkipStatus, reason: &str) -> &'static str {
     match status {
+        SkipStatus::Exhausted if reason == crate::core::pacing::RATE_LIMITED => crate::core::pacing::RATE_LIMITED,
+        SkipStatus::Exhausted if reason == crate::core::pacing::COOLING_DOWN => crate::core::pacing::COOLING_DOWN,
         SkipStatus::Exhausted => DIMENSIONS.iter().find(|(d, _)| *d == reason).map_or(EXHAUSTED_OTHER, |(_, r)| r),
         SkipStatus::Unknown => match reason {
             NO_CAPACITY_READER => NO_CAPACITY_READER,
@@ -479,6 +481,8 @@ pub fn skip_reasons() -> Vec<&'static str> {
     out.extend([NO_CAPACITY_READER, COORDINATOR_UNAVAILABLE, UNKNOWN_OTHER]);
     out.extend(DIMENSIONS.iter().map(|(_, r)| *r));
     out.push(EXHAUSTED_OTHER);
+    // Pacing's RATE_LIMITED is also a reader's (`UnknownReason`): listed once.
+    out.push(crate::core::pacing::COOLING_DOWN);
     out
 }
 

@@ -275,11 +275,11 @@ events! {
         /// The attempt order, best first.
         order: Vec<PoolId> = "providerIds" as "ProviderId[]",
     },
-    /// Capacity routing skipped a pool without consuming an attempt.
+    /// Capacity routing or pacing skipped a pool without consuming an attempt.
     CapacitySkipped = "capacity.skipped" as "CapacitySkippedEvent", Sandbox {
         pool: PoolId = "providerId" as "ProviderId",
         status: &'static str = "status" as "'UNKNOWN' | 'EXHAUSTED'",
-        /// `UNKNOWN`: a `CapacityUnknownReason`, `NO_CAPACITY_READER`, or `COORDINATOR_UNAVAILABLE` (a `capacity.coordinator` that could not be asked); `EXHAUSTED`: the full dimension (`cpu`, `sandboxes`, …).
+        /// `UNKNOWN`: a `CapacityUnknownReason`, `NO_CAPACITY_READER`, or `COORDINATOR_UNAVAILABLE` (a `capacity.coordinator` that could not be asked); `EXHAUSTED`: the full dimension (`cpu`, `sandboxes`, …), or pacing's `RATE_LIMITED` (no launch token) / `COOLING_DOWN` (docs/rate-limits.md).
         reason: String = "reason" as "string",
         /// `reason` as a bounded code (`EXHAUSTED_<DIMENSION>` for a full dimension): what telemetry counts.
         skip_reason: &'static str = "skipReason" as "string",

@@ -14,6 +14,7 @@
 
 use crate::core::facts::{Fact, Other, Refused};
 use crate::core::json::{join, shown, FieldError};
+use crate::core::pacing::RateLimit;
 use crate::core::providers::{self, FieldType, Provider};
 use crate::core::warm::WarmConfig;
 use serde_json::{Map, Value};
@@ -71,7 +72,7 @@ pub const FACTORY_OPTIONS: [&str; 16] = [
 ];
 
 /// Keys every provider entry may hold besides its provider's own.
-const COMMON_KEYS: [&str; 6] = ["id", "capabilities", "signals", "capacity", "adapterOptions", "warm"];
+const COMMON_KEYS: [&str; 7] = ["id", "capabilities", "signals", "capacity", "adapterOptions", "warm", "rateLimit"];
 /// The builtin capacity reader's options an entry's `capacity` may hold.
 const CAPACITY_KEYS: [&str; 5] = ["limits", "demand", "baseUrl", "maxPages", "pageSize"];
 /// The custom reader's one method.
@@ -312,6 +313,15 @@ fn check_common(p: &'static str, entry: &Fact) -> Result<CapacitySource, ConfigE
         };
         WarmConfig::read(&value, "warm").map_err(refused)?;
     }
+    if let Some(limit) = entry.get("rateLimit") {
+        let refused = |e: FieldError| ConfigError::entry(p, &e.field, e.expectation);
+        let value = match limit.to_json("rateLimit") {
+            Ok(v) => v,
+            Err(Refused::At(e)) => return Err(refused(e)),
+            Err(Refused::Cycle) => return Err(ConfigError::entry(p, "rateLimit", "could not be read")),
+        };
+        RateLimit::read(&value, "rateLimit").map_err(refused)?;
+    }
     let Some(c) = entry.get("capacity") else { return Ok(CapacitySource::Builtin) };
     if !c.is_object() {
         return Err(ConfigError::entry(p, "capacity", "must be an object"));
@@ -511,6 +521,16 @@ mod tests {
         );
         let e = fails(json!({ "providers": { "e2b": with(e2b(), "capacity", json!({ "limits": 5 })) } }));
         assert_eq!(e.field, "providers.e2b.capacity.limits");
+    }
+
+    #[test]
+    fn must_fire_an_invalid_rate_limit_names_its_field_and_must_not_fire_for_a_valid_one() {
+        let e = fails(json!({ "providers": { "local": { "rateLimit": { "launchesPerSecond": 0 } } } }));
+        assert_eq!(e.field, "providers.local.rateLimit.launchesPerSecond");
+        let e = fails(json!({ "providers": { "local": { "rateLimit": { "launchesPerSecond": 5, "burst": 0 } } } }));
+        assert_eq!(e.field, "providers.local.rateLimit.burst");
+        assert!(plan(Some(&facts(json!({ "providers": { "local": { "rateLimit": { "launchesPerSecond": 5 } } } }))))
+            .is_ok());
     }
 
     #[test]

@@ -121,6 +121,21 @@ pub fn failure_of<'a>(
             attempts: false,
             ..base
         },
+        Outcome::RateLimited { .. } => Report {
+            class: ErrorClass::CapacityExhausted,
+            message: format!(
+                "every provider is paced now: {}",
+                machine
+                    .skipped()
+                    .iter()
+                    .map(|s| format!("{} {}", id(s.pool), s.reason))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            rejections: Some(Rejections::Capacity),
+            attempts: false,
+            ..base
+        },
         Outcome::BudgetExhausted => {
             let rule = |i: usize| machine.budget_plan().and_then(|p| p.rule_ids.get(i).cloned()).unwrap_or_default();
             Report {

@@ -25,6 +25,7 @@ pub mod ids;
 pub mod json;
 pub mod manifest;
 pub mod mapping;
+pub mod pacing;
 pub mod packages;
 pub mod pool;
 pub mod profile;

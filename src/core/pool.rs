@@ -7,6 +7,7 @@
 use crate::core::capabilities::Capabilities;
 use crate::core::ids::validate_provider_id;
 use crate::core::json::FieldError;
+use crate::core::pacing::RateLimit;
 use crate::core::reasons::Reason;
 use crate::core::signals::{signal_state, SignalError, SignalState};
 use crate::core::warm::WarmConfig;
@@ -26,10 +27,12 @@ pub struct Pool {
     pub has_launch_detached: bool,
     /// Its warm pool (`warm` option), if it keeps one (`core::warm`).
     pub warm: Option<WarmConfig>,
+    /// Its declared create-rate limit (`rateLimit` option; `core::pacing`).
+    pub rate_limit: Option<RateLimit>,
 }
 
 impl Pool {
-    /// Builds a pool from `{ id, capabilities, signals, warm? }` JSON (the runtime stays in
+    /// Builds a pool from `{ id, capabilities, signals, warm?, rateLimit? }` JSON (the runtime stays in
     /// JS). A `warm` option is read strictly and checked against the declared lifetime.
     pub fn from_json(value: &Value, has_launch_detached: bool) -> Result<Pool, CoreError> {
         let id = value.get("id").and_then(Value::as_str).unwrap_or("");
@@ -60,6 +63,10 @@ impl Pool {
                 Some(c)
             }
         };
-        Ok(Pool { id: id.to_string(), capabilities, signals, has_launch_detached, warm })
+        let rate_limit = match value.get("rateLimit") {
+            None => None,
+            Some(v) => Some(RateLimit::read(v, "rateLimit").map_err(bad)?),
+        };
+        Ok(Pool { id: id.to_string(), capabilities, signals, has_launch_detached, warm, rate_limit })
     }
 }

@@ -55,6 +55,12 @@ pub enum Reason {
     /// Explanations only: a budget rule of the router has no room for the pool's
     /// estimated cost (a provision skips it at launch time, `BUDGET_EXCEEDED`).
     BudgetExceeded,
+    /// Explanations only: the pool has no launch token now (its `rateLimit`; a provision
+    /// skips it at launch time, `RATE_LIMITED`).
+    RateLimited,
+    /// Explanations only: the pool cools down after a `Retry-After` (a provision skips it
+    /// at launch time, `COOLING_DOWN`).
+    CoolingDown,
 }
 
 impl Reason {
@@ -84,6 +90,8 @@ impl Reason {
             Reason::NotInProviderOrder => "NOT_IN_PROVIDER_ORDER",
             Reason::CircuitOpen => "CIRCUIT_OPEN",
             Reason::BudgetExceeded => crate::core::budget::BUDGET_EXCEEDED,
+            Reason::RateLimited => crate::core::pacing::RATE_LIMITED,
+            Reason::CoolingDown => crate::core::pacing::COOLING_DOWN,
         }
     }
 
@@ -94,7 +102,7 @@ impl Reason {
     }
 
     /// Every reason, for documentation and tests.
-    pub const ALL: [Reason; 23] = [
+    pub const ALL: [Reason; 25] = [
         Reason::ProviderIdMismatch,
         Reason::DetachedUnsupported,
         Reason::CredentialsUnavailable,
@@ -118,6 +126,8 @@ impl Reason {
         Reason::NotInProviderOrder,
         Reason::CircuitOpen,
         Reason::BudgetExceeded,
+        Reason::RateLimited,
+        Reason::CoolingDown,
     ];
 }
 

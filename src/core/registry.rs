@@ -73,6 +73,9 @@ pub struct RouteOptions<'a> {
     /// Explanations only: pools whose estimated cost a budget rule has no room for now, by
     /// pool index (a provision decides this per candidate, at launch time).
     pub over_budget: &'a [usize],
+    /// Explanations only: pools that cannot launch now for pacing (no launch token, or
+    /// cooling down), by pool index, with until when (a provision skips them at launch time).
+    pub paced: &'a [(usize, crate::core::pacing::Blocked)],
     /// Observed signals by pool index, blended into ranking (health, opted in).
     pub observed: Option<&'a [Option<Observed>]>,
 }
@@ -301,7 +304,8 @@ pub fn route_order_into(
         && opts.credentials_unavailable.is_empty()
         && opts.provider_order.is_none()
         && opts.circuit.is_empty()
-        && opts.over_budget.is_empty();
+        && opts.over_budget.is_empty()
+        && opts.paced.is_empty();
     for (i, p) in registry.profiles.iter().enumerate() {
         let regions = &pools[i].capabilities.regions;
         let admitted = if q.simple { admits_simple(p, &q) } else { admits(i, p, &q, req, regions) };
@@ -438,6 +442,23 @@ fn operational_signals(
             TextKey { phrase: 0, detail: Some(0) },
             |d| d.push_str("a budget rule has no room for its estimated cost now"),
             |p| p.push_str("over budget"),
+        );
+        return None;
+    }
+    if let Some((_, blocked)) = opts.paced.iter().find(|(x, _)| *x == i) {
+        let (reason, until) = (blocked.reason, crate::core::clock::iso8601_millis(blocked.until));
+        let cooling = reason == crate::core::pacing::COOLING_DOWN;
+        sink.reject(
+            if cooling { Reason::CoolingDown } else { Reason::RateLimited },
+            TextKey { phrase: 0, detail: None },
+            |d| {
+                let _ = if cooling {
+                    write!(d, "cooling down after Retry-After until {until}")
+                } else {
+                    write!(d, "no launch token until {until}")
+                };
+            },
+            |p| p.push_str(if cooling { "cooling down" } else { "rate limited" }),
         );
         return None;
     }

@@ -71,6 +71,7 @@ impl ProvisionOutcome {
             | Outcome::NoCapacity
             | Outcome::ExhaustedByCapacity
             | Outcome::BudgetExhausted
+            | Outcome::RateLimited { .. }
             | Outcome::BudgetUnavailable { .. } => ProvisionOutcome::Exhausted,
             Outcome::TimedOut { .. } => ProvisionOutcome::TimedOut,
             Outcome::CircuitOpen { .. } => ProvisionOutcome::NotEligible,
@@ -136,6 +137,7 @@ mod tests {
             (Outcome::NoCapacity, ProvisionOutcome::Exhausted),
             (Outcome::ExhaustedByCapacity, ProvisionOutcome::Exhausted),
             (Outcome::BudgetExhausted, ProvisionOutcome::Exhausted),
+            (Outcome::RateLimited { until: 0 }, ProvisionOutcome::Exhausted),
             (Outcome::BudgetUnavailable { rule: 0 }, ProvisionOutcome::Exhausted),
             (Outcome::TimedOut { pool: 0 }, ProvisionOutcome::TimedOut),
             (Outcome::CircuitOpen { pool: 0 }, ProvisionOutcome::NotEligible),

@@ -853,6 +853,12 @@ impl WarmPool {
         }
     }
 
+    /// A refill of this pool ended without a launch because the pool had no launch token
+    /// (`core::pacing`): not a failure (it neither counts toward a pause nor is shown).
+    pub fn refill_paced(&mut self) {
+        self.launching = self.launching.saturating_sub(1);
+    }
+
     /// A launch on this pool (a provision's) succeeded.
     pub fn launch_succeeded(&mut self) {
         self.successes += 1;

@@ -180,6 +180,8 @@ pub struct Router {
     pub(crate) warm_work: warm::WarmWork,
     /// Budgets, when the router has rules.
     pub budgets: Option<Budgets>,
+    /// Each pool's launch tokens and `Retry-After` cooldown (`core::pacing`).
+    pub(crate) pacing: crate::core::pacing::Pacing,
     /// Bounds on a request's launch labels (`limits`).
     pub label_limits: crate::core::request::LabelLimits,
     /// The mapping store is the coordinator and the holds live there: steps whose writes
@@ -233,6 +235,7 @@ impl Router {
             warm: None,
             warm_work: warm::WarmWork::default(),
             budgets: Budgets::new(settings.budgets, coordinated, sink, now, settings.limits.settle_horizon_ms),
+            pacing: crate::core::pacing::Pacing::default(),
             label_limits: settings.limits.labels,
             combined: settings.combined && coordinated,
             registry,

@@ -9,6 +9,7 @@ use crate::core::error::{CoreError, ErrorClass, Failure, Fault, PoolRejection, R
 use crate::core::events::{PoolId, ReasonFact};
 use crate::core::explain::summary;
 use crate::core::health::{Block, Health, Observed};
+use crate::core::pacing::RateLimit;
 use crate::core::pool::Pool;
 use crate::core::ranking::Slim;
 use crate::core::registry::{
@@ -34,6 +35,8 @@ pub struct Pools {
     health_slots: Option<(u64, Rc<[usize]>)>,
     /// Per pool: whether it keeps a warm pool (`warm` option); None when none does.
     pub warm: Option<Rc<[bool]>>,
+    /// Per pool: its declared rate limit (`rateLimit` option); None when none declares one.
+    pub rate_limits: Option<Rc<[Option<RateLimit>]>>,
     /// Each pool's registered `estimatedCost` (budgets), made on first use.
     registered_costs: Option<Rc<[f64]>>,
     /// The pools' ids, shared by the events of every provision on this registry.
@@ -162,6 +165,8 @@ pub struct Question<'a> {
     pub health: Option<&'a HealthView<'a>>,
     /// Explanations only: pools a budget rule has no room for.
     pub over_budget: &'a [usize],
+    /// Explanations only: pools pacing holds back now, with until when.
+    pub paced: &'a [(usize, crate::core::pacing::Blocked)],
 }
 
 impl Question<'_> {
@@ -182,6 +187,7 @@ impl Question<'_> {
             circuit: &circuit,
             observed: observed.as_deref(),
             over_budget: self.over_budget,
+            paced: self.paced,
         })
     }
 }
@@ -230,6 +236,8 @@ impl Pools {
         self.readers.push(has_capacity_reader);
         let pools = self.registry.pools();
         self.warm = pools.iter().any(|p| p.warm.is_some()).then(|| pools.iter().map(|p| p.warm.is_some()).collect());
+        self.rate_limits =
+            pools.iter().any(|p| p.rate_limit.is_some()).then(|| pools.iter().map(|p| p.rate_limit).collect());
         self.registered_costs = None;
         self.ids = None;
         Ok(index)

@@ -17,11 +17,12 @@ use crate::core::acquisition::{
 };
 use crate::core::budget::{self, Refusal, Settle, SharedKey};
 use crate::core::capacity::Measurement;
-use crate::core::error::{AttemptFact, ErrorClass, Failure, Fault, PoolRejection, Rejected, SkipFact};
+use crate::core::error::{AttemptFact, ErrorClass, Extra, Failure, Fault, PoolRejection, Rejected, SkipFact};
 use crate::core::events::{Emitted, Event, PoolId, ReasonFact};
 use crate::core::failure::{failure_of, Rejections};
 use crate::core::ids::SandboxKey;
 use crate::core::mapping::{CreatedAt, Mapping};
+use crate::core::pacing::RateLimit;
 use crate::core::request::Request;
 use crate::core::request::SANDBOX_ID_LABEL;
 use crate::core::shared_ledger::Dim;
@@ -35,6 +36,9 @@ use std::sync::Arc;
 pub const MAPPING_INTENT_FAILED: &str = "MAPPING_INTENT_FAILED";
 /// Code of a provision whose sandbox's record could not be written.
 pub const MAPPING_PERSISTENCE_FAILED: &str = "MAPPING_PERSISTENCE_FAILED";
+
+/// What a job is paced by: each pool's rate limit and the ids pacing keys them by (by index).
+pub(crate) type PacePlan = (Rc<[Option<RateLimit>]>, Rc<[PoolId]>);
 
 /// What to ask a shared coordinator for one admission.
 #[derive(Debug, Clone)]
@@ -177,8 +181,13 @@ impl Router {
             Some(b) => b.plan(&labels, id, || inner.costs(extras), hold_ms)?,
             None => None,
         };
-        // Capacity and budget skips consume no attempt, so they need every candidate.
-        let limit = if self.capacity.is_some() || budget.is_some() { None } else { Some(req.max_attempts as usize) };
+        let paced = self.paced(&mut inner);
+        // Capacity, budget and pacing skips consume no attempt, so they need every candidate.
+        let limit = if self.capacity.is_some() || budget.is_some() || paced.is_some() {
+            None
+        } else {
+            Some(req.max_attempts as usize)
+        };
         let order_health = {
             let provider_order = self.capacity.as_ref().map(|c| c.provider_order.clone());
             self.view(&mut inner, now, |inner, health| {
@@ -189,6 +198,7 @@ impl Router {
                     provider_order: provider_order.as_deref(),
                     health,
                     over_budget: &[],
+                    paced: &[],
                 };
                 inner.candidates(&q, limit).map(|order| (order, health.map(|h| (h.slots.clone(), h.now))))
             })
@@ -225,6 +235,7 @@ impl Router {
                     provider_order: provider_order.as_deref(),
                     health,
                     over_budget: &[],
+                    paced: &[],
                 };
                 let d = inner.decide(&q);
                 (crate::core::explain::summary(d.eligible.len(), d.total, &d.rejected), inner.rejections(&d))
@@ -234,6 +245,9 @@ impl Router {
         let mut machine = Acquisition::new(order, req.max_attempts as usize, req.fallback_allowed, plan, names.clone());
         if let Some((slots, at)) = tracking {
             machine.track(slots, at);
+        }
+        if let Some((limits, ids)) = paced {
+            machine.pace(limits, ids);
         }
         if self.capacity.is_some() {
             // A capacity hold of a successful launch is kept under its sandbox id, so that
@@ -289,6 +303,33 @@ impl Router {
         Ok(key)
     }
 
+    /// What a job on `pools` is paced by (each pool's limit, and the ids pacing is keyed
+    /// by): None, and nothing is paced, unless a pool declares a rate limit or one of the
+    /// router's pools is cooling down.
+    pub(crate) fn paced(&self, pools: &mut Pools) -> Option<PacePlan> {
+        let limits = match &pools.rate_limits {
+            Some(l) => l.clone(),
+            None if self.pacing.is_empty() => return None,
+            None => pools.registry.pools().iter().map(|_| None).collect(),
+        };
+        Some((limits, pools.ids()))
+    }
+
+    /// The pools of `pools` pacing holds back at `now` (explanations: a provision skips them
+    /// at launch time), with why and until when. Empty, without a scan, when nothing is paced.
+    pub fn paced_now(&self, pools: &Pools, now: i64) -> Vec<(usize, crate::core::pacing::Blocked)> {
+        if pools.rate_limits.is_none() && self.pacing.is_empty() {
+            return Vec::new();
+        }
+        let limits = pools.rate_limits.as_deref();
+        (0..pools.registry.pools().len())
+            .filter_map(|i| {
+                let limit = limits.and_then(|l| l.get(i).copied().flatten());
+                self.pacing.peek(pools.pool_id(i), limit, now).err().map(|b| (i, b))
+            })
+            .collect()
+    }
+
     /// Which pools of `pools` a provision may claim from (by index): none unless the
     /// registry keeps a warm pool and this router's warm pools are started and not closed.
     fn claims(&self, pools: &Pools) -> Option<Rc<[bool]>> {
@@ -321,7 +362,7 @@ impl Router {
         let sequence = if self.capacity.as_ref().is_some_and(|c| c.coordinated) { flags::SEQUENCE } else { 0 };
         loop {
             let intents = self.intents;
-            let Router { jobs, capacity, health, budgets, .. } = self;
+            let Router { jobs, capacity, health, budgets, pacing, .. } = self;
             let job = jobs.get_mut(key)?;
             let pool = job.pool;
             let at = |kind: StepKind, bound_ms: u64| Next { kind, pool, bound_ms, flags: 0 };
@@ -346,11 +387,12 @@ impl Router {
             let ledger = capacity.as_mut().map(|c| &mut c.ledger);
             let next = match budgets.as_mut().filter(|b| !b.shared) {
                 Some(b) => {
-                    let next = job.machine.next_budgeted(ledger, health.as_mut(), Some((&mut b.ledger, now.router)));
+                    let local = Some((&mut b.ledger, now.router));
+                    let next = job.machine.next_paced(ledger, health.as_mut(), local, Some(pacing));
                     b.flush();
                     next
                 }
-                None => job.machine.next_with(ledger, health.as_mut()),
+                None => job.machine.next_paced(ledger, health.as_mut(), None, Some(pacing)),
             };
             match next {
                 Step::Admit(pool) => {
@@ -692,11 +734,14 @@ impl Router {
 
     /// The classifier answered (`code` / `retryable` when they had the right types; None:
     /// it threw, timed out or answered something else). The machine sanitizes and decides.
+    /// `retry_after_ms`: the answer's `retryAfterMs` (a number), which cools the pool down
+    /// for that long (`COOLING_DOWN`; `core::pacing`; not finite or not above 0: none).
     pub fn classified(
         &mut self,
         key: u32,
         code: Option<&str>,
         retryable: Option<bool>,
+        retry_after_ms: Option<f64>,
         now: Now,
     ) -> Result<Next, Failure> {
         let job = self.jobs.get_mut(key)?;
@@ -704,6 +749,11 @@ impl Router {
             return Err(Fault::internal("(a classification out of turn)"));
         }
         job.stage = Stage::Machine;
+        if let Some(ms) = retry_after_ms.filter(|ms| ms.is_finite() && *ms > 0.0) {
+            let pools = job.pools.borrow();
+            let limit = pools.registry.pools().get(job.pool).and_then(|p| p.rate_limit);
+            self.pacing.cool(pools.pool_id(job.pool), limit, ms.ceil() as i64, now.router);
+        }
         self.report(key, now, |m, l| m.failed(l, code, retryable))?;
         self.step(key, now)
     }
@@ -866,7 +916,7 @@ impl Router {
     }
 
     fn failure_of(&mut self, key: u32, capacity: bool) -> Result<Option<Ending>, Failure> {
-        let Router { jobs, budgets, .. } = self;
+        let Router { jobs, budgets, clock, .. } = self;
         let job = jobs.get_mut(key)?;
         if let Some((e, may_exist)) = &job.fault {
             let outcome = ProvisionOutcome::Terminal;
@@ -914,6 +964,11 @@ impl Router {
                 .collect()
         });
         error.capacity_rejections = f.capacity_rejections.then(skips);
+        if let Some(Outcome::RateLimited { until }) = job.machine.outcome() {
+            // When the first paced-over pool may launch again: retry then.
+            error.retryable = Some(true);
+            error.extra.push(("retryAfterMs", Extra::Num(until.saturating_sub(*clock).max(0) as f64)));
+        }
         if let Some(b) = budgets {
             budget_fields(&mut error, b, &job.machine);
         }

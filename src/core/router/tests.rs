@@ -127,7 +127,7 @@ fn must_fire_a_classifier_is_asked_about_a_thrown_launch_within_the_callback_bou
     let next = r.threw(key, None, at(1)).unwrap();
     assert_eq!((next.kind, next.bound_ms), (StepKind::Classify, CALLBACK_MS));
     // A proven pre-allocation failure: the next pool is launched.
-    let next = r.classified(key, Some("QUOTA_EXCEEDED"), Some(true), at(2)).unwrap();
+    let next = r.classified(key, Some("QUOTA_EXCEEDED"), Some(true), None, at(2)).unwrap();
     assert_eq!((next.kind, next.pool), (StepKind::Launch, 1));
 }
 
@@ -508,4 +508,76 @@ fn intent_fold_must_fire_a_folded_intent_whose_pool_refused_is_removed_at_the_en
 fn intent_fold_must_not_fire_no_intent_written_and_no_launch_leaves_nothing_to_remove() {
     let (mut r, key, _) = reserving(true);
     assert_eq!(reserved(&mut r, key, false, false), StepKind::Done);
+}
+
+/// A router over two pools whose first declares `rateLimit` `limit` (None: no limit).
+fn paced_router(limit: Option<serde_json::Value>, s: Settings) -> Router {
+    let mut p = Pools::default();
+    for i in 0..2 {
+        let mut def = json!({
+            "id": format!("p{i}"),
+            "capabilities": {},
+            "signals": { "estimatedCost": i + 1, "coldStartLatencyMs": 100, "readyLatencyMs": 1000,
+                         "completionWithinBudgetRate": 0.9, "available": true },
+        });
+        if let (0, Some(l)) = (i, &limit) {
+            def["rateLimit"] = l.clone();
+        }
+        p.add(&def, false, true).unwrap();
+    }
+    let store = Some(Rc::new(RefCell::new(MappingStore::default())));
+    Router::new(s, Rc::new(RefCell::new(p)), store, None, T0).unwrap()
+}
+
+#[test]
+fn must_fire_a_pool_without_a_launch_token_is_not_launched_must_not_once_its_token_came() {
+    let mut r = paced_router(Some(json!({ "launchesPerSecond": 2 })), settings());
+    let req = request(json!({ "routing": { "maxAcquisitionAttempts": 1 } }));
+    let (key, next) = begin(&mut r, &req, 1);
+    assert_eq!((next.kind, next.pool), (StepKind::Launch, 0));
+    r.succeeded(key, "prov-1", at(0), T0).unwrap();
+    r.end(key);
+    // The same instant: p0's token is spent, so the launch step names p1 (no attempt used).
+    let (key, next) = begin(&mut r, &req, 2);
+    assert_eq!((next.kind, next.pool), (StepKind::Launch, 1));
+    r.succeeded(key, "prov-2", at(0), T0).unwrap();
+    r.end(key);
+    // 500 ms later (two a second) p0 has a token again.
+    let (key, next) = r.begin(&req, false, Vec::new(), None, id(3), at(500)).unwrap();
+    assert_eq!((next.kind, next.pool), (StepKind::Launch, 0));
+    r.end(key);
+}
+
+#[test]
+fn must_fire_a_classified_retry_after_cools_the_pool_must_not_without_one() {
+    for (retry_after, cooled) in [(Some(3_000.0), true), (None, false)] {
+        let mut r = paced_router(None, Settings { classifier: true, ..settings() });
+        let req = request(json!({}));
+        let (key, _) = begin(&mut r, &req, 1);
+        r.threw(key, None, at(1)).unwrap();
+        let next = r.classified(key, Some("TOO_MANY_REQUESTS"), Some(true), retry_after, at(2)).unwrap();
+        assert_eq!((next.kind, next.pool), (StepKind::Launch, 1));
+        r.end(key);
+        let (key, next) = r.begin(&req, false, Vec::new(), None, id(2), at(2_000)).unwrap();
+        assert_eq!(next.pool, if cooled { 1 } else { 0 }, "retry-after {retry_after:?}");
+        r.end(key);
+        // The cooldown ends 3 s after the answer (at 2 ms).
+        let (key, next) = r.begin(&req, false, Vec::new(), None, id(3), at(3_002)).unwrap();
+        assert_eq!(next.pool, 0);
+        r.end(key);
+    }
+}
+
+#[test]
+fn must_fire_an_explanation_shows_a_paced_pool_must_not_one_with_a_token() {
+    let mut r = paced_router(Some(json!({ "launchesPerSecond": 1 })), settings());
+    let registry = r.registry().clone();
+    assert!(r.paced_now(&registry.borrow(), T0).is_empty());
+    let (key, _) = begin(&mut r, &request(json!({})), 1);
+    r.succeeded(key, "prov-1", at(0), T0).unwrap();
+    r.end(key);
+    let paced = r.paced_now(&registry.borrow(), T0 + 10);
+    assert_eq!(paced.len(), 1);
+    assert_eq!((paced[0].0, paced[0].1.reason, paced[0].1.until), (0, "RATE_LIMITED", T0 + 1_000));
+    assert!(r.paced_now(&registry.borrow(), T0 + 1_000).is_empty());
 }

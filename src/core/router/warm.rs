@@ -78,6 +78,8 @@ pub struct WarmDecl {
     pub lifetime: Lifetime,
     /// Its declared `coldStartLatencyMs` (the create latency before one is measured).
     pub prior_ms: Option<f64>,
+    /// Its declared rate limit (refills take launch tokens too).
+    pub rate_limit: Option<crate::core::pacing::RateLimit>,
 }
 
 /// Every warm pool's declaration in a registry, in registration order.
@@ -94,6 +96,7 @@ pub fn warm_pools(pools: &Pools) -> Vec<WarmDecl> {
                 config,
                 lifetime: p.capabilities.max_lifetime,
                 prior_ms: p.signals.as_ref().ok().map(|s| s.cold_start_latency_ms),
+                rate_limit: p.rate_limit,
             })
         })
         .collect()
@@ -543,7 +546,14 @@ impl Router {
     fn warm_pass(&mut self, now: Now) {
         let decls = warm_pools(&self.registry.borrow());
         let order = self.provider_order().map(<[String]>::to_vec);
-        let circuits: Vec<bool> = decls.iter().map(|d| self.circuit_closed(&d.id, now.health)).collect();
+        // A pool without a launch token now (or cooling down) plans no refill: its wake
+        // comes when the token does (`warm_timeout`), so a refill never spins on a skip.
+        let circuits: Vec<bool> = decls
+            .iter()
+            .map(|d| {
+                self.circuit_closed(&d.id, now.health) && self.pacing.peek(&d.id, d.rate_limit, now.router).is_ok()
+            })
+            .collect();
         let mut events = Vec::new();
         let Router { warm, warm_work: work, .. } = self;
         let Some(w) = warm.as_mut() else { return };
@@ -1022,8 +1032,12 @@ impl Router {
         let health_id = self.health_id;
         let tracking = self.health.as_mut().map(|h| (inner.health_slots(h, health_id), now.health));
         let names = self.observe.then(|| inner.ids());
+        let paced = self.paced(&mut inner);
         drop(inner);
         let mut machine = Acquisition::new(vec![pool], 1, false, plan, names);
+        if let Some((limits, ids)) = paced {
+            machine.pace(limits, ids);
+        }
         if let Some((slots, at)) = tracking {
             machine.track(slots, at);
         }
@@ -1150,7 +1164,9 @@ impl Router {
                 if *counted {
                     p.started(1);
                 }
-                if p.refill_failed(code) {
+                if code == crate::core::acquisition::RATE_LIMITED_CODE {
+                    p.refill_paced();
+                } else if p.refill_failed(code) {
                     paused = Some(code.clone());
                 }
             }
@@ -1209,6 +1225,9 @@ impl Router {
                 wake(p.next_due());
             }
             wake(p.next_retarget(now.router));
+            if let Err(blocked) = self.pacing.peek(&d.id, d.rate_limit, now.router) {
+                wake(Some(blocked.until));
+            }
         }
         let work = &self.warm_work;
         if w.shared {

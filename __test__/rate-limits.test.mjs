@@ -1,0 +1,215 @@
+// Pacing (issue 33, parts 1 and 2): a pool's declared create-rate limit (`rateLimit`, a token
+// bucket) and the `Retry-After` cooldown a classifier asks for (`retryAfterMs`), in process.
+// The router's clock is injected, so every time below is exact.
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  createSandboxRouter,
+  InMemoryProviderRegistry,
+  SandboxRouter,
+  ProviderCapacityExhaustedError,
+  ProviderRegistryError,
+  SandboxRouterConfigurationError,
+} from '../index.mjs';
+import { CANARY, definition, fakeRuntime, recorder } from './fixtures.mjs';
+
+const ONE_A_SECOND = { launchesPerSecond: 1 };
+
+/** Two pools, `a` ranked first (cheaper); `a` declares `limit` (b: `limitB`). */
+function setup({ limit = ONE_A_SECOND, limitB, classify, runtimeA = fakeRuntime(), maxAttempts } = {}) {
+  const clock = { now: 1_000_000 };
+  const rec = recorder();
+  const defs = [
+    definition('a', { runtime: runtimeA, signals: { estimatedCost: 0.01 }, ...(limit ? { rateLimit: limit } : {}) }),
+    definition('b', { signals: { estimatedCost: 0.02 }, ...(limitB ? { rateLimit: limitB } : {}) }),
+  ];
+  const router = new SandboxRouter({
+    registry: new InMemoryProviderRegistry(defs),
+    observer: rec.observer,
+    clock: () => clock.now,
+    ...(classify ? { classifyProviderFailure: classify } : {}),
+  });
+  const request = maxAttempts === undefined ? {} : { routing: { maxAcquisitionAttempts: maxAttempts } };
+  return { router, rec, clock, request, runtimeA };
+}
+
+test('rate limit must-fire: a pool without a token is skipped for the next, consuming no attempt', async () => {
+  const { router, rec, request } = setup({ maxAttempts: 1 });
+  assert.equal((await router.provision(request)).providerId, 'a');
+  // Same instant: a's one token is spent; b launches although one attempt is allowed.
+  const second = await router.provision(request);
+  assert.equal(second.providerId, 'b');
+  const skipped = rec.events.filter((e) => e.type === 'capacity.skipped');
+  assert.equal(skipped.length, 1);
+  assert.equal(skipped[0].providerId, 'a');
+  assert.equal(skipped[0].reason, 'RATE_LIMITED');
+});
+
+test('rate limit must-not-fire: a token comes back after 1 / launchesPerSecond, and a pool without a limit is never paced', async () => {
+  const { router, rec, clock, request } = setup({ maxAttempts: 1 });
+  assert.equal((await router.provision(request)).providerId, 'a');
+  clock.now += 1_000;
+  assert.equal((await router.provision(request)).providerId, 'a');
+  const unlimited = setup({ limit: null });
+  for (let i = 0; i < 20; i++) assert.equal((await unlimited.router.provision({})).providerId, 'a');
+  assert.equal(rec.events.filter((e) => e.type === 'capacity.skipped').length, 0);
+  assert.equal(unlimited.rec.events.filter((e) => e.type === 'capacity.skipped').length, 0);
+});
+
+test('rate limit: burst launches at once after a quiet spell, then one per token', async () => {
+  const { router, clock } = setup({ limit: { launchesPerSecond: 5, burst: 3 } });
+  const at = [];
+  for (let i = 0; i < 5; i++) at.push((await router.provision({})).providerId);
+  assert.deepEqual(at, ['a', 'a', 'a', 'b', 'b']);
+  clock.now += 200; // one token (5 a second)
+  assert.equal((await router.provision({})).providerId, 'a');
+  assert.equal((await router.provision({})).providerId, 'b');
+});
+
+test('rate limit must-fire: every pool paced → a retryable LAUNCH_RATE_LIMITED with when to retry', async () => {
+  const { router, clock } = setup({ limitB: { launchesPerSecond: 2 } });
+  await router.provision({});
+  await router.provision({});
+  clock.now += 100;
+  await assert.rejects(router.provision({}), (e) => {
+    assert.ok(e instanceof ProviderCapacityExhaustedError);
+    assert.equal(e.code, 'LAUNCH_RATE_LIMITED');
+    assert.equal(e.retryable, true);
+    // b's next token comes at 500 ms (2 a second), a's at 1 s: the first is 400 ms away.
+    assert.equal(e.retryAfterMs, 400);
+    assert.deepEqual(
+      e.rejections.map((r) => [r.providerId, r.reason]),
+      [
+        ['a', 'RATE_LIMITED'],
+        ['b', 'RATE_LIMITED'],
+      ],
+    );
+    return true;
+  });
+  clock.now += 400;
+  assert.equal((await router.provision({})).providerId, 'b');
+});
+
+test('rate limit must-not-fire: a failed launch spends its token, a skipped one does not exist', async () => {
+  let fail = true;
+  const runtimeA = fakeRuntime({
+    launch: () => {
+      if (fail) throw new Error(`429 ${CANARY}`);
+      return { id: 'ok' };
+    },
+  });
+  const { router } = setup({ runtimeA, classify: () => ({ code: 'PRE_ALLOCATION', retryable: true }) });
+  // a fails retryably (its token spent), b launches.
+  assert.equal((await router.provision({})).providerId, 'b');
+  fail = false;
+  // Same instant: a has no token, so b again; a launch was not attempted on a.
+  const calls = runtimeA.calls.length;
+  assert.equal((await router.provision({})).providerId, 'b');
+  assert.equal(runtimeA.calls.length, calls);
+});
+
+test('cooldown must-fire: a classifier answering retryAfterMs cools the pool for that long (COOLING_DOWN)', async () => {
+  let fail = true;
+  const runtimeA = fakeRuntime({
+    launch: () => {
+      if (fail) throw Object.assign(new Error(`Too Many Requests ${CANARY}`), { status: 429, headers: { 'retry-after': '5' } });
+      return { id: 'ok' };
+    },
+  });
+  const classify = (error) =>
+    error.status === 429 ? { code: 'PROVIDER_RATE_LIMITED_429', retryable: true, retryAfterMs: Number(error.headers['retry-after']) * 1000 } : { code: 'X', retryable: false };
+  const { router, rec, clock } = setup({ limit: null, runtimeA, classify });
+  assert.equal((await router.provision({})).providerId, 'b');
+  fail = false;
+  clock.now += 4_999;
+  const before = runtimeA.calls.length;
+  assert.equal((await router.provision({})).providerId, 'b');
+  assert.equal(runtimeA.calls.length, before, 'a is not called while it cools down');
+  const skip = rec.events.filter((e) => e.type === 'capacity.skipped').pop();
+  assert.equal(skip.providerId, 'a');
+  assert.equal(skip.reason, 'COOLING_DOWN');
+  clock.now += 1;
+  assert.equal((await router.provision({})).providerId, 'a');
+  // A cooldown is not a health failure: no circuit event was emitted.
+  assert.equal(rec.events.filter((e) => e.type.startsWith('health.circuit')).length, 0);
+  assert.ok(!JSON.stringify(rec.events).includes(CANARY));
+});
+
+test('cooldown must-not-fire: no retryAfterMs (or one that is not a positive number) → no cooldown', async () => {
+  for (const retryAfterMs of [undefined, 0, -5, NaN, '5000', Infinity]) {
+    let fail = true;
+    const runtimeA = fakeRuntime({
+      launch: () => {
+        if (fail) throw new Error('429');
+        return { id: 'ok' };
+      },
+    });
+    const { router } = setup({ limit: null, runtimeA, classify: () => ({ code: 'PRE', retryable: true, retryAfterMs }) });
+    assert.equal((await router.provision({})).providerId, 'b');
+    fail = false;
+    assert.equal((await router.provision({})).providerId, 'a', `retryAfterMs ${String(retryAfterMs)}`);
+  }
+});
+
+test('rateLimit is validated strictly, naming the field (registry and factory)', async () => {
+  const bad = [
+    [{ launchesPerSecond: 0 }, 'rateLimit.launchesPerSecond'],
+    [{ launchesPerSecond: -1 }, 'rateLimit.launchesPerSecond'],
+    [{ launchesPerSecond: NaN }, 'rateLimit.launchesPerSecond'],
+    [{}, 'rateLimit.launchesPerSecond'],
+    [{ launchesPerSecond: 5, burst: 0 }, 'rateLimit.burst'],
+    [{ launchesPerSecond: 5, burst: 2.5 }, 'rateLimit.burst'],
+    [{ launchesPerSecond: 5, bursts: 2 }, 'rateLimit.bursts'],
+    ['5/s', 'rateLimit'],
+  ];
+  for (const [rateLimit, field] of bad) {
+    assert.throws(
+      () => new InMemoryProviderRegistry([definition('a', { rateLimit })]),
+      (e) => e instanceof ProviderRegistryError && e.code === 'INVALID_PROVIDER_DEFINITION' && e.field === field,
+      JSON.stringify(rateLimit),
+    );
+    assert.throws(
+      () => createSandboxRouter({ providers: { local: { rateLimit } } }),
+      (e) => e instanceof SandboxRouterConfigurationError && e.field === `providers.local.${field}`,
+      JSON.stringify(rateLimit),
+    );
+  }
+  // must-not-fire: a valid one is taken.
+  new InMemoryProviderRegistry([definition('a', { rateLimit: { launchesPerSecond: 0.5, burst: 10 } })]);
+  await createSandboxRouter({ providers: { local: { rateLimit: { launchesPerSecond: 5 } } } }).close?.();
+});
+
+test('explain must-fire: a pool without a token or cooling down is shown rejected with until when', async () => {
+  const { router, clock } = setup({ limit: { launchesPerSecond: 4 } });
+  await router.provision({});
+  const e = await router.explain({});
+  const a = e.rejected.find((r) => r.providerId === 'a');
+  assert.ok(a, JSON.stringify(e));
+  assert.equal(a.reasons[0].code, 'RATE_LIMITED');
+  assert.equal(a.reasons[0].detail, `no launch token until ${new Date(clock.now + 250).toISOString()}`);
+  assert.deepEqual(e.eligible.map((p) => p.providerId), ['b']);
+});
+
+test('explain must-not-fire: with a token (or no limit) the pool is eligible as before', async () => {
+  const { router, clock } = setup({ limit: { launchesPerSecond: 4 } });
+  assert.deepEqual((await router.explain({})).eligible.map((p) => p.providerId), ['a', 'b']);
+  await router.provision({});
+  clock.now += 250;
+  assert.deepEqual((await router.explain({})).eligible.map((p) => p.providerId), ['a', 'b']);
+});
+
+test('explain: a pool cooling down names COOLING_DOWN', async () => {
+  let fail = true;
+  const runtimeA = fakeRuntime({
+    launch: () => {
+      if (fail) throw new Error('429');
+      return { id: 'ok' };
+    },
+  });
+  const { router, clock } = setup({ limit: null, runtimeA, classify: () => ({ code: 'PRE', retryable: true, retryAfterMs: 2_000 }) });
+  await router.provision({});
+  fail = false;
+  const a = (await router.explain({})).rejected.find((r) => r.providerId === 'a');
+  assert.equal(a.reasons[0].code, 'COOLING_DOWN');
+  assert.equal(a.reasons[0].detail, `cooling down after Retry-After until ${new Date(clock.now + 2_000).toISOString()}`);
+});
