@@ -130,6 +130,18 @@ impl Pacing {
         Ok(())
     }
 
+    /// How many launches `pool` could start at `now` (whole tokens; none while it cools
+    /// down; `u32::MAX` without a limit), taking nothing: how many refills a warm pass plans.
+    pub fn available(&self, pool: &str, limit: Option<RateLimit>, now: i64) -> u32 {
+        let entry = self.pools.get(pool).copied();
+        if entry.is_some_and(|p| p.cooling_until > now) {
+            return 0;
+        }
+        let Some(limit) = limit else { return u32::MAX };
+        let tokens = entry.map_or(f64::from(limit.burst), |p| refilled(p, limit, now));
+        tokens.floor() as u32
+    }
+
     /// Gives back a token taken for a launch that did not happen (its capacity read skipped
     /// the pool): the bucket is as if it had not been taken, at most `burst`.
     pub fn refund(&mut self, pool: &str, limit: Option<RateLimit>, now: i64) {
@@ -259,6 +271,19 @@ mod tests {
         assert_eq!(p.len(), 1);
         p.prune(60_000, |_| None);
         assert!(p.is_empty());
+    }
+
+    #[test]
+    fn must_fire_available_counts_whole_tokens_and_none_while_cooling_must_not_limit_an_unlimited_pool() {
+        let mut p = Pacing::default();
+        assert_eq!(p.available("a", Some(FIVE), 0), 2);
+        p.take("a", Some(FIVE), 0).unwrap();
+        assert_eq!(p.available("a", Some(FIVE), 0), 1);
+        assert_eq!(p.available("a", Some(FIVE), 199), 1);
+        assert_eq!(p.available("a", Some(FIVE), 200), 2);
+        p.cool("a", Some(FIVE), 1_000, 300);
+        assert_eq!(p.available("a", Some(FIVE), 300), 0);
+        assert_eq!(p.available("b", None, 0), u32::MAX);
     }
 
     #[test]

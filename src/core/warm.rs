@@ -715,6 +715,11 @@ impl WarmPool {
         self.target
     }
 
+    /// Whether the pool holds fewer idle and launching members than its target.
+    pub fn wants_more(&self) -> bool {
+        (self.idle.len() as u64).saturating_add(u64::from(self.launching)) < u64::from(self.target)
+    }
+
     /// Why the target is what it is.
     pub fn target_reason(&self) -> TargetReason {
         self.target_reason

@@ -546,14 +546,11 @@ impl Router {
     fn warm_pass(&mut self, now: Now) {
         let decls = warm_pools(&self.registry.borrow());
         let order = self.provider_order().map(<[String]>::to_vec);
-        // A pool without a launch token now (or cooling down) plans no refill: its wake
-        // comes when the token does (`warm_timeout`), so a refill never spins on a skip.
-        let circuits: Vec<bool> = decls
-            .iter()
-            .map(|d| {
-                self.circuit_closed(&d.id, now.health) && self.pacing.peek(&d.id, d.rate_limit, now.router).is_ok()
-            })
-            .collect();
+        let circuits: Vec<bool> = decls.iter().map(|d| self.circuit_closed(&d.id, now.health)).collect();
+        // A pass plans no more refills than the pool has launch tokens now (none while it
+        // cools down): the next wakes when a token comes (`warm_timeout`), so a refill never
+        // spins on a skip.
+        let tokens: Vec<u32> = decls.iter().map(|d| self.pacing.available(&d.id, d.rate_limit, now.router)).collect();
         let mut events = Vec::new();
         let Router { warm, warm_work: work, .. } = self;
         let Some(w) = warm.as_mut() else { return };
@@ -563,7 +560,7 @@ impl Router {
             return;
         }
         let shared = w.shared;
-        for (d, &circuit) in decls.iter().zip(&circuits) {
+        for ((d, &circuit), &tokens) in decls.iter().zip(&circuits).zip(&tokens) {
             let p = w.pool(&d.id, d.config, d.lifetime);
             p.set_prior(d.prior_ms);
             if let Some((previous, target)) = p.retarget(now.router) {
@@ -583,7 +580,11 @@ impl Router {
                 work.push(&d.id, Kind::Check { mine: None });
             }
             if work.adopting == 0 && routable(order.as_deref(), &d.id) {
-                for _ in 0..p.plan_at(circuit, Some(now.router)) {
+                let planned = p.plan_at(circuit, Some(now.router));
+                for _ in tokens..planned {
+                    p.refill_cancelled();
+                }
+                for _ in 0..planned.min(tokens) {
                     work.queue.push_back(Pending::Refill { pool: d.id.clone(), token: None });
                 }
             }
@@ -1171,8 +1172,11 @@ impl Router {
                 }
             }
         }
+        let paced = failed.as_ref().is_some_and(|(code, _)| code == crate::core::acquisition::RATE_LIMITED_CODE);
         if w.shared {
-            self.warm_work.fleet.due = true;
+            // A paced refill waits for the fleet's next pass: asking again at once would
+            // only be granted into the same empty bucket.
+            self.warm_work.fleet.due |= !paced;
             if let (Some(token), Some(_)) = (token, &failed) {
                 self.warm_work.push("", Kind::FleetRelease { token });
             }
@@ -1225,7 +1229,7 @@ impl Router {
                 wake(p.next_due());
             }
             wake(p.next_retarget(now.router));
-            if let Err(blocked) = self.pacing.peek(&d.id, d.rate_limit, now.router) {
+            if let (Err(blocked), true) = (self.pacing.peek(&d.id, d.rate_limit, now.router), p.wants_more()) {
                 wake(Some(blocked.until));
             }
         }
@@ -2206,6 +2210,33 @@ mod tests {
         assert_eq!(report.pools[0].last_failure_code.as_deref(), Some("PROVIDER_LAUNCH_OUTCOME_UNKNOWN"));
         assert!(t.poll().is_none(), "paused: no refill");
         assert_eq!(t.r.warm_timeout(t.now()), None, "and nothing scheduled: refills never probe");
+    }
+
+    #[test]
+    fn must_fire_refills_wait_for_launch_tokens_must_not_without_a_rate_limit() {
+        let mut paced = pool("hot", json!({"size": 3}));
+        paced["rateLimit"] = json!({"launchesPerSecond": 2});
+        let mut t = T::new(&[paced], Opts::default()).start(local());
+        // One token: one refill now, then none until the next token (500 ms later).
+        let first = t.poll().unwrap();
+        assert!(first.refill);
+        t.refill_ok(&first);
+        assert!(t.poll().is_none(), "must-fire: no token, no refill");
+        assert_eq!(t.idle("hot"), 1);
+        // The warm timer wakes when the token comes, not at the check interval.
+        assert_eq!(t.r.warm_timeout(t.now()), Some(500));
+        t.at = 500;
+        let second = t.poll().unwrap();
+        assert!(second.refill);
+        t.refill_ok(&second);
+        assert!(t.poll().is_none());
+        // A claim takes no token: a provision claims a member at once.
+        let (_, next) = t.provision();
+        assert_eq!(next.kind, StepKind::Claimed);
+        // must-not-fire: without a rate limit every refill starts at once.
+        let mut t = T::new(&[pool("hot", json!({"size": 3}))], Opts::default()).start(local());
+        assert_eq!(t.settle().len(), 0);
+        assert_eq!(t.idle("hot"), 3);
     }
 
     #[test]
