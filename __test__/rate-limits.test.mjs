@@ -11,7 +11,7 @@ import {
   ProviderRegistryError,
   SandboxRouterConfigurationError,
 } from '../index.mjs';
-import { CANARY, definition, fakeRuntime, recorder } from './fixtures.mjs';
+import { CANARY, definition, fakeRuntime, leaks, recorder, trapAll } from './fixtures.mjs';
 
 const ONE_A_SECOND = { launchesPerSecond: 1 };
 
@@ -212,4 +212,55 @@ test('explain: a pool cooling down names COOLING_DOWN', async () => {
   const a = (await router.explain({})).rejected.find((r) => r.providerId === 'a');
   assert.equal(a.reasons[0].code, 'COOLING_DOWN');
   assert.equal(a.reasons[0].detail, `cooling down after Retry-After until ${new Date(clock.now + 2_000).toISOString()}`);
+});
+
+// Values are never echoed (a key is, cut at 64 characters, as for every option: src/core/json.rs).
+test('hostile rateLimit values are typed errors that echo nothing (must-fire), a plain one is taken (must-not-fire)', () => {
+  const hostile = [
+    ['a Proxy that throws on every trap', trapAll()],
+    ['a throwing getter', { get launchesPerSecond() { throw new Error(CANARY); } }],
+    ['a cycle', (() => { const o = { launchesPerSecond: 1 }; o.self = o; return o; })()],
+    ['a BigInt', { launchesPerSecond: 5n }],
+    ['Infinity', { launchesPerSecond: Infinity }],
+    ['a huge burst', { launchesPerSecond: 1, burst: 1e300 }],
+  ];
+  for (const [name, rateLimit] of hostile) {
+    assert.throws(
+      () => new InMemoryProviderRegistry([definition('a', { rateLimit })]),
+      (e) => e instanceof ProviderRegistryError && !leaks(e) && !leaks(e.message) && typeof e.code === 'string',
+      name,
+    );
+  }
+  assert.doesNotThrow(() => new InMemoryProviderRegistry([definition('a', { rateLimit: { launchesPerSecond: 1, burst: 1 } })]));
+});
+
+test('hostile classifier answers: a throwing retryAfterMs getter or a huge value never crash (must-fire: bounded), a readable one cools (must-not-fire)', async () => {
+  const answers = [
+    ['a throwing getter', () => ({ code: 'PRE', retryable: true, get retryAfterMs() { throw new Error(CANARY); } }), 'a'],
+    ['1e308 ms: cut to a day', () => ({ code: 'PRE', retryable: true, retryAfterMs: 1e308 }), 'b'],
+    ['a readable 1 s', () => ({ code: 'PRE', retryable: true, retryAfterMs: 1_000 }), 'b'],
+  ];
+  for (const [name, classify, next] of answers) {
+    let fail = true;
+    const runtimeA = fakeRuntime({
+      launch: () => {
+        if (fail) throw new Error('429');
+        return { id: 'ok' };
+      },
+    });
+    const { router, clock } = setup({ limit: null, runtimeA, classify });
+    // A throwing getter makes the whole answer unreadable: an unclassified failure, final.
+    const first = await router.provision({}).then((s) => s.providerId, (e) => e.code);
+    fail = false;
+    if (name === 'a throwing getter') {
+      assert.equal(first, 'PROVIDER_LAUNCH_OUTCOME_UNKNOWN', name);
+    } else {
+      assert.equal(first, 'b', name);
+    }
+    assert.equal((await router.provision({})).providerId, next, name);
+    if (name.startsWith('1e308')) {
+      clock.now += 86_400_000;
+      assert.equal((await router.provision({})).providerId, 'a', 'the day passed');
+    }
+  }
 });
