@@ -264,3 +264,96 @@ test('hostile classifier answers: a throwing retryAfterMs getter or a huge value
     }
   }
 });
+
+/**
+ * A loopback account with E2B Hobby's shape: at most one create a second; above it the answer
+ * is 429 with `Retry-After: 1`. Records when each create arrived and how it was answered.
+ */
+async function hobbyAccount() {
+  const { createServer } = await import('node:http');
+  const seen = [];
+  let lastAccepted = -Infinity;
+  const server = createServer((req, res) => {
+    const at = Date.now();
+    if (req.method === 'POST' && req.url === '/sandboxes') {
+      if (at - lastAccepted < 1_000) {
+        seen.push({ at, status: 429 });
+        res.writeHead(429, { 'retry-after': '1', 'content-type': 'application/json' }).end(`{"message":"rate limit ${CANARY}"}`);
+        return;
+      }
+      lastAccepted = at;
+      seen.push({ at, status: 201 });
+      res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ sandboxID: `sbx-${seen.length}` }));
+      return;
+    }
+    res.writeHead(204).end();
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const base = `http://127.0.0.1:${server.address().port}`;
+  // Adapter-shaped: the SDK's error carries the HTTP status and headers.
+  const runtime = {
+    id: 'e2b-like',
+    async launch() {
+      const r = await fetch(`${base}/sandboxes`, { method: 'POST', headers: { authorization: `Bearer ${CANARY}` } });
+      const body = await r.json();
+      if (r.status === 429) throw Object.assign(new Error(body.message), { status: 429, headers: { 'retry-after': r.headers.get('retry-after') } });
+      return { id: body.sandboxID };
+    },
+    async destroy() {},
+  };
+  return { seen, runtime, close: () => new Promise((resolve) => server.close(resolve)) };
+}
+
+const retryAfterClassifier = (withRetryAfter) => (error) =>
+  error?.status === 429
+    ? { code: 'PROVIDER_RATE_LIMITED', retryable: true, ...(withRetryAfter ? { retryAfterMs: Number(error.headers['retry-after']) * 1000 } : {}) }
+    : null;
+
+async function burst(withRetryAfter, rateLimit) {
+  const account = await hobbyAccount();
+  try {
+    const router = new SandboxRouter({
+      registry: new InMemoryProviderRegistry([
+        definition('e2b', { runtime: account.runtime, signals: { estimatedCost: 0.01 }, ...(rateLimit ? { rateLimit } : {}) }),
+        definition('spare', { signals: { estimatedCost: 0.02 } }),
+      ]),
+      classifyProviderFailure: retryAfterClassifier(withRetryAfter),
+      health: false,
+    });
+    const served = [];
+    const t0 = Date.now();
+    while (Date.now() - t0 < 2_500) {
+      served.push((await router.provision({})).providerId);
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    return { seen: account.seen, served };
+  } finally {
+    await account.close();
+  }
+}
+
+test('Retry-After must-fire: after a 429 the pool is left alone for its Retry-After: at most one create per window reaches the account', async () => {
+  const { seen, served } = await burst(true);
+  const refused = seen.filter((s) => s.status === 429);
+  assert.ok(refused.length >= 1, 'the account refused at least once');
+  for (const r of refused) {
+    const within = seen.filter((s) => s.at > r.at && s.at < r.at + 1_000);
+    assert.deepEqual(within, [], `a create reached the account within the Retry-After of the 429 at ${r.at}`);
+  }
+  assert.ok(served.includes('spare') && served.includes('e2b'), served.join());
+});
+
+test('Retry-After must-not-fire: without retryAfterMs the router keeps asking the account (what the cooldown prevents)', async () => {
+  const { seen } = await burst(false);
+  const refused = seen.filter((s) => s.status === 429).length;
+  assert.ok(refused >= 10, `${refused} refusals: the account is hammered without a cooldown`);
+});
+
+// Declared a little under the account's rate: the account times arrivals, the router its
+// sends, and a first request's connection set-up makes one gap look shorter than it was.
+test('rate limit must-fire: a declared limit just under the account\'s rate keeps every create under it (0 refusals)', async () => {
+  const { seen, served } = await burst(false, { launchesPerSecond: 0.9 });
+  assert.equal(seen.filter((s) => s.status === 429).length, 0);
+  assert.ok(seen.length >= 2, `${seen.length} creates reached the account`);
+  assert.ok(served.filter((p) => p === 'e2b').length === seen.length);
+});
