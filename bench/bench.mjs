@@ -35,6 +35,8 @@
 //      provisions/s, p50 / p99, transactions per provision + destroy from pg_stat_database,
 //      a reference loop of one-statement transactions, a 60 s run on one day's window.
 //      `--only=fleet` runs it alone.
+//   m. Pacing: provision with every pool declaring a rate limit it never reaches vs none,
+//      same run, interleaved (issue 33: on ≤ 3 %). `--only=pacing` runs it alone.
 //
 // Every ratio printed is computed from figures measured in this run. Ratio > 1 means
 // the native side is faster.
@@ -65,7 +67,7 @@ const SIZES = [6, 100, 1_000, 10_000];
  * 10,000; provision at most 1.5x the plain floor's time sequentially and at least 0.6x its
  * throughput with 10,000 in flight; health tracking at most 5 % added.
  */
-const FLOORS = { decisionSmall: 0.7, decisionLarge: 3, sequential: 1.5, concurrent: 0.6, health: 0.05, budgets: 0.1 };
+const FLOORS = { decisionSmall: 0.7, decisionLarge: 3, sequential: 1.5, concurrent: 0.6, health: 0.05, budgets: 0.1, pacing: 0.03 };
 const decisionFloor = (n) => (n === 6 ? FLOORS.decisionSmall : n >= 1000 ? FLOORS.decisionLarge : null);
 const CONCURRENT = 10_000;
 const SANDBOX_ID_LABEL = 'agent-relay-sbx-id';
@@ -813,6 +815,32 @@ async function budgetsSection(native) {
   return { overhead };
 }
 
+async function pacingSection(native) {
+  const { SandboxRouter, InMemoryProviderRegistry } = native;
+  console.log('\n## m. Pacing: provision with a rate limit on every pool (never reached) vs none\n');
+  const defs = makeDefinitions(6, 0x5eed + 6).map((d) => ({ ...d, runtime: instantRuntime() }));
+  const plain = new InMemoryProviderRegistry(defs);
+  // A limit no run reaches: every launch takes a token (the bucket refills faster than the
+  // loop can drain it), so this is what pacing costs when it never says no.
+  const paced = new InMemoryProviderRegistry(defs.map((d) => ({ ...d, rateLimit: { launchesPerSecond: 1e6, burst: 1e6 } })));
+  // As section e: interleaved one provision at a time, each timed alone, medians; a second
+  // router without limits is the control (the noise floor). Health off in all three.
+  const { on, off, control } = await interleavedMedians((kind) => new SandboxRouter({ registry: kind === 'on' ? paced : plain, health: false }));
+  const overhead = on / off - 1;
+  table(
+    ['provision, 6 pools, fresh request per call', 'per provision (median)', 'provisions/s'],
+    [
+      ['every pool declares rateLimit (never reached)', fmtTime(on), fmtInt(1000 / on)],
+      ['no rate limit', fmtTime(off), fmtInt(1000 / off)],
+      ['control: a second router without limits', fmtTime(control), fmtInt(1000 / control)],
+      ['difference (on / off - 1)', `${(overhead * 100).toFixed(1)} %`, ''],
+      ['noise floor (control / off - 1)', `${((control / off - 1) * 100).toFixed(1)} %`, ''],
+    ],
+    ['l'],
+  );
+  return { overhead, noise: control / off - 1 };
+}
+
 async function main() {
   const native = await import('../index.js');
   const cpu = os.cpus()[0]?.model ?? 'unknown cpu';
@@ -858,6 +886,10 @@ async function main() {
     await (await import('./soak.mjs')).runSoakBench();
     return;
   }
+  if (only === 'pacing') {
+    await pacingSection(native);
+    return;
+  }
   if (only === 'fleet') {
     console.log('\n## l. The fleet: routers sharing PostgreSQL');
     await (await import('./fleet.mjs')).runFleetBench();
@@ -886,6 +918,7 @@ async function main() {
   console.log('\n## l. The fleet: routers sharing PostgreSQL');
   const fleetBench = await import('./fleet.mjs');
   const fleet = await fleetBench.runFleetBench();
+  const pacing = await pacingSection(native);
   console.log('\n## Summary (all ratios from this run; > 1 means native faster / higher)\n');
   const at = (n) => routing.find((r) => r.n === n);
   const ok = (b) => (b ? 'met' : 'NOT met');
@@ -920,6 +953,8 @@ async function main() {
       // shown against a provision that has since become twice as fast.
       ['  (native calls alone: added time / provision time)', `${(health.added * 100).toFixed(1)} %`, '— (diagnostic)', ''],
       ['provision, two budget rules vs none: time difference (end to end)', `${(budgets.overhead * 100).toFixed(1)} %`, `≤ ${FLOORS.budgets * 100} %`, ok(budgets.overhead <= FLOORS.budgets)],
+      ['provision, a rate limit on every pool (never reached) vs none: time difference', `${(pacing.overhead * 100).toFixed(1)} %`, `≤ ${FLOORS.pacing * 100} %`, ok(pacing.overhead <= FLOORS.pacing)],
+      ['  (noise floor: a second router without limits)', `${(pacing.noise * 100).toFixed(1)} %`, '', ''],
       ['provision, telemetry on (metrics and traces, real SDK) vs off: added time', `${fmtTime(telemetry.full - telemetry.off)} (${((telemetry.full / telemetry.off - 1) * 100).toFixed(0)} %)`, '— (reported)', ''],
       ['  (noise floor: a second telemetry-off router)', `${(((telemetry.control / telemetry.off) - 1) * 100).toFixed(1)} %`, '', ''],
       ['getCapacity, 6 readers × 200 ms: total / slowest', `${routerRow['total / slowest alone']}x`, '≤ 1.2x', routerRow.ok === 'yes' ? 'met' : 'NOT met'],

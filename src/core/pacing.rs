@@ -113,7 +113,13 @@ impl Pacing {
         if let (true, Some(p)) = (tokens < 1.0, entry) {
             return Err(Blocked { reason: RATE_LIMITED, until: next_token(p, limit, now) });
         }
-        self.pools.insert(pool.to_string(), Pace { tokens: tokens - 1.0, at: now, cooling_until: 0 });
+        let pace = Pace { tokens: tokens - 1.0, at: now, cooling_until: 0 };
+        match self.pools.get_mut(pool) {
+            Some(p) => *p = pace,
+            None => {
+                self.pools.insert(pool.to_string(), pace);
+            }
+        }
         Ok(())
     }
 
