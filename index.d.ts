@@ -832,6 +832,24 @@ export interface CapacitySkippedEvent extends RoutingEventBase {
   skipReason: string;
 }
 
+/** Pacing: the pool had no launch token (its `rateLimit`), so the provision skipped it (`capacity.skipped` says so too). */
+export interface PoolRateLimitedEvent extends RoutingEventBase {
+  type: 'pool.rate.limited';
+  providerId: ProviderId;
+  /** ISO-8601: when the pool's next launch token comes. */
+  retryAt: string;
+}
+
+/** Pacing: a classifier answered `retryAfterMs` for this provision's failure on the pool, which is skipped (`COOLING_DOWN`) until `until`. */
+export interface PoolCooldownStartedEvent extends RoutingEventBase {
+  type: 'pool.cooldown.started';
+  providerId: ProviderId;
+  /** What the classifier answered (cut to a day). */
+  retryAfterMs: number;
+  /** ISO-8601: when the cooldown ends (a longer earlier one is kept). */
+  until: string;
+}
+
 /** Capacity routing admitted a pool for the next launch. */
 export interface CapacityAdmittedEvent extends RoutingEventBase {
   type: 'capacity.admitted';
@@ -1093,6 +1111,8 @@ export type RoutingEvent =
   | ProviderRejectedEvent
   | ProvisionRankedEvent
   | CapacitySkippedEvent
+  | PoolRateLimitedEvent
+  | PoolCooldownStartedEvent
   | CapacityAdmittedEvent
   | AttemptStartedEvent
   | AttemptFailedEvent

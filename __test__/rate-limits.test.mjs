@@ -43,6 +43,11 @@ test('rate limit must-fire: a pool without a token is skipped for the next, cons
   assert.equal(skipped.length, 1);
   assert.equal(skipped[0].providerId, 'a');
   assert.equal(skipped[0].reason, 'RATE_LIMITED');
+  const limited = rec.events.filter((e) => e.type === 'pool.rate.limited');
+  assert.deepEqual(
+    limited.map((e) => [e.providerId, e.sandboxId, e.retryAt]),
+    [['a', second.id, new Date(1_000_000 + 1_000).toISOString()]],
+  );
 });
 
 test('rate limit must-not-fire: a token comes back after 1 / launchesPerSecond, and a pool without a limit is never paced', async () => {
@@ -128,6 +133,12 @@ test('cooldown must-fire: a classifier answering retryAfterMs cools the pool for
   const skip = rec.events.filter((e) => e.type === 'capacity.skipped').pop();
   assert.equal(skip.providerId, 'a');
   assert.equal(skip.reason, 'COOLING_DOWN');
+  // The cooldown began right after the failed attempt that asked for it.
+  const types = rec.events.map((e) => e.type);
+  const started = rec.events.find((e) => e.type === 'pool.cooldown.started');
+  assert.deepEqual([started.providerId, started.retryAfterMs, started.until], ['a', 5_000, new Date(1_000_000 + 5_000).toISOString()]);
+  assert.ok(types.indexOf('attempt.failed') < types.indexOf('pool.cooldown.started'));
+  assert.equal(rec.events.filter((e) => e.type === 'pool.rate.limited').length, 0, 'a cooldown is not a rate-limit skip');
   clock.now += 1;
   assert.equal((await router.provision({})).providerId, 'a');
   // A cooldown is not a health failure: no circuit event was emitted.

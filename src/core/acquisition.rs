@@ -557,6 +557,10 @@ impl Acquisition {
                         Ok(()) => p.held = limit.map(|_| self.pos),
                         Err(blocked) => {
                             p.until = Some(p.until.map_or(blocked.until, |u| u.min(blocked.until)));
+                            if blocked.reason == RATE_LIMITED && self.observing() {
+                                let e = Event::PoolRateLimited { pool: self.id(pool), retry_at: Time(blocked.until) };
+                                self.push(e);
+                            }
                             self.release_trial(health.as_deref_mut());
                             self.skip(pool, SkipStatus::Exhausted, blocked.reason.to_string());
                             continue;
@@ -1256,6 +1260,8 @@ mod tests {
         a.set_clock(1_000);
         assert_eq!(a.next_paced(None, None, None, Some(&mut pacing)), Step::Launch(1));
         assert_eq!(a.skipped(), &[Skip { pool: 0, status: SkipStatus::Exhausted, reason: RATE_LIMITED.into() }]);
+        let events = a.take_events();
+        assert!(events.contains(&Event::PoolRateLimited { pool: "p0".into(), retry_at: Time(2_000) }), "{events:?}");
         a.succeeded(None);
         assert_eq!(a.outcome(), Some(&Outcome::Succeeded(1)));
         // p1's token was spent by its launch.

@@ -284,6 +284,22 @@ events! {
         /// `reason` as a bounded code (`EXHAUSTED_<DIMENSION>` for a full dimension): what telemetry counts.
         skip_reason: &'static str = "skipReason" as "string",
     },
+    /// Pacing: the pool had no launch token (its `rateLimit`), so the provision skipped it
+    /// (`capacity.skipped` says so too).
+    PoolRateLimited = "pool.rate.limited" as "PoolRateLimitedEvent", Sandbox {
+        pool: PoolId = "providerId" as "ProviderId",
+        /// ISO-8601: when the pool's next launch token comes.
+        retry_at: Time = "retryAt" as "string",
+    },
+    /// Pacing: a classifier answered `retryAfterMs` for this provision's failure on the pool,
+    /// which is skipped (`COOLING_DOWN`) until `until`.
+    PoolCooldownStarted = "pool.cooldown.started" as "PoolCooldownStartedEvent", Sandbox {
+        pool: PoolId = "providerId" as "ProviderId",
+        /// What the classifier answered (cut to a day).
+        retry_after_ms: u64 = "retryAfterMs" as "number",
+        /// ISO-8601: when the cooldown ends (a longer earlier one is kept).
+        until: Time = "until" as "string",
+    },
     /// Capacity routing admitted a pool for the next launch.
     CapacityAdmitted = "capacity.admitted" as "CapacityAdmittedEvent", Sandbox {
         pool: PoolId = "providerId" as "ProviderId",
@@ -548,7 +564,23 @@ pub(crate) mod tests {
         assert_eq!(sorted.len(), names.len(), "no type is declared twice");
         let schema: Vec<&str> = schema().iter().map(|t| t.name).collect();
         assert_eq!(schema, names);
-        assert_eq!(names.len(), 33);
+        assert_eq!(names.len(), 35);
+    }
+
+    #[test]
+    fn the_pacing_events_write_their_fields_in_order() {
+        let e = Emitted {
+            at: 0,
+            sandbox: crate::core::ids::SandboxKey::parse("sbx_0123456789abcdef0123456789abcdef"),
+            event: Event::PoolCooldownStarted { pool: "e2b".into(), retry_after_ms: 5_000, until: Time(5_000) },
+        };
+        let mut out = Pairs::default();
+        e.write(&mut out);
+        assert_eq!(out.names(), ["type", "at", "sandboxId", "providerId", "retryAfterMs", "until"]);
+        let e = Emitted { event: Event::PoolRateLimited { pool: "e2b".into(), retry_at: Time(1_000) }, ..e };
+        let mut out = Pairs::default();
+        e.write(&mut out);
+        assert_eq!(out.names(), ["type", "at", "sandboxId", "providerId", "retryAt"]);
     }
 
     #[test]

@@ -158,10 +158,11 @@ impl Pacing {
 
     /// `pool` answered "retry after `ms`" at `now`: it is skipped as [`COOLING_DOWN`] until
     /// then (a later, longer answer extends it; a shorter one does not shorten it).
-    pub fn cool(&mut self, pool: &str, limit: Option<RateLimit>, ms: i64, now: i64) {
+    /// Answers the cooldown's end (None: `ms` asked for none).
+    pub fn cool(&mut self, pool: &str, limit: Option<RateLimit>, ms: i64, now: i64) -> Option<i64> {
         let until = now.saturating_add(ms.clamp(0, MAX_RETRY_AFTER_MS));
         if until <= now {
-            return;
+            return None;
         }
         let p = self.pools.entry(pool.to_string()).or_insert(Pace {
             tokens: limit.map_or(0.0, |l| f64::from(l.burst)),
@@ -169,6 +170,7 @@ impl Pacing {
             cooling_until: 0,
         });
         p.cooling_until = p.cooling_until.max(until);
+        Some(p.cooling_until)
     }
 
     /// Drops every entry that says nothing at `now` (a full bucket, no cooldown); `limit_of`

@@ -18,7 +18,7 @@ use crate::core::acquisition::{
 use crate::core::budget::{self, Refusal, Settle, SharedKey};
 use crate::core::capacity::Measurement;
 use crate::core::error::{AttemptFact, ErrorClass, Extra, Failure, Fault, PoolRejection, Rejected, SkipFact};
-use crate::core::events::{Emitted, Event, PoolId, ReasonFact};
+use crate::core::events::{Emitted, Event, PoolId, ReasonFact, Time};
 use crate::core::failure::{failure_of, Rejections};
 use crate::core::ids::SandboxKey;
 use crate::core::mapping::{CreatedAt, Mapping};
@@ -749,12 +749,23 @@ impl Router {
             return Err(Fault::internal("(a classification out of turn)"));
         }
         job.stage = Stage::Machine;
+        let mut cooled = None;
         if let Some(ms) = retry_after_ms.filter(|ms| ms.is_finite() && *ms > 0.0) {
+            let ms = (ms.ceil() as i64).min(crate::core::pacing::MAX_RETRY_AFTER_MS);
             let pools = job.pools.borrow();
             let limit = pools.registry.pools().get(job.pool).and_then(|p| p.rate_limit);
-            self.pacing.cool(pools.pool_id(job.pool), limit, ms.ceil() as i64, now.router);
+            let pool = pools.pool_id(job.pool);
+            cooled = self.pacing.cool(pool, limit, ms, now.router).map(|until| Event::PoolCooldownStarted {
+                pool: PoolId::from(pool),
+                retry_after_ms: ms as u64,
+                until: Time(until),
+            });
         }
         self.report(key, now, |m, l| m.failed(l, code, retryable))?;
+        if let Some(e) = cooled {
+            // After the attempt's own events: the failure, then what it started.
+            self.jobs.get_mut(key)?.machine.announce(e);
+        }
         self.step(key, now)
     }
 
