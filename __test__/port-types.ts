@@ -261,6 +261,8 @@ const everyType: Record<RoutingEventType, true> = {
   'provider.rejected': true,
   'provision.ranked': true,
   'capacity.skipped': true,
+  'pool.rate.limited': true,
+  'pool.cooldown.started': true,
   'capacity.admitted': true,
   'attempt.started': true,
   'attempt.failed': true,
@@ -392,6 +394,10 @@ export function describeEvent(event: RoutingEvent): string {
       const dimension: 'cost' | 'launches' | 'concurrent' = event.dimension;
       return `${event.rule} ${event.key.label}=${event.key.value} ${dimension} ${event.used}+${event.reserved}/${event.limit} retryable=${event.retryable satisfies boolean} ${event.resetsAt ?? ''}`;
     }
+    case 'pool.rate.limited':
+      return `${event.providerId} next token at ${event.retryAt satisfies string}`;
+    case 'pool.cooldown.started':
+      return `${event.providerId} cools ${event.retryAfterMs satisfies number} ms until ${event.until satisfies string}`;
     default: {
       const unreachable: never = event;
       return unreachable;
