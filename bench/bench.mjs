@@ -603,6 +603,26 @@ async function interleavedMedians(make, n = 60_000) {
   return { on: median(times.on), off: median(times.off), control: median(times.control) };
 }
 
+/**
+ * Prints `interleavedMedians`' figures: `names` of the on, off and control routers and of
+ * the two differences. Returns on / off - 1.
+ */
+function onOffTable({ on, off, control }, [onName, offName, controlName, difference, noise]) {
+  const overhead = on / off - 1;
+  table(
+    ['provision, 6 pools, fresh request per call', 'per provision (median)', 'provisions/s'],
+    [
+      [onName, fmtTime(on), fmtInt(1000 / on)],
+      [offName, fmtTime(off), fmtInt(1000 / off)],
+      [controlName, fmtTime(control), fmtInt(1000 / control)],
+      [difference, `${(overhead * 100).toFixed(1)} %`, ''],
+      [noise, `${((control / off - 1) * 100).toFixed(1)} %`, ''],
+    ],
+    ['l'],
+  );
+  return overhead;
+}
+
 async function healthSection(native) {
   const { SandboxRouter, InMemoryProviderRegistry } = native;
   console.log('\n## e. Live health: provision overhead with tracking on vs off, and the chaos scenario\n');
@@ -615,19 +635,15 @@ async function healthSection(native) {
   // first is the noise floor. Contention bursts on this shared machine hit neighbouring
   // provisions alike, and the median ignores GC pauses, so the figure is stable run to run
   // (batch timings were not: ±15 % here).
-  const { on, off, control } = await interleavedMedians((kind) => new SandboxRouter(kind === 'on' ? { registry } : { registry, health: false }));
-  const overhead = on / off - 1;
-  table(
-    ['provision, 6 pools, fresh request per call', 'per provision (median)', 'provisions/s'],
-    [
-      ['tracking on (default)', fmtTime(on), fmtInt(1000 / on)],
-      ['tracking off (health: false)', fmtTime(off), fmtInt(1000 / off)],
-      ['control: a second tracking-off router', fmtTime(control), fmtInt(1000 / control)],
-      ['difference (on / off - 1)', `${(overhead * 100).toFixed(1)} %`, ''],
-      ['noise floor (control / off - 1)', `${((control / off - 1) * 100).toFixed(1)} %`, ''],
-    ],
-    ['l'],
-  );
+  const medians = await interleavedMedians((kind) => new SandboxRouter(kind === 'on' ? { registry } : { registry, health: false }));
+  const { off } = medians;
+  const overhead = onOffTable(medians, [
+    'tracking on (default)',
+    'tracking off (health: false)',
+    'control: a second tracking-off router',
+    'difference (on / off - 1)',
+    'noise floor (control / off - 1)',
+  ]);
 
   // (i b) The same, native calls alone: what tracking adds to the success path's two native
   // calls (begin with the health key, the success report; with the default clock the
@@ -771,19 +787,13 @@ async function budgetsSection(native) {
   // (its difference from the first is the noise floor). Health is off in all three, so
   // the figure is budgets' alone.
   const make = (kind) => new SandboxRouter(kind === 'on' ? { registry, health: false, budgets: BENCH_BUDGETS } : { registry, health: false });
-  const { on, off, control } = await interleavedMedians(make);
-  const overhead = on / off - 1;
-  table(
-    ['provision, 6 pools, fresh request per call', 'per provision (median)', 'provisions/s'],
-    [
-      ['two budget rules', fmtTime(on), fmtInt(1000 / on)],
-      ['no budgets', fmtTime(off), fmtInt(1000 / off)],
-      ['control: a second router without budgets', fmtTime(control), fmtInt(1000 / control)],
-      ['difference (budgets / none - 1)', `${(overhead * 100).toFixed(1)} %`, ''],
-      ['noise floor (control / none - 1)', `${((control / off - 1) * 100).toFixed(1)} %`, ''],
-    ],
-    ['l'],
-  );
+  const overhead = onOffTable(await interleavedMedians(make), [
+    'two budget rules',
+    'no budgets',
+    'control: a second router without budgets',
+    'difference (budgets / none - 1)',
+    'noise floor (control / none - 1)',
+  ]);
   // Where the difference goes (docs/performance.md): every successful provision leaves a
   // charge, so the ledger's memory grows with the provisions; the process's minor page
   // faults over 50,000 provisions per router (a fresh router every 10,000, as above), each
@@ -825,20 +835,15 @@ async function pacingSection(native) {
   const paced = new InMemoryProviderRegistry(defs.map((d) => ({ ...d, rateLimit: { launchesPerSecond: 1e6, burst: 1e6 } })));
   // As section e: interleaved one provision at a time, each timed alone, medians; a second
   // router without limits is the control (the noise floor). Health off in all three.
-  const { on, off, control } = await interleavedMedians((kind) => new SandboxRouter({ registry: kind === 'on' ? paced : plain, health: false }));
-  const overhead = on / off - 1;
-  table(
-    ['provision, 6 pools, fresh request per call', 'per provision (median)', 'provisions/s'],
-    [
-      ['every pool declares rateLimit (never reached)', fmtTime(on), fmtInt(1000 / on)],
-      ['no rate limit', fmtTime(off), fmtInt(1000 / off)],
-      ['control: a second router without limits', fmtTime(control), fmtInt(1000 / control)],
-      ['difference (on / off - 1)', `${(overhead * 100).toFixed(1)} %`, ''],
-      ['noise floor (control / off - 1)', `${((control / off - 1) * 100).toFixed(1)} %`, ''],
-    ],
-    ['l'],
-  );
-  return { overhead, noise: control / off - 1 };
+  const medians = await interleavedMedians((kind) => new SandboxRouter({ registry: kind === 'on' ? paced : plain, health: false }));
+  const overhead = onOffTable(medians, [
+    'every pool declares rateLimit (never reached)',
+    'no rate limit',
+    'control: a second router without limits',
+    'difference (on / off - 1)',
+    'noise floor (control / off - 1)',
+  ]);
+  return { overhead, noise: medians.control / medians.off - 1 };
 }
 
 async function main() {
