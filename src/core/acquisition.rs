@@ -500,8 +500,8 @@ impl Acquisition {
                 self.settle_budget_in(l);
             }
             if let (Some(p), Some(pacing)) = (self.paced.as_deref_mut(), pacing.as_deref_mut()) {
-                if let Some(pool) = p.refund.take() {
-                    pacing.refund(&p.ids[pool], p.limits.get(pool).copied().flatten(), self.clock);
+                if let Some((pool, id)) = p.refund.take().and_then(|pool| Some((pool, p.ids.get(pool)?))) {
+                    pacing.refund(id, p.limits.get(pool).copied().flatten(), self.clock);
                 }
             }
             match self.phase {
@@ -551,9 +551,10 @@ impl Acquisition {
                 }
             }
             if let (Some(p), Some(pacing)) = (self.paced.as_deref_mut(), pacing.as_deref_mut()) {
-                if p.held != Some(self.pos) {
+                // (A pool index past the plan's ids cannot come from the route; it is not paced.)
+                if let (true, Some(id)) = (p.held != Some(self.pos), p.ids.get(pool)) {
                     let limit = p.limits.get(pool).copied().flatten();
-                    match pacing.take(&p.ids[pool], limit, self.clock) {
+                    match pacing.take(id, limit, self.clock) {
                         Ok(()) => p.held = limit.map(|_| self.pos),
                         Err(blocked) => {
                             p.until = Some(p.until.map_or(blocked.until, |u| u.min(blocked.until)));
