@@ -175,7 +175,7 @@ function serializeLenient(value) {
 }
 
 /**
- * A provider definition as the core reads it, `{ id, capabilities, signals, warm? }`: strict but
+ * A provider definition as the core reads it, `{ id, capabilities, signals, warm?, rateLimit? }`: strict but
  * for `signals` (an unreadable signal makes only that pool ineligible, INVALID_SIGNALS).
  */
 function serializeDefinition(id, capabilities, signals, warm, rateLimit) {
