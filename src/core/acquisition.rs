@@ -723,6 +723,16 @@ impl Acquisition {
         }
     }
 
+    /// The token the current candidate holds (its launch has not started) is given back to
+    /// the router's pacing at the next step.
+    fn give_back_token(&mut self) {
+        if let Some(p) = self.paced.as_deref_mut() {
+            if let Some(pos) = p.held.take() {
+                p.refund = self.candidates.get(pos).copied();
+            }
+        }
+    }
+
     fn skip(&mut self, pool: usize, status: SkipStatus, reason: String) {
         if self.observing() {
             let skip_reason = skip_reason(status, &reason);
@@ -734,13 +744,8 @@ impl Acquisition {
             });
         }
         self.give_back_budget(pool);
-        if let Some(p) = self.paced.as_deref_mut() {
-            // A token taken for this candidate was not used: no launch follows the skip.
-            if p.held == Some(self.pos) {
-                p.held = None;
-                p.refund = Some(pool);
-            }
-        }
+        // A token taken for this candidate was not used: no launch follows the skip.
+        self.give_back_token();
         self.skipped.push(Skip { pool, status, reason });
         self.advance();
         if self.pos >= self.candidates.len() {
@@ -772,13 +777,8 @@ impl Acquisition {
     }
 
     fn finish(&mut self, outcome: Outcome) {
-        if let Some(p) = self.paced.as_deref_mut() {
-            // Ending before the held candidate's launch started: its token is given back
-            // at the next step.
-            if let Some(pos) = p.held.take() {
-                p.refund = self.candidates.get(pos).copied();
-            }
-        }
+        // Ending before the held candidate's launch started: its token is given back.
+        self.give_back_token();
         if self.observing() {
             if let Some(code) = outcome.code() {
                 self.push(Event::ProvisionExhausted { code: code.to_string(), summary: None });
@@ -1251,14 +1251,20 @@ mod tests {
 
     const ONE: Option<RateLimit> = Some(RateLimit { launches_per_second: 1.0, burst: 1 });
 
+    /// A machine over pools p0 and p1 (both limited to `ONE`), at clock 1,000.
+    fn two_paced(attempts: usize) -> Acquisition {
+        let mut a = Acquisition::new(vec![0, 1], attempts, true, None, names(2));
+        paced(&mut a, &[ONE, ONE]);
+        a.set_clock(1_000);
+        a
+    }
+
     #[test]
     fn must_fire_a_pool_without_a_token_is_skipped_without_an_attempt_must_not_one_with_a_token() {
         let mut pacing = Pacing::default();
         pacing.take("p0", ONE, 1_000).unwrap();
         // p0 has no token until 2,000; p1 has one: one attempt allowed, and p1 gets it.
-        let mut a = Acquisition::new(vec![0, 1], 1, true, None, names(2));
-        paced(&mut a, &[ONE, ONE]);
-        a.set_clock(1_000);
+        let mut a = two_paced(1);
         assert_eq!(a.next_paced(None, None, None, Some(&mut pacing)), Step::Launch(1));
         assert_eq!(a.skipped(), &[Skip { pool: 0, status: SkipStatus::Exhausted, reason: RATE_LIMITED.into() }]);
         let events = a.take_events();
@@ -1274,9 +1280,7 @@ mod tests {
         let mut pacing = Pacing::default();
         pacing.take("p0", ONE, 1_000).unwrap();
         pacing.cool("p1", ONE, 300, 1_000);
-        let mut a = Acquisition::new(vec![0, 1], 3, true, None, names(2));
-        paced(&mut a, &[ONE, ONE]);
-        a.set_clock(1_000);
+        let mut a = two_paced(3);
         assert_eq!(a.next_paced(None, None, None, Some(&mut pacing)), Step::Done);
         assert_eq!(a.outcome(), Some(&Outcome::RateLimited { until: 1_300 }));
         assert_eq!(a.outcome().unwrap().code(), Some(RATE_LIMITED_CODE));
@@ -1284,9 +1288,7 @@ mod tests {
         // A launch that failed retryably, then only paced pools: attempts ran out, not pacing.
         let mut pacing = Pacing::default();
         pacing.take("p1", ONE, 1_000).unwrap();
-        let mut a = Acquisition::new(vec![0, 1], 3, true, None, names(2));
-        paced(&mut a, &[ONE, ONE]);
-        a.set_clock(1_000);
+        let mut a = two_paced(3);
         assert_eq!(a.next_paced(None, None, None, Some(&mut pacing)), Step::Launch(0));
         a.failed(None, Some("PRE"), Some(true));
         assert_eq!(a.next_paced(None, None, None, Some(&mut pacing)), Step::Done);

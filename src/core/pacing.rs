@@ -97,27 +97,17 @@ impl Pacing {
     /// Whether `pool` (with `limit`, if it declares one) may launch at `now`; takes a token
     /// if so. A pool with neither a limit nor a cooldown always may, and leaves no state.
     pub fn take(&mut self, pool: &str, limit: Option<RateLimit>, now: i64) -> Result<(), Blocked> {
-        let entry = self.pools.get(pool).copied();
-        if let Some(p) = entry {
-            if p.cooling_until > now {
-                return Err(Blocked { reason: COOLING_DOWN, until: p.cooling_until });
-            }
-        }
+        self.peek(pool, limit, now)?;
         let Some(limit) = limit else {
-            if entry.is_some() {
-                self.pools.remove(pool);
-            }
+            // A passed cooldown says nothing more.
+            self.pools.remove(pool);
             return Ok(());
         };
-        let tokens = entry.map_or(f64::from(limit.burst), |p| refilled(p, limit, now));
-        if let (true, Some(p)) = (tokens < 1.0, entry) {
-            return Err(Blocked { reason: RATE_LIMITED, until: next_token(p, limit, now) });
-        }
-        let pace = Pace { tokens: tokens - 1.0, at: now, cooling_until: 0 };
         match self.pools.get_mut(pool) {
-            Some(p) => *p = pace,
+            Some(p) => *p = Pace { tokens: refilled(*p, limit, now) - 1.0, at: now, cooling_until: 0 },
             None => {
-                self.pools.insert(pool.to_string(), pace);
+                let full = Pace { tokens: f64::from(limit.burst) - 1.0, at: now, cooling_until: 0 };
+                self.pools.insert(pool.to_string(), full);
             }
         }
         Ok(())

@@ -795,7 +795,12 @@ impl WarmPool {
 
     /// [`WarmPool::plan`], capped by the room a capacity read fresh at `now` showed.
     pub fn plan_at(&mut self, circuit_closed: bool, now: Option<i64>) -> u32 {
-        let want = self.wanted_at(circuit_closed, now);
+        self.plan_within(circuit_closed, now, u32::MAX)
+    }
+
+    /// [`WarmPool::plan_at`], at most `tokens` (the pool's launch tokens now: `core::pacing`).
+    pub fn plan_within(&mut self, circuit_closed: bool, now: Option<i64>, tokens: u32) -> u32 {
+        let want = self.wanted_at(circuit_closed, now).min(tokens);
         let n = reserve_count(self.target, self.idle.len() as u64, u64::from(self.launching), want);
         self.launching += n;
         n
@@ -856,12 +861,6 @@ impl WarmPool {
         } else {
             false
         }
-    }
-
-    /// A refill of this pool ended without a launch because the pool had no launch token
-    /// (`core::pacing`): not a failure (it neither counts toward a pause nor is shown).
-    pub fn refill_paced(&mut self) {
-        self.launching = self.launching.saturating_sub(1);
     }
 
     /// A launch on this pool (a provision's) succeeded.

@@ -580,11 +580,7 @@ impl Router {
                 work.push(&d.id, Kind::Check { mine: None });
             }
             if work.adopting == 0 && routable(order.as_deref(), &d.id) {
-                let planned = p.plan_at(circuit, Some(now.router));
-                for _ in tokens..planned {
-                    p.refill_cancelled();
-                }
-                for _ in 0..planned.min(tokens) {
+                for _ in 0..p.plan_within(circuit, Some(now.router), tokens) {
                     work.queue.push_back(Pending::Refill { pool: d.id.clone(), token: None });
                 }
             }
@@ -1166,7 +1162,8 @@ impl Router {
                     p.started(1);
                 }
                 if code == crate::core::acquisition::RATE_LIMITED_CODE {
-                    p.refill_paced();
+                    // No launch token: not a failure (it neither counts toward a pause nor is shown).
+                    p.refill_cancelled();
                 } else if p.refill_failed(code) {
                     paused = Some(code.clone());
                 }
