@@ -311,6 +311,18 @@ export declare class NativeSqliteStore {
 }
 
 /**
+ * The provision's `AbortSignal` fired while its job is in flight (the router decides what
+ * that ends: `core::router::queue`).
+ */
+export declare function acquisitionAbort(router: ExternalObject<RouterState>, key: number): void
+
+/**
+ * The provision's signal had fired before its job began: it ends `ABORTED` before its first
+ * step is performed; the next step (`Done`).
+ */
+export declare function acquisitionAbortBegun(router: ExternalObject<RouterState>, key: number, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
+
+/**
  * Reports the current candidate's capacity read (`read`; the answer's JSON text when it
  * answered, validated strictly here: anything malformed is `unknown: MALFORMED`), and
  * writes the next step.
@@ -460,6 +472,12 @@ export declare function acquisitionThrew(router: ExternalObject<RouterState>, ke
 
 /** The launch did not settle within its deadline; the next step. */
 export declare function acquisitionTimedOut(router: ExternalObject<RouterState>, key: number, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
+
+/**
+ * The `Wait` step is over (its bound passed, or the router named the job among those to
+ * wake); the next step.
+ */
+export declare function acquisitionWaited(router: ExternalObject<RouterState>, key: number, step: Uint32Array, now?: number | undefined | null, clockNow?: number | undefined | null): void
 
 /** The writes job `key` decided since the last call. */
 export declare function acquisitionWrites(router: ExternalObject<RouterState>, key: number): WritesRecord
@@ -1854,6 +1872,16 @@ export interface PoolHealthRecord {
   cooldownMs: number
 }
 
+/** One pool's pacing now (`queueStatus().pools`). */
+export interface PoolPaceStatus {
+  /** The pool. */
+  providerId: string
+  /** Whole launch tokens it holds now (absent: it declares no `rateLimit`). */
+  tokens?: number
+  /** ISO-8601: when its `Retry-After` cooldown ends (absent: none in force). */
+  coolingUntil?: string
+}
+
 /** What one pool is built from (`core::factory::Pool`). */
 export interface PoolPlanRecord {
   /** The entry's name in `providers`. */
@@ -1962,6 +1990,40 @@ export declare const enum ProvisionOutcome {
   NotEligible = 'not_eligible',
   /** Refused before routing (request, labels, readiness, resolver). */
   Refused = 'refused',
+}
+
+/** One fairness lane of the wait queue (`queueStatus().byKey`). */
+export interface QueueLaneStatus {
+  /** The `fairBy` label's value (`""`: requests without the label). */
+  value: string
+  /** Provisions waiting in it. */
+  depth: number
+  /** How long its oldest has waited, ms. */
+  oldestWaitMs: number
+}
+
+/** The router option `queue`, validated (`core::queue::QueueConfig`). */
+export interface QueueRecord {
+  /** Longest wait, ms. */
+  maxWaitMs: number
+  /** Most provisions waiting at once. */
+  maxDepth: number
+  /** The launch label whose values take turns (absent: first come, first served). */
+  fairBy?: string
+}
+
+/** `router.queueStatus()`. */
+export interface QueueStatusRecord {
+  /** Whether the router has a wait queue (option `queue`). */
+  enabled: boolean
+  /** Provisions waiting. */
+  depth: number
+  /** How long the oldest has waited, ms (0 when none waits). */
+  oldestWaitMs: number
+  /** Per value of the `fairBy` label that has a waiter, by value (empty without `fairBy`). */
+  byKey: Array<QueueLaneStatus>
+  /** Every pool of the registry, in registration order: its tokens and cooldown. */
+  pools: Array<PoolPaceStatus>
 }
 
 /**
@@ -2446,6 +2508,12 @@ export declare function routerBudgetStatus(router: ExternalObject<RouterState>, 
  */
 export declare function routerCircuitStates(router: ExternalObject<RouterState>, health?: number | undefined | null): Array<number>
 
+/**
+ * `router.close()`: every waiting provision is to end `ROUTER_CLOSED` (they are among
+ * `routerWakes` next), and none waits from now on.
+ */
+export declare function routerCloseQueue(router: ExternalObject<RouterState>): void
+
 /** The events decided outside a job since the last call (a destroy, a refill's pause, …). */
 export declare function routerEvents(router: ExternalObject<RouterState>): unknown[]
 
@@ -2500,6 +2568,8 @@ export interface RouterOptionsRecord {
   healthClock: boolean
   /** `limits`, every omitted field at its default. */
   limits: LimitsRecord
+  /** `queue`, when on. */
+  queue?: QueueRecord
 }
 
 /**
@@ -2507,6 +2577,9 @@ export interface RouterOptionsRecord {
  * `unreadable`, or the option that could not be read).
  */
 export declare function routerOptionsRefused(what: string): void
+
+/** `router.queueStatus()` at the router's clock (`clockNow`; omitted: the wall clock). */
+export declare function routerQueueStatus(router: ExternalObject<RouterState>, clockNow?: number | undefined | null): QueueStatusRecord
 
 /**
  * A fresh sandbox id (`sbx_` + 32 lowercase hex digits, 128 random bits), from the
@@ -2549,6 +2622,8 @@ export interface RouterSettings {
   limits?: LimitsRecord
   /** The mapping store is the capacity coordinator (the same `PostgresMappingStore`). */
   combined?: boolean
+  /** The `queue` option as `readRouterOptions` read it (absent: no queue). */
+  queue?: QueueRecord
 }
 
 /**
@@ -2560,6 +2635,9 @@ export declare function routerSettleCost(router: ExternalObject<RouterState>, id
 
 /** Decides on `registry` from now on (a caller's own registry is read again on every call). */
 export declare function routerUseRegistry(router: ExternalObject<RouterState>, registry: ExternalObject<Registry>): void
+
+/** The waiting provisions to wake now (a step's `WAKE` flag said there are some), once. */
+export declare function routerWakes(router: ExternalObject<RouterState>): Array<number>
 
 /** The first process the final check found not running. */
 export interface RunningFailureRecord {
@@ -2752,6 +2830,8 @@ export interface StepFlags {
   sequence: number
   /** `Reserve`: write the launch intent in the reservation's transaction too. */
   intent: number
+  /** Waiting provisions to wake (`routerWakes`). */
+  wake: number
 }
 
 /**

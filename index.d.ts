@@ -850,6 +850,39 @@ export interface PoolCooldownStartedEvent extends RoutingEventBase {
   until: string;
 }
 
+/** Pacing: a pool's `Retry-After` cooldown passed; it may launch again (reported at the first decision after its end). */
+export interface PoolCooldownEndedEvent {
+  type: 'pool.cooldown.ended';
+  /** ISO-8601 time of emission. */
+  at: string;
+  providerId: ProviderId;
+}
+
+/** The wait queue (`queue`): every pool of the provision was blocked by something time clears, so it waits its turn. */
+export interface QueueEnteredEvent extends RoutingEventBase {
+  type: 'queue.entered';
+  /** Provisions waiting, this one included. */
+  depth: number;
+  /** The pools it waits for. */
+  providerIds: ProviderId[];
+}
+
+/** The wait queue: a pool freed and the waiting provision goes on to its launch (or claim). */
+export interface QueueAdmittedEvent extends RoutingEventBase {
+  type: 'queue.admitted';
+  /** How long it waited, ms. */
+  waitedMs: number;
+}
+
+/** The wait queue: the provision waited `maxWaitMs` and no pool freed (`QUEUE_TIMEOUT`). */
+export interface QueueTimeoutEvent extends RoutingEventBase {
+  type: 'queue.timeout';
+  /** How long it waited, ms. */
+  waitedMs: number;
+  /** The pools that still blocked it. */
+  providerIds: ProviderId[];
+}
+
 /** Capacity routing admitted a pool for the next launch. */
 export interface CapacityAdmittedEvent extends RoutingEventBase {
   type: 'capacity.admitted';
@@ -1113,6 +1146,10 @@ export type RoutingEvent =
   | CapacitySkippedEvent
   | PoolRateLimitedEvent
   | PoolCooldownStartedEvent
+  | PoolCooldownEndedEvent
+  | QueueEnteredEvent
+  | QueueAdmittedEvent
+  | QueueTimeoutEvent
   | CapacityAdmittedEvent
   | AttemptStartedEvent
   | AttemptFailedEvent
@@ -1206,6 +1243,13 @@ export interface SandboxRouterOptions {
    * (docs/budgets.md#what-is-kept). Defaults: 64 labels, keys of 256 bytes, values of 1,024.
    */
   limits?: RouterLimits;
+  /**
+   * The wait queue (docs/rate-limits.md#the-wait-queue). Off by default: a provision whose
+   * pools are all blocked fails at once. On, one blocked only by what time clears (no launch
+   * token, a cooldown, capacity full, a budget's concurrent slot) waits its turn, up to
+   * `maxWaitMs` (`QueueTimeoutError`); past `maxDepth` waiting, `QUEUE_FULL` at once.
+   */
+  queue?: boolean | QueueOptions;
   /**
    * OpenTelemetry metrics and traces (docs/telemetry.md). Off by default, and free when
    * off. `true` uses the global providers of `@opentelemetry/api` (an optional peer
@@ -1347,13 +1391,44 @@ export interface ReconcileOptions {
   timeoutMs?: number;
 }
 
+/** The router option `queue`. */
+export interface QueueOptions {
+  /** Longest wait, ms (1 to 3,600,000). Default 30,000. */
+  maxWaitMs?: number;
+  /** Most provisions waiting at once (1 to 100,000); one more is `QUEUE_FULL`. Default 1,000. */
+  maxDepth?: number;
+  /** The launch label whose values take turns (e.g. `{ label: 'tenant' }`); omitted: first come, first served. */
+  fairBy?: { label: string };
+}
+
+/** `provision(request, options)`. */
+export interface ProvisionOptions {
+  /** Aborts the provision before its launch (`ProvisionAbortedError` `ABORTED`); a launch under way is not stopped. */
+  signal?: AbortSignal;
+}
+
+/** `router.queueStatus()`: the wait queue and each pool's pacing, now. */
+export interface QueueStatus {
+  /** Whether the router has a queue (option `queue`). */
+  enabled: boolean;
+  depth: number;
+  /** How long the oldest waiter has waited, ms (0 when none waits). */
+  oldestWaitMs: number;
+  /** Per value of the `fairBy` label with a waiter, by value (`''`: requests without the label). */
+  byKey: Array<{ value: string; depth: number; oldestWaitMs: number }>;
+  /** Every registered pool: its whole launch tokens (absent without `rateLimit`) and cooldown end (ISO 8601, absent when none). */
+  pools: Array<{ providerId: ProviderId; tokens?: number; coolingUntil?: string }>;
+}
+
 /** The router: filters, ranks, acquires with bounded fallback, and maps ids. */
 export declare class SandboxRouter {
   constructor(options: SandboxRouterOptions);
   /** Acquires a sandbox on the best eligible pool. */
-  provision(request?: SandboxRequest): Promise<ProvisionedSandbox>;
+  provision(request?: SandboxRequest, options?: ProvisionOptions): Promise<ProvisionedSandbox>;
   /** Acquires through `launchDetached`; pools without it are ineligible (`DETACHED_UNSUPPORTED`). */
-  provisionDetached(request?: SandboxRequest): Promise<ProvisionedSandbox>;
+  provisionDetached(request?: SandboxRequest, options?: ProvisionOptions): Promise<ProvisionedSandbox>;
+  /** The wait queue's depth and oldest wait (overall and per `fairBy` value), and each pool's tokens and cooldown. */
+  queueStatus(): QueueStatus;
   /**
    * The attempt order `provision` would use with registered signals (synchronous; no
    * readiness, resolver or capacity). At most `maxAcquisitionAttempts` ids.
@@ -1692,11 +1767,25 @@ export declare class ProvisioningAvailabilityError extends SandboxRouterError {
  * `retryAfterMs` says when the first may launch again (docs/rate-limits.md).
  */
 export declare class ProviderCapacityExhaustedError extends SandboxRouterError {
-  readonly code: 'PROVIDER_CAPACITY_EXHAUSTED' | 'LAUNCH_RATE_LIMITED';
+  /** `QUEUE_FULL`: `queue.maxDepth` provisions wait already; nothing was launched. */
+  readonly code: 'PROVIDER_CAPACITY_EXHAUSTED' | 'LAUNCH_RATE_LIMITED' | 'QUEUE_FULL';
   /** `LAUNCH_RATE_LIMITED`: ms until the first paced pool may launch again. */
   readonly retryAfterMs?: number;
   /** `reason`: an unknown-measurement reason, `NO_CAPACITY_READER`, `COORDINATOR_UNAVAILABLE`, the full dimension (`cpu`, `sandboxes`, …), or pacing's `RATE_LIMITED` / `COOLING_DOWN` (status `EXHAUSTED`). */
   readonly rejections: Array<{ providerId: ProviderId; status: 'UNKNOWN' | 'EXHAUSTED'; reason: string }>;
+}
+/** A provision waited `queue.maxWaitMs` and no pool freed; nothing was launched. Retry later. */
+export declare class QueueTimeoutError extends SandboxRouterError {
+  readonly code: 'QUEUE_TIMEOUT';
+  readonly retryable: true;
+  /** How long it waited, ms. */
+  readonly waitedMs: number;
+  /** What still blocked each pool it waited for (`RATE_LIMITED`, `COOLING_DOWN`, `QUEUED`, a full dimension, `BUDGET_EXCEEDED`, or a failed launch's code on a cooling pool). */
+  readonly capacityRejections: Array<{ providerId: ProviderId; status: 'EXHAUSTED'; reason: string }>;
+}
+/** `ABORTED`: the provision's signal fired before its launch; `ROUTER_CLOSED`: `close()` while it waited. Nothing was launched or is held. */
+export declare class ProvisionAbortedError extends SandboxRouterError {
+  readonly code: 'ABORTED' | 'ROUTER_CLOSED';
 }
 /**
  * A budget refused the provision. `BUDGET_EXHAUSTED`: no candidate's cost fitted every

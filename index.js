@@ -51,6 +51,8 @@ module.exports = {
   ProvisioningAvailabilityError: errors.ProvisioningAvailabilityError,
   ProviderCapacityExhaustedError: errors.ProviderCapacityExhaustedError,
   BudgetExhaustedError: errors.BudgetExhaustedError,
+  QueueTimeoutError: errors.QueueTimeoutError,
+  ProvisionAbortedError: errors.ProvisionAbortedError,
   MappingPersistenceError: errors.MappingPersistenceError,
   SandboxNotFoundError: errors.SandboxNotFoundError,
   AcquisitionTimeoutError: errors.AcquisitionTimeoutError,

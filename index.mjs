@@ -41,6 +41,8 @@ export const {
   ProvisioningAvailabilityError,
   ProviderCapacityExhaustedError,
   BudgetExhaustedError,
+  QueueTimeoutError,
+  ProvisionAbortedError,
   MappingPersistenceError,
   SandboxNotFoundError,
   AcquisitionTimeoutError,

@@ -263,6 +263,10 @@ const everyType: Record<RoutingEventType, true> = {
   'capacity.skipped': true,
   'pool.rate.limited': true,
   'pool.cooldown.started': true,
+  'pool.cooldown.ended': true,
+  'queue.entered': true,
+  'queue.admitted': true,
+  'queue.timeout': true,
   'capacity.admitted': true,
   'attempt.started': true,
   'attempt.failed': true,
@@ -311,6 +315,11 @@ export function describeEvent(event: RoutingEvent): string {
     // @ts-expect-error pool-level: no sandboxId
     void event.sandboxId;
     return `${event.providerId} refills ${event.type === 'warm.refill.paused' ? `paused ${event.code}` : 'resumed'}`;
+  }
+  if (event.type === 'pool.cooldown.ended') {
+    // @ts-expect-error pool-level: no sandboxId
+    void event.sandboxId;
+    return `${event.providerId} may launch again`;
   }
   if (event.type === 'warm.target.changed') {
     // @ts-expect-error pool-level: no sandboxId
@@ -398,6 +407,12 @@ export function describeEvent(event: RoutingEvent): string {
       return `${event.providerId} next token at ${event.retryAt satisfies string}`;
     case 'pool.cooldown.started':
       return `${event.providerId} cools ${event.retryAfterMs satisfies number} ms until ${event.until satisfies string}`;
+    case 'queue.entered':
+      return `${sandboxId} waits (depth ${event.depth satisfies number}) for ${event.providerIds.join(', ')}`;
+    case 'queue.admitted':
+      return `${sandboxId} admitted after ${event.waitedMs satisfies number} ms`;
+    case 'queue.timeout':
+      return `${sandboxId} gave up after ${event.waitedMs satisfies number} ms on ${event.providerIds.join(', ')}`;
     default: {
       const unreachable: never = event;
       return unreachable;
@@ -449,7 +464,7 @@ const registryCodes: Record<ProviderRegistryError['code'], true> = {
 const configCodes: Record<SandboxRouterConfigurationError['code'], true> = { INVALID_CONFIGURATION: true };
 const runtimeCodes: Record<ProviderRuntimeError['code'], true> = { PROVIDER_RUNTIME_ERROR: true, OPERATION_TIMEOUT: true };
 const availabilityCodes: Record<ProvisioningAvailabilityError['code'], true> = { PROVISIONING_AVAILABILITY_FAILED: true };
-const capacityCodes: Record<ProviderCapacityExhaustedError['code'], true> = { PROVIDER_CAPACITY_EXHAUSTED: true, LAUNCH_RATE_LIMITED: true };
+const capacityCodes: Record<ProviderCapacityExhaustedError['code'], true> = { PROVIDER_CAPACITY_EXHAUSTED: true, LAUNCH_RATE_LIMITED: true, QUEUE_FULL: true };
 const mappingCodes: Record<MappingPersistenceError['code'], true> = {
   MAPPING_PERSISTENCE_FAILED: true,
   MAPPING_READ_FAILED: true,

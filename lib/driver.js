@@ -77,6 +77,9 @@ function jobRecord(ctx, detached, done) {
     tel: null,
     /** an operation by id: its runtime method, arguments, answer (lib/operations.js) */
     op: null,
+    /** `provision(request, { signal })`'s signal, and its listener */
+    signal: null,
+    onAbort: noop,
   };
 }
 
@@ -96,7 +99,13 @@ function took(run) {
   if ((flags & F.writes) !== 0 && (flags & F.combined) === 0) writes(run);
   if ((flags & F.events) !== 0) emitDecided(run);
   if ((flags & F.warm) !== 0) run.ctx.warm?.kick();
+  if ((flags & F.wake) !== 0) wakeUp(run.ctx);
   return kind;
+}
+
+/** Wakes the waiting provisions the router names (`WAKE`): their `Wait` steps end now. */
+function wakeUp(ctx) {
+  for (const key of binding.routerWakes(ctx.native)) ctx.waiting.get(key)?.();
 }
 
 /** @type {Array<(run: object) => Promise<number>>} the performer of each step kind (`perform`) */
@@ -394,6 +403,22 @@ perform(K.WarmSettle, async function warmSettle(run) {
   return took(run);
 });
 
+/** `Wait`: the provision sleeps in the router's queue for its bound, or until the router wakes it (`wakeUp`). */
+perform(K.Wait, async function wait(run) {
+  const ctx = run.ctx;
+  await new Promise((resolve) => {
+    const timer = setTimeout(woken, run.bound);
+    function woken() {
+      clearTimeout(timer);
+      ctx.waiting.delete(run.machine);
+      resolve();
+    }
+    ctx.waiting.set(run.machine, woken);
+  });
+  binding.acquisitionWaited(ctx.native, run.machine, STEP, healthNow(ctx.health), clockNow(ctx));
+  return took(run);
+});
+
 /** `Cleanup`: the sandbox whose record could not be written, destroyed. */
 perform(K.Cleanup, async function cleanup(run) {
   const ok = await destroyedWithin(run.def, run.handle, run.bound);
@@ -411,4 +436,4 @@ perform(K.Unintent, async function unintent(run) {
   return took(run);
 });
 
-module.exports = { drive, perform, K, jobRecord, took, end, failure, clockNow, destroyedWithin, measure, STEP };
+module.exports = { drive, perform, K, jobRecord, took, end, failure, clockNow, destroyedWithin, measure, wakeUp, STEP };

@@ -56,6 +56,10 @@ class ManifestStartError extends SandboxRouterError {
     super(message, code, { process: processName, reason, ...details });
   }
 }
+/** `QUEUE_TIMEOUT`: waited `queue.maxWaitMs` and no pool freed (`retryable`, `waitedMs`, `capacityRejections`). */
+class QueueTimeoutError extends SandboxRouterError {}
+/** `ABORTED` (the provision's signal fired before its launch) or `ROUTER_CLOSED` (closed while it waited). */
+class ProvisionAbortedError extends SandboxRouterError {}
 /** A bug in the router itself (e.g. a caught native panic). */
 class SandboxRouterInternalError extends SandboxRouterError {}
 
@@ -77,6 +81,8 @@ const NATIVE_CLASSES = Object.freeze({
   ProvisioningAvailabilityError,
   ProviderRuntimeError,
   SandboxNotFoundError,
+  QueueTimeoutError,
+  ProvisionAbortedError,
 });
 
 /**
@@ -125,6 +131,8 @@ function refuse(fn) {
 
 module.exports = {
   SandboxRouterError,
+  QueueTimeoutError,
+  ProvisionAbortedError,
   SandboxRequestValidationError,
   RoutingNotApplicableError,
   NoEligibleProviderError,

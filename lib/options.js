@@ -60,10 +60,10 @@ function healthTextOf(h) {
 
 /** The data options: `capacity` without its coordinator, the timeouts, `fleet`. */
 function dataOf(options) {
-  const { capacity, callbackTimeoutMs, operationTimeoutMs, fleet, limits } = options;
+  const { capacity, callbackTimeoutMs, operationTimeoutMs, fleet, limits, queue } = options;
   let c = capacity;
   if (capacity !== null && typeof capacity === 'object' && !Array.isArray(capacity)) ({ coordinator: c, ...c } = capacity);
-  return textOf({ capacity: c, callbackTimeoutMs, operationTimeoutMs, fleet, limits }, '') ?? 'null';
+  return textOf({ capacity: c, callbackTimeoutMs, operationTimeoutMs, fleet, limits, queue }, '') ?? 'null';
 }
 
 /** A caller's clock (option `field`): a throw or a non-finite reading is the core's typed error. */
@@ -162,6 +162,7 @@ function contextOf(input) {
         session,
         budgetsJson,
         limits: o.limits,
+        queue: o.queue ?? undefined,
         combined: o.capacity?.coordinated === true && coordinatorOf(store) === coordinatorOf(options.capacity.coordinator),
       },
       firstRegistry,
@@ -202,6 +203,8 @@ function contextOf(input) {
     clock,
     /** the warm pools once `warmUp()` started them (lib/warm.js) */
     warm: null,
+    /** @type {Map<number, () => void>} provisions waiting in the queue: their wake, by job key (driver.js `Wait`) */
+    waiting: new Map(),
     /** option `budgets` (null without); `shared`: they live in the coordinator's database */
     budgets: shared === null || shared === undefined ? null : { shared },
     telemetry,

@@ -6,7 +6,7 @@
 // settles the caller's promise with what the job ended with.
 
 const { binding } = require('./binding.js');
-const { fromNative, isRouterError } = require('./errors.js');
+const { fromNative, isRouterError, callNative } = require('./errors.js');
 const { viewOf } = require('./registry.js');
 const { compile, checkLabels } = require('./compile.js');
 const { emitRouter, debug, DEBUG } = require('./events.js');
@@ -14,12 +14,13 @@ const { keepHandle } = require('./operations.js');
 const { healthNow } = require('./options.js');
 const { needsExtras, extras: extrasOf } = require('./extras.js');
 const { SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
-const { drive, jobRecord, took, end, failure, clockNow, STEP } = require('./driver.js');
+const { drive, jobRecord, took, end, failure, clockNow, wakeUp, STEP } = require('./driver.js');
+const { readOr } = require('./guard.js');
 
 const ENDED = binding.stepFlags().ended;
 
 /** Acquires a sandbox. Returns the promise `provision()` hands out. */
-function provision(ctx, request, detached) {
+function provision(ctx, request, detached, options) {
   const run = jobRecord(ctx, detached, settled);
   const promise = new Promise((resolve, reject) => {
     run.resolve = resolve;
@@ -27,16 +28,23 @@ function provision(ctx, request, detached) {
   });
   // With telemetry, the acquisition runs inside the provision span's context (the request
   // is bound here and never read by lib/telemetry.js).
-  if (ctx.telemetry === null) begin(run, request);
-  else ctx.telemetry.begin(run, begin.bind(null, run, request));
+  if (ctx.telemetry === null) begin(run, request, options);
+  else ctx.telemetry.begin(run, begin.bind(null, run, request, options));
   return promise;
+}
+
+/** `options.signal`: an AbortSignal, or nothing; anything else is the core's typed error. */
+function signalOf(options) {
+  const signal = options === undefined || options === null ? undefined : readOr(() => options.signal, null);
+  return signal === undefined || signal instanceof AbortSignal ? (signal ?? null) : callNative(() => binding.routerOptionsRefused('signal'));
 }
 
 // The job, as above: begun at once without callbacks (nothing awaited, no frame of its own),
 // after them when the router has some. Never throws.
-function begin(run, request) {
+function begin(run, request, options) {
   const ctx = run.ctx;
   try {
+    run.signal = signalOf(options);
     const call = compile(request);
     const view = viewOf(ctx);
     if (!needsExtras(ctx)) return started(run, call, view, null, undefined);
@@ -69,6 +77,8 @@ function started(run, call, view, extras, id) {
     run.pools = view.definitions;
     run.parts = call.compiled.launchParts;
     run.labels = labels;
+    if (run.signal?.aborted) binding.acquisitionAbortBegun(ctx.native, run.machine, STEP, healthNow(ctx.health), clockNow(ctx));
+    else run.signal?.addEventListener('abort', (run.onAbort = () => aborted(run)), { once: true });
     const kind = took(run);
     if (DEBUG) debug(`${run.sandboxId}: attempt order ${binding.acquisitionCandidates(ctx.native, run.machine).join(', ')}`);
     // Not awaited: the driver never rejects; what the job no longer needs (the request, its
@@ -77,6 +87,13 @@ function started(run, call, view, extras, id) {
   } catch (error) {
     refused(run, error);
   }
+}
+
+/** The signal fired while the job is in flight: the router decides what that ends (a waiting one wakes to end). */
+function aborted(run) {
+  if (run.machine < 0) return;
+  binding.acquisitionAbort(run.ctx.native, run.machine);
+  wakeUp(run.ctx);
 }
 
 /** The job could not begin: the caller's promise rejected with the typed error. */
@@ -90,6 +107,7 @@ function refused(run, error) {
 /** The job's end: the caller's promise settled with the sandbox, or with the typed error. */
 function settled(run, ok) {
   const ctx = run.ctx;
+  run.signal?.removeEventListener('abort', run.onAbort);
   if (!ok) {
     const error = failure(run);
     if (run.tel !== null) ctx.telemetry.failed(run, error);

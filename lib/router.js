@@ -17,6 +17,7 @@ const operations = require('./operations.js');
 const { reconcile } = require('./reconcile.js');
 const warm = require('./warm.js');
 const budgets = require('./budgets.js');
+const { wakeUp } = require('./driver.js');
 
 /** The buffer route() lends the native side for an order (at most 10 attempts; read at once). */
 const ORDER = new Uint32Array(16);
@@ -39,13 +40,13 @@ class SandboxRouter {
   }
 
   /** Acquires a sandbox on the best eligible pool. */
-  provision(request) {
-    return provision(this.#ctx, request, false);
+  provision(request, options) {
+    return provision(this.#ctx, request, false, options);
   }
 
   /** Like `provision`, through the runtime's `launchDetached` (pools without it are ineligible). */
-  provisionDetached(request) {
-    return provision(this.#ctx, request, true);
+  provisionDetached(request, options) {
+    return provision(this.#ctx, request, true, options);
   }
 
   /** The attempt order `provision` would use with registered signals, synchronously (no readiness or resolver). */
@@ -78,6 +79,11 @@ class SandboxRouter {
     return warm.warmUp(this.#ctx);
   }
 
+  /** The wait queue (depth, oldest wait, per `fairBy` value) and each pool's launch tokens and cooldown. */
+  queueStatus() {
+    return binding.routerQueueStatus(this.#ctx.native, routerNow(this.#ctx));
+  }
+
   /** Every warm pool's counters: target, idle, launching, claims, misses, failures. */
   warmStatus() {
     return warm.warmStatus(this.#ctx);
@@ -86,6 +92,8 @@ class SandboxRouter {
   /** Stops refilling and destroys idle warm members (`keepWarm: true` leaves them recorded); rejects, never throws. */
   close(options) {
     try {
+      binding.routerCloseQueue(this.#ctx.native);
+      wakeUp(this.#ctx);
       return warm.close(this.#ctx, options);
     } catch (error) {
       return Promise.reject(error);

@@ -61,6 +61,8 @@ pub struct StepFlags {
     pub sequence: u32,
     /// `Reserve`: write the launch intent in the reservation's transaction too.
     pub intent: u32,
+    /// Waiting provisions to wake (`routerWakes`).
+    pub wake: u32,
 }
 
 /// The step flags' values.
@@ -78,6 +80,7 @@ pub fn step_flags() -> StepFlags {
         combined: flags::COMBINED,
         sequence: flags::SEQUENCE,
         intent: flags::INTENT,
+        wake: flags::WAKE,
     }
 }
 
@@ -570,4 +573,39 @@ pub fn acquisition_intent(env: Env, router: &External<RouterState>, key: u32) ->
 #[napi]
 pub fn acquisition_end(router: &External<RouterState>, key: u32) {
     crate::binding::error::contained((), || router.router.borrow_mut().end(key));
+}
+
+/// The `Wait` step is over (its bound passed, or the router named the job among those to
+/// wake); the next step.
+#[napi]
+pub fn acquisition_waited(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    step: Uint32ArraySlice<'_>,
+    now: Option<f64>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
+    stepping(&env, router, key, step, |r| r.waited(key, now_of(now, clock_now)))
+}
+
+/// The provision's `AbortSignal` fired while its job is in flight (the router decides what
+/// that ends: `core::router::queue`).
+#[napi]
+pub fn acquisition_abort(router: &External<RouterState>, key: u32) {
+    crate::binding::error::contained((), || router.router.borrow_mut().abort(key));
+}
+
+/// The provision's signal had fired before its job began: it ends `ABORTED` before its first
+/// step is performed; the next step (`Done`).
+#[napi]
+pub fn acquisition_abort_begun(
+    env: Env,
+    router: &External<RouterState>,
+    key: u32,
+    step: Uint32ArraySlice<'_>,
+    now: Option<f64>,
+    clock_now: Option<f64>,
+) -> napi::Result<()> {
+    stepping(&env, router, key, step, |r| r.abort_begun(key, now_of(now, clock_now)))
 }

@@ -76,6 +76,38 @@ pub struct RouterSettings {
     pub limits: Option<LimitsRecord>,
     /// The mapping store is the capacity coordinator (the same `PostgresMappingStore`).
     pub combined: Option<bool>,
+    /// The `queue` option as `readRouterOptions` read it (absent: no queue).
+    pub queue: Option<QueueRecord>,
+}
+
+/// The router option `queue`, validated (`core::queue::QueueConfig`).
+#[napi(object)]
+#[derive(Clone)]
+pub struct QueueRecord {
+    /// Longest wait, ms.
+    pub max_wait_ms: f64,
+    /// Most provisions waiting at once.
+    pub max_depth: u32,
+    /// The launch label whose values take turns (absent: first come, first served).
+    pub fair_by: Option<String>,
+}
+
+impl From<crate::core::queue::QueueConfig> for QueueRecord {
+    fn from(q: crate::core::queue::QueueConfig) -> Self {
+        QueueRecord { max_wait_ms: q.max_wait_ms as f64, max_depth: q.max_depth, fair_by: q.fair_by }
+    }
+}
+
+impl QueueRecord {
+    /// The core's form, read again by the core's rule (a hand-made record cannot pass a
+    /// value out of range).
+    fn to_core(&self) -> Result<Option<crate::core::queue::QueueConfig>, Failure> {
+        let mut v = serde_json::json!({ "maxWaitMs": self.max_wait_ms, "maxDepth": self.max_depth });
+        if let Some(label) = &self.fair_by {
+            v["fairBy"] = serde_json::json!({ "label": label });
+        }
+        crate::core::router::options::queue(&v)
+    }
 }
 
 /// What kind of value one option is, and which of the methods that matter it has.
@@ -123,6 +155,8 @@ pub struct RouterOptionsRecord {
     pub health_clock: bool,
     /// `limits`, every omitted field at its default.
     pub limits: LimitsRecord,
+    /// `queue`, when on.
+    pub queue: Option<QueueRecord>,
 }
 
 /// The router option `limits`, validated (`core::router::options::limits`).
@@ -206,6 +240,7 @@ pub fn read_router_options(
             clock: o.clock,
             health_clock: o.health_clock,
             limits: o.limits.into(),
+            queue: o.queue.map(QueueRecord::from),
         })
     })
 }
@@ -292,6 +327,7 @@ fn settings_of(s: RouterSettings) -> Result<Settings, Failure> {
         budgets,
         limits: s.limits.as_ref().map(LimitsRecord::to_core).transpose()?.unwrap_or_default(),
         combined: s.combined.unwrap_or(false),
+        queue: s.queue.as_ref().map(QueueRecord::to_core).transpose()?.flatten(),
     })
 }
 
@@ -657,4 +693,87 @@ pub fn check_labels(env: Env, labels_json: String, router: Option<&External<Rout
         let limits = router.map_or_else(LabelLimits::default, |r| r.router.borrow().label_limits);
         labels_from(&labels_json, &limits).map(drop)
     })
+}
+
+/// The waiting provisions to wake now (a step's `WAKE` flag said there are some), once.
+#[napi]
+pub fn router_wakes(router: &External<RouterState>) -> Vec<u32> {
+    crate::binding::error::contained(Vec::new(), || router.router.borrow_mut().take_wakes())
+}
+
+/// `router.close()`: every waiting provision is to end `ROUTER_CLOSED` (they are among
+/// `routerWakes` next), and none waits from now on.
+#[napi]
+pub fn router_close_queue(router: &External<RouterState>) {
+    crate::binding::error::contained((), || router.router.borrow_mut().close_queue());
+}
+
+/// One fairness lane of the wait queue (`queueStatus().byKey`).
+#[napi(object)]
+pub struct QueueLaneStatus {
+    /// The `fairBy` label's value (`""`: requests without the label).
+    pub value: String,
+    /// Provisions waiting in it.
+    pub depth: u32,
+    /// How long its oldest has waited, ms.
+    pub oldest_wait_ms: f64,
+}
+
+/// One pool's pacing now (`queueStatus().pools`).
+#[napi(object)]
+pub struct PoolPaceStatus {
+    /// The pool.
+    pub provider_id: String,
+    /// Whole launch tokens it holds now (absent: it declares no `rateLimit`).
+    pub tokens: Option<u32>,
+    /// ISO-8601: when its `Retry-After` cooldown ends (absent: none in force).
+    pub cooling_until: Option<String>,
+}
+
+/// `router.queueStatus()`.
+#[napi(object)]
+pub struct QueueStatusRecord {
+    /// Whether the router has a wait queue (option `queue`).
+    pub enabled: bool,
+    /// Provisions waiting.
+    pub depth: u32,
+    /// How long the oldest has waited, ms (0 when none waits).
+    pub oldest_wait_ms: f64,
+    /// Per value of the `fairBy` label that has a waiter, by value (empty without `fairBy`).
+    pub by_key: Vec<QueueLaneStatus>,
+    /// Every pool of the registry, in registration order: its tokens and cooldown.
+    pub pools: Vec<PoolPaceStatus>,
+}
+
+/// `router.queueStatus()` at the router's clock (`clockNow`; omitted: the wall clock).
+#[napi]
+pub fn router_queue_status(router: &External<RouterState>, clock_now: Option<f64>) -> QueueStatusRecord {
+    let now = crate::binding::clock::now_of(None, clock_now).router;
+    let (queue, pools) = router.router.borrow().queue_status(now);
+    let pools = pools
+        .into_iter()
+        .map(|p| PoolPaceStatus {
+            provider_id: p.id,
+            tokens: p.tokens,
+            cooling_until: p.cooling_until.map(crate::core::clock::iso8601_millis),
+        })
+        .collect();
+    match queue {
+        None => QueueStatusRecord { enabled: false, depth: 0, oldest_wait_ms: 0.0, by_key: Vec::new(), pools },
+        Some(q) => QueueStatusRecord {
+            enabled: true,
+            depth: q.depth as u32,
+            oldest_wait_ms: q.oldest_wait_ms as f64,
+            by_key: q
+                .lanes
+                .into_iter()
+                .map(|(value, depth, oldest)| QueueLaneStatus {
+                    value,
+                    depth: depth as u32,
+                    oldest_wait_ms: oldest as f64,
+                })
+                .collect(),
+            pools,
+        },
+    }
 }

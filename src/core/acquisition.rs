@@ -129,6 +129,9 @@ pub enum Outcome {
     /// The shared budget ledger could not be asked and rule `rule` refuses then
     /// ([`BUDGET_STORE_UNAVAILABLE`]); nothing launched.
     BudgetUnavailable { rule: usize },
+    /// The provision's `AbortSignal` fired (or its router closed) before its next launch
+    /// started ([`crate::core::queue::ABORTED`]); what it held was given back.
+    Aborted,
 }
 
 impl Outcome {
@@ -144,6 +147,7 @@ impl Outcome {
             Outcome::BudgetExhausted => Some(BUDGET_EXHAUSTED),
             Outcome::RateLimited { .. } => Some(RATE_LIMITED_CODE),
             Outcome::BudgetUnavailable { .. } => Some(BUDGET_STORE_UNAVAILABLE),
+            Outcome::Aborted => Some(crate::core::queue::ABORTED),
         }
     }
 }
@@ -151,6 +155,30 @@ impl Outcome {
 /// Whether a skip's reason is pacing's.
 fn is_paced(reason: &str) -> bool {
     reason == RATE_LIMITED || reason == COOLING_DOWN
+}
+
+/// A block of the last pass over the candidates that time may clear (`core::queue`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Block {
+    /// Pool index.
+    pub pool: usize,
+    /// The skip's reason (`RATE_LIMITED`, `COOLING_DOWN`, `QUEUED`, the full dimension,
+    /// `BUDGET_EXCEEDED`), or the failed launch's code on a pool now cooling down.
+    pub reason: String,
+    /// When to look again.
+    pub wake: Wake,
+}
+
+/// When a waiting provision should look again at one of its blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// At this instant (router clock, ms): the next token, the cooldown's end.
+    At(i64),
+    /// After [`crate::core::queue::RECHECK_MS`], unless a release wakes it first (capacity
+    /// full, a budget's concurrent slot).
+    Recheck,
+    /// When a waiter ahead of it leaves.
+    Woken,
 }
 
 /// One failed attempt, as reported in errors and events (sanitized code only).
@@ -278,6 +306,8 @@ struct Paced {
     refund: Option<usize>,
     /// The earliest time a paced-over candidate may launch again.
     until: Option<i64>,
+    /// The pools waiters ahead of this provision wait for: skipped as `QUEUED`.
+    queued: Vec<PoolId>,
 }
 
 /// An acquisition's budget state.
@@ -369,7 +399,7 @@ impl Acquisition {
     /// the router's pacing (`limits` and `ids` by pool index); one without a token, or
     /// cooling down, is skipped without consuming an attempt. Call before the first step.
     pub fn pace(&mut self, limits: Rc<[Option<RateLimit>]>, ids: Rc<[PoolId]>) {
-        self.paced = Some(Box::new(Paced { limits, ids, held: None, refund: None, until: None }));
+        self.paced = Some(Box::new(Paced { limits, ids, held: None, refund: None, until: None, queued: Vec::new() }));
     }
 
     /// Offers each candidate that keeps a warm pool (`pools[index]`) as a claim before its
@@ -553,6 +583,12 @@ impl Acquisition {
             if let (Some(p), Some(pacing)) = (self.paced.as_deref_mut(), pacing.as_deref_mut()) {
                 // (A pool index past the plan's ids cannot come from the route; it is not paced.)
                 if let (true, Some(id)) = (p.held != Some(self.pos), p.ids.get(pool)) {
+                    if p.queued.contains(id) {
+                        // Waiters ahead wait for it: their turn first.
+                        self.release_trial(health.as_deref_mut());
+                        self.skip(pool, SkipStatus::Exhausted, crate::core::queue::QUEUED.to_string());
+                        continue;
+                    }
                     let limit = p.limits.get(pool).copied().flatten();
                     match pacing.take(id, limit, self.clock) {
                         Ok(()) => p.held = limit.map(|_| self.pos),
@@ -582,6 +618,138 @@ impl Acquisition {
             self.phase = Phase::Admitting(seq);
             return Step::Admit(pool);
         }
+    }
+
+    /// Skips `pools` as [`crate::core::queue::QUEUED`] (waiters ahead wait for them) until
+    /// the next [`Acquisition::rewind`]. Paced machines only.
+    pub fn queue_behind(&mut self, pools: Vec<PoolId>) {
+        if let Some(p) = self.paced.as_deref_mut() {
+            p.queued = pools;
+        }
+    }
+
+    /// The blocks of a pass that ran out of candidates, those time may clear, with when to
+    /// look again (`pacing`: when a token comes or a cooldown ends). Empty when the ending
+    /// is not one a wait can change: a success, a terminal failure, a launch in doubt, no
+    /// attempt left, or only blocks time does not clear (an unreadable capacity, a circuit,
+    /// a cost or launch budget spent for its window).
+    pub fn waitable(&self, pacing: &Pacing) -> Vec<Block> {
+        let exhausted_on = match &self.outcome {
+            Some(
+                Outcome::RateLimited { .. }
+                | Outcome::NoCapacity
+                | Outcome::BudgetExhausted
+                | Outcome::ExhaustedByCapacity,
+            ) => None,
+            Some(Outcome::Exhausted { pool }) => Some(*pool),
+            _ => return Vec::new(),
+        };
+        if self.made as usize >= self.max_attempts {
+            return Vec::new();
+        }
+        let blocked_until = |pool: usize| {
+            let p = self.paced.as_deref()?;
+            let limit = p.limits.get(pool).copied().flatten();
+            pacing.peek(p.ids.get(pool)?, limit, self.clock).err().map(|b| b.until)
+        };
+        let mut out = Vec::new();
+        for s in &self.skipped {
+            let wake = match s.reason.as_str() {
+                r if is_paced(r) => blocked_until(s.pool).map_or(Wake::Recheck, Wake::At),
+                crate::core::queue::QUEUED => Wake::Woken,
+                budget::BUDGET_EXCEEDED => {
+                    let refusals = self.budget.as_ref().map(|b| b.refusals.as_slice()).unwrap_or_default();
+                    let waits = refusals.iter().filter(|(p, _)| *p == s.pool).flat_map(|(_, rs)| rs.iter());
+                    let mut waits = waits.clone().peekable();
+                    if waits.peek().is_none()
+                        || !waits.all(|r| r.retryable || r.dimension == budget::Dimension::Concurrent)
+                    {
+                        continue;
+                    }
+                    Wake::Recheck
+                }
+                _ if s.status == SkipStatus::Exhausted => Wake::Recheck,
+                _ => continue,
+            };
+            out.push(Block { pool: s.pool, reason: s.reason.clone(), wake });
+        }
+        // A launch that failed before allocating, on a pool now cooling down (its
+        // `Retry-After`): the cooldown's end is the retry's turn.
+        if let (Some(pool), Some(last)) = (exhausted_on, self.attempts.last()) {
+            if let Some(until) = blocked_until(pool) {
+                out.push(Block { pool, reason: last.code.clone(), wake: Wake::At(until) });
+            }
+        }
+        out
+    }
+
+    /// Starts a new pass over the candidates after a pass that ran out of them (the
+    /// provision waited): the attempts made so far still count, its events say nothing of
+    /// the ending that did not happen.
+    pub fn rewind(&mut self) {
+        if self.phase != Phase::Done {
+            return;
+        }
+        if let Some(i) = self.events.iter().rposition(|e| matches!(e, Event::ProvisionExhausted { .. })) {
+            self.events.remove(i);
+        }
+        self.pos = 0;
+        self.phase = Phase::Next;
+        self.outcome = None;
+        self.skipped.clear();
+        self.circuit_skipped = None;
+        self.claim_tried = false;
+        if let Some(b) = self.budget.as_deref_mut() {
+            b.refusals.clear();
+            b.unavailable = None;
+        }
+        if let Some(p) = self.paced.as_deref_mut() {
+            p.until = None;
+            p.queued.clear();
+        }
+    }
+
+    /// Ends the acquisition before the launch it is about to start ([`Outcome::Aborted`]):
+    /// the launch's capacity hold, budget reservation and launch token are given back (no
+    /// launch happened, so nothing was allocated). Any other phase holds nothing to give back
+    /// but the candidate's reservations, which ending gives back.
+    pub fn abort(&mut self, ledger: Option<&mut Ledger>) {
+        if self.phase == Phase::Done {
+            return;
+        }
+        if let Phase::Launching(_) = self.phase {
+            if let Some(pool) = self.settle(ledger, false) {
+                self.made = self.made.saturating_sub(1);
+                self.note(pool, |_| Pending::Release);
+                if let Some(p) = self.paced.as_deref_mut() {
+                    if p.limits.get(pool).copied().flatten().is_some() {
+                        p.refund = Some(pool);
+                    }
+                }
+            }
+        } else {
+            let pool = self.candidates.get(self.pos).copied();
+            if let Some(pool) = pool {
+                self.give_back_budget(pool);
+            }
+        }
+        self.finish(Outcome::Aborted);
+    }
+
+    /// The ending's `provision.exhausted` event names `code` instead (the wait queue ended
+    /// the provision: `QUEUE_TIMEOUT`, `QUEUE_FULL`, `ABORTED`, `ROUTER_CLOSED`).
+    pub fn restate(&mut self, code: &str) {
+        let ending = self.events.iter_mut().rev().find(|e| matches!(e, Event::ProvisionExhausted { .. }));
+        if let Some(Event::ProvisionExhausted { code: c, .. }) = ending {
+            *c = code.to_string();
+        } else if self.observing() && self.phase == Phase::Done {
+            self.push(Event::ProvisionExhausted { code: code.to_string(), summary: None });
+        }
+    }
+
+    /// Whether a launch is about to start (the step the caller performs next is it).
+    pub fn launching(&self) -> bool {
+        matches!(self.phase, Phase::Launching(_))
     }
 
     /// A candidate health excluded at launch time: no attempt consumed.

@@ -466,6 +466,7 @@ pub fn skip_reason(status: SkipStatus, reason: &str) -> &'static str {
     match status {
         SkipStatus::Exhausted if reason == crate::core::pacing::RATE_LIMITED => crate::core::pacing::RATE_LIMITED,
         SkipStatus::Exhausted if reason == crate::core::pacing::COOLING_DOWN => crate::core::pacing::COOLING_DOWN,
+        SkipStatus::Exhausted if reason == crate::core::queue::QUEUED => crate::core::queue::QUEUED,
         SkipStatus::Exhausted => DIMENSIONS.iter().find(|(d, _)| *d == reason).map_or(EXHAUSTED_OTHER, |(_, r)| r),
         SkipStatus::Unknown => match reason {
             NO_CAPACITY_READER => NO_CAPACITY_READER,
@@ -483,6 +484,7 @@ pub fn skip_reasons() -> Vec<&'static str> {
     out.push(EXHAUSTED_OTHER);
     // Pacing's RATE_LIMITED is also a reader's (`UnknownReason`): listed once.
     out.push(crate::core::pacing::COOLING_DOWN);
+    out.push(crate::core::queue::QUEUED);
     out
 }
 

@@ -114,12 +114,18 @@ pub enum ErrorClass {
     ProviderRuntime,
     /// `SandboxNotFoundError`: no mapping for this id, or its sandbox is gone.
     SandboxNotFound,
+    /// `QueueTimeoutError`: a provision waited the queue's `maxWaitMs` and no pool freed
+    /// (retryable; the error says how long it waited and what blocked it).
+    QueueTimeout,
+    /// `ProvisionAbortedError`: the provision's `AbortSignal` fired before its launch
+    /// (`ABORTED`), or its router closed while it waited (`ROUTER_CLOSED`); nothing launched.
+    Aborted,
 }
 
 impl ErrorClass {
     /// Every class, in declaration order: `lib/errors.js`'s table of classes by name is
     /// checked against this list (`errorClassNames`, `__test__/errors.test.cjs`).
-    pub const ALL: [ErrorClass; 16] = [
+    pub const ALL: [ErrorClass; 18] = [
         ErrorClass::RequestValidation,
         ErrorClass::RoutingNotApplicable,
         ErrorClass::NoEligibleProvider,
@@ -136,6 +142,8 @@ impl ErrorClass {
         ErrorClass::ProvisioningAvailability,
         ErrorClass::ProviderRuntime,
         ErrorClass::SandboxNotFound,
+        ErrorClass::QueueTimeout,
+        ErrorClass::Aborted,
     ];
 
     /// The JS class name (`lib/errors.js` exports each under this name).
@@ -157,6 +165,8 @@ impl ErrorClass {
             ErrorClass::PackageMissing => "ProviderPackageMissingError",
             ErrorClass::OperationUnsupported => "ProviderOperationUnsupportedError",
             ErrorClass::ProvisioningAvailability => "ProvisioningAvailabilityError",
+            ErrorClass::QueueTimeout => "QueueTimeoutError",
+            ErrorClass::Aborted => "ProvisionAbortedError",
         }
     }
 }

@@ -300,6 +300,31 @@ events! {
         /// ISO-8601: when the cooldown ends (a longer earlier one is kept).
         until: Time = "until" as "string",
     },
+    /// Pacing: a pool's `Retry-After` cooldown passed; it may launch again (reported at the
+    /// first decision after its end).
+    PoolCooldownEnded = "pool.cooldown.ended" as "PoolCooldownEndedEvent", Router {
+        pool: PoolId = "providerId" as "ProviderId",
+    },
+    /// The wait queue (`queue`): every pool of the provision was blocked by something time
+    /// clears, so it waits its turn.
+    QueueEntered = "queue.entered" as "QueueEnteredEvent", Sandbox {
+        /// Provisions waiting, this one included.
+        depth: u32 = "depth" as "number",
+        /// The pools it waits for.
+        pools: Vec<PoolId> = "providerIds" as "ProviderId[]",
+    },
+    /// The wait queue: a pool freed and the waiting provision goes on to its launch (or claim).
+    QueueAdmitted = "queue.admitted" as "QueueAdmittedEvent", Sandbox {
+        /// How long it waited, ms.
+        waited_ms: u64 = "waitedMs" as "number",
+    },
+    /// The wait queue: the provision waited `maxWaitMs` and no pool freed (`QUEUE_TIMEOUT`).
+    QueueTimeout = "queue.timeout" as "QueueTimeoutEvent", Sandbox {
+        /// How long it waited, ms.
+        waited_ms: u64 = "waitedMs" as "number",
+        /// The pools that still blocked it.
+        pools: Vec<PoolId> = "providerIds" as "ProviderId[]",
+    },
     /// Capacity routing admitted a pool for the next launch.
     CapacityAdmitted = "capacity.admitted" as "CapacityAdmittedEvent", Sandbox {
         pool: PoolId = "providerId" as "ProviderId",
@@ -564,7 +589,7 @@ pub(crate) mod tests {
         assert_eq!(sorted.len(), names.len(), "no type is declared twice");
         let schema: Vec<&str> = schema().iter().map(|t| t.name).collect();
         assert_eq!(schema, names);
-        assert_eq!(names.len(), 35);
+        assert_eq!(names.len(), 39);
     }
 
     #[test]

@@ -163,6 +163,12 @@ pub fn failure_of<'a>(
             attempts: false,
             ..base
         },
+        Outcome::Aborted => Report {
+            class: ErrorClass::Aborted,
+            message: "the provision was aborted before its launch: nothing was launched and nothing is held".to_string(),
+            attempts: false,
+            ..base
+        },
         Outcome::ExhaustedByCapacity => Report {
             message: format!(
                 "acquisition exhausted after {} attempt(s); the remaining providers had no capacity",

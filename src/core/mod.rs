@@ -30,6 +30,7 @@ pub mod packages;
 pub mod pool;
 pub mod profile;
 pub mod providers;
+pub mod queue;
 pub mod ranking;
 pub mod reasons;
 pub mod reconcile;

@@ -91,6 +91,8 @@ struct Pace {
 #[derive(Debug, Default)]
 pub struct Pacing {
     pools: HashMap<String, Pace>,
+    /// Pools whose cooldown a take found passed, since [`Pacing::take_ended`].
+    ended: Vec<String>,
 }
 
 impl Pacing {
@@ -98,6 +100,10 @@ impl Pacing {
     /// if so. A pool with neither a limit nor a cooldown always may, and leaves no state.
     pub fn take(&mut self, pool: &str, limit: Option<RateLimit>, now: i64) -> Result<(), Blocked> {
         self.peek(pool, limit, now)?;
+        if self.pools.get(pool).is_some_and(|p| p.cooling_until != 0) {
+            // Its cooldown passed (peek refuses one in force): the first launch after it says so.
+            self.ended.push(pool.to_string());
+        }
         let Some(limit) = limit else {
             // A passed cooldown says nothing more.
             self.pools.remove(pool);
@@ -169,6 +175,16 @@ impl Pacing {
         self.pools.retain(|id, p| {
             p.cooling_until > now || limit_of(id).is_some_and(|l| refilled(*p, l, now) < f64::from(l.burst))
         });
+    }
+
+    /// The pools whose cooldown ended since the last call (`pool.cooldown.ended`), once.
+    pub fn take_ended(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.ended)
+    }
+
+    /// When `pool`'s cooldown ends, if one is in force at `now`.
+    pub fn cooling_until(&self, pool: &str, now: i64) -> Option<i64> {
+        self.pools.get(pool).map(|p| p.cooling_until).filter(|&u| u > now)
     }
 
     /// How many pools have state now.

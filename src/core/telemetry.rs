@@ -75,7 +75,7 @@ impl ProvisionOutcome {
             | Outcome::BudgetUnavailable { .. } => ProvisionOutcome::Exhausted,
             Outcome::TimedOut { .. } => ProvisionOutcome::TimedOut,
             Outcome::CircuitOpen { .. } => ProvisionOutcome::NotEligible,
-            Outcome::Terminal { .. } | Outcome::PackageFailed { .. } => ProvisionOutcome::Terminal,
+            Outcome::Terminal { .. } | Outcome::PackageFailed { .. } | Outcome::Aborted => ProvisionOutcome::Terminal,
         }
     }
 

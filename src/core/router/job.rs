@@ -37,6 +37,8 @@ pub(crate) enum Stage {
     Cleanup,
     /// The intent is being settled after a failure (`failed`: written as failed).
     Unintent { failed: bool },
+    /// Waiting in the router's queue until `Job::wait_until` or a wake.
+    Waiting,
     /// Over with a sandbox.
     Succeeded,
     /// Over without one.
@@ -84,6 +86,18 @@ pub(crate) struct Job {
     /// A failure decided outside the machine (an intent or a record that could not be
     /// written), with whether a sandbox may exist.
     pub(crate) fault: Option<(Failure, bool)>,
+    /// What the wait queue keeps of a provision (None until it first waits, and for refills).
+    pub(crate) wait: Option<Box<WaitState>>,
+}
+
+/// A provision's wait: its fairness lane, when to look again, what blocked it, and an abort
+/// asked for (`ABORTED` or `ROUTER_CLOSED`).
+#[derive(Default)]
+pub(crate) struct WaitState {
+    pub(crate) lane: Option<String>,
+    pub(crate) until: i64,
+    pub(crate) blocks: Vec<crate::core::acquisition::Block>,
+    pub(crate) abort: Option<&'static str>,
 }
 
 impl Job {

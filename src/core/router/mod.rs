@@ -19,6 +19,7 @@ pub mod operation;
 pub mod options;
 pub mod pools;
 pub mod provision;
+pub mod queue;
 pub mod reconcile;
 mod slab;
 pub mod step;
@@ -89,6 +90,8 @@ pub struct Settings {
     /// provision's record and its settlements, and a destroy's writes, can each be one
     /// transaction (flag `COMBINED`).
     pub combined: bool,
+    /// The wait queue (`queue`), when on.
+    pub queue: Option<crate::core::queue::QueueConfig>,
 }
 
 /// A router's capacity policy.
@@ -182,6 +185,10 @@ pub struct Router {
     pub budgets: Option<Budgets>,
     /// Each pool's launch tokens and `Retry-After` cooldown (`core::pacing`).
     pub(crate) pacing: crate::core::pacing::Pacing,
+    /// The wait queue (`queue`), when on (`queue.rs`).
+    pub(crate) queue: Option<crate::core::queue::Queue>,
+    /// Waiting jobs to wake now (flag `WAKE`): a pool may have freed for them.
+    pub(crate) wakes: Vec<u32>,
     /// Bounds on a request's launch labels (`limits`).
     pub label_limits: crate::core::request::LabelLimits,
     /// The mapping store is the coordinator and the holds live there: steps whose writes
@@ -236,6 +243,8 @@ impl Router {
             warm_work: warm::WarmWork::default(),
             budgets: Budgets::new(settings.budgets, coordinated, sink, now, settings.limits.settle_horizon_ms),
             pacing: crate::core::pacing::Pacing::default(),
+            queue: settings.queue.map(crate::core::queue::Queue::new),
+            wakes: Vec::new(),
             label_limits: settings.limits.labels,
             combined: settings.combined && coordinated,
             registry,
@@ -296,6 +305,8 @@ impl Router {
             b.flush();
             released
         });
+        // Room may have freed for a waiting provision.
+        self.wake_firsts();
         (capacity, budget)
     }
 

@@ -643,6 +643,9 @@ impl Router {
         if job.forget {
             next.flags |= flags::FORGET;
         }
+        if !self.wakes.is_empty() {
+            next.flags |= super::step::flags::WAKE;
+        }
         Ok(next)
     }
 
@@ -958,6 +961,7 @@ mod tests {
             budgets: Vec::new(),
             limits: Default::default(),
             combined: false,
+            queue: None,
         }
     }
 

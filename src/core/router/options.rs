@@ -14,7 +14,7 @@ use crate::core::request::{validate_fleet, LabelLimits, DEFAULT_FLEET, DEFAULT_L
 use serde_json::{Map, Value};
 
 /// Every option a router takes, in the documented order.
-pub const ROUTER_OPTIONS: [&str; 15] = [
+pub const ROUTER_OPTIONS: [&str; 16] = [
     "registry",
     "mappings",
     "observer",
@@ -30,6 +30,7 @@ pub const ROUTER_OPTIONS: [&str; 15] = [
     "budgets",
     "limits",
     "telemetry",
+    "queue",
 ];
 
 /// The methods whose presence decides an option (JavaScript reports which of these a given
@@ -103,6 +104,12 @@ pub fn limits(v: &Value) -> Result<Limits, Failure> {
     })
 }
 
+/// Reads the router option `queue` (`core::queue::QueueConfig::read`); the error names the
+/// field (`queue.maxWaitMs`).
+pub fn queue(v: &Value) -> Result<Option<crate::core::queue::QueueConfig>, Failure> {
+    crate::core::queue::QueueConfig::read(v).map_err(|e| err(e.field, &e.expectation))
+}
+
 /// What kind of value JavaScript found for one option, and which of [`METHODS`] it has.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Given {
@@ -157,6 +164,8 @@ pub struct RouterOptions {
     pub health_clock: bool,
     /// `limits`: label limits and the budgets' settle horizon.
     pub limits: Limits,
+    /// `queue`: the wait queue (None: off, the default).
+    pub queue: Option<crate::core::queue::QueueConfig>,
 }
 
 /// A router's capacity policy, validated.
@@ -190,6 +199,7 @@ impl Default for RouterOptions {
             clock: false,
             health_clock: false,
             limits: Limits::default(),
+            queue: None,
         }
     }
 }
@@ -293,6 +303,9 @@ pub fn read(given: &[Given], health_clock: Option<&str>, data: &Value) -> Result
     if find("limits").is_some() {
         o.limits = limits(data.get("limits").unwrap_or(&Value::Null))?;
     }
+    if find("queue").is_some() {
+        o.queue = queue(data.get("queue").unwrap_or(&Value::Null))?;
+    }
     if let Some(g) = find("clock") {
         if g.kind != "function" {
             return Err(err("clock", "must be a function returning milliseconds since the epoch"));
@@ -354,6 +367,13 @@ pub fn refused(what: &str) -> Failure {
         "unreadable" => err("options", "could not be read (a property access threw)"),
         "mappings" => err("mappings", "could not be read"),
         "budgets" => err("budgets", "could not be read (a property access threw)"),
+        // `provision(request, { signal })`: a signal that is not an AbortSignal.
+        "signal" => Fault::invalid(
+            crate::core::error::ErrorClass::RequestValidation,
+            "INVALID_REQUEST",
+            "invalid options: signal must be an AbortSignal",
+            "options.signal",
+        ),
         // `route(request, options)` / `explain(request, options)`: their options.
         "call" => Fault::invalid(
             crate::core::error::ErrorClass::RequestValidation,

@@ -269,6 +269,9 @@ impl Router {
             machine.offer_claims(c);
             Box::new(WarmRole::Claimer(Claimer { request: Rc::clone(req), member: None, floor: None, fleet: false }))
         });
+        let wait = self
+            .lane_of(&labels)
+            .map(|lane| Box::new(super::job::WaitState { lane: Some(lane), ..Default::default() }));
         let key = self.jobs.insert(Job {
             id,
             machine,
@@ -285,7 +288,10 @@ impl Router {
             intent_stored: false,
             provider_sandbox_id: None,
             fault: None,
+            wait,
         });
+        // Waiters' pools are theirs first.
+        self.queue_behind(key);
         if let (Some((summary, rejected)), Some(names)) = (announced, names) {
             let at = at.router;
             let job = self.jobs.get_mut(key)?;
@@ -309,7 +315,8 @@ impl Router {
     pub(crate) fn paced(&self, pools: &mut Pools) -> Option<PacePlan> {
         let limits = match &pools.rate_limits {
             Some(l) => l.clone(),
-            None if self.pacing.is_empty() => return None,
+            // The wait queue skips waiters' pools in the pacing step.
+            None if self.pacing.is_empty() && self.queue.is_none() => return None,
             None => pools.registry.pools().iter().map(|_| None).collect(),
         };
         Some((limits, pools.ids()))
@@ -345,6 +352,9 @@ impl Router {
     pub fn step(&mut self, key: u32, now: Now) -> Result<Next, Failure> {
         self.clock = now.router;
         let next = self.next_of(key, now)?;
+        for pool in self.pacing.take_ended() {
+            self.emit(now.router, None, Event::PoolCooldownEnded { pool: PoolId::from(pool.as_str()) });
+        }
         let mut flags = next.flags | self.pending_flags();
         let job = self.jobs.get_mut(key)?;
         if job.machine.has_events() {
@@ -366,10 +376,19 @@ impl Router {
             let job = jobs.get_mut(key)?;
             let pool = job.pool;
             let at = |kind: StepKind, bound_ms: u64| Next { kind, pool, bound_ms, flags: 0 };
+            let aborting = job.wait.as_ref().is_some_and(|w| w.abort.is_some());
             match job.stage {
                 Stage::Machine => {}
+                Stage::Intent | Stage::Launch if aborting => {
+                    self.abort_before_launch(key, now)?;
+                    continue;
+                }
                 Stage::Intent => return Ok(at(StepKind::Intent, callback)),
                 Stage::Launch => return Ok(at(StepKind::Launch, job.timeout_ms)),
+                Stage::Waiting => {
+                    let until = job.wait.as_ref().map_or(now.router, |w| w.until);
+                    return Ok(at(StepKind::Wait, until.saturating_sub(now.router).max(1) as u64));
+                }
                 Stage::Classify => return Ok(at(StepKind::Classify, callback)),
                 Stage::Persist => return Ok(Next { flags: combined, ..at(StepKind::Persist, callback) }),
                 Stage::WarmSettle => return Ok(at(StepKind::WarmSettle, callback)),
@@ -406,6 +425,7 @@ impl Router {
                     // The reservation's transaction wrote this launch's intent: no step of its own.
                     let ready = job.intent_ready.take() == Some(pool);
                     job.stage = if intents && !ready { Stage::Intent } else { Stage::Launch };
+                    self.admitted(key, now.router);
                 }
                 Step::Reserve(pool) => {
                     job.pool = pool;
@@ -424,6 +444,12 @@ impl Router {
                 }
                 Step::Done => {
                     let succeeded = matches!(job.machine.outcome(), Some(Outcome::Succeeded(_) | Outcome::Claimed(_)));
+                    if succeeded {
+                        self.admitted(key, now.router);
+                    } else if self.wait_or_fail(key, now.router)? {
+                        continue;
+                    }
+                    let job = self.jobs.get_mut(key)?;
                     let settle_intent = !succeeded && intents && (job.launched || job.intent_stored);
                     let stage = if succeeded {
                         Stage::Succeeded
@@ -930,7 +956,9 @@ impl Router {
         let Router { jobs, budgets, clock, .. } = self;
         let job = jobs.get_mut(key)?;
         if let Some((e, may_exist)) = &job.fault {
-            let outcome = ProvisionOutcome::Terminal;
+            // A wait that ran out, or a queue with no room: retry later, as for capacity.
+            let later = e.code == crate::core::queue::QUEUE_TIMEOUT || e.code == crate::core::queue::QUEUE_FULL;
+            let outcome = if later { ProvisionOutcome::Exhausted } else { ProvisionOutcome::Terminal };
             return Ok(Some(Ending { error: e.clone(), may_exist: *may_exist, package: false, outcome }));
         }
         let pools = job.pools.borrow();
@@ -1024,7 +1052,12 @@ impl Router {
             return;
         }
         let refill = self.refill_outcome(key);
+        self.unqueue(key);
         if let Some(mut job) = self.jobs.remove(key) {
+            // What it held (a capacity hold, a budget slot) may have been given back.
+            if self.capacity.is_some() || self.budgets.is_some() {
+                self.wake_firsts();
+            }
             if let Some(h) = &mut self.health {
                 job.machine.abandon(h);
             }

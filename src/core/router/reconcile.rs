@@ -1476,6 +1476,7 @@ mod tests {
                 budgets,
                 limits: Default::default(),
                 combined: false,
+                queue: None,
             };
             Router::new(settings, Rc::new(RefCell::new(p)), None, None, T0).expect("a router")
         }

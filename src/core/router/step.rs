@@ -67,6 +67,10 @@ pub enum StepKind {
     /// A fleet claim's member proved gone under shared budgets: give its charge back to the
     /// provision (`warmUncharge`), then report [`Router::claim_uncharged`].
     ClaimUncharge = 41,
+    /// The provision waits in the router's queue (`queue`): wait until the bound passes, it
+    /// is woken (flag [`flags::WAKE`]: `routerWakes` names it) or its signal aborts
+    /// ([`Router::abort`]), then report [`Router::waited`].
+    Wait = 14,
     /// Warm task: re-resolve its member as owned, then report [`Router::warm_resolved`].
     WarmResolve = 42,
     /// Warm task: destroy its member (the live handle held), then report
@@ -134,6 +138,7 @@ impl StepKind {
         (StepKind::Succeeded, "Succeeded"),
         (StepKind::Coordinate, "Coordinate"),
         (StepKind::WarmSettle, "WarmSettle"),
+        (StepKind::Wait, "Wait"),
         (StepKind::ReadRecord, "ReadRecord"),
         (StepKind::FindPool, "FindPool"),
         (StepKind::Resolve, "Resolve"),
@@ -194,6 +199,9 @@ pub mod flags {
     /// report whether it was written; the launch that follows then has no `Intent` step. Set
     /// when the mapping store is the coordinator and keeps intents.
     pub const INTENT: u32 = 1 << 12;
+    /// Waiting provisions are to be woken now (`routerWakes` names them): a pool may have
+    /// freed for them, their turn came, or they are to end (aborted, the router closed).
+    pub const WAKE: u32 = 1 << 13;
 }
 
 /// A step as the caller performs it: what, on which pool, within how long, and the flags.

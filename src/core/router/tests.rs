@@ -36,6 +36,7 @@ fn settings() -> Settings {
         budgets: Vec::new(),
         limits: Default::default(),
         combined: false,
+        queue: None,
     }
 }
 

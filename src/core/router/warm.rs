@@ -494,6 +494,9 @@ impl Router {
         if self.warm.as_ref().is_some_and(|w| w.kick) {
             f |= flags::WARM;
         }
+        if !self.wakes.is_empty() {
+            f |= flags::WAKE;
+        }
         f
     }
 
@@ -1057,6 +1060,7 @@ impl Router {
             intent_stored: false,
             provider_sandbox_id: None,
             fault: None,
+            wait: None,
         });
         let next = self.step(key, now)?;
         Ok((key, next))
@@ -1764,6 +1768,7 @@ mod tests {
                 budgets: o.budgets.map(|b| crate::core::budget::rules_of_option(&b).unwrap()).unwrap_or_default(),
                 limits: Default::default(),
                 combined: false,
+                queue: None,
             };
             let store = (!o.caller_store && !o.coordinated).then(|| Rc::new(RefCell::new(MappingStore::default())));
             let r = Router::new(settings, Rc::new(RefCell::new(pools)), store, None, 0).unwrap();
