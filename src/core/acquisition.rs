@@ -152,9 +152,9 @@ impl Outcome {
     }
 }
 
-/// Whether a skip's reason is pacing's.
+/// Whether a skip's reason is pacing's (the wait queue's `QUEUED` too: a turn is a pace).
 fn is_paced(reason: &str) -> bool {
-    reason == RATE_LIMITED || reason == COOLING_DOWN
+    reason == RATE_LIMITED || reason == COOLING_DOWN || reason == crate::core::queue::QUEUED
 }
 
 /// A block of the last pass over the candidates that time may clear (`core::queue`).
@@ -655,8 +655,8 @@ impl Acquisition {
         let mut out = Vec::new();
         for s in &self.skipped {
             let wake = match s.reason.as_str() {
-                r if is_paced(r) => blocked_until(s.pool).map_or(Wake::Recheck, Wake::At),
                 crate::core::queue::QUEUED => Wake::Woken,
+                r if is_paced(r) => blocked_until(s.pool).map_or(Wake::Recheck, Wake::At),
                 budget::BUDGET_EXCEEDED => {
                     let refusals = self.budget.as_ref().map(|b| b.refusals.as_slice()).unwrap_or_default();
                     let waits = refusals.iter().filter(|(p, _)| *p == s.pool).flat_map(|(_, rs)| rs.iter());

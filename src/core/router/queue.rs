@@ -64,8 +64,10 @@ impl Router {
             self.unqueue(key);
             return Ok(false);
         }
+        // The pools it contends for: a budget's slot is its key's, not the pool's, so a
+        // provision of another key is not held back by it.
         let mut pools: Vec<PoolId> = Vec::new();
-        for b in &blocks {
+        for b in blocks.iter().filter(|b| b.reason != crate::core::budget::BUDGET_EXCEEDED) {
             let p = PoolId::from(job.pools.borrow().pool_id(b.pool));
             if !pools.contains(&p) {
                 pools.push(p);

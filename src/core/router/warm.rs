@@ -553,7 +553,15 @@ impl Router {
         // A pass plans no more refills than the pool has launch tokens now (none while it
         // cools down): the next wakes when a token comes (`warm_timeout`), so a refill never
         // spins on a skip.
-        let tokens: Vec<u32> = decls.iter().map(|d| self.pacing.available(&d.id, d.rate_limit, now.router)).collect();
+        // Waiting provisions come first: a pool they wait for plans no refill.
+        let waited = self.queue.as_ref().map(|q| q.ahead_of(u32::MAX)).unwrap_or_default();
+        let tokens: Vec<u32> = decls
+            .iter()
+            .map(|d| {
+                let queued = waited.iter().any(|p| **p == *d.id);
+                if queued { 0 } else { self.pacing.available(&d.id, d.rate_limit, now.router) }
+            })
+            .collect();
         let mut events = Vec::new();
         let Router { warm, warm_work: work, .. } = self;
         let Some(w) = warm.as_mut() else { return };
@@ -1062,6 +1070,8 @@ impl Router {
             fault: None,
             wait: None,
         });
+        // Provisions waiting for the pool go first.
+        self.queue_behind(key);
         let next = self.step(key, now)?;
         Ok((key, next))
     }
