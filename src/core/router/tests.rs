@@ -582,3 +582,124 @@ fn must_fire_an_explanation_shows_a_paced_pool_must_not_one_with_a_token() {
     assert_eq!((paced[0].0, paced[0].1.reason, paced[0].1.until), (0, "RATE_LIMITED", T0 + 1_000));
     assert!(r.paced_now(&registry.borrow(), T0 + 1_000).is_empty());
 }
+
+fn queued(max_wait_ms: u64) -> Settings {
+    let queue = crate::core::queue::QueueConfig { max_wait_ms, max_depth: 10, fair_by: None };
+    Settings { queue: Some(queue), ..settings() }
+}
+
+/// A one-pool router (`p0` paced at one launch a second) whose first provision spent the token.
+fn one_paced_pool(s: Settings) -> Router {
+    let mut p = Pools::default();
+    let def = json!({
+        "id": "p0", "capabilities": {}, "rateLimit": { "launchesPerSecond": 1 },
+        "signals": { "estimatedCost": 1, "coldStartLatencyMs": 100, "readyLatencyMs": 1000,
+                     "completionWithinBudgetRate": 0.9, "available": true },
+    });
+    p.add(&def, false, true).unwrap();
+    let store = Some(Rc::new(RefCell::new(MappingStore::default())));
+    let mut r = Router::new(s, Rc::new(RefCell::new(p)), store, None, T0).unwrap();
+    let (key, next) = begin(&mut r, &request(json!({})), 1);
+    assert_eq!(next.kind, StepKind::Launch);
+    r.succeeded(key, "prov-1", at(0), T0).unwrap();
+    r.end(key);
+    r
+}
+
+#[test]
+fn must_fire_a_paced_provision_waits_until_the_next_token_must_not_without_a_queue() {
+    let mut r = one_paced_pool(queued(5_000));
+    let (key, next) = begin(&mut r, &request(json!({})), 2);
+    assert_eq!((next.kind, next.bound_ms), (StepKind::Wait, 1_000), "sleeps until the token");
+    let next = r.waited(key, at(1_000)).unwrap();
+    assert_eq!(next.kind, StepKind::Launch, "admitted with the token");
+    let mut off = one_paced_pool(settings());
+    let (_, next) = begin(&mut off, &request(json!({})), 2);
+    assert_eq!(next.kind, StepKind::Done);
+}
+
+#[test]
+fn must_fire_a_wait_past_max_wait_ends_queue_timeout_must_not_before() {
+    let mut r = one_paced_pool(queued(300));
+    let (key, next) = begin(&mut r, &request(json!({})), 2);
+    assert_eq!((next.kind, next.bound_ms), (StepKind::Wait, 300), "never past the deadline");
+    let next = r.waited(key, at(299)).unwrap();
+    assert_eq!(next.kind, StepKind::Wait, "before the deadline it looks again and sleeps");
+    let next = r.waited(key, at(300)).unwrap();
+    assert_eq!(next.kind, StepKind::Done);
+    assert_eq!(r.failure(key).unwrap().unwrap().error.code, "QUEUE_TIMEOUT");
+    assert_eq!(r.queue.as_ref().unwrap().len(), 0);
+}
+
+#[test]
+fn must_fire_a_newcomer_skips_a_pool_waiters_wait_for_must_not_once_they_left() {
+    let mut r = one_paced_pool(queued(5_000));
+    let req = request(json!({}));
+    let (first, _) = begin(&mut r, &req, 2);
+    // At the token's time the newcomer does not take it: the waiter ahead goes first.
+    let (second, next) = r.begin(&req, false, Vec::new(), None, id(3), at(1_000)).unwrap();
+    assert_eq!(next.kind, StepKind::Wait);
+    assert!(r.take_wakes().is_empty());
+    assert_eq!(r.waited(first, at(1_000)).unwrap().kind, StepKind::Launch);
+    assert_eq!(r.take_wakes(), vec![second], "the one behind is woken when the first leaves");
+    assert_eq!(r.waited(second, at(1_000)).unwrap().kind, StepKind::Wait, "and sleeps to the next token");
+}
+
+#[test]
+fn must_fire_an_abort_while_waiting_ends_aborted_and_gives_back_nothing_it_did_not_take() {
+    let mut r = one_paced_pool(queued(5_000));
+    let (key, _) = begin(&mut r, &request(json!({})), 2);
+    r.abort(key);
+    assert_eq!(r.take_wakes(), vec![key]);
+    assert_eq!(r.waited(key, at(10)).unwrap().kind, StepKind::Done);
+    assert_eq!(r.failure(key).unwrap().unwrap().error.code, "ABORTED");
+    r.end(key);
+    assert_eq!(r.jobs_in_flight(), 0);
+}
+
+#[test]
+fn must_fire_an_abort_before_the_launch_gives_the_token_back_must_not_after_the_launch() {
+    let mut r = paced_router(Some(json!({ "launchesPerSecond": 1 })), queued(5_000));
+    let req = request(json!({ "routing": { "maxAcquisitionAttempts": 1 } }));
+    let (key, next) = begin(&mut r, &req, 1);
+    assert_eq!((next.kind, next.pool), (StepKind::Launch, 0));
+    let next = r.abort_begun(key, at(0)).unwrap();
+    assert_eq!(next.kind, StepKind::Done);
+    r.end(key);
+    let (key, next) = begin(&mut r, &req, 2);
+    assert_eq!((next.kind, next.pool), (StepKind::Launch, 0), "p0's token was given back");
+    // Abort after the launch step was handed out: the launch under way is not stopped.
+    r.abort(key);
+    assert_eq!(r.succeeded(key, "prov-2", at(1), T0).unwrap().kind, StepKind::Succeeded);
+}
+
+#[test]
+fn must_fire_close_ends_every_waiter_router_closed_must_not_a_later_provision_waits() {
+    let mut r = one_paced_pool(queued(5_000));
+    let (a, _) = begin(&mut r, &request(json!({})), 2);
+    r.close_queue();
+    assert_eq!(r.take_wakes(), vec![a]);
+    assert_eq!(r.waited(a, at(5)).unwrap().kind, StepKind::Done);
+    assert_eq!(r.failure(a).unwrap().unwrap().error.code, "ROUTER_CLOSED");
+    let (b, next) = begin(&mut r, &request(json!({})), 3);
+    assert_eq!(next.kind, StepKind::Done);
+    assert_eq!(r.failure(b).unwrap().unwrap().error.code, "LAUNCH_RATE_LIMITED");
+}
+
+#[test]
+fn must_not_fire_spent_attempts_are_no_wait_must_fire_with_attempts_left() {
+    // Attempts spent: a retryable failure on a cooling pool with no attempt left fails at once.
+    let mut r = paced_router(None, Settings { classifier: true, ..queued(5_000) });
+    let req = request(json!({ "routing": { "maxAcquisitionAttempts": 1 } }));
+    let (key, _) = begin(&mut r, &req, 1);
+    r.threw(key, None, at(1)).unwrap();
+    let next = r.classified(key, Some("TOO_MANY_REQUESTS"), Some(true), Some(1_000.0), at(2)).unwrap();
+    assert_eq!(next.kind, StepKind::Done, "no attempt left: no wait");
+    // With attempts left it waits out the cooldown (must-fire).
+    let req = request(json!({ "routing": { "maxAcquisitionAttempts": 3 } }));
+    let mut one = one_paced_pool(Settings { classifier: true, ..queued(5_000) });
+    let (key, _) = one.begin(&req, false, Vec::new(), None, id(9), at(1_000)).unwrap();
+    one.threw(key, None, at(1_001)).unwrap();
+    let next = one.classified(key, Some("TOO_MANY_REQUESTS"), Some(true), Some(2_000.0), at(1_002)).unwrap();
+    assert_eq!((next.kind, next.bound_ms), (StepKind::Wait, 2_000));
+}

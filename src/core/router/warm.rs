@@ -559,7 +559,11 @@ impl Router {
             .iter()
             .map(|d| {
                 let queued = waited.iter().any(|p| **p == *d.id);
-                if queued { 0 } else { self.pacing.available(&d.id, d.rate_limit, now.router) }
+                if queued {
+                    0
+                } else {
+                    self.pacing.available(&d.id, d.rate_limit, now.router)
+                }
             })
             .collect();
         let mut events = Vec::new();
