@@ -1391,6 +1391,24 @@ export interface IdleStateRecord {
   outputSizes?: Array<OutputSizeRecord>
 }
 
+/** One instrument (`core::telemetry::Instrument`). */
+export interface InstrumentRecord {
+  /** What the code records into. */
+  key: string
+  /** The Prometheus form without `_total`. */
+  name: string
+  /** `counter`, `upDownCounter`, `histogram` or `gauge`. */
+  kind: string
+  /** `s`, or a `{curly}` annotation. */
+  unit: string
+  /** A histogram's bucket boundaries, seconds. */
+  buckets?: Array<number>
+  /** Every attribute key it records. */
+  attributes: Array<string>
+  /** What it measures. */
+  description: string
+}
+
 /** A launch intent record, as an intent-capable store writes it. */
 export interface IntentRecord {
   /** `sbx_…`. */
@@ -2987,6 +3005,8 @@ export interface TelemetrySchema {
   skipReasons: Array<string>
   /** Every value of the provision outcome, in documentation order. */
   outcomes: Array<ProvisionOutcome>
+  /** Every instrument the router records (`core::telemetry::INSTRUMENTS`). */
+  instruments: Array<InstrumentRecord>
 }
 
 /**

@@ -242,8 +242,9 @@ test('prometheus: a scripted run (successes, a classified fallback, exhaustion, 
     const { meta, samples } = parseExposition(res.body);
 
     // names, types, units and help of every instrument (warm pools' are recorded only by a
-    // router with a started warm pool: __test__/warm.test.mjs reads them)
-    for (const i of INSTRUMENTS.filter((x) => !x.key.startsWith('warm'))) {
+    // router with a started warm pool: __test__/warm.test.mjs reads them; the queue's and
+    // pacing's only by a router with a queue: the test below)
+    for (const i of INSTRUMENTS.filter((x) => !/^(warm|queue|rateLimited)/.test(x.key))) {
       const m = meta.get(PROM_NAME(i));
       assert.ok(m, `${PROM_NAME(i)} is exported`);
       assert.equal(m.type, PROM_TYPE[i.kind], `${PROM_NAME(i)} type`);
@@ -770,4 +771,29 @@ test('budget refusals must-fire: a candidate a budget rule refuses is counted (p
   assert.equal(exhausted?.value.count, 1);
   assert.ok(!JSON.stringify(points).includes(LABEL_CANARY), 'a label value is never an attribute');
   await h.close();
+});
+
+test('queue and pacing metrics must-fire: queue depth, the wait histogram by result and rate-limited skips by reason; must-not-fire: no depth without a queue', async () => {
+  const h = harness();
+  const defs = [definition('a', { rateLimit: { launchesPerSecond: 20 } })];
+  const router = new SandboxRouter({ registry: new InMemoryProviderRegistry(defs), queue: { maxWaitMs: 1_000 }, telemetry: h.telemetry });
+  await router.provision({});
+  const waiting = router.provision({});
+  await new Promise((r) => setImmediate(r));
+  const during = await h.metrics();
+  assert.equal(during.find((p) => p.name === 'sandbox_router_queue_depth').value, 1);
+  await waiting;
+  const after = await h.metrics();
+  assert.equal(after.find((p) => p.name === 'sandbox_router_queue_depth').value, 0);
+  const wait = after.find((p) => p.name === 'sandbox_router_queue_wait_seconds' && p.attributes.result === 'admitted');
+  assert.equal(wait.value.count, 1);
+  assert.ok(wait.value.sum > 0.01 && wait.value.sum < 1, `${wait.value.sum}`);
+  const limited = after.filter((p) => p.name === 'sandbox_router_rate_limited').map((p) => `${p.attributes.pool}:${p.attributes.reason}:${p.value}`);
+  assert.deepEqual(limited, ['a:RATE_LIMITED:1']);
+  await h.close();
+  const off = harness();
+  const plain = new SandboxRouter({ registry: new InMemoryProviderRegistry([definition('a')]), telemetry: off.telemetry });
+  await plain.provision({});
+  assert.equal((await off.metrics()).some((p) => p.name === 'sandbox_router_queue_depth'), false);
+  await off.close();
 });

@@ -96,6 +96,10 @@ class Telemetry {
 
   /** The circuit-state gauge of the router `ctx` (`routerCircuitStates`); none with `health: false`. */
   observeCircuits(ctx, now) {
+    this.observe('queueDepth', ctx, (c) => {
+      const s = binding.routerQueueStatus(c.native);
+      return s.enabled ? [[s.depth, {}]] : null;
+    });
     this.observe('circuitState', ctx, (c) => {
       if (c.health === null) return null;
       const ids = viewOf(c).definitions.map((d) => d.id);
@@ -214,7 +218,12 @@ class Telemetry {
           break;
         case 'capacity.skipped':
           this.add('capacitySkips', 1, { pool: e.providerId, reason: e.skipReason });
+          if (e.paced) this.add('rateLimited', 1, { pool: e.providerId, reason: e.skipReason });
           this.#end(t, 'read', { result: 'skipped', reason: e.skipReason }, null);
+          break;
+        case 'queue.admitted':
+        case 'queue.timeout':
+          this.record('queueWait', e.waitedMs / 1000, { result: e.type === 'queue.admitted' ? 'admitted' : 'timeout' });
           break;
         case 'budget.refused':
           this.add('budgetRefusals', 1, { pool: e.providerId, rule: e.rule, dimension: e.dimension ?? 'none' });

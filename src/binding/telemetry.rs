@@ -67,6 +67,27 @@ pub struct TelemetrySchema {
     pub skip_reasons: Vec<String>,
     /// Every value of the provision outcome, in documentation order.
     pub outcomes: Vec<ProvisionOutcome>,
+    /// Every instrument the router records (`core::telemetry::INSTRUMENTS`).
+    pub instruments: Vec<InstrumentRecord>,
+}
+
+/// One instrument (`core::telemetry::Instrument`).
+#[napi(object)]
+pub struct InstrumentRecord {
+    /// What the code records into.
+    pub key: String,
+    /// The Prometheus form without `_total`.
+    pub name: String,
+    /// `counter`, `upDownCounter`, `histogram` or `gauge`.
+    pub kind: String,
+    /// `s`, or a `{curly}` annotation.
+    pub unit: String,
+    /// A histogram's bucket boundaries, seconds.
+    pub buckets: Option<Vec<f64>>,
+    /// Every attribute key it records.
+    pub attributes: Vec<String>,
+    /// What it measures.
+    pub description: String,
 }
 
 /// The telemetry schema (see [`TelemetrySchema`]).
@@ -77,6 +98,18 @@ pub fn telemetry_schema() -> TelemetrySchema {
         read_buckets: core::READ_BUCKETS_SECONDS.to_vec(),
         skip_reasons: crate::core::capacity::skip_reasons().into_iter().map(str::to_string).collect(),
         outcomes: core::ProvisionOutcome::ALL.into_iter().map(ProvisionOutcome::from).collect(),
+        instruments: core::INSTRUMENTS
+            .iter()
+            .map(|i| InstrumentRecord {
+                key: i.key.into(),
+                name: i.name.into(),
+                kind: i.kind.into(),
+                unit: i.unit.into(),
+                buckets: i.buckets.map(<[f64]>::to_vec),
+                attributes: i.attributes.iter().map(|a| a.to_string()).collect(),
+                description: i.description.into(),
+            })
+            .collect(),
     }
 }
 

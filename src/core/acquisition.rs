@@ -907,6 +907,7 @@ impl Acquisition {
             self.push(Event::CapacitySkipped {
                 pool: self.id(pool),
                 status: status.name(),
+                paced: status == SkipStatus::Exhausted && is_paced(&reason),
                 reason: reason.clone(),
                 skip_reason,
             });

@@ -279,10 +279,12 @@ events! {
     CapacitySkipped = "capacity.skipped" as "CapacitySkippedEvent", Sandbox {
         pool: PoolId = "providerId" as "ProviderId",
         status: &'static str = "status" as "'UNKNOWN' | 'EXHAUSTED'",
-        /// `UNKNOWN`: a `CapacityUnknownReason`, `NO_CAPACITY_READER`, or `COORDINATOR_UNAVAILABLE` (a `capacity.coordinator` that could not be asked); `EXHAUSTED`: the full dimension (`cpu`, `sandboxes`, …), or pacing's `RATE_LIMITED` (no launch token) / `COOLING_DOWN` (docs/rate-limits.md).
+        /// `UNKNOWN`: a `CapacityUnknownReason`, `NO_CAPACITY_READER`, or `COORDINATOR_UNAVAILABLE` (a `capacity.coordinator` that could not be asked); `EXHAUSTED`: the full dimension (`cpu`, `sandboxes`, …), or pacing's `RATE_LIMITED` (no launch token) / `COOLING_DOWN`, or the wait queue's `QUEUED` (waiters ahead wait for it) (docs/rate-limits.md).
         reason: String = "reason" as "string",
         /// `reason` as a bounded code (`EXHAUSTED_<DIMENSION>` for a full dimension): what telemetry counts.
         skip_reason: &'static str = "skipReason" as "string",
+        /// Pacing or the wait queue skipped it (`RATE_LIMITED`, `COOLING_DOWN`, `QUEUED`): what `sandbox_router_rate_limited_total` counts.
+        paced: bool = "paced" as "boolean",
     },
     /// Pacing: the pool had no launch token (its `rateLimit`), so the provision skipped it
     /// (`capacity.skipped` says so too).

@@ -118,6 +118,170 @@ pub const DURATION_BUCKETS_SECONDS: [f64; 17] =
 pub const READ_BUCKETS_SECONDS: [f64; 14] =
     [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0];
 
+/// Bucket boundaries, in seconds, of the queue wait histogram: from a token's turn (tens of
+/// milliseconds) to `queue.maxWaitMs`'s longest (an hour).
+pub const QUEUE_WAIT_BUCKETS_SECONDS: [f64; 14] =
+    [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0, 3600.0];
+
+/// One instrument the router records (`lib/otel.js` makes each on the caller's meter;
+/// docs/telemetry.md's table is checked against this list).
+#[derive(Debug, Clone, Copy)]
+pub struct Instrument {
+    /// What the code records into (`ctx.telemetry.add(key, …)`).
+    pub key: &'static str,
+    /// The Prometheus form without `_total`; a duration ends in `_seconds`.
+    pub name: &'static str,
+    /// `counter`, `upDownCounter`, `histogram` or `gauge` (an observable one).
+    pub kind: &'static str,
+    /// `s`, or a `{curly}` annotation for counts.
+    pub unit: &'static str,
+    /// A histogram's bucket boundaries, seconds.
+    pub buckets: Option<&'static [f64]>,
+    /// Every attribute key it records (each a bounded set).
+    pub attributes: &'static [&'static str],
+    /// What it measures.
+    pub description: &'static str,
+}
+
+/// Every instrument the router records, the one list.
+pub const INSTRUMENTS: &[Instrument] = &[
+    Instrument {
+        key: "provisionDuration",
+        name: "sandbox_router_provision_duration_seconds",
+        kind: "histogram",
+        unit: "s",
+        buckets: Some(&DURATION_BUCKETS_SECONDS),
+        attributes: &["pool", "outcome", "launch_type"],
+        description: "Time from provision() to its sandbox or its error, by outcome",
+    },
+    Instrument {
+        key: "attempts",
+        name: "sandbox_router_attempts",
+        kind: "counter",
+        unit: "{attempt}",
+        buckets: None,
+        attributes: &["pool", "result"],
+        description: "Launch attempts, by pool and result (success, retryable, terminal)",
+    },
+    Instrument {
+        key: "fallbacks",
+        name: "sandbox_router_fallbacks",
+        kind: "counter",
+        unit: "{fallback}",
+        buckets: None,
+        attributes: &["pool"],
+        description: "Fallbacks to the next pool after a classified pre-allocation failure on this pool",
+    },
+    Instrument {
+        key: "capacitySkips",
+        name: "sandbox_router_capacity_skips",
+        kind: "counter",
+        unit: "{skip}",
+        buckets: None,
+        attributes: &["pool", "reason"],
+        description: "Pools passed over by capacity admission, by bounded reason",
+    },
+    Instrument {
+        key: "budgetRefusals",
+        name: "sandbox_router_budget_refusals",
+        kind: "counter",
+        unit: "{refusal}",
+        buckets: None,
+        attributes: &["pool", "rule", "dimension"],
+        description: "Candidates a budget rule refused (skipped without an attempt), by rule and limit",
+    },
+    Instrument {
+        key: "capacityReadDuration",
+        name: "sandbox_router_capacity_read_duration_seconds",
+        kind: "histogram",
+        unit: "s",
+        buckets: Some(&READ_BUCKETS_SECONDS),
+        attributes: &["pool"],
+        description: "A provision's capacity read: the pool's reader, bounded by capacity.timeoutMs",
+    },
+    Instrument {
+        key: "circuitState",
+        name: "sandbox_router_circuit_state",
+        kind: "gauge",
+        unit: "{state}",
+        buckets: None,
+        attributes: &["pool"],
+        description: "Each pool's circuit: 0 closed, 1 half-open, 2 open",
+    },
+    Instrument {
+        key: "warmClaims",
+        name: "sandbox_router_warm_claims",
+        kind: "counter",
+        unit: "{claim}",
+        buckets: None,
+        attributes: &["pool", "result", "reason"],
+        description: "A provision's claim step on a warm pool: hit, or miss with its reason",
+    },
+    Instrument {
+        key: "warmIdle",
+        name: "sandbox_router_warm_idle_members",
+        kind: "gauge",
+        unit: "{sandbox}",
+        buckets: None,
+        attributes: &["pool"],
+        description: "Each warm pool's idle members in this process's inventory",
+    },
+    Instrument {
+        key: "operations",
+        name: "sandbox_router_operations",
+        kind: "counter",
+        unit: "{operation}",
+        buckets: None,
+        attributes: &["operation", "outcome"],
+        description: "Operations by id, by outcome (success or the error code)",
+    },
+    Instrument {
+        key: "operationDuration",
+        name: "sandbox_router_operations_duration_seconds",
+        kind: "histogram",
+        unit: "s",
+        buckets: Some(&DURATION_BUCKETS_SECONDS),
+        attributes: &["operation", "outcome"],
+        description: "Time of an operation by id, by outcome",
+    },
+    Instrument {
+        key: "reconcileFound",
+        name: "sandbox_router_reconcile_found",
+        kind: "counter",
+        unit: "{sandbox}",
+        buckets: None,
+        attributes: &["class"],
+        description: "What reconcile runs found: orphans, stale mappings, stale intents",
+    },
+    Instrument {
+        key: "queueDepth",
+        name: "sandbox_router_queue_depth",
+        kind: "gauge",
+        unit: "{provision}",
+        buckets: None,
+        attributes: &[],
+        description: "Provisions waiting in the router's queue (option queue)",
+    },
+    Instrument {
+        key: "queueWait",
+        name: "sandbox_router_queue_wait_seconds",
+        kind: "histogram",
+        unit: "s",
+        buckets: Some(&QUEUE_WAIT_BUCKETS_SECONDS),
+        attributes: &["result"],
+        description: "How long a provision waited in the queue, by result (admitted, timeout)",
+    },
+    Instrument {
+        key: "rateLimited",
+        name: "sandbox_router_rate_limited",
+        kind: "counter",
+        unit: "{skip}",
+        attributes: &["pool", "reason"],
+        buckets: None,
+        description: "Pools a provision passed over for pacing, by reason (RATE_LIMITED, COOLING_DOWN, QUEUED)",
+    },
+];
+
 /// The launch label that carries the provision span's W3C trace context, when
 /// `telemetry.propagateToLabels` is set: its `traceparent` header value (55 characters of
 /// `[0-9a-f-]`, which every provider's label rules accept).
