@@ -166,11 +166,17 @@ export declare class NativePgStore {
   /** A read sequence number for the shared ledger, taken before a capacity read starts. */
   beginRead(): Promise<number>
   /**
-   * Admits one launch on `pool` in the shared ledger (one transaction under the pool's
-   * row lock). `holdMs`: how long the hold may stay unsettled; `sandboxId`: the
-   * provision's id (its destroy releases the hold).
+   * Admits one launch in the shared ledger (one statement under the pool's row lock):
+   * `demand` is the router's (`acquisitionDemand`): the pool, the dimensions, how long the
+   * hold may stay unsettled, the provision's id (its destroy releases the hold) and the
+   * pool's rate limit (the fleet's bucket gives a token with the hold).
    */
-  admit(pool: string, readSeq: number, dims: Array<DemandDim>, holdMs: number, sandboxId?: string | undefined | null): Promise<AdmitVerdict>
+  admit(readSeq: number, demand: DemandRecord): Promise<AdmitVerdict>
+  /**
+   * Cools `pool` down for the whole fleet for `ms` (a classifier's `retryAfterMs`): every
+   * process's admission on it is refused as `COOLING_DOWN` until then.
+   */
+  cool(pool: string, ms: number): Promise<boolean>
   /**
    * Settles a hold (see `stores::pg::PgStore::settle`). Resolves to whether it was
    * written now (false: kept and retried with the lease renewal).
@@ -488,6 +494,13 @@ export interface AdmitVerdict {
   token?: number
   /** The first dimension without room when not. */
   resource?: string
+  /**
+   * When the fleet's pacing refused it: `RATE_LIMITED` (its bucket has no token) or
+   * `COOLING_DOWN` (a `Retry-After` in force).
+   */
+  paced?: string
+  /** With `paced`: how long until the pool may launch, ms. */
+  retryInMs?: number
 }
 
 /**
@@ -837,6 +850,14 @@ export interface ConnectionRecord {
   ssl?: SslRecord
 }
 
+/** A fleet-wide `Retry-After` cooldown to write (`PostgresMappingStore` as coordinator). */
+export interface CooldownWrite {
+  /** The pool's id. */
+  providerId: string
+  /** How long it cools down, ms. */
+  ms: number
+}
+
 /** An option of a builtin reader (and finder), and the entry's field that holds it. */
 export interface CopiedRecord {
   /** The reader's option (`apiKey`, `baseUrl`, …). */
@@ -1092,6 +1113,8 @@ export interface DemandRecord {
   holdMs: number
   /** The provision's sandbox id: a successful launch's hold is kept under it. */
   sandboxId: string
+  /** The pool's declared `rateLimit`: the admission takes a token of the fleet's bucket. */
+  rateLimit?: RateLimitRecord
 }
 
 /**
@@ -2042,6 +2065,14 @@ export interface QueueStatusRecord {
   byKey: Array<QueueLaneStatus>
   /** Every pool of the registry, in registration order: its tokens and cooldown. */
   pools: Array<PoolPaceStatus>
+}
+
+/** A pool's declared `rateLimit`, as a shared coordinator's admission takes its tokens. */
+export interface RateLimitRecord {
+  /** Tokens a second. */
+  launchesPerSecond: number
+  /** Most tokens kept. */
+  burst: number
 }
 
 /**
@@ -3354,4 +3385,6 @@ export interface WritesRecord {
   budget?: BudgetSettlement
   /** The pool it was made on (`routerBudgetSettled` names it). */
   budgetPool?: string
+  /** A pool to cool down for the whole fleet (`cool`): a classifier's `retryAfterMs`. */
+  cooldown?: CooldownWrite
 }

@@ -154,10 +154,10 @@ test('property: after any sequence, the running totals equal the summing query t
   );
 });
 
-test('migration: a v4 database with holds and charges is migrated to the current schema (6), its totals built from the rows (slots at once, window sums at the first reservation)', async () => {
+test('migration: a v4 database with holds and charges is migrated to the current schema (7), its totals built from the rows (slots at once, window sums at the first reservation)', async () => {
   const db = await freshDb();
   const migrations = binding.pgMigrations();
-  assert.equal(migrations.length, 6);
+  assert.equal(migrations.length, 7);
   await pg.psql(`CREATE TABLE sandbox_router_schema (version INTEGER NOT NULL); ${migrations.slice(0, 4).join(';\n')}; INSERT INTO sandbox_router_schema VALUES (4)`, db);
   const now = Date.now();
   const today = Math.floor(now / DAY) * DAY;
@@ -176,7 +176,7 @@ test('migration: a v4 database with holds and charges is migrated to the current
     db,
   );
   const store = storeOf(db);
-  assert.equal(await store.open(), 6);
+  assert.equal(await store.open(), migrations.length);
   assert.deepEqual(JSON.parse(await pg.psql(`SELECT held FROM sandbox_router_pools WHERE pool = 'a'`, db)), { cpu: 0.75, sandboxes: 2 });
   assert.equal(await pg.psql(`SELECT live, inflight, built FROM sandbox_router_budget_keys`, db), '1|1|f');
   assert.equal(await pg.psql(`SELECT string_agg(cost::text, ',' ORDER BY id) FROM sandbox_router_budget_charges`, db), '100000,100000,700000,200000');

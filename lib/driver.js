@@ -177,6 +177,7 @@ function writes(run) {
   const w = binding.acquisitionWrites(run.ctx.native, run.machine);
   if (w.hold) c.settle(w.hold.token, w.hold.allocated, w.holdTtlMs).catch(noop);
   if (w.budget) c.settleBudget(w.budget.sandboxId, w.budget.how, w.budget.untilMs ?? 0).then((o) => settled(run.ctx, w, o)).catch(noop);
+  if (w.cooldown) c.cool(w.cooldown.providerId, w.cooldown.ms).catch(noop);
 }
 
 /** The shared ledger's answer to a settlement (`late`: reported by the router as its event). */
@@ -298,7 +299,7 @@ perform(K.Coordinate, async function coordinate(run) {
   if (demand === null) return took(run);
   let verdict;
   try {
-    verdict = await coordinator.admit(demand.providerId, seq, demand.dims, demand.holdMs, demand.sandboxId);
+    verdict = await coordinator.admit(seq, demand);
   } catch {
     verdict = null;
   }
@@ -384,7 +385,9 @@ perform(K.Persist, async function persist(run) {
 async function settleLaunch(run, record) {
   const w = binding.acquisitionWrites(run.ctx.native, run.machine);
   const hold = w.hold ? { token: w.hold.token, allocated: w.hold.allocated, ttlMs: w.holdTtlMs } : undefined;
-  const r = await run.ctx.capacity.coordinator.settleLaunch(JSON.stringify(readPut(record)), hold, w.budget ?? undefined);
+  const c = run.ctx.capacity.coordinator;
+  if (w.cooldown) c.cool(w.cooldown.providerId, w.cooldown.ms).catch(noop);
+  const r = await c.settleLaunch(JSON.stringify(readPut(record)), hold, w.budget ?? undefined);
   if (r.late) settled(run.ctx, w, 'late');
 }
 

@@ -245,7 +245,7 @@ mod with_a_coordinator {
         let measured = validate(&json!({"status": "known", "resources": [
             {"resource": "sandboxes", "used": 0, "limit": 10, "unit": "sandboxes", "headroom": 10, "required": 1}]}));
         assert!(acq.shared_demand(&measured, Some(health)).is_some());
-        acq.admit_shared(verdict, Some(health));
+        acq.admit_shared(verdict, Some(health), None);
         acq
     }
 

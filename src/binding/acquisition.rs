@@ -254,6 +254,12 @@ pub fn acquisition_admit_decided(
 ) -> napi::Result<()> {
     let verdict = match verdict {
         Some(AdmitVerdict { token: Some(t), .. }) if t.is_finite() && t >= 1.0 => SharedVerdict::Admitted(t as u64),
+        Some(AdmitVerdict { paced: Some(p), retry_in_ms: Some(ms), .. }) if ms.is_finite() => {
+            match crate::core::pacing::reason_of(&p) {
+                Some(reason) => SharedVerdict::Paced { reason, in_ms: ms.ceil() as i64 },
+                None => SharedVerdict::Unavailable,
+            }
+        }
         Some(AdmitVerdict { resource: Some(r), .. }) => SharedVerdict::Exhausted(r),
         _ => SharedVerdict::Unavailable,
     };
@@ -301,6 +307,17 @@ pub struct WritesRecord {
     pub budget: Option<BudgetSettlement>,
     /// The pool it was made on (`routerBudgetSettled` names it).
     pub budget_pool: Option<String>,
+    /// A pool to cool down for the whole fleet (`cool`): a classifier's `retryAfterMs`.
+    pub cooldown: Option<CooldownWrite>,
+}
+
+/// A fleet-wide `Retry-After` cooldown to write (`PostgresMappingStore` as coordinator).
+#[napi(object)]
+pub struct CooldownWrite {
+    /// The pool's id.
+    pub provider_id: String,
+    /// How long it cools down, ms.
+    pub ms: f64,
 }
 
 /// The writes job `key` decided since the last call.
@@ -313,6 +330,7 @@ pub fn acquisition_writes(env: Env, router: &External<RouterState>, key: u32) ->
             hold: w.hold.map(|(token, allocated, _)| HoldSettlement { token: token as f64, allocated }),
             budget_pool: w.budget.as_ref().map(|(_, _, pool)| pool.clone()),
             budget: w.budget.map(|(s, how, _)| BudgetSettlement::of(s, how)),
+            cooldown: w.cooldown.map(|(provider_id, ms)| CooldownWrite { provider_id, ms: ms as f64 }),
         })
     })
 }

@@ -25,13 +25,14 @@
 use crate::binding::error::{guard, typed_future, Failure, NativeError};
 use crate::binding::records::{
     shared_status, AdmitVerdict, BudgetDemand, BudgetDemandKey, BudgetRefusalRecord, BudgetRuleRecord,
-    BudgetSettlement, BudgetStatusQuery, BudgetStatusRecord, BudgetVerdict, DemandDim,
+    BudgetSettlement, BudgetStatusQuery, BudgetStatusRecord, BudgetVerdict, DemandRecord,
 };
 use crate::binding::records::{IntentRecord, MappingRecord};
 use crate::binding::records::{WarmCounts, WarmMemberRecord};
 use crate::binding::sqlite::{checked_op, to_record, BatchOp};
 use crate::core::budget::{Micros, Refusal};
 use crate::core::error::ErrorClass;
+use crate::core::pacing;
 use crate::core::shared_ledger::Dim;
 use crate::stores::pg::{
     BudgetAsk, BudgetSettlement as PgBudgetSettlement, HoldSettlement, PgFailure, PgSettings, PgStore, Settled,
@@ -373,35 +374,49 @@ impl NativePgStore {
         })
     }
 
-    /// Admits one launch on `pool` in the shared ledger (one transaction under the pool's
-    /// row lock). `holdMs`: how long the hold may stay unsettled; `sandboxId`: the
-    /// provision's id (its destroy releases the hold).
+    /// Admits one launch in the shared ledger (one statement under the pool's row lock):
+    /// `demand` is the router's (`acquisitionDemand`): the pool, the dimensions, how long the
+    /// hold may stay unsettled, the provision's id (its destroy releases the hold) and the
+    /// pool's rate limit (the fleet's bucket gives a token with the hold).
     #[napi(ts_return_type = "Promise<AdmitVerdict>")]
     pub fn admit<'env>(
         &self,
         env: &'env Env,
-        pool: String,
         read_seq: f64,
-        dims: Vec<DemandDim>,
-        hold_ms: f64,
-        sandbox_id: Option<String>,
+        demand: DemandRecord,
     ) -> napi::Result<PromiseRaw<'env, AdmitVerdict>> {
+        let DemandRecord { provider_id: pool, dims, hold_ms, sandbox_id, rate_limit } = demand;
+        let sandbox_id = Some(sandbox_id).filter(|s| !s.is_empty());
         let dims: Vec<Dim> = dims
             .into_iter()
             .map(|d| Dim { resource: d.resource, used: d.used, limit: d.limit, need: d.need })
             .collect();
         let hold_ms = if hold_ms.is_finite() && hold_ms > 0.0 { hold_ms } else { 60_000.0 };
+        let pace = rate_limit.map(|l| (l.launches_per_second, l.burst));
         let inner = self.inner.clone();
         typed_future(env, async move {
             let v = inner
-                .admit(pool, read_seq as i64, dims, hold_ms, sandbox_id)
+                .admit(pool, read_seq as i64, dims, hold_ms, sandbox_id, pace)
                 .await
                 .map_err(|f| fail(COORDINATOR, "the capacity coordinator is unavailable", f))?;
+            let none = AdmitVerdict { token: None, resource: None, paced: None, retry_in_ms: None };
             Ok(match v {
-                Verdict::Admitted(t) => AdmitVerdict { token: Some(t as f64), resource: None },
-                Verdict::Exhausted(r) => AdmitVerdict { token: None, resource: Some(r) },
+                Verdict::Admitted(t) => AdmitVerdict { token: Some(t as f64), ..none },
+                Verdict::Exhausted(r) => AdmitVerdict { resource: Some(r), ..none },
+                Verdict::Paced { cooling, in_ms } => {
+                    let reason = if cooling { pacing::COOLING_DOWN } else { pacing::RATE_LIMITED };
+                    AdmitVerdict { paced: Some(reason.to_string()), retry_in_ms: Some(in_ms), ..none }
+                }
             })
         })
+    }
+
+    /// Cools `pool` down for the whole fleet for `ms` (a classifier's `retryAfterMs`): every
+    /// process's admission on it is refused as `COOLING_DOWN` until then.
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn cool<'env>(&self, env: &'env Env, pool: String, ms: f64) -> napi::Result<PromiseRaw<'env, bool>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move { Ok(inner.cool(pool, ms).await.is_ok()) })
     }
 
     /// Settles a hold (see `stores::pg::PgStore::settle`). Resolves to whether it was

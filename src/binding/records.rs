@@ -35,6 +35,17 @@ pub struct DemandRecord {
     pub hold_ms: f64,
     /// The provision's sandbox id: a successful launch's hold is kept under it.
     pub sandbox_id: String,
+    /// The pool's declared `rateLimit`: the admission takes a token of the fleet's bucket.
+    pub rate_limit: Option<RateLimitRecord>,
+}
+
+/// A pool's declared `rateLimit`, as a shared coordinator's admission takes its tokens.
+#[napi(object)]
+pub struct RateLimitRecord {
+    /// Tokens a second.
+    pub launches_per_second: f64,
+    /// Most tokens kept.
+    pub burst: u32,
 }
 
 impl From<Demand> for DemandRecord {
@@ -48,6 +59,9 @@ impl From<Demand> for DemandRecord {
                 .collect(),
             hold_ms: d.hold_ms as f64,
             sandbox_id: d.sandbox.to_string(),
+            rate_limit: d
+                .rate_limit
+                .map(|l| RateLimitRecord { launches_per_second: l.launches_per_second, burst: l.burst }),
         }
     }
 }
@@ -59,6 +73,11 @@ pub struct AdmitVerdict {
     pub token: Option<f64>,
     /// The first dimension without room when not.
     pub resource: Option<String>,
+    /// When the fleet's pacing refused it: `RATE_LIMITED` (its bucket has no token) or
+    /// `COOLING_DOWN` (a `Retry-After` in force).
+    pub paced: Option<String>,
+    /// With `paced`: how long until the pool may launch, ms.
+    pub retry_in_ms: Option<f64>,
 }
 
 /// A shared hold the machine settled, for JavaScript to write to the coordinator.

@@ -39,7 +39,7 @@ use crate::core::fallback::OUTCOME_UNKNOWN;
 use crate::core::fallback::{after_failure, sanitize, Next, OUTCOME_UNKNOWN as UNKNOWN_CODE};
 use crate::core::health::{Health, LaunchOutcome, Transition};
 use crate::core::ids::SandboxKey;
-use crate::core::pacing::{Pacing, RateLimit, COOLING_DOWN, RATE_LIMITED};
+use crate::core::pacing::{Blocked, Pacing, RateLimit, COOLING_DOWN, RATE_LIMITED};
 use crate::core::shared_ledger::Dim;
 use crate::core::warm::MissReason;
 use std::rc::Rc;
@@ -352,6 +352,16 @@ pub enum SharedVerdict {
     /// The coordinator could not be asked (down, slow, failed mid-transaction): the pool is
     /// skipped as `UNKNOWN` with [`COORDINATOR_UNAVAILABLE`], like an unreadable pool.
     Unavailable,
+    /// The fleet's pacing refused the pool: its bucket has no token ([`RATE_LIMITED`]) or it
+    /// cools down after another process's `Retry-After` ([`COOLING_DOWN`]), for `in_ms` more
+    /// (reckoned on the database's clock). Skipped like a pacing skip here, and kept in the
+    /// router's pacing until then ([`Pacing::fleet_refused`]).
+    Paced {
+        /// [`RATE_LIMITED`] or [`COOLING_DOWN`].
+        reason: &'static str,
+        /// How long until the pool may launch, ms.
+        in_ms: i64,
+    },
 }
 
 impl Acquisition {
@@ -848,10 +858,39 @@ impl Acquisition {
 
     /// Under a shared ledger, step two: the coordinator's verdict on the current candidate.
     /// Admitted: the next step launches it; otherwise it is skipped.
-    pub fn admit_shared(&mut self, verdict: SharedVerdict, health: Option<&mut Health>) {
+    /// `pacing`: the router's, which keeps a refusal of the fleet's pacing.
+    pub fn admit_shared(&mut self, verdict: SharedVerdict, health: Option<&mut Health>, pacing: Option<&mut Pacing>) {
         let Phase::Admitting(_) = self.phase else { return };
         let pool = self.candidates[self.pos];
         match verdict {
+            SharedVerdict::Paced { reason, in_ms } => {
+                let blocked = Blocked { reason, until: self.clock.saturating_add(in_ms.max(0)) };
+                let mut until = blocked.until;
+                let mut started = None;
+                if let (Some(p), Some(pacing)) = (self.paced.as_deref_mut(), pacing) {
+                    if let Some(id) = p.ids.get(pool) {
+                        let limit = p.limits.get(pool).copied().flatten();
+                        started = pacing.fleet_refused(id, limit, blocked, self.clock);
+                        until = pacing.peek(id, limit, self.clock).err().map_or(until, |b| b.until);
+                    }
+                    p.until = Some(p.until.map_or(until, |u| u.min(until)));
+                }
+                if let Some(cooling_until) = started.filter(|_| self.observing()) {
+                    // Another process's `Retry-After`: the pool cools down here from now on.
+                    let e = Event::PoolCooldownStarted {
+                        pool: self.id(pool),
+                        retry_after_ms: cooling_until.saturating_sub(self.clock).max(0) as u64,
+                        until: Time(cooling_until),
+                    };
+                    self.push(e);
+                }
+                if reason == RATE_LIMITED && self.observing() {
+                    let e = Event::PoolRateLimited { pool: self.id(pool), retry_at: Time(until) };
+                    self.push(e);
+                }
+                self.release_trial(health);
+                self.skip(pool, SkipStatus::Exhausted, reason.to_string());
+            }
             SharedVerdict::Admitted(token) => {
                 if self.observing() {
                     self.push(Event::CapacityAdmitted { pool: self.id(pool) });
@@ -1538,7 +1577,7 @@ mod tests {
         assert_eq!(a.next(None), Step::Admit(0));
         let dims = a.shared_demand(&slots(3.0, 10.0), None).expect("known measurement");
         assert_eq!(dims, vec![Dim { resource: "sandboxes".into(), used: 3.0, limit: 10.0, need: 1.0 }]);
-        a.admit_shared(SharedVerdict::Admitted(42), None);
+        a.admit_shared(SharedVerdict::Admitted(42), None, None);
         assert_eq!(a.next(None), Step::Launch(0));
         assert_eq!(a.take_settlement(), None);
         a.succeeded(None);
@@ -1551,7 +1590,7 @@ mod tests {
         let mut a = Acquisition::new(vec![0, 1], 2, true, capacity(2), None);
         a.next(None);
         a.shared_demand(&slots(0.0, 1.0), None);
-        a.admit_shared(SharedVerdict::Admitted(7), None);
+        a.admit_shared(SharedVerdict::Admitted(7), None, None);
         a.next(None);
         a.failed(None, Some("QUOTA"), Some(true));
         assert_eq!(a.take_settlement(), Some((7, false)));
@@ -1562,7 +1601,7 @@ mod tests {
         let mut a = Acquisition::new(vec![0, 1], 2, true, capacity(2), None);
         a.next(None);
         a.shared_demand(&slots(0.0, 1.0), None);
-        a.admit_shared(SharedVerdict::Unavailable, None);
+        a.admit_shared(SharedVerdict::Unavailable, None, None);
         assert_eq!(a.next(None), Step::Admit(1));
         assert_eq!(a.shared_demand(&Measurement::Unknown(UnknownReason::Timeout), None), None);
         assert_eq!(a.next(None), Step::Done);
@@ -1633,7 +1672,7 @@ mod tests {
         let mut a = Acquisition::new(vec![0], 1, true, capacity(1), None);
         a.next(None);
         a.shared_demand(&slots(0.0, 1.0), None);
-        a.admit_shared(SharedVerdict::Exhausted("sandboxes".into()), None);
+        a.admit_shared(SharedVerdict::Exhausted("sandboxes".into()), None, None);
         assert_eq!(a.next(None), Step::Done);
         assert_eq!(a.skipped()[0].status, SkipStatus::Exhausted);
     }

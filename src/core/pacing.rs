@@ -10,6 +10,14 @@
 //! a cooldown that has passed are the same as no entry, and are dropped when next touched
 //! (and by [`Pacing::prune`]); so the map holds at most one entry per pool the router has
 //! launched on recently, whatever the load. Time is the router's clock (epoch ms), given.
+//!
+//! In a fleet (`capacity.coordinator`), the bucket and the cooldown that count are the
+//! fleet's, in PostgreSQL (`stores::pg::capacity`, taken in the admission's own statement).
+//! This process's bucket still goes first: the fleet's bucket, drained by every process, never
+//! holds more than this one, so a pool this process has no token for is skipped without asking
+//! the database. A refusal from the fleet is kept here ([`Pacing::fleet_refused`]) until the
+//! time the fleet named, so a waiting provision sleeps until then instead of asking again, at
+//! least [`FLEET_RECHECK_MS`] later.
 
 use crate::core::json::{object, FieldError};
 use serde_json::Value;
@@ -28,7 +36,18 @@ pub const MAX_BURST: i64 = 1_000_000;
 /// Longest cooldown a classifier's `retryAfterMs` may ask for (one day); longer is refused.
 pub const MAX_RETRY_AFTER_MS: i64 = 86_400_000;
 
+/// The least a refusal from the fleet's bucket holds a pool back here, ms: a provision
+/// waiting on the fleet asks the database at most once per token interval of the pool, and
+/// never more often than this (100 times a second per pool), whatever the declared rate.
+pub const FLEET_RECHECK_MS: i64 = 10;
+
 const RATE_LIMIT_KEYS: [&str; 2] = ["launchesPerSecond", "burst"];
+
+/// The skip reason named `name` ([`RATE_LIMITED`] or [`COOLING_DOWN`]), as the fleet's
+/// admission answers it; None for any other text.
+pub fn reason_of(name: &str) -> Option<&'static str> {
+    [RATE_LIMITED, COOLING_DOWN].into_iter().find(|r| *r == name)
+}
 
 /// A pool's declared create-rate limit: `launches_per_second` tokens a second, at most
 /// `burst` kept.
@@ -85,6 +104,12 @@ struct Pace {
     at: i64,
     /// A cooldown in force until then (0: none).
     cooling_until: i64,
+    /// The fleet's bucket has no token for this pool until then (0: no refusal kept).
+    fleet_until: i64,
+}
+
+impl Pace {
+    const EMPTY: Pace = Pace { tokens: 0.0, at: 0, cooling_until: 0, fleet_until: 0 };
 }
 
 /// Every pool's bucket and cooldown, by pool id.
@@ -110,9 +135,9 @@ impl Pacing {
             return Ok(());
         };
         match self.pools.get_mut(pool) {
-            Some(p) => *p = Pace { tokens: refilled(*p, limit, now) - 1.0, at: now, cooling_until: 0 },
+            Some(p) => *p = Pace { tokens: refilled(*p, limit, now) - 1.0, at: now, ..Pace::EMPTY },
             None => {
-                let full = Pace { tokens: f64::from(limit.burst) - 1.0, at: now, cooling_until: 0 };
+                let full = Pace { tokens: f64::from(limit.burst) - 1.0, at: now, ..Pace::EMPTY };
                 self.pools.insert(pool.to_string(), full);
             }
         }
@@ -125,6 +150,9 @@ impl Pacing {
         if p.cooling_until > now {
             return Err(Blocked { reason: COOLING_DOWN, until: p.cooling_until });
         }
+        if p.fleet_until > now {
+            return Err(Blocked { reason: RATE_LIMITED, until: p.fleet_until });
+        }
         let Some(limit) = limit else { return Ok(()) };
         if refilled(p, limit, now) < 1.0 {
             return Err(Blocked { reason: RATE_LIMITED, until: next_token(p, limit, now) });
@@ -136,7 +164,7 @@ impl Pacing {
     /// down; `u32::MAX` without a limit), taking nothing: how many refills a warm pass plans.
     pub fn available(&self, pool: &str, limit: Option<RateLimit>, now: i64) -> u32 {
         let entry = self.pools.get(pool).copied();
-        if entry.is_some_and(|p| p.cooling_until > now) {
+        if entry.is_some_and(|p| p.cooling_until > now || p.fleet_until > now) {
             return 0;
         }
         let Some(limit) = limit else { return u32::MAX };
@@ -160,20 +188,43 @@ impl Pacing {
         if until <= now {
             return None;
         }
-        let p = self.pools.entry(pool.to_string()).or_insert(Pace {
-            tokens: limit.map_or(0.0, |l| f64::from(l.burst)),
-            at: now,
-            cooling_until: 0,
-        });
+        let p = self.entry(pool, limit, now);
         p.cooling_until = p.cooling_until.max(until);
         Some(p.cooling_until)
+    }
+
+    /// The fleet's bucket refused `pool` at `now` (`blocked`: no token until, or cooling down
+    /// until, a time the database named, on this router's clock): it is skipped here until
+    /// then too, and at least [`FLEET_RECHECK_MS`]. Answers the cooldown's end when the refusal
+    /// began or extended a cooldown here (another process's `Retry-After`), else None.
+    pub fn fleet_refused(&mut self, pool: &str, limit: Option<RateLimit>, blocked: Blocked, now: i64) -> Option<i64> {
+        let until = blocked.until.max(now.saturating_add(FLEET_RECHECK_MS));
+        let p = self.entry(pool, limit, now);
+        if blocked.reason == COOLING_DOWN {
+            let started = until > p.cooling_until;
+            p.cooling_until = p.cooling_until.max(until);
+            return started.then_some(p.cooling_until);
+        }
+        p.fleet_until = p.fleet_until.max(until);
+        None
+    }
+
+    /// `pool`'s entry, made as a full bucket at `now` when it has none.
+    fn entry(&mut self, pool: &str, limit: Option<RateLimit>, now: i64) -> &mut Pace {
+        self.pools.entry(pool.to_string()).or_insert(Pace {
+            tokens: limit.map_or(0.0, |l| f64::from(l.burst)),
+            at: now,
+            ..Pace::EMPTY
+        })
     }
 
     /// Drops every entry that says nothing at `now` (a full bucket, no cooldown); `limit_of`
     /// gives a pool's current limit.
     pub fn prune(&mut self, now: i64, limit_of: impl Fn(&str) -> Option<RateLimit>) {
         self.pools.retain(|id, p| {
-            p.cooling_until > now || limit_of(id).is_some_and(|l| refilled(*p, l, now) < f64::from(l.burst))
+            p.cooling_until > now
+                || p.fleet_until > now
+                || limit_of(id).is_some_and(|l| refilled(*p, l, now) < f64::from(l.burst))
         });
     }
 
@@ -307,6 +358,58 @@ mod tests {
         p.take("a", Some(one), 10_000).unwrap();
         assert!(p.take("a", Some(one), 5_000).is_err());
         assert!(p.take("a", Some(one), 11_000).is_ok());
+    }
+
+    #[test]
+    fn must_fire_a_fleet_refusal_holds_the_pool_back_with_a_local_token_must_not_after_its_time() {
+        let mut p = Pacing::default();
+        // This process has its whole burst, but the fleet's bucket is empty until 1_250.
+        assert_eq!(p.available("e2b", Some(FIVE), 1_000), 2);
+        let none = Blocked { reason: RATE_LIMITED, until: 1_250 };
+        assert_eq!(p.fleet_refused("e2b", Some(FIVE), none, 1_000), None);
+        assert_eq!(p.peek("e2b", Some(FIVE), 1_249), Err(none));
+        assert_eq!(p.available("e2b", Some(FIVE), 1_249), 0);
+        assert_eq!(p.take("e2b", Some(FIVE), 1_249), Err(none));
+        // At the fleet's time the local bucket decides again (and still holds its burst).
+        assert_eq!(p.take("e2b", Some(FIVE), 1_250), Ok(()));
+        assert_eq!(p.take("e2b", Some(FIVE), 1_250), Ok(()));
+        // Kept while it says something, pruned after.
+        let mut q = Pacing::default();
+        q.fleet_refused("a", Some(FIVE), none, 1_000);
+        q.prune(1_100, |_| Some(FIVE));
+        assert_eq!(q.len(), 1);
+        q.prune(1_250, |_| Some(FIVE));
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn must_fire_a_fleet_refusal_waits_at_least_the_recheck_floor_must_not_longer_than_named() {
+        let mut p = Pacing::default();
+        // A token "now" (the database's clock a little ahead): still not asked again at once.
+        let now_token = Blocked { reason: RATE_LIMITED, until: 500 };
+        p.fleet_refused("a", Some(FIVE), now_token, 500);
+        assert_eq!(p.peek("a", Some(FIVE), 500), Err(Blocked { reason: RATE_LIMITED, until: 500 + FLEET_RECHECK_MS }));
+        assert_eq!(p.peek("a", Some(FIVE), 500 + FLEET_RECHECK_MS), Ok(()));
+        // A later time is kept as named.
+        let later = Blocked { reason: RATE_LIMITED, until: 900 };
+        p.fleet_refused("a", Some(FIVE), later, 600);
+        assert_eq!(p.peek("a", Some(FIVE), 899), Err(later));
+        assert_eq!(p.peek("a", Some(FIVE), 900), Ok(()));
+    }
+
+    #[test]
+    fn must_fire_a_cooldown_learned_from_the_fleet_starts_here_must_not_again_when_not_extended() {
+        let mut p = Pacing::default();
+        let cooling = Blocked { reason: COOLING_DOWN, until: 4_000 };
+        assert_eq!(p.fleet_refused("e2b", None, cooling, 1_000), Some(4_000));
+        assert_eq!(p.take("e2b", None, 3_999), Err(cooling));
+        // The same cooldown seen again (another provision's admission): not a new start.
+        assert_eq!(p.fleet_refused("e2b", None, Blocked { reason: COOLING_DOWN, until: 3_000 }, 2_000), None);
+        assert_eq!(p.fleet_refused("e2b", None, cooling, 2_000), None);
+        // A longer one extends it.
+        assert_eq!(p.fleet_refused("e2b", None, Blocked { reason: COOLING_DOWN, until: 6_000 }, 2_000), Some(6_000));
+        assert_eq!(p.take("e2b", None, 6_000), Ok(()));
+        assert_eq!(p.take_ended(), vec!["e2b".to_string()]);
     }
 
     #[test]

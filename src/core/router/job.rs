@@ -88,6 +88,9 @@ pub(crate) struct Job {
     pub(crate) fault: Option<(Failure, bool)>,
     /// What the wait queue keeps of a provision (None until it first waits, and for refills).
     pub(crate) wait: Option<Box<WaitState>>,
+    /// A `Retry-After` cooldown to write to the fleet's pacing (under a shared coordinator):
+    /// the pool's id and for how long, ms; one of the job's [`Writes`](super::provision::Writes).
+    pub(crate) cooldown: Option<(String, u64)>,
 }
 
 /// A provision's wait: its fairness lane, when to look again, what blocked it, and an abort

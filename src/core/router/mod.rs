@@ -290,6 +290,12 @@ impl Router {
         self.capacity.as_ref().map(|c| c.provider_order.as_slice())
     }
 
+    /// Whether capacity is admitted by a shared coordinator (`capacity.coordinator`): its
+    /// ledger, and pacing, are the fleet's.
+    pub fn coordinated(&self) -> bool {
+        self.capacity.as_ref().is_some_and(|c| c.coordinated)
+    }
+
     /// Whether the budgets live in the shared ledger; None without budgets.
     pub fn budgets_shared(&self) -> Option<bool> {
         self.budgets.as_ref().map(|b| b.shared)

@@ -51,6 +51,8 @@ pub struct Demand {
     pub hold_ms: u64,
     /// The provision's sandbox id.
     pub sandbox: SandboxKey,
+    /// The pool's declared rate limit: the admission takes a token of the fleet's bucket.
+    pub rate_limit: Option<RateLimit>,
 }
 
 /// What to ask a shared budget ledger for one reservation.
@@ -75,6 +77,9 @@ pub struct Writes {
     pub hold: Option<(u64, bool, u64)>,
     /// A budget reservation settled: the sandbox, how, and the pool it was made on.
     pub budget: Option<(SandboxKey, Settle, String)>,
+    /// A pool cools down for the fleet: its id and for how long, ms (a classifier's
+    /// `retryAfterMs`).
+    pub cooldown: Option<(String, u64)>,
 }
 
 /// How a job failed: the error to raise and what the caller does about it.
@@ -288,6 +293,7 @@ impl Router {
             intent_stored: false,
             provider_sandbox_id: None,
             fault: None,
+            cooldown: None,
             wait,
         });
         // Waiters' pools are theirs first.
@@ -315,8 +321,9 @@ impl Router {
     pub(crate) fn paced(&self, pools: &mut Pools) -> Option<PacePlan> {
         let limits = match &pools.rate_limits {
             Some(l) => l.clone(),
-            // The wait queue skips waiters' pools in the pacing step.
-            None if self.pacing.is_empty() && self.queue.is_none() => return None,
+            // The wait queue skips waiters' pools in the pacing step; a fleet's pacing may
+            // refuse any pool (another process's `Retry-After`).
+            None if self.pacing.is_empty() && self.queue.is_none() && !self.coordinated() => return None,
             None => pools.registry.pools().iter().map(|_| None).collect(),
         };
         Some((limits, pools.ids()))
@@ -360,7 +367,7 @@ impl Router {
         if job.machine.has_events() {
             flags |= flags::EVENTS;
         }
-        if job.machine.has_writes() {
+        if job.machine.has_writes() || job.cooldown.is_some() {
             flags |= flags::WRITES;
         }
         Ok(Next { flags, ..next })
@@ -573,7 +580,10 @@ impl Router {
             job.machine.set_now(now.health);
         }
         match job.machine.shared_demand(m, health.as_mut()) {
-            Some(dims) => Ok(Ok(Demand { provider_id, dims, hold_ms, sandbox: job.id })),
+            Some(dims) => {
+                let rate_limit = job.pools.borrow().registry.pools().get(job.pool).and_then(|p| p.rate_limit);
+                Ok(Ok(Demand { provider_id, dims, hold_ms, sandbox: job.id, rate_limit }))
+            }
             None => {
                 if let Some(b) = budgets {
                     b.apply(&mut job.machine);
@@ -585,12 +595,13 @@ impl Router {
 
     /// Under a shared coordinator, step two: its verdict.
     pub fn admit_decided(&mut self, key: u32, verdict: SharedVerdict, now: Now) -> Result<Next, Failure> {
-        let Router { jobs, health, budgets, .. } = self;
+        let Router { jobs, health, budgets, pacing, .. } = self;
         let job = jobs.get_mut(key)?;
         if health.is_some() {
             job.machine.set_now(now.health);
         }
-        job.machine.admit_shared(verdict, health.as_mut());
+        job.machine.set_clock(now.router);
+        job.machine.admit_shared(verdict, health.as_mut(), Some(pacing));
         if let Some(b) = budgets {
             b.apply(&mut job.machine);
         }
@@ -653,7 +664,7 @@ impl Router {
             Some(s) => job.machine.take_budget_settle().map(|how| (s, how, job.pool_id(job.pool))),
             None => None,
         };
-        Ok(Writes { hold, budget })
+        Ok(Writes { hold, budget, cooldown: job.cooldown.take() })
     }
 
     /// The launch intent was written (`ok`), or not: no intent, no launch, so nothing is
@@ -781,6 +792,10 @@ impl Router {
             let pools = job.pools.borrow();
             let limit = pools.registry.pools().get(job.pool).and_then(|p| p.rate_limit);
             let pool = pools.pool_id(job.pool);
+            if self.capacity.as_ref().is_some_and(|c| c.coordinated) {
+                // The fleet's pool cools down too: every process skips it until then.
+                job.cooldown = Some((pool.to_string(), ms as u64));
+            }
             cooled = self.pacing.cool(pool, limit, ms, now.router).map(|until| Event::PoolCooldownStarted {
                 pool: PoolId::from(pool),
                 retry_after_ms: ms as u64,

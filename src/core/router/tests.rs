@@ -703,3 +703,106 @@ fn must_not_fire_spent_attempts_are_no_wait_must_fire_with_attempts_left() {
     let next = one.classified(key, Some("TOO_MANY_REQUESTS"), Some(true), Some(2_000.0), at(1_002)).unwrap();
     assert_eq!((next.kind, next.bound_ms), (StepKind::Wait, 2_000));
 }
+
+/// A router over `p0` (paced at five launches a second) and `p1` (no limit), both read by
+/// capacity routing, whose capacity a shared coordinator admits (the fleet's pacing too).
+fn fleet_paced(observe: bool) -> Router {
+    let capacity = CapacitySettings {
+        provider_order: vec!["p0".into(), "p1".into()],
+        reservation_ttl_ms: 1_000,
+        coordinated: true,
+    };
+    let s = Settings { capacity: Some(capacity), classifier: true, observe, ..settings() };
+    paced_router(Some(json!({ "launchesPerSecond": 5 })), s)
+}
+
+fn room() -> Measurement {
+    Measurement::Known(vec![ResourceMeasurement::new("sandboxes", 0.0, 10.0, "sandboxes", 1.0)])
+}
+
+/// Begins a provision on a [`fleet_paced`] router at `ms` and answers its first admission
+/// with `verdict`: the key and the step that follows.
+fn fleet_admitted(
+    r: &mut Router,
+    n: u8,
+    ms: i64,
+    verdict: crate::core::acquisition::SharedVerdict,
+) -> (u32, super::step::Next) {
+    let (key, next) = r.begin(&request(json!({})), false, Vec::new(), None, id(n), at(ms)).unwrap();
+    assert_eq!((next.kind, next.pool), (StepKind::Coordinate, 0));
+    let demand = r.demand(key, &room(), at(ms)).unwrap().unwrap();
+    assert_eq!(demand.rate_limit.map(|l| l.launches_per_second), Some(5.0), "the admission takes a fleet token");
+    (key, r.admit_decided(key, verdict, at(ms)).unwrap())
+}
+
+#[test]
+fn fleet_pacing_must_fire_a_refusal_skips_the_pool_and_holds_it_back_must_not_after_the_fleets_time() {
+    use crate::core::acquisition::SharedVerdict;
+    let mut r = fleet_paced(false);
+    let no_token = SharedVerdict::Paced { reason: "RATE_LIMITED", in_ms: 300 };
+    let (key, next) = fleet_admitted(&mut r, 1, 0, no_token);
+    assert_eq!((next.kind, next.pool), (StepKind::Coordinate, 1), "skipped like a local pacing skip");
+    let demand = r.demand(key, &room(), at(0)).unwrap().unwrap();
+    assert_eq!(demand.rate_limit, None, "a pool without a limit takes no token");
+    r.end(key);
+    // This process's bucket has tokens, but the fleet said none until 300 ms: not asked again.
+    let (key, next) = r.begin(&request(json!({})), false, Vec::new(), None, id(2), at(299)).unwrap();
+    assert_eq!((next.kind, next.pool), (StepKind::Coordinate, 1));
+    r.end(key);
+    // At the fleet's time it is asked again.
+    let (key, _) = fleet_admitted(&mut r, 3, 300, SharedVerdict::Admitted(9));
+    r.end(key);
+}
+
+#[test]
+fn fleet_pacing_must_fire_every_pool_refused_by_the_fleet_fails_launch_rate_limited_with_its_time() {
+    use crate::core::acquisition::SharedVerdict;
+    let mut r = fleet_paced(false);
+    let (key, next) = fleet_admitted(&mut r, 1, 0, SharedVerdict::Paced { reason: "RATE_LIMITED", in_ms: 700 });
+    assert_eq!(next.pool, 1);
+    r.demand(key, &room(), at(0)).unwrap().unwrap();
+    let next = r.admit_decided(key, SharedVerdict::Paced { reason: "COOLING_DOWN", in_ms: 400 }, at(0)).unwrap();
+    assert_eq!(next.kind, StepKind::Done);
+    let f = r.failure(key).unwrap().unwrap();
+    assert_eq!(f.error.code, "LAUNCH_RATE_LIMITED");
+    let retry = f.error.extra.iter().find(|(k, _)| *k == "retryAfterMs").map(|(_, v)| v.clone());
+    assert_eq!(retry, Some(crate::core::error::Extra::Num(400.0)), "the first pool to free");
+}
+
+#[test]
+fn fleet_cooldown_must_fire_one_learned_from_the_fleet_starts_here_must_not_a_token_refusal() {
+    use crate::core::acquisition::SharedVerdict;
+    let types = |r: &mut Router, key| -> Vec<&'static str> {
+        r.job_events(key, at(0)).unwrap().iter().map(|e| e.event.type_name()).collect()
+    };
+    let mut r = fleet_paced(true);
+    let (key, _) = fleet_admitted(&mut r, 1, 0, SharedVerdict::Paced { reason: "COOLING_DOWN", in_ms: 2_000 });
+    let seen = types(&mut r, key);
+    assert!(seen.contains(&"pool.cooldown.started"), "{seen:?}");
+    assert!(!seen.contains(&"pool.rate.limited"), "{seen:?}");
+    r.end(key);
+    let mut r = fleet_paced(true);
+    let (key, _) = fleet_admitted(&mut r, 1, 0, SharedVerdict::Paced { reason: "RATE_LIMITED", in_ms: 200 });
+    let seen = types(&mut r, key);
+    assert!(seen.contains(&"pool.rate.limited"), "{seen:?}");
+    assert!(!seen.contains(&"pool.cooldown.started"), "{seen:?}");
+}
+
+#[test]
+fn fleet_cooldown_must_fire_a_retry_after_under_a_coordinator_is_written_for_the_fleet_must_not_in_process() {
+    let mut r = fleet_paced(false);
+    let (key, next) = fleet_admitted(&mut r, 1, 0, crate::core::acquisition::SharedVerdict::Admitted(7));
+    assert_eq!(next.kind, StepKind::Launch);
+    r.threw(key, None, at(1)).unwrap();
+    let next = r.classified(key, Some("TOO_MANY_REQUESTS"), Some(true), Some(2_500.0), at(2)).unwrap();
+    assert_ne!(next.flags & flags::WRITES, 0);
+    assert_eq!(r.writes(key).unwrap().cooldown, Some(("p0".to_string(), 2_500)));
+    assert_eq!(r.writes(key).unwrap().cooldown, None, "written once");
+    // No coordinator: the cooldown is this process's only.
+    let mut local = paced_router(None, Settings { classifier: true, ..settings() });
+    let (key, _) = begin(&mut local, &request(json!({})), 1);
+    local.threw(key, None, at(1)).unwrap();
+    let next = local.classified(key, Some("TOO_MANY_REQUESTS"), Some(true), Some(2_500.0), at(2)).unwrap();
+    assert_eq!(next.flags & flags::WRITES, 0);
+    assert_eq!(local.writes(key).unwrap().cooldown, None);
+}

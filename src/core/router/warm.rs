@@ -1072,6 +1072,7 @@ impl Router {
             intent_stored: false,
             provider_sandbox_id: None,
             fault: None,
+            cooldown: None,
             wait: None,
         });
         // Provisions waiting for the pool go first.

@@ -48,10 +48,35 @@ macro_rules! minus_gone {
 }
 pub(super) use minus_gone;
 
+/// The tokens in a pool row's bucket at `c.t` (`$10` tokens a second, at most `$11`): what it
+/// held at `tokens_at`, plus what came since; a row that never paced is a full bucket.
+macro_rules! refilled {
+    ($row:literal) => {
+        concat!(
+            "least($11::float8, CASE WHEN ",
+            $row,
+            ".tokens_at IS NULL THEN $11::float8 ELSE ",
+            $row,
+            ".tokens + greatest(0, extract(epoch FROM c.t - ",
+            $row,
+            ".tokens_at)) * $10::float8 END)"
+        )
+    };
+}
+
 // $1 pool, $2 read sequence, $3..$6 the measurement's dimensions (resource, used, limit,
-// need), $7 session, $8 in-flight ms, $9 sandbox id. Answers (token, exhausted resource).
+// need), $7 session, $8 in-flight ms, $9 sandbox id, $10 / $11 the pool's rate limit
+// (launches a second, burst; null: none). Answers (token, exhausted resource, pacing
+// reason, ms until the pool may launch).
+//
+// Pacing (schema v7): the pool's row also keeps the fleet's token bucket (`tokens` at
+// `tokens_at`) and its `Retry-After` cooldown (`cooling_until`), judged at one reading of
+// the database's clock (`c`). A launch is admitted only if the pool is not cooling down, its
+// bucket has a token (when it declares a limit) and every dimension fits; an admission takes
+// the token and the hold together, so a refused one takes neither.
 const ADMIT: &str = concat!(
-    "WITH d AS (
+    "WITH c AS (SELECT clock_timestamp() AS t),
+d AS (
     SELECT * FROM unnest($3::text[], $4::float8[], $5::float8[], $6::float8[]) WITH ORDINALITY AS d(r, used, lim, need, i)
 ),
 gone AS (
@@ -77,22 +102,30 @@ freed AS (
 ),
 need AS (SELECT coalesce(jsonb_object_agg(d.r, d.need), '{}'::jsonb) AS m FROM d),
 up AS (
-    INSERT INTO sandbox_router_pools AS p (pool, held, ok)
-    SELECT $1, CASE WHEN f.fits THEN (SELECT m FROM need) ELSE '{}'::jsonb END, f.fits
+    INSERT INTO sandbox_router_pools AS p (pool, held, ok, tokens, tokens_at)
+    SELECT $1, CASE WHEN f.fits THEN (SELECT m FROM need) ELSE '{}'::jsonb END, f.fits,
+        CASE WHEN f.fits AND $10::float8 IS NOT NULL THEN $11::float8 - 1 END,
+        CASE WHEN f.fits AND $10::float8 IS NOT NULL THEN (SELECT t FROM c) END
     FROM (SELECT NOT EXISTS (SELECT 1 FROM d WHERE d.used + d.need > d.lim + 1e-9) AS fits) f
-    ON CONFLICT (pool) DO UPDATE SET
-        held = (SELECT coalesce(jsonb_object_agg(x.k, x.v), '{}'::jsonb) FROM (
+    ON CONFLICT (pool) DO UPDATE SET (held, ok, tokens, tokens_at) = (SELECT
+        (SELECT coalesce(jsonb_object_agg(x.k, x.v), '{}'::jsonb) FROM (
             SELECT k, sum(v) AS v FROM (
                 SELECT e.key AS k, e.value::numeric AS v FROM jsonb_each_text(p.held) e
                 UNION ALL SELECT r, -n FROM freed
-                UNION ALL SELECT e.key, e.value::numeric FROM need, jsonb_each_text(need.m) e WHERE NOT EXISTS (SELECT 1 FROM d d2
-                    WHERE d2.used + coalesce((p.held->>d2.r)::float8, 0)
-                        - coalesce((SELECT n FROM freed WHERE freed.r = d2.r), 0)::float8 + d2.need > d2.lim + 1e-9)
+                UNION ALL SELECT e.key, e.value::numeric FROM need, jsonb_each_text(need.m) e WHERE v.ok
             ) y GROUP BY k HAVING sum(v) <> 0) x),
-        ok = NOT EXISTS (SELECT 1 FROM d d2
-            WHERE d2.used + coalesce((p.held->>d2.r)::float8, 0)
-                - coalesce((SELECT n FROM freed WHERE freed.r = d2.r), 0)::float8 + d2.need > d2.lim + 1e-9)
-    RETURNING p.ok, p.held
+        v.ok,
+        CASE WHEN v.ok AND $10::float8 IS NOT NULL THEN v.tokens - 1 ELSE p.tokens END,
+        CASE WHEN v.ok AND $10::float8 IS NOT NULL THEN v.t ELSE p.tokens_at END
+        FROM (SELECT c.t, k.tokens,
+            coalesce(p.cooling_until <= c.t, TRUE) AND ($10::float8 IS NULL OR k.tokens >= 1)
+            AND NOT EXISTS (SELECT 1 FROM d d2
+                WHERE d2.used + coalesce((p.held->>d2.r)::float8, 0)
+                    - coalesce((SELECT n FROM freed WHERE freed.r = d2.r), 0)::float8 + d2.need > d2.lim + 1e-9) AS ok
+            FROM c, LATERAL (SELECT ",
+    refilled!("p"),
+    " AS tokens) k) v)
+    RETURNING p.ok, p.held, p.tokens, p.tokens_at, p.cooling_until
 ),
 ins AS (
     INSERT INTO sandbox_router_holds (pool, session, amounts, expect, expires_at, sandbox_id)
@@ -101,11 +134,28 @@ ins AS (
         now() + $8 * interval '1 millisecond', $9
     FROM up WHERE up.ok
     RETURNING token
+),
+paced AS (
+    SELECT CASE WHEN up.cooling_until > c.t THEN 'COOLING_DOWN' ELSE 'RATE_LIMITED' END AS why,
+        CASE WHEN up.cooling_until > c.t THEN extract(epoch FROM up.cooling_until - c.t) * 1000
+            ELSE (1 - ",
+    refilled!("up"),
+    ") * 1000 / $10::float8 END AS ms
+    FROM up, c WHERE NOT up.ok AND (up.cooling_until > c.t OR ($10::float8 IS NOT NULL AND ",
+    refilled!("up"),
+    " < 1))
 )
 SELECT (SELECT token FROM ins),
     (SELECT d.r FROM d, up WHERE NOT up.ok
-        AND d.used + coalesce((up.held->>d.r)::float8, 0) + d.need > d.lim + 1e-9 ORDER BY d.i LIMIT 1)"
+        AND d.used + coalesce((up.held->>d.r)::float8, 0) + d.need > d.lim + 1e-9 ORDER BY d.i LIMIT 1),
+    (SELECT why FROM paced), (SELECT ms::float8 FROM paced)"
 );
+
+// $1 pool, $2 ms: the pool cools down for the fleet until the database's clock passes
+// `now + $2` (a longer cooldown in force is kept).
+const COOL: &str = "INSERT INTO sandbox_router_pools AS p (pool, cooling_until)
+    VALUES ($1, clock_timestamp() + $2 * interval '1 millisecond')
+    ON CONFLICT (pool) DO UPDATE SET cooling_until = greatest(p.cooling_until, excluded.cooling_until)";
 
 pub(super) const SETTLE_KEEP: &str = "UPDATE sandbox_router_holds SET settled_seq = nextval('sandbox_router_read_seq'),
     expires_at = now() + $2 * interval '1 millisecond' WHERE token = $1";
@@ -119,7 +169,18 @@ pub enum Verdict {
     Admitted(i64),
     /// The first dimension without room.
     Exhausted(String),
+    /// The fleet's pacing refused it: cooling down (`cooling`) or no token in the pool's
+    /// bucket, for `in_ms` more (the database's clock).
+    Paced {
+        /// A `Retry-After` cooldown is in force (else the bucket has no token).
+        cooling: bool,
+        /// How long until the pool may launch, ms.
+        in_ms: f64,
+    },
 }
+
+/// A pool's declared rate limit as the admission takes its tokens: (launches a second, burst).
+pub type Pace = (f64, u32);
 
 impl PgStore {
     /// Admits one launch on `pool` against every process's holds: one statement (see the
@@ -133,6 +194,7 @@ impl PgStore {
         dims: Vec<Dim>,
         inflight_ms: f64,
         sandbox: Option<String>,
+        pace: Option<Pace>,
     ) -> Result<Verdict, PgFailure> {
         self.ensure_session().await?;
         let session = self.session.clone();
@@ -143,16 +205,47 @@ impl PgStore {
                 let used: Vec<f64> = dims.iter().map(|d| d.used).collect();
                 let limits: Vec<f64> = dims.iter().map(|d| d.limit).collect();
                 let needs: Vec<f64> = dims.iter().map(|d| d.need).collect();
-                let params: [&(dyn ToSql + Sync); 9] =
-                    [&pool, &read_seq, &resources, &used, &limits, &needs, &session, &inflight_ms, &sandbox];
+                let rate: Option<f64> = pace.map(|p| p.0);
+                let burst: Option<f64> = pace.map(|p| f64::from(p.1));
+                let params: [&(dyn ToSql + Sync); 11] = [
+                    &pool,
+                    &read_seq,
+                    &resources,
+                    &used,
+                    &limits,
+                    &needs,
+                    &session,
+                    &inflight_ms,
+                    &sandbox,
+                    &rate,
+                    &burst,
+                ];
                 let row = c.client.query_one(&s, &params).await?;
                 let token: Option<i64> = row.try_get(0).map_err(|_| PgFailure::Malformed)?;
                 let resource: Option<String> = row.try_get(1).map_err(|_| PgFailure::Malformed)?;
-                match (token, resource) {
-                    (Some(t), _) => Ok(Verdict::Admitted(t)),
-                    (None, Some(r)) => Ok(Verdict::Exhausted(r)),
-                    (None, None) => Err(PgFailure::Malformed),
+                let paced: Option<String> = row.try_get(2).map_err(|_| PgFailure::Malformed)?;
+                let in_ms: Option<f64> = row.try_get(3).map_err(|_| PgFailure::Malformed)?;
+                match (token, paced, in_ms, resource) {
+                    (Some(t), ..) => Ok(Verdict::Admitted(t)),
+                    // Pacing first, as in process: a pool without a token is not read.
+                    (None, Some(why), Some(in_ms), _) => Ok(Verdict::Paced { cooling: why == "COOLING_DOWN", in_ms }),
+                    (None, _, _, Some(r)) => Ok(Verdict::Exhausted(r)),
+                    _ => Err(PgFailure::Malformed),
                 }
+            })
+        })
+        .await
+    }
+
+    /// The pool cools down for the whole fleet for `ms` (a classifier's `retryAfterMs` in
+    /// one process): every process's admission on it is refused as `COOLING_DOWN` until then.
+    /// One statement; a longer cooldown in force is kept.
+    pub async fn cool(self: &Arc<Self>, pool: String, ms: f64) -> Result<(), PgFailure> {
+        self.bounded(move |c| {
+            Box::pin(async move {
+                let s = c.statement(COOL).await?;
+                c.client.execute(&s, &[&pool, &ms]).await?;
+                Ok(())
             })
         })
         .await

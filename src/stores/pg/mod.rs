@@ -26,6 +26,9 @@
 //! - v4 the fleet's warm inventory, `warm`: one row per refill launch granted (`launching`,
 //!   with its launcher's session and an expiry, like a hold) or per idle member (`idle`,
 //!   with its ids and launch instant). See "The warm inventory" below.
+//! - v5 and v6: running totals (a pool's `held`, a budget key's totals) and sweeps that read
+//!   only what can have lapsed (issue 34; see the migrations' comments);
+//! - v7 the fleet's pacing: a pool's token bucket and `Retry-After` cooldown on its row.
 //!
 //! # The warm inventory
 //!
@@ -220,6 +223,11 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX sandbox_router_holds_pool ON sandbox_router_holds (pool, expires_at);
     CREATE INDEX sandbox_router_holds_settled ON sandbox_router_holds (pool, settled_seq) WHERE settled_seq IS NOT NULL;
     CREATE INDEX sandbox_router_holds_session ON sandbox_router_holds (session) WHERE settled_seq IS NULL;",
+    // v7: the fleet's pacing (issue 33): each pool's token bucket (`tokens` at `tokens_at`;
+    // null: a full bucket) and its `Retry-After` cooldown, on the pool's admission row, so an
+    // admission takes its token in its own statement (`capacity.rs`).
+    "ALTER TABLE sandbox_router_pools ADD COLUMN tokens DOUBLE PRECISION, ADD COLUMN tokens_at TIMESTAMPTZ,
+        ADD COLUMN cooling_until TIMESTAMPTZ;",
 ];
 
 /// The schema version this build writes.

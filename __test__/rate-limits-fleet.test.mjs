@@ -1,0 +1,204 @@
+// Pacing across a fleet (issue 33, part 4): with a PostgresMappingStore as
+// `capacity.coordinator`, a pool's token bucket and its Retry-After cooldown are the fleet's.
+// Four router processes (fixtures/pacing-worker.mjs), one PostgreSQL (started here), one
+// provider account (an HTTP server in this process that records when each create arrived).
+//  1. The store's admission: a token taken with the hold, none without room; a cooldown.
+//  2. Four processes sharing `launchesPerSecond: 5` never start more than 5 + burst creates in
+//     any one-second window (must-fire); each pacing in process only, they do (must-not).
+//  3. A 429 seen by one process cools the pool for all (must-fire); in process only, not.
+//  4. A process killed with SIGKILL while its provisions wait and launch leaks nothing: the
+//     others are served at the fleet's rate and its in-flight holds lapse with its lease.
+import test, { after, before } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { startWorker } from './fleet-workers.mjs';
+import { startPostgres } from './postgres-server.mjs';
+import { PostgresMappingStore } from '../index.mjs';
+import { CANARY } from './fixtures.mjs';
+
+/** @type {Awaited<ReturnType<typeof startPostgres>>} */
+let pg;
+/** @type {http.Server} */
+let server;
+let base = '';
+const workers = [];
+
+// The provider account: when each create arrived (and from which process), and a switch that
+// refuses the next create with 429 + Retry-After.
+const account = {
+  /** @type {Array<{ at: number, pid: string, status: number }>} */
+  creates: [],
+  accepted: 0,
+  /** seconds of the next create's Retry-After (0: accept it) */
+  refuseNext: 0,
+};
+
+function handle(req, res) {
+  const u = new URL(req.url, 'http://x');
+  const json = (status, v, headers = {}) => res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(v));
+  if (u.pathname === '/capacity') {
+    return json(200, { status: 'known', resources: [{ resource: 'sandboxes', used: account.accepted, limit: 100_000, unit: 'sandboxes', headroom: 100_000 - account.accepted, required: 1 }] });
+  }
+  if (u.pathname === '/sandboxes') {
+    const at = Date.now();
+    const pid = u.searchParams.get('pid') ?? '';
+    if (account.refuseNext > 0) {
+      const seconds = account.refuseNext;
+      account.refuseNext = 0;
+      account.creates.push({ at, pid, status: 429 });
+      return json(429, { message: `rate limit ${CANARY}` }, { 'retry-after': String(seconds) });
+    }
+    account.accepted++;
+    account.creates.push({ at, pid, status: 201 });
+    return json(201, { id: `sbx-${account.accepted}` });
+  }
+  res.writeHead(404).end();
+}
+
+before(async () => {
+  pg = await startPostgres();
+  await pg.createDatabase('pacing');
+  server = http.createServer(handle);
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  base = `http://127.0.0.1:${/** @type {import('node:net').AddressInfo} */ (server.address()).port}`;
+});
+
+after(async () => {
+  for (const w of workers) w.child.kill('SIGKILL');
+  server?.closeAllConnections?.();
+  server?.close();
+  pg?.stop();
+});
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** The most creates (accepted or not) that arrived within any one second, from `from` on. */
+function busiestSecond(from) {
+  const at = account.creates.filter((c) => c.at >= from).map((c) => c.at).sort((a, b) => a - b);
+  let most = 0;
+  for (let i = 0, j = 0; i < at.length; i++) {
+    while (at[i] - at[j] >= 1_000) j++;
+    most = Math.max(most, i - j + 1);
+  }
+  return most;
+}
+
+test('fleet pacing: the admission takes a token of the pool row\'s bucket, with the hold', async (t) => {
+  await pg.createDatabase('pacing_store');
+  const store = new PostgresMappingStore({ connection: pg.url('pacing_store'), timeoutMs: 5_000, leaseMs: 5_000 });
+  const { coordinatorOf } = await import('../lib/postgres.js');
+  const native = coordinatorOf(store);
+  const room = [{ resource: 'sandboxes', used: 0, limit: 100, need: 1 }];
+  const admit = (pool, dims = room, rateLimit = { launchesPerSecond: 5, burst: 2 }) =>
+    native.beginRead().then((seq) => native.admit(seq, { providerId: pool, dims, holdMs: 60_000, sandboxId: '', rateLimit: rateLimit ?? undefined }));
+  try {
+    await t.test('must-fire: past the burst the bucket refuses RATE_LIMITED with the time to the next token; must-not: within it', async () => {
+      assert.ok((await admit('a')).token > 0);
+      assert.ok((await admit('a')).token > 0);
+      const refused = await admit('a');
+      assert.equal(refused.token ?? null, null);
+      assert.equal(refused.paced, 'RATE_LIMITED');
+      assert.ok(refused.retryInMs > 0 && refused.retryInMs <= 200, `next token in ${refused.retryInMs} ms`);
+      await sleep(refused.retryInMs + 5);
+      assert.ok((await admit('a')).token > 0, 'a token came back at the time it named');
+      // Another pool's bucket is its own.
+      assert.ok((await admit('b')).token > 0);
+    });
+    await t.test('must-fire: a refusal for room takes no token; must-not: a pool without a limit is never paced', async () => {
+      const full = [{ resource: 'sandboxes', used: 100, limit: 100, need: 1 }];
+      for (let i = 0; i < 3; i++) assert.equal((await admit('c', full)).resource, 'sandboxes');
+      const first = await admit('c');
+      assert.ok(first.token > 0, `the full pool kept its burst: ${JSON.stringify(first)}`);
+      assert.ok((await admit('c')).token > 0);
+      for (let i = 0; i < 5; i++) assert.ok((await admit('d', room, null)).token > 0);
+    });
+    await t.test('must-fire: a cooldown refuses every admission COOLING_DOWN until it ends; must-not: after it', async () => {
+      assert.equal(await native.cool('e', 300), true);
+      assert.equal(await native.cool('e', 100), true, 'a shorter one keeps the longer');
+      for (const limit of [null, { launchesPerSecond: 5, burst: 2 }]) {
+        const v = await admit('e', room, limit);
+        assert.equal(v.paced, 'COOLING_DOWN');
+        assert.ok(v.retryInMs > 100 && v.retryInMs <= 300, `${v.retryInMs}`);
+      }
+      await sleep(310);
+      assert.ok((await admit('e')).token > 0);
+    });
+  } finally {
+    await store.close();
+  }
+});
+
+test('fleet pacing: four processes, one PostgreSQL, one account', async (t) => {
+  const fleet = await Promise.all([0, 1, 2, 3].map(() => startWorker('pacing-worker.mjs', [pg.url('pacing'), base], workers)));
+
+  await t.test('must-fire: 4 processes sharing launchesPerSecond 5 never start more than 5 + burst creates in any second, and all are served', async () => {
+    const from = Date.now();
+    const answers = (await Promise.all(fleet.map((w) => w.ask({ cmd: 'burst', router: 'fleet', n: 6 })))).flat();
+    const took = Date.now() - from;
+    assert.deepEqual(answers.filter((a) => !a.ok), [], 'every provision served (the queue waits)');
+    const most = busiestSecond(from);
+    t.diagnostic(`24 provisions in ${took} ms; at most ${most} creates in one second`);
+    assert.ok(most <= 6, `${most} creates within one second`);
+    // Paced, not starved: 24 creates at 5 a second take about 4.6 s after the first.
+    assert.ok(took < 8_000, `${took} ms`);
+  });
+
+  await t.test('must-not-fire: the same 4 processes pacing in process only start up to 4 x (5 + burst) in a second', async () => {
+    await sleep(1_100);
+    const from = Date.now();
+    const answers = (await Promise.all(fleet.map((w) => w.ask({ cmd: 'burst', router: 'local', n: 6 })))).flat();
+    assert.equal(answers.filter((a) => a.ok).length, 24);
+    const most = busiestSecond(from);
+    t.diagnostic(`in process only: ${most} creates in one second`);
+    assert.ok(most > 6, `${most} creates within one second`);
+  });
+
+  await t.test('must-fire: a 429 seen by one process cools the pool for every process; must-not: in process only', async () => {
+    for (const router of ['fleet', 'local']) {
+      await sleep(1_100);
+      account.refuseNext = 2;
+      const first = fleet[0].ask({ cmd: 'burst', router, n: 1 });
+      while (!account.creates.some((c) => c.status === 429)) await sleep(5);
+      const refusedAt = account.creates.find((c) => c.status === 429)?.at ?? 0;
+      // The cooldown is written without waiting: give it a moment before the others ask.
+      await sleep(100);
+      const others = fleet.slice(1).map((w) => w.ask({ cmd: 'burst', router, n: 1 }));
+      const answers = (await Promise.all([first, ...others])).flat();
+      assert.deepEqual(answers.filter((a) => !a.ok), [], `${router}: every provision served after the cooldown`);
+      const within = account.creates.filter((c) => c.at > refusedAt && c.at < refusedAt + 1_950);
+      account.creates.splice(0, account.creates.length, ...account.creates.filter((c) => c.status !== 429));
+      if (router === 'fleet') assert.deepEqual(within, [], 'no process created within the Retry-After of the 429');
+      else assert.ok(within.length >= 3, `in process only, the other processes created at once (${within.length})`);
+    }
+  });
+
+  await t.test('a process killed with SIGKILL while its provisions wait leaks nothing: the others are served at the fleet rate', async () => {
+    await sleep(1_100);
+    const victim = fleet[3];
+    const pid = String(victim.child.pid);
+    const before = account.creates.length;
+    await victim.ask({ cmd: 'start', router: 'fleet', n: 20 });
+    while (account.creates.slice(before).filter((c) => c.pid === pid).length < 2) await sleep(10);
+    const status = await victim.ask({ cmd: 'status', router: 'fleet' });
+    assert.ok(status.depth >= 10, `the victim has provisions waiting (${status.depth})`);
+    victim.child.kill('SIGKILL');
+    await new Promise((r) => victim.child.once('exit', r));
+    const from = Date.now();
+    const answers = (await Promise.all(fleet.slice(0, 3).map((w) => w.ask({ cmd: 'burst', router: 'fleet', n: 5 })))).flat();
+    const took = Date.now() - from;
+    assert.deepEqual(answers.filter((a) => !a.ok), []);
+    t.diagnostic(`15 provisions after the kill in ${took} ms`);
+    assert.ok(took < 6_000, `the fleet's tokens keep coming (${took} ms)`);
+    assert.ok(busiestSecond(from) <= 6);
+    // Its in-flight holds lapse with its lease (1 s); the next admission sweeps them: none is left.
+    await sleep(1_500);
+    assert.ok((await fleet[0].ask({ cmd: 'burst', router: 'fleet', n: 1 }))[0].ok);
+    let inflight = '';
+    for (let i = 0; i < 50; i++) {
+      inflight = await pg.psql('SELECT count(*) FROM sandbox_router_holds WHERE settled_seq IS NULL', 'pacing');
+      if (inflight === '0') break;
+      await sleep(100);
+    }
+    assert.equal(inflight, '0');
+  });
+});
