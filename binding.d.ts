@@ -495,8 +495,8 @@ export interface AdmitVerdict {
   /** The first dimension without room when not. */
   resource?: string
   /**
-   * When the fleet's pacing refused it: `RATE_LIMITED` (its bucket has no token) or
-   * `COOLING_DOWN` (a `Retry-After` in force).
+   * When the fleet's pacing refused it: `RATE_LIMITED` (its bucket has no token),
+   * `COOLING_DOWN` (a `Retry-After` in force) or `QUEUED` (another lane's turn).
    */
   paced?: string
   /** With `paced`: how long until the pool may launch, ms. */
@@ -1115,6 +1115,11 @@ export interface DemandRecord {
   sandboxId: string
   /** The pool's declared `rateLimit`: the admission takes a token of the fleet's bucket. */
   rateLimit?: RateLimitRecord
+  /**
+   * With `rateLimit`: the provision's fairness lane (its `fairBy` label's value, `""`
+   * without one), whose turn the fleet keeps.
+   */
+  lane?: string
 }
 
 /**

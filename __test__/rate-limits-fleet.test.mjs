@@ -89,8 +89,8 @@ test('fleet pacing: the admission takes a token of the pool row\'s bucket, with 
   const { coordinatorOf } = await import('../lib/postgres.js');
   const native = coordinatorOf(store);
   const room = [{ resource: 'sandboxes', used: 0, limit: 100, need: 1 }];
-  const admit = (pool, dims = room, rateLimit = { launchesPerSecond: 5, burst: 2 }) =>
-    native.beginRead().then((seq) => native.admit(seq, { providerId: pool, dims, holdMs: 60_000, sandboxId: '', rateLimit: rateLimit ?? undefined }));
+  const admit = (pool, dims = room, rateLimit = { launchesPerSecond: 5, burst: 2 }, lane = '', on = native) =>
+    on.beginRead().then((seq) => on.admit(seq, { providerId: pool, dims, holdMs: 60_000, sandboxId: '', rateLimit: rateLimit ?? undefined, lane: rateLimit ? lane : undefined }));
   try {
     await t.test('must-fire: past the burst the bucket refuses RATE_LIMITED with the time to the next token; must-not: within it', async () => {
       assert.ok((await admit('a')).token > 0);
@@ -122,6 +122,41 @@ test('fleet pacing: the admission takes a token of the pool row\'s bucket, with 
       }
       await sleep(310);
       assert.ok((await admit('e')).token > 0);
+    });
+    await t.test('must-fire: a lane that waits is served before a lane served since; must-not: with nobody else waiting the same lane goes on', async () => {
+      const other = new PostgresMappingStore({ connection: pg.url('pacing_store'), timeoutMs: 5_000, leaseMs: 5_000 });
+      const second = coordinatorOf(other);
+      const one = { launchesPerSecond: 10, burst: 1 };
+      try {
+        // must-not: the burst lane alone takes each token as it comes.
+        assert.ok((await admit('f', room, one, 'burst')).token > 0);
+        const early = await admit('f', room, one, 'burst');
+        assert.equal(early.paced, 'RATE_LIMITED');
+        await sleep(early.retryInMs + 5);
+        assert.ok((await admit('f', room, one, 'burst')).token > 0, 'nobody else waits: its turn');
+        // The steady lane (another process) asks while the bucket is empty: its claim is kept.
+        const steady = await admit('f', room, one, 'steady', second);
+        assert.equal(steady.paced, 'RATE_LIMITED');
+        await sleep(steady.retryInMs + 5);
+        // must-fire: at the token the burst lane, served since, is refused for the steady lane's turn.
+        const turn = await admit('f', room, one, 'burst');
+        assert.equal(turn.paced, 'QUEUED', JSON.stringify(turn));
+        assert.ok(turn.retryInMs > 0 && turn.retryInMs <= 200, `${turn.retryInMs}`);
+        assert.ok((await admit('f', room, one, 'steady', second)).token > 0, 'the steady lane takes its turn');
+        assert.equal(await pg.psql(`SELECT count(*) FROM sandbox_router_turns WHERE pool = 'f' AND lane = 'steady'`, 'pacing_store'), '0', 'a served claim is dropped');
+        // Turns alternate: the burst lane's claim (refused above) now comes before the steady lane.
+        await sleep(110);
+        assert.equal((await admit('f', room, one, 'steady', second)).paced, 'QUEUED');
+        assert.ok((await admit('f', room, one, 'burst')).token > 0);
+        // The steady lane claims again (no token yet), then its process closes (its session ends).
+        assert.equal((await admit('f', room, one, 'steady', second)).paced, 'RATE_LIMITED');
+        await other.close();
+        await sleep(110);
+        // must-not: a claim of a process whose session ended counts for nothing.
+        assert.ok((await admit('f', room, one, 'burst')).token > 0, 'the closed process\'s claim is ignored');
+      } finally {
+        await other.close();
+      }
     });
   } finally {
     await store.close();

@@ -37,6 +37,9 @@
 //      `--only=fleet` runs it alone.
 //   m. Pacing: provision with every pool declaring a rate limit it never reaches vs none,
 //      same run, interleaved (issue 33: on ≤ 3 %). `--only=pacing` runs it alone.
+//   n. Rate limits against an account (bench/rate-limits.mjs): E2B Hobby's shape, a burst
+//      of 30 through the queue; 4 processes on the tests' PostgreSQL sharing one limit; a
+//      bursting and a steady tenant across them. `--only=ratelimits` runs it alone.
 //
 // Every ratio printed is computed from figures measured in this run. Ratio > 1 means
 // the native side is faster.
@@ -900,6 +903,11 @@ async function main() {
     await (await import('./fleet.mjs')).runFleetBench();
     return;
   }
+  if (only === 'ratelimits') {
+    console.log('\n## n. Rate limits against a provider account');
+    await (await import('./rate-limits.mjs')).runRateLimitBench();
+    return;
+  }
   const routing = await routingSection(native);
   const explained = await explainSection(native);
   const provision = await provisionSection(native);
@@ -924,6 +932,9 @@ async function main() {
   const fleetBench = await import('./fleet.mjs');
   const fleet = await fleetBench.runFleetBench();
   const pacing = await pacingSection(native);
+  console.log('\n## n. Rate limits against a provider account');
+  const rateBench = await import('./rate-limits.mjs');
+  const rates = await rateBench.runRateLimitBench();
   console.log('\n## Summary (all ratios from this run; > 1 means native faster / higher)\n');
   const at = (n) => routing.find((r) => r.n === n);
   const ok = (b) => (b ? 'met' : 'NOT met');
@@ -967,6 +978,7 @@ async function main() {
       ...warmRows(warm, ok),
       ...soakRows(soak, soakBench.SOAK_TARGETS, ok),
       ...fleetRows(fleet, fleetBench.FLEET_TARGETS, ok),
+      ...rateRows(rates, rateBench.RATE_TARGETS, ok),
     ],
     ['l', 'r', 'r', 'l'],
   );
@@ -991,6 +1003,20 @@ function fleetRows(fleet, t, ok) {
     ['  transactions per provision + destroy', fleet.transactions.toFixed(2), `≤ ${t.transactions}`, ok(fleet.transactions <= t.transactions)],
     ['  provisions/s at 1 process vs one-statement transactions/s', `${(fleet.reference * 100).toFixed(0)} %`, '≥ 25 %', ok(fleet.reference >= t.reference)],
     ['  provision p99 at 4 processes vs at 1', fmtRatio(fleet.p99), `≤ ${t.p99}x`, ok(fleet.p99 <= t.p99)],
+  ];
+}
+
+/** The rate limits' summary rows (issue 33's figures). */
+function rateRows(r, t, ok) {
+  const h = r.hobby;
+  const f = r.fleet;
+  return [
+    ['rate limit 1/s + queue, 30 at once against a 1/s account (warm client): 429s', String(h.refused), '0', ok(h.refused === 0)],
+    ['  served, in all', `${h.served} of 30, ${(h.totalMs / 1000).toFixed(1)} s`, `30, ≤ ${t.hobbyTotalMs / 1000} s`, ok(h.served === 30 && h.totalMs <= t.hobbyTotalMs)],
+    ['  queue wait p50 / p99', `${(h.waitP50 / 1000).toFixed(1)} / ${(h.waitP99 / 1000).toFixed(1)} s`, '— (reported)', ''],
+    ['  cold client (the first create is the process\'s first fetch): 429s', String(r.cold.refused), '— (reported)', ''],
+    ['4 processes sharing 5/s: most creates in one second at the account', String(f.shared.busiest), '≤ 6', ok(f.shared.busiest <= 6)],
+    ['  a steady tenant beside a burst of 100: wait p99', `${f.fairness.steadyP99} ms`, `< ${t.steadyP99Ms} ms`, ok(f.fairness.steadyP99 < t.steadyP99Ms)],
   ];
 }
 

@@ -32,7 +32,6 @@ use crate::binding::records::{WarmCounts, WarmMemberRecord};
 use crate::binding::sqlite::{checked_op, to_record, BatchOp};
 use crate::core::budget::{Micros, Refusal};
 use crate::core::error::ErrorClass;
-use crate::core::pacing;
 use crate::core::shared_ledger::Dim;
 use crate::stores::pg::{
     BudgetAsk, BudgetSettlement as PgBudgetSettlement, HoldSettlement, PgFailure, PgSettings, PgStore, Settled,
@@ -385,14 +384,14 @@ impl NativePgStore {
         read_seq: f64,
         demand: DemandRecord,
     ) -> napi::Result<PromiseRaw<'env, AdmitVerdict>> {
-        let DemandRecord { provider_id: pool, dims, hold_ms, sandbox_id, rate_limit } = demand;
+        let DemandRecord { provider_id: pool, dims, hold_ms, sandbox_id, rate_limit, lane } = demand;
         let sandbox_id = Some(sandbox_id).filter(|s| !s.is_empty());
         let dims: Vec<Dim> = dims
             .into_iter()
             .map(|d| Dim { resource: d.resource, used: d.used, limit: d.limit, need: d.need })
             .collect();
         let hold_ms = if hold_ms.is_finite() && hold_ms > 0.0 { hold_ms } else { 60_000.0 };
-        let pace = rate_limit.map(|l| (l.launches_per_second, l.burst));
+        let pace = rate_limit.map(|l| (l.launches_per_second, l.burst, lane.unwrap_or_default()));
         let inner = self.inner.clone();
         typed_future(env, async move {
             let v = inner
@@ -403,8 +402,7 @@ impl NativePgStore {
             Ok(match v {
                 Verdict::Admitted(t) => AdmitVerdict { token: Some(t as f64), ..none },
                 Verdict::Exhausted(r) => AdmitVerdict { resource: Some(r), ..none },
-                Verdict::Paced { cooling, in_ms } => {
-                    let reason = if cooling { pacing::COOLING_DOWN } else { pacing::RATE_LIMITED };
+                Verdict::Paced { reason, in_ms } => {
                     AdmitVerdict { paced: Some(reason.to_string()), retry_in_ms: Some(in_ms), ..none }
                 }
             })

@@ -37,6 +37,9 @@ pub struct DemandRecord {
     pub sandbox_id: String,
     /// The pool's declared `rateLimit`: the admission takes a token of the fleet's bucket.
     pub rate_limit: Option<RateLimitRecord>,
+    /// With `rateLimit`: the provision's fairness lane (its `fairBy` label's value, `""`
+    /// without one), whose turn the fleet keeps.
+    pub lane: Option<String>,
 }
 
 /// A pool's declared `rateLimit`, as a shared coordinator's admission takes its tokens.
@@ -62,6 +65,7 @@ impl From<Demand> for DemandRecord {
             rate_limit: d
                 .rate_limit
                 .map(|l| RateLimitRecord { launches_per_second: l.launches_per_second, burst: l.burst }),
+            lane: d.lane,
         }
     }
 }
@@ -73,8 +77,8 @@ pub struct AdmitVerdict {
     pub token: Option<f64>,
     /// The first dimension without room when not.
     pub resource: Option<String>,
-    /// When the fleet's pacing refused it: `RATE_LIMITED` (its bucket has no token) or
-    /// `COOLING_DOWN` (a `Retry-After` in force).
+    /// When the fleet's pacing refused it: `RATE_LIMITED` (its bucket has no token),
+    /// `COOLING_DOWN` (a `Retry-After` in force) or `QUEUED` (another lane's turn).
     pub paced: Option<String>,
     /// With `paced`: how long until the pool may launch, ms.
     pub retry_in_ms: Option<f64>,

@@ -308,6 +308,9 @@ struct Paced {
     until: Option<i64>,
     /// The pools waiters ahead of this provision wait for: skipped as `QUEUED`.
     queued: Vec<PoolId>,
+    /// Pools (by index) whose turn the fleet gave another lane in this pass, and when to
+    /// ask it again.
+    turns: Vec<(usize, i64)>,
 }
 
 /// An acquisition's budget state.
@@ -409,7 +412,15 @@ impl Acquisition {
     /// the router's pacing (`limits` and `ids` by pool index); one without a token, or
     /// cooling down, is skipped without consuming an attempt. Call before the first step.
     pub fn pace(&mut self, limits: Rc<[Option<RateLimit>]>, ids: Rc<[PoolId]>) {
-        self.paced = Some(Box::new(Paced { limits, ids, held: None, refund: None, until: None, queued: Vec::new() }));
+        self.paced = Some(Box::new(Paced {
+            limits,
+            ids,
+            held: None,
+            refund: None,
+            until: None,
+            queued: Vec::new(),
+            turns: Vec::new(),
+        }));
     }
 
     /// Offers each candidate that keeps a warm pool (`pools[index]`) as a claim before its
@@ -664,8 +675,14 @@ impl Acquisition {
         };
         let mut out = Vec::new();
         for s in &self.skipped {
+            let turn = |pool: usize| {
+                let p = self.paced.as_deref()?;
+                p.turns.iter().find(|(at, _)| *at == pool).map(|(_, until)| *until)
+            };
             let wake = match s.reason.as_str() {
-                crate::core::queue::QUEUED => Wake::Woken,
+                // The fleet's turn of another lane: ask again when it named; this process's
+                // waiters ahead: when one leaves.
+                crate::core::queue::QUEUED => turn(s.pool).map_or(Wake::Woken, Wake::At),
                 r if is_paced(r) => blocked_until(s.pool).map_or(Wake::Recheck, Wake::At),
                 budget::BUDGET_EXCEEDED => {
                     let refusals = self.budget.as_ref().map(|b| b.refusals.as_slice()).unwrap_or_default();
@@ -716,6 +733,7 @@ impl Acquisition {
         if let Some(p) = self.paced.as_deref_mut() {
             p.until = None;
             p.queued.clear();
+            p.turns.clear();
         }
     }
 
@@ -868,7 +886,12 @@ impl Acquisition {
                 let mut until = blocked.until;
                 let mut started = None;
                 if let (Some(p), Some(pacing)) = (self.paced.as_deref_mut(), pacing) {
-                    if let Some(id) = p.ids.get(pool) {
+                    if reason == crate::core::queue::QUEUED {
+                        // Another lane's turn: only this provision waits (another lane of
+                        // this process may be the one whose turn it is).
+                        until = until.max(self.clock.saturating_add(crate::core::pacing::FLEET_RECHECK_MS));
+                        p.turns.push((pool, until));
+                    } else if let Some(id) = p.ids.get(pool) {
                         let limit = p.limits.get(pool).copied().flatten();
                         started = pacing.fleet_refused(id, limit, blocked, self.clock);
                         until = pacing.peek(id, limit, self.clock).err().map_or(until, |b| b.until);

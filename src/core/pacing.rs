@@ -43,10 +43,11 @@ pub const FLEET_RECHECK_MS: i64 = 10;
 
 const RATE_LIMIT_KEYS: [&str; 2] = ["launchesPerSecond", "burst"];
 
-/// The skip reason named `name` ([`RATE_LIMITED`] or [`COOLING_DOWN`]), as the fleet's
-/// admission answers it; None for any other text.
+/// The skip reason named `name` as the fleet's admission answers it: [`RATE_LIMITED`],
+/// [`COOLING_DOWN`], or `QUEUED` (another lane's turn, [`crate::core::queue::QUEUED`]); None
+/// for any other text.
 pub fn reason_of(name: &str) -> Option<&'static str> {
-    [RATE_LIMITED, COOLING_DOWN].into_iter().find(|r| *r == name)
+    [RATE_LIMITED, COOLING_DOWN, crate::core::queue::QUEUED].into_iter().find(|r| *r == name)
 }
 
 /// A pool's declared create-rate limit: `launches_per_second` tokens a second, at most

@@ -21,6 +21,11 @@
 //! is given back. A newcomer, and a waiter that tries, skips the pools waiters ahead of it
 //! wait for ([`QUEUED`]), so nobody takes a token or a slot out of turn.
 //!
+//! In a fleet (`capacity.coordinator`) the lanes are ordered across every process, by the
+//! fleet's turns (`stores::pg::capacity`: the lane served least recently goes first), so here
+//! a waiter is held back only by waiters ahead of it in its own lane ([`Queue::per_lane`]):
+//! each lane's first waiter asks the fleet, and the fleet says whose turn it is.
+//!
 //! State is bounded: at most `maxDepth` waiters, and one lane per label value that has a
 //! waiter (a lane is dropped with its last waiter).
 
@@ -148,6 +153,8 @@ pub struct Queue {
     seq: u64,
     /// `router.close()` was called: nobody waits from now on.
     pub closed: bool,
+    /// Only waiters of the same lane hold a waiter back (a fleet orders the lanes itself).
+    pub per_lane: bool,
 }
 
 impl Queue {
@@ -161,6 +168,7 @@ impl Queue {
             served: 0,
             seq: 0,
             closed: false,
+            per_lane: false,
         }
     }
 
@@ -232,15 +240,23 @@ impl Queue {
     }
 
     /// The pools waiters ahead of `key` wait for (every waiter's, for a job that does not
-    /// wait): the pools `key` must skip as [`QUEUED`].
-    pub fn ahead_of(&self, key: u32) -> Vec<PoolId> {
-        let until = self.waiters.get(&key).map(|w| (w.rank, w.seq));
+    /// wait; with [`Queue::per_lane`], only those of its own lane, `lane` for a job that does
+    /// not wait): the pools `key` must skip as [`QUEUED`].
+    pub fn ahead_of(&self, key: u32, lane: Option<&str>) -> Vec<PoolId> {
+        let (until, lane) = match self.waiters.get(&key) {
+            Some(w) => (Some((w.rank, w.seq)), w.lane.as_deref()),
+            None => (None, lane),
+        };
         let mut pools: Vec<PoolId> = Vec::new();
         for (&at, k) in &self.order {
             if Some(at) == until {
                 break;
             }
-            for p in &self.waiters[k].pools {
+            let w = &self.waiters[k];
+            if self.per_lane && w.lane.as_deref() != lane {
+                continue;
+            }
+            for p in &w.pools {
                 if !pools.contains(p) {
                     pools.push(p.clone());
                 }
@@ -249,25 +265,40 @@ impl Queue {
         pools
     }
 
-    /// Whether no waiter ahead of `key` waits for any of its pools.
+    /// Every pool a waiter waits for (warm refills leave them to the waiters).
+    pub fn waited_pools(&self) -> Vec<PoolId> {
+        let mut pools: Vec<PoolId> = Vec::new();
+        for w in self.waiters.values() {
+            for p in &w.pools {
+                if !pools.contains(p) {
+                    pools.push(p.clone());
+                }
+            }
+        }
+        pools
+    }
+
+    /// Whether no waiter ahead of `key` (of its lane, with [`Queue::per_lane`]) waits for any
+    /// of its pools.
     pub fn first_in_line(&self, key: u32) -> bool {
         let Some(w) = self.waiters.get(&key) else { return false };
-        let ahead = self.ahead_of(key);
+        let ahead = self.ahead_of(key, None);
         !w.pools.iter().any(|p| ahead.contains(p))
     }
 
     /// Every waiter first in line now, in fair order (those to wake when something frees).
     pub fn firsts(&self) -> Vec<u32> {
-        let mut seen: Vec<PoolId> = Vec::new();
+        let mut seen: Vec<(Option<&str>, &PoolId)> = Vec::new();
         let mut out = Vec::new();
         for k in self.order.values() {
             let w = &self.waiters[k];
-            if !w.pools.iter().any(|p| seen.contains(p)) {
+            let lane = if self.per_lane { w.lane.as_deref() } else { None };
+            if !w.pools.iter().any(|p| seen.contains(&(lane, p))) {
                 out.push(*k);
             }
             for p in &w.pools {
-                if !seen.contains(p) {
-                    seen.push(p.clone());
+                if !seen.contains(&(lane, p)) {
+                    seen.push((lane, p));
                 }
             }
         }
@@ -364,8 +395,8 @@ mod tests {
         assert!(!q.first_in_line(8), "behind 7 on pool a");
         assert!(q.first_in_line(9), "pool b: nobody ahead waits for it");
         assert_eq!(q.firsts(), vec![7, 9]);
-        assert_eq!(q.ahead_of(8), p("a"));
-        assert_eq!(q.ahead_of(99).len(), 2, "a newcomer skips every waited pool");
+        assert_eq!(q.ahead_of(8, None), p("a"));
+        assert_eq!(q.ahead_of(99, None).len(), 2, "a newcomer skips every waited pool");
         q.leave(7);
         assert!(q.first_in_line(8));
     }
@@ -386,6 +417,27 @@ mod tests {
         }
         f.enter(500, Some("steady"), p("a"), 1);
         assert_eq!(f.keys().last(), Some(&500));
+    }
+
+    #[test]
+    fn per_lane_must_fire_a_waiter_of_another_lane_is_first_in_line_must_not_in_one_process() {
+        for per_lane in [true, false] {
+            let mut q = fair();
+            q.per_lane = per_lane;
+            for k in 0..3 {
+                q.enter(k, Some("burst"), p("a"), 0);
+            }
+            q.enter(500, Some("steady"), p("a"), 1);
+            // In one process the fair order holds the steady waiter behind the burst's first.
+            assert_eq!(q.first_in_line(500), per_lane, "per_lane {per_lane}");
+            assert_eq!(q.firsts(), if per_lane { vec![0, 500] } else { vec![0] });
+            // Within its lane a waiter still waits its turn.
+            assert!(!q.first_in_line(1));
+            // A newcomer of the steady lane skips nothing of the burst's in a fleet.
+            assert_eq!(q.ahead_of(999, Some("steady")).is_empty(), per_lane);
+            assert_eq!(q.ahead_of(999, Some("burst")), p("a"));
+            assert_eq!(q.waited_pools(), p("a"));
+        }
     }
 
     #[test]

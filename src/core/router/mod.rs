@@ -243,7 +243,11 @@ impl Router {
             warm_work: warm::WarmWork::default(),
             budgets: Budgets::new(settings.budgets, coordinated, sink, now, settings.limits.settle_horizon_ms),
             pacing: crate::core::pacing::Pacing::default(),
-            queue: settings.queue.map(crate::core::queue::Queue::new),
+            queue: settings.queue.map(|q| {
+                let mut q = crate::core::queue::Queue::new(q);
+                q.per_lane = coordinated;
+                q
+            }),
             wakes: Vec::new(),
             label_limits: settings.limits.labels,
             combined: settings.combined && coordinated,

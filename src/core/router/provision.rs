@@ -53,6 +53,9 @@ pub struct Demand {
     pub sandbox: SandboxKey,
     /// The pool's declared rate limit: the admission takes a token of the fleet's bucket.
     pub rate_limit: Option<RateLimit>,
+    /// With a rate limit: the provision's fairness lane (its `fairBy` label's value; `""`
+    /// without one), whose turn the fleet keeps.
+    pub lane: Option<String>,
 }
 
 /// What to ask a shared budget ledger for one reservation.
@@ -582,7 +585,8 @@ impl Router {
         match job.machine.shared_demand(m, health.as_mut()) {
             Some(dims) => {
                 let rate_limit = job.pools.borrow().registry.pools().get(job.pool).and_then(|p| p.rate_limit);
-                Ok(Ok(Demand { provider_id, dims, hold_ms, sandbox: job.id, rate_limit }))
+                let lane = rate_limit.map(|_| job.wait.as_ref().and_then(|w| w.lane.clone()).unwrap_or_default());
+                Ok(Ok(Demand { provider_id, dims, hold_ms, sandbox: job.id, rate_limit, lane }))
             }
             None => {
                 if let Some(b) = budgets {

@@ -35,8 +35,8 @@ impl Router {
         if q.is_empty() {
             return;
         }
-        let ahead = q.ahead_of(key);
         if let Ok(job) = self.jobs.get_mut(key) {
+            let ahead = q.ahead_of(key, job.wait.as_ref().and_then(|w| w.lane.as_deref()));
             job.machine.queue_behind(ahead);
         }
     }

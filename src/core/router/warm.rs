@@ -554,7 +554,7 @@ impl Router {
         // cools down): the next wakes when a token comes (`warm_timeout`), so a refill never
         // spins on a skip.
         // Waiting provisions come first: a pool they wait for plans no refill.
-        let waited = self.queue.as_ref().map(|q| q.ahead_of(u32::MAX)).unwrap_or_default();
+        let waited = self.queue.as_ref().map(|q| q.waited_pools()).unwrap_or_default();
         let tokens: Vec<u32> = decls
             .iter()
             .map(|d| {

@@ -66,14 +66,22 @@ macro_rules! refilled {
 
 // $1 pool, $2 read sequence, $3..$6 the measurement's dimensions (resource, used, limit,
 // need), $7 session, $8 in-flight ms, $9 sandbox id, $10 / $11 the pool's rate limit
-// (launches a second, burst; null: none). Answers (token, exhausted resource, pacing
-// reason, ms until the pool may launch).
+// (launches a second, burst; null: none), $12 the provision's fairness lane (null without a
+// limit). Answers (token, exhausted resource, pacing reason, ms until it may ask again).
 //
 // Pacing (schema v7): the pool's row also keeps the fleet's token bucket (`tokens` at
 // `tokens_at`) and its `Retry-After` cooldown (`cooling_until`), judged at one reading of
 // the database's clock (`c`). A launch is admitted only if the pool is not cooling down, its
-// bucket has a token (when it declares a limit) and every dimension fits; an admission takes
-// the token and the hold together, so a refused one takes neither.
+// bucket has a token (when it declares a limit), it is its lane's turn, and every dimension
+// fits; an admission takes the token and the hold together, so a refused one takes neither.
+//
+// Turns (a pool with a limit): each process's first waiter of a lane that was refused for
+// pacing keeps a claim (`turns`: pool, lane, session, since when, until when it is expected
+// back), renewed by each refusal and dropped when served; a lane's last token is kept in
+// `lanes`. The token goes to the lane served least recently (never, or more than a minute
+// ago, first), then to the oldest claim: a lane that bursts waits behind its own burst in
+// every process while another lane's next provision is served at the next token. A claim of
+// a process whose lease lapsed, or past its time, counts for nothing.
 const ADMIT: &str = concat!(
     "WITH c AS (SELECT clock_timestamp() AS t),
 d AS (
@@ -101,12 +109,25 @@ freed AS (
     SELECT e.key AS r, sum(e.value::numeric) AS n FROM gone, jsonb_each_text(gone.amounts) e GROUP BY e.key
 ),
 need AS (SELECT coalesce(jsonb_object_agg(d.r, d.need), '{}'::jsonb) AS m FROM d),
+me AS (
+    SELECT (SELECT l.served_at FROM sandbox_router_lanes l WHERE l.pool = $1 AND l.lane = $12) AS served,
+        coalesce((SELECT w.since FROM sandbox_router_turns w WHERE w.pool = $1 AND w.lane = $12 AND w.session = $7
+            AND w.until > c.t), c.t) AS since
+    FROM c
+),
+ahead AS (
+    SELECT $12::text IS NOT NULL AND EXISTS (SELECT 1 FROM sandbox_router_turns w
+        LEFT JOIN sandbox_router_lanes l ON l.pool = w.pool AND l.lane = w.lane, me, c
+        WHERE w.pool = $1 AND w.until > c.t AND NOT (w.lane = $12 AND w.session = $7)
+            AND EXISTS (SELECT 1 FROM sandbox_router_sessions s WHERE s.session = w.session AND s.lease_until > now())
+            AND (coalesce(l.served_at, '-infinity'), w.since) < (coalesce(me.served, '-infinity'), me.since)) AS yes
+),
 up AS (
     INSERT INTO sandbox_router_pools AS p (pool, held, ok, tokens, tokens_at)
     SELECT $1, CASE WHEN f.fits THEN (SELECT m FROM need) ELSE '{}'::jsonb END, f.fits,
         CASE WHEN f.fits AND $10::float8 IS NOT NULL THEN $11::float8 - 1 END,
         CASE WHEN f.fits AND $10::float8 IS NOT NULL THEN (SELECT t FROM c) END
-    FROM (SELECT NOT EXISTS (SELECT 1 FROM d WHERE d.used + d.need > d.lim + 1e-9) AS fits) f
+    FROM (SELECT NOT EXISTS (SELECT 1 FROM d WHERE d.used + d.need > d.lim + 1e-9) AND NOT (SELECT yes FROM ahead) AS fits) f
     ON CONFLICT (pool) DO UPDATE SET (held, ok, tokens, tokens_at) = (SELECT
         (SELECT coalesce(jsonb_object_agg(x.k, x.v), '{}'::jsonb) FROM (
             SELECT k, sum(v) AS v FROM (
@@ -118,7 +139,7 @@ up AS (
         CASE WHEN v.ok AND $10::float8 IS NOT NULL THEN v.tokens - 1 ELSE p.tokens END,
         CASE WHEN v.ok AND $10::float8 IS NOT NULL THEN v.t ELSE p.tokens_at END
         FROM (SELECT c.t, k.tokens,
-            coalesce(p.cooling_until <= c.t, TRUE) AND ($10::float8 IS NULL OR k.tokens >= 1)
+            coalesce(p.cooling_until <= c.t, TRUE) AND ($10::float8 IS NULL OR k.tokens >= 1) AND NOT (SELECT yes FROM ahead)
             AND NOT EXISTS (SELECT 1 FROM d d2
                 WHERE d2.used + coalesce((p.held->>d2.r)::float8, 0)
                     - coalesce((SELECT n FROM freed WHERE freed.r = d2.r), 0)::float8 + d2.need > d2.lim + 1e-9) AS ok
@@ -136,14 +157,32 @@ ins AS (
     RETURNING token
 ),
 paced AS (
-    SELECT CASE WHEN up.cooling_until > c.t THEN 'COOLING_DOWN' ELSE 'RATE_LIMITED' END AS why,
+    SELECT CASE WHEN up.cooling_until > c.t THEN 'COOLING_DOWN' WHEN k.tokens < 1 THEN 'RATE_LIMITED' ELSE 'QUEUED' END AS why,
         CASE WHEN up.cooling_until > c.t THEN extract(epoch FROM up.cooling_until - c.t) * 1000
-            ELSE (1 - ",
-    refilled!("up"),
-    ") * 1000 / $10::float8 END AS ms
-    FROM up, c WHERE NOT up.ok AND (up.cooling_until > c.t OR ($10::float8 IS NOT NULL AND ",
-    refilled!("up"),
-    " < 1))
+            WHEN k.tokens < 1 THEN (1 - k.tokens) * 1000 / $10::float8
+            ELSE greatest(0, 2 - k.tokens) * 1000 / $10::float8 END AS ms
+    FROM up, c, LATERAL (SELECT ", refilled!("up"), " AS tokens) k
+    WHERE NOT up.ok AND (up.cooling_until > c.t OR ($10::float8 IS NOT NULL AND (k.tokens < 1 OR (SELECT yes FROM ahead))))
+),
+served AS (
+    INSERT INTO sandbox_router_lanes AS l (pool, lane, served_at)
+    SELECT $1, $12, c.t FROM up, c WHERE up.ok AND $12::text IS NOT NULL
+    ON CONFLICT (pool, lane) DO UPDATE SET served_at = excluded.served_at
+),
+stale AS (
+    DELETE FROM sandbox_router_lanes l USING c
+    WHERE $12::text IS NOT NULL AND l.pool = $1 AND l.served_at < c.t - interval '1 minute' AND l.lane <> $12
+),
+done AS (
+    DELETE FROM sandbox_router_turns w USING c
+    WHERE $12::text IS NOT NULL AND w.pool = $1 AND CASE WHEN w.lane = $12 AND w.session = $7
+        THEN (SELECT ok FROM up) ELSE w.until <= c.t END
+),
+claim AS (
+    INSERT INTO sandbox_router_turns AS w (pool, lane, session, since, until)
+    SELECT $1, $12, $7, me.since, c.t + (paced.ms + 500) * interval '1 millisecond' FROM paced, me, c
+    WHERE $12::text IS NOT NULL
+    ON CONFLICT (pool, lane, session) DO UPDATE SET since = excluded.since, until = excluded.until
 )
 SELECT (SELECT token FROM ins),
     (SELECT d.r FROM d, up WHERE NOT up.ok
@@ -169,18 +208,20 @@ pub enum Verdict {
     Admitted(i64),
     /// The first dimension without room.
     Exhausted(String),
-    /// The fleet's pacing refused it: cooling down (`cooling`) or no token in the pool's
-    /// bucket, for `in_ms` more (the database's clock).
+    /// The fleet's pacing refused it: `COOLING_DOWN` (a `Retry-After` in force),
+    /// `RATE_LIMITED` (no token in the pool's bucket) or `QUEUED` (another lane's turn), for
+    /// `in_ms` more (the database's clock).
     Paced {
-        /// A `Retry-After` cooldown is in force (else the bucket has no token).
-        cooling: bool,
-        /// How long until the pool may launch, ms.
+        /// The skip reason (`core::pacing::reason_of`).
+        reason: &'static str,
+        /// How long until it may ask again, ms.
         in_ms: f64,
     },
 }
 
-/// A pool's declared rate limit as the admission takes its tokens: (launches a second, burst).
-pub type Pace = (f64, u32);
+/// A pool's declared rate limit as the admission takes its tokens, and the provision's
+/// fairness lane: (launches a second, burst, lane).
+pub type Pace = (f64, u32, String);
 
 impl PgStore {
     /// Admits one launch on `pool` against every process's holds: one statement (see the
@@ -205,9 +246,10 @@ impl PgStore {
                 let used: Vec<f64> = dims.iter().map(|d| d.used).collect();
                 let limits: Vec<f64> = dims.iter().map(|d| d.limit).collect();
                 let needs: Vec<f64> = dims.iter().map(|d| d.need).collect();
-                let rate: Option<f64> = pace.map(|p| p.0);
-                let burst: Option<f64> = pace.map(|p| f64::from(p.1));
-                let params: [&(dyn ToSql + Sync); 11] = [
+                let rate: Option<f64> = pace.as_ref().map(|p| p.0);
+                let burst: Option<f64> = pace.as_ref().map(|p| f64::from(p.1));
+                let lane: Option<&str> = pace.as_ref().map(|p| p.2.as_str());
+                let params: [&(dyn ToSql + Sync); 12] = [
                     &pool,
                     &read_seq,
                     &resources,
@@ -219,6 +261,7 @@ impl PgStore {
                     &sandbox,
                     &rate,
                     &burst,
+                    &lane,
                 ];
                 let row = c.client.query_one(&s, &params).await?;
                 let token: Option<i64> = row.try_get(0).map_err(|_| PgFailure::Malformed)?;
@@ -228,7 +271,10 @@ impl PgStore {
                 match (token, paced, in_ms, resource) {
                     (Some(t), ..) => Ok(Verdict::Admitted(t)),
                     // Pacing first, as in process: a pool without a token is not read.
-                    (None, Some(why), Some(in_ms), _) => Ok(Verdict::Paced { cooling: why == "COOLING_DOWN", in_ms }),
+                    (None, Some(why), Some(in_ms), _) => match crate::core::pacing::reason_of(&why) {
+                        Some(reason) => Ok(Verdict::Paced { reason, in_ms }),
+                        None => Err(PgFailure::Malformed),
+                    },
                     (None, _, _, Some(r)) => Ok(Verdict::Exhausted(r)),
                     _ => Err(PgFailure::Malformed),
                 }

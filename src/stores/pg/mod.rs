@@ -28,7 +28,8 @@
 //!   with its ids and launch instant). See "The warm inventory" below.
 //! - v5 and v6: running totals (a pool's `held`, a budget key's totals) and sweeps that read
 //!   only what can have lapsed (issue 34; see the migrations' comments);
-//! - v7 the fleet's pacing: a pool's token bucket and `Retry-After` cooldown on its row.
+//! - v7 the fleet's pacing: a pool's token bucket and `Retry-After` cooldown on its row, and
+//!   the turns of the lanes waiting for its tokens (`lanes`, `turns`).
 //!
 //! # The warm inventory
 //!
@@ -225,9 +226,15 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX sandbox_router_holds_session ON sandbox_router_holds (session) WHERE settled_seq IS NULL;",
     // v7: the fleet's pacing (issue 33): each pool's token bucket (`tokens` at `tokens_at`;
     // null: a full bucket) and its `Retry-After` cooldown, on the pool's admission row, so an
-    // admission takes its token in its own statement (`capacity.rs`).
+    // admission takes its token in its own statement (`capacity.rs`); and the fleet's turns of a paced pool: each lane's last token, and the claims of the lanes
+    // waiting for one (one per process and lane; see `capacity.rs`).
     "ALTER TABLE sandbox_router_pools ADD COLUMN tokens DOUBLE PRECISION, ADD COLUMN tokens_at TIMESTAMPTZ,
-        ADD COLUMN cooling_until TIMESTAMPTZ;",
+        ADD COLUMN cooling_until TIMESTAMPTZ;
+    CREATE TABLE sandbox_router_lanes (pool TEXT NOT NULL, lane TEXT NOT NULL, served_at TIMESTAMPTZ NOT NULL,
+        PRIMARY KEY (pool, lane));
+    CREATE INDEX sandbox_router_lanes_served ON sandbox_router_lanes (pool, served_at);
+    CREATE TABLE sandbox_router_turns (pool TEXT NOT NULL, lane TEXT NOT NULL, session TEXT NOT NULL,
+        since TIMESTAMPTZ NOT NULL, until TIMESTAMPTZ NOT NULL, PRIMARY KEY (pool, lane, session));",
 ];
 
 /// The schema version this build writes.
