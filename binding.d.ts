@@ -1117,9 +1117,15 @@ export interface DemandRecord {
   rateLimit?: RateLimitRecord
   /**
    * With `rateLimit`: the provision's fairness lane (its `fairBy` label's value, `""`
-   * without one), whose turn the fleet keeps.
+   * without one), whose turn the fleet keeps; none for a warm refill (it goes after every
+   * lane waiting).
    */
   lane?: string
+  /**
+   * With `rateLimit`: the provision waits when refused (the router has a queue), so its
+   * lane claims a turn.
+   */
+  waits?: boolean
 }
 
 /**

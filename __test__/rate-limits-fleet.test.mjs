@@ -6,7 +6,10 @@
 //  2. Four processes sharing `launchesPerSecond: 5` never start more than 5 + burst creates in
 //     any one-second window (must-fire); each pacing in process only, they do (must-not).
 //  3. A 429 seen by one process cools the pool for all (must-fire); in process only, not.
-//  4. A process killed with SIGKILL while its provisions wait and launch leaks nothing: the
+//  4. Turns across the fleet: a steady tenant beside another's burst in every process is served
+//     at the next tokens with `fairBy` (must-fire), behind the burst without (must-not).
+//  5. Waiting does not poll: a process with waiters asks about once per token.
+//  6. A process killed with SIGKILL while its provisions wait and launch leaks nothing: the
 //     others are served at the fleet's rate and its in-flight holds lapse with its lease.
 import test, { after, before } from 'node:test';
 import assert from 'node:assert/strict';
@@ -90,7 +93,7 @@ test('fleet pacing: the admission takes a token of the pool row\'s bucket, with 
   const native = coordinatorOf(store);
   const room = [{ resource: 'sandboxes', used: 0, limit: 100, need: 1 }];
   const admit = (pool, dims = room, rateLimit = { launchesPerSecond: 5, burst: 2 }, lane = '', on = native) =>
-    on.beginRead().then((seq) => on.admit(seq, { providerId: pool, dims, holdMs: 60_000, sandboxId: '', rateLimit: rateLimit ?? undefined, lane: rateLimit ? lane : undefined }));
+    on.beginRead().then((seq) => on.admit(seq, { providerId: pool, dims, holdMs: 60_000, sandboxId: '', rateLimit: rateLimit ?? undefined, lane: rateLimit ? lane : undefined, waits: rateLimit ? true : undefined }));
   try {
     await t.test('must-fire: past the burst the bucket refuses RATE_LIMITED with the time to the next token; must-not: within it', async () => {
       assert.ok((await admit('a')).token > 0);
@@ -158,6 +161,24 @@ test('fleet pacing: the admission takes a token of the pool row\'s bucket, with 
         await other.close();
       }
     });
+    await t.test('must-fire: a waiting provision refused claims its lane\'s turn and a refill goes after it; must-not: one that does not wait claims nothing', async () => {
+      const one = { launchesPerSecond: 10, burst: 1 };
+      const turns = () => pg.psql(`SELECT count(*) FROM sandbox_router_turns WHERE pool = 'g'`, 'pacing_store');
+      const ask = (lane, waits) =>
+        native.beginRead().then((seq) => native.admit(seq, { providerId: 'g', dims: room, holdMs: 60_000, sandboxId: '', rateLimit: one, lane, waits }));
+      assert.ok((await ask('x', false)).token > 0);
+      assert.equal((await ask('x', false)).paced, 'RATE_LIMITED');
+      assert.equal(await turns(), '0', 'no queue, no claim');
+      assert.equal((await ask('x', true)).paced, 'RATE_LIMITED');
+      assert.equal(await turns(), '1', 'a waiting provision claims its turn');
+      await sleep(110);
+      // A refill (no lane) at the token: the waiting lane goes first; then it may.
+      const refill = await ask(undefined, false);
+      assert.equal(refill.paced, 'QUEUED', JSON.stringify(refill));
+      assert.ok((await ask('x', true)).token > 0);
+      await sleep(110);
+      assert.ok((await ask(undefined, false)).token > 0, 'nobody waits: the refill takes the token');
+    });
   } finally {
     await store.close();
   }
@@ -205,6 +226,62 @@ test('fleet pacing: four processes, one PostgreSQL, one account', async (t) => {
       if (router === 'fleet') assert.deepEqual(within, [], 'no process created within the Retry-After of the 429');
       else assert.ok(within.length >= 3, `in process only, the other processes created at once (${within.length})`);
     }
+  });
+
+  await t.test('fairness must-fire: with fairBy a steady tenant beside a burst in every process is served at the next tokens; must-not: without it, behind the burst', async () => {
+    for (const router of ['fair', 'fleet']) {
+      await sleep(1_100);
+      const burst = Promise.all(fleet.map((w) => w.ask({ cmd: 'burst', router, n: 5, tenant: 'burst' })));
+      await sleep(300);
+      const steady = [];
+      for (let i = 0; i < 3; i++) {
+        steady.push(fleet[i].ask({ cmd: 'burst', router, n: 1, tenant: 'steady' }));
+        await sleep(700);
+      }
+      const waits = (await Promise.all(steady)).flat();
+      const burstAnswers = (await burst).flat();
+      assert.deepEqual([...waits, ...burstAnswers].filter((a) => !a.ok), []);
+      const longest = Math.max(...waits.map((a) => a.ms));
+      t.diagnostic(`${router}: the steady tenant's longest wait ${longest} ms`);
+      if (router === 'fair') assert.ok(longest < 1_000, `${longest} ms`);
+      else assert.ok(longest > 2_000, `without fairBy the steady tenant waits behind the burst (${longest} ms)`);
+    }
+  });
+
+  await t.test('waiting does not poll: 12 provisions waiting for a 4/s pool cost a few transactions each, not a loop', async () => {
+    const { SandboxRouter, InMemoryProviderRegistry } = await import('../index.mjs');
+    await pg.createDatabase('pacing_poll');
+    /** Commits and rollbacks of the database; a store's backends report theirs when they end. */
+    const count = async () => Number(await pg.psql(`SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = 'pacing_poll'`));
+    const room = { status: /** @type {const} */ ('known'), resources: [{ resource: 'sandboxes', used: 0, limit: 1_000, unit: 'sandboxes', headroom: 1_000, required: 1 }] };
+    let n = 0;
+    const run = async (k) => {
+      const store = new PostgresMappingStore({ connection: pg.url('pacing_poll'), timeoutMs: 5_000, leaseMs: 600_000 });
+      const router = new SandboxRouter({
+        registry: new InMemoryProviderRegistry([{
+          id: 'slow', capabilities: {}, rateLimit: { launchesPerSecond: 4 },
+          signals: { estimatedCost: 0.1, coldStartLatencyMs: 200, readyLatencyMs: 1000, completionWithinBudgetRate: 0.99, available: true },
+          capacity: { getCapacity: async () => room },
+          runtime: { launch: async () => ({ id: `s-${++n}` }), destroy: async () => {} },
+        }]),
+        capacity: { providerOrder: ['slow'], coordinator: store },
+        queue: { maxWaitMs: 30_000 },
+        health: false,
+      });
+      const served = await Promise.all(Array.from({ length: k }, () => router.provision({})));
+      assert.equal(served.length, k);
+      await store.close();
+      await sleep(1_300);
+    };
+    // What a store pays once (open, close, prepares) cancels out between a short and a long run.
+    const c0 = await count();
+    await run(1);
+    const c1 = await count();
+    await run(13);
+    const c2 = await count();
+    const perWaiter = (c2 - c1 - (c1 - c0)) / 12;
+    t.diagnostic(`${perWaiter.toFixed(1)} transactions per waiting provision (its read sequence and admission, and its asks while it waited)`);
+    assert.ok(perWaiter <= 8, `${perWaiter} transactions per waiting provision`);
   });
 
   await t.test('a process killed with SIGKILL while its provisions wait leaks nothing: the others are served at the fleet rate', async () => {

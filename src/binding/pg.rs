@@ -384,14 +384,14 @@ impl NativePgStore {
         read_seq: f64,
         demand: DemandRecord,
     ) -> napi::Result<PromiseRaw<'env, AdmitVerdict>> {
-        let DemandRecord { provider_id: pool, dims, hold_ms, sandbox_id, rate_limit, lane } = demand;
+        let DemandRecord { provider_id: pool, dims, hold_ms, sandbox_id, rate_limit, lane, waits } = demand;
         let sandbox_id = Some(sandbox_id).filter(|s| !s.is_empty());
         let dims: Vec<Dim> = dims
             .into_iter()
             .map(|d| Dim { resource: d.resource, used: d.used, limit: d.limit, need: d.need })
             .collect();
         let hold_ms = if hold_ms.is_finite() && hold_ms > 0.0 { hold_ms } else { 60_000.0 };
-        let pace = rate_limit.map(|l| (l.launches_per_second, l.burst, lane.unwrap_or_default()));
+        let pace = rate_limit.map(|l| (l.launches_per_second, l.burst, lane, waits.unwrap_or(false)));
         let inner = self.inner.clone();
         typed_future(env, async move {
             let v = inner

@@ -38,8 +38,12 @@ pub struct DemandRecord {
     /// The pool's declared `rateLimit`: the admission takes a token of the fleet's bucket.
     pub rate_limit: Option<RateLimitRecord>,
     /// With `rateLimit`: the provision's fairness lane (its `fairBy` label's value, `""`
-    /// without one), whose turn the fleet keeps.
+    /// without one), whose turn the fleet keeps; none for a warm refill (it goes after every
+    /// lane waiting).
     pub lane: Option<String>,
+    /// With `rateLimit`: the provision waits when refused (the router has a queue), so its
+    /// lane claims a turn.
+    pub waits: Option<bool>,
 }
 
 /// A pool's declared `rateLimit`, as a shared coordinator's admission takes its tokens.
@@ -66,6 +70,7 @@ impl From<Demand> for DemandRecord {
                 .rate_limit
                 .map(|l| RateLimitRecord { launches_per_second: l.launches_per_second, burst: l.burst }),
             lane: d.lane,
+            waits: d.rate_limit.map(|_| d.waits),
         }
     }
 }

@@ -39,7 +39,7 @@ use crate::core::fallback::OUTCOME_UNKNOWN;
 use crate::core::fallback::{after_failure, sanitize, Next, OUTCOME_UNKNOWN as UNKNOWN_CODE};
 use crate::core::health::{Health, LaunchOutcome, Transition};
 use crate::core::ids::SandboxKey;
-use crate::core::pacing::{Blocked, Pacing, RateLimit, COOLING_DOWN, RATE_LIMITED};
+use crate::core::pacing::{wake_at, Blocked, Pacing, RateLimit, COOLING_DOWN, RATE_LIMITED};
 use crate::core::shared_ledger::Dim;
 use crate::core::warm::MissReason;
 use std::rc::Rc;
@@ -668,16 +668,18 @@ impl Acquisition {
         if self.made as usize >= self.max_attempts {
             return Vec::new();
         }
+        // When to look again: a little past the time the pool frees (`pacing::wake_at`).
         let blocked_until = |pool: usize| {
             let p = self.paced.as_deref()?;
             let limit = p.limits.get(pool).copied().flatten();
-            pacing.peek(p.ids.get(pool)?, limit, self.clock).err().map(|b| b.until)
+            pacing.peek(p.ids.get(pool)?, limit, self.clock).err().map(|b| wake_at(b.until, limit))
         };
         let mut out = Vec::new();
         for s in &self.skipped {
             let turn = |pool: usize| {
                 let p = self.paced.as_deref()?;
-                p.turns.iter().find(|(at, _)| *at == pool).map(|(_, until)| *until)
+                let limit = p.limits.get(pool).copied().flatten();
+                p.turns.iter().find(|(at, _)| *at == pool).map(|(_, until)| wake_at(*until, limit))
             };
             let wake = match s.reason.as_str() {
                 // The fleet's turn of another lane: ask again when it named; this process's

@@ -41,6 +41,21 @@ pub const MAX_RETRY_AFTER_MS: i64 = 86_400_000;
 /// never more often than this (100 times a second per pool), whatever the declared rate.
 pub const FLEET_RECHECK_MS: i64 = 10;
 
+/// The least a waiting provision sleeps past the time its pool frees, ms (see [`wake_at`]).
+pub const WAKE_MARGIN_MS: i64 = 2;
+
+/// When a provision waiting for `pool` to free at `until` looks again: a little past it,
+/// [`WAKE_MARGIN_MS`] or 1 % of the pool's interval (`limit`), whichever is more. Why: the
+/// router's clock counts whole milliseconds, a timer may fire up to a millisecond early by the
+/// event loop's clock, and a burst's first launch leaves the process a few milliseconds after
+/// it took its token (the other provisions of the burst are routed in between); a waiter
+/// woken exactly at the token would follow it by a little less than the interval, which an
+/// account counting creates at exactly its rate refuses. It costs at most 1 % of the rate.
+pub fn wake_at(until: i64, limit: Option<RateLimit>) -> i64 {
+    let margin = limit.map_or(0, |l| (l.ms_per_token() / 100.0).ceil() as i64).max(WAKE_MARGIN_MS);
+    until.saturating_add(margin)
+}
+
 const RATE_LIMIT_KEYS: [&str; 2] = ["launchesPerSecond", "burst"];
 
 /// The skip reason named `name` as the fleet's admission answers it: [`RATE_LIMITED`],
@@ -411,6 +426,16 @@ mod tests {
         assert_eq!(p.fleet_refused("e2b", None, Blocked { reason: COOLING_DOWN, until: 6_000 }, 2_000), Some(6_000));
         assert_eq!(p.take("e2b", None, 6_000), Ok(()));
         assert_eq!(p.take_ended(), vec!["e2b".to_string()]);
+    }
+
+    #[test]
+    fn must_fire_a_waiter_wakes_one_percent_of_the_interval_past_its_token_must_not_less_than_the_floor() {
+        let one = RateLimit { launches_per_second: 1.0, burst: 1 };
+        assert_eq!(wake_at(5_000, Some(one)), 5_010, "1 % of a second");
+        assert_eq!(wake_at(5_000, Some(FIVE)), 5_002, "1 % of 200 ms is under the floor");
+        assert_eq!(wake_at(5_000, None), 5_000 + WAKE_MARGIN_MS, "a cooldown's end");
+        let daily = RateLimit { launches_per_second: MIN_LAUNCHES_PER_SECOND, burst: 1 };
+        assert_eq!(wake_at(0, Some(daily)), 864_000, "1 % of a day");
     }
 
     #[test]

@@ -433,8 +433,10 @@ mod tests {
             assert_eq!(q.firsts(), if per_lane { vec![0, 500] } else { vec![0] });
             // Within its lane a waiter still waits its turn.
             assert!(!q.first_in_line(1));
-            // A newcomer of the steady lane skips nothing of the burst's in a fleet.
-            assert_eq!(q.ahead_of(999, Some("steady")).is_empty(), per_lane);
+            // A newcomer of a third lane skips nothing of the others' in a fleet; of the steady
+            // lane it is behind the steady waiter.
+            assert_eq!(q.ahead_of(999, Some("other")).is_empty(), per_lane);
+            assert_eq!(q.ahead_of(999, Some("steady")), p("a"));
             assert_eq!(q.ahead_of(999, Some("burst")), p("a"));
             assert_eq!(q.waited_pools(), p("a"));
         }

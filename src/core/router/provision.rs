@@ -54,8 +54,12 @@ pub struct Demand {
     /// The pool's declared rate limit: the admission takes a token of the fleet's bucket.
     pub rate_limit: Option<RateLimit>,
     /// With a rate limit: the provision's fairness lane (its `fairBy` label's value; `""`
-    /// without one), whose turn the fleet keeps.
+    /// without one), whose turn the fleet keeps; None for a warm refill, which goes after
+    /// every lane waiting.
     pub lane: Option<String>,
+    /// Whether the provision waits when the fleet refuses it (the router has a queue): its
+    /// lane then claims a turn.
+    pub waits: bool,
 }
 
 /// What to ask a shared budget ledger for one reservation.
@@ -575,6 +579,7 @@ impl Router {
     /// job's next step.
     pub fn demand(&mut self, key: u32, m: &Measurement, now: Now) -> Result<Result<Demand, Next>, Failure> {
         let callback_timeout_ms = self.callback_timeout_ms;
+        let queued = self.queue.as_ref().is_some_and(|q| !q.closed);
         let Router { jobs, health, budgets, .. } = self;
         let job = jobs.get_mut(key)?;
         let hold_ms = settle_window_ms(job.timeout_ms, callback_timeout_ms);
@@ -585,8 +590,13 @@ impl Router {
         match job.machine.shared_demand(m, health.as_mut()) {
             Some(dims) => {
                 let rate_limit = job.pools.borrow().registry.pools().get(job.pool).and_then(|p| p.rate_limit);
-                let lane = rate_limit.map(|_| job.wait.as_ref().and_then(|w| w.lane.clone()).unwrap_or_default());
-                Ok(Ok(Demand { provider_id, dims, hold_ms, sandbox: job.id, rate_limit, lane }))
+                let refill = matches!(job.warm.as_deref(), Some(WarmRole::Refill { .. }));
+                let lane = match (rate_limit, refill) {
+                    (Some(_), false) => Some(job.wait.as_ref().and_then(|w| w.lane.clone()).unwrap_or_default()),
+                    _ => None,
+                };
+                let waits = lane.is_some() && queued;
+                Ok(Ok(Demand { provider_id, dims, hold_ms, sandbox: job.id, rate_limit, lane, waits }))
             }
             None => {
                 if let Some(b) = budgets {

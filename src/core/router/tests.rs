@@ -610,7 +610,11 @@ fn one_paced_pool(s: Settings) -> Router {
 fn must_fire_a_paced_provision_waits_until_the_next_token_must_not_without_a_queue() {
     let mut r = one_paced_pool(queued(5_000));
     let (key, next) = begin(&mut r, &request(json!({})), 2);
-    assert_eq!((next.kind, next.bound_ms), (StepKind::Wait, 1_000), "sleeps until the token");
+    assert_eq!(
+        (next.kind, next.bound_ms),
+        (StepKind::Wait, 1_010),
+        "sleeps until the token, and 1 % of the interval past it"
+    );
     let next = r.waited(key, at(1_000)).unwrap();
     assert_eq!(next.kind, StepKind::Launch, "admitted with the token");
     let mut off = one_paced_pool(settings());
@@ -701,7 +705,7 @@ fn must_not_fire_spent_attempts_are_no_wait_must_fire_with_attempts_left() {
     let (key, _) = one.begin(&req, false, Vec::new(), None, id(9), at(1_000)).unwrap();
     one.threw(key, None, at(1_001)).unwrap();
     let next = one.classified(key, Some("TOO_MANY_REQUESTS"), Some(true), Some(2_000.0), at(1_002)).unwrap();
-    assert_eq!((next.kind, next.bound_ms), (StepKind::Wait, 2_000));
+    assert_eq!((next.kind, next.bound_ms), (StepKind::Wait, 2_010));
 }
 
 /// A router over `p0` (paced at five launches a second) and `p1` (no limit), both read by
@@ -732,6 +736,7 @@ fn fleet_admitted(
     assert_eq!((next.kind, next.pool), (StepKind::Coordinate, 0));
     let demand = r.demand(key, &room(), at(ms)).unwrap().unwrap();
     assert_eq!(demand.rate_limit.map(|l| l.launches_per_second), Some(5.0), "the admission takes a fleet token");
+    assert_eq!((demand.lane.as_deref(), demand.waits), (Some(""), false), "its lane's turn, no claim without a queue");
     (key, r.admit_decided(key, verdict, at(ms)).unwrap())
 }
 
@@ -805,4 +810,26 @@ fn fleet_cooldown_must_fire_a_retry_after_under_a_coordinator_is_written_for_the
     let next = local.classified(key, Some("TOO_MANY_REQUESTS"), Some(true), Some(2_500.0), at(2)).unwrap();
     assert_eq!(next.flags & flags::WRITES, 0);
     assert_eq!(local.writes(key).unwrap().cooldown, None);
+}
+
+#[test]
+fn fleet_turns_must_fire_a_provision_with_a_queue_claims_its_lanes_turn_must_not_without_one() {
+    let capacity = CapacitySettings {
+        provider_order: vec!["p0".into(), "p1".into()],
+        reservation_ttl_ms: 1_000,
+        coordinated: true,
+    };
+    let queue = crate::core::queue::QueueConfig { max_wait_ms: 5_000, max_depth: 10, fair_by: Some("t".into()) };
+    let s = Settings { capacity: Some(capacity), queue: Some(queue), ..settings() };
+    let mut r = paced_router(Some(json!({ "launchesPerSecond": 5 })), s);
+    let (key, next) = r.begin(&request(json!({})), false, labels("acme"), None, id(1), at(0)).unwrap();
+    assert_eq!(next.kind, StepKind::Coordinate);
+    let demand = r.demand(key, &room(), at(0)).unwrap().unwrap();
+    assert_eq!((demand.lane.as_deref(), demand.waits), (Some("acme"), true));
+    // The pool without a limit: no turn (`fleet_admitted` holds the no-queue side).
+    let next =
+        r.admit_decided(key, crate::core::acquisition::SharedVerdict::Exhausted("sandboxes".into()), at(0)).unwrap();
+    assert_eq!(next.pool, 1);
+    let demand = r.demand(key, &room(), at(0)).unwrap().unwrap();
+    assert_eq!((demand.lane, demand.waits), (None, false));
 }

@@ -66,8 +66,10 @@ macro_rules! refilled {
 
 // $1 pool, $2 read sequence, $3..$6 the measurement's dimensions (resource, used, limit,
 // need), $7 session, $8 in-flight ms, $9 sandbox id, $10 / $11 the pool's rate limit
-// (launches a second, burst; null: none), $12 the provision's fairness lane (null without a
-// limit). Answers (token, exhausted resource, pacing reason, ms until it may ask again).
+// (launches a second, burst; null: none), $12 the provision's fairness lane (null: none, a
+// warm refill, which goes after every lane waiting), $13 whether it waits when refused (it
+// then claims its lane's turn). Answers (token, exhausted resource, pacing reason, ms until
+// it may ask again).
 //
 // Pacing (schema v7): the pool's row also keeps the fleet's token bucket (`tokens` at
 // `tokens_at`) and its `Retry-After` cooldown (`cooling_until`), judged at one reading of
@@ -116,11 +118,12 @@ me AS (
     FROM c
 ),
 ahead AS (
-    SELECT $12::text IS NOT NULL AND EXISTS (SELECT 1 FROM sandbox_router_turns w
+    SELECT $10::float8 IS NOT NULL AND EXISTS (SELECT 1 FROM sandbox_router_turns w
         LEFT JOIN sandbox_router_lanes l ON l.pool = w.pool AND l.lane = w.lane, me, c
-        WHERE w.pool = $1 AND w.until > c.t AND NOT (w.lane = $12 AND w.session = $7)
+        WHERE w.pool = $1 AND w.until > c.t AND (w.lane, w.session) IS DISTINCT FROM ($12, $7)
             AND EXISTS (SELECT 1 FROM sandbox_router_sessions s WHERE s.session = w.session AND s.lease_until > now())
-            AND (coalesce(l.served_at, '-infinity'), w.since) < (coalesce(me.served, '-infinity'), me.since)) AS yes
+            AND ($12::text IS NULL
+                OR (coalesce(l.served_at, '-infinity'), w.since) < (coalesce(me.served, '-infinity'), me.since))) AS yes
 ),
 up AS (
     INSERT INTO sandbox_router_pools AS p (pool, held, ok, tokens, tokens_at)
@@ -175,13 +178,13 @@ stale AS (
 ),
 done AS (
     DELETE FROM sandbox_router_turns w USING c
-    WHERE $12::text IS NOT NULL AND w.pool = $1 AND CASE WHEN w.lane = $12 AND w.session = $7
+    WHERE $10::float8 IS NOT NULL AND w.pool = $1 AND CASE WHEN w.lane = $12 AND w.session = $7
         THEN (SELECT ok FROM up) ELSE w.until <= c.t END
 ),
 claim AS (
     INSERT INTO sandbox_router_turns AS w (pool, lane, session, since, until)
     SELECT $1, $12, $7, me.since, c.t + (paced.ms + 500) * interval '1 millisecond' FROM paced, me, c
-    WHERE $12::text IS NOT NULL
+    WHERE $12::text IS NOT NULL AND $13::bool
     ON CONFLICT (pool, lane, session) DO UPDATE SET since = excluded.since, until = excluded.until
 )
 SELECT (SELECT token FROM ins),
@@ -219,9 +222,10 @@ pub enum Verdict {
     },
 }
 
-/// A pool's declared rate limit as the admission takes its tokens, and the provision's
-/// fairness lane: (launches a second, burst, lane).
-pub type Pace = (f64, u32, String);
+/// A pool's declared rate limit as the admission takes its tokens, the provision's fairness
+/// lane (None: a warm refill, after every waiting lane) and whether it waits when refused:
+/// (launches a second, burst, lane, waits).
+pub type Pace = (f64, u32, Option<String>, bool);
 
 impl PgStore {
     /// Admits one launch on `pool` against every process's holds: one statement (see the
@@ -248,8 +252,9 @@ impl PgStore {
                 let needs: Vec<f64> = dims.iter().map(|d| d.need).collect();
                 let rate: Option<f64> = pace.as_ref().map(|p| p.0);
                 let burst: Option<f64> = pace.as_ref().map(|p| f64::from(p.1));
-                let lane: Option<&str> = pace.as_ref().map(|p| p.2.as_str());
-                let params: [&(dyn ToSql + Sync); 12] = [
+                let lane: Option<&str> = pace.as_ref().and_then(|p| p.2.as_deref());
+                let waits: bool = pace.as_ref().is_some_and(|p| p.3);
+                let params: [&(dyn ToSql + Sync); 13] = [
                     &pool,
                     &read_seq,
                     &resources,
@@ -262,6 +267,7 @@ impl PgStore {
                     &rate,
                     &burst,
                     &lane,
+                    &waits,
                 ];
                 let row = c.client.query_one(&s, &params).await?;
                 let token: Option<i64> = row.try_get(0).map_err(|_| PgFailure::Malformed)?;
