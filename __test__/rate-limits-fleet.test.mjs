@@ -11,20 +11,11 @@
 //  5. Waiting does not poll: a process with waiters asks about once per token.
 //  6. A process killed with SIGKILL while its provisions wait and launch leaks nothing: the
 //     others are served at the fleet's rate and its in-flight holds lapse with its lease.
-import test, { after, before } from 'node:test';
+import test from 'node:test';
 import assert from 'node:assert/strict';
-import http from 'node:http';
-import { startWorker } from './fleet-workers.mjs';
-import { startPostgres } from './postgres-server.mjs';
+import { fleetHarness, startWorker } from './fleet-workers.mjs';
 import { PostgresMappingStore } from '../index.mjs';
 import { CANARY } from './fixtures.mjs';
-
-/** @type {Awaited<ReturnType<typeof startPostgres>>} */
-let pg;
-/** @type {http.Server} */
-let server;
-let base = '';
-const workers = [];
 
 // The provider account: when each create arrived (and from which process), and a switch that
 // refuses the next create with 429 + Retry-After.
@@ -58,20 +49,7 @@ function handle(req, res) {
   res.writeHead(404).end();
 }
 
-before(async () => {
-  pg = await startPostgres();
-  await pg.createDatabase('pacing');
-  server = http.createServer(handle);
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  base = `http://127.0.0.1:${/** @type {import('node:net').AddressInfo} */ (server.address()).port}`;
-});
-
-after(async () => {
-  for (const w of workers) w.child.kill('SIGKILL');
-  server?.closeAllConnections?.();
-  server?.close();
-  pg?.stop();
-});
+const h = fleetHarness(handle, ['pacing']);
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -87,8 +65,8 @@ function busiestSecond(from) {
 }
 
 test('fleet pacing: the admission takes a token of the pool row\'s bucket, with the hold', async (t) => {
-  await pg.createDatabase('pacing_store');
-  const store = new PostgresMappingStore({ connection: pg.url('pacing_store'), timeoutMs: 5_000, leaseMs: 5_000 });
+  await h.pg.createDatabase('pacing_store');
+  const store = new PostgresMappingStore({ connection: h.pg.url('pacing_store'), timeoutMs: 5_000, leaseMs: 5_000 });
   const { coordinatorOf } = await import('../lib/postgres.js');
   const native = coordinatorOf(store);
   const room = [{ resource: 'sandboxes', used: 0, limit: 100, need: 1 }];
@@ -127,7 +105,7 @@ test('fleet pacing: the admission takes a token of the pool row\'s bucket, with 
       assert.ok((await admit('e')).token > 0);
     });
     await t.test('must-fire: a lane that waits is served before a lane served since; must-not: with nobody else waiting the same lane goes on', async () => {
-      const other = new PostgresMappingStore({ connection: pg.url('pacing_store'), timeoutMs: 5_000, leaseMs: 5_000 });
+      const other = new PostgresMappingStore({ connection: h.pg.url('pacing_store'), timeoutMs: 5_000, leaseMs: 5_000 });
       const second = coordinatorOf(other);
       const one = { launchesPerSecond: 10, burst: 1 };
       try {
@@ -146,7 +124,7 @@ test('fleet pacing: the admission takes a token of the pool row\'s bucket, with 
         assert.equal(turn.paced, 'QUEUED', JSON.stringify(turn));
         assert.ok(turn.retryInMs > 0 && turn.retryInMs <= 200, `${turn.retryInMs}`);
         assert.ok((await admit('f', room, one, 'steady', second)).token > 0, 'the steady lane takes its turn');
-        assert.equal(await pg.psql(`SELECT count(*) FROM sandbox_router_turns WHERE pool = 'f' AND lane = 'steady'`, 'pacing_store'), '0', 'a served claim is dropped');
+        assert.equal(await h.pg.psql(`SELECT count(*) FROM sandbox_router_turns WHERE pool = 'f' AND lane = 'steady'`, 'pacing_store'), '0', 'a served claim is dropped');
         // Turns alternate: the burst lane's claim (refused above) now comes before the steady lane.
         await sleep(110);
         assert.equal((await admit('f', room, one, 'steady', second)).paced, 'QUEUED');
@@ -163,7 +141,7 @@ test('fleet pacing: the admission takes a token of the pool row\'s bucket, with 
     });
     await t.test('must-fire: a waiting provision refused claims its lane\'s turn and a refill goes after it; must-not: one that does not wait claims nothing', async () => {
       const one = { launchesPerSecond: 10, burst: 1 };
-      const turns = () => pg.psql(`SELECT count(*) FROM sandbox_router_turns WHERE pool = 'g'`, 'pacing_store');
+      const turns = () => h.pg.psql(`SELECT count(*) FROM sandbox_router_turns WHERE pool = 'g'`, 'pacing_store');
       const ask = (lane, waits) =>
         native.beginRead().then((seq) => native.admit(seq, { providerId: 'g', dims: room, holdMs: 60_000, sandboxId: '', rateLimit: one, lane, waits }));
       assert.ok((await ask('x', false)).token > 0);
@@ -185,7 +163,7 @@ test('fleet pacing: the admission takes a token of the pool row\'s bucket, with 
 });
 
 test('fleet pacing: four processes, one PostgreSQL, one account', async (t) => {
-  const fleet = await Promise.all([0, 1, 2, 3].map(() => startWorker('pacing-worker.mjs', [pg.url('pacing'), base], workers)));
+  const fleet = await Promise.all([0, 1, 2, 3].map(() => startWorker('pacing-worker.mjs', [h.pg.url('pacing'), h.base], h.workers)));
 
   await t.test('must-fire: 4 processes sharing launchesPerSecond 5 never start more than 5 + burst creates in any second, and all are served', async () => {
     const from = Date.now();
@@ -250,13 +228,13 @@ test('fleet pacing: four processes, one PostgreSQL, one account', async (t) => {
 
   await t.test('waiting does not poll: 12 provisions waiting for a 4/s pool cost a few transactions each, not a loop', async () => {
     const { SandboxRouter, InMemoryProviderRegistry } = await import('../index.mjs');
-    await pg.createDatabase('pacing_poll');
+    await h.pg.createDatabase('pacing_poll');
     /** Commits and rollbacks of the database; a store's backends report theirs when they end. */
-    const count = async () => Number(await pg.psql(`SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = 'pacing_poll'`));
+    const count = async () => Number(await h.pg.psql(`SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = 'pacing_poll'`));
     const room = { status: /** @type {const} */ ('known'), resources: [{ resource: 'sandboxes', used: 0, limit: 1_000, unit: 'sandboxes', headroom: 1_000, required: 1 }] };
     let n = 0;
     const run = async (k) => {
-      const store = new PostgresMappingStore({ connection: pg.url('pacing_poll'), timeoutMs: 5_000, leaseMs: 600_000 });
+      const store = new PostgresMappingStore({ connection: h.pg.url('pacing_poll'), timeoutMs: 5_000, leaseMs: 600_000 });
       const router = new SandboxRouter({
         registry: new InMemoryProviderRegistry([{
           id: 'slow', capabilities: {}, rateLimit: { launchesPerSecond: 4 },
@@ -307,7 +285,7 @@ test('fleet pacing: four processes, one PostgreSQL, one account', async (t) => {
     assert.ok((await fleet[0].ask({ cmd: 'burst', router: 'fleet', n: 1 }))[0].ok);
     let inflight = '';
     for (let i = 0; i < 50; i++) {
-      inflight = await pg.psql('SELECT count(*) FROM sandbox_router_holds WHERE settled_seq IS NULL', 'pacing');
+      inflight = await h.pg.psql('SELECT count(*) FROM sandbox_router_holds WHERE settled_seq IS NULL', 'pacing');
       if (inflight === '0') break;
       await sleep(100);
     }

@@ -1,18 +1,9 @@
 // Warm pools across a fleet (docs/warm-pools.md#across-a-fleet): several router processes on
 // one real PostgreSQL (the tests' own), sharing one warm inventory. Pairs are named
 // must-fire / must-not-fire.
-import test, { after, before } from 'node:test';
+import test from 'node:test';
 import assert from 'node:assert/strict';
-import http from 'node:http';
-import { startWorker as spawnWorker } from './fleet-workers.mjs';
-import { startPostgres } from './postgres-server.mjs';
-
-/** @type {Awaited<ReturnType<typeof startPostgres>>} */
-let pg;
-/** @type {http.Server} */
-let server;
-let base = '';
-const workers = [];
+import { fleetHarness, startWorker as spawnWorker } from './fleet-workers.mjs';
 
 // The provider: live sandboxes and the launches made (warm refills apart).
 const provider = { live: new Map(), refills: 0, cold: 0, next: 0, slowGet: false };
@@ -53,30 +44,19 @@ function handle(req, res) {
   }
 }
 
+const h = fleetHarness(handle);
+
 function startWorker(url, size) {
-  return spawnWorker('warm-worker.mjs', [url, base, String(size)], workers);
+  return spawnWorker('warm-worker.mjs', [url, h.base, String(size)], h.workers);
 }
 
-before(async () => {
-  pg = await startPostgres();
-  server = http.createServer(handle);
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  base = `http://127.0.0.1:${/** @type {import('node:net').AddressInfo} */ (server.address()).port}`;
-});
-
-after(async () => {
-  for (const w of workers) w.child.kill('SIGKILL');
-  server?.closeAllConnections?.();
-  server?.close();
-  pg?.stop();
-});
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const idleRows = async (db) => Number(await pg.psql("SELECT count(*) FROM sandbox_router_warm WHERE state = 'idle'", db));
+const idleRows = async (db) => Number(await h.pg.psql("SELECT count(*) FROM sandbox_router_warm WHERE state = 'idle'", db));
 
 test('warm fleet: three processes share one inventory of size 4', async (t) => {
-  await pg.createDatabase('warm1');
-  const url = pg.url('warm1');
+  await h.pg.createDatabase('warm1');
+  const url = h.pg.url('warm1');
   const fleet = await Promise.all([0, 1, 2].map(() => startWorker(url, 4)));
 
   await t.test('must-not-fire: three concurrent warmUp() calls launch the fleet-wide size, never 3 × 4', async () => {
@@ -96,13 +76,13 @@ test('warm fleet: three processes share one inventory of size 4', async (t) => {
     assert.ok(answers.every((a) => a.ok), JSON.stringify(answers.filter((a) => !a.ok)));
     const ids = answers.map((a) => a.value.id);
     assert.equal(new Set(ids).size, 9, 'no member handed out twice');
-    const records = await Promise.all(ids.map((id) => pg.psql(`SELECT provider_sandbox_id FROM sandbox_router_mappings WHERE id = '${id}'`, 'warm1')));
+    const records = await Promise.all(ids.map((id) => h.pg.psql(`SELECT provider_sandbox_id FROM sandbox_router_mappings WHERE id = '${id}'`, 'warm1')));
     assert.equal(new Set(records).size, 9, 'nine distinct sandboxes');
     const cold = provider.cold - coldBefore;
     // Claims trigger refills, which may land (and be claimed) while the burst runs.
     const refilled = provider.refills - refillsBefore;
     assert.ok(9 - cold <= 4 + refilled, `at most the 4 idle members plus the refills made meanwhile (${9 - cold} warm, ${cold} cold, ${refilled} refills)`);
-    const labels = JSON.parse(await pg.psql(`SELECT labels FROM sandbox_router_mappings WHERE id = '${ids[0]}'`, 'warm1'));
+    const labels = JSON.parse(await h.pg.psql(`SELECT labels FROM sandbox_router_mappings WHERE id = '${ids[0]}'`, 'warm1'));
     assert.match(labels.caller, /^\d+-0$/, 'the claim wrote the caller labels');
     assert.equal(labels['agent-relay-sbx-warm'], undefined);
   });
@@ -111,7 +91,7 @@ test('warm fleet: three processes share one inventory of size 4', async (t) => {
     await Promise.all(fleet.map((w) => w.ask({ cmd: 'warmUp' })));
     await sleep(200);
     assert.equal(await idleRows('warm1'), 4);
-    const launching = Number(await pg.psql("SELECT count(*) FROM sandbox_router_warm WHERE state = 'launching'", 'warm1'));
+    const launching = Number(await h.pg.psql("SELECT count(*) FROM sandbox_router_warm WHERE state = 'launching'", 'warm1'));
     assert.equal(launching, 0);
   });
 
@@ -125,13 +105,13 @@ test('warm fleet: three processes share one inventory of size 4', async (t) => {
     provider.slowGet = false;
     // Every live sandbox is mapped, or an idle member, or named by a launch intent (a cold
     // launch in flight: reconcile's). None is unaccounted for.
-    const mapped = new Set((await pg.psql('SELECT provider_sandbox_id FROM sandbox_router_mappings', 'warm1')).split('\n').filter(Boolean));
-    const idle = (await pg.psql("SELECT provider_sandbox_id FROM sandbox_router_warm WHERE state = 'idle'", 'warm1')).split('\n').filter(Boolean);
+    const mapped = new Set((await h.pg.psql('SELECT provider_sandbox_id FROM sandbox_router_mappings', 'warm1')).split('\n').filter(Boolean));
+    const idle = (await h.pg.psql("SELECT provider_sandbox_id FROM sandbox_router_warm WHERE state = 'idle'", 'warm1')).split('\n').filter(Boolean);
     for (const p of idle) assert.ok(mapped.has(p), `idle member ${p} has its record`);
-    const intents = Number(await pg.psql('SELECT count(*) FROM sandbox_router_intents', 'warm1'));
+    const intents = Number(await h.pg.psql('SELECT count(*) FROM sandbox_router_intents', 'warm1'));
     const unaccounted = [...provider.live.keys()].filter((p) => !mapped.has(p));
     assert.ok(unaccounted.length <= intents, `unaccounted ${unaccounted.length} vs intents ${intents}`);
-    const both = await pg.psql("SELECT count(*) FROM sandbox_router_warm w JOIN sandbox_router_mappings m ON m.id = w.id WHERE w.state = 'idle' AND m.labels::jsonb ? 'caller'", 'warm1');
+    const both = await h.pg.psql("SELECT count(*) FROM sandbox_router_warm w JOIN sandbox_router_mappings m ON m.id = w.id WHERE w.state = 'idle' AND m.labels::jsonb ? 'caller'", 'warm1');
     assert.equal(Number(both), 0, 'no member is both idle and claimed');
   });
 
