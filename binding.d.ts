@@ -1041,6 +1041,16 @@ export interface DaytonaUtilizationsRecord {
 /** Deliberately panics inside [`guard`]; the tests prove a panic becomes a typed error. */
 export declare function debugPanic(): void
 
+/** The router option `decisions`, validated (`core::decision::DecisionConfig`). */
+export interface DecisionsRecord {
+  /** Records kept in the ring. */
+  keep: number
+  /** How label values are written: `hash`, `keep` or `drop`. */
+  labels: string
+  /** Whether a sink is given. */
+  sink: boolean
+}
+
 /** The fleet of a router without the `fleet` option (`core::request::DEFAULT_FLEET`). */
 export declare const DEFAULT_FLEET: string
 
@@ -1781,6 +1791,8 @@ export interface OptionGiven {
   methods: Array<string>
   /** `capacity`: whether its coordinator is a `PostgresMappingStore` (absent: none given). */
   postgres?: boolean
+  /** `decisions`: the kind of its `sink` (absent: `decisions` is not an object). */
+  sink?: string
 }
 
 /** A log size, by process name. */
@@ -2574,6 +2586,12 @@ export declare function routerCircuitStates(router: ExternalObject<RouterState>,
  */
 export declare function routerCloseQueue(router: ExternalObject<RouterState>): void
 
+/**
+ * `router.decisions(query)`: the kept records, newest first (`queryJson`: the caller's
+ * query as JSON text; the core reads it strictly).
+ */
+export declare function routerDecisions(router: ExternalObject<RouterState>, queryJson: string): Array<Record<string, unknown>>
+
 /** The events decided outside a job since the last call (a destroy, a refill's pause, …). */
 export declare function routerEvents(router: ExternalObject<RouterState>): unknown[]
 
@@ -2630,6 +2648,8 @@ export interface RouterOptionsRecord {
   limits: LimitsRecord
   /** `queue`, when on. */
   queue?: QueueRecord
+  /** `decisions`, when on. */
+  decisions?: DecisionsRecord
 }
 
 /**
@@ -2684,6 +2704,8 @@ export interface RouterSettings {
   combined?: boolean
   /** The `queue` option as `readRouterOptions` read it (absent: no queue). */
   queue?: QueueRecord
+  /** The `decisions` option as `readRouterOptions` read it (absent: no records). */
+  decisions?: DecisionsRecord
 }
 
 /**
@@ -2692,6 +2714,9 @@ export interface RouterSettings {
  * `INVALID_INPUT`.
  */
 export declare function routerSettleCost(router: ExternalObject<RouterState>, id: unknown, actualCost: unknown): SettleCostAnswer
+
+/** The records the sink has not been handed yet, oldest first (once). */
+export declare function routerTakeDecisions(router: ExternalObject<RouterState>): Array<Record<string, unknown>>
 
 /** Decides on `registry` from now on (a caller's own registry is read again on every call). */
 export declare function routerUseRegistry(router: ExternalObject<RouterState>, registry: ExternalObject<Registry>): void

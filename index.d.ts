@@ -803,6 +803,8 @@ export interface ProvisionValidatedEvent extends RoutingEventBase {
   type: 'provision.validated';
   /** True for `provisionDetached`. */
   detached: boolean;
+  /** With `decisions`: the id of the provision's decision record (`router.decisions()`). */
+  decisionId?: string;
 }
 
 /** One per pool the filters rejected. */
@@ -819,6 +821,8 @@ export interface ProvisionRankedEvent extends RoutingEventBase {
   summary: string;
   /** The attempt order, best first. */
   providerIds: ProviderId[];
+  /** With `decisions`: the id of the provision's decision record. */
+  decisionId?: string;
 }
 
 /** Capacity routing or pacing skipped a pool without consuming an attempt. */
@@ -954,6 +958,8 @@ export interface ProvisionExhaustedEvent extends RoutingEventBase {
   code: string;
   /** With `NO_ELIGIBLE_PROVIDER` only: the explanation's summary. */
   summary?: string;
+  /** With `decisions`: the id of the provision's decision record. */
+  decisionId?: string;
 }
 
 /** `destroy(id)` completed and the mapping is gone. */
@@ -1253,6 +1259,13 @@ export interface SandboxRouterOptions {
    */
   queue?: boolean | QueueOptions;
   /**
+   * Decision records (docs/decisions.md). Off by default: nothing is recorded. On, each
+   * provision (and `provisionDetached`, and a warm claim) leaves one record when it settles:
+   * the request, the registry's facts, every input the decision read, each step and the
+   * outcome; read them with `router.decisions()`, or hand each to `sink`.
+   */
+  decisions?: boolean | DecisionOptions;
+  /**
    * OpenTelemetry metrics and traces (docs/telemetry.md). Off by default, and free when
    * off. `true` uses the global providers of `@opentelemetry/api` (an optional peer
    * dependency, required only then: missing, it is a `ProviderPackageMissingError` naming
@@ -1403,6 +1416,60 @@ export interface QueueOptions {
   fairBy?: { label: string };
 }
 
+/** The router option `decisions`. */
+export interface DecisionOptions {
+  /** Records kept in the router's ring, oldest dropped first (1 to 100,000). Default 1,000. */
+  keep?: number;
+  /**
+   * How a record writes launch label values (and budget keys): `'hash'` (default) a keyed
+   * HMAC-SHA-256 (`h:…`: equal values stay equal within this router), `'keep'` the values,
+   * `'drop'` the keys only (values `null`).
+   */
+  labels?: 'hash' | 'keep' | 'drop';
+  /** Called with each record as its provision settles; a throw or rejection changes nothing. */
+  sink?: (record: DecisionRecord) => unknown;
+}
+
+/** `router.decisions(query)`. */
+export interface DecisionQuery {
+  /** Only the record of this provision (`sbx_…`). */
+  sandboxId?: string;
+  /** Only records decided at or after this instant: epoch ms (the router's `clock`) or ISO 8601. */
+  since?: number | string;
+  /** At most this many (1 to 100,000). Default: every kept record. */
+  limit?: number;
+}
+
+/**
+ * One provision's decision record (schema `sandbox-router.decision/1`), plain JSON. It holds
+ * no credential, no provider error text (codes only), no launch `env` or `name`, and no label
+ * value unless `labels: 'keep'`.
+ */
+export interface DecisionRecord {
+  schema: 'sandbox-router.decision/1';
+  /** `dec_` and the provision's sandbox id's hex. */
+  id: string;
+  /** The router's clock when it decided, epoch ms. */
+  at: number;
+  /** The sandbox it made, when it made one. */
+  sandboxId?: string;
+  detached: boolean;
+  /** How label values are written (`DecisionOptions.labels`). */
+  labels: 'hash' | 'keep' | 'drop';
+  /** The request as validated, with `launch` reduced to its labels. */
+  request: Record<string, unknown>;
+  /** The registry's digest and each pool's facts (id, capabilities, signals, rateLimit). */
+  registry: { digest: string; pools: Array<Record<string, unknown>> };
+  /** What the decision read: the clock, each pool's health and pacing, the callbacks' answers, budgets' usage, capacity readings. */
+  inputs: Record<string, unknown>;
+  /** The attempt order, best first (empty when no pool was eligible). */
+  order: ProviderId[];
+  /** Each step, in order: the decision's events (`type` and their fields, no `at` or `sandboxId`). */
+  steps: Array<{ type: string } & Record<string, unknown>>;
+  /** The pool it went to, or the code of the error it failed with. */
+  outcome: { providerId: ProviderId } | { code: string };
+}
+
 /** `provision(request, options)`. */
 export interface ProvisionOptions {
   /** Aborts the provision before its launch (`ProvisionAbortedError` `ABORTED`); a launch under way is not stopped. */
@@ -1431,6 +1498,8 @@ export declare class SandboxRouter {
   provisionDetached(request?: SandboxRequest, options?: ProvisionOptions): Promise<ProvisionedSandbox>;
   /** The wait queue's depth and oldest wait (overall and per `fairBy` value), and each pool's tokens and cooldown. */
   queueStatus(): QueueStatus;
+  /** The kept decision records (option `decisions`; none without it), newest first. */
+  decisions(query?: DecisionQuery): DecisionRecord[];
   /**
    * The attempt order `provision` would use with registered signals (synchronous; no
    * readiness, resolver or capacity). At most `maxAcquisitionAttempts` ids.
@@ -1505,6 +1574,12 @@ export declare class InMemoryMappingStore implements SandboxMappingStore {
 
 /** Validates a provider id; throws `ProviderRegistryError` (`INVALID_PROVIDER_ID`). */
 export declare function asProviderId(id: string): ProviderId;
+
+/**
+ * A `decisions.sink` that appends each record to `path` as one line of JSON (opened for
+ * appending on first use). `close()` flushes and closes the file.
+ */
+export declare function jsonLinesSink(path: string): ((record: DecisionRecord) => void) & { close(): Promise<void> };
 
 /** Pure, synchronous decision over a list of definitions (upstream signature). */
 export declare function routeProviders(request: SandboxRequest | undefined, providers: readonly ProviderDefinition[]): RoutingExplanation;
@@ -2001,6 +2076,10 @@ export interface CreateSandboxRouterOptions {
   budgets?: readonly BudgetRule[];
   /** See `SandboxRouterOptions.limits`. */
   limits?: RouterLimits;
+  /** See `SandboxRouterOptions.queue` (docs/rate-limits.md#the-wait-queue). Default off. */
+  queue?: boolean | QueueOptions;
+  /** See `SandboxRouterOptions.decisions` (docs/decisions.md). Default off. */
+  decisions?: boolean | DecisionOptions;
   moduleLoader?: ModuleLoader;
 }
 

@@ -11,6 +11,7 @@ const { routeProviders } = require('./lib/route-providers.js');
 const factory = require('./lib/factory.js');
 const capacityReaders = require('./lib/capacity-readers.js');
 const manifest = require('./lib/manifest.js');
+const { jsonLinesSink } = require('./lib/decisions.js');
 
 module.exports = {
   asProviderId,
@@ -20,6 +21,7 @@ module.exports = {
   PostgresMappingStore,
   SandboxRouter,
   routeProviders,
+  jsonLinesSink,
   SANDBOX_ID_LABEL,
   SANDBOX_FLEET_LABEL,
   createSandboxRouter: factory.createSandboxRouter,

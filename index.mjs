@@ -10,6 +10,7 @@ export const {
   PostgresMappingStore,
   SandboxRouter,
   routeProviders,
+  jsonLinesSink,
   SANDBOX_ID_LABEL,
   SANDBOX_FLEET_LABEL,
   createSandboxRouter,

@@ -34,11 +34,15 @@ function methodsOf(v) {
 
 /** The facts of every option given: its kind and methods (and the coordinator's class). */
 function givenOf(options) {
-  /** @type {{ key: string, kind: string, methods: string[], postgres?: boolean }[]} */
+  /** @type {{ key: string, kind: string, methods: string[], postgres?: boolean, sink?: string }[]} */
   const out = Object.keys(options).map((key) => ({ key, kind: kindOf(options[key]), methods: methodsOf(options[key]) }));
   const capacity = options.capacity;
   if (capacity !== null && typeof capacity === 'object' && capacity.coordinator !== undefined) {
     out.find((g) => g.key === 'capacity').postgres = coordinatorOf(capacity.coordinator) !== null;
+  }
+  const decisions = options.decisions;
+  if (decisions !== null && typeof decisions === 'object' && !Array.isArray(decisions)) {
+    out.find((g) => g.key === 'decisions').sink = kindOf(decisions.sink);
   }
   return out;
 }
@@ -58,12 +62,14 @@ function healthTextOf(h) {
   return textOf(rest, 'health') ?? '0';
 }
 
-/** The data options: `capacity` without its coordinator, the timeouts, `fleet`. */
+/** The data options: `capacity` without its coordinator, `decisions` without its sink, the timeouts, `fleet`. */
 function dataOf(options) {
-  const { capacity, callbackTimeoutMs, operationTimeoutMs, fleet, limits, queue } = options;
+  const { capacity, callbackTimeoutMs, operationTimeoutMs, fleet, limits, queue, decisions } = options;
   let c = capacity;
   if (capacity !== null && typeof capacity === 'object' && !Array.isArray(capacity)) ({ coordinator: c, ...c } = capacity);
-  return textOf({ capacity: c, callbackTimeoutMs, operationTimeoutMs, fleet, limits, queue }, '') ?? 'null';
+  let d = decisions;
+  if (decisions !== null && typeof decisions === 'object' && !Array.isArray(decisions)) ({ sink: d, ...d } = decisions);
+  return textOf({ capacity: c, callbackTimeoutMs, operationTimeoutMs, fleet, limits, queue, decisions: d }, '') ?? 'null';
 }
 
 /** A caller's clock (option `field`): a throw or a non-finite reading is the core's typed error. */
@@ -163,6 +169,7 @@ function contextOf(input) {
         budgetsJson,
         limits: o.limits,
         queue: o.queue ?? undefined,
+        decisions: o.decisions ?? undefined,
         combined: o.capacity?.coordinated === true && coordinatorOf(store) === coordinatorOf(options.capacity.coordinator),
       },
       firstRegistry,
@@ -208,6 +215,8 @@ function contextOf(input) {
     /** option `budgets` (null without); `shared`: they live in the coordinator's database */
     budgets: shared === null || shared === undefined ? null : { shared },
     telemetry,
+    /** option `decisions.sink`: handed each record as its provision ends (lib/decisions.js), or null */
+    decisionSink: o.decisions?.sink ? options.decisions.sink : null,
     /** whether the machines record events (an observer or telemetry reads them) */
     events: observerFn !== null || telemetry !== null,
   };

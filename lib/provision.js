@@ -16,6 +16,7 @@ const { needsExtras, extras: extrasOf } = require('./extras.js');
 const { SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
 const { drive, jobRecord, took, end, failure, clockNow, wakeUp, STEP } = require('./driver.js');
 const { readOr } = require('./guard.js');
+const { sink } = require('./decisions.js');
 
 const ENDED = binding.stepFlags().ended;
 
@@ -99,6 +100,7 @@ function aborted(run) {
 /** The job could not begin: the caller's promise rejected with the typed error. */
 function refused(run, error) {
   run.machine = -1;
+  sink(run.ctx);
   const e = isRouterError(error) ? error : fromNative(error);
   if (run.tel !== null) run.ctx.telemetry.failed(run, e);
   run.reject(e);
@@ -110,10 +112,12 @@ function settled(run, ok) {
   run.signal?.removeEventListener('abort', run.onAbort);
   if (!ok) {
     const error = failure(run);
+    sink(ctx);
     if (run.tel !== null) ctx.telemetry.failed(run, error);
     return run.reject(error);
   }
   if ((run.flags & ENDED) === 0) end(run);
+  sink(ctx);
   keepHandle(ctx.handles, run.sandboxId, run.handle);
   // A provision served by a warm member: its telemetry (its event is the router's, `warm.claimed`).
   const warm = run.member !== null;

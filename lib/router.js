@@ -18,6 +18,7 @@ const { reconcile } = require('./reconcile.js');
 const warm = require('./warm.js');
 const budgets = require('./budgets.js');
 const { wakeUp } = require('./driver.js');
+const { decisions } = require('./decisions.js');
 
 /** The buffer route() lends the native side for an order (at most 10 attempts; read at once). */
 const ORDER = new Uint32Array(16);
@@ -77,6 +78,11 @@ class SandboxRouter {
   /** Fills every warm pool to its size and keeps refilling; nothing is launched before the first call. */
   warmUp() {
     return warm.warmUp(this.#ctx);
+  }
+
+  /** The kept decision records (option `decisions`), newest first: `{ sandboxId?, since?, limit? }`. */
+  decisions(query) {
+    return decisions(this.#ctx, query);
   }
 
   /** The wait queue (depth, oldest wait, per `fairBy` value) and each pool's launch tokens and cooldown. */

@@ -2,9 +2,10 @@
 // Telemetry: the router's OpenTelemetry metrics and traces (option `telemetry`; docs/telemetry.md
 // lists every instrument and span, docs/architecture.md "Telemetry"). Off by default and free when
 // off: `ctx.telemetry` is null and `@opentelemetry/api` is never required. Names, skip reasons,
-// gauge values and buckets come from src/core/telemetry.rs. Attributes are bounded sets (pool ids,
-// codes, fixed names): never a sandbox id, a label's value or a provider's text (each value is a
-// series, and text may be a secret). Every call into the caller's meter, tracer, spans and
+// gauge values and buckets come from src/core/telemetry.rs. Metric attributes are bounded sets
+// (pool ids, codes, fixed names): never a sandbox id, a label's value or a provider's text (each
+// value is a series, and text may be a secret). One span attribute is not bounded: with option
+// `decisions`, the provision span's `decision_id`, so that a trace leads to its record. Every call into the caller's meter, tracer, spans and
 // instruments is made inside a try, its throw dropped: telemetry never changes an outcome.
 
 const { binding } = require('./binding.js');
@@ -192,6 +193,9 @@ class Telemetry {
     const t = run.tel;
     for (const e of events) {
       switch (e.type) {
+        case 'provision.validated':
+          if (e.decisionId !== undefined && t.span !== null) quietly(() => t.span.setAttribute('decision_id', e.decisionId));
+          break;
         case 'attempt.started':
           t.pool = e.providerId;
           if (t.context !== null) [t.attempt, t.attemptContext] = this.#child('sandbox_router.attempt', t.context, { pool: e.providerId, attempt: e.attempt });

@@ -25,6 +25,7 @@
 //! - `factory`: the factory's plan, the builtin providers' catalogue, package errors;
 //!   `checks`: the checks of caller records and options read as facts, the error class
 //!   names;
+//! - `decisions`: the router's decision records, as the JSON objects they are;
 //! - `clock`: the wall-clock readings the core is given;
 //! - `telemetry`: the names and boundaries the OpenTelemetry instruments are built with.
 //!
@@ -37,6 +38,7 @@ pub mod capacity;
 pub mod checks;
 pub mod clock;
 pub mod daytona_summary;
+pub mod decisions;
 pub mod error;
 pub mod explain;
 pub mod factory;

@@ -38,7 +38,10 @@ pub struct CompiledRequest {
 pub fn compile_request(env: Env, request_json: String) -> napi::Result<External<CompiledRequest>> {
     guard(&env, || {
         let value = parse_json(&request_json, "request")?;
-        Ok(External::new(CompiledRequest { req: Rc::new(parse_request(&value)?) }))
+        let mut req = parse_request(&value)?;
+        // Kept for decision records (a router with `decisions` writes the request it decided).
+        req.source = Some(Rc::from(request_json));
+        Ok(External::new(CompiledRequest { req: Rc::new(req) }))
     })
 }
 

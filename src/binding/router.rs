@@ -78,6 +78,8 @@ pub struct RouterSettings {
     pub combined: Option<bool>,
     /// The `queue` option as `readRouterOptions` read it (absent: no queue).
     pub queue: Option<QueueRecord>,
+    /// The `decisions` option as `readRouterOptions` read it (absent: no records).
+    pub decisions: Option<DecisionsRecord>,
 }
 
 /// The router option `queue`, validated (`core::queue::QueueConfig`).
@@ -121,6 +123,8 @@ pub struct OptionGiven {
     pub methods: Vec<String>,
     /// `capacity`: whether its coordinator is a `PostgresMappingStore` (absent: none given).
     pub postgres: Option<bool>,
+    /// `decisions`: the kind of its `sink` (absent: `decisions` is not an object).
+    pub sink: Option<String>,
 }
 
 /// The router's options, validated, every omitted field at its default
@@ -157,6 +161,34 @@ pub struct RouterOptionsRecord {
     pub limits: LimitsRecord,
     /// `queue`, when on.
     pub queue: Option<QueueRecord>,
+    /// `decisions`, when on.
+    pub decisions: Option<DecisionsRecord>,
+}
+
+/// The router option `decisions`, validated (`core::decision::DecisionConfig`).
+#[napi(object)]
+#[derive(Clone)]
+pub struct DecisionsRecord {
+    /// Records kept in the ring.
+    pub keep: u32,
+    /// How label values are written: `hash`, `keep` or `drop`.
+    pub labels: String,
+    /// Whether a sink is given.
+    pub sink: bool,
+}
+
+impl From<crate::core::decision::DecisionConfig> for DecisionsRecord {
+    fn from(d: crate::core::decision::DecisionConfig) -> Self {
+        DecisionsRecord { keep: d.keep as u32, labels: d.labels.name().to_string(), sink: d.sink }
+    }
+}
+
+impl DecisionsRecord {
+    /// The core's form, read again by the core's rule.
+    fn to_core(&self) -> Result<Option<crate::core::decision::DecisionConfig>, Failure> {
+        let v = serde_json::json!({ "keep": self.keep, "labels": self.labels });
+        crate::core::router::options::decisions(&v, Some(if self.sink { "function" } else { "undefined" }))
+    }
 }
 
 /// The router option `limits`, validated (`core::router::options::limits`).
@@ -216,7 +248,7 @@ pub fn read_router_options(
     guard(&env, || {
         let given: Vec<Given> = given
             .into_iter()
-            .map(|g| Given { key: g.key, kind: g.kind, methods: g.methods, postgres: g.postgres })
+            .map(|g| Given { key: g.key, kind: g.kind, methods: g.methods, postgres: g.postgres, sink: g.sink })
             .collect();
         let data = serde_json::from_str(&data_json).unwrap_or(serde_json::Value::Null);
         let o = read(&given, health_clock.as_deref(), &data)?;
@@ -241,6 +273,7 @@ pub fn read_router_options(
             health_clock: o.health_clock,
             limits: o.limits.into(),
             queue: o.queue.map(QueueRecord::from),
+            decisions: o.decisions.map(DecisionsRecord::from),
         })
     })
 }
@@ -298,6 +331,13 @@ pub struct CapacityRecord {
     pub coordinated: bool,
 }
 
+/// A router's key for its records' label hashes: fresh random bytes (the OS CSPRNG).
+fn decision_key() -> Result<[u8; 32], Failure> {
+    let mut key = [0u8; 32];
+    getrandom::fill(&mut key).map_err(|_| crate::core::CoreError::RandomUnavailable)?;
+    Ok(key)
+}
+
 fn settings_of(s: RouterSettings) -> Result<Settings, Failure> {
     let health_option = serde_json::from_str(&s.health_json)
         .map_err(|_| NativeError::config("router", "health", "must be false, true or an object"))?;
@@ -328,6 +368,8 @@ fn settings_of(s: RouterSettings) -> Result<Settings, Failure> {
         limits: s.limits.as_ref().map(LimitsRecord::to_core).transpose()?.unwrap_or_default(),
         combined: s.combined.unwrap_or(false),
         queue: s.queue.as_ref().map(QueueRecord::to_core).transpose()?.flatten(),
+        decisions: s.decisions.as_ref().map(DecisionsRecord::to_core).transpose()?.flatten(),
+        decision_key: decision_key()?,
     })
 }
 

@@ -135,6 +135,14 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// The pool a successful acquisition ended on (a launch or a claim).
+    pub fn pool_of_success(&self) -> Option<usize> {
+        match self {
+            Outcome::Succeeded(pool) | Outcome::Claimed(pool) => Some(*pool),
+            _ => None,
+        }
+    }
+
     /// The stable code of a failed outcome (None for a success).
     pub fn code(&self) -> Option<&str> {
         match self {
@@ -773,7 +781,7 @@ impl Acquisition {
         if let Some(Event::ProvisionExhausted { code: c, .. }) = ending {
             *c = code.to_string();
         } else if self.observing() && self.phase == Phase::Done {
-            self.push(Event::ProvisionExhausted { code: code.to_string(), summary: None });
+            self.push(Event::ProvisionExhausted { code: code.to_string(), summary: None, decision_id: None });
         }
     }
 
@@ -1014,7 +1022,7 @@ impl Acquisition {
         self.give_back_token();
         if self.observing() {
             if let Some(code) = outcome.code() {
-                self.push(Event::ProvisionExhausted { code: code.to_string(), summary: None });
+                self.push(Event::ProvisionExhausted { code: code.to_string(), summary: None, decision_id: None });
             }
         }
         self.outcome = Some(outcome);
@@ -1384,6 +1392,16 @@ impl Acquisition {
     /// Events decided since the last call, in order.
     pub fn take_events(&mut self) -> Vec<Event> {
         std::mem::take(&mut self.events)
+    }
+
+    /// The events decided since the last [`Acquisition::take_events`].
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    /// The request's resource needs, under capacity routing (else none).
+    pub fn need(&self) -> Resources {
+        self.capacity.as_ref().map(|c| c.need).unwrap_or_default()
     }
 
     /// Whether it holds writes for a shared ledger: a hold settlement, or a budget

@@ -262,6 +262,8 @@ events! {
     ProvisionValidated = "provision.validated" as "ProvisionValidatedEvent", Sandbox {
         /// True for `provisionDetached`.
         detached: bool = "detached" as "boolean",
+        /// With `decisions`: the id of the provision's decision record (`router.decisions()`).
+        decision_id: Option<String> = "decisionId" as "string",
     },
     /// One per pool the filters rejected.
     ProviderRejected = "provider.rejected" as "ProviderRejectedEvent", Sandbox {
@@ -274,6 +276,8 @@ events! {
         summary: String = "summary" as "string",
         /// The attempt order, best first.
         order: Vec<PoolId> = "providerIds" as "ProviderId[]",
+        /// With `decisions`: the id of the provision's decision record.
+        decision_id: Option<String> = "decisionId" as "string",
     },
     /// Capacity routing or pacing skipped a pool without consuming an attempt.
     CapacitySkipped = "capacity.skipped" as "CapacitySkippedEvent", Sandbox {
@@ -379,6 +383,8 @@ events! {
         code: String = "code" as "string",
         /// With `NO_ELIGIBLE_PROVIDER` only: the explanation's summary.
         summary: Option<String> = "summary" as "string",
+        /// With `decisions`: the id of the provision's decision record.
+        decision_id: Option<String> = "decisionId" as "string",
     },
     /// `destroy(id)` completed and the mapping is gone.
     SandboxDestroyed = "sandbox.destroyed" as "SandboxDestroyedEvent", Sandbox {
@@ -638,7 +644,7 @@ pub(crate) mod tests {
 
     #[test]
     fn optional_fields_are_left_out_and_nullable_ones_written_null() {
-        let e = Event::ProvisionExhausted { code: "C".into(), summary: None };
+        let e = Event::ProvisionExhausted { code: "C".into(), summary: None, decision_id: None };
         let mut out = Pairs::default();
         e.write_fields(&mut out);
         assert_eq!(out.names(), ["code"], "must-not-fire: an absent optional field is left out");

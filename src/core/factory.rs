@@ -50,26 +50,15 @@ impl ConfigError {
     }
 }
 
-/// The options `createSandboxRouter` takes: the router's (which the router checks) but
-/// `registry`, and `providers` and `moduleLoader`.
-pub const FACTORY_OPTIONS: [&str; 16] = [
-    "providers",
-    "capacity",
-    "mappings",
-    "fleet",
-    "observer",
-    "provisioning",
-    "resolveRoutingSignals",
-    "classifyProviderFailure",
-    "callbackTimeoutMs",
-    "operationTimeoutMs",
-    "health",
-    "clock",
-    "budgets",
-    "limits",
-    "telemetry",
-    "moduleLoader",
-];
+/// Whether `createSandboxRouter` takes option `key`: every router option (which the router
+/// checks) but `registry`, and its own `providers` and `moduleLoader`. (Written as the
+/// router's list, so a new router option is the factory's too: `queue` was missing when the
+/// list was written out here.)
+pub fn factory_option(key: &str) -> bool {
+    key == "providers"
+        || key == "moduleLoader"
+        || (key != "registry" && crate::core::router::options::ROUTER_OPTIONS.contains(&key))
+}
 
 /// Keys every provider entry may hold besides its provider's own.
 const COMMON_KEYS: [&str; 7] = ["id", "capabilities", "signals", "capacity", "adapterOptions", "warm", "rateLimit"];
@@ -131,7 +120,7 @@ pub fn plan(options: Option<&Fact>) -> Result<Vec<Pool>, ConfigError> {
     if !options.is_object() {
         return Err(ConfigError::top("options", "must be an object"));
     }
-    if let Some(key) = options.keys().find(|k| !FACTORY_OPTIONS.contains(k)) {
+    if let Some(key) = options.keys().find(|k| !factory_option(k)) {
         return Err(ConfigError::top(shown(key), "is not a known option"));
     }
     check_loader(options)?;
@@ -371,6 +360,17 @@ fn reader_options(provider: &Provider, entry: &Fact) -> Vec<Copied> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn factory_option_must_fire_for_every_router_option_but_registry_must_not_for_registry_or_a_typo() {
+        for key in crate::core::router::options::ROUTER_OPTIONS.iter().filter(|k| **k != "registry") {
+            assert!(factory_option(key), "{key}");
+        }
+        assert!(factory_option("providers") && factory_option("moduleLoader"));
+        assert!(factory_option("queue") && factory_option("decisions"));
+        assert!(!factory_option("registry"));
+        assert!(!factory_option("decisons"));
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -206,6 +206,31 @@ impl Cause {
             Cause::TrialFailed => "TRIAL_FAILED",
         }
     }
+
+    /// The cause whose code is `code`.
+    pub fn from_code(code: &str) -> Option<Cause> {
+        [Cause::Failures, Cause::RetryableFailures, Cause::TrialFailed].into_iter().find(|c| c.code() == code)
+    }
+}
+
+/// One pool's health as a decision read it: what a decision record keeps and a replay
+/// restores ([`Health::seed_of`], [`Health::seed`]); every field routing or the circuit reads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PoolSeed {
+    /// Launch outcomes recorded.
+    pub samples: u64,
+    /// Weighted launch-to-handle latency of successes, ms.
+    pub latency_ms: Option<f64>,
+    /// Weighted success rate.
+    pub success_rate: Option<f64>,
+    /// Consecutive outcome-unknown failures.
+    pub failures: u32,
+    /// Consecutive classified pre-allocation failures.
+    pub retryable_failures: u32,
+    /// Consecutive opens without a close.
+    pub opens: u32,
+    /// The circuit: None closed, else (trial in flight, until, cooldown ms, cause).
+    pub circuit: Option<(bool, i64, u64, Cause)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -617,6 +642,43 @@ impl Health {
     /// The slot of pool `id`, if it has one.
     pub fn find(&self, id: &str) -> Option<usize> {
         self.slots.get(id).copied()
+    }
+
+    /// Pool `id`'s health as routing reads it (None: never recorded, the same as fresh).
+    pub fn seed_of(&self, id: &str) -> Option<PoolSeed> {
+        let p = self.pools.get(self.find(id)?)?;
+        let circuit = match p.circuit {
+            Circuit::Closed => None,
+            Circuit::Open { until, cooldown_ms, cause } => Some((false, until, cooldown_ms, cause)),
+            Circuit::Trial { until, cooldown_ms, cause } => Some((true, until, cooldown_ms, cause)),
+        };
+        Some(PoolSeed {
+            samples: p.samples,
+            latency_ms: p.latency,
+            success_rate: p.success,
+            failures: p.failures,
+            retryable_failures: p.retryable_failures,
+            opens: p.opens,
+            circuit,
+        })
+    }
+
+    /// Pool `id`'s health becomes `seed` (a replay restores what the decision read).
+    pub fn seed(&mut self, id: &str, seed: PoolSeed) {
+        let slot = self.slot(id);
+        let circuit = match seed.circuit {
+            None => Circuit::Closed,
+            Some((false, until, cooldown_ms, cause)) => Circuit::Open { until, cooldown_ms, cause },
+            Some((true, until, cooldown_ms, cause)) => Circuit::Trial { until, cooldown_ms, cause },
+        };
+        self.set(slot, circuit);
+        let p = &mut self.pools[slot];
+        p.samples = seed.samples;
+        p.latency = seed.latency_ms;
+        p.success = seed.success_rate;
+        p.failures = seed.failures;
+        p.retryable_failures = seed.retryable_failures;
+        p.opens = seed.opens;
     }
 
     /// Observed signals of `slot`, when ranking should use them (opted in, and at least

@@ -13,6 +13,7 @@ pub mod budget;
 pub mod capabilities;
 pub mod capacity;
 pub mod clock;
+pub mod decision;
 pub mod error;
 pub mod events;
 pub mod explain;

@@ -128,6 +128,20 @@ impl Pace {
     const EMPTY: Pace = Pace { tokens: 0.0, at: 0, cooling_until: 0, fleet_until: 0 };
 }
 
+/// One pool's pacing as a decision read it: what a decision record keeps and a replay
+/// restores ([`Pacing::seed_of`], [`Pacing::seed`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PaceSeed {
+    /// Tokens in the bucket at `at`.
+    pub tokens: f64,
+    /// When the bucket was last set (router clock, ms).
+    pub at: i64,
+    /// A cooldown in force until then (0: none).
+    pub cooling_until: i64,
+    /// The fleet's bucket refused it until then (0: none).
+    pub fleet_until: i64,
+}
+
 /// Every pool's bucket and cooldown, by pool id.
 #[derive(Debug, Default)]
 pub struct Pacing {
@@ -252,6 +266,23 @@ impl Pacing {
     /// When `pool`'s cooldown ends, if one is in force at `now`.
     pub fn cooling_until(&self, pool: &str, now: i64) -> Option<i64> {
         self.pools.get(pool).map(|p| p.cooling_until).filter(|&u| u > now)
+    }
+
+    /// `pool`'s state (None: none, the same as a full bucket and no cooldown).
+    pub fn seed_of(&self, pool: &str) -> Option<PaceSeed> {
+        self.pools.get(pool).map(|p| PaceSeed {
+            tokens: p.tokens,
+            at: p.at,
+            cooling_until: p.cooling_until,
+            fleet_until: p.fleet_until,
+        })
+    }
+
+    /// `pool`'s state becomes `seed` (a replay restores what the decision read).
+    pub fn seed(&mut self, pool: &str, seed: PaceSeed) {
+        let pace =
+            Pace { tokens: seed.tokens, at: seed.at, cooling_until: seed.cooling_until, fleet_until: seed.fleet_until };
+        self.pools.insert(pool.to_string(), pace);
     }
 
     /// How many pools have state now.

@@ -161,6 +161,9 @@ pub struct Request {
     pub required_custom: bool,
     /// A custom capability is forbidden.
     pub forbidden_custom: bool,
+    /// The validated text it was parsed from (its labels apart), when the glue kept it:
+    /// decision records write it.
+    pub source: Option<std::rc::Rc<str>>,
 }
 
 impl Default for Request {
@@ -195,6 +198,7 @@ impl Default for Request {
             forbidden_mask: 0,
             required_custom: false,
             forbidden_custom: false,
+            source: None,
         }
     }
 }

@@ -14,6 +14,7 @@
 //! (option `clock`), both epoch milliseconds.
 
 pub mod budgets;
+mod decisions;
 pub mod job;
 pub mod operation;
 pub mod options;
@@ -92,6 +93,10 @@ pub struct Settings {
     pub combined: bool,
     /// The wait queue (`queue`), when on.
     pub queue: Option<crate::core::queue::QueueConfig>,
+    /// Decision records (`decisions`), when on.
+    pub decisions: Option<crate::core::decision::DecisionConfig>,
+    /// The key of the records' label hashes (random per router; the glue draws it).
+    pub decision_key: [u8; 32],
 }
 
 /// A router's capacity policy.
@@ -187,6 +192,8 @@ pub struct Router {
     pub(crate) pacing: crate::core::pacing::Pacing,
     /// The wait queue (`queue`), when on (`queue.rs`).
     pub(crate) queue: Option<crate::core::queue::Queue>,
+    /// Decision records (`decisions`), when on (`core::decision`; `decisions.rs`).
+    pub(crate) decisions: Option<crate::core::decision::Decisions>,
     /// Waiting jobs to wake now (flag `WAKE`): a pool may have freed for them.
     pub(crate) wakes: Vec<u32>,
     /// Bounds on a request's launch labels (`limits`).
@@ -243,6 +250,7 @@ impl Router {
             warm_work: warm::WarmWork::default(),
             budgets: Budgets::new(settings.budgets, coordinated, sink, now, settings.limits.settle_horizon_ms),
             pacing: crate::core::pacing::Pacing::default(),
+            decisions: settings.decisions.map(|d| crate::core::decision::Decisions::new(d, settings.decision_key)),
             queue: settings.queue.map(|q| {
                 let mut q = crate::core::queue::Queue::new(q);
                 q.per_lane = coordinated;
@@ -369,8 +377,11 @@ impl Router {
     }
 
     /// Emits `event` about `sandbox` (or the router) at `now`, when anyone listens.
-    pub fn emit(&mut self, now: i64, sandbox: Option<SandboxKey>, event: crate::core::events::Event) {
+    pub fn emit(&mut self, now: i64, sandbox: Option<SandboxKey>, mut event: crate::core::events::Event) {
         if self.observe {
+            if let (Some(id), true) = (sandbox, self.decisions.is_some()) {
+                crate::core::decision::name_record(&mut event, id);
+            }
             self.events.push(Emitted { at: now, sandbox, event });
         }
     }

@@ -962,6 +962,8 @@ mod tests {
             limits: Default::default(),
             combined: false,
             queue: None,
+            decisions: None,
+            decision_key: [0; 32],
         }
     }
 

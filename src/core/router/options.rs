@@ -14,7 +14,7 @@ use crate::core::request::{validate_fleet, LabelLimits, DEFAULT_FLEET, DEFAULT_L
 use serde_json::{Map, Value};
 
 /// Every option a router takes, in the documented order.
-pub const ROUTER_OPTIONS: [&str; 16] = [
+pub const ROUTER_OPTIONS: [&str; 17] = [
     "registry",
     "mappings",
     "observer",
@@ -31,6 +31,7 @@ pub const ROUTER_OPTIONS: [&str; 16] = [
     "limits",
     "telemetry",
     "queue",
+    "decisions",
 ];
 
 /// The methods whose presence decides an option (JavaScript reports which of these a given
@@ -110,6 +111,12 @@ pub fn queue(v: &Value) -> Result<Option<crate::core::queue::QueueConfig>, Failu
     crate::core::queue::QueueConfig::read(v).map_err(|e| err(e.field, &e.expectation))
 }
 
+/// Reads the router option `decisions` (`core::decision::DecisionConfig::read`; `sink`: the
+/// kind of `decisions.sink`); the error names the field (`decisions.keep`).
+pub fn decisions(v: &Value, sink: Option<&str>) -> Result<Option<crate::core::decision::DecisionConfig>, Failure> {
+    crate::core::decision::DecisionConfig::read(v, sink).map_err(|e| err(e.field, &e.expectation))
+}
+
 /// What kind of value JavaScript found for one option, and which of [`METHODS`] it has.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Given {
@@ -121,6 +128,8 @@ pub struct Given {
     pub methods: Vec<String>,
     /// `capacity.coordinator`: whether it is a `PostgresMappingStore` (None: not given).
     pub postgres: Option<bool>,
+    /// `decisions.sink`: what kind of value it is (None: `decisions` is not an object).
+    pub sink: Option<String>,
 }
 
 impl Given {
@@ -166,6 +175,8 @@ pub struct RouterOptions {
     pub limits: Limits,
     /// `queue`: the wait queue (None: off, the default).
     pub queue: Option<crate::core::queue::QueueConfig>,
+    /// `decisions`: decision records (None: off, the default).
+    pub decisions: Option<crate::core::decision::DecisionConfig>,
 }
 
 /// A router's capacity policy, validated.
@@ -200,6 +211,7 @@ impl Default for RouterOptions {
             health_clock: false,
             limits: Limits::default(),
             queue: None,
+            decisions: None,
         }
     }
 }
@@ -306,6 +318,9 @@ pub fn read(given: &[Given], health_clock: Option<&str>, data: &Value) -> Result
     if find("queue").is_some() {
         o.queue = queue(data.get("queue").unwrap_or(&Value::Null))?;
     }
+    if let Some(g) = find("decisions") {
+        o.decisions = decisions(data.get("decisions").unwrap_or(&Value::Null), g.sink.as_deref())?;
+    }
     if let Some(g) = find("clock") {
         if g.kind != "function" {
             return Err(err("clock", "must be a function returning milliseconds since the epoch"));
@@ -367,6 +382,8 @@ pub fn refused(what: &str) -> Failure {
         "unreadable" => err("options", "could not be read (a property access threw)"),
         "mappings" => err("mappings", "could not be read"),
         "budgets" => err("budgets", "could not be read (a property access threw)"),
+        // `jsonLinesSink(path)`: its path.
+        "decisions.file" => Fault::config("jsonLinesSink", "path", "must be a non-empty file path"),
         // `provision(request, { signal })`: a signal that is not an AbortSignal.
         "signal" => Fault::invalid(
             crate::core::error::ErrorClass::RequestValidation,
@@ -474,6 +491,7 @@ mod tests {
             kind: kind.into(),
             methods: methods.iter().map(|m| m.to_string()).collect(),
             postgres: None,
+            sink: None,
         }
     }
 

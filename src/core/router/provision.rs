@@ -138,11 +138,16 @@ impl Router {
         now: Now,
     ) -> Result<(u32, Next), Failure> {
         let registry = self.registry.clone();
+        // A decision refused before its job began is recorded too (no eligible pool).
+        let kept = self.decisions.is_some().then(|| labels.clone());
         let mut begun = self.begin_on(&registry, req, detached, labels, extras, id, now);
         if let Err(e) = &mut begun {
             e.sandbox_id = Some(id.to_string());
             if self.observe {
                 self.refused(id, e, detached, now.router);
+            }
+            if let Some(labels) = kept {
+                self.keep_refused(&registry, req, labels, extras, detached, id, now, &e.code);
             }
         }
         let key = begun?;
@@ -153,7 +158,7 @@ impl Router {
     /// Provision `id` failed before its job began, with `e` (credential readiness): the event
     /// that says so.
     pub fn refused_early(&mut self, id: SandboxKey, e: &Failure, now: i64) {
-        self.emit(now, Some(id), Event::ProvisionExhausted { code: e.code.clone(), summary: None });
+        self.emit(now, Some(id), Event::ProvisionExhausted { code: e.code.clone(), summary: None, decision_id: None });
     }
 
     /// The events of a provision refused before its job began: with `NO_ELIGIBLE_PROVIDER`,
@@ -162,7 +167,7 @@ impl Router {
         if e.code != "NO_ELIGIBLE_PROVIDER" {
             return;
         }
-        self.emit(now, Some(id), Event::ProvisionValidated { detached });
+        self.emit(now, Some(id), Event::ProvisionValidated { detached, decision_id: None });
         if let Some(Rejected::Pools(rejections)) = &e.rejections {
             for r in rejections.clone() {
                 self.emit(
@@ -172,7 +177,11 @@ impl Router {
                 );
             }
         }
-        self.emit(now, Some(id), Event::ProvisionExhausted { code: e.code.clone(), summary: e.summary.clone() });
+        self.emit(
+            now,
+            Some(id),
+            Event::ProvisionExhausted { code: e.code.clone(), summary: e.summary.clone(), decision_id: None },
+        );
     }
 
     #[allow(clippy::too_many_arguments, reason = "the parts of begin")]
@@ -234,7 +243,8 @@ impl Router {
             None => None,
         };
         let claims = self.claims(&inner);
-        let names = self.observe.then(|| inner.ids());
+        let names = self.writes_events().then(|| inner.ids());
+        let log = self.decision_log(&inner, req, &labels, extras, detached, at);
         // The decision the events report, taken before the machine (which may take a
         // half-open circuit's trial token for this provision).
         let announced = self.observe.then(|| {
@@ -267,7 +277,7 @@ impl Router {
             machine.own(id);
         }
         if let Some(plan) = budget {
-            let names = match (&self.budgets, self.observe) {
+            let names = match (&self.budgets, self.writes_events()) {
                 (Some(b), true) => Some(BudgetNames {
                     applying: b.applying_names(&plan),
                     labels: b.rules().iter().map(|r| r.label.clone()).collect(),
@@ -301,6 +311,7 @@ impl Router {
             provider_sandbox_id: None,
             fault: None,
             cooldown: None,
+            log,
             wait,
         });
         // Waiters' pools are theirs first.
@@ -309,14 +320,14 @@ impl Router {
             let at = at.router;
             let job = self.jobs.get_mut(key)?;
             let order: Vec<PoolId> = job.machine.candidates().iter().map(|&i| names[i].clone()).collect();
-            job.machine.announce(Event::ProvisionValidated { detached });
+            job.machine.announce(Event::ProvisionValidated { detached, decision_id: None });
             for r in rejected {
                 job.machine.announce(Event::ProviderRejected {
                     pool: PoolId::from(r.provider_id.as_str()),
                     reasons: r.reasons,
                 });
             }
-            job.machine.announce(Event::ProvisionRanked { summary, order });
+            job.machine.announce(Event::ProvisionRanked { summary, order, decision_id: None });
             let _ = at;
         }
         Ok(key)
@@ -370,6 +381,7 @@ impl Router {
             self.emit(now.router, None, Event::PoolCooldownEnded { pool: PoolId::from(pool.as_str()) });
         }
         let mut flags = next.flags | self.pending_flags();
+        self.log_events(key);
         let job = self.jobs.get_mut(key)?;
         if job.machine.has_events() {
             flags |= flags::EVENTS;
@@ -563,6 +575,21 @@ impl Router {
         if let Some(b) = budgets {
             b.apply(&mut job.machine);
         }
+        if self.decisions.is_some() {
+            let job = self.jobs.get_mut(key)?;
+            let id = job.pool_id(job.pool);
+            if let Some(c) = self.capacity.as_mut() {
+                let slot = c.ledger_key(&id);
+                let ledger = &c.ledger;
+                let held = |r: &str| ledger.held_for(slot, r);
+                // (A closure over the ledger while the job is borrowed again below.)
+                let held: Vec<(String, f64)> = match m {
+                    Measurement::Known(dims) => dims.iter().map(|d| (d.resource.clone(), held(&d.resource))).collect(),
+                    Measurement::Unknown(_) => Vec::new(),
+                };
+                self.log_capacity(key, m, |r| held.iter().find(|(x, _)| x == r).map_or(0.0, |(_, h)| *h));
+            }
+        }
         if self.warm.is_some() {
             // The room this read shows caps a warm pool's refill pace.
             let job = self.jobs.get_mut(key)?;
@@ -586,6 +613,17 @@ impl Router {
         let provider_id = job.pool_id(job.pool);
         if health.is_some() {
             job.machine.set_now(now.health);
+        }
+        if job.log.is_some() {
+            // The fleet holds what is held: its verdict is in the steps.
+            let pool = job.pool;
+            if let Some(log) = job.log.as_deref_mut() {
+                log.capacity.push(crate::core::decision::CapacityRead {
+                    pool,
+                    measurement: m.clone(),
+                    held: Vec::new(),
+                });
+            }
         }
         match job.machine.shared_demand(m, health.as_mut()) {
             Some(dims) => {
@@ -970,9 +1008,23 @@ impl Router {
 
     /// The events job `key` decided since the last call, stamped at `now`.
     pub fn job_events(&mut self, key: u32, now: Now) -> Result<Vec<Emitted>, Failure> {
+        self.log_events(key);
+        let records = self.decisions.is_some();
         let job = self.jobs.get_mut(key)?;
-        let sandbox = Some(job.id);
-        Ok(job.machine.take_events().into_iter().map(|event| Emitted { at: now.router, sandbox, event }).collect())
+        Router::events_taken(job);
+        let id = job.id;
+        let sandbox = Some(id);
+        Ok(job
+            .machine
+            .take_events()
+            .into_iter()
+            .map(|mut event| {
+                if records {
+                    crate::core::decision::name_record(&mut event, id);
+                }
+                Emitted { at: now.router, sandbox, event }
+            })
+            .collect())
     }
 
     /// How job `key` failed, once over (None while it runs or after a success).
@@ -981,7 +1033,7 @@ impl Router {
         self.failure_of(key, capacity)
     }
 
-    fn failure_of(&mut self, key: u32, capacity: bool) -> Result<Option<Ending>, Failure> {
+    pub(crate) fn failure_of(&mut self, key: u32, capacity: bool) -> Result<Option<Ending>, Failure> {
         let Router { jobs, budgets, clock, .. } = self;
         let job = jobs.get_mut(key)?;
         if let Some((e, may_exist)) = &job.fault {
@@ -1081,6 +1133,7 @@ impl Router {
             return;
         }
         let refill = self.refill_outcome(key);
+        self.keep_decision(key);
         self.unqueue(key);
         if let Some(mut job) = self.jobs.remove(key) {
             // What it held (a capacity hold, a budget slot) may have been given back.

@@ -1477,6 +1477,8 @@ mod tests {
                 limits: Default::default(),
                 combined: false,
                 queue: None,
+                decisions: None,
+                decision_key: [0; 32],
             };
             Router::new(settings, Rc::new(RefCell::new(p)), None, None, T0).expect("a router")
         }

@@ -37,6 +37,8 @@ fn settings() -> Settings {
         limits: Default::default(),
         combined: false,
         queue: None,
+        decisions: None,
+        decision_key: [0; 32],
     }
 }
 
@@ -273,7 +275,7 @@ fn must_fire_an_observing_router_announces_the_job_in_the_core_event_enum() {
     let types: Vec<&str> = events.iter().map(|e| e.event.type_name()).collect();
     assert_eq!(&types[..2], ["provision.validated", "provision.ranked"]);
     assert!(events.iter().all(|e| e.sandbox == Some(id(1))), "a job's events name its sandbox");
-    assert!(matches!(events[0].event, Event::ProvisionValidated { detached: false }));
+    assert!(matches!(events[0].event, Event::ProvisionValidated { detached: false, .. }));
 }
 
 #[test]

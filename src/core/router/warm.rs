@@ -1073,6 +1073,7 @@ impl Router {
             provider_sandbox_id: None,
             fault: None,
             cooldown: None,
+            log: None,
             wait: None,
         });
         // Provisions waiting for the pool go first.
@@ -1784,6 +1785,8 @@ mod tests {
                 limits: Default::default(),
                 combined: false,
                 queue: None,
+                decisions: None,
+                decision_key: [0; 32],
             };
             let store = (!o.caller_store && !o.coordinated).then(|| Rc::new(RefCell::new(MappingStore::default())));
             let r = Router::new(settings, Rc::new(RefCell::new(pools)), store, None, 0).unwrap();
