@@ -1458,8 +1458,8 @@ export interface DecisionRecord {
   labels: 'hash' | 'keep' | 'drop';
   /** The request as validated, with `launch` reduced to its labels. */
   request: Record<string, unknown>;
-  /** The registry's digest and each pool's facts (id, capabilities, signals, rateLimit). */
-  registry: { digest: string; pools: Array<Record<string, unknown>> };
+  /** The registry's digest (of every pool's facts), every pool's id, and the facts (id, capabilities, signals, rateLimit) of each pool the decision ranked. */
+  registry: { digest: string; ids: ProviderId[]; pools: Array<Record<string, unknown>> };
   /** What the decision read: the clock, each pool's health and pacing, the callbacks' answers, budgets' usage, capacity readings. */
   inputs: Record<string, unknown>;
   /** The attempt order, best first (empty when no pool was eligible). */

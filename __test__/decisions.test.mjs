@@ -32,7 +32,9 @@ test('records must-fire: with decisions on, each provision leaves one record (re
   assert.deepEqual(rec.order, ['daytona']);
   assert.deepEqual(rec.request.requires, { requiredCapabilities: ['pty'] });
   assert.match(rec.registry.digest, /^[0-9a-f]{16}$/);
-  assert.deepEqual(rec.registry.pools.map((p) => p.id), ['e2b', 'daytona']);
+  assert.deepEqual(rec.registry.ids, ['e2b', 'daytona']);
+  assert.deepEqual(rec.registry.pools.map((p) => p.id), ['daytona'], 'the facts of the pools it ranked');
+  assert.deepEqual(rec.registry.pools[0].capabilities.supported, ['pty']);
   assert.deepEqual(rec.steps.map((x) => x.type), ['attempt.started', 'attempt.succeeded', 'mapping.persisted']);
   assert.equal(typeof rec.inputs.clock.router, 'number');
   assert.equal(r.decisions().length, 1);

@@ -37,6 +37,8 @@
 //      `--only=fleet` runs it alone.
 //   m. Pacing: provision with every pool declaring a rate limit it never reaches vs none,
 //      same run, interleaved (issue 33: on ≤ 3 %). `--only=pacing` runs it alone.
+//   o. Decision records: provision with records on (the in-memory ring) vs off, same run,
+//      interleaved (issue 32: on ≤ 5 %), and one record's size. `--only=decisions` alone.
 //   n. Rate limits against an account (bench/rate-limits.mjs): E2B Hobby's shape, a burst
 //      of 30 through the queue; 4 processes on the tests' PostgreSQL sharing one limit; a
 //      bursting and a steady tenant across them. `--only=ratelimits` runs it alone.
@@ -70,7 +72,7 @@ const SIZES = [6, 100, 1_000, 10_000];
  * 10,000; provision at most 1.5x the plain floor's time sequentially and at least 0.6x its
  * throughput with 10,000 in flight; health tracking at most 5 % added.
  */
-const FLOORS = { decisionSmall: 0.7, decisionLarge: 3, sequential: 1.5, concurrent: 0.6, health: 0.05, budgets: 0.1, pacing: 0.03 };
+const FLOORS = { decisionSmall: 0.7, decisionLarge: 3, sequential: 1.5, concurrent: 0.6, health: 0.05, budgets: 0.1, pacing: 0.03, decisions: 0.05 };
 const decisionFloor = (n) => (n === 6 ? FLOORS.decisionSmall : n >= 1000 ? FLOORS.decisionLarge : null);
 const CONCURRENT = 10_000;
 const SANDBOX_ID_LABEL = 'agent-relay-sbx-id';
@@ -849,6 +851,29 @@ async function pacingSection(native) {
   return { overhead, noise: medians.control / medians.off - 1 };
 }
 
+async function decisionsSection(native) {
+  const { SandboxRouter, InMemoryProviderRegistry } = native;
+  console.log('\n## o. Decision records: provision with records on (the in-memory ring) vs off\n');
+  const defs = makeDefinitions(6, 0x5eed + 6).map((d) => ({ ...d, runtime: instantRuntime() }));
+  const registry = new InMemoryProviderRegistry(defs);
+  // As section e: interleaved, each provision timed alone, medians; health on (the default),
+  // so each record carries the pools' health; a second router without records is the control.
+  const medians = await interleavedMedians((kind) => new SandboxRouter({ registry, decisions: kind === 'on' }));
+  const overhead = onOffTable(medians, [
+    'decisions: true (ring of 1,000)',
+    'no records',
+    'control: a second router without records',
+    'difference (on / off - 1)',
+    'noise floor (control / off - 1)',
+  ]);
+  // The size of one record at 6 pools, as JSON.
+  const r = new SandboxRouter({ registry, decisions: true });
+  await r.provision(freshRequest());
+  const bytes = Buffer.byteLength(JSON.stringify(r.decisions()[0]));
+  console.log(`\none record at 6 pools: ${fmtInt(bytes)} bytes of JSON`);
+  return { overhead, noise: medians.control / medians.off - 1, bytes };
+}
+
 async function main() {
   const native = await import('../index.js');
   const cpu = os.cpus()[0]?.model ?? 'unknown cpu';
@@ -903,6 +928,10 @@ async function main() {
     await (await import('./fleet.mjs')).runFleetBench();
     return;
   }
+  if (only === 'decisions') {
+    await decisionsSection(native);
+    return;
+  }
   if (only === 'ratelimits') {
     console.log('\n## n. Rate limits against a provider account');
     await (await import('./rate-limits.mjs')).runRateLimitBench();
@@ -932,6 +961,7 @@ async function main() {
   const fleetBench = await import('./fleet.mjs');
   const fleet = await fleetBench.runFleetBench();
   const pacing = await pacingSection(native);
+  const records = await decisionsSection(native);
   console.log('\n## n. Rate limits against a provider account');
   const rateBench = await import('./rate-limits.mjs');
   const rates = await rateBench.runRateLimitBench();
@@ -971,6 +1001,9 @@ async function main() {
       ['provision, two budget rules vs none: time difference (end to end)', `${(budgets.overhead * 100).toFixed(1)} %`, `≤ ${FLOORS.budgets * 100} %`, ok(budgets.overhead <= FLOORS.budgets)],
       ['provision, a rate limit on every pool (never reached) vs none: time difference', `${(pacing.overhead * 100).toFixed(1)} %`, `≤ ${FLOORS.pacing * 100} %`, ok(pacing.overhead <= FLOORS.pacing)],
       ['  (noise floor: a second router without limits)', `${(pacing.noise * 100).toFixed(1)} %`, '', ''],
+      ['provision, decision records on (ring) vs off: time difference', `${(records.overhead * 100).toFixed(1)} %`, `≤ ${FLOORS.decisions * 100} %`, ok(records.overhead <= FLOORS.decisions)],
+      ['  (noise floor: a second router without records)', `${(records.noise * 100).toFixed(1)} %`, '', ''],
+      ['  one record at 6 pools, JSON', `${fmtInt(records.bytes)} bytes`, '≤ 4,096 bytes', ok(records.bytes <= 4096)],
       ['provision, telemetry on (metrics and traces, real SDK) vs off: added time', `${fmtTime(telemetry.full - telemetry.off)} (${((telemetry.full / telemetry.off - 1) * 100).toFixed(0)} %)`, '— (reported)', ''],
       ['  (noise floor: a second telemetry-off router)', `${(((telemetry.control / telemetry.off) - 1) * 100).toFixed(1)} %`, '', ''],
       ['getCapacity, 6 readers × 200 ms: total / slowest', `${routerRow['total / slowest alone']}x`, '≤ 1.2x', routerRow.ok === 'yes' ? 'met' : 'NOT met'],

@@ -461,7 +461,8 @@ impl Acquisition {
     }
 
     /// Pool `pool`'s id, as events name it.
-    fn id(&self, pool: usize) -> PoolId {
+    /// Pool `pool`'s id as events name it (shared: no copy).
+    pub fn id(&self, pool: usize) -> PoolId {
         self.names.as_ref().and_then(|n| n.get(pool).cloned()).unwrap_or_else(|| PoolId::from(""))
     }
 
@@ -1392,6 +1393,11 @@ impl Acquisition {
     /// Events decided since the last call, in order.
     pub fn take_events(&mut self) -> Vec<Event> {
         std::mem::take(&mut self.events)
+    }
+
+    /// The candidates, taken (an ended acquisition's, for its record).
+    pub fn take_candidates(&mut self) -> Vec<usize> {
+        std::mem::take(&mut self.candidates)
     }
 
     /// The events decided since the last [`Acquisition::take_events`].

@@ -6,7 +6,7 @@
 //! the decision saw: the request as validated, the registry's facts, the pools' health and
 //! pacing as they were read, the capacity readings, the budgets' usage, each launch's answer
 //! and the clock. Everything the core reads passes through the router, so the router
-//! captures it as it reads it ([`Log`]), compactly (a few vectors per provision: the record
+//! captures it as it reads it ([`Record`]), compactly (a few vectors per provision: the record
 //! is written as JSON only when it is read, handed to a sink or replayed).
 //!
 //! What a record never holds: a credential (none reaches the core), a provider's error text
@@ -27,6 +27,7 @@ use crate::core::router::pools::{Extras, ResolverFailure, SignalAnswer};
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
+use smallvec::SmallVec;
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -126,10 +127,16 @@ pub struct BudgetRead {
     pub usage: Usage,
 }
 
-/// What a provision's decision read and did, captured while it runs (one per job when
-/// records are on).
-#[derive(Debug, Default)]
-pub struct Log {
+/// A provision's decision record: what it read and did, captured while its job runs (one per
+/// job when records are on), kept in the ring once it settled. One allocation: its steps and
+/// candidates are inline, so a full ring drops one block per provision (and hands it to the
+/// next provision, emptied).
+#[derive(Debug)]
+pub struct Record {
+    /// The provision's sandbox id (the record's id is `dec_` and its hex).
+    pub sandbox: SandboxKey,
+    /// Whether the provision made a sandbox.
+    pub made: bool,
     /// The router's clock at the decision, ms.
     pub at: i64,
     /// The health clock at the decision, ms.
@@ -138,39 +145,108 @@ pub struct Log {
     pub detached: bool,
     /// The request's validated text (its labels apart).
     pub request: Option<Rc<str>>,
+    /// The request's launch labels.
+    pub labels: Option<Arc<Vec<(String, String)>>>,
+    /// The registry's facts at the decision.
+    pub registry: Option<Rc<RegistryFacts>>,
+    /// The candidates, best first (pool indices).
+    pub candidates: SmallVec<[u32; 8]>,
+    /// The pool it went to, or the error code.
+    pub outcome: Result<u32, Box<str>>,
     /// Each pool's health and pacing as the decision read them (pools with state only).
     pub pools: Vec<(usize, Option<PoolSeed>, Option<PaceSeed>)>,
     /// The resolver's answers and credential readiness.
-    pub extras: Option<Extras>,
+    pub extras: Option<Box<Extras>>,
     /// Each applying budget rule's usage.
     pub budgets: Vec<BudgetRead>,
     /// The capacity readings, in order.
     pub capacity: Vec<CapacityRead>,
     /// The job's events (its steps), in order.
-    pub events: Vec<Event>,
+    pub events: SmallVec<[Step; 3]>,
     /// How many of the machine's events are in `events` already (while JavaScript has not
     /// taken them for an observer).
     pub seen: usize,
 }
 
-/// A settled decision, as the ring keeps it.
-#[derive(Debug)]
-pub struct Record {
-    /// The provision's sandbox id (the record's id is `dec_` and its hex).
-    pub sandbox: SandboxKey,
-    /// Whether the provision made a sandbox.
-    pub made: bool,
-    /// What the decision read and did.
-    pub log: Log,
-    /// The request's launch labels.
-    pub labels: Arc<Vec<(String, String)>>,
-    /// The registry's facts at the decision.
-    pub registry: Rc<RegistryFacts>,
-    /// The candidates, best first (pool indices).
-    pub candidates: Vec<usize>,
-    /// The pool it went to, or the error code.
-    pub outcome: Result<usize, String>,
+impl Default for Record {
+    fn default() -> Self {
+        Record {
+            sandbox: SandboxKey::from_bytes([0; 16]),
+            made: false,
+            at: 0,
+            health_at: 0,
+            detached: false,
+            request: None,
+            labels: None,
+            registry: None,
+            candidates: SmallVec::new(),
+            outcome: Ok(0),
+            pools: Vec::new(),
+            extras: None,
+            budgets: Vec::new(),
+            capacity: Vec::new(),
+            events: SmallVec::new(),
+            seen: 0,
+        }
+    }
 }
+
+impl Record {
+    /// Empties it for another provision, keeping its vectors' room.
+    fn clear(&mut self) {
+        self.request = None;
+        self.labels = None;
+        self.registry = None;
+        self.extras = None;
+        self.candidates.clear();
+        self.outcome = Ok(0);
+        self.pools.clear();
+        self.budgets.clear();
+        self.capacity.clear();
+        self.events.clear();
+        self.seen = 0;
+    }
+}
+
+/// One step of a decision as a record keeps it: the steps of every launch compact (an event
+/// is 168 bytes; a ring of records is read rarely and dropped one per provision), the others
+/// as the event.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// `attempt.started`.
+    Started(PoolId, u32),
+    /// `attempt.succeeded`.
+    Succeeded(PoolId, u32),
+    /// `mapping.persisted`.
+    Persisted(PoolId),
+    /// Any other step.
+    Other(Box<Event>),
+}
+
+impl Step {
+    /// The step `e` is.
+    pub fn of(e: Event) -> Step {
+        match e {
+            Event::AttemptStarted { pool, attempt } => Step::Started(pool, attempt),
+            Event::AttemptSucceeded { pool, attempt } => Step::Succeeded(pool, attempt),
+            Event::MappingPersisted { pool } => Step::Persisted(pool),
+            e => Step::Other(Box::new(e)),
+        }
+    }
+
+    /// The event it was.
+    pub fn event(&self) -> Event {
+        match self {
+            Step::Started(pool, attempt) => Event::AttemptStarted { pool: pool.clone(), attempt: *attempt },
+            Step::Succeeded(pool, attempt) => Event::AttemptSucceeded { pool: pool.clone(), attempt: *attempt },
+            Step::Persisted(pool) => Event::MappingPersisted { pool: pool.clone() },
+            Step::Other(e) => (**e).clone(),
+        }
+    }
+}
+
+/// Emptied records kept for reuse at most.
+const SPARE_LOGS: usize = 8;
 
 /// A registry's facts as records write them, made once per registry version: its pools
 /// (id, capabilities, signals, rate limit, warm) and their digest.
@@ -275,7 +351,14 @@ fn capabilities_json(c: &Capabilities) -> Value {
         put("regions", json!(c.regions));
     }
     let r = &c.resources;
-    put("resources", json!({ "cpu": r.cpu, "memoryMb": r.memory_mb, "diskMb": r.disk_mb, "gpu": r.gpu }));
+    let dims: Map<String, Value> = [("cpu", r.cpu), ("memoryMb", r.memory_mb), ("diskMb", r.disk_mb), ("gpu", r.gpu)]
+        .into_iter()
+        .filter(|(_, v)| *v != 0.0)
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    if !dims.is_empty() {
+        put("resources", Value::Object(dims));
+    }
     if let Some(i) = c.isolation {
         put("isolation", json!(i));
     }
@@ -287,12 +370,14 @@ fn capabilities_json(c: &Capabilities) -> Value {
 pub struct Decisions {
     /// The option.
     pub config: DecisionConfig,
-    ring: VecDeque<Record>,
+    ring: VecDeque<Box<Record>>,
     /// Records not yet handed to the sink (the newest), when it has one.
     unsunk: usize,
     key: [u8; 32],
     /// The current registry's facts (made again when the registry grows).
     facts: Option<Rc<RegistryFacts>>,
+    /// Dropped records, emptied, for the next provisions.
+    spare: Vec<Box<Record>>,
 }
 
 type HmacSha256 = Hmac<Sha256>;
@@ -300,7 +385,7 @@ type HmacSha256 = Hmac<Sha256>;
 impl Decisions {
     /// Records under `config`, label values hashed with `key` (random per router).
     pub fn new(config: DecisionConfig, key: [u8; 32]) -> Decisions {
-        Decisions { config, ring: VecDeque::new(), unsunk: 0, key, facts: None }
+        Decisions { config, ring: VecDeque::new(), unsunk: 0, key, facts: None, spare: Vec::new() }
     }
 
     /// The facts of the registry `pools` (kept while the registry is the same size: a
@@ -316,10 +401,20 @@ impl Decisions {
         }
     }
 
-    /// Keeps `record`, the oldest dropped past `keep`.
-    pub fn push(&mut self, record: Record) {
+    /// An empty record for a provision's decision (one the ring dropped, when there is one).
+    pub fn record(&mut self) -> Box<Record> {
+        self.spare.pop().unwrap_or_default()
+    }
+
+    /// Keeps `record`, the oldest dropped past `keep` (emptied and kept for reuse).
+    pub fn push(&mut self, record: Box<Record>) {
         if self.ring.len() >= self.config.keep {
-            self.ring.pop_front();
+            if let Some(mut old) = self.ring.pop_front() {
+                if self.spare.len() < SPARE_LOGS {
+                    old.clear();
+                    self.spare.push(old);
+                }
+            }
         }
         self.ring.push_back(record);
         if self.config.sink {
@@ -356,7 +451,7 @@ impl Decisions {
             .iter()
             .rev()
             .filter(|r| sandbox.is_none_or(|s| s == r.sandbox))
-            .filter(|r| since.is_none_or(|t| r.log.at >= t))
+            .filter(|r| since.is_none_or(|t| r.at >= t))
             .take(limit.min(MAX_LIST))
             .map(|r| self.json(r))
             .collect()
@@ -380,22 +475,23 @@ impl Decisions {
 
     /// `record` as the documented JSON object.
     pub fn json(&self, r: &Record) -> Value {
-        let ids = &r.registry.ids;
+        let empty = RegistryFacts { pools: Vec::new(), ids: Vec::new(), digest: String::new() };
+        let registry = r.registry.as_deref().unwrap_or(&empty);
+        let ids = &registry.ids;
         let name = |i: usize| ids.get(i).map_or(Value::Null, |p| json!(&**p));
         let mut request: Value =
-            r.log.request.as_deref().and_then(|t| serde_json::from_str(t).ok()).unwrap_or_else(|| json!({}));
+            r.request.as_deref().and_then(|t| serde_json::from_str(t).ok()).unwrap_or_else(|| json!({}));
         // The launch's options are not a decision's: only its labels, as the mode writes them.
         if let Some(o) = request.as_object_mut() {
             o.remove("launch");
-            if !r.labels.is_empty() {
-                let labels: Map<String, Value> =
-                    r.labels.iter().map(|(k, v)| (k.clone(), self.label_value(v))).collect();
+            if let Some(labels) = r.labels.as_deref().filter(|l| !l.is_empty()) {
+                let labels: Map<String, Value> = labels.iter().map(|(k, v)| (k.clone(), self.label_value(v))).collect();
                 o.insert("launch".into(), json!({ "labels": labels }));
             }
         }
         let mut health = Map::new();
         let mut pacing = Map::new();
-        for (pool, h, p) in &r.log.pools {
+        for (pool, h, p) in &r.pools {
             let id = ids.get(*pool).map_or_else(String::new, |p| p.to_string());
             if let Some(h) = h {
                 health.insert(id.clone(), health_json(h));
@@ -408,14 +504,14 @@ impl Decisions {
             }
         }
         let mut inputs = Map::new();
-        inputs.insert("clock".into(), json!({ "router": r.log.at, "health": r.log.health_at }));
+        inputs.insert("clock".into(), json!({ "router": r.at, "health": r.health_at }));
         if !health.is_empty() {
             inputs.insert("health".into(), Value::Object(health));
         }
         if !pacing.is_empty() {
             inputs.insert("pacing".into(), Value::Object(pacing));
         }
-        if let Some(x) = &r.log.extras {
+        if let Some(x) = &r.extras {
             if let Some(u) = &x.credentials_unavailable {
                 inputs.insert("credentialsUnavailable".into(), u.iter().map(|&i| name(i)).collect());
             }
@@ -432,9 +528,8 @@ impl Decisions {
                 inputs.insert("signals".into(), Value::Object(m));
             }
         }
-        if !r.log.budgets.is_empty() {
+        if !r.budgets.is_empty() {
             let rows: Vec<Value> = r
-                .log
                 .budgets
                 .iter()
                 .map(|b| {
@@ -448,9 +543,8 @@ impl Decisions {
                 .collect();
             inputs.insert("budgets".into(), Value::Array(rows));
         }
-        if !r.log.capacity.is_empty() {
+        if !r.capacity.is_empty() {
             let reads: Vec<Value> = r
-                .log
                 .capacity
                 .iter()
                 .map(|c| {
@@ -466,26 +560,32 @@ impl Decisions {
                 .collect();
             inputs.insert("capacity".into(), Value::Array(reads));
         }
-        let steps: Vec<Value> = r.log.events.iter().map(|e| self.event_json(e)).collect();
+        let steps: Vec<Value> = r.events.iter().map(|e| self.event_json(&e.event())).collect();
         let mut out = Map::new();
         out.insert("schema".into(), json!(SCHEMA));
         out.insert("id".into(), json!(record_id(r.sandbox)));
-        out.insert("at".into(), json!(r.log.at));
+        out.insert("at".into(), json!(r.at));
         if r.made {
             out.insert("sandboxId".into(), json!(r.sandbox.to_string()));
         }
-        out.insert("detached".into(), json!(r.log.detached));
+        out.insert("detached".into(), json!(r.detached));
         out.insert("labels".into(), json!(self.config.labels.name()));
         out.insert("request".into(), request);
-        out.insert("registry".into(), json!({ "digest": r.registry.digest, "pools": r.registry.pools }));
+        // Every pool's id, and the facts of those the decision ranked (a pool it rejected is
+        // named by id; the digest covers every pool's facts).
+        let used: Vec<&Value> = r.candidates.iter().filter_map(|&i| registry.pools.get(i as usize)).collect();
+        out.insert(
+            "registry".into(),
+            json!({ "digest": registry.digest, "ids": registry.ids.iter().map(|p| &**p).collect::<Vec<_>>(), "pools": used }),
+        );
         out.insert("inputs".into(), Value::Object(inputs));
-        out.insert("order".into(), r.candidates.iter().map(|&i| name(i)).collect());
+        out.insert("order".into(), r.candidates.iter().map(|&i| name(i as usize)).collect());
         out.insert("steps".into(), Value::Array(steps));
         out.insert(
             "outcome".into(),
             match &r.outcome {
-                Ok(pool) => json!({ "providerId": name(*pool) }),
-                Err(code) => json!({ "code": code }),
+                Ok(pool) => json!({ "providerId": name(*pool as usize) }),
+                Err(code) => json!({ "code": &**code }),
             },
         );
         Value::Object(out)
@@ -571,18 +671,27 @@ fn failure_name(f: ResolverFailure) -> &'static str {
     }
 }
 
+/// A pool's health as a record writes it (a count at zero, a figure not yet measured: left out).
 fn health_json(h: &PoolSeed) -> Value {
-    let mut o = json!({
-        "samples": h.samples, "latencyMs": h.latency_ms, "successRate": h.success_rate,
-        "failures": h.failures, "retryableFailures": h.retryable_failures, "opens": h.opens,
-    });
-    if let (Some((trial, until, cooldown_ms, cause)), Some(m)) = (h.circuit, o.as_object_mut()) {
+    let mut m = Map::new();
+    m.insert("samples".into(), json!(h.samples));
+    for (k, v) in [("latencyMs", h.latency_ms), ("successRate", h.success_rate)] {
+        if let Some(v) = v {
+            m.insert(k.into(), json!(v));
+        }
+    }
+    for (k, v) in [("failures", h.failures), ("retryableFailures", h.retryable_failures), ("opens", h.opens)] {
+        if v != 0 {
+            m.insert(k.into(), json!(v));
+        }
+    }
+    if let Some((trial, until, cooldown_ms, cause)) = h.circuit {
         m.insert(
             "circuit".into(),
             json!({ "state": if trial { "trial" } else { "open" }, "until": until, "cooldownMs": cooldown_ms, "cause": cause.code() }),
         );
     }
-    o
+    Value::Object(m)
 }
 
 /// Events written as JSON fields.
@@ -674,7 +783,10 @@ pub fn health_of(v: &Value, field: &str) -> Result<PoolSeed, FieldError> {
         &["samples", "latencyMs", "successRate", "failures", "retryableFailures", "opens", "circuit"],
     )?;
     let int = |k: &str| -> Result<u64, FieldError> {
-        o.get(k).and_then(Value::as_u64).ok_or_else(|| FieldError::new(o.field(k), "must be a non-negative integer"))
+        match o.get(k) {
+            None => Ok(0),
+            Some(v) => v.as_u64().ok_or_else(|| FieldError::new(o.field(k), "must be a non-negative integer")),
+        }
     };
     let opt = |k: &str| -> Result<Option<f64>, FieldError> {
         match o.get(k) {

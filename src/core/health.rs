@@ -646,7 +646,20 @@ impl Health {
 
     /// Pool `id`'s health as routing reads it (None: never recorded, the same as fresh).
     pub fn seed_of(&self, id: &str) -> Option<PoolSeed> {
-        let p = self.pools.get(self.find(id)?)?;
+        self.seed_of_slot(self.find(id)?)
+    }
+
+    /// [`Health::seed_of`] by slot (None: no such slot, or one that recorded nothing).
+    pub fn seed_of_slot(&self, slot: usize) -> Option<PoolSeed> {
+        let p = self.pools.get(slot)?;
+        if p.samples == 0
+            && p.circuit == Circuit::Closed
+            && p.failures == 0
+            && p.retryable_failures == 0
+            && p.opens == 0
+        {
+            return None;
+        }
         let circuit = match p.circuit {
             Circuit::Closed => None,
             Circuit::Open { until, cooldown_ms, cause } => Some((false, until, cooldown_ms, cause)),

@@ -6,7 +6,7 @@ use super::job::{Job, WarmRole};
 use super::pools::{Extras, Pools};
 use super::{Now, Router};
 use crate::core::capacity::{request_need, Measurement};
-use crate::core::decision::{is_step, BudgetRead, CapacityRead, Log, Record};
+use crate::core::decision::{is_step, BudgetRead, CapacityRead, Record, Step};
 use crate::core::ids::SandboxKey;
 use crate::core::request::Request;
 use serde_json::Value;
@@ -25,32 +25,40 @@ impl Router {
     /// What the decision of a provision on `pools` reads at its begin (`at`): each pool's
     /// health and pacing, the applying budgets' usage, the callbacks' answers. None when the
     /// router records no decisions.
+    #[allow(clippy::too_many_arguments, reason = "the parts of a begin")]
     pub(crate) fn decision_log(
         &mut self,
         pools: &Pools,
+        slots: Option<&[usize]>,
         req: &Request,
         labels: &[(String, String)],
         extras: Option<&Extras>,
         detached: bool,
         at: Now,
-    ) -> Option<Box<Log>> {
-        self.decisions.as_ref()?;
-        let mut log = Log {
-            at: at.router,
-            health_at: at.health,
-            detached,
-            request: req.source.clone(),
-            extras: extras.cloned(),
-            ..Log::default()
-        };
-        for (i, p) in pools.registry.pools().iter().enumerate() {
-            // A pool health never recorded anything of is fresh: nothing to keep.
-            let h = self.health.as_ref().and_then(|h| h.seed_of(&p.id)).filter(|s| {
-                s.samples > 0 || s.circuit.is_some() || s.failures > 0 || s.retryable_failures > 0 || s.opens > 0
-            });
-            let pace = self.pacing.seed_of(&p.id);
-            if h.is_some() || pace.is_some() {
-                log.pools.push((i, h, pace));
+    ) -> Option<Box<Record>> {
+        let mut log = self.decisions.as_mut()?.record();
+        log.at = at.router;
+        log.health_at = at.health;
+        log.detached = detached;
+        log.request = req.source.clone();
+        log.extras = extras.cloned().map(Box::new);
+        // What of a pool's health a decision reads: its circuit when it is not closed, and its
+        // statistics when ranking blends them (`observedSignals`); otherwise nothing.
+        let health = self.health.as_ref().filter(|h| h.any_not_closed() || h.config().observed_signals);
+        let paced = !self.pacing.is_empty();
+        if health.is_some() || paced {
+            let all = pools.registry.pools();
+            log.pools.reserve(all.len());
+            for (i, p) in all.iter().enumerate() {
+                let h = health.and_then(|h| match slots {
+                    Some(slots) => slots.get(i).and_then(|&s| h.seed_of_slot(s)),
+                    None => h.seed_of(&p.id),
+                });
+                let h = h.filter(|s| s.circuit.is_some() || health.is_some_and(|h| h.config().observed_signals));
+                let pace = if paced { self.pacing.seed_of(&p.id) } else { None };
+                if h.is_some() || pace.is_some() {
+                    log.pools.push((i, h, pace));
+                }
             }
         }
         if let Some(b) = self.budgets.as_mut().filter(|b| !b.shared) {
@@ -62,7 +70,7 @@ impl Router {
                 }
             }
         }
-        Some(Box::new(log))
+        Some(log)
     }
 
     /// Job `key`'s capacity reading of its current pool: what the decision saw, with what the
@@ -101,10 +109,10 @@ impl Router {
         }
         if observe {
             let seen = log.seen;
-            log.events.extend(job.machine.events().iter().skip(seen).filter(|e| is_step(e)).cloned());
+            log.events.extend(job.machine.events().iter().skip(seen).filter(|e| is_step(e)).cloned().map(Step::of));
             log.seen = job.machine.events().len();
         } else {
-            log.events.extend(job.machine.take_events().into_iter().filter(is_step));
+            log.events.extend(job.machine.take_events().into_iter().filter(is_step).map(Step::of));
         }
     }
 
@@ -140,7 +148,7 @@ impl Router {
                 .map_or_else(|| "INTERNAL_ERROR".to_string(), |f| f.error.code)),
         };
         let Ok(job) = self.jobs.get_mut(key) else { return };
-        let Some(log) = job.log.take() else { return };
+        let Some(mut record) = job.log.take() else { return };
         let registry = {
             let pools = job.pools.borrow();
             match self.decisions.as_mut() {
@@ -148,15 +156,12 @@ impl Router {
                 None => return,
             }
         };
-        let record = Record {
-            sandbox: job.id,
-            made: outcome.is_ok(),
-            log: *log,
-            labels: job.labels.clone(),
-            registry,
-            candidates: job.machine.candidates().to_vec(),
-            outcome,
-        };
+        record.sandbox = job.id;
+        record.made = outcome.is_ok();
+        record.labels = Some(job.labels.clone());
+        record.registry = Some(registry);
+        record.candidates.extend(job.machine.candidates().iter().map(|&c| c as u32));
+        record.outcome = outcome.map(|p| p as u32).map_err(String::into_boxed_str);
         if let Some(d) = self.decisions.as_mut() {
             d.push(record);
         }
@@ -167,9 +172,9 @@ impl Router {
     #[allow(clippy::too_many_arguments, reason = "the parts of begin")]
     pub(crate) fn keep_refused(
         &mut self,
-        registry: &std::rc::Rc<std::cell::RefCell<Pools>>,
+        registry: &Pools,
         req: &Request,
-        labels: Vec<(String, String)>,
+        labels: &[(String, String)],
         extras: Option<&Extras>,
         detached: bool,
         id: SandboxKey,
@@ -179,19 +184,14 @@ impl Router {
         if code == "INVALID_REQUEST" {
             return;
         }
-        let pools = registry.borrow();
-        let Some(log) = self.decision_log(&pools, req, &labels, extras, detached, at) else { return };
+        let pools = registry;
+        let Some(mut record) = self.decision_log(pools, None, req, labels, extras, detached, at) else { return };
         let Some(d) = self.decisions.as_mut() else { return };
-        let registry = d.facts(pools.registry.pools());
-        d.push(Record {
-            sandbox: id,
-            made: false,
-            log: *log,
-            labels: std::sync::Arc::new(labels),
-            registry,
-            candidates: Vec::new(),
-            outcome: Err(code.to_string()),
-        });
+        record.sandbox = id;
+        record.labels = Some(std::sync::Arc::new(labels.to_vec()));
+        record.registry = Some(d.facts(pools.registry.pools()));
+        record.outcome = Err(code.into());
+        d.push(record);
     }
 
     /// `router.decisions({ sandboxId?, since?, limit? })`: the kept records, newest first

@@ -92,7 +92,7 @@ pub(crate) struct Job {
     /// the pool's id and for how long, ms; one of the job's [`Writes`](super::provision::Writes).
     pub(crate) cooldown: Option<(String, u64)>,
     /// What its decision read and did, when the router records decisions (`decisions`).
-    pub(crate) log: Option<Box<crate::core::decision::Log>>,
+    pub(crate) log: Option<Box<crate::core::decision::Record>>,
 }
 
 /// A provision's wait: its fairness lane, when to look again, what blocked it, and an abort

@@ -138,16 +138,11 @@ impl Router {
         now: Now,
     ) -> Result<(u32, Next), Failure> {
         let registry = self.registry.clone();
-        // A decision refused before its job began is recorded too (no eligible pool).
-        let kept = self.decisions.is_some().then(|| labels.clone());
         let mut begun = self.begin_on(&registry, req, detached, labels, extras, id, now);
         if let Err(e) = &mut begun {
             e.sandbox_id = Some(id.to_string());
             if self.observe {
                 self.refused(id, e, detached, now.router);
-            }
-            if let Some(labels) = kept {
-                self.keep_refused(&registry, req, labels, extras, detached, id, now, &e.code);
             }
         }
         let key = begun?;
@@ -199,7 +194,14 @@ impl Router {
         let mut inner = registry.borrow_mut();
         let hold_ms = settle_window_ms(req.acquisition_timeout_ms, self.callback_timeout_ms);
         let budget = match &mut self.budgets {
-            Some(b) => b.plan(&labels, id, || inner.costs(extras), hold_ms)?,
+            Some(b) => match b.plan(&labels, id, || inner.costs(extras), hold_ms) {
+                Ok(plan) => plan,
+                Err(e) => {
+                    // A decision refused before its job began is recorded too.
+                    self.keep_refused(&inner, req, &labels, extras, detached, id, at, &e.code);
+                    return Err(e);
+                }
+            },
             None => None,
         };
         let paced = self.paced(&mut inner);
@@ -231,6 +233,7 @@ impl Router {
                 if let Some(b) = &mut self.budgets {
                     b.unplan(budget.as_ref());
                 }
+                self.keep_refused(&inner, req, &labels, extras, detached, id, at, &e.code);
                 return Err(e);
             }
         };
@@ -244,7 +247,8 @@ impl Router {
         };
         let claims = self.claims(&inner);
         let names = self.writes_events().then(|| inner.ids());
-        let log = self.decision_log(&inner, req, &labels, extras, detached, at);
+        let slots = tracking.as_ref().map(|(s, _)| s.clone());
+        let log = self.decision_log(&inner, slots.as_deref(), req, &labels, extras, detached, at);
         // The decision the events report, taken before the machine (which may take a
         // half-open circuit's trial token for this provision).
         let announced = self.observe.then(|| {
@@ -771,6 +775,7 @@ impl Router {
             let provider_id = job.pool_id(job.pool);
             self.warm_launch_succeeded(&provider_id, now.router);
         }
+        let observe = self.observe;
         let Router { jobs, store, fleet, .. } = self;
         let job = jobs.get_mut(key)?;
         let Some(store) = store else {
@@ -795,11 +800,14 @@ impl Router {
                 wall,
             );
             if job.machine.observing() {
-                job.machine.announce(Event::MappingPersisted { pool: PoolId::from(provider_id) });
+                let pool = job.machine.id(job.pool);
+                job.machine.announce(Event::MappingPersisted { pool });
             }
         }
         job.stage = Stage::Succeeded;
-        if job.machine.observing() || coordinated {
+        // Events for JavaScript to read (an observer, telemetry), or writes: a step of its own.
+        // A decision record takes its events when the job ends, here.
+        if observe || coordinated {
             return self.step(key, now);
         }
         let pool = job.pool;
