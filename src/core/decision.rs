@@ -377,6 +377,7 @@ pub struct Decisions {
     /// The current registry's facts (made again when the registry grows).
     facts: Option<Rc<RegistryFacts>>,
     /// Dropped records, emptied, for the next provisions.
+    #[allow(clippy::vec_box, reason = "records move boxed between the ring, this list and the jobs, never copied")]
     spare: Vec<Box<Record>>,
 }
 
