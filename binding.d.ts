@@ -2486,6 +2486,44 @@ export declare function registrySize(registry: ExternalObject<Registry>): number
  */
 export declare function registrySurvivors(registry: ExternalObject<Registry>, request: ExternalObject<CompiledRequest>, detached: boolean, credentialsUnavailable?: Array<number> | undefined | null): Array<number>
 
+/** One pool whose part in the decision changed. */
+export interface ReplayChange {
+  /** The pool's id. */
+  pool: string
+  /** Its part in the recorded decision. */
+  was: string
+  /** Its part in the replay. */
+  now: string
+  /** Why, as far as the replay can tell. */
+  why: string
+}
+
+/** What `router.replay(record)` answers. */
+export interface ReplayResult {
+  /** Whether the replay decided as recorded. */
+  same: boolean
+  /** The record's decision. */
+  recorded: ReplaySide
+  /** The replay's. */
+  replayed: ReplaySide
+  /** Each pool whose part changed. */
+  changes: Array<ReplayChange>
+  /** What the replay assumed where the record had no answer. */
+  assumed: Array<string>
+  /** One line. */
+  summary: string
+}
+
+/** One side of a replay (`router.replay`): the attempt order, and where it went or its code. */
+export interface ReplaySide {
+  /** The attempt order, best first. */
+  order: Array<string>
+  /** The pool it went to. */
+  providerId?: string
+  /** The code of the error it failed with. */
+  code?: string
+}
+
 /**
  * A compiled request's launch deadline, ms (JavaScript runs the timer; the router decides
  * the rest).
@@ -2660,6 +2698,13 @@ export declare function routerOptionsRefused(what: string): void
 
 /** `router.queueStatus()` at the router's clock (`clockNow`; omitted: the wall clock). */
 export declare function routerQueueStatus(router: ExternalObject<RouterState>, clockNow?: number | undefined | null): QueueStatusRecord
+
+/**
+ * `router.replay(record)`: the record's decision decided again by this router's registry and
+ * options on the record's inputs (`recordJson`: the record as JSON text); throws the typed
+ * `INVALID_DECISION_RECORD` naming the field.
+ */
+export declare function routerReplay(router: ExternalObject<RouterState>, recordJson: string): ReplayResult
 
 /**
  * A fresh sandbox id (`sbx_` + 32 lowercase hex digits, 128 random bits), from the

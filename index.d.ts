@@ -1470,6 +1470,27 @@ export interface DecisionRecord {
   outcome: { providerId: ProviderId } | { code: string };
 }
 
+/** `router.replay(record)`. */
+export interface ReplayResult {
+  /** Whether the replay decided as recorded: the same order, and the same pool (or code). */
+  same: boolean;
+  recorded: ReplaySide;
+  replayed: ReplaySide;
+  /** Each pool whose part changed: what it was, what it is now, and why as far as the replay can tell. */
+  changes: Array<{ pool: ProviderId; was: string; now: string; why: string }>;
+  /** What the replay assumed where the record had no answer (a pool it never read or launched on). */
+  assumed: string[];
+  /** One line, e.g. `daytona → e2b: daytona now rejected: MISSING_CAPABILITY gpu`. */
+  summary: string;
+}
+
+/** One side of a replay. */
+export interface ReplaySide {
+  order: ProviderId[];
+  providerId?: ProviderId;
+  code?: string;
+}
+
 /** `provision(request, options)`. */
 export interface ProvisionOptions {
   /** Aborts the provision before its launch (`ProvisionAbortedError` `ABORTED`); a launch under way is not stopped. */
@@ -1500,6 +1521,11 @@ export declare class SandboxRouter {
   queueStatus(): QueueStatus;
   /** The kept decision records (option `decisions`; none without it), newest first. */
   decisions(query?: DecisionQuery): DecisionRecord[];
+  /**
+   * Decides a recorded decision again by this router's registry and options, on the record's
+   * inputs (docs/decisions.md#replay); a malformed record is `INVALID_DECISION_RECORD`.
+   */
+  replay(record: DecisionRecord): ReplayResult;
   /**
    * The attempt order `provision` would use with registered signals (synchronous; no
    * readiness, resolver or capacity). At most `maxAcquisitionAttempts` ids.

@@ -14,6 +14,12 @@ function decisions(ctx, query) {
   return callNative(() => binding.routerDecisions(ctx.native, q));
 }
 
+/** `router.replay(record)`: the record's decision decided again by this router (the core reads the record strictly). */
+function replay(ctx, record) {
+  const text = textOf(record, 'record') ?? '0';
+  return callNative(() => binding.routerReplay(ctx.native, text));
+}
+
 /** The records a provision's end kept, handed to the caller's sink (a throwing or rejecting sink changes nothing). */
 function sink(ctx) {
   const to = ctx.decisionSink;
@@ -55,4 +61,4 @@ function jsonLinesSink(path) {
   return write;
 }
 
-module.exports = { decisions, sink, jsonLinesSink };
+module.exports = { decisions, replay, sink, jsonLinesSink };

@@ -18,7 +18,7 @@ const { reconcile } = require('./reconcile.js');
 const warm = require('./warm.js');
 const budgets = require('./budgets.js');
 const { wakeUp } = require('./driver.js');
-const { decisions } = require('./decisions.js');
+const { decisions, replay } = require('./decisions.js');
 
 /** The buffer route() lends the native side for an order (at most 10 attempts; read at once). */
 const ORDER = new Uint32Array(16);
@@ -83,6 +83,11 @@ class SandboxRouter {
   /** The kept decision records (option `decisions`), newest first: `{ sandboxId?, since?, limit? }`. */
   decisions(query) {
     return decisions(this.#ctx, query);
+  }
+
+  /** A recorded decision decided again by this router's registry and options, on the record's inputs. */
+  replay(record) {
+    return replay(this.#ctx, record);
   }
 
   /** The wait queue (depth, oldest wait, per `fairBy` value) and each pool's launch tokens and cooldown. */

@@ -534,6 +534,41 @@ impl Ledger {
         }
     }
 
+    /// Key (`rule`, `value`) holds `usage` at `now`: what a decision read of it, as a replay
+    /// restores it. Its totals are set as they were; a sliding window's charges become one at
+    /// the oldest (they leave the window together: a replay decides at the recorded instant).
+    /// The key stays pinned (a replay's router is dropped after it).
+    pub fn seed(&mut self, rule: usize, value: &str, usage: &Usage, now: i64) {
+        if rule >= self.rules.len() {
+            return;
+        }
+        self.advance(now);
+        let now = self.now;
+        let b = self.bucket_of(rule, value);
+        self.refresh(b, now);
+        let calendar = matches!(self.rules[rule].window, Some(Window::Calendar { .. }));
+        let start = if calendar { Some(self.span(rule, now).0) } else { None };
+        let sliding = matches!(self.rules[rule].window, Some(Window::Sliding { .. }));
+        let bucket = &mut self.buckets[b as usize];
+        bucket.pins += 1;
+        bucket.used_cost = usage.used_cost;
+        bucket.reserved_cost = usage.reserved_cost;
+        bucket.used_launches = usage.used_launches;
+        bucket.reserved_launches = u32::try_from(usage.reserved_launches).unwrap_or(u32::MAX);
+        bucket.live = u32::try_from(usage.live).unwrap_or(u32::MAX);
+        bucket.inflight = u32::try_from(usage.inflight).unwrap_or(u32::MAX);
+        bucket.unknown = 0;
+        if let Some(start) = start {
+            bucket.window = start;
+        }
+        if sliding && (usage.used_launches > 0 || usage.used_cost != Micros::ZERO) {
+            let at = usage.oldest.unwrap_or(now);
+            let mut q = VecDeque::new();
+            q.push_back(Ev { at, cost: usage.used_cost, state: EvState::Used });
+            bucket.events = Some(Box::new(q));
+        }
+    }
+
     /// The usage of `key` at `now` (a key the ledger does not keep holds nothing).
     pub fn usage(&mut self, key: &Key, now: i64) -> Usage {
         self.advance(now);

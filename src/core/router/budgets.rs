@@ -114,6 +114,14 @@ impl Budgets {
         }
     }
 
+    /// A replay: rule `rule` (by id) held `usage` for key `value` at `now` (an unknown rule,
+    /// one this router no longer has, is left out).
+    pub fn seed(&mut self, rule: &str, value: &str, usage: &crate::core::budget::Usage, now: i64) {
+        if let Some(i) = self.ledger.rules().iter().position(|r| r.id == rule) {
+            self.ledger.seed(i, value, usage, now);
+        }
+    }
+
     /// Explanations: the pools (by index, with `costs` by pool) whose estimated cost some
     /// applying rule of the in-process ledger has no room for at `now`. Nothing is reserved.
     /// Empty under a shared ledger and for a request a rule would refuse for its missing label.

@@ -22,6 +22,7 @@ pub mod pools;
 pub mod provision;
 pub mod queue;
 pub mod reconcile;
+pub mod replay;
 mod slab;
 pub mod step;
 #[cfg(test)]
@@ -194,6 +195,8 @@ pub struct Router {
     pub(crate) queue: Option<crate::core::queue::Queue>,
     /// Decision records (`decisions`), when on (`core::decision`; `decisions.rs`).
     pub(crate) decisions: Option<crate::core::decision::Decisions>,
+    /// The settings it was made with (a replay makes a router of them: `replay.rs`).
+    pub(crate) settings: Settings,
     /// Waiting jobs to wake now (flag `WAKE`): a pool may have freed for them.
     pub(crate) wakes: Vec<u32>,
     /// Bounds on a request's launch labels (`limits`).
@@ -227,7 +230,9 @@ impl Router {
         now: i64,
     ) -> Result<Router, Failure> {
         let coordinated = settings.capacity.as_ref().is_some_and(|c| c.coordinated);
+        let kept = settings.clone();
         Ok(Router {
+            settings: kept,
             fleet: Arc::from(settings.fleet.as_str()),
             health: settings.health.map(Health::new),
             health_id: NEXT_HEALTH_ID.fetch_add(1, Ordering::Relaxed),
