@@ -1523,9 +1523,10 @@ export declare class SandboxRouter {
   decisions(query?: DecisionQuery): DecisionRecord[];
   /**
    * Decides a recorded decision again by this router's registry and options, on the record's
-   * inputs (docs/decisions.md#replay); a malformed record is `INVALID_DECISION_RECORD`.
+   * inputs (docs/decisions.md#replay). `record`: the record, or its JSON text (a line of a
+   * `jsonLinesSink` file). A malformed record is `INVALID_DECISION_RECORD`.
    */
-  replay(record: DecisionRecord): ReplayResult;
+  replay(record: DecisionRecord | string): ReplayResult;
   /**
    * The attempt order `provision` would use with registered signals (synchronous; no
    * readiness, resolver or capacity). At most `maxAcquisitionAttempts` ids.
@@ -1602,8 +1603,8 @@ export declare class InMemoryMappingStore implements SandboxMappingStore {
 export declare function asProviderId(id: string): ProviderId;
 
 /**
- * A `decisions.sink` that appends each record to `path` as one line of JSON (opened for
- * appending on first use). `close()` flushes and closes the file.
+ * A `decisions.sink` that appends each record to `path` as one line of JSON, synchronously,
+ * before the provision's promise settles. After `close()` it writes nothing more.
  */
 export declare function jsonLinesSink(path: string): ((record: DecisionRecord) => void) & { close(): Promise<void> };
 
@@ -1815,7 +1816,7 @@ export declare class SandboxRouterError extends Error {
 }
 /** `INVALID_REQUEST`, `RESERVED_LABEL`, `INVALID_SANDBOX_ID`, `INVALID_INPUT`. */
 export declare class SandboxRequestValidationError extends SandboxRouterError {
-  readonly code: 'INVALID_REQUEST' | 'RESERVED_LABEL' | 'INVALID_SANDBOX_ID' | 'INVALID_INPUT' | 'BUDGET_KEY_MISSING';
+  readonly code: 'INVALID_REQUEST' | 'RESERVED_LABEL' | 'INVALID_SANDBOX_ID' | 'INVALID_INPUT' | 'INVALID_DECISION_RECORD' | 'BUDGET_KEY_MISSING';
 }
 /** `ROUTING_NOT_APPLICABLE`: fleet placement, node affinity, or no sandbox. */
 export declare class RoutingNotApplicableError extends SandboxRouterError {

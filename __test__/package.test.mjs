@@ -57,7 +57,7 @@ test('the main tarball ships no native binary: it comes from the platform packag
   );
 });
 
-test('the tarball ships nothing beyond the allow-list (entry points, types, lib/, local/, the binary, README, LICENSE)', () => {
+test('the tarball ships nothing beyond the allow-list (entry points, types, lib/, local/, the command line, the binary, README, LICENSE)', () => {
   const allowed = [
     /^package\.json$/,
     /^README\.md$/,
@@ -65,6 +65,7 @@ test('the tarball ships nothing beyond the allow-list (entry points, types, lib/
     /^index\.(js|mjs|d\.ts|d\.mts)$/,
     /^lib\/[^/]+\.js$/,
     /^local\/index\.(js|mjs|d\.ts|d\.mts)$/,
+    /^bin\/sandbox-router\.mjs$/,
   ];
   const extra = files.filter((f) => !allowed.some((re) => re.test(f)));
   assert.deepEqual(extra, [], `unexpected files in the tarball: ${extra.join(', ')}`);

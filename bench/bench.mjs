@@ -867,11 +867,40 @@ async function decisionsSection(native) {
     'noise floor (control / off - 1)',
   ]);
   // The size of one record at 6 pools, as JSON.
-  const r = new SandboxRouter({ registry, decisions: true });
+  const r = new SandboxRouter({ registry, decisions: { keep: 20_000 } });
   await r.provision(freshRequest());
   const bytes = Buffer.byteLength(JSON.stringify(r.decisions()[0]));
   console.log(`\none record at 6 pools: ${fmtInt(bytes)} bytes of JSON`);
-  return { overhead, noise: medians.control / medians.off - 1, bytes };
+  // Replay: 20,000 records at 6 pools, as read back from a file (JSON text parsed), on one core.
+  for (let i = 1; i < 20_000; i++) await r.provision(freshRequest());
+  const records = r.decisions().map((x) => JSON.parse(JSON.stringify(x)));
+  const twin = new SandboxRouter({ registry });
+  const t0 = process.hrtime.bigint();
+  let same = 0;
+  for (const rec of records) if (twin.replay(rec).same) same++;
+  const replayPerSecond = records.length / (Number(process.hrtime.bigint() - t0) / 1e9);
+  console.log(`replay: ${fmtInt(replayPerSecond)} records per second at 6 pools (${same} of ${fmtInt(records.length)} the same)`);
+  // The command line over 100,000 records in a file (five copies of the 20,000).
+  const { mkdtempSync, writeFileSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const path = await import('node:path');
+  const dir = mkdtempSync(path.join(tmpdir(), 'bench-replay-'));
+  const lines = records.map((x) => JSON.stringify(x)).join('\n');
+  writeFileSync(path.join(dir, 'records.jsonl'), `${Array.from({ length: 5 }, () => lines).join('\n')}\n`);
+  const defsFile = path.join(dir, 'config.mjs');
+  writeFileSync(
+    defsFile,
+    `import { InMemoryProviderRegistry } from ${JSON.stringify(fileURLToPath(new URL('../index.mjs', import.meta.url)))};
+import { makeDefinitions } from ${JSON.stringify(fileURLToPath(new URL('./pools.mjs', import.meta.url)))};
+const runtime = { launch: async () => ({ id: 'x' }), destroy: async () => {} };
+export default { registry: new InMemoryProviderRegistry(makeDefinitions(6, ${0x5eed + 6}).map((d) => ({ ...d, runtime }))) };`,
+  );
+  const c0 = Date.now();
+  const cli = spawnSync(process.execPath, [fileURLToPath(new URL('../bin/sandbox-router.mjs', import.meta.url)), 'replay', path.join(dir, 'records.jsonl'), '--config', defsFile], { encoding: 'utf8' });
+  const cliMs = Date.now() - c0;
+  rmSync(dir, { recursive: true, force: true });
+  console.log(`command line: ${cli.stdout.trim().split('\n')[0]} in ${(cliMs / 1000).toFixed(1)} s (exit ${cli.status})`);
+  return { overhead, noise: medians.control / medians.off - 1, bytes, replayPerSecond, cliMs, cliOk: cli.status === 0 };
 }
 
 async function main() {
@@ -1004,6 +1033,8 @@ async function main() {
       ['provision, decision records on (ring) vs off: time difference', `${(records.overhead * 100).toFixed(1)} %`, `≤ ${FLOORS.decisions * 100} %`, ok(records.overhead <= FLOORS.decisions)],
       ['  (noise floor: a second router without records)', `${(records.noise * 100).toFixed(1)} %`, '', ''],
       ['  one record at 6 pools, JSON', `${fmtInt(records.bytes)} bytes`, '≤ 4,096 bytes', ok(records.bytes <= 4096)],
+      ['  replay, records per second at 6 pools (one core)', fmtInt(records.replayPerSecond), '≥ 20,000', ok(records.replayPerSecond >= 20_000)],
+      ['  the command line, 100,000 records', `${(records.cliMs / 1000).toFixed(1)} s`, '≤ 10 s', ok(records.cliOk && records.cliMs <= 10_000)],
       ['provision, telemetry on (metrics and traces, real SDK) vs off: added time', `${fmtTime(telemetry.full - telemetry.off)} (${((telemetry.full / telemetry.off - 1) * 100).toFixed(0)} %)`, '— (reported)', ''],
       ['  (noise floor: a second telemetry-off router)', `${(((telemetry.control / telemetry.off) - 1) * 100).toFixed(1)} %`, '', ''],
       ['getCapacity, 6 readers × 200 ms: total / slowest', `${routerRow['total / slowest alone']}x`, '≤ 1.2x', routerRow.ok === 'yes' ? 'met' : 'NOT met'],

@@ -7,6 +7,9 @@ const fs = require('node:fs');
 const { binding } = require('./binding.js');
 const { callNative } = require('./errors.js');
 const { textOf } = require('./options.js');
+const { serializeLenient } = require('./serialize.js');
+const { readOr } = require('./guard.js');
+const { send } = require('./events.js');
 
 /** `router.decisions(query)`: the kept records, newest first (the core reads the query strictly). */
 function decisions(ctx, query) {
@@ -16,48 +19,29 @@ function decisions(ctx, query) {
 
 /** `router.replay(record)`: the record's decision decided again by this router (the core reads the record strictly). */
 function replay(ctx, record) {
-  const text = textOf(record, 'record') ?? '0';
+  // A record's JSON text (a jsonLinesSink line) crosses as it is; an object is read once, as JSON.stringify
+  // writes it (NaN as null, refused naming the field), else leniently; an unreadable value is no record.
+  const text = typeof record === 'string' ? record : (readOr(() => JSON.stringify(record) ?? null, null) ?? serializeLenient(record) ?? 'null');
   return callNative(() => binding.routerReplay(ctx.native, text));
 }
 
 /** The records a provision's end kept, handed to the caller's sink (a throwing or rejecting sink changes nothing). */
 function sink(ctx) {
-  const to = ctx.decisionSink;
-  if (to === null) return;
-  for (const record of binding.routerTakeDecisions(ctx.native)) {
-    try {
-      const r = to(record);
-      if (r !== null && typeof r === 'object' && typeof r.then === 'function') r.then(undefined, () => {});
-    } catch {
-      // A sink's failure is the sink's: the provision's outcome is decided already.
-    }
-  }
+  if (ctx.decisionSink !== null) for (const record of binding.routerTakeDecisions(ctx.native)) send(ctx.decisionSink, record);
 }
 
 /**
- * A sink that appends each record to `path` as one line of JSON (the file is opened for
- * appending on first use). `close()` flushes and closes it; records after `close()` are dropped.
+ * A sink that appends each record to `path` as one line of JSON, written before the provision's
+ * promise settles (a failed write is the sink's: it changes nothing). After `close()`, records are dropped.
  * @param {string} path
  */
 function jsonLinesSink(path) {
   if (typeof path !== 'string' || path.length === 0) callNative(() => binding.routerOptionsRefused('decisions.file'));
-  /** @type {fs.WriteStream | null} */
-  let out = null;
-  let closed = false;
-  const write = (/** @type {unknown} */ record) => {
-    if (closed) return;
-    if (out === null) {
-      out = fs.createWriteStream(path, { flags: 'a' });
-      out.on('error', () => {});
-    }
-    out.write(`${JSON.stringify(record)}\n`);
+  let open = true;
+  const write = (/** @type {unknown} */ record) => open && fs.appendFileSync(path, `${JSON.stringify(record)}\n`);
+  write.close = async () => {
+    open = false;
   };
-  write.close = () =>
-    new Promise((resolve) => {
-      closed = true;
-      if (out === null) return resolve(undefined);
-      out.end(() => resolve(undefined));
-    });
   return write;
 }
 

@@ -10,7 +10,7 @@
 const { binding } = require('./binding.js');
 const { fromNative, isRouterError, ProviderPackageMissingError } = require('./errors.js');
 const { Deadlines } = require('./deadlines.js');
-const { guarded, handleId } = require('./guard.js');
+const { readOr, handleId } = require('./guard.js');
 const { within, okWithin, TIMED_OUT } = require('./within.js');
 const { serializeLenient } = require('./serialize.js');
 const { emitDecided, emitRouter } = require('./events.js');
@@ -25,6 +25,10 @@ const STEP = new Uint32Array(5);
 /** What a performer answers when the job's promise was settled elsewhere (its deadline). */
 const STOP = -1;
 const noop = () => {};
+/** A classifier's answer that says nothing (none, or unreadable). */
+const NO_ANSWER = {};
+/** `v` when it is of `type`, else undefined (the core reads only what is). */
+const typed = (v, type) => (typeof v === type ? v : undefined);
 
 // One timer for every launch deadline (deadlines.js); an entry is the job's record.
 const DEADLINES = new Deadlines((run) => expire(run));
@@ -106,6 +110,19 @@ function took(run) {
 /** Wakes the waiting provisions the router names (`WAKE`): their `Wait` steps end now. */
 function wakeUp(ctx) {
   for (const key of binding.routerWakes(ctx.native)) ctx.waiting.get(key)?.();
+}
+
+/** Reports the outcome of `run`'s step, `fn(native, job, ...args, STEP, health now, clock now)`, and answers its next step. */
+function report(run, fn, ...args) {
+  const ctx = run.ctx;
+  fn(ctx.native, run.machine, ...args, STEP, healthNow(ctx.health), clockNow(ctx));
+  return took(run);
+}
+
+/** `report` for the steps the router reads no health on: `fn(native, job, ...args, STEP, clock now)`. */
+function reportAt(run, fn, ...args) {
+  fn(run.ctx.native, run.machine, ...args, STEP, clockNow(run.ctx));
+  return took(run);
 }
 
 /** @type {Array<(run: object) => Promise<number>>} the performer of each step kind (`perform`) */
@@ -271,10 +288,8 @@ function read(run) {
 
 /** `Admit`: the reader's answer goes to the router, which admits or skips the pool. */
 perform(K.Admit, async function admit(run) {
-  const ctx = run.ctx;
   const m = await read(run);
-  binding.acquisitionAdmit(ctx.native, run.machine, m.json, m.read, STEP, healthNow(ctx.health), clockNow(ctx));
-  return took(run);
+  return report(run, binding.acquisitionAdmit, m.json, m.read);
 });
 
 /**
@@ -290,8 +305,7 @@ perform(K.Coordinate, async function coordinate(run) {
   try {
     if (seq === undefined) seq = await coordinator.beginRead();
   } catch {
-    binding.acquisitionAdmitDecided(ctx.native, run.machine, null, STEP, healthNow(ctx.health), clockNow(ctx));
-    return took(run);
+    return report(run, binding.acquisitionAdmitDecided, null);
   }
   const m = await read(run);
   const demand = binding.acquisitionDemand(ctx.native, run.machine, m.json, m.read, STEP, healthNow(ctx.health), clockNow(ctx));
@@ -303,8 +317,7 @@ perform(K.Coordinate, async function coordinate(run) {
   } catch {
     verdict = null;
   }
-  binding.acquisitionAdmitDecided(ctx.native, run.machine, verdict, STEP, healthNow(ctx.health), clockNow(ctx));
-  return took(run);
+  return report(run, binding.acquisitionAdmitDecided, verdict);
 });
 
 /** `Reserve`: under a shared budget ledger, the router's demand to its transaction. */
@@ -320,8 +333,7 @@ perform(K.Reserve, async function reserve(run) {
       verdict = null;
     }
   }
-  binding.acquisitionBudgetDecided(ctx.native, run.machine, verdict, run.intent, STEP, healthNow(ctx.health), clockNow(ctx));
-  return took(run);
+  return report(run, binding.acquisitionBudgetDecided, verdict, run.intent);
 });
 
 /** The reservation with the read sequence (`sequence`) and the intent (`intent`) in one transaction. */
@@ -339,29 +351,20 @@ function stored(run) {
 }
 
 /** `Intent`: the launch intent, before the launch (no intent, no launch). */
-perform(K.Intent, async function intent(run) {
-  const ok = await stored(run);
-  binding.acquisitionIntentWritten(run.ctx.native, run.machine, ok, STEP, healthNow(run.ctx.health), clockNow(run.ctx));
-  return took(run);
-});
+perform(K.Intent, async (run) => report(run, binding.acquisitionIntentWritten, await stored(run)));
 
 /** `Classify`: the caller's classifier on the thrown value and its definition; read once, not kept. */
 perform(K.Classify, async function classify(run) {
-  const ctx = run.ctx;
   const error = run.error;
   run.error = null;
-  let answer = null;
+  let a = NO_ANSWER;
   try {
-    const r = await within(ctx.classifier(error, run.def.definition), run.bound);
-    if (r !== null && typeof r === 'object') answer = guarded(() => ({ code: r.code, retryable: r.retryable, retryAfterMs: r.retryAfterMs }));
+    const r = await within(run.ctx.classifier(error, run.def.definition), run.bound);
+    if (r !== null && typeof r === 'object') a = readOr(() => ({ code: r.code, retryable: r.retryable, after: r.retryAfterMs }), NO_ANSWER);
   } catch {
     // A throwing classifier proves nothing: outcome unknown.
   }
-  const code = answer !== null && typeof answer.code === 'string' ? answer.code : undefined;
-  const retryable = answer !== null && typeof answer.retryable === 'boolean' ? answer.retryable : undefined;
-  const after = answer !== null && typeof answer.retryAfterMs === 'number' ? answer.retryAfterMs : undefined;
-  binding.acquisitionClassified(ctx.native, run.machine, code, retryable, after, STEP, healthNow(ctx.health), clockNow(ctx));
-  return took(run);
+  return report(run, binding.acquisitionClassified, typed(a.code, 'string'), typed(a.retryable, 'boolean'), typed(a.after, 'number'));
 });
 
 /** `Persist`: the record the router made, written to the caller's store. */
@@ -377,8 +380,7 @@ perform(K.Persist, async function persist(run) {
   } catch {
     ok = false;
   }
-  binding.acquisitionPersisted(ctx.native, run.machine, ok, STEP, healthNow(ctx.health), clockNow(ctx));
-  return took(run);
+  return report(run, binding.acquisitionPersisted, ok);
 });
 
 /** `Persist` with `combined`: the record and the job's shared-ledger writes in one transaction. */
@@ -402,8 +404,7 @@ perform(K.WarmSettle, async function warmSettle(run) {
     const member = binding.acquisitionRefillMember(ctx.native, run.machine, clockNow(ctx));
     return ctx.warm.coordinator.warmSettle(run.token, ctx.fleet, member);
   }, run.bound);
-  binding.acquisitionPersisted(ctx.native, run.machine, ok, STEP, healthNow(ctx.health), clockNow(ctx));
-  return took(run);
+  return report(run, binding.acquisitionPersisted, ok);
 });
 
 /** `Wait`: the provision sleeps in the router's queue for its bound, or until the router wakes it (`wakeUp`). */
@@ -418,25 +419,18 @@ perform(K.Wait, async function wait(run) {
     }
     ctx.waiting.set(run.machine, woken);
   });
-  binding.acquisitionWaited(ctx.native, run.machine, STEP, healthNow(ctx.health), clockNow(ctx));
-  return took(run);
+  return report(run, binding.acquisitionWaited);
 });
 
 /** `Cleanup`: the sandbox whose record could not be written, destroyed. */
-perform(K.Cleanup, async function cleanup(run) {
-  const ok = await destroyedWithin(run.def, run.handle, run.bound);
-  binding.acquisitionCleanedUp(run.ctx.native, run.machine, ok, STEP, healthNow(run.ctx.health), clockNow(run.ctx));
-  return took(run);
-});
+perform(K.Cleanup, async (run) => report(run, binding.acquisitionCleanedUp, await destroyedWithin(run.def, run.handle, run.bound)));
 
 /** `Unintent`: after a failure, the intent written as failed, or removed. Best effort. */
 perform(K.Unintent, async function unintent(run) {
-  const ctx = run.ctx;
   // Best effort: a `launching` intent left behind is in flight to reconcile until it expires.
   if ((run.flags & F.failedIntent) !== 0) await stored(run);
-  else await okWithin(() => ctx.mappings.delete(run.sandboxId), run.bound);
-  binding.acquisitionIntentSettled(ctx.native, run.machine, STEP, healthNow(ctx.health), clockNow(ctx));
-  return took(run);
+  else await okWithin(() => run.ctx.mappings.delete(run.sandboxId), run.bound);
+  return report(run, binding.acquisitionIntentSettled);
 });
 
-module.exports = { drive, perform, K, jobRecord, took, end, failure, clockNow, destroyedWithin, measure, wakeUp, STEP };
+module.exports = { drive, perform, report, reportAt, K, jobRecord, took, end, failure, clockNow, destroyedWithin, measure, wakeUp, STEP };

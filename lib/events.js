@@ -27,13 +27,13 @@ function emitDecided(run) {
   if (ctx.observer !== null) for (const e of events) send(ctx.observer, e);
 }
 
-/** Hands `event` to `sink`. Never throws; a rejection is dropped. */
+/** Hands `event` to `sink` (an observer, a decision sink). Never throws; a rejection is dropped. */
 function send(sink, event) {
   try {
     const r = sink(event);
     if (r !== null && typeof r === 'object' && typeof r.then === 'function') r.then(undefined, noop);
   } catch {
-    // An observer never affects routing.
+    // An observer (or a sink) never affects routing.
   }
 }
 
@@ -43,4 +43,4 @@ function emitRouter(ctx) {
   for (const e of binding.routerEvents(ctx.native)) send(ctx.observer, e);
 }
 
-module.exports = { emitDecided, emitRouter, debug, DEBUG };
+module.exports = { emitDecided, emitRouter, send, debug, DEBUG };

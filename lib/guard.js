@@ -8,15 +8,6 @@
 // (a throwing or revoked Proxy, a getter that answers differently the next time: all end
 // typed, and nothing the router decides depends on a second read).
 
-/** Longest caller text (in UTF-16 units) that a message or field echoes; longer text is cut. */
-const MAX_ECHO = 64;
-
-/** `text` for a message: at most MAX_ECHO characters, the cut marked `…[+N chars]`. */
-function shown(text) {
-  if (typeof text !== 'string') return '(not a string)';
-  return text.length <= MAX_ECHO ? text : `${text.slice(0, MAX_ECHO)}…[+${text.length - MAX_ECHO} chars]`;
-}
-
 /** Thrown (internally) when a caller's value could not be read; entry points map it to their typed error. */
 class Unreadable extends Error {}
 const UNREADABLE = new Unreadable('unreadable');
@@ -105,4 +96,4 @@ function thrownFacts(error) {
   return { values, unreadable };
 }
 
-module.exports = { shown, guarded, readOr, methodOf, copyOptions, thenable, handleId, thrownFacts, NO_FACTS };
+module.exports = { guarded, readOr, methodOf, copyOptions, thenable, handleId, thrownFacts, NO_FACTS };

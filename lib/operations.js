@@ -11,7 +11,7 @@ const { readOr, methodOf, thrownFacts } = require('./guard.js');
 const { within, awaitOr, TIMED_OUT } = require('./within.js');
 const { serializeLenient } = require('./serialize.js');
 const { emitRouter } = require('./events.js');
-const { drive, perform, K, jobRecord, took, clockNow, STEP } = require('./driver.js');
+const { drive, perform, reportAt, K, jobRecord, took, clockNow, STEP } = require('./driver.js');
 
 const F = binding.operationFlags();
 const SF = binding.stepFlags();
@@ -102,16 +102,14 @@ function operation(ctx, name, kind, id, read) {
 
 /** `ReadRecord`: the sandbox's record from the caller's store, as JSON text (`null`: none). */
 perform(K.ReadRecord, async function readRecord(run) {
-  const ctx = run.ctx;
-  const raw = await awaitOr(() => within(ctx.mappings.get(run.sandboxId), run.bound), FAILED);
+  const raw = await awaitOr(() => within(run.ctx.mappings.get(run.sandboxId), run.bound), FAILED);
   let json;
   let read = binding.ReadOutcome.Answered;
   if (raw === FAILED) read = binding.ReadOutcome.Threw;
   else if (raw === TIMED_OUT) read = binding.ReadOutcome.TimedOut;
   // Read once, by the serialization (a value it cannot carry is null; one it cannot write, absent).
   else json = raw === null || raw === undefined ? 'null' : (serializeLenient(raw) ?? undefined);
-  binding.operationRead(ctx.native, run.machine, json, read, STEP, clockNow(ctx));
-  return took(run);
+  return reportAt(run, binding.operationRead, json, read);
 });
 
 /** `FindPool`: the record's pool in the caller's registry (I/O: a caller's `get` may run). */
@@ -127,8 +125,7 @@ perform(K.FindPool, function findPool(run) {
   run.op.getById = methodOf(rt, 'getById');
   // The handle from launch, if this process keeps it: what a `Call` uses unless re-resolved.
   run.op.value = ctx.handles.get(run.sandboxId);
-  binding.operationFound(ctx.native, run.machine, def !== null, run.op.method !== undefined, run.op.getById !== undefined, run.op.value !== undefined, STEP, clockNow(ctx));
-  return took(run);
+  return reportAt(run, binding.operationFound, def !== null, run.op.method !== undefined, run.op.getById !== undefined, run.op.value !== undefined);
 });
 
 /** A runtime call within the step's bound: its value kept in `run.op.value`, how it settled reported. */
@@ -141,15 +138,11 @@ async function awaited(run, call) {
     const ours = isRouterError(error) && error instanceof ProviderPackageMissingError;
     if (ours) run.packageError = error;
     const f = thrownFacts(ours ? undefined : error);
-    binding.operationThrew(run.ctx.native, run.machine, ours, f.values, f.unreadable, STEP, clockNow(run.ctx));
-    return took(run);
+    return reportAt(run, binding.operationThrew, ours, f.values, f.unreadable);
   }
-  if (value === TIMED_OUT) binding.operationTimedOut(run.ctx.native, run.machine, STEP, clockNow(run.ctx));
-  else {
-    run.op.value = value;
-    binding.operationAnswered(run.ctx.native, run.machine, value, STEP, clockNow(run.ctx));
-  }
-  return took(run);
+  if (value === TIMED_OUT) return reportAt(run, binding.operationTimedOut);
+  run.op.value = value;
+  return reportAt(run, binding.operationAnswered, value);
 }
 
 /** `Resolve`: the sandbox re-resolved as owned. */
@@ -164,16 +157,14 @@ perform(K.Unmap, async function unmap(run) {
   const unmapped = () => (combined ? ctx.capacity.coordinator.forget(run.sandboxId) : ctx.mappings.delete(run.sandboxId));
   const f = await awaitOr(() => within(unmapped(), run.bound), TIMED_OUT);
   const ok = f !== TIMED_OUT;
-  if (combined) binding.operationForgotten(ctx.native, run.machine, ok, ok && f.mapped === true, ok && f.budget === true, STEP, clockNow(ctx));
-  else binding.operationUnmapped(ctx.native, run.machine, ok, STEP, clockNow(ctx));
-  return took(run);
+  if (combined) return reportAt(run, binding.operationForgotten, ok, ok && f.mapped === true, ok && f.budget === true);
+  return reportAt(run, binding.operationUnmapped, ok);
 });
 
 /** `Release`: the slot given back in the shared ledger (self-bounded); one not written now waits out its charges. */
 perform(K.Release, async function release(run) {
   const givenBack = (await awaitOr(() => run.ctx.capacity.coordinator.releaseSandbox(run.sandboxId), false)) === true;
-  binding.operationReleased(run.ctx.native, run.machine, givenBack, STEP, clockNow(run.ctx));
-  return took(run);
+  return reportAt(run, binding.operationReleased, givenBack);
 });
 
 module.exports = {

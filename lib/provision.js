@@ -119,13 +119,7 @@ function settled(run, ok) {
   if ((run.flags & ENDED) === 0) end(run);
   sink(ctx);
   keepHandle(ctx.handles, run.sandboxId, run.handle);
-  // A provision served by a warm member: its telemetry (its event is the router's, `warm.claimed`).
-  const warm = run.member !== null;
-  if (warm && ctx.telemetry !== null) ctx.telemetry.add('warmClaims', 1, { pool: run.def.id, result: 'hit' });
-  if (run.tel !== null) {
-    if (warm) run.tel.launchType = 'warm'; // `launch_type` (docs/telemetry.md)
-    ctx.telemetry.succeeded(run);
-  }
+  if (run.tel !== null) ctx.telemetry.succeeded(run);
   run.resolve({ id: run.sandboxId, providerId: run.def.id, labels: run.labels });
 }
 

@@ -50,8 +50,6 @@ function provisionRecord(start) {
     readContext: null,
     /** the machine's own ending (AcquisitionFailure.outcome), when it failed inside it */
     outcome: null,
-    /** `launch_type`: `cold` (a fresh launch), or `warm` for a warm member (issue 24) */
-    launchType: 'cold',
     /** the provision span's traceparent, with `propagateToLabels` */
     traceparent: null,
     ended: false,
@@ -273,7 +271,10 @@ class Telemetry {
     const t = run.tel;
     if (t.ended) return;
     t.ended = true;
-    const attributes = { pool: run.def.id, outcome: SUCCESS, launch_type: t.launchType };
+    // `launch_type` (docs/telemetry.md): `warm` when a warm member served it, a claim hit (its event is the router's, `warm.claimed`).
+    const warm = run.member !== null;
+    if (warm) this.add('warmClaims', 1, { pool: run.def.id, result: 'hit' });
+    const attributes = { pool: run.def.id, outcome: SUCCESS, launch_type: warm ? 'warm' : 'cold' };
     this.record('provisionDuration', this.since(t.start), attributes);
     this.#close(t.span, attributes, null);
   }
@@ -285,7 +286,7 @@ class Telemetry {
     t.ended = true;
     const code = codeOf(error);
     const outcome = t.outcome ?? readOr(() => binding.provisionOutcome(code, run.pools !== null), TERMINAL);
-    const attributes = { outcome, launch_type: t.launchType };
+    const attributes = { outcome, launch_type: 'cold' };
     if (t.pool !== null) attributes.pool = t.pool;
     this.record('provisionDuration', this.since(t.start), attributes);
     this.#end(t, 'attempt', { result: 'terminal' }, code);
@@ -298,23 +299,18 @@ class Telemetry {
     const start = this.now();
     const child = () => this.#child(`sandbox_router.${name}`, this.#api.context.active(), { operation: name });
     const [span, context] = readOr(child, [null, null]);
+    const done = (error) => this.#operated(name, span, start, error);
+    const failed = (error) => {
+      done(error);
+      throw error;
+    };
     let p;
     try {
       p = this.#within(context, f);
     } catch (error) {
-      this.#operated(name, span, start, error);
-      throw error;
+      failed(error);
     }
-    return p.then(
-      (value) => {
-        this.#operated(name, span, start, null);
-        return value;
-      },
-      (error) => {
-        this.#operated(name, span, start, error);
-        throw error;
-      },
-    );
+    return p.then((value) => (done(null), value), failed);
   }
 
   #operated(name, span, start, error) {

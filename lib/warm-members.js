@@ -7,7 +7,7 @@ const { binding } = require('./binding.js');
 const { within, awaitOr, okWithin, answerWithin, lookupOwned, TIMED_OUT } = require('./within.js');
 const { readOr } = require('./guard.js');
 const { healthNow } = require('./options.js');
-const { perform, K, took, clockNow, destroyedWithin, STEP } = require('./driver.js');
+const { perform, reportAt, K, took, clockNow, destroyedWithin, STEP } = require('./driver.js');
 const { nativeFinderOf, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
 
 const OP = binding.warmFleetOps();
@@ -30,8 +30,7 @@ perform(K.Claim, async (run) => {
   const ctx = run.ctx;
   const ask = binding.acquisitionClaimAsk(ctx.native, run.machine);
   const member = await answerWithin(() => ctx.warm.coordinator.warmClaim(ctx.fleet, ask.providerId, ask.floor, run.labels, ask.detached, ask.charge ?? undefined), run.bound);
-  binding.acquisitionClaimAnswer(ctx.native, run.machine, member, STEP, clockNow(ctx));
-  return took(run);
+  return reportAt(run, binding.acquisitionClaimAnswer, member);
 });
 
 /** `Claimed`: the member taken, with the live handle this process holds. */
@@ -41,8 +40,7 @@ perform(K.Claimed, async (run) => {
   const handle = ctx.warm.handles.get(m.sandboxId);
   ctx.warm.handles.delete(m.sandboxId);
   take(run, m, handle);
-  binding.acquisitionClaimed(ctx.native, run.machine, STEP, clockNow(ctx));
-  return took(run);
+  return reportAt(run, binding.acquisitionClaimed);
 });
 
 /** `ClaimResolve`: the member taken, re-resolved as owned (no live handle here). */
@@ -63,8 +61,7 @@ perform(K.ClaimUncharge, async (run) => {
   const m = binding.acquisitionMember(ctx.native, run.machine, clockNow(ctx));
   // Best effort: the settlement of the cold launch that follows is the provision's.
   await okWithin(() => ctx.warm.coordinator.warmUncharge(m.sandboxId, run.sandboxId), run.bound);
-  binding.acquisitionClaimUncharged(ctx.native, run.machine, STEP, clockNow(ctx));
-  return took(run);
+  return reportAt(run, binding.acquisitionClaimUncharged);
 });
 
 // --- warm tasks ----------------------------------------------------------------------------

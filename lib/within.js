@@ -31,21 +31,13 @@ async function awaitOr(call, fallback) {
 
 /** Whether `call()` settled within `ms` (a throw or a rejection: false). Never rejects. */
 async function okWithin(call, ms) {
-  try {
-    return (await within(call(), ms)) !== TIMED_OUT;
-  } catch {
-    return false;
-  }
+  return (await awaitOr(() => within(call(), ms), TIMED_OUT)) !== TIMED_OUT;
 }
 
 /** What `call()` resolved to within `ms`; null when it timed out, threw, rejected or was nullish. */
 async function answerWithin(call, ms) {
-  try {
-    const v = await within(call(), ms);
-    return v === TIMED_OUT ? null : (v ?? null);
-  } catch {
-    return null;
-  }
+  const v = await awaitOr(() => within(call(), ms), null);
+  return v === TIMED_OUT ? null : (v ?? null);
 }
 
 /**

@@ -37,7 +37,16 @@ const fs = require('node:fs');
 const fsp = require('node:fs/promises');
 const os = require('node:os');
 const path = require('node:path');
-const { copyOptions, shown } = require('../lib/guard.js');
+const { copyOptions } = require('../lib/guard.js');
+
+/** Longest caller text (in UTF-16 units) that a message or field echoes; longer text is cut. */
+const MAX_ECHO = 64;
+
+/** `text` for a message: at most MAX_ECHO characters, the cut marked `…[+N chars]`. */
+function shown(text) {
+  if (typeof text !== 'string') return '(not a string)';
+  return text.length <= MAX_ECHO ? text : `${text.slice(0, MAX_ECHO)}…[+${text.length - MAX_ECHO} chars]`;
+}
 
 const DEFAULT_TIMEOUT_MS = 60_000;
 const DEFAULT_SHELL = '/bin/sh';

@@ -617,6 +617,13 @@ async function main() {
     const line = /Tests:\s+(.*)/.exec(output)?.[1];
     return line ?? 'passed';
   });
+  await step('npx sandbox-router explain (the bin entry, installed): a config module, a request', () => {
+    writeFileSync(join(project, 'router-config.mjs'), 'export default { providers: { local: {} } };\n');
+    const bin = join(project, 'node_modules', '.bin', 'sandbox-router');
+    const { stdout } = run(bin, ['explain', '--config', 'router-config.mjs', '--request', '{}'], project);
+    if (!/local\s+eligible, ranked 1/.test(stdout)) throw new Error(`no ranked local pool in:\n${stdout}`);
+    return stdout.trim().split('\n')[0];
+  });
   await step('CommonJS and import() share error classes (plain node, require side)', () =>
     run(process.execPath, ['identity.cjs'], cjsProject).stdout.trim(),
   );

@@ -77,8 +77,7 @@ fn side(s: crate::core::router::replay::Side) -> ReplaySide {
 #[napi]
 pub fn router_replay(env: Env, router: &External<RouterState>, record_json: String) -> napi::Result<ReplayResult> {
     guard(&env, || {
-        let record: Value = serde_json::from_str(&record_json).unwrap_or(Value::Null);
-        let r = router.router.borrow().replay(&record)?;
+        let r = router.router.borrow().replay_text(&record_json)?;
         Ok(ReplayResult {
             same: r.same,
             recorded: side(r.recorded),

@@ -188,10 +188,8 @@ pub fn event_schema() -> Vec<EventTypeSchema> {
 }
 
 /// A field path's steps as JavaScript hands them (keys, and array indices as numbers).
-pub fn segments_of(
-    segments: Vec<napi::bindgen_prelude::Either<String, f64>>,
-) -> Vec<crate::core::router::options::Segment> {
-    use crate::core::router::options::Segment;
+pub fn segments_of(segments: Vec<napi::bindgen_prelude::Either<String, f64>>) -> Vec<crate::core::json::Segment> {
+    use crate::core::json::Segment;
     use napi::bindgen_prelude::Either;
     segments
         .into_iter()

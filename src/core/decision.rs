@@ -104,6 +104,64 @@ impl DecisionConfig {
     }
 }
 
+/// The fleet table's retention (`PostgresMappingStore.decisionSink({ keep, maxAgeMs })`):
+/// at most `keep` records (the newest), none older than `max_age_ms` (written at).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Records kept, the newest (default [`DEFAULT_TABLE_KEEP`]).
+    pub keep: u64,
+    /// Longest a record is kept, in ms (default [`DEFAULT_TABLE_MAX_AGE_MS`]).
+    pub max_age_ms: u64,
+}
+
+/// The table's default count: a fleet's history of 100,000 decisions.
+pub const DEFAULT_TABLE_KEEP: u64 = 100_000;
+/// The table's largest count.
+pub const MAX_TABLE_KEEP: u64 = 100_000_000;
+/// The table's default age: 7 days.
+pub const DEFAULT_TABLE_MAX_AGE_MS: u64 = 7 * 86_400_000;
+/// The table's largest age: 400 days.
+pub const MAX_TABLE_MAX_AGE_MS: u64 = 400 * 86_400_000;
+/// How often one process prunes the table (at most once this many ms, after a write).
+pub const TABLE_PRUNE_EVERY_MS: i64 = 1_000;
+/// Records a table query answers when it names no `limit`.
+pub const DEFAULT_TABLE_LIST: usize = 1_000;
+
+impl Retention {
+    /// Reads `decisionSink(options)` (`null`: every default); the error names the field.
+    pub fn read(v: &Value) -> Result<Retention, FieldError> {
+        if v.is_null() {
+            return Ok(Retention { keep: DEFAULT_TABLE_KEEP, max_age_ms: DEFAULT_TABLE_MAX_AGE_MS });
+        }
+        if !v.is_object() {
+            return Err(FieldError::new("options", "must be an object { keep?, maxAgeMs? }"));
+        }
+        let o = object(v, "", &["keep", "maxAgeMs"])?;
+        let keep = o.integer_in("keep", 1, MAX_TABLE_KEEP as i64)?.map_or(DEFAULT_TABLE_KEEP, |n| n as u64);
+        let age = o.integer_in("maxAgeMs", 1_000, MAX_TABLE_MAX_AGE_MS as i64)?;
+        Ok(Retention { keep, max_age_ms: age.map_or(DEFAULT_TABLE_MAX_AGE_MS, |n| n as u64) })
+    }
+}
+
+/// What the fleet table keeps of a record besides its text: its id, instant and sandbox id
+/// (read from the record itself: `id` `dec_…`, `at` epoch ms, `sandboxId` when it made one).
+pub fn table_keys(record: &Value) -> Result<(String, i64, Option<String>), FieldError> {
+    let id = record.get("id").and_then(Value::as_str).filter(|t| t.starts_with("dec_") && t.len() <= 64);
+    let id = id.ok_or_else(|| FieldError::new("id", "must be a decision record's id (dec_…)"))?;
+    let at = record.get("at").and_then(Value::as_f64).filter(|x| x.is_finite());
+    let at = at.ok_or_else(|| FieldError::new("at", "must be epoch milliseconds"))? as i64;
+    let sandbox = match record.get("sandboxId") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_str()
+                .and_then(SandboxKey::parse)
+                .ok_or_else(|| FieldError::new("sandboxId", "must be a sandbox id (sbx_…)"))?
+                .to_string(),
+        ),
+    };
+    Ok((id.to_string(), at, sandbox))
+}
+
 /// One capacity reading a decision made: the measurement, and what the router held on the
 /// pool in each of its dimensions when it judged it (so a replay judges the same room).
 #[derive(Debug, Clone, PartialEq)]
@@ -646,6 +704,41 @@ pub fn query_of(v: &Value) -> Result<Query, FieldError> {
     };
     let limit = o.integer_in("limit", 1, MAX_LIST as i64)?.map(|n| n as usize);
     Ok(Query { sandbox, since, limit })
+}
+
+/// [`query_of`] with its error typed: `INVALID_INPUT` naming the field (the router's ring and
+/// the fleet's table read a query alike).
+pub fn read_query(v: &Value) -> Result<Query, crate::core::error::Failure> {
+    query_of(v).map_err(|e| {
+        crate::core::error::Fault::invalid(
+            crate::core::error::ErrorClass::RequestValidation,
+            "INVALID_INPUT",
+            format!("invalid decisions query: {} {}", e.field, e.expectation),
+            e.field,
+        )
+    })
+}
+
+/// [`Retention::read`] with its error typed: `INVALID_CONFIGURATION` naming the field.
+pub fn read_retention(v: &Value) -> Result<Retention, crate::core::error::Failure> {
+    Retention::read(v).map_err(|e| crate::core::error::Fault::config("decisionSink", e.field, &e.expectation))
+}
+
+/// A record's [`FieldError`] typed: `INVALID_DECISION_RECORD` naming the field.
+pub fn invalid_record(e: FieldError) -> crate::core::error::Failure {
+    let mut f = crate::core::error::Fault::new(
+        crate::core::error::ErrorClass::RequestValidation,
+        INVALID_DECISION_RECORD,
+        format!("invalid decision record: {} {}", e.field, e.expectation),
+    );
+    f.field = Some(e.field);
+    f
+}
+
+/// [`table_keys`] of a record's JSON text, its error typed ([`invalid_record`]).
+pub fn read_table_keys(text: &str) -> Result<(String, i64, Option<String>), crate::core::error::Failure> {
+    let v: Value = serde_json::from_str(text).map_err(|_| invalid_record(FieldError::new("(root)", "must be JSON")))?;
+    table_keys(&v).map_err(invalid_record)
 }
 
 /// Names provision `sandbox`'s record in `event`, when it is one of the `provision.*` events.

@@ -273,6 +273,36 @@ pub fn one_of(choices: &[&str]) -> String {
     format!("must be one of {}", choices.join(", "))
 }
 
+/// One step of a field path: a key, or an array index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Segment {
+    /// An object's key.
+    Key(String),
+    /// An array's index.
+    Index(u64),
+}
+
+/// A field path as the native readers name fields: keys dotted (each shown at most 64
+/// characters), an array element as `name[i]`, `prefix` first; the root is `(root)`.
+pub fn field_path(prefix: &str, segments: &[Segment]) -> String {
+    let mut out = prefix.to_string();
+    for s in segments {
+        match s {
+            Segment::Index(i) => out.push_str(&format!("[{i}]")),
+            Segment::Key(k) if out.is_empty() => out.push_str(&shown(k)),
+            Segment::Key(k) => {
+                out.push('.');
+                out.push_str(&shown(k));
+            }
+        }
+    }
+    if out.is_empty() {
+        "(root)".to_string()
+    } else {
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,8 +13,9 @@
 //! Errors name the field and what it must be, never its value: the API key is checked here
 //! and then dropped, so it is in no error and in nothing this file returns.
 
+use crate::core::json::{field_path, Segment};
 use crate::core::json::{join, shown, FieldError};
-use crate::core::router::options::{field_path, not_json_expectation, Segment};
+use crate::core::router::options::not_json_expectation;
 use serde_json::{Map, Value};
 
 /// Default bound on the number of pages one read may fetch.

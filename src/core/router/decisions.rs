@@ -197,14 +197,7 @@ impl Router {
     /// `router.decisions({ sandboxId?, since?, limit? })`: the kept records, newest first
     /// (`query`: the caller's, read strictly: `INVALID_INPUT` naming the field).
     pub fn decisions_list(&self, query: &Value) -> Result<Vec<Value>, crate::core::error::Failure> {
-        let q = crate::core::decision::query_of(query).map_err(|e| {
-            crate::core::error::Fault::invalid(
-                crate::core::error::ErrorClass::RequestValidation,
-                "INVALID_INPUT",
-                format!("invalid decisions query: {} {}", e.field, e.expectation),
-                e.field,
-            )
-        })?;
+        let q = crate::core::decision::read_query(query)?;
         Ok(match &self.decisions {
             Some(d) => d.list(q.sandbox, q.since, q.limit.unwrap_or(usize::MAX)),
             None => Vec::new(),

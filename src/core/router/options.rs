@@ -10,6 +10,7 @@
 
 use crate::core::error::{CoreError, Failure, Fault};
 use crate::core::ids::validate_provider_id;
+use crate::core::json::{field_path, Segment};
 use crate::core::request::{validate_fleet, LabelLimits, DEFAULT_FLEET, DEFAULT_LABEL_LIMITS, MAX_LABEL_LIMITS};
 use serde_json::{Map, Value};
 
@@ -432,36 +433,6 @@ fn refusal(scope: &str, field: String, expectation: &str) -> Failure {
             field,
         ),
         _ => Fault::config(scope, field, expectation),
-    }
-}
-
-/// One step of a field path: a key, or an array index.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Segment {
-    /// An object's key.
-    Key(String),
-    /// An array's index.
-    Index(u64),
-}
-
-/// A field path as the native readers name fields: keys dotted (each shown at most 64
-/// characters), an array element as `name[i]`, `prefix` first; the root is `(root)`.
-pub fn field_path(prefix: &str, segments: &[Segment]) -> String {
-    let mut out = prefix.to_string();
-    for s in segments {
-        match s {
-            Segment::Index(i) => out.push_str(&format!("[{i}]")),
-            Segment::Key(k) if out.is_empty() => out.push_str(&shown(k)),
-            Segment::Key(k) => {
-                out.push('.');
-                out.push_str(&shown(k));
-            }
-        }
-    }
-    if out.is_empty() {
-        "(root)".to_string()
-    } else {
-        out
     }
 }
 

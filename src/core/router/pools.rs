@@ -9,6 +9,7 @@ use crate::core::error::{CoreError, ErrorClass, Failure, Fault, PoolRejection, R
 use crate::core::events::{PoolId, ReasonFact};
 use crate::core::explain::summary;
 use crate::core::health::{Block, Health, Observed};
+use crate::core::json::{field_path, Segment};
 use crate::core::pacing::RateLimit;
 use crate::core::pool::Pool;
 use crate::core::ranking::Slim;
@@ -17,7 +18,6 @@ use crate::core::registry::{
 };
 use crate::core::request::Request;
 use crate::core::requirements::Interner;
-use crate::core::router::options::{field_path, Segment};
 use crate::core::signals::{signal_state, unresolved, SignalState};
 use serde_json::Value;
 use std::collections::HashMap;

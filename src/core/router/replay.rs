@@ -17,7 +17,7 @@ use super::step::StepKind;
 use super::{Now, Router, Settings};
 use crate::core::capacity::{Measurement, ResourceMeasurement};
 use crate::core::decision::{budget_of, health_of, measurement_of, pace_of, signals_of, SCHEMA};
-use crate::core::error::{ErrorClass, Failure, Fault};
+use crate::core::error::{Failure, Fault};
 use crate::core::events::Event;
 use crate::core::ids::SandboxKey;
 use crate::core::json::{object, FieldError};
@@ -74,15 +74,7 @@ pub struct Replayed {
     pub summary: String,
 }
 
-fn invalid(e: FieldError) -> Failure {
-    let mut f = Fault::new(
-        ErrorClass::RequestValidation,
-        INVALID_DECISION_RECORD,
-        format!("invalid decision record: {} {}", e.field, e.expectation),
-    );
-    f.field = Some(e.field);
-    f
-}
+use crate::core::decision::invalid_record as invalid;
 
 fn bad(field: impl Into<String>, expectation: &str) -> Failure {
     invalid(FieldError::new(field, expectation))
@@ -104,8 +96,6 @@ struct Input {
     router_at: i64,
     health_at: i64,
     ids: Vec<String>,
-    /// The facts of the pools the decision ranked, by id.
-    facts: Vec<(String, Value)>,
     recorded: Side,
     health: Vec<(String, crate::core::health::PoolSeed)>,
     pacing: Vec<(String, crate::core::pacing::PaceSeed)>,
@@ -183,10 +173,7 @@ fn read(record: &Value) -> Result<Input, Failure> {
         .map_err(invalid)?
         .ok_or_else(|| bad("registry", "is required"))?;
     let ids = strings(registry.get("ids"), "registry.ids")?;
-    let facts: Vec<(String, Value)> = array(registry.get("pools"), "registry.pools")?
-        .iter()
-        .filter_map(|p| Some((p.get("id")?.as_str()?.to_string(), p.clone())))
-        .collect();
+    array(registry.get("pools"), "registry.pools")?;
     let inputs = top
         .object("inputs", &["clock", "health", "pacing", "signals", "credentialsUnavailable", "budgets", "capacity"])
         .map_err(invalid)?
@@ -304,7 +291,6 @@ fn read(record: &Value) -> Result<Input, Failure> {
         router_at,
         health_at,
         ids,
-        facts,
         recorded,
         health,
         pacing,
@@ -316,19 +302,98 @@ fn read(record: &Value) -> Result<Input, Failure> {
     })
 }
 
+/// A record's JSON text read for a replay: every part but the facts of the ranked pools
+/// (`registry.pools`, half a record's text), which are parsed only when the replay decides
+/// otherwise and the `changes` compare them. Text that is not a JSON object is no record.
+pub fn record_of_text(text: &str) -> (Value, Option<&str>) {
+    use serde_json::value::RawValue;
+    type Raw<'a> = std::collections::BTreeMap<String, &'a RawValue>;
+    let Ok(top) = serde_json::from_str::<Raw<'_>>(text) else { return (Value::Null, None) };
+    let mut out = serde_json::Map::new();
+    let mut pools = None;
+    for (k, raw) in top {
+        let v = if k == "registry" {
+            match serde_json::from_str::<Raw<'_>>(raw.get()) {
+                Ok(reg) => {
+                    let mut m = serde_json::Map::new();
+                    for (rk, rv) in reg {
+                        if rk == "pools" {
+                            // An array is all a replay needs to know of it now.
+                            let t = rv.get();
+                            pools = Some(t);
+                            m.insert(rk, if t.starts_with('[') { Value::Array(Vec::new()) } else { Value::Null });
+                        } else {
+                            m.insert(rk, serde_json::from_str(rv.get()).unwrap_or(Value::Null));
+                        }
+                    }
+                    Value::Object(m)
+                }
+                Err(_) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
+            }
+        } else {
+            serde_json::from_str(raw.get()).unwrap_or(Value::Null)
+        };
+        out.insert(k, v);
+    }
+    (Value::Object(out), pools)
+}
+
 impl Router {
+    /// [`Router::replay`] of a record's JSON text (a line of a records file): the facts of its
+    /// ranked pools are read only if the replay decides otherwise.
+    pub fn replay_text(&self, text: &str) -> Result<Replayed, Failure> {
+        let (mut record, pools) = record_of_text(text);
+        let out = self.replay(&record)?;
+        if out.same {
+            return Ok(out);
+        }
+        if let (Some(pools), Some(reg)) = (pools, record.get_mut("registry")) {
+            reg["pools"] = serde_json::from_str(pools).unwrap_or(Value::Null);
+        }
+        self.replay(&record)
+    }
+
     /// Decides the decision `record` recorded again, by this router's registry and options on
     /// the record's inputs (see the module docs). A record of another schema, or malformed, is
     /// `INVALID_DECISION_RECORD` naming the field.
     pub fn replay(&self, record: &Value) -> Result<Replayed, Failure> {
         let input = read(record)?;
-        let req = parse_request(&input.request).map_err(|e| match e {
+        let req = Rc::new(parse_request(&input.request).map_err(|e| match e {
             crate::core::CoreError::InvalidRequest { field, expectation } => {
                 bad(format!("request.{field}"), &expectation)
             }
             _ => bad("request", "must be a valid request"),
-        })?;
-        let mut scratch = self.scratch()?;
+        })?);
+        // Once quietly; a replay that decides otherwise runs again observed, for the reasons
+        // of the pools it now rejects (what `changes` say).
+        let (replayed, mut assumed, _) = self.decide_again(&input, &req, false)?;
+        if replayed == input.recorded {
+            return Ok(compare(input.recorded, replayed, &input.ids, &[], assumed, |_| None));
+        }
+        let (_, _, rejected) = self.decide_again(&input, &req, true)?;
+        assumed.dedup();
+        let registry = self.registry.clone();
+        let now_facts = crate::core::decision::RegistryFacts::of(registry.borrow().registry.pools());
+        // The facts of the pools the decision ranked, as the record wrote them.
+        let recorded_facts = record.get("registry").and_then(|r| r.get("pools")).and_then(Value::as_array);
+        let changed = |pool: &str| -> Option<String> {
+            let was = recorded_facts?.iter().find(|p| p.get("id").and_then(Value::as_str) == Some(pool))?;
+            let i = now_facts.ids.iter().position(|id| &**id == pool)?;
+            facts_diff(was, &now_facts.pools[i])
+        };
+        Ok(compare(input.recorded, replayed, &input.ids, &rejected, assumed, changed))
+    }
+
+    /// One run of the recorded request on a scratch router seeded with the record's inputs:
+    /// the replayed side, what it assumed, and (`observe`) the pools it rejected with why.
+    #[allow(clippy::type_complexity, reason = "a private triple read once by replay()")]
+    fn decide_again(
+        &self,
+        input: &Input,
+        req: &Rc<crate::core::request::Request>,
+        observe: bool,
+    ) -> Result<(Side, Vec<String>, Vec<(String, String)>), Failure> {
+        let mut scratch = self.scratch(observe)?;
         let now = Now { health: input.health_at, router: input.router_at };
         if let Some(h) = scratch.health.as_mut() {
             for (pool, seed) in &input.health {
@@ -359,14 +424,7 @@ impl Router {
         };
         let mut assumed = Vec::new();
         let mut rejected: Vec<(String, String)> = Vec::new();
-        let replayed = match scratch.begin(
-            &Rc::new(req),
-            input.detached,
-            input.labels.clone(),
-            extras.as_ref(),
-            input.sandbox,
-            now,
-        ) {
+        let side = match scratch.begin(req, input.detached, input.labels.clone(), extras.as_ref(), input.sandbox, now) {
             Err(e) => {
                 if let Some(crate::core::error::Rejected::Pools(rs)) = &e.rejections {
                     for r in rs {
@@ -375,24 +433,18 @@ impl Router {
                 }
                 Side { order: Vec::new(), provider_id: None, code: Some(e.code.clone()) }
             }
-            Ok((key, next)) => drive(&mut scratch, key, next, &input, now, &mut assumed, &mut rejected)?,
+            Ok((key, next)) => drive(&mut scratch, key, next, input, now, &mut assumed, &mut rejected)?,
         };
-        let now_facts = crate::core::decision::RegistryFacts::of(registry.borrow().registry.pools());
-        let changed = |pool: &str| -> Option<String> {
-            let was = &input.facts.iter().find(|(p, _)| p == pool)?.1;
-            let i = now_facts.ids.iter().position(|id| &**id == pool)?;
-            facts_diff(was, &now_facts.pools[i])
-        };
-        Ok(compare(input.recorded, replayed, &input.ids, &rejected, assumed, changed))
+        Ok((side, assumed, rejected))
     }
 
     /// A router with this one's settings over its registry, that never waits, records and
     /// coordinates nothing, and keeps its budgets in process (what a replay drives).
-    fn scratch(&self) -> Result<Router, Failure> {
+    fn scratch(&self, observe: bool) -> Result<Router, Failure> {
         let mut s: Settings = self.settings.clone();
         s.queue = None;
         s.decisions = None;
-        s.observe = true;
+        s.observe = observe;
         s.combined = false;
         s.intents = false;
         if let Some(c) = s.capacity.as_mut() {
@@ -437,13 +489,25 @@ fn drive(
         }
     };
     let wall = now.router;
+    // The order is the job's from its begin (a success may end the job in its own call).
+    let order = ids_of(r, key);
     for _ in 0..MAX_STEPS {
-        for e in r.job_events(key, now)? {
-            if let Event::ProviderRejected { pool, reasons } = e.event {
-                rejected.push((pool.to_string(), reasons_text(&reasons)));
+        if r.observe {
+            for e in r.job_events(key, now)? {
+                if let Event::ProviderRejected { pool, reasons } = e.event {
+                    rejected.push((pool.to_string(), reasons_text(&reasons)));
+                }
             }
         }
-        let pool = r.jobs.get_mut(key).map(|j| j.pool_id(next.pool)).unwrap_or_default();
+        // By the registry: a success may have ended the job in its own call.
+        let pool = {
+            let pools = r.registry.borrow();
+            if next.pool < pools.registry.pools().len() {
+                pools.pool_id(next.pool).to_string()
+            } else {
+                String::new()
+            }
+        };
         next = match next.kind {
             StepKind::Launch => {
                 let k = nth(&mut launches, &pool);
@@ -486,12 +550,10 @@ fn drive(
             StepKind::Cleanup => r.cleaned_up(key, true, now)?,
             StepKind::Unintent => r.intent_settled(key, now)?,
             StepKind::Succeeded => {
-                let order = ids_of(r, key);
                 r.end(key);
                 return Ok(Side { order, provider_id: Some(pool), code: None });
             }
             StepKind::Done => {
-                let order = ids_of(r, key);
                 let code = r.failure(key)?.map(|f| f.error.code).unwrap_or_else(|| "INTERNAL_ERROR".into());
                 r.end(key);
                 return Ok(Side { order, provider_id: None, code: Some(code) });
@@ -528,12 +590,27 @@ fn ordinal(n: usize) -> String {
     format!("{n}{suffix}")
 }
 
+/// Whether two JSON values are the same facts (numbers by value: a record read back writes
+/// `100` where the registry holds `100.0`).
+fn same(a: Option<&Value>, b: Option<&Value>) -> bool {
+    match (a, b) {
+        (Some(Value::Number(x)), Some(Value::Number(y))) => x.as_f64() == y.as_f64(),
+        (Some(Value::Array(x)), Some(Value::Array(y))) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(Some(p), Some(q)))
+        }
+        (Some(Value::Object(x)), Some(Value::Object(y))) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| same(Some(v), y.get(k)))
+        }
+        (a, b) => a == b,
+    }
+}
+
 /// What changed in a pool's facts (its signals and capabilities), as `field was → now`.
 fn facts_diff(was: &Value, now: &Value) -> Option<String> {
     let mut out = Vec::new();
     for part in ["signals", "capabilities", "rateLimit"] {
         let (a, b) = (was.get(part), now.get(part));
-        if a == b {
+        if same(a, b) {
             continue;
         }
         let keys: Vec<&String> = match (a.and_then(Value::as_object), b.and_then(Value::as_object)) {
@@ -545,7 +622,7 @@ fn facts_diff(was: &Value, now: &Value) -> Option<String> {
         };
         for k in keys {
             let (x, y) = (a.and_then(|v| v.get(k)), b.and_then(|v| v.get(k)));
-            if x != y {
+            if !same(x, y) {
                 let show = |v: Option<&Value>| v.map_or_else(|| "none".to_string(), Value::to_string);
                 out.push(format!("{k} {} → {}", show(x), show(y)));
             }
@@ -585,10 +662,10 @@ fn compare(
         let why = match rejected.iter().find(|(p, _)| p == pool) {
             Some((_, reasons)) => format!("now rejected: {reasons}"),
             None if !ids.iter().any(|id| id == pool) => "not in the recorded registry".to_string(),
-            None if changed(pool).is_some() => format!("its definition changed: {}", changed(pool).unwrap_or_default()),
+            None if changed(pool).is_some() => format!("definition changed: {}", changed(pool).unwrap_or_default()),
             None if part(&replayed, pool).is_none() => "not ranked now (skipped or not reached)".to_string(),
             None if part(&recorded, pool).is_none() => "eligible now".to_string(),
-            None => "its rank or outcome changed (signals, health, capacity or budgets)".to_string(),
+            None => "rank or outcome changed (signals, health, capacity or budgets)".to_string(),
         };
         changes.push(Change { pool: pool.clone(), was, now, why });
     }
