@@ -147,6 +147,18 @@ export declare class NativePgStore {
   constructor(connection: PgConnectOptions, timeoutMs: number, poolSize: number, leaseMs: number)
   /** This process's session id in the shared ledger. */
   get session(): string
+  /**
+   * Keeps a decision record (`recordJson`: its JSON text) in the fleet's table, then prunes
+   * the table past `keep` records and `maxAgeMs` (`decisionRetention`'s values) at most once
+   * a second (`stores::pg` decisions.rs). A record that is not one rejects with
+   * `INVALID_DECISION_RECORD`; a failed write with `MAPPING_PERSISTENCE_FAILED`.
+   */
+  keepDecision(recordJson: string, keep: number, maxAgeMs: number): Promise<void>
+  /**
+   * The fleet's kept decision records (`queryJson`: `{ sandboxId?, since?, limit? }` as
+   * JSON text, read by the core's rule: `INVALID_INPUT` naming the field), newest first.
+   */
+  decisions(queryJson: string): Promise<Array<Record<string, unknown>>>
   /** Connects and migrates now; the schema version. */
   open(): Promise<number>
   /**
@@ -1040,6 +1052,20 @@ export interface DaytonaUtilizationsRecord {
 
 /** Deliberately panics inside [`guard`]; the tests prove a panic becomes a typed error. */
 export declare function debugPanic(): void
+
+/**
+ * Reads `decisionSink(options)` (`optionsJson`: JSON text; `null`: the defaults) by the
+ * core's rule; throws `INVALID_CONFIGURATION` naming the field.
+ */
+export declare function decisionRetention(optionsJson: string): DecisionRetention
+
+/** What `PostgresMappingStore.decisionSink(options)` keeps (`core::decision::Retention`). */
+export interface DecisionRetention {
+  /** Records kept, the newest. */
+  keep: number
+  /** Longest a record is kept, in ms. */
+  maxAgeMs: number
+}
 
 /** The router option `decisions`, validated (`core::decision::DecisionConfig`). */
 export interface DecisionsRecord {

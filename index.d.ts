@@ -1431,6 +1431,14 @@ export interface DecisionOptions {
 }
 
 /** `router.decisions(query)`. */
+/** `PostgresMappingStore.decisionSink(options)`: the fleet table's retention. */
+export interface DecisionTableOptions {
+  /** At most this many records, the newest (1 to 100,000,000; default 100,000). */
+  keep?: number;
+  /** None written longer ago than this, in ms (1,000 to 400 days; default 7 days). */
+  maxAgeMs?: number;
+}
+
 export interface DecisionQuery {
   /** Only the record of this provision (`sbx_…`). */
   sandboxId?: string;
@@ -1737,6 +1745,14 @@ export declare class PostgresMappingStore implements SandboxMappingStore {
   intents(): Promise<MappingIntent[]>;
   /** Unexpired capacity holds on a pool in the shared ledger, every process's. */
   held(providerId: string): Promise<number>;
+  /**
+   * A `decisions.sink` that keeps each record in the fleet's table `sandbox_router_decisions`,
+   * at most `keep` (default 100,000) records, none older than `maxAgeMs` (default 7 days); a
+   * write that fails drops its record. Throws `INVALID_CONFIGURATION` naming the field.
+   */
+  decisionSink(options?: DecisionTableOptions): (record: DecisionRecord) => Promise<void>;
+  /** The fleet's kept decision records, newest first (`limit` default 1,000). Rejects with `INVALID_INPUT` naming a bad field. */
+  decisions(query?: DecisionQuery): Promise<DecisionRecord[]>;
   /** Ends this process's ledger session (its in-flight holds are released); closes idle connections. */
   close(): Promise<void>;
   toJSON(): { type: 'PostgresMappingStore'; timeoutMs: number; leaseMs: number };

@@ -449,6 +449,7 @@ const requestCodes: Record<SandboxRequestValidationError['code'], true> = {
   RESERVED_LABEL: true,
   INVALID_SANDBOX_ID: true,
   INVALID_INPUT: true,
+  INVALID_DECISION_RECORD: true,
   BUDGET_KEY_MISSING: true,
 };
 const budgetCodes: Record<BudgetExhaustedError['code'], true> = { BUDGET_EXHAUSTED: true, BUDGET_STORE_UNAVAILABLE: true };

@@ -58,7 +58,7 @@ const slots = (used, limit) => ({
 
 test('pg store: put, get, delete, list, count and intents round-trip', async () => {
   const s = store(await freshDb());
-  assert.equal(await s.open(), 7);
+  assert.equal(await s.open(), 8);
   await s.put(record(2));
   await s.put(record(1, { labels: { a: 'b' }, detached: true }));
   assert.deepEqual(await s.get(id(1)), record(1, { labels: { a: 'b' }, detached: true }));
@@ -106,8 +106,8 @@ test('pg store: four processes opening a fresh database at once migrate it once 
       return new Promise((resolve) => child.on('close', (code) => resolve({ code, out: out.trim() })));
     }),
   );
-  assert.deepEqual(outs, Array.from({ length: 4 }, () => ({ code: 0, out: '7' })));
-  assert.equal(await pg.psql('SELECT version FROM sandbox_router_schema', db), '7');
+  assert.deepEqual(outs, Array.from({ length: 4 }, () => ({ code: 0, out: '8' })));
+  assert.equal(await pg.psql('SELECT version FROM sandbox_router_schema', db), '8');
   assert.equal(await pg.psql('SELECT count(*) FROM sandbox_router_schema', db), '1');
 });
 
@@ -117,8 +117,8 @@ test('pg store: a database with a newer schema is refused (MAPPING_STORE_SCHEMA_
   await pg.psql('UPDATE sandbox_router_schema SET version = 99', db);
   await assert.rejects(store(db).open(), (e) => e instanceof MappingPersistenceError && e.code === 'MAPPING_STORE_SCHEMA_TOO_NEW');
   await assert.rejects(store(db).put(record(1)), (e) => e.code === 'MAPPING_STORE_SCHEMA_TOO_NEW');
-  await pg.psql('UPDATE sandbox_router_schema SET version = 7', db);
-  assert.equal(await store(db).open(), 7);
+  await pg.psql('UPDATE sandbox_router_schema SET version = 8', db);
+  assert.equal(await store(db).open(), 8);
 });
 
 test('pg store: options are validated with typed errors', () => {
@@ -166,7 +166,7 @@ test('pg store canary: the password never appears in errors, inspect or JSON (wr
   assert.ok(thrown instanceof SandboxRouterConfigurationError);
   assert.equal(leaks(thrown, canary), false);
   // must-fire: the right password does connect (the canary test is not vacuous)
-  assert.equal(await store('postgres').open(), 7);
+  assert.equal(await store('postgres').open(), 8);
   // and the router's events carry no password either
   const rec = recorder();
   const router = new SandboxRouter({ registry: new InMemoryProviderRegistry([definition('a')]), mappings: down, observer: rec.observer });

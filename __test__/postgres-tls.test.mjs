@@ -55,7 +55,7 @@ const tlsRefusal = (code) => (e) => e instanceof MappingPersistenceError && e.co
 
 test('pg tls must-fire: verify-full with the right CA connects, round-trips a mapping, and the server sees TLS', async () => {
   const { s, app } = store(tlsPg, { ssl: { ca: tlsPg.ca } });
-  assert.equal(await s.open(), 7);
+  assert.equal(await s.open(), 8);
   await s.put(record(1));
   assert.deepEqual(await s.get(record(1).id), record(1));
   assert.equal(await encrypted(tlsPg, app), 'true');
@@ -101,7 +101,7 @@ test('pg tls host name: verify-full refuses a certificate not made for the host,
   const full = store(tlsPg, { ...wrongName, ssl: { ca: tlsPg.ca, mode: 'verify-full' } });
   await assert.rejects(full.s.open(), tlsRefusal('MAPPING_STORE_OPEN_FAILED'));
   const chainOnly = store(tlsPg, { ...wrongName, ssl: { ca: tlsPg.ca, mode: 'verify-ca' } });
-  assert.equal(await chainOnly.s.open(), 7);
+  assert.equal(await chainOnly.s.open(), 8);
   assert.equal(await encrypted(tlsPg, chainOnly.app), 'true');
   // verify-ca still checks the chain
   await assert.rejects(store(tlsPg, { ...wrongName, ssl: { ca: tlsPg.otherCa, mode: 'verify-ca' } }).s.open(), tlsRefusal('MAPPING_STORE_OPEN_FAILED'));
@@ -121,7 +121,7 @@ test('pg tls, TLS-off server: require / verify-full / verify-ca are refused (tls
   }
   await assert.rejects(store(plainPg, { query: 'sslmode=require' }).s.open(), tlsRefusal('MAPPING_STORE_OPEN_FAILED'));
   const prefer = store(plainPg, { query: 'sslmode=prefer' });
-  assert.equal(await prefer.s.open(), 7);
+  assert.equal(await prefer.s.open(), 8);
   assert.equal(await encrypted(plainPg, prefer.app), 'false');
 });
 
@@ -207,7 +207,7 @@ test('pg tls canary: the CA text and the password never appear in errors, inspec
   // must-fire: the same CA with the right password connects (the canary test is not vacuous)
   const good = new PostgresMappingStore({ connection: { url: url.replace(password, tlsPg.password), ssl: { ca: tlsPg.ca } }, timeoutMs: 3_000 });
   stores.push(good);
-  assert.equal(await good.open(), 7);
+  assert.equal(await good.open(), 8);
   assert.equal(leaks(good, caLine), false);
   for (const s of stores) await s.close().catch(() => {});
 });

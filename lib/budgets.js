@@ -5,7 +5,8 @@
 
 const { binding } = require('./binding.js');
 const { callNative, fromNative } = require('./errors.js');
-const { routerNow, textOf } = require('./options.js');
+const { routerNow } = require('./options.js');
+const { argText } = require('./serialize.js');
 
 /**
  * `router.budgetStatus(options)` (`paged`) or `router.budgetCount(options)`: one page of the
@@ -13,7 +14,7 @@ const { routerNow, textOf } = require('./options.js');
  */
 async function budgetStatus(ctx, options, paged) {
   // The query as the caller gave it, as JSON text for the core (which reads and checks it).
-  const q = options === undefined ? 'null' : (textOf(options, 'options') ?? '0');
+  const q = argText(options, 'input');
   const local = paged ? binding.routerBudgetStatus : binding.routerBudgetCount;
   if (ctx.budgets === null || !ctx.budgets.shared) return callNative(() => local(ctx.native, routerNow(ctx), q));
   const query = callNative(() => binding.routerBudgetQuery(q, paged));

@@ -38,18 +38,14 @@ function makeReader(native, apiKey) {
      * Reads the account's capacity: `{ status: 'known', resources }` or `{ status: 'unknown',
      * reason }` (never a rejection); `opts.timeoutMs` overrides the reader's deadline.
      */
-    getCapacity(opts) {
-      let pending;
+    async getCapacity(opts) {
+      const text = serialize(opts);
+      if (text instanceof NotJson) throw optionError('getCapacity', text);
       try {
-        const text = serialize(opts);
-        if (text instanceof NotJson) return Promise.reject(optionError('getCapacity', text));
-        pending = native.read(apiKey, text);
+        return await native.read(apiKey, text);
       } catch (error) {
-        return Promise.reject(fromNative(error));
-      }
-      return pending.then(undefined, (error) => {
         throw fromNative(error);
-      });
+      }
     },
     /** Only the provider name: the reader has nothing else worth serializing. */
     toJSON() {
@@ -95,9 +91,4 @@ function optionsText(options) {
   }, null);
 }
 
-module.exports = {
-  CAPACITY_READER_KINDS,
-  createCapacityReader,
-  parseDaytonaCapacityLimits,
-  summarizeDaytonaCapacity,
-};
+module.exports = { CAPACITY_READER_KINDS, createCapacityReader, parseDaytonaCapacityLimits, summarizeDaytonaCapacity };

@@ -6,15 +6,13 @@
 const fs = require('node:fs');
 const { binding } = require('./binding.js');
 const { callNative } = require('./errors.js');
-const { textOf } = require('./options.js');
-const { serializeLenient } = require('./serialize.js');
+const { serializeLenient, argText } = require('./serialize.js');
 const { readOr } = require('./guard.js');
 const { send } = require('./events.js');
 
 /** `router.decisions(query)`: the kept records, newest first (the core reads the query strictly). */
 function decisions(ctx, query) {
-  const q = query === undefined ? 'null' : (textOf(query, 'options') ?? '0');
-  return callNative(() => binding.routerDecisions(ctx.native, q));
+  return callNative(() => binding.routerDecisions(ctx.native, argText(query, 'input')));
 }
 
 /** `router.replay(record)`: the record's decision decided again by this router (the core reads the record strictly). */

@@ -17,6 +17,7 @@ const { emitDecided, emitRouter } = require('./events.js');
 /** `clockNow(ctx)`: the router's clock for a report (undefined: the wall clock, read natively). */
 const { healthNow, routerNow: clockNow } = require('./options.js');
 const { readPut, readIntent } = require('./mappings.js');
+const { viewOf } = require('./registry.js');
 
 const K = binding.stepKinds();
 const F = binding.stepFlags();
@@ -32,6 +33,14 @@ const typed = (v, type) => (typeof v === type ? v : undefined);
 
 // One timer for every launch deadline (deadlines.js); an entry is the job's record.
 const DEADLINES = new Deadlines((run) => expire(run));
+
+/** `run`'s promise, settled by its `resolve` and `reject` (a provision's, an operation's). */
+function promised(run) {
+  return new Promise((resolve, reject) => {
+    run.resolve = resolve;
+    run.reject = reject;
+  });
+}
 
 /** One job in flight, a record of one shape: what JS holds for it and its launch's deadline entry. */
 function jobRecord(ctx, detached, done) {
@@ -282,6 +291,13 @@ async function measure(def, ms) {
   return { json: serializeLenient(raw) ?? 'null', read: binding.ReadOutcome.Answered };
 }
 
+/** `router.getCapacity()`: every pool with a reader read at once, within the capacity deadline: by id, in id order, its validated measurement. */
+async function getCapacity(ctx) {
+  const pools = viewOf(ctx).definitions.filter((d) => d.capacity).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const reads = await Promise.all(pools.map((d) => measure(d, ctx.capacityTimeoutMs)));
+  return Object.fromEntries(pools.map((d, i) => [d.id, binding.validateMeasurement(reads[i].json, reads[i].read)]));
+}
+
 function read(run) {
   return run.tel === null ? measure(run.def, run.bound) : run.ctx.telemetry.read(run, (r) => measure(r.def, r.bound));
 }
@@ -433,4 +449,4 @@ perform(K.Unintent, async function unintent(run) {
   return report(run, binding.acquisitionIntentSettled);
 });
 
-module.exports = { drive, perform, report, reportAt, K, jobRecord, took, end, failure, clockNow, destroyedWithin, measure, wakeUp, STEP };
+module.exports = { drive, perform, report, reportAt, K, jobRecord, promised, took, end, failure, clockNow, destroyedWithin, getCapacity, wakeUp, STEP };

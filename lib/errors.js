@@ -130,10 +130,26 @@ function refuse(fn) {
 }
 
 module.exports = {
-  // The classes the core names, each exported under its name (index.js re-exports them).
-  ...NATIVE_CLASSES,
   SandboxRouterError,
+  QueueTimeoutError,
+  ProvisionAbortedError,
+  SandboxRequestValidationError,
+  RoutingNotApplicableError,
+  NoEligibleProviderError,
+  ProviderRegistryError,
+  SandboxRouterConfigurationError,
+  ProviderRuntimeError,
+  ProviderProvisioningError,
+  ProvisioningAvailabilityError,
+  ProviderCapacityExhaustedError,
+  BudgetExhaustedError,
+  MappingPersistenceError,
+  SandboxNotFoundError,
+  AcquisitionTimeoutError,
+  ProviderPackageMissingError,
+  ProviderOperationUnsupportedError,
   ManifestStartError,
+  SandboxRouterInternalError,
   NativeBinaryNotFoundError,
   NATIVE_CLASSES,
   fromNative,

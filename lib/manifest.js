@@ -301,13 +301,4 @@ async function checkIdle(router, sandboxId, manifest, input, options) {
   return { idle: check.idle, quietMs: check.quietMs, quietForMs: check.quietForMs, evidence: check.evidence, state: stateObject(check.state) };
 }
 
-module.exports = {
-  validateManifest,
-  planStartup,
-  planTeardown,
-  startManifest,
-  teardownManifest,
-  checkIdle,
-  ManifestStartError,
-  MANIFEST_START_REASONS,
-};
+module.exports = { validateManifest, planStartup, planTeardown, startManifest, teardownManifest, checkIdle, ManifestStartError, MANIFEST_START_REASONS };

@@ -11,7 +11,7 @@ const { readOr, methodOf, thrownFacts } = require('./guard.js');
 const { within, awaitOr, TIMED_OUT } = require('./within.js');
 const { serializeLenient } = require('./serialize.js');
 const { emitRouter } = require('./events.js');
-const { drive, perform, reportAt, K, jobRecord, took, clockNow, STEP } = require('./driver.js');
+const { drive, perform, reportAt, K, jobRecord, promised, took, clockNow, STEP } = require('./driver.js');
 
 const F = binding.operationFlags();
 const SF = binding.stepFlags();
@@ -72,10 +72,7 @@ function settled(run) {
 /** Begins operation `kind` on `id` with the arguments `read` reads, and drives it; its promise. */
 function begin(ctx, kind, id, read) {
   const run = jobRecord(ctx, false, settled);
-  const promise = new Promise((resolve, reject) => {
-    run.resolve = resolve;
-    run.reject = reject;
-  });
+  const promise = promised(run);
   const got = readOr(read, FAILED);
   const args = got === FAILED ? undefined : got;
   run.sandboxId = binding.beginOperation(ctx.native, kind, id, args, got !== FAILED, STEP, clockNow(ctx));

@@ -150,6 +150,9 @@ function contextOf(input) {
   const telemetry = telemetryOf(options.telemetry, clock);
   const firstRegistry = firstNative(registry);
   const session = require('node:crypto').randomBytes(8).toString('hex');
+  const coordinator = o.capacity?.coordinated === true ? coordinatorOf(options.capacity.coordinator) : null;
+  // Whether the store is the capacity coordinator too: one database keeps both (`combined`).
+  const combined = coordinator !== null && coordinatorOf(store) === coordinator;
   const observerFn = !o.observer ? null : o.observerMethod === undefined || o.observerMethod === null ? observer : (e) => observer[o.observerMethod](e);
   const native = callNative(() =>
     binding.createRouter(
@@ -170,7 +173,7 @@ function contextOf(input) {
         limits: o.limits,
         queue: o.queue ?? undefined,
         decisions: o.decisions ?? undefined,
-        combined: o.capacity?.coordinated === true && coordinatorOf(store) === coordinatorOf(options.capacity.coordinator),
+        combined,
       },
       firstRegistry,
       fastMappings ? store[NATIVE_STORE]() : undefined,
@@ -189,21 +192,18 @@ function contextOf(input) {
     /** the registry view the native router decides on (lib/registry.js viewOf) */
     view: firstRegistry,
     mappings: store,
+    combined,
     fastMappings,
     observer: observerFn,
     classifier: o.classifier ? options.classifyProviderFailure : null,
     resolver: o.resolver ? options.resolveRoutingSignals : null,
     provisioning: o.provisioning ? options.provisioning : null,
     callbackTimeoutMs: o.callbackTimeoutMs,
-    operationTimeoutMs: o.operationTimeoutMs,
-    capacity: o.capacity === null || o.capacity === undefined ? null : { ...o.capacity, coordinator: o.capacity.coordinated ? coordinatorOf(options.capacity.coordinator) : null },
+    capacity: o.capacity === null || o.capacity === undefined ? null : { ...o.capacity, coordinator },
     capacityTimeoutMs: o.capacityTimeoutMs,
     /** @type {Map<string, object>} handles from launch, by sbx id (process-local; at most HANDLE_LIMIT) */
     handles: new Map(),
     fleet: o.fleet,
-    /** whether the store takes intent records (`intent`, `intents`), with this router's random session id */
-    intents: o.intents && !fastMappings,
-    session,
     /** health's clock (null: health off; `clock` null: the wall clock) */
     health: healthOn ? { clock: o.healthClock ? clockOf(healthOption.clock, 'health.clock') : clock } : null,
     /** option `clock`, read by budgets, warm pools and health (null: the wall clock, read natively) */
@@ -217,8 +217,6 @@ function contextOf(input) {
     telemetry,
     /** option `decisions.sink`: handed each record as its provision ends (lib/decisions.js), or null */
     decisionSink: o.decisions?.sink ? options.decisions.sink : null,
-    /** whether the machines record events (an observer or telemetry reads them) */
-    events: observerFn !== null || telemetry !== null,
   };
   if (telemetry !== null) telemetry.observeCircuits(ctx, healthNow);
   return ctx;
@@ -228,4 +226,4 @@ function contextOf(input) {
 // for the process's life, so V8's optimized provision path survives every router being collected.
 const SHAPE_ANCHORS = { context: contextOf({ registry: { list: () => [] } }) };
 
-module.exports = { contextOf, textOf, hasMethods, healthNow, routerNow, inFlight, othersInFlight, jobsInFlight, SHAPE_ANCHORS };
+module.exports = { contextOf, hasMethods, healthNow, routerNow, inFlight, othersInFlight, jobsInFlight, SHAPE_ANCHORS };

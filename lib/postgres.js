@@ -10,6 +10,7 @@ const { binding } = require('./binding.js');
 const { callNative } = require('./errors.js');
 const { readFacts } = require('./facts.js');
 const { readPut, readIntent, toRecord, call } = require('./mappings.js');
+const { argText } = require('./serialize.js');
 
 /** Marks the stores the router may use as a capacity coordinator. */
 const COORDINATOR = Symbol('sandbox-router.coordinator');
@@ -89,6 +90,18 @@ class PostgresMappingStore {
   /** Unexpired capacity holds on pool `providerId` in the shared ledger, every process's (in flight or assumed). */
   async held(providerId) {
     return call(() => this.#native.held(String(providerId)));
+  }
+
+  /** A `decisions.sink` keeping each record in the fleet's table within `{ keep, maxAgeMs }` (a failed write drops it). */
+  decisionSink(options) {
+    const r = callNative(() => binding.decisionRetention(argText(options, 'decisionSink')));
+    const native = this.#native;
+    return (record) => native.keepDecision(JSON.stringify(record), r.keep, r.maxAgeMs).catch(() => {});
+  }
+
+  /** The fleet's kept decision records, newest first: `{ sandboxId?, since?, limit? }` (default 1,000). */
+  async decisions(query) {
+    return call(() => this.#native.decisions(argText(query, 'input')));
   }
 
   /** Ends this process's ledger session (its in-flight holds are released) and closes idle connections. */

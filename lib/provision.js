@@ -14,7 +14,7 @@ const { keepHandle } = require('./operations.js');
 const { healthNow } = require('./options.js');
 const { needsExtras, extras: extrasOf } = require('./extras.js');
 const { SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
-const { drive, jobRecord, took, end, failure, clockNow, wakeUp, STEP } = require('./driver.js');
+const { drive, jobRecord, promised, took, end, failure, clockNow, wakeUp, STEP } = require('./driver.js');
 const { readOr } = require('./guard.js');
 const { sink } = require('./decisions.js');
 
@@ -23,10 +23,7 @@ const ENDED = binding.stepFlags().ended;
 /** Acquires a sandbox. Returns the promise `provision()` hands out. */
 function provision(ctx, request, detached, options) {
   const run = jobRecord(ctx, detached, settled);
-  const promise = new Promise((resolve, reject) => {
-    run.resolve = resolve;
-    run.reject = reject;
-  });
+  const promise = promised(run);
   // With telemetry, the acquisition runs inside the provision span's context (the request
   // is bound here and never read by lib/telemetry.js).
   if (ctx.telemetry === null) begin(run, request, options);

@@ -17,18 +17,15 @@ const { serializeLenient } = require('./serialize.js');
 const { hasMethods, inFlight, othersInFlight } = require('./options.js');
 const { finderFor, nativeFinderOf, SANDBOX_FLEET_LABEL } = require('./finders.js');
 const { drive, perform, jobRecord, took, K, STEP } = require('./driver.js');
-const { coordinatorOf } = require('./postgres.js');
 
 const F = binding.stepFlags();
 
 /** Reconciles the pools' stamped sandboxes with the mapping store. @param {import('./options.js').RouterContext} ctx */
 async function reconcile(ctx, options) {
   const view = viewOf(ctx);
-  const store = ctx.mappings;
-  const c = ctx.capacity?.coordinator ?? null;
   const facts = {
-    hasList: hasMethods(store, ['list']),
-    fleetInventory: c !== null && coordinatorOf(store) === c,
+    hasList: hasMethods(ctx.mappings, ['list']),
+    fleetInventory: ctx.combined,
     nativeFinders: Uint8Array.from(view.definitions, (d) => (nativeFinderOf(d) !== null ? 1 : 0)),
   };
   return new Promise((resolve, reject) => {

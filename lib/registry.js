@@ -61,8 +61,7 @@ const ENTRY = Symbol('sandbox-router.registry-entry');
 class InMemoryProviderRegistry {
   /** @type {object[]} the router's entries (readDefinition), by native index; `definition`: the caller's */
   #entries = [];
-  // `version` changes with every registration, so cached decisions know they are stale.
-  #view = { native: binding.createRegistry(), definitions: this.#entries, version: 0 };
+  #view = { native: binding.createRegistry(), definitions: this.#entries };
   /** @type {Map<string, object>} entries by id */
   #byId = new Map();
 
@@ -80,7 +79,6 @@ class InMemoryProviderRegistry {
     callNative(() => binding.registryAddPool(this.#view.native, json, entry.detachable, entry.capacity !== undefined));
     this.#entries.push(entry);
     this.#byId.set(entry.id, entry);
-    this.#view.version++;
   }
 
   /** Adds one definition; a duplicate id is a `ProviderRegistryError`. */

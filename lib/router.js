@@ -11,13 +11,12 @@ const { readOr } = require('./guard.js');
 const { contextOf, healthNow, routerNow } = require('./options.js');
 const { provision, SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./provision.js');
 const { extras } = require('./extras.js');
-const { getCapacity } = require('./capacity.js');
 const { explainView } = require('./explain.js');
 const operations = require('./operations.js');
 const { reconcile } = require('./reconcile.js');
 const warm = require('./warm.js');
 const budgets = require('./budgets.js');
-const { wakeUp } = require('./driver.js');
+const { wakeUp, getCapacity } = require('./driver.js');
 const { decisions, replay } = require('./decisions.js');
 
 /** The buffer route() lends the native side for an order (at most 10 attempts; read at once). */

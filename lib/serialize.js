@@ -14,6 +14,8 @@
 
 const { isProxy } = require('node:util').types;
 const { readOr } = require('./guard.js');
+const { binding } = require('./binding.js');
+const errors = require('./errors.js');
 
 /**
  * A value JSON cannot carry, found by strict serialization: `segments`, its path (keys, array
@@ -267,4 +269,15 @@ function serializeRequest(request) {
   return run(request, requestReplacer, null, requestParts);
 }
 
-module.exports = { serialize, serializeLenient, serializeDefinition, serializeRequest, NotJson };
+/**
+ * A call's options or query (`undefined`: none) as text for the core: a value JSON cannot carry
+ * is `scope`'s typed error at its field (`input`: INVALID_INPUT); an unreadable one, text it refuses.
+ */
+function argText(value, scope) {
+  if (value === undefined) return 'null';
+  const json = serialize(value);
+  if (json instanceof NotJson) errors.refuse(() => binding.notJsonError(scope, json.segments, json.what, ''));
+  return json ?? '0';
+}
+
+module.exports = { serialize, serializeLenient, serializeDefinition, serializeRequest, argText, NotJson };

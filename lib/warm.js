@@ -15,7 +15,6 @@ const { serializeLenient } = require('./serialize.js');
 const { healthNow, hasMethods } = require('./options.js');
 const { emitRouter } = require('./events.js');
 const { drive, jobRecord, took, end, clockNow, STEP } = require('./driver.js');
-const { coordinatorOf } = require('./postgres.js');
 const { InMemoryMappingStore } = require('./mappings.js');
 const { SANDBOX_ID_LABEL, SANDBOX_FLEET_LABEL } = require('./finders.js');
 require('./warm-members.js'); // the warm steps' performers
@@ -28,15 +27,14 @@ function inMemory(ctx) {
 /** The router's warm state, made by the first `warmUp()`. */
 function started(ctx) {
   if (ctx.warm !== null) return ctx.warm;
-  const coordinator = ctx.capacity?.coordinator ?? null;
   const facts = {
-    storeIsCoordinator: coordinator !== null && coordinatorOf(ctx.mappings) === coordinator,
+    storeIsCoordinator: ctx.combined,
     storeInMemory: inMemory(ctx),
     storeLists: hasMethods(ctx.mappings, ['list']),
   };
   binding.warmStart(ctx.native, facts);
   const w = {
-    coordinator: facts.storeIsCoordinator ? coordinator : null,
+    coordinator: ctx.combined ? ctx.capacity.coordinator : null,
     /** live handles of members, by sbx id (the router knows which it holds) */
     handles: new Map(),
     /** `warmUp()` and `close()` callers: `{ ask, resolve, reject }` */

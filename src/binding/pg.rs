@@ -31,11 +31,12 @@ use crate::binding::records::{IntentRecord, MappingRecord};
 use crate::binding::records::{WarmCounts, WarmMemberRecord};
 use crate::binding::sqlite::{checked_op, to_record, BatchOp};
 use crate::core::budget::{Micros, Refusal};
+use crate::core::decision;
 use crate::core::error::ErrorClass;
 use crate::core::shared_ledger::Dim;
 use crate::stores::pg::{
-    BudgetAsk, BudgetSettlement as PgBudgetSettlement, HoldSettlement, PgFailure, PgSettings, PgStore, Settled,
-    StatusAsk, Verdict, WarmRow,
+    BudgetAsk, BudgetSettlement as PgBudgetSettlement, DecisionRow, HoldSettlement, PgFailure, PgSettings, PgStore,
+    Settled, StatusAsk, Verdict, WarmRow,
 };
 use crate::stores::pg_tls::{parse_ca, split_sslmode, CaError, TlsMode, TlsSettings, UrlTlsError};
 use crate::stores::record::Op;
@@ -43,6 +44,7 @@ use crate::stores::record::Row;
 use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
 use napi_derive::napi;
+use serde_json::Value;
 use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -240,6 +242,26 @@ const WRITE: &str = "MAPPING_PERSISTENCE_FAILED";
 const READ: &str = "MAPPING_READ_FAILED";
 const COORDINATOR: &str = "COORDINATOR_UNAVAILABLE";
 
+/// What `PostgresMappingStore.decisionSink(options)` keeps (`core::decision::Retention`).
+#[napi(object)]
+pub struct DecisionRetention {
+    /// Records kept, the newest.
+    pub keep: f64,
+    /// Longest a record is kept, in ms.
+    pub max_age_ms: f64,
+}
+
+/// Reads `decisionSink(options)` (`optionsJson`: JSON text; `null`: the defaults) by the
+/// core's rule; throws `INVALID_CONFIGURATION` naming the field.
+#[napi]
+pub fn decision_retention(env: Env, options_json: String) -> napi::Result<DecisionRetention> {
+    guard(&env, || {
+        let v = serde_json::from_str(&options_json).unwrap_or(Value::Bool(false));
+        let r = decision::read_retention(&v)?;
+        Ok(DecisionRetention { keep: r.keep as f64, max_age_ms: r.max_age_ms as f64 })
+    })
+}
+
 /// The native half of `PostgresMappingStore`: a connection pool, the schema, this process's
 /// session in the shared capacity ledger.
 #[napi]
@@ -275,6 +297,52 @@ impl NativePgStore {
     #[napi(getter)]
     pub fn session(&self) -> String {
         self.inner.session().to_string()
+    }
+
+    /// Keeps a decision record (`recordJson`: its JSON text) in the fleet's table, then prunes
+    /// the table past `keep` records and `maxAgeMs` (`decisionRetention`'s values) at most once
+    /// a second (`stores::pg` decisions.rs). A record that is not one rejects with
+    /// `INVALID_DECISION_RECORD`; a failed write with `MAPPING_PERSISTENCE_FAILED`.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn keep_decision<'env>(
+        &self,
+        env: &'env Env,
+        record_json: String,
+        keep: f64,
+        max_age_ms: f64,
+    ) -> napi::Result<PromiseRaw<'env, ()>> {
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            let (id, at, sandbox_id) = decision::read_table_keys(&record_json)?;
+            let retention = decision::Retention {
+                keep: (keep as u64).clamp(1, decision::MAX_TABLE_KEEP),
+                max_age_ms: (max_age_ms as u64).clamp(1_000, decision::MAX_TABLE_MAX_AGE_MS),
+            };
+            let row = DecisionRow { id, at, sandbox_id, text: record_json };
+            let now = crate::binding::clock::now_millis();
+            inner
+                .keep_decision(row, retention, now)
+                .await
+                .map_err(|f| fail(WRITE, "the decision record could not be written", f))
+        })
+    }
+
+    /// The fleet's kept decision records (`queryJson`: `{ sandboxId?, since?, limit? }` as
+    /// JSON text, read by the core's rule: `INVALID_INPUT` naming the field), newest first.
+    #[napi(ts_return_type = "Promise<Array<Record<string, unknown>>>")]
+    pub fn decisions<'env>(&self, env: &'env Env, query_json: String) -> napi::Result<PromiseRaw<'env, Vec<Value>>> {
+        let query = serde_json::from_str(&query_json).unwrap_or(Value::Bool(false));
+        let inner = self.inner.clone();
+        typed_future(env, async move {
+            let q = decision::read_query(&query)?;
+            let texts =
+                inner.decisions(q).await.map_err(|f| fail(READ, "the decision records could not be read", f))?;
+            let read = |t: &String| {
+                serde_json::from_str(t)
+                    .map_err(|_| fail(READ, "the decision records could not be read", PgFailure::Malformed))
+            };
+            texts.iter().map(read).collect()
+        })
     }
 
     /// Connects and migrates now; the schema version.

@@ -1021,3 +1021,57 @@ pub fn signals_of(
 pub fn steps_of(emitted: &[Emitted]) -> impl Iterator<Item = &Event> {
     emitted.iter().map(|e| &e.event).filter(|e| is_step(e))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retention_must_not_fire_defaults_and_bounds_are_taken() {
+        let d = Retention::read(&Value::Null).unwrap();
+        assert_eq!((d.keep, d.max_age_ms), (DEFAULT_TABLE_KEEP, DEFAULT_TABLE_MAX_AGE_MS));
+        let r = Retention::read(&json!({ "keep": 1, "maxAgeMs": MAX_TABLE_MAX_AGE_MS })).unwrap();
+        assert_eq!((r.keep, r.max_age_ms), (1, MAX_TABLE_MAX_AGE_MS));
+        let r = Retention::read(&json!({ "keep": MAX_TABLE_KEEP, "maxAgeMs": 1_000 })).unwrap();
+        assert_eq!((r.keep, r.max_age_ms), (MAX_TABLE_KEEP, 1_000));
+    }
+
+    #[test]
+    fn retention_must_fire_each_bad_field_is_named() {
+        for (v, field) in [
+            (json!({ "keep": 0 }), "keep"),
+            (json!({ "keep": MAX_TABLE_KEEP + 1 }), "keep"),
+            (json!({ "keep": 2.5 }), "keep"),
+            (json!({ "maxAgeMs": 999 }), "maxAgeMs"),
+            (json!({ "maxAgeMs": "7d" }), "maxAgeMs"),
+            (json!({ "other": 1 }), "other"),
+            (json!(7), "options"),
+        ] {
+            let e = read_retention(&v).unwrap_err();
+            assert_eq!((e.code.as_str(), e.field.as_deref()), ("INVALID_CONFIGURATION", Some(field)), "{v}");
+        }
+    }
+
+    #[test]
+    fn table_keys_must_not_fire_a_record_gives_its_id_instant_and_sandbox() {
+        let sbx = format!("sbx_{}", "ab".repeat(16));
+        let text = json!({ "id": "dec_1", "at": 1_700_000_000_000_i64, "sandboxId": sbx }).to_string();
+        assert_eq!(read_table_keys(&text).unwrap(), ("dec_1".to_string(), 1_700_000_000_000, Some(sbx)));
+        let refused = json!({ "id": "dec_2", "at": 5 }).to_string();
+        assert_eq!(read_table_keys(&refused).unwrap(), ("dec_2".to_string(), 5, None));
+    }
+
+    #[test]
+    fn table_keys_must_fire_a_malformed_record_is_invalid_decision_record_naming_the_field() {
+        for (text, field) in [
+            ("not json", "(root)"),
+            (r#"{"at":1}"#, "id"),
+            (r#"{"id":"x_1","at":1}"#, "id"),
+            (r#"{"id":"dec_1"}"#, "at"),
+            (r#"{"id":"dec_1","at":1,"sandboxId":"sbx_nope"}"#, "sandboxId"),
+        ] {
+            let e = read_table_keys(text).unwrap_err();
+            assert_eq!((e.code.as_str(), e.field.as_deref()), (INVALID_DECISION_RECORD, Some(field)), "{text}");
+        }
+    }
+}

@@ -67,10 +67,12 @@ use tokio_postgres::{Client, Config, NoTls, Statement};
 
 mod budget;
 mod capacity;
+mod decisions;
 mod launch;
 
 pub use budget::{Settled, StatusAsk};
 pub use capacity::Verdict;
+pub use decisions::DecisionRow;
 pub use launch::{BudgetAsk, BudgetSettlement, HoldSettlement, LaunchSettled, Prepared};
 
 /// The advisory lock key that serializes migrations (any constant unlikely to be used by the
@@ -235,6 +237,15 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX sandbox_router_lanes_served ON sandbox_router_lanes (pool, served_at);
     CREATE TABLE sandbox_router_turns (pool TEXT NOT NULL, lane TEXT NOT NULL, session TEXT NOT NULL,
         since TIMESTAMPTZ NOT NULL, until TIMESTAMPTZ NOT NULL, PRIMARY KEY (pool, lane, session));",
+    // v8: the fleet's decision history (issue 32; `decisions.rs`): each record as JSONB with
+    // its id, instant (`at`, the deciding router's clock) and sandbox id; `n` orders the
+    // writes, so the count retention is one range delete, and `written_at` the age retention.
+    "CREATE TABLE sandbox_router_decisions (n BIGSERIAL NOT NULL, id TEXT PRIMARY KEY, at BIGINT NOT NULL,
+        sandbox_id TEXT, record JSONB NOT NULL, written_at TIMESTAMPTZ NOT NULL DEFAULT now());
+    CREATE INDEX sandbox_router_decisions_n ON sandbox_router_decisions (n);
+    CREATE INDEX sandbox_router_decisions_at ON sandbox_router_decisions (at, n);
+    CREATE INDEX sandbox_router_decisions_sandbox ON sandbox_router_decisions (sandbox_id);
+    CREATE INDEX sandbox_router_decisions_written ON sandbox_router_decisions (written_at);",
 ];
 
 /// The schema version this build writes.
@@ -410,6 +421,8 @@ pub struct PgStore {
     /// The retries and clean-up that follow a renewal are running.
     upkeep: std::sync::atomic::AtomicBool,
     closed: std::sync::atomic::AtomicBool,
+    /// When this process last pruned the decision table (epoch ms; `decisions.rs`).
+    decisions_pruned_at: std::sync::atomic::AtomicI64,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -598,6 +611,7 @@ impl PgStore {
             rules_seen: StdMutex::new(HashMap::new()),
             upkeep: std::sync::atomic::AtomicBool::new(false),
             closed: std::sync::atomic::AtomicBool::new(false),
+            decisions_pruned_at: std::sync::atomic::AtomicI64::new(i64::MIN),
         }
     }
 
