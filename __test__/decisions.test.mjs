@@ -184,3 +184,21 @@ test('option: decisions is validated naming the field', () => {
   }
   assert.throws(() => jsonLinesSink(''), (e) => e instanceof SandboxRouterConfigurationError && e.field === 'path');
 });
+
+test('registry facts must-fire: a caller’s own registry whose pool changes (as many pools) is recorded with its new facts; must-not-fire: an unchanged one keeps its digest', async () => {
+  let cost = 0.01;
+  const runtime = fakeRuntime();
+  // A registry of the caller's own: `list()` is read again on every call.
+  const registry = { list: () => [definition('e2b', { runtime, signals: { estimatedCost: cost } }), definition('daytona', { runtime, signals: { estimatedCost: 0.02 } })] };
+  const r = new SandboxRouter({ registry, decisions: true });
+  await r.provision({});
+  await r.provision({});
+  cost = 0.05;
+  await r.provision({});
+  const [changed, second, first] = r.decisions();
+  assert.equal(second.registry.digest, first.registry.digest, 'must-not-fire: the same definitions, the same digest');
+  assert.notEqual(changed.registry.digest, first.registry.digest, 'must-fire: a changed definition, another digest');
+  assert.equal(changed.registry.pools.find((p) => p.id === 'e2b').signals.estimatedCost, 0.05);
+  assert.equal(first.registry.pools.find((p) => p.id === 'e2b').signals.estimatedCost, 0.01);
+  assert.equal(r.replay(changed).same, true, 'the record replays on the router as it is now');
+});

@@ -1395,6 +1395,11 @@ impl Acquisition {
         std::mem::take(&mut self.events)
     }
 
+    /// The events, drained: the list keeps its room for the job's next steps' events.
+    pub fn drain_events(&mut self) -> std::vec::Drain<'_, Event> {
+        self.events.drain(..)
+    }
+
     /// The candidates, taken (an ended acquisition's, for its record).
     pub fn take_candidates(&mut self) -> Vec<usize> {
         std::mem::take(&mut self.candidates)

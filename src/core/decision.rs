@@ -23,14 +23,14 @@ use crate::core::ids::SandboxKey;
 use crate::core::json::{object, FieldError};
 use crate::core::pacing::PaceSeed;
 use crate::core::pool::Pool;
-use crate::core::router::pools::{Extras, ResolverFailure, SignalAnswer};
+use crate::core::router::pools::{Extras, Pools, ResolverFailure, SignalAnswer};
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use smallvec::SmallVec;
+use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::rc::Rc;
-use std::sync::Arc;
+use std::rc::{Rc, Weak};
 
 /// The `schema` of the records this build writes and replays.
 pub const SCHEMA: &str = "sandbox-router.decision/1";
@@ -203,8 +203,9 @@ pub struct Record {
     pub detached: bool,
     /// The request's validated text (its labels apart).
     pub request: Option<Rc<str>>,
-    /// The request's launch labels.
-    pub labels: Option<Arc<Vec<(String, String)>>>,
+    /// The request's launch labels: a copy, into the strings a dropped record leaves here
+    /// (a ring's oldest record is reused, so keeping labels frees and allocates nothing).
+    pub labels: Vec<(String, String)>,
     /// The registry's facts at the decision.
     pub registry: Option<Rc<RegistryFacts>>,
     /// The candidates, best first (pool indices).
@@ -235,7 +236,7 @@ impl Default for Record {
             health_at: 0,
             detached: false,
             request: None,
-            labels: None,
+            labels: Vec::new(),
             registry: None,
             candidates: SmallVec::new(),
             outcome: Ok(0),
@@ -251,9 +252,19 @@ impl Default for Record {
 
 impl Record {
     /// Empties it for another provision, keeping its vectors' room.
+    /// Keeps a copy of `labels`, reusing the strings already here.
+    pub fn set_labels(&mut self, labels: &[(String, String)]) {
+        self.labels.truncate(labels.len());
+        let reused = self.labels.len();
+        for ((k, v), (key, value)) in self.labels.iter_mut().zip(labels) {
+            k.clone_from(key);
+            v.clone_from(value);
+        }
+        self.labels.extend(labels[reused..].iter().cloned());
+    }
+
     fn clear(&mut self) {
         self.request = None;
-        self.labels = None;
         self.registry = None;
         self.extras = None;
         self.candidates.clear();
@@ -432,8 +443,9 @@ pub struct Decisions {
     /// Records not yet handed to the sink (the newest), when it has one.
     unsunk: usize,
     key: [u8; 32],
-    /// The current registry's facts (made again when the registry grows).
-    facts: Option<Rc<RegistryFacts>>,
+    /// The current registry (held weakly: its allocation, not its pools, so no other
+    /// registry can take its address) and its facts.
+    facts: Option<(Weak<RefCell<Pools>>, Rc<RegistryFacts>)>,
     /// Dropped records, emptied, for the next provisions.
     #[allow(clippy::vec_box, reason = "records move boxed between the ring, this list and the jobs, never copied")]
     spare: Vec<Box<Record>>,
@@ -447,14 +459,15 @@ impl Decisions {
         Decisions { config, ring: VecDeque::new(), unsunk: 0, key, facts: None, spare: Vec::new() }
     }
 
-    /// The facts of the registry `pools` (kept while the registry is the same size: a
-    /// registry only grows).
-    pub fn facts(&mut self, pools: &[Pool]) -> Rc<RegistryFacts> {
+    /// The facts of `registry`, whose pools are `pools` (kept while it is the same registry, of
+    /// the same size: a registry only grows; another registry, even of as many pools, makes
+    /// them again).
+    pub fn facts(&mut self, registry: &Rc<RefCell<Pools>>, pools: &[Pool]) -> Rc<RegistryFacts> {
         match &self.facts {
-            Some(f) if f.ids.len() == pools.len() => f.clone(),
+            Some((of, f)) if std::ptr::eq(of.as_ptr(), Rc::as_ptr(registry)) && f.ids.len() == pools.len() => f.clone(),
             _ => {
                 let f = Rc::new(RegistryFacts::of(pools));
-                self.facts = Some(f.clone());
+                self.facts = Some((Rc::downgrade(registry), f.clone()));
                 f
             }
         }
@@ -543,8 +556,9 @@ impl Decisions {
         // The launch's options are not a decision's: only its labels, as the mode writes them.
         if let Some(o) = request.as_object_mut() {
             o.remove("launch");
-            if let Some(labels) = r.labels.as_deref().filter(|l| !l.is_empty()) {
-                let labels: Map<String, Value> = labels.iter().map(|(k, v)| (k.clone(), self.label_value(v))).collect();
+            if !r.labels.is_empty() {
+                let labels: Map<String, Value> =
+                    r.labels.iter().map(|(k, v)| (k.clone(), self.label_value(v))).collect();
                 o.insert("launch".into(), json!({ "labels": labels }));
             }
         }

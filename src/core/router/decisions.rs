@@ -112,7 +112,7 @@ impl Router {
             log.events.extend(job.machine.events().iter().skip(seen).filter(|e| is_step(e)).cloned().map(Step::of));
             log.seen = job.machine.events().len();
         } else {
-            log.events.extend(job.machine.take_events().into_iter().filter(is_step).map(Step::of));
+            log.events.extend(job.machine.drain_events().filter(is_step).map(Step::of));
         }
     }
 
@@ -152,13 +152,13 @@ impl Router {
         let registry = {
             let pools = job.pools.borrow();
             match self.decisions.as_mut() {
-                Some(d) => d.facts(pools.registry.pools()),
+                Some(d) => d.facts(&job.pools, pools.registry.pools()),
                 None => return,
             }
         };
         record.sandbox = job.id;
         record.made = outcome.is_ok();
-        record.labels = Some(job.labels.clone());
+        record.set_labels(&job.labels);
         record.registry = Some(registry);
         record.candidates.extend(job.machine.candidates().iter().map(|&c| c as u32));
         record.outcome = outcome.map(|p| p as u32).map_err(String::into_boxed_str);
@@ -172,6 +172,7 @@ impl Router {
     #[allow(clippy::too_many_arguments, reason = "the parts of begin")]
     pub(crate) fn keep_refused(
         &mut self,
+        of: &std::rc::Rc<std::cell::RefCell<Pools>>,
         registry: &Pools,
         req: &Request,
         labels: &[(String, String)],
@@ -188,8 +189,8 @@ impl Router {
         let Some(mut record) = self.decision_log(pools, None, req, labels, extras, detached, at) else { return };
         let Some(d) = self.decisions.as_mut() else { return };
         record.sandbox = id;
-        record.labels = Some(std::sync::Arc::new(labels.to_vec()));
-        record.registry = Some(d.facts(pools.registry.pools()));
+        record.set_labels(labels);
+        record.registry = Some(d.facts(of, pools.registry.pools()));
         record.outcome = Err(code.into());
         d.push(record);
     }

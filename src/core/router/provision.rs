@@ -198,7 +198,7 @@ impl Router {
                 Ok(plan) => plan,
                 Err(e) => {
                     // A decision refused before its job began is recorded too.
-                    self.keep_refused(&inner, req, &labels, extras, detached, id, at, &e.code);
+                    self.keep_refused(registry, &inner, req, &labels, extras, detached, id, at, &e.code);
                     return Err(e);
                 }
             },
@@ -233,7 +233,7 @@ impl Router {
                 if let Some(b) = &mut self.budgets {
                     b.unplan(budget.as_ref());
                 }
-                self.keep_refused(&inner, req, &labels, extras, detached, id, at, &e.code);
+                self.keep_refused(registry, &inner, req, &labels, extras, detached, id, at, &e.code);
                 return Err(e);
             }
         };
