@@ -176,3 +176,26 @@ test('fuzz: random JSON handed to replay never crashes and never hangs', async (
     { numRuns: 2_000 },
   );
 });
+
+test('warm claims: a provision a warm member served replays the same (a claim is replayed as a launch on the pool it claimed from); must-fire: that pool now rejected flips it', async () => {
+  const runtime = { launch: async () => ({ id: `w-${Math.random()}` }), destroy: async () => {} };
+  const signals = (estimatedCost) => ({ estimatedCost, coldStartLatencyMs: 500, readyLatencyMs: 900, completionWithinBudgetRate: 0.99, available: true });
+  const defs = (supported) => [
+    { id: 'warm', runtime, capabilities: { supported }, signals: signals(0.01), warm: { size: 2 } },
+    { id: 'cold', runtime, capabilities: { supported: ['pty'] }, signals: signals(0.02) },
+  ];
+  const router = new SandboxRouter({ registry: new InMemoryProviderRegistry(defs(['pty'])), decisions: true });
+  await router.warmUp();
+  const sandbox = await router.provision({ routing: { strategy: 'cost' }, requires: { requiredCapabilities: ['pty'] } });
+  const [record] = router.decisions({ sandboxId: sandbox.id });
+  assert.ok(record.steps.some((s) => s.type === 'warm.claimed'), 'the record is a warm claim’s');
+  assert.equal(router.replay(record).same, true, JSON.stringify(router.replay(record)));
+  const twin = new SandboxRouter({ registry: new InMemoryProviderRegistry(defs(['pty'])) });
+  assert.equal(twin.replay(record).same, true, 'must-not-fire: an identical configuration without warm members started');
+  const without = new SandboxRouter({ registry: new InMemoryProviderRegistry(defs([])) });
+  const out = without.replay(record);
+  assert.equal(out.same, false);
+  assert.equal(out.replayed.providerId, 'cold');
+  assert.match(out.changes.find((c) => c.pool === 'warm').why, /now rejected: REQUIRED_CAPABILITY_MISSING pty/);
+  await router.close();
+});
