@@ -202,3 +202,14 @@ test('registry facts must-fire: a caller’s own registry whose pool changes (as
   assert.equal(first.registry.pools.find((p) => p.id === 'e2b').signals.estimatedCost, 0.01);
   assert.equal(r.replay(changed).same, true, 'the record replays on the router as it is now');
 });
+
+test('jsonLinesSink must-fire: the record is in the file before the provision’s promise settles; after close() nothing more is written (must-not-fire)', async () => {
+  const file = path.join(mkdtempSync(path.join(tmpdir(), 'decisions-')), 'records.jsonl');
+  const toFile = jsonLinesSink(file);
+  const r = router({ sink: toFile });
+  const first = await r.provision({});
+  assert.equal(JSON.parse(readFileSync(file, 'utf8').trim()).sandboxId, first.id, 'written synchronously, before the caller resumed');
+  await toFile.close();
+  await r.provision({});
+  assert.equal(readFileSync(file, 'utf8').trim().split('\n').length, 1, 'a closed sink writes nothing');
+});

@@ -76,6 +76,23 @@ pub struct Replayed {
 
 use crate::core::decision::invalid_record as invalid;
 
+/// An object of pools' states (`inputs.health`, `inputs.pacing`; absent: none), each read by
+/// `read` under its field.
+fn per_pool<T>(
+    v: Option<&Value>,
+    field: &str,
+    read: impl Fn(&Value, &str) -> Result<T, FieldError>,
+) -> Result<Vec<(String, T)>, Failure> {
+    let Some(v) = v else { return Ok(Vec::new()) };
+    let Value::Object(m) = v else { return Err(bad(field, "must be an object")) };
+    m.iter()
+        .map(|(pool, v)| {
+            let at = format!("{field}.{}", crate::core::json::shown(pool));
+            Ok((pool.clone(), read(v, &at).map_err(invalid)?))
+        })
+        .collect()
+}
+
 fn bad(field: impl Into<String>, expectation: &str) -> Failure {
     invalid(FieldError::new(field, expectation))
 }
@@ -186,22 +203,8 @@ fn read(record: &Value) -> Result<Input, Failure> {
         clock.get(k).and_then(Value::as_i64).ok_or_else(|| bad(format!("inputs.clock.{k}"), "must be an integer (ms)"))
     };
     let (router_at, health_at) = (ms("router")?, ms("health")?);
-    let mut health = Vec::new();
-    if let Some(h) = inputs.get("health") {
-        let Value::Object(m) = h else { return Err(bad("inputs.health", "must be an object")) };
-        for (pool, v) in m {
-            let field = format!("inputs.health.{}", crate::core::json::shown(pool));
-            health.push((pool.clone(), health_of(v, &field).map_err(invalid)?));
-        }
-    }
-    let mut pacing = Vec::new();
-    if let Some(p) = inputs.get("pacing") {
-        let Value::Object(m) = p else { return Err(bad("inputs.pacing", "must be an object")) };
-        for (pool, v) in m {
-            let field = format!("inputs.pacing.{}", crate::core::json::shown(pool));
-            pacing.push((pool.clone(), pace_of(v, &field).map_err(invalid)?));
-        }
-    }
+    let health = per_pool(inputs.get("health"), "inputs.health", health_of)?;
+    let pacing = per_pool(inputs.get("pacing"), "inputs.pacing", pace_of)?;
     let mut budgets = Vec::new();
     for (i, b) in array(inputs.get("budgets"), "inputs.budgets")?.iter().enumerate() {
         budgets.push(budget_of(b, &format!("inputs.budgets[{i}]")).map_err(invalid)?);
