@@ -33,7 +33,7 @@ use crate::core::capabilities::Resources;
 use crate::core::capacity::{
     request_need, skip_reason, Admission, Ledger, Measurement, SkipStatus, COORDINATOR_UNAVAILABLE, NO_CAPACITY_READER,
 };
-use crate::core::events::{Event, KeyFact, Nullable, PoolId, Time};
+use crate::core::events::{Event, Kept, KeyFact, Nullable, PoolId, Time};
 #[cfg(test)]
 use crate::core::fallback::OUTCOME_UNKNOWN;
 use crate::core::fallback::{after_failure, sanitize, Next, OUTCOME_UNKNOWN as UNKNOWN_CODE};
@@ -278,7 +278,8 @@ pub struct Acquisition {
     /// The pools' ids, when events are recorded (the router has an observer or telemetry):
     /// None, and the success path allocates no event.
     names: Option<Rc<[PoolId]>>,
-    events: Vec<Event>,
+    /// Its events, as kept (compact: see [`Kept`]).
+    events: Vec<Kept>,
     /// The router's clock at the last report (ms): the capacity ledger's holds are timed by it.
     clock: i64,
     /// A hold of the shared ledger settled by the machine, for the caller to write
@@ -437,6 +438,14 @@ impl Acquisition {
         self.claims = Some(pools);
     }
 
+    /// Lends the machine an empty list to write its events into (a decision record's, whose
+    /// room is kept: no allocation). Call before the first step.
+    pub fn lend_events(&mut self, events: Vec<Kept>) {
+        if self.events.is_empty() {
+            self.events = events;
+        }
+    }
+
     /// Whether this machine records events (the router has an observer).
     pub fn observing(&self) -> bool {
         self.names.is_some()
@@ -448,15 +457,16 @@ impl Acquisition {
     }
 
     /// Records `event` (the caller made it only when [`Acquisition::observing`]).
+    #[inline]
     fn push(&mut self, event: Event) {
-        self.events.push(event);
+        self.events.push(Kept::of(event));
     }
 
     /// Records an event the router decided about this acquisition (its route, its record),
     /// in order with the machine's own, when events are recorded.
     pub fn announce(&mut self, event: Event) {
         if self.observing() {
-            self.events.push(event);
+            self.push(event);
         }
     }
 
@@ -728,7 +738,7 @@ impl Acquisition {
         if self.phase != Phase::Done {
             return;
         }
-        if let Some(i) = self.events.iter().rposition(|e| matches!(e, Event::ProvisionExhausted { .. })) {
+        if let Some(i) = self.events.iter().rposition(|e| matches!(e.other(), Some(Event::ProvisionExhausted { .. }))) {
             self.events.remove(i);
         }
         self.pos = 0;
@@ -778,7 +788,10 @@ impl Acquisition {
     /// The ending's `provision.exhausted` event names `code` instead (the wait queue ended
     /// the provision: `QUEUE_TIMEOUT`, `QUEUE_FULL`, `ABORTED`, `ROUTER_CLOSED`).
     pub fn restate(&mut self, code: &str) {
-        let ending = self.events.iter_mut().rev().find(|e| matches!(e, Event::ProvisionExhausted { .. }));
+        let ending = self.events.iter_mut().rev().find_map(|e| match e {
+            Kept::Other(e) if matches!(**e, Event::ProvisionExhausted { .. }) => Some(&mut **e),
+            _ => None,
+        });
         if let Some(Event::ProvisionExhausted { code: c, .. }) = ending {
             *c = code.to_string();
         } else if self.observing() && self.phase == Phase::Done {
@@ -1049,12 +1062,12 @@ impl Acquisition {
                             .as_ref()
                             .and_then(|ids| ids.get(pool).cloned())
                             .unwrap_or_else(|| PoolId::from(""));
-                        self.events.push(Event::BudgetReleased {
+                        self.events.push(Kept::of(Event::BudgetReleased {
                             pool,
                             reason: "PRE_ALLOCATION_FAILURE",
                             cost: Some(cost),
                             rules,
-                        });
+                        }));
                     }
                     Settle::Nothing
                 });
@@ -1247,7 +1260,7 @@ impl Acquisition {
         if let Some(n) = &b.names {
             let rules = n.applying.clone();
             let pool = self.names.as_ref().and_then(|ids| ids.get(pool).cloned()).unwrap_or_else(|| PoolId::from(""));
-            self.events.push(Event::BudgetReserved { pool, cost, rules });
+            self.push(Event::BudgetReserved { pool, cost, rules });
         }
         Ok(())
     }
@@ -1268,7 +1281,7 @@ impl Acquisition {
                 resets_at: Nullable(r.resets_at.map(Time)),
                 retryable: r.retryable,
             };
-            self.events.push(event);
+            self.events.push(Kept::of(event));
         }
         b.refusals.push((pool, refusals));
         // Recorded as a skip (rejections list it), without a capacity.skipped event.
@@ -1295,7 +1308,7 @@ impl Acquisition {
                 let rules = Some(n.applying.clone());
                 let pool =
                     self.names.as_ref().and_then(|ids| ids.get(pool).cloned()).unwrap_or_else(|| PoolId::from(""));
-                self.events.push(Event::BudgetReleased { pool, reason: "NOT_LAUNCHED", cost: Some(cost), rules });
+                self.push(Event::BudgetReleased { pool, reason: "NOT_LAUNCHED", cost: Some(cost), rules });
             }
         }
     }
@@ -1335,7 +1348,7 @@ impl Acquisition {
                     let rules = n.applying.clone();
                     let pool =
                         self.names.as_ref().and_then(|ids| ids.get(pool).cloned()).unwrap_or_else(|| PoolId::from(""));
-                    self.events.push(Event::BudgetReserved { pool, cost, rules });
+                    self.push(Event::BudgetReserved { pool, cost, rules });
                 }
             }
             // Admitted unreserved: nothing to settle later.
@@ -1392,12 +1405,12 @@ impl Acquisition {
 
     /// Events decided since the last call, in order.
     pub fn take_events(&mut self) -> Vec<Event> {
-        std::mem::take(&mut self.events)
+        std::mem::take(&mut self.events).into_iter().map(Kept::into_event).collect()
     }
 
-    /// The events, drained: the list keeps its room for the job's next steps' events.
-    pub fn drain_events(&mut self) -> std::vec::Drain<'_, Event> {
-        self.events.drain(..)
+    /// The events decided since the last call, as kept, taken (the list and its room).
+    pub fn take_kept(&mut self) -> Vec<Kept> {
+        std::mem::take(&mut self.events)
     }
 
     /// The candidates, taken (an ended acquisition's, for its record).
@@ -1405,8 +1418,8 @@ impl Acquisition {
         std::mem::take(&mut self.candidates)
     }
 
-    /// The events decided since the last [`Acquisition::take_events`].
-    pub fn events(&self) -> &[Event] {
+    /// The events decided since the last [`Acquisition::take_events`], as kept.
+    pub fn kept(&self) -> &[Kept] {
         &self.events
     }
 

@@ -17,6 +17,7 @@
 use crate::core::budget::{Micros, Usage};
 use crate::core::capabilities::{Capabilities, Lifetime};
 use crate::core::capacity::{Measurement, ResourceMeasurement, UnknownReason};
+pub use crate::core::events::{is_step, Kept};
 use crate::core::events::{Emitted, Event, FieldSink, PoolId, ReasonFact};
 use crate::core::health::{Cause, PoolSeed};
 use crate::core::ids::SandboxKey;
@@ -31,6 +32,7 @@ use smallvec::SmallVec;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::{Rc, Weak};
+use std::sync::Arc;
 
 /// The `schema` of the records this build writes and replays.
 pub const SCHEMA: &str = "sandbox-router.decision/1";
@@ -203,9 +205,8 @@ pub struct Record {
     pub detached: bool,
     /// The request's validated text (its labels apart).
     pub request: Option<Rc<str>>,
-    /// The request's launch labels: a copy, into the strings a dropped record leaves here
-    /// (a ring's oldest record is reused, so keeping labels frees and allocates nothing).
-    pub labels: Vec<(String, String)>,
+    /// The request's launch labels: the job's own list, shared (its mapping holds it too).
+    pub labels: Arc<Vec<(String, String)>>,
     /// The registry's facts at the decision.
     pub registry: Option<Rc<RegistryFacts>>,
     /// The candidates, best first (pool indices).
@@ -221,7 +222,7 @@ pub struct Record {
     /// The capacity readings, in order.
     pub capacity: Vec<CapacityRead>,
     /// The job's events (its steps), in order.
-    pub events: SmallVec<[Step; 3]>,
+    pub events: Vec<Kept>,
     /// How many of the machine's events are in `events` already (while JavaScript has not
     /// taken them for an observer).
     pub seen: usize,
@@ -236,7 +237,7 @@ impl Default for Record {
             health_at: 0,
             detached: false,
             request: None,
-            labels: Vec::new(),
+            labels: Arc::default(),
             registry: None,
             candidates: SmallVec::new(),
             outcome: Ok(0),
@@ -244,7 +245,7 @@ impl Default for Record {
             extras: None,
             budgets: Vec::new(),
             capacity: Vec::new(),
-            events: SmallVec::new(),
+            events: Vec::new(),
             seen: 0,
         }
     }
@@ -252,17 +253,6 @@ impl Default for Record {
 
 impl Record {
     /// Empties it for another provision, keeping its vectors' room.
-    /// Keeps a copy of `labels`, reusing the strings already here.
-    pub fn set_labels(&mut self, labels: &[(String, String)]) {
-        self.labels.truncate(labels.len());
-        let reused = self.labels.len();
-        for ((k, v), (key, value)) in self.labels.iter_mut().zip(labels) {
-            k.clone_from(key);
-            v.clone_from(value);
-        }
-        self.labels.extend(labels[reused..].iter().cloned());
-    }
-
     fn clear(&mut self) {
         self.request = None;
         self.registry = None;
@@ -274,43 +264,6 @@ impl Record {
         self.capacity.clear();
         self.events.clear();
         self.seen = 0;
-    }
-}
-
-/// One step of a decision as a record keeps it: the steps of every launch compact (an event
-/// is 168 bytes; a ring of records is read rarely and dropped one per provision), the others
-/// as the event.
-#[derive(Debug, Clone)]
-pub enum Step {
-    /// `attempt.started`.
-    Started(PoolId, u32),
-    /// `attempt.succeeded`.
-    Succeeded(PoolId, u32),
-    /// `mapping.persisted`.
-    Persisted(PoolId),
-    /// Any other step.
-    Other(Box<Event>),
-}
-
-impl Step {
-    /// The step `e` is.
-    pub fn of(e: Event) -> Step {
-        match e {
-            Event::AttemptStarted { pool, attempt } => Step::Started(pool, attempt),
-            Event::AttemptSucceeded { pool, attempt } => Step::Succeeded(pool, attempt),
-            Event::MappingPersisted { pool } => Step::Persisted(pool),
-            e => Step::Other(Box::new(e)),
-        }
-    }
-
-    /// The event it was.
-    pub fn event(&self) -> Event {
-        match self {
-            Step::Started(pool, attempt) => Event::AttemptStarted { pool: pool.clone(), attempt: *attempt },
-            Step::Succeeded(pool, attempt) => Event::AttemptSucceeded { pool: pool.clone(), attempt: *attempt },
-            Step::Persisted(pool) => Event::MappingPersisted { pool: pool.clone() },
-            Step::Other(e) => (**e).clone(),
-        }
     }
 }
 
@@ -830,12 +783,6 @@ impl FieldSink for JsonFields<'_> {
     fn key(&mut self, name: &'static str, label: &str, value: &str) {
         self.map.insert(name.into(), json!({ "label": label, "value": self.decisions.label_value(value) }));
     }
-}
-
-/// Whether an event is a step of the decision (announcements about the whole provision, the
-/// queue's bookkeeping and warm refills are not).
-pub fn is_step(e: &Event) -> bool {
-    !matches!(e, Event::ProvisionValidated { .. } | Event::ProvisionRanked { .. } | Event::ProviderRejected { .. })
 }
 
 /// Reads a measurement a record wrote (`capacity` input), strictly.

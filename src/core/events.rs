@@ -670,3 +670,67 @@ pub(crate) mod tests {
         assert!(!field("budget.refused", "resetsAt").unwrap().optional);
     }
 }
+
+/// An event as a job's machine keeps it, and a decision record with it: the three every
+/// launch decides compact (an [`Event`] is 168 bytes; these are 24), any other boxed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kept {
+    /// `attempt.started`.
+    Started(PoolId, u32),
+    /// `attempt.succeeded`.
+    Succeeded(PoolId, u32),
+    /// `mapping.persisted`.
+    Persisted(PoolId),
+    /// Any other event.
+    Other(Box<Event>),
+}
+
+impl Kept {
+    /// The step `e` is.
+    #[inline]
+    pub fn of(e: Event) -> Kept {
+        match e {
+            Event::AttemptStarted { pool, attempt } => Kept::Started(pool, attempt),
+            Event::AttemptSucceeded { pool, attempt } => Kept::Succeeded(pool, attempt),
+            Event::MappingPersisted { pool } => Kept::Persisted(pool),
+            e => Kept::Other(Box::new(e)),
+        }
+    }
+
+    /// The event it is.
+    pub fn event(&self) -> Event {
+        match self {
+            Kept::Started(pool, attempt) => Event::AttemptStarted { pool: pool.clone(), attempt: *attempt },
+            Kept::Succeeded(pool, attempt) => Event::AttemptSucceeded { pool: pool.clone(), attempt: *attempt },
+            Kept::Persisted(pool) => Event::MappingPersisted { pool: pool.clone() },
+            Kept::Other(e) => (**e).clone(),
+        }
+    }
+
+    /// The event it is, taken.
+    pub fn into_event(self) -> Event {
+        match self {
+            Kept::Other(e) => *e,
+            s => s.event(),
+        }
+    }
+
+    /// The event, when it is not one of the compact three.
+    pub fn other(&self) -> Option<&Event> {
+        match self {
+            Kept::Other(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Whether it is a step of the decision ([`is_step`]).
+    pub fn is_step(&self) -> bool {
+        self.other().is_none_or(is_step)
+    }
+}
+
+/// Whether an event is a step of a provision's decision (announcements about the whole
+/// provision are not).
+pub fn is_step(e: &Event) -> bool {
+    !matches!(e, Event::ProvisionValidated { .. } | Event::ProvisionRanked { .. } | Event::ProviderRejected { .. })
+}

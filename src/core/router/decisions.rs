@@ -6,10 +6,11 @@ use super::job::{Job, WarmRole};
 use super::pools::{Extras, Pools};
 use super::{Now, Router};
 use crate::core::capacity::{request_need, Measurement};
-use crate::core::decision::{is_step, BudgetRead, CapacityRead, Record, Step};
+use crate::core::decision::{BudgetRead, CapacityRead, Record};
 use crate::core::ids::SandboxKey;
 use crate::core::request::Request;
 use serde_json::Value;
+use std::sync::Arc;
 
 impl Router {
     /// Whether this router records decisions (`decisions`).
@@ -109,10 +110,17 @@ impl Router {
         }
         if observe {
             let seen = log.seen;
-            log.events.extend(job.machine.events().iter().skip(seen).filter(|e| is_step(e)).cloned().map(Step::of));
-            log.seen = job.machine.events().len();
+            log.events.extend(job.machine.kept().iter().skip(seen).filter(|s| s.is_step()).cloned());
+            log.seen = job.machine.kept().len();
         } else {
-            log.events.extend(job.machine.drain_events().filter(is_step).map(Step::of));
+            // Written into the list the record lent the machine at its begin: taken back whole
+            // (without an observer nothing announces the provision, so each is a step).
+            let steps = job.machine.take_kept();
+            if log.events.is_empty() {
+                log.events = steps;
+            } else {
+                log.events.extend(steps);
+            }
         }
     }
 
@@ -129,42 +137,33 @@ impl Router {
             return;
         }
         self.log_events(key);
-        let capacity = self.capacity.is_some();
-        let outcome = match self.jobs.get_mut(key) {
-            Ok(job) if job.log.is_some() && !matches!(job.warm.as_deref(), Some(WarmRole::Refill { .. })) => {
-                match job.machine.outcome().and_then(|o| o.pool_of_success()) {
-                    Some(pool) if job.stage == super::job::Stage::Succeeded => Ok(pool),
-                    _ => Err(()),
-                }
-            }
-            _ => return,
-        };
-        let outcome = match outcome {
-            Ok(pool) => Ok(pool),
-            Err(()) => Err(self
-                .failure_of(key, capacity)
-                .ok()
-                .flatten()
-                .map_or_else(|| "INTERNAL_ERROR".to_string(), |f| f.error.code)),
-        };
         let Ok(job) = self.jobs.get_mut(key) else { return };
-        let Some(mut record) = job.log.take() else { return };
-        let registry = {
-            let pools = job.pools.borrow();
-            match self.decisions.as_mut() {
-                Some(d) => d.facts(&job.pools, pools.registry.pools()),
-                None => return,
-            }
+        if job.log.is_none() || matches!(job.warm.as_deref(), Some(WarmRole::Refill { .. })) {
+            return;
+        }
+        let outcome = match job.machine.outcome().and_then(|o| o.pool_of_success()) {
+            Some(pool) if job.stage == super::job::Stage::Succeeded => Ok(pool as u32),
+            _ => Err(self.failure_code(key)),
         };
+        let Router { jobs, decisions: Some(d), .. } = self else { return };
+        let Ok(job) = jobs.get_mut(key) else { return };
+        let Some(mut record) = job.log.take() else { return };
+        record.registry = Some(d.facts(&job.pools, job.pools.borrow().registry.pools()));
         record.sandbox = job.id;
         record.made = outcome.is_ok();
-        record.set_labels(&job.labels);
-        record.registry = Some(registry);
+        record.labels = Arc::clone(&job.labels);
         record.candidates.extend(job.machine.candidates().iter().map(|&c| c as u32));
-        record.outcome = outcome.map(|p| p as u32).map_err(String::into_boxed_str);
-        if let Some(d) = self.decisions.as_mut() {
-            d.push(record);
-        }
+        record.outcome = outcome;
+        d.push(record);
+    }
+
+    /// The code a failed provision's record names (apart: a provision rarely fails).
+    #[cold]
+    #[inline(never)]
+    fn failure_code(&mut self, key: u32) -> Box<str> {
+        let capacity = self.capacity.is_some();
+        let code = self.failure_of(key, capacity).ok().flatten().map(|f| f.error.code);
+        code.map_or_else(|| "INTERNAL_ERROR".into(), String::into_boxed_str)
     }
 
     /// A provision refused before its job began (`code`: no eligible pool, a budget's label
@@ -189,7 +188,7 @@ impl Router {
         let Some(mut record) = self.decision_log(pools, None, req, labels, extras, detached, at) else { return };
         let Some(d) = self.decisions.as_mut() else { return };
         record.sandbox = id;
-        record.set_labels(labels);
+        record.labels = Arc::new(labels.to_vec());
         record.registry = Some(d.facts(of, pools.registry.pools()));
         record.outcome = Err(code.into());
         d.push(record);

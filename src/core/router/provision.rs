@@ -268,7 +268,12 @@ impl Router {
             })
         });
         drop(inner);
+        let mut log = log;
         let mut machine = Acquisition::new(order, req.max_attempts as usize, req.fallback_allowed, plan, names.clone());
+        if let (Some(log), false) = (log.as_deref_mut(), self.observe) {
+            // The record's own list (its room kept from the record it reuses): no allocation.
+            machine.lend_events(std::mem::take(&mut log.events));
+        }
         if let Some((slots, at)) = tracking {
             machine.track(slots, at);
         }
@@ -385,9 +390,13 @@ impl Router {
             self.emit(now.router, None, Event::PoolCooldownEnded { pool: PoolId::from(pool.as_str()) });
         }
         let mut flags = next.flags | self.pending_flags();
-        self.log_events(key);
+        // Without an observer only the record reads the events: it takes them at the end.
+        let observe = self.observe;
+        if observe {
+            self.log_events(key);
+        }
         let job = self.jobs.get_mut(key)?;
-        if job.machine.has_events() {
+        if observe && job.machine.has_events() {
             flags |= flags::EVENTS;
         }
         if job.machine.has_writes() || job.cooldown.is_some() {
