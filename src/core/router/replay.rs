@@ -688,7 +688,7 @@ mod tests {
     //! classified launches, budgets, health, clock steps) run through a router with records
     //! on; every record replayed on an identically configured router decides the same. And
     //! must-fire pairs: a change that matters flips a recorded choice and names the pool.
-    use super::super::step::StepKind;
+    use super::super::step::{flags, StepKind};
     use super::super::{CapacitySettings, Now, Owner, Router, Settings};
     use super::Replayed;
     use crate::core::capacity::{Measurement, ResourceMeasurement, UnknownReason};
@@ -788,6 +788,12 @@ mod tests {
         Router::new(settings(w, decisions), registry(w), store, None, T0).unwrap()
     }
 
+    /// `router(w, true)` with an observer.
+    fn observed(w: &World) -> Router {
+        let store = Some(Rc::new(RefCell::new(MappingStore::default())));
+        Router::new(Settings { observe: true, ..settings(w, true) }, registry(w), store, None, T0).unwrap()
+    }
+
     fn request(a: &Ask) -> Value {
         let mut r = json!({ "routing": { "maxAcquisitionAttempts": a.attempts } });
         if let Some(b) = a.need {
@@ -809,6 +815,14 @@ mod tests {
             let Ok((key, mut next)) = r.begin(&Rc::new(req), false, labels, None, id, at) else { continue };
             let (mut launches, mut reads) = (a.launches.iter().cycle(), a.reads.iter().cycle());
             for _ in 0..100 {
+                // As JavaScript does: an observer's events are taken at each step that has
+                // some; without one, JavaScript is never asked (the record takes them itself).
+                if next.flags & flags::EVENTS != 0 {
+                    assert!(r.observe, "events handed to JavaScript without an observer");
+                    if next.flags & flags::ENDED == 0 {
+                        r.job_events(key, at).unwrap();
+                    }
+                }
                 next = match next.kind {
                     StepKind::Launch => match launches.next().copied().unwrap_or(0) {
                         0 => r.succeeded(key, "x", at, now).unwrap(),
@@ -896,6 +910,47 @@ mod tests {
                 prop_assert!(out.same, "{}\n{rec:#}", out.summary);
             }
         }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+        /// With an observer a record copies each step's events as JavaScript takes them;
+        /// without one it takes them from the machine once, at the end: the same records.
+        #[test]
+        fn an_observer_changes_no_record(w in world(), a in asks()) {
+            let (mut quiet, mut watched) = (router(&w, true), observed(&w));
+            run(&mut quiet, &a);
+            run(&mut watched, &a);
+            prop_assert_eq!(records(&quiet), records(&watched));
+        }
+    }
+
+    #[test]
+    fn must_fire_an_observed_provision_hands_its_events_to_javascript() {
+        let mut r = observed(&two());
+        let req = Rc::new(parse_request(&json!({})).unwrap());
+        let (_, next) = r
+            .begin(&req, false, Vec::new(), None, SandboxKey::from_bytes([1; 16]), Now { health: T0, router: T0 })
+            .unwrap();
+        assert_ne!(next.flags & flags::EVENTS, 0);
+    }
+
+    #[test]
+    fn must_not_fire_a_recorded_provision_without_an_observer_keeps_its_events_from_javascript() {
+        let mut r = router(&two(), true);
+        let req = Rc::new(parse_request(&json!({})).unwrap());
+        let at = Now { health: T0, router: T0 };
+        let (key, next) = r.begin(&req, false, Vec::new(), None, SandboxKey::from_bytes([1; 16]), at).unwrap();
+        assert_eq!(next.flags & flags::EVENTS, 0);
+        let next = r.succeeded(key, "x", at, T0).unwrap();
+        assert_eq!(next.flags & flags::EVENTS, 0);
+        let steps: Vec<String> =
+            records(&r)[0]["steps"].as_array().unwrap().iter().map(|s| s["type"].to_string()).collect();
+        assert_eq!(
+            steps,
+            ["\"attempt.started\"", "\"attempt.succeeded\"", "\"mapping.persisted\""],
+            "the record took them"
+        );
     }
 
     /// The scenarios the property draws reach what it claims to cover: failed and classified
