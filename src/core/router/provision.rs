@@ -248,7 +248,7 @@ impl Router {
         let claims = self.claims(&inner);
         let names = self.writes_events().then(|| inner.ids());
         let slots = tracking.as_ref().map(|(s, _)| s.clone());
-        let log = self.decision_log(&inner, slots.as_deref(), req, &labels, extras, detached, at);
+        let mut log = self.decision_log(&inner, slots.as_deref(), req, &labels, extras, detached, at);
         // The decision the events report, taken before the machine (which may take a
         // half-open circuit's trial token for this provision).
         let announced = self.observe.then(|| {
@@ -268,7 +268,6 @@ impl Router {
             })
         });
         drop(inner);
-        let mut log = log;
         let mut machine = Acquisition::new(order, req.max_attempts as usize, req.fallback_allowed, plan, names.clone());
         if let (Some(log), false) = (log.as_deref_mut(), self.observe) {
             // The record's own list (its room kept from the record it reuses): no allocation.
