@@ -314,10 +314,7 @@ impl NativePgStore {
         let inner = self.inner.clone();
         typed_future(env, async move {
             let (id, at, sandbox_id) = decision::read_table_keys(&record_json)?;
-            let retention = decision::Retention {
-                keep: (keep as u64).clamp(1, decision::MAX_TABLE_KEEP),
-                max_age_ms: (max_age_ms as u64).clamp(1_000, decision::MAX_TABLE_MAX_AGE_MS),
-            };
+            let retention = decision::Retention::within(keep, max_age_ms);
             let row = DecisionRow { id, at, sandbox_id, text: record_json };
             let now = crate::binding::clock::now_millis();
             inner

@@ -118,12 +118,12 @@ pub struct Retention {
 
 /// The table's default count: a fleet's history of 100,000 decisions.
 pub const DEFAULT_TABLE_KEEP: u64 = 100_000;
-/// The table's largest count.
-pub const MAX_TABLE_KEEP: u64 = 100_000_000;
+/// The table's smallest and largest count.
+pub const TABLE_KEEP: (u64, u64) = (1, 100_000_000);
 /// The table's default age: 7 days.
 pub const DEFAULT_TABLE_MAX_AGE_MS: u64 = 7 * 86_400_000;
-/// The table's largest age: 400 days.
-pub const MAX_TABLE_MAX_AGE_MS: u64 = 400 * 86_400_000;
+/// The table's shortest and longest age: 1 s and 400 days.
+pub const TABLE_MAX_AGE_MS: (u64, u64) = (1_000, 400 * 86_400_000);
 /// How often one process prunes the table (at most once this many ms, after a write).
 pub const TABLE_PRUNE_EVERY_MS: i64 = 1_000;
 /// Records a table query answers when it names no `limit`.
@@ -139,9 +139,16 @@ impl Retention {
             return Err(FieldError::new("options", "must be an object { keep?, maxAgeMs? }"));
         }
         let o = object(v, "", &["keep", "maxAgeMs"])?;
-        let keep = o.integer_in("keep", 1, MAX_TABLE_KEEP as i64)?.map_or(DEFAULT_TABLE_KEEP, |n| n as u64);
-        let age = o.integer_in("maxAgeMs", 1_000, MAX_TABLE_MAX_AGE_MS as i64)?;
+        let (k, a) = (TABLE_KEEP, TABLE_MAX_AGE_MS);
+        let keep = o.integer_in("keep", k.0 as i64, k.1 as i64)?.map_or(DEFAULT_TABLE_KEEP, |n| n as u64);
+        let age = o.integer_in("maxAgeMs", a.0 as i64, a.1 as i64)?;
         Ok(Retention { keep, max_age_ms: age.map_or(DEFAULT_TABLE_MAX_AGE_MS, |n| n as u64) })
+    }
+
+    /// The values [`Retention::read`] answered, back from JavaScript: held to its ranges.
+    pub fn within(keep: f64, max_age_ms: f64) -> Retention {
+        let (k, a) = (TABLE_KEEP, TABLE_MAX_AGE_MS);
+        Retention { keep: (keep as u64).clamp(k.0, k.1), max_age_ms: (max_age_ms as u64).clamp(a.0, a.1) }
     }
 }
 
@@ -991,17 +998,17 @@ mod tests {
     fn retention_must_not_fire_defaults_and_bounds_are_taken() {
         let d = Retention::read(&Value::Null).unwrap();
         assert_eq!((d.keep, d.max_age_ms), (DEFAULT_TABLE_KEEP, DEFAULT_TABLE_MAX_AGE_MS));
-        let r = Retention::read(&json!({ "keep": 1, "maxAgeMs": MAX_TABLE_MAX_AGE_MS })).unwrap();
-        assert_eq!((r.keep, r.max_age_ms), (1, MAX_TABLE_MAX_AGE_MS));
-        let r = Retention::read(&json!({ "keep": MAX_TABLE_KEEP, "maxAgeMs": 1_000 })).unwrap();
-        assert_eq!((r.keep, r.max_age_ms), (MAX_TABLE_KEEP, 1_000));
+        let r = Retention::read(&json!({ "keep": 1, "maxAgeMs": TABLE_MAX_AGE_MS.1 })).unwrap();
+        assert_eq!((r.keep, r.max_age_ms), (1, TABLE_MAX_AGE_MS.1));
+        let r = Retention::read(&json!({ "keep": TABLE_KEEP.1, "maxAgeMs": 1_000 })).unwrap();
+        assert_eq!((r.keep, r.max_age_ms), (TABLE_KEEP.1, 1_000));
     }
 
     #[test]
     fn retention_must_fire_each_bad_field_is_named() {
         for (v, field) in [
             (json!({ "keep": 0 }), "keep"),
-            (json!({ "keep": MAX_TABLE_KEEP + 1 }), "keep"),
+            (json!({ "keep": TABLE_KEEP.1 + 1 }), "keep"),
             (json!({ "keep": 2.5 }), "keep"),
             (json!({ "maxAgeMs": 999 }), "maxAgeMs"),
             (json!({ "maxAgeMs": "7d" }), "maxAgeMs"),
