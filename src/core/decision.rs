@@ -1005,6 +1005,20 @@ mod tests {
     }
 
     #[test]
+    fn retention_within_must_not_fire_values_in_range_come_back_as_they_are() {
+        let r = Retention::within(DEFAULT_TABLE_KEEP as f64, DEFAULT_TABLE_MAX_AGE_MS as f64);
+        assert_eq!((r.keep, r.max_age_ms), (DEFAULT_TABLE_KEEP, DEFAULT_TABLE_MAX_AGE_MS));
+    }
+
+    #[test]
+    fn retention_within_must_fire_values_out_of_range_are_held_to_it() {
+        let r = Retention::within(0.0, f64::NAN);
+        assert_eq!((r.keep, r.max_age_ms), (TABLE_KEEP.0, TABLE_MAX_AGE_MS.0));
+        let r = Retention::within(1e300, 1e300);
+        assert_eq!((r.keep, r.max_age_ms), (TABLE_KEEP.1, TABLE_MAX_AGE_MS.1));
+    }
+
+    #[test]
     fn retention_must_fire_each_bad_field_is_named() {
         for (v, field) in [
             (json!({ "keep": 0 }), "keep"),
