@@ -496,3 +496,116 @@ test('labels fast path must-fire, each part of its guard: a Proxy is not asked f
   // The copy JS stamps and launches with is what the text the core validated says.
   assert.deepEqual({ ...inherited.copy }, JSON.parse(inherited.labels));
 });
+
+// The walk writes the text itself; JSON.stringify is called only to escape a string that needs
+// it. Its answers must be the definitions' above, read for read.
+
+/** Counts JSON.stringify's calls while `fn` runs. */
+function stringifyCalls(fn) {
+  const original = JSON.stringify;
+  let calls = 0;
+  JSON.stringify = function (...args) {
+    calls++;
+    return original.apply(this, args);
+  };
+  try {
+    return { result: fn(), calls };
+  } finally {
+    JSON.stringify = original;
+  }
+}
+
+const anyString = fc.string({ unit: 'binary' });
+const plainData = fc.letrec((tie) => ({
+  value: fc.oneof({ depthSize: 'small' }, anyString, fc.double(), fc.integer(), fc.boolean(), fc.constant(null), fc.constant(undefined), tie('array'), tie('object')),
+  array: fc.array(tie('value'), { maxLength: 4 }),
+  object: fc.dictionary(fc.oneof(anyString, fc.constantFrom('__proto__', 'launch', 'labels')), tie('value'), { maxKeys: 4 }),
+}));
+
+test('serializeRequest writes any string (quotes, control characters, lone surrogates, pairs) and any number as JSON.stringify does', () => {
+  fc.assert(
+    fc.property(plainData.object, fc.dictionary(anyString, anyString), plainData.value, (rest, labels, name) => {
+      for (const r of [rest, { ...rest, launch: { labels, name } }, { launch: { name, labels: { ...labels, x: name } } }]) {
+        assert.deepStrictEqual(plain(serializeRequest(r)), plainReference(serializeRequestReference(r)));
+      }
+    }),
+    { numRuns: 3000 },
+  );
+});
+
+test('plain-data walk must-not-fire: plain data without a character to escape is written without a JSON.stringify call', () => {
+  const request = { launch: { name: 'n', labels: { team: 'a', agent: 'b' } }, resources: { cpu: 2, gpu: false, disks: [1.5, null, 'x'] } };
+  const { result, calls } = stringifyCalls(() => serializeRequest(request));
+  assert.equal(calls, 0);
+  assert.deepEqual(plain(result), plainReference(serializeRequestReference(request)));
+});
+
+test('plain-data walk must-fire: each string (key or value) with a character to escape is written by JSON.stringify, once', () => {
+  const request = { launch: { name: 'say "hi"\n', labels: { 'a\tb': 'ok', team: 'x\\y' } }, resources: { plain: 'p' } };
+  const { result, calls } = stringifyCalls(() => serializeRequest(request));
+  assert.equal(calls, 3);
+  assert.deepEqual(plain(result), plainReference(serializeRequestReference(request)));
+});
+
+test('a Date, a class instance, a Map, boxed values and a sparse array are written as JSON.stringify writes them, each value read once', () => {
+  class Spec {
+    constructor() {
+      this.cpu = 1;
+    }
+  }
+  let reads = 0;
+  const resources = { when: new Date(0), spec: new Spec(), map: new Map([[1, 2]]), boxed: [new Number(2), new String('s'), new Boolean(false)], sparse: [1, , 3] };
+  Object.defineProperty(resources, 'read', { enumerable: true, get: () => (reads++, 1) });
+  const request = { launch: { name: 'n' }, resources };
+  const ours = plain(serializeRequest(request));
+  assert.equal(reads, 1);
+  assert.deepEqual(ours, plainReference(serializeRequestReference(request)));
+  assert.equal(ours.json, '{"launch":{"name":"n"},"resources":{"when":"1970-01-01T00:00:00.000Z","spec":{"cpu":1},"map":{},"boxed":[2,"s",false],"sparse":[1,null,3],"read":1}}');
+});
+
+test('plain-data walk must-fire: a toJSON anywhere is called with its own key (an index as a string), and may answer nothing', () => {
+  const keyOf = { toJSON: (k) => `key:${k}` };
+  const request = { a: { b: keyOf }, list: [keyOf, { c: keyOf }] };
+  assert.equal(serializeRequest(request).json, '{"a":{"b":"key:b"},"list":["key:0",{"c":"key:c"}]}');
+  // Answering undefined: the key is left out of an object (even `__proto__`), null in an array.
+  const nothing = { toJSON: () => undefined };
+  const withProto = JSON.parse('{"__proto__": 1, "x": 2}');
+  Object.defineProperty(withProto, '__proto__', { value: nothing, enumerable: true });
+  assert.equal(serializeRequest({ p: withProto, list: [nothing] }).json, '{"p":{"x":2},"list":[null]}');
+  assert.deepEqual(plain(serializeRequest({ p: withProto })), plainReference(serializeRequestReference({ p: withProto })));
+});
+
+test('plain-data walk must-fire: a getter that gives Object.prototype a toJSON mid-walk: what follows is written as JSON.stringify would', () => {
+  const request = {
+    get first() {
+      Object.defineProperty(Object.prototype, 'toJSON', { configurable: true, writable: true, value: () => 'patched' });
+      return 1;
+    },
+    second: { x: 1 },
+  };
+  let ours;
+  let reference;
+  try {
+    ours = plain(serializeRequest(request));
+  } finally {
+    delete Object.prototype.toJSON;
+  }
+  try {
+    reference = plainReference(serializeRequestReference(request));
+  } finally {
+    delete Object.prototype.toJSON;
+  }
+  assert.deepEqual(ours, reference);
+  assert.equal(ours.json, '{"first":1,"second":"patched"}');
+});
+
+test('plain-data walk: a cycle through plain objects or arrays is unreadable (null); a value met twice on different branches is not a cycle', () => {
+  const a = { launch: { name: 'n' } };
+  a.launch.list = [a];
+  assert.equal(serializeRequest(a), null);
+  const list = [];
+  list.push({ list });
+  assert.equal(serializeRequest({ x: list }), null);
+  const shared = [1];
+  assert.equal(serializeRequest({ x: shared, y: [shared, shared] }).json, '{"x":[1],"y":[[1],[1]]}');
+});

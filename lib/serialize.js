@@ -1,19 +1,16 @@
 'use strict';
 // Serialization for the seam: a caller's value becomes the JSON text the native core validates,
-// read once, by JSON.stringify itself (ordinary labels by their keys; docs/architecture.md). A value JSON cannot
-// carry is never written as something else: strict (`serialize`, `serializeRequest`, a definition
-// but its `signals`) refuses it as a `NotJson` naming its field as the native readers do
-// (`capabilities.supported[2]`); lenient (`serializeLenient`, `signals`) writes `null`, which the core refuses.
-//
-// The field: the replacer (called depth first, the holder as `this`) keeps the chain of holders
-// from the root; the path is built only on a refusal.
-//
-// Reentrancy: a getter or toJSON may serialize something else while its holder is walked (as
-// `launch.labels` are, from the request's replacer). Each serialization in progress has a frame
-// of its own, one per nesting level, kept and reused; a nested call switches to the next and back.
+// read once. One walk does what JSON.stringify does, in its order, read for read (Object.keys,
+// each property once, toJSON with its key, boxed primitives unwrapped, a cycle or a throwing
+// getter unreadable), and writes the same text; why not JSON.stringify itself with a replacer:
+// docs/performance.md. A value JSON cannot carry is never written as something else: strict
+// (`serialize`, `serializeRequest`, a definition but its `signals`) refuses it as a `NotJson`
+// naming its field as the native readers do (`capabilities.supported[2]`); lenient
+// (`serializeLenient`, `signals`) writes `null`, which the core refuses. Each walk keeps its
+// own state: a getter or toJSON may serialize something else meanwhile.
+// __test__/serialize.test.mjs holds every answer to JSON.stringify's.
 
-const { isProxy } = require('node:util').types;
-const { readOr } = require('./guard.js');
+const { isProxy, isBoxedPrimitive, isNumberObject, isStringObject, isBooleanObject, isBigIntObject } = require('node:util').types;
 const { binding } = require('./binding.js');
 const errors = require('./errors.js');
 
@@ -29,89 +26,16 @@ class NotJson {
   }
 }
 
-/** Thrown (internally) from a replacer to end the walk; the frame says why. */
-class Refused extends Error {}
-const REFUSED = new Refused('refused');
+const STRICT = 0;
+const LENIENT = 1;
+/** Thrown (internally) to end a walk; the walk's `refusal` says why (null: unreadable). */
+const ENDED = new Error('ended');
 
-class Frame {
-  constructor() {
-    /** @type {object[]} holders[i]: the object walked at depth i (0: JSON.stringify's wrapper of the root) */
-    this.holders = [];
-    /** @type {string[]} keys[i]: the key holders[i] was read under */
-    this.keys = [];
-    this.depth = 0;
-    /** @type {string | null} the top-level key under which a value JSON cannot carry is written as null */
-    this.lenientKey = null;
-    /** @type {NotJson | null} why the walk ended (null: it could not be read) */
-    this.refusal = null;
-    /** @type {string | undefined} serializeRequest: the labels' own text */
-    this.labels = undefined;
-    /** @type {Record<string, string> | null} serializeRequest: our copy of the labels' string entries */
-    this.copy = null;
-  }
-}
-
-/** @type {Frame[]} one frame per nesting level */
-const frames = [];
-let level = -1;
-/** @type {Frame} the frame of the serialization the replacers are working for */
-let frame = new Frame();
-
-function enter(lenientKey) {
-  level++;
-  frame = frames[level] ?? (frames[level] = new Frame());
-  frame.depth = 0;
-  frame.lenientKey = lenientKey;
-  return frame;
-}
-
-/** Back to the frame of the level below `f`'s; drops every reference `f` held. */
-function leave(f) {
-  const { holders, keys } = f;
-  for (let i = 0; holders[i] !== undefined; i++) {
-    holders[i] = undefined;
-    keys[i] = undefined;
-  }
-  f.refusal = null;
-  f.labels = undefined;
-  f.copy = null;
-  level--;
-  if (level >= 0) frame = frames[level];
-}
-
-/** `holder`'s depth on `f`'s chain, made current (entries above it dropped; the first holder starts the chain). */
-function depthOf(f, holder) {
-  const holders = f.holders;
-  let d = f.depth;
-  while (d > 0 && holders[d] !== holder) d--;
-  if (holders[d] !== holder) holders[0] = holder;
-  f.depth = d;
-  return d;
-}
-
-/** The step every strict replacer takes: track the chain, refuse a value JSON cannot carry. */
-function step(f, holder, key, value) {
-  let d = f.depth;
-  if (f.holders[d] !== holder) d = depthOf(f, holder);
-  switch (typeof value) {
-    case 'object':
-      if (value !== null) {
-        d++;
-        f.holders[d] = value;
-        f.keys[d] = key;
-      }
-      break;
-    case 'number':
-      if (!Number.isFinite(value)) return refuse(f, d, holder, key, value);
-      break;
-    case 'function':
-    case 'symbol':
-    case 'bigint':
-      return refuse(f, d, holder, key, value);
-  }
-  f.depth = d;
-  return value;
-}
+/**
+ * One walk's state: its mode, its path (keys, array indices), the objects on the way down; for a
+ * request, its labels apart. A literal, not a class instance: docs/performance.md.
+ */
+const walkOf = (mode, lenientKey, request) => ({ mode, lenientKey, request, path: [], seen: [], labelsAt: -1, labels: undefined, copy: null, refusal: null });
 
 const WHAT = { function: 'a function', symbol: 'a symbol', bigint: 'a BigInt' };
 
@@ -119,45 +43,135 @@ function what(value) {
   return WHAT[typeof value] ?? (Number.isNaN(value) ? 'NaN' : value > 0 ? 'Infinity' : '-Infinity');
 }
 
-/** An array element is named by its index; a revoked Proxy (Array.isArray throws) as an object. */
-function segment(holder, key) {
-  return readOr(() => (Array.isArray(holder) ? Number(key) : key), key);
+/** What JSON.stringify escapes in a string: `"`, `\\`, control characters, surrogates. */
+const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/;
+
+/** A string as JSON text: JSON.stringify's, without its call where nothing needs escaping. */
+const quoted = (s) => (ESCAPED.test(s) ? JSON.stringify(s) : '"' + s + '"');
+
+function addEntry(copy, key, value) {
+  if (key === '__proto__') Object.defineProperty(copy, key, { value, writable: true, enumerable: true, configurable: true });
+  else copy[key] = value;
 }
 
-/** `value` (at `key` of `holder`, depth `d`) JSON cannot carry: null under the lenient key, else the walk ends. */
-function refuse(f, d, holder, key, value) {
-  f.depth = d;
-  const segments = [];
-  for (let i = 2; i <= d; i++) segments.push(segment(f.holders[i - 1], f.keys[i]));
-  if (d > 0) segments.push(segment(holder, key));
-  if (f.lenientKey !== null && segments[0] === f.lenientKey) return null;
-  f.refusal = new NotJson(segments, what(value));
-  throw REFUSED;
+/** An object with nothing of JSON.stringify's to ask before its keys (no Proxy, no toJSON, not an array or a boxed value), asked nothing itself. */
+function plain(value) {
+  if (isProxy(value) || Array.isArray(value)) return false;
+  const proto = Object.getPrototypeOf(value);
+  return (proto === Object.prototype || proto === null) && !('toJSON' in value) && !isBoxedPrimitive(value);
 }
 
-function strictReplacer(key, value) {
-  return step(frame, this, key, value);
-}
-
-function lenientReplacer(_key, value) {
-  const type = typeof value;
-  if (type === 'number') return Number.isFinite(value) ? value : null;
-  return type === 'function' || type === 'symbol' || type === 'bigint' ? null : value;
-}
-
-/** JSON.stringify(value, replacer) in a frame of its own: the text (or `result(text, frame)`), a NotJson, or null. */
-function run(value, replacer, lenientKey, result) {
-  const f = enter(lenientKey);
-  let out = null;
-  try {
-    const text = JSON.stringify(value, replacer);
-    if (typeof text === 'string') out = result === undefined ? text : result(text, f);
-  } catch {
-    out = f.refusal;
-  } finally {
-    leave(f);
+/** `value` (read at `w.path` under `key`) as JSON text; undefined: JSON writes nothing for it. Throws ENDED. */
+function textOf(w, key, value) {
+  // Plain data first (what `valueText` would do with it), but where a request's labels may be.
+  if (key !== 'labels' || !w.request) {
+    switch (typeof value) {
+      case 'string':
+        if (w.labelsAt >= 0 && w.path.length === w.labelsAt + 1) addEntry(w.copy, key, value);
+        return quoted(value);
+      case 'boolean':
+        return value ? 'true' : 'false';
+      case 'undefined':
+        return undefined;
+      case 'number':
+        if (Number.isFinite(value)) return String(value);
+        break;
+      case 'object':
+        if (value !== null && plain(value)) return objectText(w, value);
+    }
   }
-  return out;
+  return valueText(w, key, value);
+}
+
+/** `textOf` for any value: JSON.stringify's steps, in its order. */
+function valueText(w, key, value) {
+  let type = typeof value;
+  if ((type === 'object' && value !== null && !plain(value)) || type === 'function' || type === 'bigint') {
+    const toJSON = value.toJSON;
+    if (typeof toJSON === 'function') {
+      value = Reflect.apply(toJSON, value, [key]);
+      type = typeof value;
+    }
+  }
+  const depth = w.path.length;
+  if (w.request && depth === 2 && key === 'labels' && w.path[0] === 'launch' && w.labelsAt < 0 && type !== 'string' && type !== 'boolean') {
+    if (value !== undefined) labels(w, value);
+    return undefined;
+  }
+  if (type === 'function' || type === 'symbol' || type === 'bigint' || (type === 'number' && !Number.isFinite(value))) {
+    if (w.mode === LENIENT || (depth > 0 && w.path[0] === w.lenientKey)) return 'null';
+    w.refusal = new NotJson([...w.path], what(value));
+    throw ENDED;
+  }
+  if (w.labelsAt >= 0 && depth === w.labelsAt + 1 && type === 'string') addEntry(w.copy, key, value);
+  if (type === 'object' && value !== null) {
+    // Boxed primitives are unwrapped (a boxed Symbol is an object like any other).
+    if (!isBoxedPrimitive(value)) return Array.isArray(value) ? arrayText(w, value) : objectText(w, value);
+    if (isNumberObject(value)) value = Number(value);
+    else if (isStringObject(value)) value = String(value);
+    else if (isBooleanObject(value)) value = Boolean.prototype.valueOf.call(value);
+    else if (isBigIntObject(value)) throw ENDED;
+    else return objectText(w, value);
+    type = typeof value;
+  }
+  if (type === 'string') return quoted(value);
+  if (type === 'number') return Number.isFinite(value) ? String(value) : 'null';
+  if (type === 'boolean') return value ? 'true' : 'false';
+  return value === null ? 'null' : undefined;
+}
+
+/** Marks `value` as being walked; a value already on the way down is a cycle: unreadable, as JSON.stringify finds it. */
+function entered(w, value) {
+  if (w.seen.includes(value)) throw ENDED;
+  w.seen.push(value);
+}
+
+function objectText(w, value) {
+  entered(w, value);
+  const path = w.path;
+  let text = '{';
+  for (const key of Object.keys(value)) {
+    path.push(key);
+    const t = textOf(w, key, value[key]);
+    if (t !== undefined) text += (text.length === 1 ? '' : ',') + quoted(key) + ':' + t;
+    path.pop();
+  }
+  w.seen.pop();
+  return text + '}';
+}
+
+function arrayText(w, value) {
+  entered(w, value);
+  const n = value.length;
+  let text = '[';
+  for (let i = 0; i < n; i++) {
+    w.path.push(i);
+    text += (i === 0 ? '' : ',') + (textOf(w, String(i), value[i]) ?? 'null');
+    w.path.pop();
+  }
+  w.seen.pop();
+  return text + ']';
+}
+
+/**
+ * `launch.labels` (after their toJSON), apart from the request's text: their own text (strict;
+ * as JSON.stringify would write them on their own, a toJSON of theirs called again with '') and
+ * our copy of their string entries, which the router stamps and launches with.
+ */
+function labels(w, value) {
+  w.labelsAt = w.path.length;
+  w.copy = {};
+  w.labels = textOf(w, '', value) ?? 'null';
+  w.labelsAt = -1;
+}
+
+/** `value` walked by `w`: its text (undefined: none), a NotJson (strict), or null (unreadable). */
+function walk(w, value) {
+  try {
+    return textOf(w, '', value);
+  } catch {
+    return w.refusal;
+  }
 }
 
 /**
@@ -166,14 +180,13 @@ function run(value, replacer, lenientKey, result) {
  */
 function serialize(value) {
   if (value === undefined || value === null) return '{}';
-  return run(value, strictReplacer, null);
+  return walk(walkOf(STRICT, null, false), value) ?? null;
 }
 
 /** Lenient: like `serialize`, but a value JSON cannot carry is written as `null` (null: unreadable). */
 function serializeLenient(value) {
   if (value === undefined || value === null) return '{}';
-  const text = readOr(() => JSON.stringify(value, lenientReplacer), null);
-  return typeof text === 'string' ? text : null;
+  return walk(walkOf(LENIENT, null, false), value) ?? null;
 }
 
 /**
@@ -181,92 +194,20 @@ function serializeLenient(value) {
  * for `signals` (an unreadable signal makes only that pool ineligible, INVALID_SIGNALS).
  */
 function serializeDefinition(id, capabilities, signals, warm, rateLimit) {
-  return run({ id, capabilities, signals, warm, rateLimit }, strictReplacer, 'signals');
-}
-
-// --- Requests: their labels apart -------------------------------------------------------
-
-function requestReplacer(key, value) {
-  const f = frame;
-  // `launch.labels`: the key under the object read under `launch` of the root.
-  if (key === 'labels' && typeof value !== 'string' && typeof value !== 'boolean') {
-    if (depthOf(f, this) === 2 && f.keys[2] === 'launch') return value === undefined ? undefined : takeLabels(f, value);
-  }
-  return step(f, this, key, value);
-}
-
-function labelsReplacer(key, value) {
-  const f = frame;
-  if (typeof value === 'string') {
-    if (depthOf(f, this) === 1) addEntry(/** @type {Record<string, string>} */ (f.copy), key, value);
-    return value;
-  }
-  return step(f, this, key, value);
-}
-
-function addEntry(copy, key, value) {
-  if (key === '__proto__') Object.defineProperty(copy, key, { value, writable: true, enumerable: true, configurable: true });
-  else copy[key] = value;
+  return walk(walkOf(STRICT, 'signals', false), { id, capabilities, signals, warm, rateLimit });
 }
 
 /**
- * Whether `value` is an ordinary object JSON.stringify would walk by its own keys alone: no Proxy, no
- * toJSON, a plain prototype. Runs no caller code (no trap, no getter).
- */
-function ordinary(value) {
-  if (typeof value !== 'object' || value === null || isProxy(value) || Array.isArray(value)) return false;
-  const proto = Object.getPrototypeOf(value);
-  return (proto === Object.prototype || proto === null) && !Object.hasOwn(value, 'toJSON') && !Object.hasOwn(Object.prototype, 'toJSON');
-}
-
-/**
- * `launch.labels` as the request's walk handed them over (not read again): text and copy kept in its
- * frame. An ordinary object of strings is read by its own keys, each value once, and its text is our
- * copy's (the same text, without a replacer call per entry: the 10,000-in-flight floor,
- * docs/performance.md); anything else is walked strictly, our shallow copy of what was read included.
- */
-function takeLabels(f, value) {
-  if (ordinary(value)) {
-    const copy = {};
-    let shallow = null;
-    for (const key of Object.keys(value)) {
-      const v = value[key];
-      if (shallow === null && typeof v !== 'string') shallow = { ...copy };
-      addEntry(shallow ?? copy, key, v);
-    }
-    if (shallow === null) {
-      f.labels = JSON.stringify(copy);
-      f.copy = copy;
-      return undefined;
-    }
-    value = shallow;
-  }
-  const g = enter(null);
-  g.copy = {};
-  const copy = g.copy;
-  try {
-    f.labels = JSON.stringify(value, labelsReplacer) ?? 'null';
-  } catch {
-    f.refusal = g.refusal === null ? null : new NotJson(['launch', 'labels', ...g.refusal.segments], g.refusal.what);
-    throw REFUSED;
-  } finally {
-    leave(g);
-  }
-  f.copy = copy;
-  return undefined;
-}
-
-const requestParts = (json, f) => ({ json, labels: f.labels, copy: f.copy });
-
-/**
- * A request (strict) with `launch.labels` (known by their place on the chain) apart: labels are per
- * call and never matter to routing, so requests differing only in labels share one compiled form.
+ * A request (strict) with `launch.labels` apart: labels are per call and never matter to
+ * routing, so requests differing only in labels share one compiled form.
  * @returns {{ json: string, labels: string | undefined, copy: Record<string, string> | null } | NotJson | null}
  *   the text without labels, theirs, our copy of their string entries; null: unreadable
  */
 function serializeRequest(request) {
   if (request === undefined || request === null) return { json: '{}', labels: undefined, copy: null };
-  return run(request, requestReplacer, null, requestParts);
+  const w = walkOf(STRICT, null, true);
+  const json = walk(w, request);
+  return typeof json === 'string' ? { json, labels: w.labels, copy: w.copy } : (json ?? null);
 }
 
 /**
