@@ -69,9 +69,13 @@ function compile(request) {
 //
 // An object seen before is compared, in one read inside a guard, with a snapshot of our own
 // parse of its validated text: unchanged, its call is reused (serializing costs `route` more
-// than deciding). Not for requests with labels (their text is split), nor `provision`.
+// than deciding). The snapshot is made the second time an object comes, not the first: a
+// caller making a fresh request per call never pays for one. Not for requests with labels
+// (their text is split), nor `provision`.
 
 const byIdentity = new WeakMap();
+/** `byIdentity`'s mark of an object seen once. */
+const ONCE = Symbol('seen once');
 
 /** A snapshot of our own parsed data: a scalar as is, an array of snapshots, an object as `{ keys, values }`. */
 function snapshot(v) {
@@ -106,10 +110,10 @@ function compileShared(request) {
   const object = request !== null && typeof request === 'object';
   const seen = object ? byIdentity.get(request) : undefined;
   // A read that throws: compiled (and refused) below, as a request seen for the first time.
-  if (seen !== undefined && readOr(() => same(request, seen.snapshot), false)) return seen.call;
+  if (seen !== undefined && seen !== ONCE && readOr(() => same(request, seen.snapshot), false)) return seen.call;
   const call = compile(request);
   if (object && call.labelsJson === null && call.compiled.json.length <= MAX_CACHED_CHARS) {
-    byIdentity.set(request, { call, snapshot: snapshot(JSON.parse(call.compiled.json)) });
+    byIdentity.set(request, seen === undefined ? ONCE : { call, snapshot: snapshot(JSON.parse(call.compiled.json)) });
   }
   return call;
 }
