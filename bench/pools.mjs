@@ -77,11 +77,13 @@ export function makeDefinitions(n, seed) {
   return defs;
 }
 
-// A request with a couple of requirements: a good share of pools stays eligible.
-/** @type {import('../index.js').SandboxRequest} */
-export const REQUEST = {
+// A request with a couple of requirements: a good share of pools stays eligible. `newRequest()`
+// makes it as most callers do, a new object per call; REQUEST is one such object, reused.
+/** @returns {import('../index.js').SandboxRequest} */
+export const newRequest = () => ({
   requires: { requiredCapabilities: ['pty', 'fileTransfer'], isolation: 'container' },
   resources: { cpu: 2, memoryMb: 4096 },
   region: { preferred: ['eu-west', 'eu-central'] },
   routing: { strategy: 'balanced' },
-};
+});
+export const REQUEST = newRequest();
