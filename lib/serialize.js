@@ -10,7 +10,7 @@
 // own state: a getter or toJSON may serialize something else meanwhile.
 // __test__/serialize.test.mjs holds every answer to JSON.stringify's.
 
-const { isProxy, isBoxedPrimitive, isNumberObject, isStringObject, isBooleanObject, isBigIntObject } = require('node:util').types;
+const { isBoxedPrimitive, isNumberObject, isStringObject, isBooleanObject, isBigIntObject } = require('node:util').types;
 const { binding } = require('./binding.js');
 const errors = require('./errors.js');
 
@@ -54,16 +54,9 @@ function addEntry(copy, key, value) {
   else copy[key] = value;
 }
 
-/** An object with nothing of JSON.stringify's to ask before its keys (no Proxy, no toJSON, not an array or a boxed value), asked nothing itself. */
-function plain(value) {
-  if (isProxy(value) || Array.isArray(value)) return false;
-  const proto = Object.getPrototypeOf(value);
-  return (proto === Object.prototype || proto === null) && !('toJSON' in value) && !isBoxedPrimitive(value);
-}
-
 /** `value` (read at `w.path` under `key`) as JSON text; undefined: JSON writes nothing for it. Throws ENDED. */
 function textOf(w, key, value) {
-  // Plain data first (what `valueText` would do with it), but where a request's labels may be.
+  // Primitives first (what `valueText` would do with them), but where a request's labels may be.
   if (key !== 'labels' || !w.request) {
     switch (typeof value) {
       case 'string':
@@ -75,9 +68,6 @@ function textOf(w, key, value) {
         return undefined;
       case 'number':
         if (Number.isFinite(value)) return String(value);
-        break;
-      case 'object':
-        if (value !== null && plain(value)) return objectText(w, value);
     }
   }
   return valueText(w, key, value);
@@ -86,7 +76,7 @@ function textOf(w, key, value) {
 /** `textOf` for any value: JSON.stringify's steps, in its order. */
 function valueText(w, key, value) {
   let type = typeof value;
-  if ((type === 'object' && value !== null && !plain(value)) || type === 'function' || type === 'bigint') {
+  if ((type === 'object' && value !== null) || type === 'function' || type === 'bigint') {
     const toJSON = value.toJSON;
     if (typeof toJSON === 'function') {
       value = Reflect.apply(toJSON, value, [key]);
