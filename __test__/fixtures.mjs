@@ -140,3 +140,18 @@ export function revoked() {
   revoke();
   return proxy;
 }
+
+/** Runs `fn` with `JSON[method]` counting its calls: `{ result, calls }`. */
+export function jsonCalls(method, fn) {
+  const original = JSON[method];
+  let calls = 0;
+  JSON[method] = function (...args) {
+    calls++;
+    return original.apply(this, args);
+  };
+  try {
+    return { result: fn(), calls };
+  } finally {
+    JSON[method] = original;
+  }
+}

@@ -9,6 +9,7 @@ import fc from 'fast-check';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { createRequire } from 'node:module';
+import { jsonCalls } from './fixtures.mjs';
 
 const require = createRequire(import.meta.url);
 const { serialize, serializeLenient, serializeDefinition, serializeRequest, NotJson } = require('../lib/serialize.js');
@@ -500,21 +501,6 @@ test('labels fast path must-fire, each part of its guard: a Proxy is not asked f
 // The walk writes the text itself; JSON.stringify is called only to escape a string that needs
 // it. Its answers must be the definitions' above, read for read.
 
-/** Counts JSON.stringify's calls while `fn` runs. */
-function stringifyCalls(fn) {
-  const original = JSON.stringify;
-  let calls = 0;
-  JSON.stringify = function (...args) {
-    calls++;
-    return original.apply(this, args);
-  };
-  try {
-    return { result: fn(), calls };
-  } finally {
-    JSON.stringify = original;
-  }
-}
-
 const anyString = fc.string({ unit: 'binary' });
 const plainData = fc.letrec((tie) => ({
   value: fc.oneof({ depthSize: 'small' }, anyString, fc.double(), fc.integer(), fc.boolean(), fc.constant(null), fc.constant(undefined), tie('array'), tie('object')),
@@ -535,14 +521,14 @@ test('serializeRequest writes any string (quotes, control characters, lone surro
 
 test('plain-data walk must-not-fire: plain data without a character to escape is written without a JSON.stringify call', () => {
   const request = { launch: { name: 'n', labels: { team: 'a', agent: 'b' } }, resources: { cpu: 2, gpu: false, disks: [1.5, null, 'x'] } };
-  const { result, calls } = stringifyCalls(() => serializeRequest(request));
+  const { result, calls } = jsonCalls('stringify', () => serializeRequest(request));
   assert.equal(calls, 0);
   assert.deepEqual(plain(result), plainReference(serializeRequestReference(request)));
 });
 
 test('plain-data walk must-fire: each string (key or value) with a character to escape is written by JSON.stringify, once', () => {
   const request = { launch: { name: 'say "hi"\n', labels: { 'a\tb': 'ok', team: 'x\\y' } }, resources: { plain: 'p' } };
-  const { result, calls } = stringifyCalls(() => serializeRequest(request));
+  const { result, calls } = jsonCalls('stringify', () => serializeRequest(request));
   assert.equal(calls, 3);
   assert.deepEqual(plain(result), plainReference(serializeRequestReference(request)));
 });
