@@ -90,7 +90,7 @@ fn provision(
         &mut Vec::new(),
     );
     let id = ids.next_key().unwrap().to_string();
-    let mut labels: Vec<(String, String)> = req.labels.iter().cloned().collect();
+    let mut labels: Vec<(String, String)> = req.labels.to_vec();
     labels.push((SANDBOX_ID_LABEL.to_string(), id.clone()));
     run(reg, rt, store, &req, order, id, &labels, classify, None)
 }

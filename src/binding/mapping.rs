@@ -67,7 +67,7 @@ impl NativeMappingStore {
                 id: key,
                 provider_id,
                 provider_sandbox_id: provider_sandbox_id.into_boxed_str(),
-                labels: Arc::new(labels),
+                labels: Arc::new(labels.into()),
                 stamped: false,
                 fleet: None,
                 created_at: CreatedAt::Text(created_at.into_boxed_str()),

@@ -55,7 +55,7 @@ pub fn request_timeout_ms(request: &External<CompiledRequest>) -> f64 {
 /// A request's `launch.labels`, sent apart from it as JSON text, validated by the one rule
 /// (`request::parse_labels`) and within `limits` (the router's, `limits` option): the
 /// labels, or the typed `INVALID_REQUEST` error naming the label.
-pub(crate) fn labels_from(text: &str, limits: &LabelLimits) -> Result<Vec<(String, String)>, Failure> {
+pub(crate) fn labels_from(text: &str, limits: &LabelLimits) -> Result<crate::core::labels::Labels, Failure> {
     let invalid =
         |e: FieldError| -> Failure { CoreError::InvalidRequest { field: e.field, expectation: e.expectation }.into() };
     let labels = match parse_labels_text(text) {

@@ -213,7 +213,7 @@ pub struct Record {
     /// The request's validated text (its labels apart).
     pub request: Option<Rc<str>>,
     /// The request's launch labels: the job's own list, shared (its mapping holds it too).
-    pub labels: Arc<Vec<(String, String)>>,
+    pub labels: Arc<crate::core::labels::Labels>,
     /// The registry's facts at the decision.
     pub registry: Option<Rc<RegistryFacts>>,
     /// The candidates, best first (pool indices).
@@ -518,7 +518,7 @@ impl Decisions {
             o.remove("launch");
             if !r.labels.is_empty() {
                 let labels: Map<String, Value> =
-                    r.labels.iter().map(|(k, v)| (k.clone(), self.label_value(v))).collect();
+                    r.labels.iter().map(|(k, v)| (k.to_string(), self.label_value(v))).collect();
                 o.insert("launch".into(), json!({ "labels": labels }));
             }
         }

@@ -37,7 +37,7 @@ pub struct Mapping {
     pub provider_sandbox_id: Box<str>,
     /// Labels given at launch. Shared with the compiled request they came from, so
     /// storing a record copies no label.
-    pub labels: Arc<Vec<(String, String)>>,
+    pub labels: Arc<crate::core::labels::Labels>,
     /// Whether the router's id label (`SANDBOX_ID_LABEL` = `id`) follows `labels`.
     pub stamped: bool,
     /// The router's fleet label (`SANDBOX_FLEET_LABEL` = this) follows `labels` too, when
@@ -75,7 +75,7 @@ pub fn labels_of(json: &str) -> Result<Vec<(String, String)>, Failure> {
 impl Mapping {
     /// Every label, the router's id label included.
     pub fn all_labels(&self) -> Vec<(String, String)> {
-        let mut out: Vec<(String, String)> = self.labels.iter().cloned().collect();
+        let mut out: Vec<(String, String)> = self.labels.to_vec();
         if self.stamped {
             out.push((crate::core::request::SANDBOX_ID_LABEL.to_string(), self.id.to_string()));
         }
@@ -174,7 +174,7 @@ mod tests {
             id: SandboxKey::parse(id).unwrap(),
             provider_id: store.intern("p"),
             provider_sandbox_id: "remote-1".into(),
-            labels: Arc::new(vec![]),
+            labels: Arc::default(),
             stamped: true,
             fleet: None,
             created_at: CreatedAt::Millis(0),

@@ -24,6 +24,7 @@ pub mod fallback;
 pub mod health;
 pub mod ids;
 pub mod json;
+pub mod labels;
 pub mod manifest;
 pub mod mapping;
 pub mod pacing;

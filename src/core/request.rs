@@ -12,8 +12,10 @@ use crate::core::capabilities::{
     TIMEOUT_SEMANTICS,
 };
 use crate::core::json::{object, FieldError, Obj};
+use crate::core::labels::Labels;
 use crate::core::CoreError;
 use serde_json::Value;
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 /// The label key under which the router stamps its own `sbx_…` id before launch.
@@ -150,8 +152,8 @@ pub struct Request {
     pub launch_name: bool,
     /// `launch.env` has at least one entry (a warm member cannot take an environment).
     pub launch_env: bool,
-    /// Caller labels, in input order (shared with the mapping records made from it).
-    pub labels: Arc<Vec<(String, String)>>,
+    /// Caller labels, sorted by key (shared with the mapping records made from it).
+    pub labels: Arc<Labels>,
     /// Mask of the known required capabilities; `required_custom` is true when a custom
     /// (`x-`) name is required, which the mask cannot express.
     pub required_mask: u64,
@@ -193,7 +195,7 @@ impl Default for Request {
             acquisition_timeout_ms: DEFAULT_ACQUISITION_TIMEOUT_MS,
             launch_name: false,
             launch_env: false,
-            labels: Arc::new(Vec::new()),
+            labels: Arc::default(),
             required_mask: 0,
             forbidden_mask: 0,
             required_custom: false,
@@ -410,12 +412,12 @@ impl Default for LabelLimits {
 impl LabelLimits {
     /// Checks `labels` against the limits: the error names the label (`launch.labels.tenant`,
     /// its key shown bounded), never its value.
-    pub fn check(&self, labels: &[(String, String)]) -> Result<(), FieldError> {
+    pub fn check(&self, labels: &Labels) -> Result<(), FieldError> {
         const FIELD: &str = "launch.labels";
         if labels.len() > self.count {
             return Err(FieldError::new(FIELD, format!("must have at most {} labels", self.count)));
         }
-        for (k, v) in labels {
+        for (k, v) in labels.iter() {
             if k.len() > self.key_bytes {
                 return Err(FieldError::new(
                     crate::core::json::join(FIELD, k),
@@ -438,25 +440,25 @@ impl LabelLimits {
 /// it reads the labels sent apart: `LabelLimits::check`). The one rule for labels, whether they arrive inside a request or apart
 /// from it (the JS layer sends per-call labels separately, so that requests that differ
 /// only in labels share one compiled form).
-pub fn parse_labels(value: &Value) -> Result<Vec<(String, String)>, FieldError> {
+pub fn parse_labels(value: &Value) -> Result<Labels, FieldError> {
     const FIELD: &str = "launch.labels";
     let Value::Object(map) = value else {
         return Err(FieldError::new(FIELD, "must be an object of strings"));
     };
-    let mut out = Vec::with_capacity(map.len());
+    let mut out: SmallVec<[(&str, &str); 8]> = SmallVec::with_capacity(map.len());
     for (k, v) in map {
         match v {
-            Value::String(s) => out.push((k.clone(), s.clone())),
+            Value::String(s) => out.push((k, s)),
             _ => return Err(FieldError::new(crate::core::json::join(FIELD, k), "must be a string")),
         }
     }
-    if let Some((k, _)) = out.iter().find(|(k, _)| RESERVED_LABELS.contains(&k.as_str())) {
+    if let Some((k, _)) = out.iter().find(|(k, _)| RESERVED_LABELS.contains(k)) {
         return Err(FieldError::new(
             format!("{FIELD}.{k}"),
             "is reserved: the router stamps its own sandbox id, fleet and warm marker under these keys",
         ));
     }
-    Ok(out)
+    Ok(Labels::new(out))
 }
 
 /// [`parse_labels`] straight from JSON text, for the provision path: `Some(labels)` when
@@ -465,47 +467,66 @@ pub fn parse_labels(value: &Value) -> Result<Vec<(String, String)>, FieldError> 
 /// last value); `None` otherwise, and the caller asks [`parse_labels`] for the typed error.
 ///
 /// Why a second reader? The general path builds a `serde_json::Value` and copies every
-/// string out of it: about 4k instructions for two labels, on every provision. This reads
-/// the strings once. The property test `labels_text_agrees_with_parse_labels` holds the two
-/// to one rule.
-pub fn parse_labels_text(text: &str) -> Option<Vec<(String, String)>> {
-    struct Strings(Vec<(String, String)>);
-    impl<'de> serde::Deserialize<'de> for Strings {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+/// string out of it: about 4k instructions for two labels, on every provision. This borrows
+/// each key and value from `text` (an escaped one is unescaped into its own copy) and copies
+/// them once, into the [`Labels`] buffer. The property test
+/// `labels_text_agrees_with_parse_labels` holds the two to one rule.
+pub fn parse_labels_text(text: &str) -> Option<Labels> {
+    use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+    use std::borrow::Cow;
+    /// A key or value, borrowed from `text` unless it had an escape.
+    struct Text<'de>(Cow<'de, str>);
+    impl AsRef<str> for Text<'_> {
+        fn as_ref(&self) -> &str {
+            &self.0
+        }
+    }
+    impl<'de> Deserialize<'de> for Text<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
             struct V;
-            impl<'de> serde::de::Visitor<'de> for V {
-                type Value = Strings;
+            impl<'de> Visitor<'de> for V {
+                type Value = Text<'de>;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a string")
+                }
+                fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Text<'de>, E> {
+                    Ok(Text(Cow::Borrowed(s)))
+                }
+                fn visit_str<E>(self, s: &str) -> Result<Text<'de>, E> {
+                    Ok(Text(Cow::Owned(s.to_owned())))
+                }
+                fn visit_string<E>(self, s: String) -> Result<Text<'de>, E> {
+                    Ok(Text(Cow::Owned(s)))
+                }
+            }
+            d.deserialize_str(V)
+        }
+    }
+    struct Pairs<'de>(SmallVec<[(Text<'de>, Text<'de>); 8]>);
+    impl<'de> Deserialize<'de> for Pairs<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Pairs<'de>;
                 fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                     f.write_str("an object of strings")
                 }
-                fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Strings, A::Error> {
-                    let mut out = Vec::with_capacity(map.size_hint().unwrap_or(4));
-                    while let Some(entry) = map.next_entry::<String, String>()? {
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Pairs<'de>, A::Error> {
+                    let mut out = SmallVec::new();
+                    while let Some(entry) = map.next_entry::<Text<'de>, Text<'de>>()? {
                         out.push(entry);
                     }
-                    Ok(Strings(out))
+                    Ok(Pairs(out))
                 }
             }
             d.deserialize_map(V)
         }
     }
-    let Strings(mut out) = serde_json::from_str::<Strings>(text).ok()?;
-    // A JSON object's keys in the order `Value` keeps them (sorted), a repeated key's last
-    // value winning: a stable sort keeps repeats in text order, then the last of each run stays.
-    // In place: the later of two equal keys hands its value to the one kept.
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    out.dedup_by(|later, kept| {
-        let same = later.0 == kept.0;
-        if same {
-            std::mem::swap(&mut later.1, &mut kept.1);
-        }
-        same
-    });
-    let labels = out;
-    if labels.iter().any(|(k, _)| RESERVED_LABELS.contains(&k.as_str())) {
+    let Pairs(pairs) = serde_json::from_str::<Pairs>(text).ok()?;
+    if pairs.iter().any(|(k, _)| RESERVED_LABELS.contains(&k.as_ref())) {
         return None;
     }
-    Some(labels)
+    Some(Labels::new(pairs))
 }
 
 #[cfg(test)]
@@ -593,7 +614,7 @@ mod tests {
         let v = json!({"launch": {"labels": {"team": "a", SANDBOX_FLEET_LABEL: "default"}}});
         assert_eq!(field_of(v), format!("launch.labels.{SANDBOX_FLEET_LABEL}"));
         let r = parse_request(&json!({"launch": {"labels": {"team": "a"}}})).unwrap();
-        assert_eq!(*r.labels, vec![("team".to_string(), "a".to_string())]);
+        assert_eq!(r.labels.to_vec(), vec![("team".to_string(), "a".to_string())]);
     }
 
     #[test]

@@ -266,7 +266,7 @@ impl Ledger {
     /// rule order, for [`Ledger::reserve_in`]; or `Err(rule)` for the first rule whose
     /// label is missing and that does not say `missing: 'allow'`. The buckets are pinned:
     /// none is freed until [`Ledger::unplan`] is given them (when the provision ends).
-    pub fn plan_keys(&mut self, labels: &[(String, String)]) -> Result<Buckets, usize> {
+    pub fn plan_keys(&mut self, labels: &crate::core::labels::Labels) -> Result<Buckets, usize> {
         let mut buckets = Buckets::new();
         for i in 0..self.rules.len() {
             let r = &self.rules[i];
@@ -1149,8 +1149,8 @@ mod tests {
         rules(json!([{ "id": "spend", "key": { "label": "tenant" }, "limit": { "cost": limit }, "window": window }]))
     }
 
-    fn labels(v: &str) -> Vec<(String, String)> {
-        vec![("tenant".to_string(), v.to_string())]
+    fn labels(v: &str) -> crate::core::labels::Labels {
+        vec![("tenant".to_string(), v.to_string())].into()
     }
 
     /// One provision as the machine makes it: plan, reserve, settle, end (unplan).
@@ -1271,7 +1271,7 @@ mod tests {
             ),
             false,
         );
-        let buckets = l.plan_keys(&[("t".to_string(), "a".to_string())]).unwrap();
+        let buckets = l.plan_keys(&vec![("t".to_string(), "a".to_string())].into()).unwrap();
         l.reserve_in(sbx(1), &buckets, 1.0, 0).unwrap();
         l.settle(sbx(1), Settle::Allocated);
         l.rekey(sbx(1), sbx(2));

@@ -396,11 +396,11 @@ pub type Keys = SmallVec<[Key; 2]>;
 
 /// The rules that apply to a request with `labels`: `Ok(keys)`, or `Err(rule)` for the
 /// first rule whose label is missing and that does not say `missing: 'allow'`.
-pub fn keys_of(rules: &[Rule], labels: &[(String, String)]) -> Result<Vec<Key>, usize> {
+pub fn keys_of(rules: &[Rule], labels: &crate::core::labels::Labels) -> Result<Vec<Key>, usize> {
     let mut keys = Vec::with_capacity(rules.len());
     for (i, r) in rules.iter().enumerate() {
-        match labels.iter().find(|(k, _)| *k == r.label) {
-            Some((_, v)) => keys.push(Key { rule: i, value: std::rc::Rc::from(v.as_str()) }),
+        match labels.get(&r.label) {
+            Some(v) => keys.push(Key { rule: i, value: std::rc::Rc::from(v) }),
             None if r.missing_allow => {}
             None => return Err(i),
         }
@@ -763,7 +763,7 @@ mod tests {
             { "id": "a", "key": { "label": "team" }, "limit": { "concurrent": 1 }, "missing": "allow" },
             { "id": "b", "key": { "label": "tenant" }, "limit": { "concurrent": 1 } },
         ]));
-        assert_eq!(keys_of(&r, &[("team".into(), "x".into())]), Err(1));
+        assert_eq!(keys_of(&r, &vec![("team".into(), "x".into())].into()), Err(1));
         assert_eq!(missing_field(&r[1]), "launch.labels.tenant");
     }
 
@@ -773,8 +773,8 @@ mod tests {
             { "id": "a", "key": { "label": "team" }, "limit": { "concurrent": 1 }, "missing": "allow" },
             { "id": "b", "key": { "label": "tenant" }, "limit": { "concurrent": 1 } },
         ]));
-        assert_eq!(keys_of(&r, &[("tenant".into(), "acme".into())]), Ok(vec![key(1, "acme")]));
-        let both = [("team".into(), "x".into()), ("tenant".into(), "acme".into())];
+        assert_eq!(keys_of(&r, &vec![("tenant".into(), "acme".into())].into()), Ok(vec![key(1, "acme")]));
+        let both = vec![("team".into(), "x".into()), ("tenant".into(), "acme".into())].into();
         assert_eq!(keys_of(&r, &both), Ok(vec![key(0, "x"), key(1, "acme")]));
     }
 }

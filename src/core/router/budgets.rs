@@ -73,7 +73,7 @@ impl Budgets {
     /// typed `BUDGET_KEY_MISSING` failure of a rule whose label the request lacks.
     pub fn plan(
         &mut self,
-        labels: &[(String, String)],
+        labels: &crate::core::labels::Labels,
         sandbox: SandboxKey,
         costs: impl FnOnce() -> Rc<[f64]>,
         hold_ms: u64,
@@ -125,7 +125,7 @@ impl Budgets {
     /// Explanations: the pools (by index, with `costs` by pool) whose estimated cost some
     /// applying rule of the in-process ledger has no room for at `now`. Nothing is reserved.
     /// Empty under a shared ledger and for a request a rule would refuse for its missing label.
-    pub fn over_budget(&mut self, labels: &[(String, String)], costs: &[f64], now: i64) -> Vec<usize> {
+    pub fn over_budget(&mut self, labels: &crate::core::labels::Labels, costs: &[f64], now: i64) -> Vec<usize> {
         if self.shared {
             return Vec::new();
         }

@@ -32,7 +32,7 @@ impl Router {
         pools: &Pools,
         slots: Option<&[usize]>,
         req: &Request,
-        labels: &[(String, String)],
+        labels: &crate::core::labels::Labels,
         extras: Option<&Extras>,
         detached: bool,
         at: Now,
@@ -174,7 +174,7 @@ impl Router {
         of: &std::rc::Rc<std::cell::RefCell<Pools>>,
         registry: &Pools,
         req: &Request,
-        labels: &[(String, String)],
+        labels: &crate::core::labels::Labels,
         extras: Option<&Extras>,
         detached: bool,
         id: SandboxKey,
@@ -188,7 +188,7 @@ impl Router {
         let Some(mut record) = self.decision_log(pools, None, req, labels, extras, detached, at) else { return };
         let Some(d) = self.decisions.as_mut() else { return };
         record.sandbox = id;
-        record.labels = Arc::new(labels.to_vec());
+        record.labels = Arc::new(labels.clone());
         record.registry = Some(d.facts(of, pools.registry.pools()));
         record.outcome = Err(code.into());
         d.push(record);

@@ -62,7 +62,7 @@ pub(crate) struct Job {
     /// The registry it routed on.
     pub(crate) pools: Rc<RefCell<Pools>>,
     /// The request's caller labels (validated), for the mapping record.
-    pub(crate) labels: Arc<Vec<(String, String)>>,
+    pub(crate) labels: Arc<crate::core::labels::Labels>,
     /// The pool of the last launch, admission or claim step.
     pub(crate) pool: usize,
     pub(crate) timeout_ms: u64,
@@ -162,7 +162,7 @@ pub(crate) struct NewRecord<'a> {
     pub(crate) id: SandboxKey,
     pub(crate) provider_id: &'a str,
     pub(crate) provider_sandbox_id: &'a str,
-    pub(crate) labels: Arc<Vec<(String, String)>>,
+    pub(crate) labels: Arc<crate::core::labels::Labels>,
     pub(crate) detached: bool,
 }
 

@@ -287,9 +287,9 @@ impl Router {
     }
 
     /// The fairness lane of a provision with `labels`, when the queue has `fairBy`.
-    pub(crate) fn lane_of(&self, labels: &[(String, String)]) -> Option<String> {
+    pub(crate) fn lane_of(&self, labels: &crate::core::labels::Labels) -> Option<String> {
         let label = self.queue.as_ref()?.config.fair_by.as_deref()?;
-        Some(labels.iter().find(|(k, _)| k == label).map(|(_, v)| v.clone()).unwrap_or_default())
+        Some(labels.get(label).unwrap_or_default().to_string())
     }
 }
 

@@ -427,7 +427,14 @@ impl Router {
         };
         let mut assumed = Vec::new();
         let mut rejected: Vec<(String, String)> = Vec::new();
-        let side = match scratch.begin(req, input.detached, input.labels.clone(), extras.as_ref(), input.sandbox, now) {
+        let side = match scratch.begin(
+            req,
+            input.detached,
+            input.labels.clone().into(),
+            extras.as_ref(),
+            input.sandbox,
+            now,
+        ) {
             Err(e) => {
                 if let Some(crate::core::error::Rejected::Pools(rs)) = &e.rejections {
                     for r in rs {
@@ -812,7 +819,7 @@ mod tests {
             req.source = Some(Rc::from(request(a).to_string()));
             let labels = vec![("tenant".to_string(), format!("t{}", a.tenant))];
             let id = SandboxKey::from_bytes([(n % 251) as u8 + 1; 16]);
-            let Ok((key, mut next)) = r.begin(&Rc::new(req), false, labels, None, id, at) else { continue };
+            let Ok((key, mut next)) = r.begin(&Rc::new(req), false, labels.into(), None, id, at) else { continue };
             let (mut launches, mut reads) = (a.launches.iter().cycle(), a.reads.iter().cycle());
             for _ in 0..100 {
                 // As JavaScript does: an observer's events are taken at each step that has
@@ -930,7 +937,14 @@ mod tests {
         let mut r = observed(&two());
         let req = Rc::new(parse_request(&json!({})).unwrap());
         let (_, next) = r
-            .begin(&req, false, Vec::new(), None, SandboxKey::from_bytes([1; 16]), Now { health: T0, router: T0 })
+            .begin(
+                &req,
+                false,
+                Default::default(),
+                None,
+                SandboxKey::from_bytes([1; 16]),
+                Now { health: T0, router: T0 },
+            )
             .unwrap();
         assert_ne!(next.flags & flags::EVENTS, 0);
     }
@@ -940,7 +954,7 @@ mod tests {
         let mut r = router(&two(), true);
         let req = Rc::new(parse_request(&json!({})).unwrap());
         let at = Now { health: T0, router: T0 };
-        let (key, next) = r.begin(&req, false, Vec::new(), None, SandboxKey::from_bytes([1; 16]), at).unwrap();
+        let (key, next) = r.begin(&req, false, Default::default(), None, SandboxKey::from_bytes([1; 16]), at).unwrap();
         assert_eq!(next.flags & flags::EVENTS, 0);
         let next = r.succeeded(key, "x", at, T0).unwrap();
         assert_eq!(next.flags & flags::EVENTS, 0);

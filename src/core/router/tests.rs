@@ -77,7 +77,7 @@ fn at(ms: i64) -> Now {
 
 /// Begins a provision of `req`; its key and first step.
 fn begin(r: &mut Router, req: &Rc<Request>, n: u8) -> (u32, super::step::Next) {
-    r.begin(req, false, Vec::new(), None, id(n), at(0)).unwrap()
+    r.begin(req, false, Default::default(), None, id(n), at(0)).unwrap()
 }
 
 #[test]
@@ -345,8 +345,8 @@ fn in_process_budget() -> Settings {
     Settings { budgets: rules, ..settings() }
 }
 
-fn labels(t: &str) -> Vec<(String, String)> {
-    vec![("t".to_string(), t.to_string())]
+fn labels(t: &str) -> crate::core::labels::Labels {
+    vec![("t".to_string(), t.to_string())].into()
 }
 
 #[test]
@@ -546,7 +546,7 @@ fn must_fire_a_pool_without_a_launch_token_is_not_launched_must_not_once_its_tok
     r.succeeded(key, "prov-2", at(0), T0).unwrap();
     r.end(key);
     // 500 ms later (two a second) p0 has a token again.
-    let (key, next) = r.begin(&req, false, Vec::new(), None, id(3), at(500)).unwrap();
+    let (key, next) = r.begin(&req, false, Default::default(), None, id(3), at(500)).unwrap();
     assert_eq!((next.kind, next.pool), (StepKind::Launch, 0));
     r.end(key);
 }
@@ -561,11 +561,11 @@ fn must_fire_a_classified_retry_after_cools_the_pool_must_not_without_one() {
         let next = r.classified(key, Some("TOO_MANY_REQUESTS"), Some(true), retry_after, at(2)).unwrap();
         assert_eq!((next.kind, next.pool), (StepKind::Launch, 1));
         r.end(key);
-        let (key, next) = r.begin(&req, false, Vec::new(), None, id(2), at(2_000)).unwrap();
+        let (key, next) = r.begin(&req, false, Default::default(), None, id(2), at(2_000)).unwrap();
         assert_eq!(next.pool, if cooled { 1 } else { 0 }, "retry-after {retry_after:?}");
         r.end(key);
         // The cooldown ends 3 s after the answer (at 2 ms).
-        let (key, next) = r.begin(&req, false, Vec::new(), None, id(3), at(3_002)).unwrap();
+        let (key, next) = r.begin(&req, false, Default::default(), None, id(3), at(3_002)).unwrap();
         assert_eq!(next.pool, 0);
         r.end(key);
     }
@@ -643,7 +643,7 @@ fn must_fire_a_newcomer_skips_a_pool_waiters_wait_for_must_not_once_they_left() 
     let req = request(json!({}));
     let (first, _) = begin(&mut r, &req, 2);
     // At the token's time the newcomer does not take it: the waiter ahead goes first.
-    let (second, next) = r.begin(&req, false, Vec::new(), None, id(3), at(1_000)).unwrap();
+    let (second, next) = r.begin(&req, false, Default::default(), None, id(3), at(1_000)).unwrap();
     assert_eq!(next.kind, StepKind::Wait);
     assert!(r.take_wakes().is_empty());
     assert_eq!(r.waited(first, at(1_000)).unwrap().kind, StepKind::Launch);
@@ -704,7 +704,7 @@ fn must_not_fire_spent_attempts_are_no_wait_must_fire_with_attempts_left() {
     // With attempts left it waits out the cooldown (must-fire).
     let req = request(json!({ "routing": { "maxAcquisitionAttempts": 3 } }));
     let mut one = one_paced_pool(Settings { classifier: true, ..queued(5_000) });
-    let (key, _) = one.begin(&req, false, Vec::new(), None, id(9), at(1_000)).unwrap();
+    let (key, _) = one.begin(&req, false, Default::default(), None, id(9), at(1_000)).unwrap();
     one.threw(key, None, at(1_001)).unwrap();
     let next = one.classified(key, Some("TOO_MANY_REQUESTS"), Some(true), Some(2_000.0), at(1_002)).unwrap();
     assert_eq!((next.kind, next.bound_ms), (StepKind::Wait, 2_010));
@@ -734,7 +734,7 @@ fn fleet_admitted(
     ms: i64,
     verdict: crate::core::acquisition::SharedVerdict,
 ) -> (u32, super::step::Next) {
-    let (key, next) = r.begin(&request(json!({})), false, Vec::new(), None, id(n), at(ms)).unwrap();
+    let (key, next) = r.begin(&request(json!({})), false, Default::default(), None, id(n), at(ms)).unwrap();
     assert_eq!((next.kind, next.pool), (StepKind::Coordinate, 0));
     let demand = r.demand(key, &room(), at(ms)).unwrap().unwrap();
     assert_eq!(demand.rate_limit.map(|l| l.launches_per_second), Some(5.0), "the admission takes a fleet token");
@@ -753,7 +753,7 @@ fn fleet_pacing_must_fire_a_refusal_skips_the_pool_and_holds_it_back_must_not_af
     assert_eq!(demand.rate_limit, None, "a pool without a limit takes no token");
     r.end(key);
     // This process's bucket has tokens, but the fleet said none until 300 ms: not asked again.
-    let (key, next) = r.begin(&request(json!({})), false, Vec::new(), None, id(2), at(299)).unwrap();
+    let (key, next) = r.begin(&request(json!({})), false, Default::default(), None, id(2), at(299)).unwrap();
     assert_eq!((next.kind, next.pool), (StepKind::Coordinate, 1));
     r.end(key);
     // At the fleet's time it is asked again.

@@ -1060,7 +1060,7 @@ impl Router {
             id,
             machine,
             pools: registry,
-            labels: Arc::new(vec![(SANDBOX_WARM_LABEL.to_string(), pool_id)]),
+            labels: Arc::new(vec![(SANDBOX_WARM_LABEL.to_string(), pool_id)].into()),
             pool,
             timeout_ms: DEFAULT_ACQUISITION_TIMEOUT_MS,
             detached: false,
@@ -1849,7 +1849,7 @@ mod tests {
         fn provision(&mut self) -> (u32, Next) {
             self.n += 1;
             let id = key(self.n);
-            self.r.begin(&Rc::new(Request::default()), false, vec![], None, id, self.now()).unwrap()
+            self.r.begin(&Rc::new(Request::default()), false, Default::default(), None, id, self.now()).unwrap()
         }
     }
 
@@ -2103,8 +2103,15 @@ mod tests {
             let (k, next) = if shared_budgets {
                 t.n += 1;
                 let id = key(t.n);
-                t.r.begin(&Rc::new(Request::default()), false, vec![("tenant".into(), "a".into())], None, id, t.now())
-                    .unwrap()
+                t.r.begin(
+                    &Rc::new(Request::default()),
+                    false,
+                    vec![("tenant".into(), "a".into())].into(),
+                    None,
+                    id,
+                    t.now(),
+                )
+                .unwrap()
             } else {
                 t.provision()
             };
