@@ -9,8 +9,8 @@
 //      explainPrepared, routeProviders vs the plain explainPlain (both build the same full
 //      explanation, checked equal before timing), and RSS over 10,000 explanations.
 //   b. Provision overhead with an instant in-memory runtime, 6 pools: sequential time per
-//      provision, and 10,000 concurrent provisions (throughput, peak RSS), each side in
-//      its own child process.
+//      provision (batches of every side interleaved, medians), and 10,000 concurrent
+//      provisions (throughput, peak RSS), each side in its own child process.
 //   c. Capacity reads (bench/capacity.mjs).
 //   d. Orphans and restarts (bench/orphans.mjs): provision through SqliteMappingStore vs
 //      the in-memory store, and reconcile over 10,000 stamped sandboxes.
@@ -390,6 +390,31 @@ function freshRequest() {
 /** One request object reused for every call (what 0.7.0's bench measured; kept beside the fresh figure). */
 const REUSED = { launch: { labels: { team: 'bench' } } };
 
+/** Rounds of sequential batches in `interleavedBatches` (after as many again to warm up). */
+const SEQUENTIAL_ROUNDS = 3_000;
+
+/**
+ * Sequential provisions timed in interleaved batches: `rounds` rounds (after `rounds` more
+ * to warm up), each running a batch of `batch` provisions one after another through every
+ * side, rotating which goes first; each side's median time per provision, µs. A slower
+ * stretch of the machine lands on neighbouring batches of every side alike; timing each
+ * side's batches one after the other (a tinybench run) puts it on one side alone.
+ * @param {Record<string, (n: number) => Promise<void>>} sides
+ */
+async function interleavedBatches(sides, rounds, batch) {
+  const names = Object.keys(sides);
+  const times = Object.fromEntries(names.map((k) => [k, new Float64Array(rounds)]));
+  for (let r = -rounds; r < rounds; r++) {
+    for (let j = 0; j < names.length; j++) {
+      const name = names[(r + rounds + j) % names.length];
+      const t0 = process.hrtime.bigint();
+      await sides[name](batch);
+      if (r >= 0) times[name][r] = Number(process.hrtime.bigint() - t0) / 1e3 / batch;
+    }
+  }
+  return Object.fromEntries(names.map((k) => [k, median(times[k])]));
+}
+
 async function provisionSection(native) {
   const { SandboxRouter, InMemoryProviderRegistry } = native;
   console.log('\n## b. Provision overhead (instant in-memory runtime, 6 pools, default mapping store, no observer)\n');
@@ -401,61 +426,47 @@ async function provisionSection(native) {
   const probe = await new SandboxRouter({ registry }).provision(freshRequest());
   assert.equal(probe.providerId, planPrepared(plainRegistry, {}).order[0]);
 
-  // (i) sequential. A fresh router / floor every 10,000 provisions keeps memory bounded.
-  const BATCH = 50;
+  // (i) sequential, in interleaved batches (`interleavedBatches`). A fresh router / floor
+  // every 10,000 provisions keeps memory bounded.
+  const BATCH = 20;
   const RENEW = 10_000;
-  let router = new SandboxRouter({ registry });
-  let routed = 0;
-  let floor = makeFloor(defs, plainRegistry, { route: true });
-  let floored = 0;
-  let bare = makeFloor(defs, plainRegistry, { route: false });
-  let bared = 0;
-  const bench = new Bench({ time: 2000, warmupTime: 300, iterations: 20, throws: true, setup });
-  bench
-    .add('native router.provision', async () => {
-      if (routed >= RENEW) {
-        router = new SandboxRouter({ registry });
-        routed = 0;
+  /** A side: runs `n` provisions one after another through `make()`'s router, renewed every RENEW. */
+  const side = (make, request = freshRequest) => {
+    let target = make();
+    let done = 0;
+    return async (n) => {
+      if (done >= RENEW) {
+        target = make();
+        done = 0;
       }
-      for (let i = 0; i < BATCH; i++) await router.provision(freshRequest());
-      routed += BATCH;
-    })
-    .add('plain floor (route + id + readiness + launch + mapping)', async () => {
-      if (floored >= RENEW) {
-        floor = makeFloor(defs, plainRegistry, { route: true });
-        floored = 0;
-      }
-      for (let i = 0; i < BATCH; i++) await floor.provision(freshRequest());
-      floored += BATCH;
-    })
-    .add('plain floor without routing (id + readiness + launch + mapping)', async () => {
-      if (bared >= RENEW) {
-        bare = makeFloor(defs, plainRegistry, { route: false });
-        bared = 0;
-      }
-      for (let i = 0; i < BATCH; i++) await bare.provision(freshRequest());
-      bared += BATCH;
-    })
-    .add('native router.provision, one reused request object', async () => {
-      if (routed >= RENEW) {
-        router = new SandboxRouter({ registry });
-        routed = 0;
-      }
-      for (let i = 0; i < BATCH; i++) await router.provision(REUSED);
-      routed += BATCH;
-    });
-  await bench.run();
-  const [n, f, b, r] = bench.tasks.map((t) => perOp(t, BATCH));
+      for (let i = 0; i < n; i++) await target.provision(request());
+      done += n;
+    };
+  };
+  const seq = await interleavedBatches(
+    {
+      native: side(() => new SandboxRouter({ registry })),
+      floor: side(() => makeFloor(defs, plainRegistry, { route: true })),
+      bare: side(() => makeFloor(defs, plainRegistry, { route: false })),
+      reused: side(() => new SandboxRouter({ registry }), () => REUSED),
+    },
+    SEQUENTIAL_ROUNDS,
+    BATCH,
+  );
+  const row = (name, us) => [name, fmtInt(1e6 / us), fmtTime(us / 1e3), fmtRatio(seq.native / us)];
   table(
-    ['sequential (fresh request per call, per-call labels)', 'provisions/s', 'per provision', 'rme', 'native/this (time)'],
+    ['sequential (fresh request per call, per-call labels)', 'provisions/s', `per provision (median of ${fmtInt(SEQUENTIAL_ROUNDS)} batches)`, 'native/this (time)'],
     [
-      ['native router.provision(fresh request)', fmtInt(n.hz), fmtTime(n.mean), `±${n.rme.toFixed(1)}%`, '1.00x'],
-      ['plain floor (route + id + readiness + launch + mapping)', fmtInt(f.hz), fmtTime(f.mean), `±${f.rme.toFixed(1)}%`, fmtRatio(n.mean / f.mean)],
-      ['plain floor without routing', fmtInt(b.hz), fmtTime(b.mean), `±${b.rme.toFixed(1)}%`, fmtRatio(n.mean / b.mean)],
-      ['(native, one reused request object: not the bar)', fmtInt(r.hz), fmtTime(r.mean), `±${r.rme.toFixed(1)}%`, fmtRatio(n.mean / r.mean)],
+      row('native router.provision(fresh request)', seq.native),
+      row('plain floor (route + id + readiness + launch + mapping)', seq.floor),
+      row('plain floor without routing', seq.bare),
+      row('(native, one reused request object: not the bar)', seq.reused),
     ],
     ['l'],
   );
+  const n = { mean: seq.native };
+  const f = { mean: seq.floor };
+  const b = { mean: seq.bare };
 
   // Ids: what the floor pays for its id, and what the naive way would cost.
   const nextId = idSource();
@@ -570,7 +581,14 @@ async function child(kind, rounds) {
   }
   fullGc();
   const baseRssMb = process.memoryUsage().rss / 1024 / 1024;
-  await batch(); // warmup
+  // Warm-up: the first batches of a process run while V8 still compiles and tiers up
+  // either side's code; the native side takes about two batches longer to settle than the
+  // floor (docs/performance.md). Three are left out.
+  for (let i = 0; i < 3; i++) {
+    fullGc();
+    await new Promise((resolve) => setImmediate(resolve));
+    await batch();
+  }
   const throughputs = [];
   for (let i = 0; i < 4; i++) {
     fullGc();
