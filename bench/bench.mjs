@@ -430,7 +430,11 @@ async function provisionSection(native) {
   // every 10,000 provisions keeps memory bounded.
   const BATCH = 20;
   const RENEW = 10_000;
-  /** A side: runs `n` provisions one after another through `make()`'s router, renewed every RENEW. */
+  /**
+   * A side: runs `n` provisions one after another through `make()`'s router, renewed every RENEW.
+   * @param {() => { provision: (request: object) => Promise<unknown> }} make
+   * @param {() => object} [request]
+   */
   const side = (make, request = freshRequest) => {
     let target = make();
     let done = 0;
