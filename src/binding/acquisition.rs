@@ -7,7 +7,7 @@
 //! ([`acquisition_end`]): while it lives, `reconcile` sees its sandbox id as in flight.
 
 use crate::binding::clock::now_millis;
-use crate::binding::clock::now_of;
+use crate::binding::clock::{now_and_wall, now_of};
 use crate::binding::error::{error_object, guard, internal, Failure};
 use crate::binding::records::{
     AdmitVerdict, BudgetDemand, BudgetSettlement, BudgetVerdict, DemandRecord, HoldSettlement, IntentRecord,
@@ -381,7 +381,8 @@ pub fn acquisition_succeeded(
     now: Option<f64>,
     clock_now: Option<f64>,
 ) -> napi::Result<()> {
-    stepping(&env, router, key, step, |r| r.succeeded(key, &provider_sandbox_id, now_of(now, clock_now), now_millis()))
+    let (at, wall) = now_and_wall(now, clock_now);
+    stepping(&env, router, key, step, |r| r.succeeded(key, &provider_sandbox_id, at, wall))
 }
 
 /// The launch threw: `packageCode`, the code of the router's own package error it threw

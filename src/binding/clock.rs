@@ -17,9 +17,17 @@ pub fn now_millis() -> i64 {
 }
 
 /// The readings a call is made at: the health clock (`health`), the router's (`clock`);
-/// each omitted (the default clock): the wall clock, read here.
+/// each omitted (the default clock): the wall clock, read here once for both.
 pub fn now_of(health: Option<f64>, clock: Option<f64>) -> Now {
-    let wall = || now_millis();
-    let router = clock.map_or_else(wall, |c| c as i64);
-    Now { health: health.map_or_else(wall, |h| h as i64), router }
+    match (health, clock) {
+        (Some(h), Some(c)) => Now { health: h as i64, router: c as i64 },
+        _ => now_and_wall(health, clock).0,
+    }
+}
+
+/// [`now_of`] and the wall clock's reading, for a call that also stamps a record with it
+/// (one reading serves all three where the clocks are omitted).
+pub fn now_and_wall(health: Option<f64>, clock: Option<f64>) -> (Now, i64) {
+    let wall = now_millis();
+    (Now { health: health.map_or(wall, |h| h as i64), router: clock.map_or(wall, |c| c as i64) }, wall)
 }

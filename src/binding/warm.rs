@@ -4,7 +4,7 @@
 
 use crate::binding::acquisition::write_step;
 use crate::binding::clock::now_millis;
-use crate::binding::clock::now_of;
+use crate::binding::clock::{now_and_wall, now_of};
 use crate::binding::error::{guard, Failure};
 use crate::binding::reconcile::ReconcileSettled;
 use crate::binding::records::{WarmCounts, WarmMemberRecord};
@@ -552,7 +552,8 @@ pub fn acquisition_claimed(
     clock_now: Option<f64>,
 ) -> napi::Result<()> {
     guard(&env, || {
-        let next = router.router.borrow_mut().claimed(key, now_of(None, clock_now), now_millis())?;
+        let (at, wall) = now_and_wall(None, clock_now);
+        let next = router.router.borrow_mut().claimed(key, at, wall)?;
         write_step(step, key, next)
     })
 }

@@ -15,9 +15,9 @@ pub struct Labels {
 }
 
 impl Labels {
-    /// The labels of `pairs`, sorted by key; of a repeated key, the last value is kept
-    /// (as a JSON object's repeated key reads).
-    pub fn new<K: AsRef<str>, V: AsRef<str>>(mut pairs: SmallVec<[(K, V); 8]>) -> Labels {
+    /// The labels of `pairs` (sorted here, in place), sorted by key; of a repeated key, the
+    /// last value is kept (as a JSON object's repeated key reads).
+    pub fn new<K: AsRef<str>, V: AsRef<str>>(pairs: &mut [(K, V)]) -> Labels {
         // A stable sort keeps repeats in input order; the last of each run is kept.
         pairs.sort_by(|a, b| a.0.as_ref().cmp(b.0.as_ref()));
         let mut text = String::with_capacity(pairs.iter().map(|(k, v)| k.as_ref().len() + v.as_ref().len()).sum());
@@ -63,8 +63,8 @@ impl Labels {
 }
 
 impl From<Vec<(String, String)>> for Labels {
-    fn from(pairs: Vec<(String, String)>) -> Labels {
-        Labels::new(pairs.into_iter().collect())
+    fn from(mut pairs: Vec<(String, String)>) -> Labels {
+        Labels::new(&mut pairs)
     }
 }
 
@@ -85,7 +85,7 @@ mod tests {
     use super::*;
 
     fn of(pairs: &[(&str, &str)]) -> Labels {
-        Labels::new(pairs.iter().copied().collect())
+        Labels::new(&mut pairs.to_vec())
     }
 
     #[test]

@@ -458,7 +458,7 @@ pub fn parse_labels(value: &Value) -> Result<Labels, FieldError> {
             "is reserved: the router stamps its own sandbox id, fleet and warm marker under these keys",
         ));
     }
-    Ok(Labels::new(out))
+    Ok(Labels::new(&mut out))
 }
 
 /// [`parse_labels`] straight from JSON text, for the provision path: `Some(labels)` when
@@ -502,7 +502,8 @@ pub fn parse_labels_text(text: &str) -> Option<Labels> {
             d.deserialize_str(V)
         }
     }
-    struct Pairs<'de>(SmallVec<[(Text<'de>, Text<'de>); 8]>);
+    // Four inline: most requests carry a few labels; more spill to the heap.
+    struct Pairs<'de>(SmallVec<[(Text<'de>, Text<'de>); 4]>);
     impl<'de> Deserialize<'de> for Pairs<'de> {
         fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
             struct V;
@@ -522,11 +523,11 @@ pub fn parse_labels_text(text: &str) -> Option<Labels> {
             d.deserialize_map(V)
         }
     }
-    let Pairs(pairs) = serde_json::from_str::<Pairs>(text).ok()?;
+    let Pairs(mut pairs) = serde_json::from_str::<Pairs>(text).ok()?;
     if pairs.iter().any(|(k, _)| RESERVED_LABELS.contains(&k.as_ref())) {
         return None;
     }
-    Some(Labels::new(pairs))
+    Some(Labels::new(&mut pairs))
 }
 
 #[cfg(test)]

@@ -775,9 +775,15 @@ impl Router {
             self.refill_succeeded(key, provider_sandbox_id, now, wall)?;
             return self.step(key, now);
         }
-        self.launch_reported(key)?.provider_sandbox_id = Some(provider_sandbox_id.to_string());
-        self.report(key, now, |m, l| m.succeeded(l))?;
         let coordinated = self.capacity.as_ref().is_some_and(|c| c.coordinated);
+        // The provider's id, kept for the steps after this one (a caller's store, the shared
+        // ledger's writes, events); a job that ends in this call (below) needs no copy.
+        let ends_here = self.store.is_some() && !self.observe && !coordinated;
+        let job = self.launch_reported(key)?;
+        if !ends_here {
+            job.provider_sandbox_id = Some(provider_sandbox_id.to_string());
+        }
+        self.report(key, now, |m, l| m.succeeded(l))?;
         if self.warm.is_some() {
             let job = self.jobs.get_mut(key)?;
             let provider_id = job.pool_id(job.pool);
