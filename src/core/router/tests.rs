@@ -835,3 +835,26 @@ fn fleet_turns_must_fire_a_provision_with_a_queue_claims_its_lanes_turn_must_not
     let demand = r.demand(key, &room(), at(0)).unwrap().unwrap();
     assert_eq!((demand.lane, demand.waits), (None, false));
 }
+
+#[test]
+fn provider_id_kept_must_fire_a_job_that_goes_on_after_the_success_call_keeps_it_for_its_record() {
+    // The caller's store: the success call asks for a `Persist` step, whose record names it.
+    let mut r = router(settings(), 1, false);
+    let (key, _) = begin(&mut r, &request(json!({})), 1);
+    let next = r.succeeded(key, "remote-7", at(1), T0).unwrap();
+    assert_eq!(next.kind, StepKind::Persist);
+    assert_eq!(&*r.record(key, T0).unwrap().provider_sandbox_id, "remote-7");
+}
+
+#[test]
+fn provider_id_kept_must_not_fire_a_job_that_ends_in_the_success_call_the_record_has_its_own_copy() {
+    // The default store, no observer: the job ends in the call; the record was written from the argument.
+    let mut r = router(settings(), 1, true);
+    let (key, _) = begin(&mut r, &request(json!({})), 1);
+    let next = r.succeeded(key, "remote-7", at(1), T0).unwrap();
+    assert_eq!(next.kind, StepKind::Succeeded);
+    assert_ne!(next.flags & flags::ENDED, 0);
+    assert_eq!(r.jobs_in_flight(), 0, "nothing kept after the call");
+    let store = r.store.as_ref().unwrap().borrow();
+    assert_eq!(&*store.get(&id(1).to_string()).unwrap().provider_sandbox_id, "remote-7");
+}
