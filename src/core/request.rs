@@ -495,9 +495,6 @@ pub fn parse_labels_text(text: &str) -> Option<Labels> {
                 fn visit_str<E>(self, s: &str) -> Result<Text<'de>, E> {
                     Ok(Text(Cow::Owned(s.to_owned())))
                 }
-                fn visit_string<E>(self, s: String) -> Result<Text<'de>, E> {
-                    Ok(Text(Cow::Owned(s)))
-                }
             }
             d.deserialize_str(V)
         }

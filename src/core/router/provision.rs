@@ -775,15 +775,9 @@ impl Router {
             self.refill_succeeded(key, provider_sandbox_id, now, wall)?;
             return self.step(key, now);
         }
-        let coordinated = self.capacity.as_ref().is_some_and(|c| c.coordinated);
-        // The provider's id, kept for the steps after this one (a caller's store, the shared
-        // ledger's writes, events); a job that ends in this call (below) needs no copy.
-        let ends_here = self.store.is_some() && !self.observe && !coordinated;
-        let job = self.launch_reported(key)?;
-        if !ends_here {
-            job.provider_sandbox_id = Some(provider_sandbox_id.to_string());
-        }
+        self.launch_reported(key)?;
         self.report(key, now, |m, l| m.succeeded(l))?;
+        let coordinated = self.capacity.as_ref().is_some_and(|c| c.coordinated);
         if self.warm.is_some() {
             let job = self.jobs.get_mut(key)?;
             let provider_id = job.pool_id(job.pool);
@@ -792,7 +786,10 @@ impl Router {
         let observe = self.observe;
         let Router { jobs, store, fleet, .. } = self;
         let job = jobs.get_mut(key)?;
+        // A job that goes on after this call keeps the provider's id for its steps (the
+        // caller's store, the shared ledger's writes); one that ends here needs no copy.
         let Some(store) = store else {
+            job.provider_sandbox_id = Some(provider_sandbox_id.to_string());
             job.stage = Stage::Persist;
             return self.step(key, now);
         };
@@ -822,6 +819,7 @@ impl Router {
         // Events for JavaScript to read (an observer, telemetry), or writes: a step of its own.
         // A decision record takes its events when the job ends, here.
         if observe || coordinated {
+            job.provider_sandbox_id = Some(provider_sandbox_id.to_string());
             return self.step(key, now);
         }
         let pool = job.pool;
