@@ -129,15 +129,29 @@ function entered(w, value) {
 function objectText(w, value) {
   entered(w, value);
   const path = w.path;
-  let text = '{';
+  // Its string entries are the labels' when the labels are this object.
+  const entries = w.labelsAt === path.length;
+  let text = '';
   for (const key of Object.keys(value)) {
-    path.push(key);
-    const t = textOf(w, key, value[key]);
-    if (t !== undefined) text += (text.length === 1 ? '' : ',') + quoted(key) + ':' + t;
-    path.pop();
+    const v = value[key];
+    let t;
+    if (typeof v === 'string' && (key !== 'labels' || !w.request)) {
+      if (entries) addEntry(w.copy, key, v);
+      if (!escapes(key) && !escapes(v)) {
+        // Neither needs escaping: written between quotes of the member's own text.
+        text += (text === '' ? '{"' : ',"') + key + '":"' + v + '"';
+        continue;
+      }
+      t = quoted(v);
+    } else {
+      path.push(key);
+      t = textOf(w, key, v);
+      path.pop();
+    }
+    if (t !== undefined) text += escapes(key) ? (text === '' ? '{' : ',') + JSON.stringify(key) + ':' + t : (text === '' ? '{"' : ',"') + key + '":' + t;
   }
   w.seen.pop();
-  return text + '}';
+  return text === '' ? '{}' : text + '}';
 }
 
 function arrayText(w, value) {

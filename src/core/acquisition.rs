@@ -470,7 +470,13 @@ impl Acquisition {
         }
     }
 
-    /// Pool `pool`'s id, as events name it.
+    /// `mapping.persisted` of pool `pool` (its index), when events are recorded.
+    pub fn persisted(&mut self, pool: usize) {
+        if self.observing() {
+            self.events.push(Kept::Persisted(pool as u32));
+        }
+    }
+
     /// Pool `pool`'s id as events name it (shared: no copy).
     pub fn id(&self, pool: usize) -> PoolId {
         self.names.as_ref().and_then(|n| n.get(pool).cloned()).unwrap_or_else(|| PoolId::from(""))
@@ -973,7 +979,7 @@ impl Acquisition {
             p.held = None;
         }
         if self.observing() {
-            self.push(Event::AttemptStarted { pool: self.id(self.candidates[self.pos]), attempt: self.made });
+            self.events.push(Kept::Started(self.candidates[self.pos] as u32, self.made));
         }
     }
 
@@ -1165,7 +1171,7 @@ impl Acquisition {
         }
         self.note(pool, |ms| Pending::Record(LaunchOutcome::Succeeded { latency_ms: ms as f64 }));
         if self.observing() {
-            self.push(Event::AttemptSucceeded { pool: self.id(pool), attempt: self.made });
+            self.events.push(Kept::Succeeded(pool as u32, self.made));
         }
         self.outcome = Some(Outcome::Succeeded(pool));
         self.phase = Phase::Done;
@@ -1405,7 +1411,9 @@ impl Acquisition {
 
     /// Events decided since the last call, in order.
     pub fn take_events(&mut self) -> Vec<Event> {
-        std::mem::take(&mut self.events).into_iter().map(Kept::into_event).collect()
+        let kept = std::mem::take(&mut self.events);
+        let ids = self.names.as_deref().unwrap_or_default();
+        kept.into_iter().map(|k| k.into_event(ids)).collect()
     }
 
     /// The events decided since the last call, as kept, taken (the list and its room).
@@ -1482,6 +1490,33 @@ mod tests {
             events.contains(&Event::FallbackAdvanced { from: "p0".into(), to: "p1".into(), attempt: 2 }),
             "{events:?}"
         );
+    }
+
+    #[test]
+    fn kept_steps_must_fire_naming_each_pool_by_its_index_when_events_are_recorded() {
+        // Candidates in rank order 2, 0: the steps name the pool launched, not the position.
+        let mut a = Acquisition::new(vec![2, 0], 3, true, None, names(4));
+        assert_eq!(a.next(None), Step::Launch(2));
+        a.succeeded(None);
+        a.persisted(2);
+        assert_eq!(a.kept(), &[Kept::Started(2, 1), Kept::Succeeded(2, 1), Kept::Persisted(2)]);
+        assert_eq!(
+            a.take_events(),
+            [
+                Event::AttemptStarted { pool: "p2".into(), attempt: 1 },
+                Event::AttemptSucceeded { pool: "p2".into(), attempt: 1 },
+                Event::MappingPersisted { pool: "p2".into() },
+            ]
+        );
+    }
+
+    #[test]
+    fn kept_steps_must_not_fire_when_nobody_records_events() {
+        let mut a = Acquisition::new(vec![2, 0], 3, true, None, None);
+        assert_eq!(a.next(None), Step::Launch(2));
+        a.succeeded(None);
+        a.persisted(2);
+        assert!(!a.has_events() && a.take_events().is_empty());
     }
 
     #[test]

@@ -593,7 +593,8 @@ impl Decisions {
                 .collect();
             inputs.insert("capacity".into(), Value::Array(reads));
         }
-        let steps: Vec<Value> = r.events.iter().map(|e| self.event_json(&e.event())).collect();
+        let ids = r.registry.as_ref().map(|f| &f.ids[..]).unwrap_or_default();
+        let steps: Vec<Value> = r.events.iter().map(|e| self.event_json(&e.event(ids))).collect();
         let mut out = Map::new();
         out.insert("schema".into(), json!(SCHEMA));
         out.insert("id".into(), json!(record_id(r.sandbox)));

@@ -553,6 +553,15 @@ impl Emitted {
 pub(crate) mod tests {
     use super::*;
 
+    #[test]
+    fn a_kept_step_names_its_pool_from_the_ids_must_fire_and_an_index_past_them_names_none_must_not() {
+        let ids: Vec<PoolId> = vec!["a".into(), "b".into()];
+        assert_eq!(Kept::Started(1, 2).event(&ids), Event::AttemptStarted { pool: "b".into(), attempt: 2 }, "must-fire");
+        assert_eq!(Kept::Persisted(5).into_event(&ids), Event::MappingPersisted { pool: "".into() }, "must-not-fire");
+        let other = Kept::of(Event::MappingPersisted { pool: "c".into() });
+        assert_eq!(other.event(&[]), Event::MappingPersisted { pool: "c".into() }, "a boxed event is itself");
+    }
+
     /// A sink that keeps `name=value` pairs, for assertions.
     #[derive(Default)]
     pub(crate) struct Pairs(pub Vec<(String, String)>);
@@ -672,46 +681,44 @@ pub(crate) mod tests {
 }
 
 /// An event as a job's machine keeps it, and a decision record with it: the three every
-/// launch decides compact (an [`Event`] is 168 bytes; these are 24), any other boxed.
+/// launch decides compact, naming their pool by its index in the registry the job routed on
+/// (an [`Event`] is 168 bytes; these are 16, and keeping one touches no shared count), any
+/// other boxed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Kept {
-    /// `attempt.started`.
-    Started(PoolId, u32),
-    /// `attempt.succeeded`.
-    Succeeded(PoolId, u32),
-    /// `mapping.persisted`.
-    Persisted(PoolId),
+    /// `attempt.started`: the pool's index, the attempt.
+    Started(u32, u32),
+    /// `attempt.succeeded`: the pool's index, the attempt.
+    Succeeded(u32, u32),
+    /// `mapping.persisted`: the pool's index.
+    Persisted(u32),
     /// Any other event.
     Other(Box<Event>),
 }
 
 impl Kept {
-    /// The step `e` is.
+    /// Any event, boxed (the compact three are made as they are decided).
     #[inline]
     pub fn of(e: Event) -> Kept {
-        match e {
-            Event::AttemptStarted { pool, attempt } => Kept::Started(pool, attempt),
-            Event::AttemptSucceeded { pool, attempt } => Kept::Succeeded(pool, attempt),
-            Event::MappingPersisted { pool } => Kept::Persisted(pool),
-            e => Kept::Other(Box::new(e)),
-        }
+        Kept::Other(Box::new(e))
     }
 
-    /// The event it is.
-    pub fn event(&self) -> Event {
+    /// The event it is; `ids`: the pools' ids by index, of the registry the job routed on.
+    pub fn event(&self, ids: &[PoolId]) -> Event {
+        let id = |i: u32| ids.get(i as usize).cloned().unwrap_or_else(|| PoolId::from(""));
         match self {
-            Kept::Started(pool, attempt) => Event::AttemptStarted { pool: pool.clone(), attempt: *attempt },
-            Kept::Succeeded(pool, attempt) => Event::AttemptSucceeded { pool: pool.clone(), attempt: *attempt },
-            Kept::Persisted(pool) => Event::MappingPersisted { pool: pool.clone() },
+            Kept::Started(pool, attempt) => Event::AttemptStarted { pool: id(*pool), attempt: *attempt },
+            Kept::Succeeded(pool, attempt) => Event::AttemptSucceeded { pool: id(*pool), attempt: *attempt },
+            Kept::Persisted(pool) => Event::MappingPersisted { pool: id(*pool) },
             Kept::Other(e) => (**e).clone(),
         }
     }
 
-    /// The event it is, taken.
-    pub fn into_event(self) -> Event {
+    /// The event it is, taken (`ids` as for [`Kept::event`]).
+    pub fn into_event(self, ids: &[PoolId]) -> Event {
         match self {
             Kept::Other(e) => *e,
-            s => s.event(),
+            s => s.event(ids),
         }
     }
 

@@ -129,10 +129,12 @@ impl Jobs {
         self.items.get_mut(key).ok_or_else(|| Fault::internal("(an unknown job key)"))
     }
 
-    pub(crate) fn remove(&mut self, key: u32) -> Option<Job> {
-        let job = self.items.remove(key)?;
-        self.ids.remove(&job.id);
-        Some(job)
+    /// Drops job `key` (nothing when there is none).
+    pub(crate) fn discard(&mut self, key: u32) {
+        if let Some(job) = self.items.get(key) {
+            self.ids.remove(&job.id);
+            self.items.discard(key);
+        }
     }
 
     /// Job `key` is about sandbox `id` from now on (a claimed member).

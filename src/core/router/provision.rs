@@ -810,10 +810,7 @@ impl Router {
                 fleet.clone(),
                 wall,
             );
-            if job.machine.observing() {
-                let pool = job.machine.id(job.pool);
-                job.machine.announce(Event::MappingPersisted { pool });
-            }
+            job.machine.persisted(job.pool);
         }
         job.stage = Stage::Succeeded;
         // Events for JavaScript to read (an observer, telemetry), or writes: a step of its own.
@@ -937,7 +934,7 @@ impl Router {
             job.stage = Stage::Succeeded;
             self.member_ready(&pool_id, member);
         } else if ok {
-            job.machine.announce(Event::MappingPersisted { pool });
+            job.machine.persisted(job.pool);
             job.stage = Stage::Succeeded;
             if self.combined {
                 let (id, provider_sandbox_id) = (job.id, job.provider_sandbox_id.clone().unwrap_or_default());
@@ -1155,20 +1152,23 @@ impl Router {
         let refill = self.refill_outcome(key);
         self.keep_decision(key);
         self.unqueue(key);
-        if let Some(mut job) = self.jobs.remove(key) {
-            // What it held (a capacity hold, a budget slot) may have been given back.
-            if self.capacity.is_some() || self.budgets.is_some() {
-                self.wake_firsts();
-            }
-            if let Some(h) = &mut self.health {
-                job.machine.abandon(h);
-            }
-            if let Some(b) = &mut self.budgets {
-                b.unplan(job.machine.budget_plan());
-            }
-            if let Some((pool, failed, token)) = refill {
-                self.refill_ended(&pool, failed, token);
-            }
+        // What the job held is given back where it lies, then it is dropped there (a job is
+        // large: moving it out to drop it was a copy a provision paid for nothing).
+        let Router { jobs, health, budgets, .. } = self;
+        let Ok(job) = jobs.get_mut(key) else { return };
+        if let Some(h) = health {
+            job.machine.abandon(h);
+        }
+        if let Some(b) = budgets {
+            b.unplan(job.machine.budget_plan());
+        }
+        jobs.discard(key);
+        // What it held (a capacity hold, a budget slot) may have been given back.
+        if self.capacity.is_some() || self.budgets.is_some() {
+            self.wake_firsts();
+        }
+        if let Some((pool, failed, token)) = refill {
+            self.refill_ended(&pool, failed, token);
         }
     }
 

@@ -29,6 +29,11 @@ impl<T> Slab<T> {
         self.0.try_remove(key as usize)
     }
 
+    /// Drops the value of `key`, if any, without handing it back.
+    pub(crate) fn discard(&mut self, key: u32) {
+        self.0.try_remove(key as usize);
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.0.len()
     }
@@ -54,5 +59,18 @@ mod tests {
         assert_eq!(s.get_mut(a).copied(), Some('c'));
         assert_eq!((s.len(), s.get(b)), (2, Some(&'b')));
         assert_eq!(s.iter().map(|(k, _)| k).collect::<Vec<_>>(), vec![a, b]);
+    }
+
+    #[test]
+    fn discard_must_drop_a_live_value_and_free_its_key_and_must_not_touch_a_free_one() {
+        let value = std::rc::Rc::new(());
+        let mut s = Slab::default();
+        let (a, b) = (s.insert(std::rc::Rc::clone(&value)), s.insert(std::rc::Rc::clone(&value)));
+        s.discard(a);
+        assert_eq!((std::rc::Rc::strong_count(&value), s.len()), (2, 1), "must-fire: dropped, its key free");
+        s.discard(a);
+        assert_eq!((std::rc::Rc::strong_count(&value), s.len()), (2, 1), "must-not-fire: a free key holds nothing");
+        assert_eq!(s.insert(std::rc::Rc::clone(&value)), a, "the key is reused");
+        assert!(s.get(b).is_some());
     }
 }
