@@ -556,7 +556,11 @@ pub(crate) mod tests {
     #[test]
     fn a_kept_step_names_its_pool_from_the_ids_must_fire_and_an_index_past_them_names_none_must_not() {
         let ids: Vec<PoolId> = vec!["a".into(), "b".into()];
-        assert_eq!(Kept::Started(1, 2).event(&ids), Event::AttemptStarted { pool: "b".into(), attempt: 2 }, "must-fire");
+        assert_eq!(
+            Kept::Started(1, 2).event(&ids),
+            Event::AttemptStarted { pool: "b".into(), attempt: 2 },
+            "must-fire"
+        );
         assert_eq!(Kept::Persisted(5).into_event(&ids), Event::MappingPersisted { pool: "".into() }, "must-not-fire");
         let other = Kept::of(Event::MappingPersisted { pool: "c".into() });
         assert_eq!(other.event(&[]), Event::MappingPersisted { pool: "c".into() }, "a boxed event is itself");
