@@ -3,7 +3,7 @@
 use agent_relay_sandbox_router::core::explain::{compact_size, interned_summary, summary, write_compact, NONE};
 use agent_relay_sandbox_router::core::pool::Pool;
 use agent_relay_sandbox_router::core::reasons::Reason;
-use agent_relay_sandbox_router::core::registry::{route, route_interned, Registry, RouteOptions};
+use agent_relay_sandbox_router::core::registry::{route, route_interned, Registry, RouteOptions, Workspace};
 use agent_relay_sandbox_router::core::request::parse_request;
 use agent_relay_sandbox_router::core::requirements::Interner;
 use serde_json::{json, Value};
@@ -25,7 +25,7 @@ fn ids(r: &Registry, req: Value) -> Vec<String> {
     route(r.pools(), &parse_request(&req).unwrap(), &RouteOptions::default())
         .eligible
         .into_iter()
-        .map(|x| x.id.to_string())
+        .map(|x| r.pools()[x.index].id.to_string())
         .collect()
 }
 
@@ -51,7 +51,7 @@ fn balanced_uses_35_25_40_weights() {
     ]);
     let req = parse_request(&json!({})).unwrap();
     let d = route(r.pools(), &req, &RouteOptions::default());
-    let scores: Vec<(String, f64)> = d.eligible.iter().map(|x| (x.id.to_string(), x.score)).collect();
+    let scores: Vec<(String, f64)> = d.eligible.iter().map(|x| (r.pools()[x.index].id.to_string(), x.score)).collect();
     assert_eq!(scores[0].0, "c");
     assert!((scores[0].1 - 0.40).abs() < 1e-12);
     assert_eq!(scores[1].0, "a");
@@ -76,7 +76,7 @@ fn ties_break_by_provider_id_bytes_not_registration() {
 fn dimension_without_spread_favours_no_one() {
     let r = reg(vec![("a", json!({}), signals(0.5, 1.0, 10.0, 0.9)), ("b", json!({}), signals(0.5, 1.0, 20.0, 0.9))]);
     let d = route(r.pools(), &parse_request(&json!({})).unwrap(), &RouteOptions::default());
-    assert_eq!(d.eligible[0].id, "a");
+    assert_eq!(r.pools()[d.eligible[0].index].id, "a");
     assert_eq!(d.eligible[0].cost.normalized, d.eligible[1].cost.normalized);
     assert!(!d.eligible[0].tie_break);
 }
@@ -180,8 +180,8 @@ fn compact_layout_carries_ranks_breakdowns_and_reasons_by_index() {
     let req = parse_request(&json!({"requires": {"forbiddenCapabilities": ["pty"]},
         "region": {"preferred": ["eu-west"]}, "routing": {"strategy": "cost"}}))
     .unwrap();
-    let mut texts = Interner::default();
-    let d = route_interned(r.pools(), &req, &RouteOptions::default(), &mut texts);
+    let (mut texts, mut work) = (Interner::default(), Workspace::default());
+    let d = route_interned(&r, &req, &RouteOptions::default(), &mut texts, &mut work);
     let (ni, nf) = compact_size(&d);
     assert_eq!((ni, nf), (2 * 4 + 2 + 2, 2 * 11));
     // Too small: nothing written, the sizes reported.
@@ -212,15 +212,17 @@ fn interned_decision_equals_the_owned_one() {
         "region": {"preferred": ["eu-west"], "required": true}, "resources": {"cpu": 4}}))
     .unwrap();
     let owned = route(r.pools(), &req, &RouteOptions { detail: true, ..RouteOptions::default() });
-    let mut interner = Interner::default();
-    // A reused interner (a previous, different explanation in it) gives the same answer.
+    let (mut interner, mut work) = (Interner::default(), Workspace::default());
+    // A reused interner and workspace (a previous, different explanation in them) give the
+    // same answer.
     route_interned(
-        r.pools(),
+        &r,
         &parse_request(&json!({"providerId": "zz"})).unwrap(),
         &RouteOptions::default(),
         &mut interner,
+        &mut work,
     );
-    let interned = route_interned(r.pools(), &req, &RouteOptions::default(), &mut interner);
+    let interned = route_interned(&r, &req, &RouteOptions::default(), &mut interner, &mut work);
     assert_eq!(owned.eligible, interned.eligible);
     assert_eq!(summary(owned.eligible.len(), owned.total, &owned.rejected), interned_summary(&interned, &interner));
     let texts = |i: usize| -> Vec<(&str, &str)> {

@@ -170,7 +170,11 @@ fn registry(pools: &[Value], order: &[usize]) -> Registry {
 
 fn order_of(r: &Registry, req: &Value) -> Vec<String> {
     let req = parse_request(req).unwrap();
-    route(r.pools(), &req, &RouteOptions::default()).eligible.iter().map(|x| x.id.to_string()).collect()
+    route(r.pools(), &req, &RouteOptions::default())
+        .eligible
+        .iter()
+        .map(|x| r.pools()[x.index].id.to_string())
+        .collect()
 }
 
 proptest! {
@@ -229,9 +233,9 @@ proptest! {
     fn limited_ranking_is_a_prefix_of_the_full_ranking(pools in prop::collection::vec(pool_json(), 1..20), req in request_json(), k in 1usize..5) {
         let r = registry(&pools, &(0..pools.len()).collect::<Vec<_>>());
         let parsed = parse_request(&req).unwrap();
-        let full: Vec<String> = route(r.pools(), &parsed, &RouteOptions::default()).eligible.iter().map(|x| x.id.to_string()).collect();
+        let full: Vec<String> = route(r.pools(), &parsed, &RouteOptions::default()).eligible.iter().map(|x| r.pools()[x.index].id.to_string()).collect();
         let top: Vec<String> = route(r.pools(), &parsed, &RouteOptions { limit: Some(k), ..RouteOptions::default() })
-            .eligible.iter().map(|x| x.id.to_string()).collect();
+            .eligible.iter().map(|x| r.pools()[x.index].id.to_string()).collect();
         prop_assert_eq!(&full[..full.len().min(k)], &top[..]);
     }
 }
@@ -319,7 +323,7 @@ proptest! {
             prop::option::of((prop::option::of(0.0f64..5000.0), 0.0f64..=1.0, 0.5f64..1.0)), 25)),
     ) {
         use agent_relay_sandbox_router::core::health::{Block, Cause, Observed};
-        use agent_relay_sandbox_router::core::registry::{route_interned, route_order};
+        use agent_relay_sandbox_router::core::registry::{route_interned, route_order, Workspace};
         use agent_relay_sandbox_router::core::requirements::Interner;
         use agent_relay_sandbox_router::core::signals::{signal_state, unresolved};
         use std::collections::HashMap;
@@ -380,20 +384,26 @@ proptest! {
         let fast = route_order(&r, &parsed, &opts, &mut Vec::new());
         let verdict = route(r.pools(), &parsed, &RouteOptions { limit: None, ..opts.clone() });
         let detail = route(r.pools(), &parsed, &RouteOptions { limit: None, detail: true, ..opts.clone() });
-        let interned = route_interned(r.pools(), &parsed, &RouteOptions { limit: None, ..opts.clone() }, &mut Interner::default());
+        let (mut interner, mut work) = (Interner::default(), Workspace::default());
+        let interned = route_interned(&r, &parsed, &RouteOptions { limit: None, ..opts.clone() }, &mut interner, &mut work);
         let order = |e: &[agent_relay_sandbox_router::core::ranking::Ranked]| e.iter().map(|x| x.index).collect::<Vec<_>>();
         let full = order(&verdict.eligible);
         let k = limit.unwrap_or(full.len()).min(full.len());
         prop_assert_eq!(&full[..k], &fast[..], "hot path vs explained order");
         prop_assert_eq!(&verdict.eligible, &detail.eligible, "verdict vs detail mode");
-        prop_assert_eq!(&detail.eligible, &interned.eligible, "owned vs interned");
+        prop_assert_eq!(&detail.eligible[..], interned.eligible, "owned vs interned");
         prop_assert_eq!(verdict.rejected_count, detail.rejected.len());
         prop_assert_eq!(
             detail.rejected.iter().map(|p| p.index).collect::<Vec<_>>(),
             interned.rejected.iter().map(|p| p.index).collect::<Vec<_>>()
         );
-        for p in &detail.rejected {
+        for (p, x) in detail.rejected.iter().zip(interned.rejected) {
             prop_assert!(!p.reasons.is_empty(), "a rejected pool has a reason");
+            // The interned path decides requirements over the compact profiles: the same
+            // reasons, in the same order, as the full check gives.
+            let owned: Vec<&str> = p.reasons.iter().map(|y| y.reason.code()).collect();
+            let kept: Vec<&str> = interner.reasons[x.start..x.end].iter().map(|y| y.reason.code()).collect();
+            prop_assert_eq!(owned, kept, "owned vs interned reasons");
         }
         for (i, _) in &circuit {
             prop_assert!(!full.contains(i), "a pool whose circuit excludes it is never a candidate");

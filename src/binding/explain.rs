@@ -16,7 +16,7 @@ use crate::binding::request::CompiledRequest;
 use crate::binding::router::RouterState;
 use crate::core::explain::{interned_summary, weights, write_compact};
 use crate::core::reasons::Reason;
-use crate::core::registry::InternedDecision;
+use crate::core::registry::{InternedDecision, Workspace};
 use crate::core::request::{Objective, Request, Strategy};
 use crate::core::requirements::Interner;
 use crate::core::router::pools::{Extras, HealthView, Pools, Question};
@@ -135,17 +135,17 @@ pub fn explain_vocabulary() -> ExplainVocabulary {
     }
 }
 
-/// The interner explanations reuse, with the generation of its details table
-/// (`ExternalObject<Explainer>`; `lib/explain.js` holds one: explanations run on the JS
-/// thread, one at a time).
+/// The interner explanations reuse, with the generation of its details table, and the
+/// decision's buffers (`ExternalObject<Explainer>`; `lib/explain.js` holds one:
+/// explanations run on the JS thread, one at a time).
 pub struct Explainer {
-    scratch: RefCell<(Interner, u32)>,
+    scratch: RefCell<(Interner, u32, Workspace)>,
 }
 
 /// A fresh explainer.
 #[napi]
 pub fn create_explainer() -> External<Explainer> {
-    External::new(Explainer { scratch: RefCell::new((Interner::default(), 0)) })
+    External::new(Explainer { scratch: RefCell::new((Interner::default(), 0, Workspace::default())) })
 }
 
 /// Explains the decision for compiled request `request` over registry `registry` (every pool: rank, score and breakdown, or every rejection reason), with router
@@ -203,7 +203,7 @@ pub fn explain_decision<'env>(
         };
         {
             let scratch = &mut *explainer.scratch.borrow_mut();
-            let (texts, generation) = (&mut scratch.0, &mut scratch.1);
+            let (texts, generation, work) = (&mut scratch.0, &mut scratch.1, &mut scratch.2);
             if texts.details.len() > MAX_TEXTS || texts.details.bytes() > MAX_TEXT_BYTES {
                 texts.clear();
                 *generation = generation.wrapping_add(1);
@@ -224,7 +224,7 @@ pub fn explain_decision<'env>(
                     over_budget: &over_budget,
                     paced: &paced,
                 };
-                let d = inner.decide_interned(&q, texts);
+                let d = inner.decide_interned(&q, texts, work);
                 let fits = answer(&d, texts, req, ints, floats);
                 fits.then(|| interned_summary(&d, texts))
             };

@@ -220,7 +220,12 @@ impl Capabilities {
 
     /// True when the pool declares `name`.
     pub fn has(&self, name: &str) -> bool {
-        self.supported.iter().any(|s| s == name)
+        // A known name is one bit of the mask (in the pool's record, where the list's
+        // strings are elsewhere on the heap); a custom one is looked up in the list.
+        match capability_bit(name) {
+            Some(bit) => self.mask & bit != 0,
+            None => self.supported.iter().any(|s| s == name),
+        }
     }
 }
 

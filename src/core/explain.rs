@@ -113,7 +113,7 @@ pub fn write_compact(d: &InternedDecision, texts: &Interner, ints: &mut [u32], f
             r.observed.and_then(|o| o.observed_reliability).unwrap_or(f64::NAN),
         ]);
     }
-    for r in &d.rejected {
+    for r in d.rejected {
         ints[i] = r.index as u32;
         ints[i + 1] = (r.end - r.start) as u32;
         i += 2;
@@ -130,7 +130,7 @@ pub fn write_compact(d: &InternedDecision, texts: &Interner, ints: &mut [u32], f
 pub fn interned_summary(d: &InternedDecision, texts: &Interner) -> String {
     let phrases = texts.phrases.as_slice();
     let mut counts = vec![0usize; phrases.len()];
-    for r in &d.rejected {
+    for r in d.rejected {
         let reasons = &texts.reasons[r.start..r.end];
         for (k, x) in reasons.iter().enumerate() {
             if !reasons[..k].iter().any(|y| y.phrase == x.phrase) {

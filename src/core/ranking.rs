@@ -32,13 +32,11 @@ pub struct Dimension {
     pub normalized: f64,
 }
 
-/// An eligible pool with its score breakdown.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Ranked<'a> {
-    /// Index of the pool in the candidate list given to [`rank`].
+/// An eligible pool with its score breakdown (its id is looked up by `index`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ranked {
+    /// The candidate's `index` (the caller's index for the pool).
     pub index: usize,
-    /// Provider id (for the tie-break), borrowed from the pool.
-    pub id: &'a str,
     /// Region-preference tier (0 best); `usize::MAX` when capacity order applies.
     pub tier: usize,
     /// Position in `providerOrder` when capacity routing applies.
@@ -84,15 +82,12 @@ impl SideBySide {
     }
 }
 
-/// A pool that passed every filter, with the inputs ranking needs.
-#[derive(Debug, Clone)]
-pub struct Candidate<'a> {
+/// A pool that passed every filter, with the inputs ranking needs (its id and regions are
+/// looked up by `index`).
+#[derive(Debug, Clone, Copy)]
+pub struct Candidate {
     /// Caller's index for the pool.
     pub index: usize,
-    /// Provider id.
-    pub id: &'a str,
-    /// The pool's regions.
-    pub regions: &'a [String],
     /// Its (validated) signals: blended with observed ones when `observed` is set.
     pub signals: Signals,
     /// Declared and observed values, when observed signals are blended in.
@@ -175,78 +170,107 @@ fn sort_key(r: &Ranked, strategy: Strategy, index: u32) -> (u64, u64, u32) {
     ((r.tier as u64).saturating_add(1), value, index)
 }
 
-/// Scores and orders candidates. With `provider_order`, candidates are ordered by their
-/// position in it (callers must already have removed unlisted pools). `limit` keeps only
-/// the best `limit` pools (the provision path needs at most the attempt bound) at O(n).
+/// Scores and orders candidates. `id` gives a candidate's provider id (the tie-break, and
+/// its place in `provider_order`) and `tier` its region tier, by its `index`. With
+/// `provider_order`, candidates are ordered by their position in it (callers must already
+/// have removed unlisted pools). `limit` keeps only the best `limit` pools (the provision
+/// path needs at most the attempt bound) at O(n).
 pub fn rank<'a>(
-    candidates: &[Candidate<'a>],
+    candidates: &[Candidate],
+    id: impl Fn(usize) -> &'a str,
+    tier: impl Fn(usize) -> usize,
     req: &Request,
     provider_order: Option<&[String]>,
     limit: Option<usize>,
-) -> Vec<Ranked<'a>> {
+) -> Vec<Ranked> {
+    let mut out = Vec::new();
+    rank_into(candidates, id, tier, req, provider_order, limit, &mut RankScratch::default(), &mut out);
+    out
+}
+
+/// The buffers [`rank_into`] sorts in, for a caller that keeps them from call to call.
+#[derive(Debug, Default)]
+pub struct RankScratch {
+    scored: Vec<Ranked>,
+    keys: Vec<(u64, u64, u32)>,
+}
+
+/// [`rank`] into `out` (cleared first), sorting in `scratch`: with both kept, a caller
+/// allocates nothing once they have grown to its largest registry.
+#[allow(clippy::too_many_arguments, reason = "rank's inputs, then the buffers it reuses")]
+pub fn rank_into<'a>(
+    candidates: &[Candidate],
+    id: impl Fn(usize) -> &'a str,
+    tier: impl Fn(usize) -> usize,
+    req: &Request,
+    provider_order: Option<&[String]>,
+    limit: Option<usize>,
+    scratch: &mut RankScratch,
+    out: &mut Vec<Ranked>,
+) {
     let objective = req.latency_objective;
     let costs = spread(candidates.iter().map(|c| c.signals.estimated_cost));
     let lats = spread(candidates.iter().map(|c| latency_of(&c.signals, objective)));
     let rels = spread(candidates.iter().map(|c| c.signals.completion_within_budget_rate));
-    let ranked: Vec<Ranked<'a>> = candidates
-        .iter()
-        .map(|c| {
-            let s = &c.signals;
-            let cost = Dimension { raw: s.estimated_cost, normalized: lower_is_better(s.estimated_cost, costs) };
-            let lat_raw = latency_of(s, objective);
-            let latency = Dimension { raw: lat_raw, normalized: lower_is_better(lat_raw, lats) };
-            let rel_raw = s.completion_within_budget_rate;
-            let reliability = Dimension { raw: rel_raw, normalized: higher_is_better(rel_raw, rels) };
-            let score = match req.strategy {
-                Strategy::Cost => cost.normalized,
-                Strategy::Latency => latency.normalized,
-                Strategy::Reliability => reliability.normalized,
-                Strategy::Balanced => balanced(cost.normalized, latency.normalized, reliability.normalized),
-            };
-            let order_position = provider_order.and_then(|o| o.iter().position(|p| p == c.id));
-            Ranked {
-                index: c.index,
-                id: c.id,
-                tier: if provider_order.is_some() { usize::MAX } else { region_tier(c.regions, &req.region_preferred) },
-                order_position,
-                score,
-                cost,
-                latency,
-                reliability,
-                tie_break: false,
-                observed: c.observed,
-            }
-        })
-        .collect();
+    let RankScratch { scored, keys } = scratch;
+    scored.clear();
+    scored.extend(candidates.iter().map(|c| {
+        let s = &c.signals;
+        let cost = Dimension { raw: s.estimated_cost, normalized: lower_is_better(s.estimated_cost, costs) };
+        let lat_raw = latency_of(s, objective);
+        let latency = Dimension { raw: lat_raw, normalized: lower_is_better(lat_raw, lats) };
+        let rel_raw = s.completion_within_budget_rate;
+        let reliability = Dimension { raw: rel_raw, normalized: higher_is_better(rel_raw, rels) };
+        let score = match req.strategy {
+            Strategy::Cost => cost.normalized,
+            Strategy::Latency => latency.normalized,
+            Strategy::Reliability => reliability.normalized,
+            Strategy::Balanced => balanced(cost.normalized, latency.normalized, reliability.normalized),
+        };
+        Ranked {
+            index: c.index,
+            tier: if provider_order.is_some() { usize::MAX } else { tier(c.index) },
+            order_position: provider_order.and_then(|o| {
+                let id = id(c.index);
+                o.iter().position(|p| p == id)
+            }),
+            score,
+            cost,
+            latency,
+            reliability,
+            tie_break: false,
+            observed: c.observed,
+        }
+    }));
     let strategy = req.strategy;
-    // Sorted as small (key, index) entries, then moved once into place: the key is the
+    // Sorted as small (key, index) entries, then copied once into place: the key is the
     // order `primary` defines, as integers, and the id breaks ties. At 10,000 pools the
-    // comparisons (`primary` re-reads fields of two ~150-byte values) and the moves of the
+    // comparisons (`primary` re-reads fields of two ~140-byte values) and the moves of the
     // values themselves were most of the sort's cost (callgrind).
-    let mut keyed: Vec<(u64, u64, u32)> =
-        ranked.iter().enumerate().map(|(i, r)| sort_key(r, strategy, i as u32)).collect();
+    keys.clear();
+    keys.extend(scored.iter().enumerate().map(|(i, r)| sort_key(r, strategy, i as u32)));
+    let scored: &[Ranked] = scored;
     let cmp = |a: &(u64, u64, u32), b: &(u64, u64, u32)| {
         (a.0, a.1)
             .cmp(&(b.0, b.1))
-            .then_with(|| ranked[a.2 as usize].id.as_bytes().cmp(ranked[b.2 as usize].id.as_bytes()))
+            .then_with(|| id(scored[a.2 as usize].index).as_bytes().cmp(id(scored[b.2 as usize].index).as_bytes()))
     };
     if let Some(k) = limit {
         if k == 0 {
-            keyed.clear();
-        } else if k < keyed.len() {
-            keyed.select_nth_unstable_by(k - 1, cmp);
-            keyed.truncate(k);
+            keys.clear();
+        } else if k < keys.len() {
+            keys.select_nth_unstable_by(k - 1, cmp);
+            keys.truncate(k);
         }
     }
-    keyed.sort_unstable_by(cmp);
-    let mut slots: Vec<Option<Ranked<'a>>> = ranked.into_iter().map(Some).collect();
-    let mut ranked: Vec<Ranked<'a>> = keyed.iter().filter_map(|k| slots[k.2 as usize].take()).collect();
-    for i in 0..ranked.len() {
-        let tied_prev = i > 0 && primary(&ranked[i - 1], &ranked[i], strategy) == Ordering::Equal;
-        let tied_next = i + 1 < ranked.len() && primary(&ranked[i], &ranked[i + 1], strategy) == Ordering::Equal;
-        ranked[i].tie_break = tied_prev || tied_next;
+    keys.sort_unstable_by(cmp);
+    out.clear();
+    out.extend(keys.iter().map(|k| scored[k.2 as usize]));
+    for i in 0..out.len() {
+        let tied_prev = i > 0 && primary(&out[i - 1], &out[i], strategy) == Ordering::Equal;
+        let tied_next = i + 1 < out.len() && primary(&out[i], &out[i + 1], strategy) == Ordering::Equal;
+        out[i].tie_break = tied_prev || tied_next;
     }
-    ranked
 }
 
 /// The balanced score from normalized dimensions.
@@ -354,18 +378,10 @@ mod tests {
     use super::{primary, sort_key, Dimension, Ranked, Strategy as Routing};
     use proptest::prelude::*;
 
-    fn ranked(
-        tier: usize,
-        position: Option<usize>,
-        cost: f64,
-        latency: f64,
-        reliability: f64,
-        score: f64,
-    ) -> Ranked<'static> {
+    fn ranked(tier: usize, position: Option<usize>, cost: f64, latency: f64, reliability: f64, score: f64) -> Ranked {
         let d = |raw| Dimension { raw, normalized: 0.0 };
         Ranked {
             index: 0,
-            id: "",
             tier,
             order_position: position,
             score,

@@ -9,7 +9,9 @@
 use crate::core::health::{Block, Observed};
 use crate::core::pool::Pool;
 use crate::core::profile::{admits, admits_simple, tier, Profile, RegionTable, RequestProfile};
-use crate::core::ranking::{latency_of, rank, top_k, Candidate, Ranked, SideBySide, Slim};
+use crate::core::ranking::{
+    latency_of, rank, rank_into, tier_of, top_k, Candidate, RankScratch, Ranked, SideBySide, Slim,
+};
 use crate::core::reasons::{Reason, Rejection};
 use crate::core::request::{Objective, Request};
 use crate::core::requirements::{check, CheckContext, Interner, Sink, TextKey};
@@ -116,9 +118,9 @@ pub struct PoolRejection {
 
 /// The outcome of routing one request.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Decision<'a> {
+pub struct Decision {
     /// Eligible pools, best first.
-    pub eligible: Vec<Ranked<'a>>,
+    pub eligible: Vec<Ranked>,
     /// Rejected pools (only filled when `detail` is set).
     pub rejected: Vec<PoolRejection>,
     /// How many pools were rejected.
@@ -160,15 +162,15 @@ impl fmt::Display for Ms {
 }
 
 /// Routes `req` over `pools` in the spec's order of filters.
-pub fn route<'p>(pools: &'p [Pool], req: &Request, opts: &RouteOptions<'_>) -> Decision<'p> {
-    let mut candidates: Vec<Candidate<'_>> = Vec::new();
+pub fn route(pools: &[Pool], req: &Request, opts: &RouteOptions<'_>) -> Decision {
+    let mut candidates: Vec<Candidate> = Vec::new();
     let mut rejected = Vec::new();
     let mut rejected_count = 0;
     for (i, p) in pools.iter().enumerate() {
         let mut reasons = Vec::new();
         let failed = {
             let mut sink = if opts.detail { Sink::collect(&mut reasons) } else { Sink::verdict() };
-            judge(p, i, req, opts, &mut sink, &mut candidates)
+            judge(p, i, req, opts, false, &mut sink, &mut candidates)
         };
         if failed {
             rejected_count += 1;
@@ -177,21 +179,30 @@ pub fn route<'p>(pools: &'p [Pool], req: &Request, opts: &RouteOptions<'_>) -> D
             }
         }
     }
-    let eligible = rank(&candidates, req, opts.provider_order, opts.limit);
+    let eligible = rank(
+        &candidates,
+        |i| pools[i].id.as_str(),
+        |i| tier_of(&pools[i].capabilities.regions, &req.region_preferred) as usize,
+        req,
+        opts.provider_order,
+        opts.limit,
+    );
     Decision { eligible, rejected, rejected_count, total: pools.len() }
 }
 
 /// One pool through the filters, in the spec's order, into `sink`; pushes it to
 /// `candidates` when it passes. Returns whether it was rejected. The one judgement both
 /// [`route`] and [`route_interned`] make (and that `route_order_into` makes over profiles,
-/// which the property tests hold equal).
-fn judge<'p>(
-    p: &'p Pool,
+/// which the property tests hold equal). `met`: the pool's compact profile already showed
+/// every requirement met, so the requirement checks would report nothing and are skipped.
+fn judge(
+    p: &Pool,
     i: usize,
     req: &Request,
     opts: &RouteOptions<'_>,
+    met: bool,
     sink: &mut Sink<'_>,
-    candidates: &mut Vec<Candidate<'p>>,
+    candidates: &mut Vec<Candidate>,
 ) -> bool {
     if opts.credentials_unavailable.contains(&i) {
         sink.reject(
@@ -201,7 +212,7 @@ fn judge<'p>(
             |p| p.push_str("credentials unavailable"),
         );
     }
-    if !sink.failed() || opts.detail {
+    if !met && (!sink.failed() || opts.detail) {
         check(&p.id, &p.capabilities, req, ctx(p, opts), sink);
     }
     if !sink.failed() {
@@ -223,51 +234,82 @@ pub struct InternedPoolRejection {
 }
 
 /// A decision with every rejection reason, texts interned into an [`Interner`] (which
-/// holds the reasons the rejections refer to): what an explanation is built from.
+/// holds the reasons the rejections refer to), lent from a [`Workspace`]: what an
+/// explanation is built from.
 #[derive(Debug)]
-pub struct InternedDecision<'a> {
+pub struct InternedDecision<'w> {
     /// Eligible pools, best first.
-    pub eligible: Vec<Ranked<'a>>,
+    pub eligible: &'w [Ranked],
     /// Rejected pools, in pool order.
-    pub rejected: Vec<InternedPoolRejection>,
+    pub rejected: &'w [InternedPoolRejection],
     /// How many pools were considered.
     pub total: usize,
 }
 
+/// The buffers [`route_interned`] fills, kept by the caller from one explanation to the
+/// next (they grow to the largest registry explained). Allocated afresh, at 10,000 pools,
+/// they are about a megabyte a call that the allocator hands back to the system and faults
+/// in again each time: the explain floor at 10,000 pools (docs/performance.md).
+#[derive(Debug, Default)]
+pub struct Workspace {
+    candidates: Vec<Candidate>,
+    ranking: RankScratch,
+    eligible: Vec<Ranked>,
+    rejected: Vec<InternedPoolRejection>,
+}
+
 /// [`route`] in detail mode with the texts interned into `interner`: the same filters and
-/// ranking, without two string allocations per rejection reason. The interner's reasons
-/// and phrases are the last request's only; its details table is kept (see
-/// [`Interner::clear_request`]).
-pub fn route_interned<'p>(
-    pools: &'p [Pool],
+/// ranking, without two string allocations per rejection reason, into `work`. The compact
+/// profiles (as `route_order_into` reads them) decide which pools meet every requirement
+/// and the region tiers; only the pools they turn away are checked against their full
+/// declarations, for the reasons. The interner's reasons and phrases are the last
+/// request's only; its details table is kept (see [`Interner::clear_request`]).
+pub fn route_interned<'w>(
+    registry: &Registry,
     req: &Request,
     opts: &RouteOptions<'_>,
     interner: &mut Interner,
-) -> InternedDecision<'p> {
+    work: &'w mut Workspace,
+) -> InternedDecision<'w> {
     let opts = RouteOptions { detail: true, ..opts.clone() };
-    let mut candidates: Vec<Candidate<'_>> = Vec::new();
-    let mut rejected = Vec::new();
+    let pools = &registry.pools;
+    let q = RequestProfile::new(req, &registry.regions, |id| registry.position(id), opts.detached);
+    let Workspace { candidates, ranking, eligible, rejected } = work;
+    candidates.clear();
+    rejected.clear();
     interner.clear_request();
-    for (i, p) in pools.iter().enumerate() {
+    for (i, (p, profile)) in pools.iter().zip(&registry.profiles).enumerate() {
+        let regions = &p.capabilities.regions;
+        let met = !q.needs_full_check
+            && if q.simple { admits_simple(profile, &q) } else { admits(i, profile, &q, req, regions) };
         let start = interner.reasons.len();
-        let failed = judge(p, i, req, &opts, &mut Sink::interned(interner), &mut candidates);
+        let failed = judge(p, i, req, &opts, met, &mut Sink::interned(interner), candidates);
         if failed {
             rejected.push(InternedPoolRejection { index: i, start, end: interner.reasons.len() });
         }
     }
-    let eligible = rank(&candidates, req, opts.provider_order, opts.limit);
+    rank_into(
+        candidates,
+        |i| pools[i].id.as_str(),
+        |i| tier(&registry.profiles[i], &q, req, &pools[i].capabilities.regions) as usize,
+        req,
+        opts.provider_order,
+        opts.limit,
+        ranking,
+        eligible,
+    );
     InternedDecision { eligible, rejected, total: pools.len() }
 }
 
 /// Signals, availability, latency budget and capacity order, for a pool that met every
 /// requirement. Pushes it to `candidates` when it passes.
-fn operational<'p>(
-    p: &'p Pool,
+fn operational(
+    p: &Pool,
     i: usize,
     req: &Request,
     opts: &RouteOptions<'_>,
     sink: &mut Sink<'_>,
-    candidates: &mut Vec<Candidate<'p>>,
+    candidates: &mut Vec<Candidate>,
 ) {
     if let Some(declared) = operational_signals(p, i, req, opts, sink) {
         let (signals, observed) = match opts.observed {
@@ -277,7 +319,7 @@ fn operational<'p>(
             }
             None => (declared, None),
         };
-        candidates.push(Candidate { index: i, id: &p.id, regions: &p.capabilities.regions, signals, observed });
+        candidates.push(Candidate { index: i, signals, observed });
     }
 }
 

@@ -15,11 +15,13 @@ use crate::core::pool::Pool;
 use crate::core::ranking::Slim;
 use crate::core::registry::{
     requirement_survivors, route, route_interned, route_order_into, Decision, InternedDecision, Registry, RouteOptions,
+    Workspace,
 };
 use crate::core::request::Request;
 use crate::core::requirements::Interner;
 use crate::core::signals::{signal_state, unresolved, SignalState};
 use serde_json::Value;
+use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -33,10 +35,12 @@ pub struct Pools {
     scratch: Vec<Slim>,
     /// The health slot of each pool, for the router health (by its id) they were taken from.
     health_slots: Option<(u64, Rc<[usize]>)>,
-    /// Per pool: whether it keeps a warm pool (`warm` option); None when none does.
-    pub warm: Option<Rc<[bool]>>,
-    /// Per pool: its declared rate limit (`rateLimit` option); None when none declares one.
-    pub rate_limits: Option<Rc<[Option<RateLimit>]>>,
+    /// Per pool: whether it keeps a warm pool (`warm` option); None when none does. Made on
+    /// first use after a change (`warm()`), so registering n pools stays O(n).
+    warm: OnceCell<Option<Rc<[bool]>>>,
+    /// Per pool: its declared rate limit (`rateLimit` option); None when none declares one
+    /// (`rate_limits()`, made like `warm`).
+    rate_limits: OnceCell<Option<Rc<[Option<RateLimit>]>>>,
     /// Each pool's registered `estimatedCost` (budgets), made on first use.
     registered_costs: Option<Rc<[f64]>>,
     /// The pools' ids, shared by the events of every provision on this registry.
@@ -234,13 +238,31 @@ impl Pools {
         let pool = Pool::from_json(definition, has_launch_detached)?;
         let index = self.registry.add(pool).map_err(Failure::from)?;
         self.readers.push(has_capacity_reader);
-        let pools = self.registry.pools();
-        self.warm = pools.iter().any(|p| p.warm.is_some()).then(|| pools.iter().map(|p| p.warm.is_some()).collect());
-        self.rate_limits =
-            pools.iter().any(|p| p.rate_limit.is_some()).then(|| pools.iter().map(|p| p.rate_limit).collect());
+        self.warm = OnceCell::new();
+        self.rate_limits = OnceCell::new();
         self.registered_costs = None;
         self.ids = None;
         Ok(index)
+    }
+
+    /// Per pool: whether it keeps a warm pool (`warm` option); None when none does.
+    pub fn warm(&self) -> Option<&Rc<[bool]>> {
+        self.warm
+            .get_or_init(|| {
+                let pools = self.registry.pools();
+                pools.iter().any(|p| p.warm.is_some()).then(|| pools.iter().map(|p| p.warm.is_some()).collect())
+            })
+            .as_ref()
+    }
+
+    /// Per pool: its declared rate limit (`rateLimit` option); None when none declares one.
+    pub fn rate_limits(&self) -> Option<&Rc<[Option<RateLimit>]>> {
+        self.rate_limits
+            .get_or_init(|| {
+                let pools = self.registry.pools();
+                pools.iter().any(|p| p.rate_limit.is_some()).then(|| pools.iter().map(|p| p.rate_limit).collect())
+            })
+            .as_ref()
     }
 
     /// The id of pool `index`.
@@ -314,17 +336,22 @@ impl Pools {
     }
 
     /// Every pool's verdict with every reason, texts interned (explanations).
-    pub fn decide_interned(&self, q: &Question<'_>, interner: &mut Interner) -> InternedDecision<'_> {
-        q.with_options(None, true, |opts| route_interned(self.registry.pools(), q.req, opts, interner))
+    pub fn decide_interned<'w>(
+        &self,
+        q: &Question<'_>,
+        interner: &mut Interner,
+        work: &'w mut Workspace,
+    ) -> InternedDecision<'w> {
+        q.with_options(None, true, |opts| route_interned(&self.registry, q.req, opts, interner, work))
     }
 
     /// Every pool's verdict with every reason.
-    pub fn decide(&self, q: &Question<'_>) -> Decision<'_> {
+    pub fn decide(&self, q: &Question<'_>) -> Decision {
         q.with_options(None, true, |opts| route(self.registry.pools(), q.req, opts))
     }
 
     /// The rejected pools of `d`, with their reasons, as events and errors carry them.
-    pub fn rejections(&self, d: &Decision<'_>) -> Vec<PoolRejection> {
+    pub fn rejections(&self, d: &Decision) -> Vec<PoolRejection> {
         let pools = self.registry.pools();
         d.rejected
             .iter()
@@ -488,6 +515,32 @@ mod tests {
         assert_eq!((e.code.as_str(), e.provider_id.as_deref()), ("DUPLICATE_PROVIDER", Some("a")));
         assert_eq!(e.message, "duplicate provider id: a");
         assert_eq!(pools.add(&def, false, false).unwrap_err(), e, "add refuses it the same way");
+    }
+
+    #[test]
+    fn warm_and_rate_limit_lists_must_fire_once_a_pool_declares_one_and_follow_later_additions() {
+        let mut pools = Pools::default();
+        pools.add(&serde_json::json!({ "id": "a", "capabilities": {} }), false, false).unwrap();
+        assert!(pools.warm().is_none() && pools.rate_limits().is_none());
+        let warm = serde_json::json!({ "id": "b", "capabilities": {}, "warm": { "size": 1 } });
+        pools.add(&warm, false, false).unwrap();
+        assert_eq!(pools.warm().map(|w| w.to_vec()), Some(vec![false, true]));
+        let paced = serde_json::json!({ "id": "c", "capabilities": {}, "rateLimit": { "launchesPerSecond": 1 } });
+        pools.add(&paced, false, false).unwrap();
+        // Both lists were read before this addition: each is made again, one entry longer.
+        assert_eq!(pools.warm().map(|w| w.to_vec()), Some(vec![false, true, false]));
+        let limits = pools.rate_limits().expect("c declares a rate limit");
+        assert_eq!(limits.iter().map(Option::is_some).collect::<Vec<_>>(), [false, false, true]);
+    }
+
+    #[test]
+    fn warm_and_rate_limit_lists_must_not_fire_while_no_pool_declares_one() {
+        let mut pools = Pools::default();
+        for id in ["a", "b", "c"] {
+            pools.add(&serde_json::json!({ "id": id, "capabilities": {} }), false, false).unwrap();
+            assert!(pools.warm().is_none(), "no warm pool: no list");
+            assert!(pools.rate_limits().is_none(), "no rate limit: no list");
+        }
     }
 
     #[test]

@@ -345,7 +345,7 @@ impl Router {
     /// by): None, and nothing is paced, unless a pool declares a rate limit or one of the
     /// router's pools is cooling down.
     pub(crate) fn paced(&self, pools: &mut Pools) -> Option<PacePlan> {
-        let limits = match &pools.rate_limits {
+        let limits = match pools.rate_limits() {
             Some(l) => l.clone(),
             // The wait queue skips waiters' pools in the pacing step; a fleet's pacing may
             // refuse any pool (another process's `Retry-After`).
@@ -358,10 +358,10 @@ impl Router {
     /// The pools of `pools` pacing holds back at `now` (explanations: a provision skips them
     /// at launch time), with why and until when. Empty, without a scan, when nothing is paced.
     pub fn paced_now(&self, pools: &Pools, now: i64) -> Vec<(usize, crate::core::pacing::Blocked)> {
-        if pools.rate_limits.is_none() && self.pacing.is_empty() {
+        if pools.rate_limits().is_none() && self.pacing.is_empty() {
             return Vec::new();
         }
-        let limits = pools.rate_limits.as_deref();
+        let limits = pools.rate_limits().map(|l| &**l);
         (0..pools.registry.pools().len())
             .filter_map(|i| {
                 let limit = limits.and_then(|l| l.get(i).copied().flatten());
@@ -373,7 +373,7 @@ impl Router {
     /// Which pools of `pools` a provision may claim from (by index): none unless the
     /// registry keeps a warm pool and this router's warm pools are started and not closed.
     fn claims(&self, pools: &Pools) -> Option<Rc<[bool]>> {
-        let warm = pools.warm.as_ref()?;
+        let warm = pools.warm()?;
         match &self.warm {
             Some(w) if !w.closed => Some(warm.clone()),
             _ => None,

@@ -271,7 +271,7 @@ impl Router {
     /// (None without a queue), and each pool's tokens and cooldown at `now`.
     pub fn queue_status(&self, now: i64) -> (Option<QueueStatus>, Vec<PoolPace>) {
         let pools = self.registry.borrow();
-        let limits = pools.rate_limits.as_deref();
+        let limits = pools.rate_limits().map(|l| &**l);
         let paces = (0..pools.registry.pools().len())
             .map(|i| {
                 let id = pools.pool_id(i);

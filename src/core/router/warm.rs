@@ -1641,7 +1641,7 @@ impl Router {
         now: Now,
     ) -> Result<Option<Vec<ClaimExplanation>>, Failure> {
         let inner = self.registry.borrow();
-        if inner.warm.is_none() {
+        if inner.warm().is_none() {
             return Ok(None);
         }
         pools
