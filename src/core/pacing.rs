@@ -20,8 +20,8 @@
 //! least [`FLEET_RECHECK_MS`] later.
 
 use crate::core::json::{object, FieldError};
+use rustc_hash::FxHashMap;
 use serde_json::Value;
-use std::collections::HashMap;
 
 /// Skip reason of a pool without a launch token now.
 pub const RATE_LIMITED: &str = "RATE_LIMITED";
@@ -145,7 +145,7 @@ pub struct PaceSeed {
 /// Every pool's bucket and cooldown, by pool id.
 #[derive(Debug, Default)]
 pub struct Pacing {
-    pools: HashMap<String, Pace>,
+    pools: FxHashMap<String, Pace>,
     /// Pools whose cooldown a take found passed, since [`Pacing::take_ended`].
     ended: Vec<String>,
 }
@@ -154,21 +154,24 @@ impl Pacing {
     /// Whether `pool` (with `limit`, if it declares one) may launch at `now`; takes a token
     /// if so. A pool with neither a limit nor a cooldown always may, and leaves no state.
     pub fn take(&mut self, pool: &str, limit: Option<RateLimit>, now: i64) -> Result<(), Blocked> {
-        self.peek(pool, limit, now)?;
-        if self.pools.get(pool).is_some_and(|p| p.cooling_until != 0) {
-            // Its cooldown passed (peek refuses one in force): the first launch after it says so.
-            self.ended.push(pool.to_string());
-        }
-        let Some(limit) = limit else {
-            // A passed cooldown says nothing more.
-            self.pools.remove(pool);
-            return Ok(());
-        };
-        match self.pools.get_mut(pool) {
-            Some(p) => *p = Pace { tokens: refilled(*p, limit, now) - 1.0, at: now, ..Pace::EMPTY },
-            None => {
+        // One lookup: a take runs in every paced provision.
+        let Some(p) = self.pools.get_mut(pool) else {
+            if let Some(limit) = limit {
                 let full = Pace { tokens: f64::from(limit.burst) - 1.0, at: now, ..Pace::EMPTY };
                 self.pools.insert(pool.to_string(), full);
+            }
+            return Ok(());
+        };
+        verdict(*p, limit, now)?;
+        if p.cooling_until != 0 {
+            // Its cooldown passed (the verdict refuses one in force): the first launch after it says so.
+            self.ended.push(pool.to_string());
+        }
+        match limit {
+            Some(limit) => *p = Pace { tokens: refilled(*p, limit, now) - 1.0, at: now, ..Pace::EMPTY },
+            // A passed cooldown says nothing more.
+            None => {
+                self.pools.remove(pool);
             }
         }
         Ok(())
@@ -176,18 +179,7 @@ impl Pacing {
 
     /// What [`Pacing::take`] would answer at `now`, taking nothing (explanations).
     pub fn peek(&self, pool: &str, limit: Option<RateLimit>, now: i64) -> Result<(), Blocked> {
-        let Some(p) = self.pools.get(pool).copied() else { return Ok(()) };
-        if p.cooling_until > now {
-            return Err(Blocked { reason: COOLING_DOWN, until: p.cooling_until });
-        }
-        if p.fleet_until > now {
-            return Err(Blocked { reason: RATE_LIMITED, until: p.fleet_until });
-        }
-        let Some(limit) = limit else { return Ok(()) };
-        if refilled(p, limit, now) < 1.0 {
-            return Err(Blocked { reason: RATE_LIMITED, until: next_token(p, limit, now) });
-        }
-        Ok(())
+        self.pools.get(pool).map_or(Ok(()), |p| verdict(*p, limit, now))
     }
 
     /// How many launches `pool` could start at `now` (whole tokens; none while it cools
@@ -302,6 +294,22 @@ fn next_token(p: Pace, limit: RateLimit, now: i64) -> i64 {
     let from = p.at.min(now);
     let wait = ((1.0 - p.tokens).max(0.0) * limit.ms_per_token()).ceil() as i64;
     from.saturating_add(wait).max(now.saturating_add(1))
+}
+
+/// Whether a pool whose entry is `p` may launch at `now`: not while it cools down or the
+/// fleet's bucket refused it, nor without a whole token under `limit`.
+fn verdict(p: Pace, limit: Option<RateLimit>, now: i64) -> Result<(), Blocked> {
+    if p.cooling_until > now {
+        return Err(Blocked { reason: COOLING_DOWN, until: p.cooling_until });
+    }
+    if p.fleet_until > now {
+        return Err(Blocked { reason: RATE_LIMITED, until: p.fleet_until });
+    }
+    let Some(limit) = limit else { return Ok(()) };
+    if refilled(p, limit, now) < 1.0 {
+        return Err(Blocked { reason: RATE_LIMITED, until: next_token(p, limit, now) });
+    }
+    Ok(())
 }
 
 /// The bucket's tokens at `now`: what it held, plus what came since, at most `burst`. A
