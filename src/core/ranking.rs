@@ -170,24 +170,6 @@ fn sort_key(r: &Ranked, strategy: Strategy, index: u32) -> (u64, u64, u32) {
     ((r.tier as u64).saturating_add(1), value, index)
 }
 
-/// Scores and orders candidates. `id` gives a candidate's provider id (the tie-break, and
-/// its place in `provider_order`) and `tier` its region tier, by its `index`. With
-/// `provider_order`, candidates are ordered by their position in it (callers must already
-/// have removed unlisted pools). `limit` keeps only the best `limit` pools (the provision
-/// path needs at most the attempt bound) at O(n).
-pub fn rank<'a>(
-    candidates: &[Candidate],
-    id: impl Fn(usize) -> &'a str,
-    tier: impl Fn(usize) -> usize,
-    req: &Request,
-    provider_order: Option<&[String]>,
-    limit: Option<usize>,
-) -> Vec<Ranked> {
-    let mut out = Vec::new();
-    rank_into(candidates, id, tier, req, provider_order, limit, &mut RankScratch::default(), &mut out);
-    out
-}
-
 /// The buffers [`rank_into`] sorts in, for a caller that keeps them from call to call.
 #[derive(Debug, Default)]
 pub struct RankScratch {
@@ -195,8 +177,12 @@ pub struct RankScratch {
     keys: Vec<(u64, u64, u32)>,
 }
 
-/// [`rank`] into `out` (cleared first), sorting in `scratch`: with both kept, a caller
-/// allocates nothing once they have grown to its largest registry.
+/// Scores and orders candidates into `out` (cleared first), sorting in `scratch` (with both
+/// kept, a caller allocates nothing once they have grown to its largest registry). `id`
+/// gives a candidate's provider id (the tie-break, and its place in `provider_order`) and
+/// `tier` its region tier, by its `index`. With `provider_order`, candidates are ordered by
+/// their position in it (callers must already have removed unlisted pools). `limit` keeps
+/// only the best `limit` pools (the provision path needs at most the attempt bound) at O(n).
 #[allow(clippy::too_many_arguments, reason = "rank's inputs, then the buffers it reuses")]
 pub fn rank_into<'a>(
     candidates: &[Candidate],
@@ -299,7 +285,7 @@ pub fn tier_of(regions: &[String], preferred: &[String]) -> u32 {
     region_tier(regions, preferred) as u32
 }
 
-/// The best `k` pool indices in the same order [`rank`] produces, without building the
+/// The best `k` pool indices in the same order [`rank_into`] produces, without building the
 /// breakdowns: one pass for the spreads, one pass keeping a small sorted buffer. Writes
 /// into `out` (cleared first) so a caller can reuse it.
 pub fn top_k<'a>(slims: &[Slim], id: impl Fn(u32) -> &'a str, strategy: Strategy, k: usize, out: &mut Vec<usize>) {

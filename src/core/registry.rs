@@ -9,9 +9,7 @@
 use crate::core::health::{Block, Observed};
 use crate::core::pool::Pool;
 use crate::core::profile::{admits, admits_simple, tier, Profile, RegionTable, RequestProfile};
-use crate::core::ranking::{
-    latency_of, rank, rank_into, tier_of, top_k, Candidate, RankScratch, Ranked, SideBySide, Slim,
-};
+use crate::core::ranking::{latency_of, rank_into, tier_of, top_k, Candidate, RankScratch, Ranked, SideBySide, Slim};
 use crate::core::reasons::{Reason, Rejection};
 use crate::core::request::{Objective, Request};
 use crate::core::requirements::{check, CheckContext, Interner, Sink, TextKey};
@@ -179,13 +177,16 @@ pub fn route(pools: &[Pool], req: &Request, opts: &RouteOptions<'_>) -> Decision
             }
         }
     }
-    let eligible = rank(
+    let mut eligible = Vec::new();
+    rank_into(
         &candidates,
         |i| pools[i].id.as_str(),
         |i| tier_of(&pools[i].capabilities.regions, &req.region_preferred) as usize,
         req,
         opts.provider_order,
         opts.limit,
+        &mut RankScratch::default(),
+        &mut eligible,
     );
     Decision { eligible, rejected, rejected_count, total: pools.len() }
 }
